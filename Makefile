@@ -1,0 +1,51 @@
+# bulkreg — the two commands a newcomer needs are `make demo` and `make test`.
+GO      ?= go
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+FUZZTIME ?= 5s
+
+.PHONY: test demo deps build lint fuzz bench
+
+# deps installs the outside programs the tests start for real: redis-server
+# (Redis and Redis Cluster in tests) and kcat (an independent Kafka client
+# that reads what the producer published).
+deps:
+	@missing=""; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
+	command -v redis-benchmark >/dev/null 2>&1 || missing="$$missing redis-tools"; \
+	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+# test runs every test against real redis-server processes and the embedded
+# Kafka broker, then runs each fuzz target briefly.
+test: deps
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 9m ./...
+	$(MAKE) fuzz
+
+fuzz:
+	@for file in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \
+		dir=$$(dirname $$file); \
+		for fn in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$file); do \
+			echo "fuzz $$dir $$fn ($(FUZZTIME))"; \
+			out=$$($(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$dir 2>&1) || { echo "$$out"; exit 1; }; \
+		done; \
+	done
+
+# demo runs the whole system in one process tree and prints the compliance report.
+demo:
+	$(GO) run ./cmd/devstack demo
+
+build:
+	CGO_ENABLED=0 $(GO) build -o bin/ ./cmd/...
+
+lint:
+	gofmt -l . | tee /dev/stderr | (! read)
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0 ./...
+
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchmem ./...

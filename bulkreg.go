@@ -1,0 +1,101 @@
+// Package bulkreg holds the domain types every part of bulkreg shares: the
+// product a seller registers and the Kafka message that carries one row of an
+// upload from the producer to the consumers. The packages below it (excel,
+// throttle, registryclient, consumer, ...) each talk to one outside system;
+// this package talks to none.
+package bulkreg
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults shared by every binary. They are the production values; tests and
+// the demo override them through configuration.
+const (
+	// DefaultTopic is the rows topic. Its dead-letter topic is DLQTopic(DefaultTopic).
+	DefaultTopic = "product-registrations"
+	// MaxRows is the most data rows one upload may hold; a larger file is refused whole.
+	MaxRows = 500
+	// MessageVersion is the "v" field of every message this version writes.
+	MessageVersion = 1
+)
+
+// DLQTopic names the dead-letter topic of a rows topic.
+func DLQTopic(topic string) string { return topic + ".dlq" }
+
+// Product is one row of an upload as the registration API receives it.
+// Prices and fees are whole won; Stock is a count.
+type Product struct {
+	SellerSKU    string `json:"seller_sku"`
+	Name         string `json:"name"`
+	CategoryCode string `json:"category_code"`
+	Price        int64  `json:"price"`
+	Stock        int64  `json:"stock"`
+	Brand        string `json:"brand,omitempty"`
+	ImageURL     string `json:"image_url,omitempty"`
+	Description  string `json:"description,omitempty"`
+	ShippingFee  int64  `json:"shipping_fee"`
+}
+
+// Message is the value of one Kafka message: one row of one upload. The key
+// of the Kafka message is SellerID, so one seller's rows stay on one partition.
+type Message struct {
+	V              int       `json:"v"`
+	UploadID       string    `json:"upload_id"`
+	SellerID       string    `json:"seller_id"`
+	Row            int       `json:"row"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	Product        Product   `json:"product"`
+	EnqueuedAt     time.Time `json:"enqueued_at"`
+}
+
+// IdempotencyKey is the key the registration API deduplicates on. It is
+// derived, never chosen, so a re-sent row always carries the same key.
+func IdempotencyKey(uploadID string, row int) string {
+	return uploadID + ":" + strconv.Itoa(row)
+}
+
+// NewMessage builds the message for one row.
+func NewMessage(uploadID, sellerID string, row int, p Product, enqueuedAt time.Time) Message {
+	return Message{
+		V:              MessageVersion,
+		UploadID:       uploadID,
+		SellerID:       sellerID,
+		Row:            row,
+		IdempotencyKey: IdempotencyKey(uploadID, row),
+		Product:        p,
+		EnqueuedAt:     enqueuedAt.UTC().Truncate(time.Second),
+	}
+}
+
+// ErrBadMessage marks a message that can never be processed, however often it
+// is retried: it belongs in the dead-letter topic at once.
+var ErrBadMessage = errors.New("bad message")
+
+// DecodeMessage parses and checks a message value. Every error wraps
+// ErrBadMessage and names the field that is wrong.
+func DecodeMessage(value []byte) (Message, error) {
+	var m Message
+	dec := json.NewDecoder(strings.NewReader(string(value)))
+	if err := dec.Decode(&m); err != nil {
+		return Message{}, fmt.Errorf("%w: value is not the JSON of a row message: %v", ErrBadMessage, err)
+	}
+	switch {
+	case m.V != MessageVersion:
+		return Message{}, fmt.Errorf("%w: field v is %d, this consumer reads version %d", ErrBadMessage, m.V, MessageVersion)
+	case m.UploadID == "":
+		return Message{}, fmt.Errorf("%w: field upload_id is empty", ErrBadMessage)
+	case m.SellerID == "":
+		return Message{}, fmt.Errorf("%w: field seller_id is empty", ErrBadMessage)
+	case m.Row < 1:
+		return Message{}, fmt.Errorf("%w: field row is %d, rows start at 1", ErrBadMessage, m.Row)
+	case m.IdempotencyKey != IdempotencyKey(m.UploadID, m.Row):
+		return Message{}, fmt.Errorf("%w: field idempotency_key is %q, want %q", ErrBadMessage, m.IdempotencyKey, IdempotencyKey(m.UploadID, m.Row))
+	}
+	return m, nil
+}

@@ -1,0 +1,231 @@
+// Command consumer registers the rows of uploads: it joins the consumer group
+// on the rows topic and calls the registration API for each row at the time
+// the shared throttle grants. Run more processes with the same group id to
+// scale. Every setting is a BULKREG_* environment variable or a flag of the
+// same name in kebab case (--kafka-brokers); -h lists them.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkreg/bulkreg/compliance"
+	"github.com/bulkreg/bulkreg/consumer"
+	"github.com/bulkreg/bulkreg/internal/config"
+	registryclient "github.com/bulkreg/bulkreg/registry-client"
+	"github.com/bulkreg/bulkreg/throttle"
+	"github.com/bulkreg/bulkreg/uploadstatus"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Getenv); err != nil {
+		fmt.Fprintln(os.Stderr, "consumer:", err)
+		os.Exit(1)
+	}
+}
+
+// settings are the consumer's own settings, next to the shared ones.
+type settings struct {
+	shared          config.Config
+	consumer        consumer.Config
+	retry           registryclient.RetryPolicy
+	registryTimeout time.Duration
+	registryConns   int
+	maxWait         time.Duration
+	callRetention   time.Duration
+	statusRetention time.Duration
+	shutdownTimeout time.Duration
+	logLevel        string
+}
+
+func parse(args []string, getenv func(string) string) (settings, error) {
+	s := settings{
+		shared:          config.Default(),
+		consumer:        consumer.DefaultConfig(),
+		retry:           registryclient.DefaultRetryPolicy(),
+		registryTimeout: 10 * time.Second,
+		registryConns:   128,
+		callRetention:   compliance.DefaultRetention,
+		statusRetention: 7 * 24 * time.Hour,
+		shutdownTimeout: 45 * time.Second,
+		logLevel:        "info",
+	}
+	s.consumer.SellerConcurrency = 0 // 0: the limit
+	s.consumer.MaxLateness = 0       // 0: half the margin
+	fs := flag.NewFlagSet("consumer", flag.ContinueOnError)
+	b := config.NewBinder(fs, getenv)
+	s.shared.Bind(b)
+	c := &s.consumer
+	b.Duration(&c.HeartbeatInterval, "heartbeat-interval", "how often this member tells the group coordinator it is alive; at most a third of the session timeout")
+	b.Duration(&c.RebalanceTimeout, "rebalance-timeout", "how long the coordinator waits for members to rejoin at a rebalance; above the drain timeout")
+	b.Duration(&c.CommitInterval, "commit-interval", "how often finished offsets are committed")
+	b.Duration(&c.DrainTimeout, "drain-timeout", "at a rebalance or shutdown, how long calls already made get to be answered and recorded")
+	b.Duration(&s.shutdownTimeout, "shutdown-timeout", "after SIGTERM/SIGINT, exit after at most this long even if calls are still in progress")
+	b.Int(&c.MaxInFlight, "max-in-flight", "most rows read and not finished, over all partitions; reading pauses at the cap")
+	b.Int(&c.MaxInFlightPerPartition, "max-in-flight-per-partition", "most rows read and not finished per partition; keep it well above one upload (500 rows)")
+	b.Int(&c.SellerConcurrency, "seller-concurrency", "most rows of one seller holding a throttle slot or calling at once (0 = the limit)")
+	b.Int(&c.MaxRateLimited, "max-rate-limited", "429 answers one row may get before it is dead-lettered")
+	b.Duration(&c.RedisRetryMin, "redis-retry-min", "first wait before asking Redis again when it does not answer")
+	b.Duration(&c.RedisRetryMax, "redis-retry-max", "longest wait between attempts while Redis does not answer")
+	b.Duration(&c.RedisProbeInterval, "redis-probe-interval", "how often Redis is pinged; no registry call is made while it does not answer")
+	b.Duration(&s.registryTimeout, "registry-timeout", "timeout of one call to the registration API")
+	b.Int(&s.registryConns, "registry-max-conns", "most connections to, and calls in progress at, the registration API")
+	b.Duration(&c.MissedSlotBackoffMax, "missed-slot-backoff-max", "longest wait of a row whose slot went by (no free connection) before it takes a new slot")
+	b.Duration(&c.MaxLateness, "max-lateness", "a call that cannot start this soon after its slot takes a new slot instead (0 = half the margin)")
+	b.Duration(&s.retry.InitialInterval, "retry-initial", "first backoff after a transient registry failure")
+	b.Duration(&s.retry.MaxInterval, "retry-max-interval", "longest backoff between attempts of one row")
+	b.Duration(&s.retry.MaxElapsed, "retry-max-elapsed", "give a row up (dead-letter) after retrying this long")
+	b.Int(&s.retry.MaxAttempts, "retry-max-attempts", "give a row up (dead-letter) after this many transient failures")
+	b.Duration(&s.maxWait, "max-wait", "a throttle slot farther ahead than this is not taken yet, the row asks again later (0 = the session timeout: a crashed consumer's unused slots then delay its successor by at most one window)")
+	b.Duration(&s.callRetention, "call-retention", "how long each call stays in the compliance history")
+	b.Duration(&s.statusRetention, "status-retention", "how long an upload's row results are kept")
+	b.String(&s.logLevel, "log-level", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return s, err
+	}
+	var errs []error
+	if err := b.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.shared.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if s.shutdownTimeout <= c.DrainTimeout {
+		errs = append(errs, fmt.Errorf("--shutdown-timeout (%s) must be longer than --drain-timeout (%s)", s.shutdownTimeout, c.DrainTimeout))
+	}
+	c.MaxConcurrentCalls = s.registryConns
+	if c.MaxLateness == 0 {
+		c.MaxLateness = s.shared.Margin / 2
+	}
+	if s.maxWait == 0 {
+		// Slots a crashed consumer reserved are never used but stay in the
+		// log; reserving at most a session timeout ahead keeps them from
+		// delaying the partition's next owner by more than one window.
+		s.maxWait = s.shared.SessionTimeout
+	}
+	if c.SellerConcurrency == 0 {
+		c.SellerConcurrency = s.shared.Limit
+	}
+	c.Brokers, c.Topic, c.Group, c.SessionTimeout = s.shared.KafkaBrokers, s.shared.Topic, s.shared.Group, s.shared.SessionTimeout
+	return s, errors.Join(errs...)
+}
+
+func run(args []string, getenv func(string) string) error {
+	s, err := parse(args, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(s.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	s.consumer.Logger = log
+
+	rdb := s.shared.RedisClient()
+	defer rdb.Close()
+	th, err := throttle.New(rdb, throttle.Policy{Limit: s.shared.Limit, Window: s.shared.Window, Margin: s.shared.Margin, MaxWait: s.maxWait})
+	if err != nil {
+		return fmt.Errorf("throttle: %w", err)
+	}
+	reg, err := registryclient.New(registryclient.Options{BaseURL: s.shared.RegistryURL, Timeout: s.registryTimeout, MaxConnsPerHost: s.registryConns})
+	if err != nil {
+		return fmt.Errorf("registry client: %w", err)
+	}
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	redisCommands := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bulkreg_consumer_redis_commands_total",
+		Help: "Commands this consumer sent to Redis (a script counts as one).",
+	})
+	metrics.MustRegister(redisCommands)
+	rdb.AddHook(countingHook{redisCommands})
+	c, err := consumer.New(s.consumer, consumer.Deps{
+		Throttle:   th,
+		Registry:   reg,
+		Status:     uploadstatus.New(rdb, s.statusRetention),
+		Calls:      compliance.NewRecorder(rdb, s.callRetention),
+		Retry:      s.retry,
+		PingRedis:  func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+		Registerer: metrics,
+	})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", s.shared.MetricsAddr)
+	if err != nil {
+		return fmt.Errorf("listen for /metrics on %s: %w", s.shared.MetricsAddr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		status, code := map[string]any{"ok": true, "redis": c.RedisHealthy()}, http.StatusOK
+		if err := c.Health(); err != nil {
+			status["ok"], status["error"], code = false, err.Error(), http.StatusServiceUnavailable
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(status)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	log.Info("consumer starting", "group", s.shared.Group, "topic", s.shared.Topic, "brokers", s.shared.KafkaBrokers,
+		"limit", s.shared.Limit, "window", s.shared.Window, "margin", s.shared.Margin, "metrics", ln.Addr().String())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: no new rows, giving back unused slots, finishing calls in progress", "timeout", s.shutdownTimeout)
+	select {
+	case err := <-done:
+		log.Info("consumer stopped")
+		return err
+	case <-time.After(s.shutdownTimeout):
+		return fmt.Errorf("shutdown took longer than %s; unfinished rows will be read again by the group", s.shutdownTimeout)
+	}
+}
+
+// countingHook counts the commands sent to Redis.
+type countingHook struct{ c prometheus.Counter }
+
+func (h countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.c.Inc()
+		return next(ctx, cmd)
+	}
+}
+
+func (h countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.c.Add(float64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}

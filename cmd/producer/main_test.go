@@ -1,0 +1,320 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xuri/excelize/v2"
+
+	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/compliance"
+	"github.com/bulkreg/bulkreg/internal/testkafka"
+	"github.com/bulkreg/bulkreg/internal/testredis"
+	"github.com/bulkreg/bulkreg/producer"
+	"github.com/bulkreg/bulkreg/uploadstatus"
+)
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func runCLI(env map[string]string, args ...string) result {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, func(k string) string { return env[k] }, &out, &errb)
+	return result{code, out.String(), errb.String()}
+}
+
+// writeSheet writes an English-header workbook; a price of "" is left empty
+// (a missing required value).
+func writeSheet(t *testing.T, prices ...string) string {
+	t.Helper()
+	f := excelize.NewFile()
+	defer f.Close()
+	sh := f.GetSheetName(0)
+	f.SetSheetRow(sh, "A1", &[]any{"seller_sku", "name", "category_code", "price", "stock", "shipping_fee"})
+	for i, p := range prices {
+		row := []any{fmt.Sprintf("SKU-%d", i), "item", "50000123", p, 5, 0}
+		if n, err := strconv.Atoi(p); err == nil {
+			row[3] = n
+		}
+		f.SetSheetRow(sh, "A"+strconv.Itoa(i+2), &row)
+	}
+	path := filepath.Join(t.TempDir(), "products.xlsx")
+	if err := f.SaveAs(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestUsageErrorsNameTheFlag(t *testing.T) {
+	cases := []struct {
+		args []string
+		env  map[string]string
+		code int
+		want string
+	}{
+		{nil, nil, exitUsage, "usage: producer SUBCOMMAND"},
+		{[]string{"frobnicate"}, nil, exitUsage, `unknown subcommand "frobnicate"`},
+		{[]string{"upload", "f.xlsx"}, nil, exitUsage, "--seller is required"},
+		{[]string{"upload", "--seller", "s", "--bogus", "f.xlsx"}, nil, exitUsage, "-bogus"},
+		{[]string{"upload", "--seller", "s"}, nil, exitUsage, "want one FILE"},
+		{[]string{"upload", "--seller", "s", "--publish-timeout", "0s", "f"}, nil, exitUsage, "--publish-timeout (BULKREG_PUBLISH_TIMEOUT)"},
+		{[]string{"upload", "--seller", "s", "f"}, map[string]string{"BULKREG_WRITE_TIMEOUT": "soon"}, exitUsage, "BULKREG_WRITE_TIMEOUT"},
+		{[]string{"upload", "--seller", "s", "--kafka-brokers", "", "f"}, nil, exitUsage, "--kafka-brokers"},
+		{[]string{"check", "a", "b"}, nil, exitUsage, "want one FILE, got 2"},
+		{[]string{"check", "--max-file-size", "-1", "a"}, nil, exitUsage, "--max-file-size"},
+		{[]string{"report", "id"}, nil, exitUsage, "want an upload ID and an output FILE"},
+		{[]string{"serve"}, nil, exitUsage, "--jwt-secret (BULKREG_JWT_SECRET): must be at least 32 bytes"},
+		{[]string{"upload", "--seller", "s", "--stale-after", "10s", "f"}, nil, exitUsage, "--stale-after (BULKREG_STALE_AFTER): must be longer than --publish-timeout"},
+		{[]string{"serve", "--http-write-timeout", "5s"}, nil, exitUsage, "--http-write-timeout (BULKREG_HTTP_WRITE_TIMEOUT): must be longer"},
+		{[]string{"token"}, nil, exitUsage, "exactly one of --seller"},
+		{[]string{"status", "--poll-interval", "x", "id"}, nil, exitUsage, "-poll-interval"},
+	}
+	for _, c := range cases {
+		r := runCLI(c.env, c.args...)
+		if r.code != c.code || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("producer %q: exit %d, stderr %q; want exit %d naming %q", c.args, r.code, r.stderr, c.code, c.want)
+		}
+	}
+	for _, sub := range []string{"upload", "check", "status", "report", "template", "serve", "token", "compliance"} {
+		r := runCLI(nil, sub, "-h")
+		if r.code != exitOK || !strings.Contains(r.stdout, "usage: producer "+sub) || (sub != "template" && !strings.Contains(r.stdout, "flags:\n  -")) {
+			t.Errorf("producer %s -h: exit %d, stdout %q", sub, r.code, r.stdout)
+		}
+	}
+}
+
+func TestCheck(t *testing.T) {
+	good := writeSheet(t, "1000", "2000")
+	if r := runCLI(nil, "check", good); r.code != exitOK || !strings.Contains(r.stdout, "2 rows: 2 valid") {
+		t.Errorf("check of a good file: %+v", r)
+	}
+	bad := writeSheet(t, "1000", "12,000원", "")
+	r := runCLI(nil, "check", "--json", bad)
+	if r.code != exitFailed {
+		t.Errorf("check --json of a bad file: exit %d, want 1", r.code)
+	}
+	var cells []string
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var p map[string]any
+		if err := json.Unmarshal([]byte(line), &p); err != nil {
+			t.Fatalf("line %q is not JSON: %v", line, err)
+		}
+		for _, k := range []string{"row", "column", "cell", "code", "message"} {
+			if _, ok := p[k]; !ok {
+				t.Errorf("problem %s lacks %q", line, k)
+			}
+		}
+		cells = append(cells, p["cell"].(string))
+	}
+	if strings.Join(cells, ",") != "D3,D4" {
+		t.Errorf("problems in cells %v, want D3,D4", cells)
+	}
+	notXLSX := filepath.Join(t.TempDir(), "x.xlsx")
+	os.WriteFile(notXLSX, []byte("plain text"), 0o644)
+	if r := runCLI(nil, "check", "--json", notXLSX); r.code != exitFailed || !strings.Contains(r.stdout, `"code":"not_xlsx"`) {
+		t.Errorf("check of a text file: %+v", r)
+	}
+}
+
+func TestTemplateAndToken(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.xlsx")
+	if r := runCLI(nil, "template", path); r.code != exitOK {
+		t.Fatalf("template: %+v", r)
+	}
+	f, err := excelize.OpenFile(path)
+	if err != nil {
+		t.Fatalf("template is not an xlsx: %v", err)
+	}
+	f.Close()
+	env := map[string]string{"BULKREG_JWT_SECRET": strings.Repeat("k", 32)}
+	r := runCLI(env, "token", "--seller", "seller-9", "--ttl", "1m")
+	seller, err := producer.Auth{Secret: []byte(strings.Repeat("k", 32))}.Verify(strings.TrimSpace(r.stdout))
+	if r.code != exitOK || err != nil || seller != "seller-9" {
+		t.Errorf("token: %+v → %q %v", r, seller, err)
+	}
+}
+
+// TestUploadWaitStatusReport runs the CLI against the embedded broker and a
+// real Redis, with a stand-in consumer recording row results.
+func TestUploadWaitStatusReport(t *testing.T) {
+	brokers := testkafka.Start(t, 1, bulkreg.DefaultTopic)
+	rs := testredis.Start(t)
+	env := map[string]string{"BULKREG_KAFKA_BROKERS": strings.Join(brokers, ","), "BULKREG_REDIS_ADDRS": rs.Addr, "BULKREG_POLL_INTERVAL": "50ms"}
+	store := uploadstatus.New(rs.Client(), time.Hour)
+
+	path := writeSheet(t, "1000", "2000", "abc", "4000")
+	data, _ := os.ReadFile(path)
+	sum := sha256.Sum256(data)
+	id := producer.UploadID("seller-1", hex.EncodeToString(sum[:]))
+
+	// The stand-in consumer registers every published row once the upload exists.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for ctx.Err() == nil {
+			if st, err := store.Get(ctx, id); err == nil && st.State == uploadstatus.Published {
+				for _, row := range []int{2, 3, 5} {
+					store.RecordRow(ctx, id, uploadstatus.RowResult{Row: row, State: uploadstatus.Registered, ProductID: "P" + strconv.Itoa(row)})
+				}
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	r := runCLI(env, "upload", "--seller", "seller-1", path, "--wait")
+	<-done
+	if strings.TrimSpace(r.stdout) != id {
+		t.Errorf("upload printed %q, want the id %s", r.stdout, id)
+	}
+	// Row 4 is invalid, so not every row is registered: exit 1 with the reason.
+	if r.code != exitFailed || !strings.Contains(r.stderr, "100%") || !strings.Contains(r.stderr, "3 registered, 1 failed of 4 rows") || !strings.Contains(r.stderr, "row 4: D4") {
+		t.Errorf("upload --wait: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+
+	r = runCLI(env, "status", "--json", id)
+	var st uploadstatus.Status
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || r.code != exitOK || st.Registered != 3 || st.Failed != 1 || st.SellerID != "seller-1" {
+		t.Errorf("status --json: %+v %v", r, err)
+	}
+	if r := runCLI(env, "status", id); !strings.Contains(r.stdout, "4 rows: 3 registered, 1 failed, 0 waiting") || !strings.Contains(r.stdout, "row 4:") {
+		t.Errorf("status: %+v", r)
+	}
+	if r := runCLI(env, "status", "0000000000000000"); r.code != exitFailed || !strings.Contains(r.stderr, "no upload") {
+		t.Errorf("status of an unknown id: %+v", r)
+	}
+
+	out := filepath.Join(t.TempDir(), "failed.xlsx")
+	if r := runCLI(env, "report", "--failed-only", id, out); r.code != exitOK {
+		t.Fatalf("report: %+v", r)
+	}
+	f, err := excelize.OpenFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := f.GetRows(f.GetSheetName(0))
+	f.Close()
+	text := fmt.Sprint(rows)
+	if !strings.Contains(text, "SKU-2") || strings.Contains(text, "SKU-0") || strings.Contains(text, "SKU-1 ") {
+		t.Errorf("failed-only report %v: want only SKU-2 (row 4)", rows)
+	}
+
+	// The same file again: a duplicate, nothing new in Kafka, exit 0 without --wait.
+	r = runCLI(env, "upload", "--seller", "seller-1", path)
+	if r.code != exitOK || strings.TrimSpace(r.stdout) != id || !strings.Contains(r.stderr, "nothing published again") {
+		t.Errorf("second upload: %+v", r)
+	}
+}
+
+// TestServe runs `producer serve` as wired by main: a token minted by
+// `producer token` uploads through it, and it stops cleanly on cancel.
+func TestServe(t *testing.T) {
+	brokers := testkafka.Start(t, 1, bulkreg.DefaultTopic)
+	rs := testredis.Start(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	env := map[string]string{"BULKREG_KAFKA_BROKERS": strings.Join(brokers, ","), "BULKREG_REDIS_ADDRS": rs.Addr,
+		"BULKREG_JWT_SECRET": strings.Repeat("s", 40), "BULKREG_ADDR": addr, "BULKREG_LOG_LEVEL": "warn"}
+	ctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, io.Discard, io.Discard)
+	}()
+	base := "http://" + addr
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not answer /healthz within 10s: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	tok := strings.TrimSpace(runCLI(env, "token", "--seller", "seller-7").stdout)
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	fw, _ := mw.CreateFormFile("file", "p.xlsx")
+	data, _ := os.ReadFile(writeSheet(t, "100", "200"))
+	fw.Write(data)
+	mw.Close()
+	req, _ := http.NewRequest("POST", base+"/v1/uploads", &body)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var up producer.UploadResponse
+	json.Unmarshal(b, &up)
+	if resp.StatusCode != 201 || up.Published != 2 {
+		t.Errorf("upload through serve: %d %s", resp.StatusCode, b)
+	}
+	if resp, err := http.Get(base + "/metrics"); err != nil || resp.StatusCode != 200 {
+		t.Errorf("metrics: %v", err)
+	} else {
+		m, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(m), "bulkreg_producer_rows_published_total 2") || !strings.Contains(string(m), "go_goroutines") {
+			t.Errorf("metrics lack the upload or the runtime: %.300s", m)
+		}
+	}
+	cancel()
+	select {
+	case code := <-exited:
+		if code != exitOK {
+			t.Errorf("serve exited %d after cancel, want 0", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not stop within 10s of cancel")
+	}
+}
+
+func TestComplianceCommand(t *testing.T) {
+	rs := testredis.Start(t)
+	rec := compliance.NewRecorder(rs.Client(), time.Hour)
+	now := time.Now()
+	for i := range 3 {
+		if err := rec.Record(context.Background(), "seller-x", compliance.Call{At: now.Add(-time.Second + time.Duration(i)*time.Millisecond), Status: 201, Class: "registered", Key: "u:" + strconv.Itoa(i+2)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := map[string]string{"BULKREG_REDIS_ADDRS": rs.Addr}
+	r := runCLI(env, "compliance", "--limit", "5")
+	if r.code != exitOK || !regexp.MustCompile(`seller-x\s+3\s+3\s+3\s+3\s+0\s+no`).MatchString(r.stdout) {
+		t.Errorf("compliance within the limit: %+v", r)
+	}
+	r = runCLI(env, "compliance", "--limit", "2", "--json")
+	var rep compliance.Report
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != exitFailed || !rep.Exceeded || rep.Sellers[0].MaxInWindow != 3 {
+		t.Errorf("compliance over the limit: exit %d, %+v, %v; want exit 1 and exceeded", r.code, rep, err)
+	}
+}

@@ -1,0 +1,265 @@
+// Package compliance keeps every call a consumer makes to the registration API
+// in the seller's call history in Redis and reports, per seller, whether the
+// API's limit was ever exceeded. The history is the evidence an operator shows:
+// it is written by the consumers, not derived from the throttle's log, so a bug
+// in the throttle shows up here instead of being hidden by it.
+//
+// Keys: bulkreg:{s:<seller>}:calls (ZSET, score = call time in µs on the Redis
+// clock, bounded retention) and bulkreg:compliance:sellers (SET of the sellers
+// with a history).
+package compliance
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkreg/bulkreg/lua"
+)
+
+// DefaultRetention is how long a call stays in a seller's history: the
+// operators' view asks for the maximum in any window over the last hour.
+const DefaultRetention = time.Hour
+
+// SellersKey is the set of sellers that have a call history.
+const SellersKey = "bulkreg:compliance:sellers"
+
+// CallsKey is a seller's call history. It shares the seller's hash tag with
+// the throttle's keys.
+func CallsKey(seller string) string { return "bulkreg:{s:" + seller + "}:calls" }
+
+// Call is one call to the registration API.
+type Call struct {
+	// At is when the call was sent, on the Redis clock (the consumer derives it
+	// from its throttle slot). Zero means "now" as Redis sees it when recording.
+	At time.Time
+	// Status is the HTTP status of the answer, 0 when there was none (timeout,
+	// connection error).
+	Status int
+	// Class is the registry client's classification: "registered", "replayed",
+	// "permanent", "rate-limited", "transient".
+	Class string
+	// Key is the row's Idempotency-Key.
+	Key string
+}
+
+// Recorder writes and reads call histories.
+type Recorder struct {
+	rdb       redis.UniversalClient
+	retention time.Duration
+	script    *redis.Script
+
+	mu    sync.Mutex
+	added map[string]time.Time // sellers added to SellersKey by this recorder, and when
+}
+
+// sellerRefresh is how often a recorder adds a seller it already added to
+// the sellers set again (the set may have been lost with a Redis restart).
+const sellerRefresh = time.Minute
+
+// NewRecorder keeps each call for retention (DefaultRetention when ≤ 0).
+func NewRecorder(rdb redis.UniversalClient, retention time.Duration) *Recorder {
+	if retention <= 0 {
+		retention = DefaultRetention
+	}
+	return &Recorder{rdb: rdb, retention: retention, script: redis.NewScript(lua.Script("compliance_record.lua")), added: map[string]time.Time{}}
+}
+
+// Record appends c to the seller's history and trims it to the retention.
+func (r *Recorder) Record(ctx context.Context, seller string, c Call) error {
+	if seller == "" {
+		return errors.New("record a call: the seller id is empty")
+	}
+	var atMicros int64
+	if !c.At.IsZero() {
+		atMicros = c.At.UnixMicro()
+	}
+	member := fmt.Sprintf("%d|%s|%s|%s", c.Status, sanitize(c.Class), sanitize(c.Key), nonce())
+	if err := r.script.Run(ctx, r.rdb, []string{CallsKey(seller)}, atMicros, member, r.retention.Microseconds()).Err(); err != nil {
+		return fmt.Errorf("record a call of seller %q in the compliance history: %w", seller, err)
+	}
+	// A separate command: the set is not under the seller's hash tag, and a
+	// script may only touch one cluster slot. Sent once a minute per seller,
+	// not once per call.
+	r.mu.Lock()
+	last, ok := r.added[seller]
+	r.mu.Unlock()
+	if ok && time.Since(last) < sellerRefresh {
+		return nil
+	}
+	if err := r.rdb.SAdd(ctx, SellersKey, seller).Err(); err != nil {
+		return fmt.Errorf("add seller %q to the compliance sellers: %w", seller, err)
+	}
+	r.mu.Lock()
+	if len(r.added) > 100_000 {
+		clear(r.added) // bounded: forgetting only costs a repeated SADD
+	}
+	r.added[seller] = time.Now()
+	r.mu.Unlock()
+	return nil
+}
+
+// sanitize keeps the member's separator out of its fields.
+func sanitize(s string) string { return strings.ReplaceAll(s, "|", "/") }
+
+func nonce() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}
+
+// SellerReport is one seller's line in the report.
+type SellerReport struct {
+	Seller string `json:"seller"`
+	// Calls is every call in the retained history, whatever its answer.
+	Calls int `json:"calls"`
+	// Accepted counts the 201 answers: the registrations the API counts.
+	// Replays (200) are not counted, as the API does not count them.
+	Accepted int `json:"accepted"`
+	// MaxInWindow is the most accepted calls inside any trailing window over the
+	// retained history, by the time each call was sent.
+	MaxInWindow int `json:"max_in_window"`
+	// CurrentWindow is the accepted calls in the window ending now.
+	CurrentWindow int `json:"current_window"`
+	// RateLimited counts the 429 answers.
+	RateLimited int `json:"rate_limited"`
+	// Exceeded is MaxInWindow > limit.
+	Exceeded bool `json:"exceeded"`
+	// First and Last are the first and last call in the history.
+	First time.Time `json:"first"`
+	Last  time.Time `json:"last"`
+}
+
+// Report is the compliance report of every seller with a history.
+type Report struct {
+	At        time.Time      `json:"at"` // Redis clock
+	Limit     int            `json:"limit"`
+	Window    time.Duration  `json:"window_ns"`
+	Retention time.Duration  `json:"retention_ns"`
+	Sellers   []SellerReport `json:"sellers"` // by seller id
+	Exceeded  bool           `json:"exceeded"`
+}
+
+// Report computes, for every seller, the counts above against limit calls per
+// window.
+func (r *Recorder) Report(ctx context.Context, limit int, window time.Duration) (Report, error) {
+	if limit <= 0 || window <= 0 {
+		return Report{}, fmt.Errorf("compliance report: limit (%d) and window (%s) must be greater than 0", limit, window)
+	}
+	now, err := r.rdb.Time(ctx).Result()
+	if err != nil {
+		return Report{}, fmt.Errorf("compliance report: read the Redis clock: %w", err)
+	}
+	sellers, err := r.rdb.SMembers(ctx, SellersKey).Result()
+	if err != nil {
+		return Report{}, fmt.Errorf("compliance report: list the sellers: %w", err)
+	}
+	slices.Sort(sellers)
+	rep := Report{At: now, Limit: limit, Window: window, Retention: r.retention}
+	for _, seller := range sellers {
+		calls, err := r.history(ctx, seller, now)
+		if err != nil {
+			return Report{}, err
+		}
+		if len(calls) == 0 {
+			// The history expired: forget the seller so the set stays bounded.
+			if err := r.rdb.SRem(ctx, SellersKey, seller).Err(); err != nil {
+				return Report{}, fmt.Errorf("compliance report: drop seller %q with an expired history: %w", seller, err)
+			}
+			continue
+		}
+		sr := summarize(seller, calls, limit, window, now)
+		rep.Exceeded = rep.Exceeded || sr.Exceeded
+		rep.Sellers = append(rep.Sellers, sr)
+	}
+	return rep, nil
+}
+
+// History returns a seller's retained calls, oldest first.
+func (r *Recorder) History(ctx context.Context, seller string) ([]Call, error) {
+	now, err := r.rdb.Time(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read the Redis clock: %w", err)
+	}
+	return r.history(ctx, seller, now)
+}
+
+func (r *Recorder) history(ctx context.Context, seller string, now time.Time) ([]Call, error) {
+	min := strconv.FormatInt(now.Add(-r.retention).UnixMicro(), 10)
+	zs, err := r.rdb.ZRangeByScoreWithScores(ctx, CallsKey(seller), &redis.ZRangeBy{Min: min, Max: "+inf"}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read the call history of seller %q: %w", seller, err)
+	}
+	calls := make([]Call, 0, len(zs))
+	for _, z := range zs {
+		member, _ := z.Member.(string)
+		c, ok := parseMember(member)
+		if !ok {
+			continue // not written by Record; a report never fails on one odd member
+		}
+		c.At = time.UnixMicro(int64(z.Score))
+		calls = append(calls, c)
+	}
+	return calls, nil
+}
+
+func parseMember(m string) (Call, bool) {
+	parts := strings.SplitN(m, "|", 4)
+	if len(parts) != 4 {
+		return Call{}, false
+	}
+	status, err := strconv.Atoi(parts[0])
+	if err != nil {
+		return Call{}, false
+	}
+	return Call{Status: status, Class: parts[1], Key: parts[2]}, true
+}
+
+// summarize computes one seller's line from its calls, oldest first.
+func summarize(seller string, calls []Call, limit int, window time.Duration, now time.Time) SellerReport {
+	sr := SellerReport{Seller: seller, Calls: len(calls)}
+	if len(calls) > 0 {
+		sr.First, sr.Last = calls[0].At, calls[len(calls)-1].At
+	}
+	var accepted []time.Time
+	for _, c := range calls {
+		switch c.Status {
+		case 201:
+			accepted = append(accepted, c.At)
+		case 429:
+			sr.RateLimited++
+		}
+	}
+	sr.Accepted = len(accepted)
+	sr.MaxInWindow = MaxInWindow(accepted, window)
+	for _, at := range accepted {
+		if at.After(now.Add(-window)) && !at.After(now) {
+			sr.CurrentWindow++
+		}
+	}
+	sr.Exceeded = sr.MaxInWindow > limit
+	return sr
+}
+
+// MaxInWindow is the most times inside any half-open window [t, t+window),
+// the way a strict sliding-window API counts: two calls exactly window apart
+// are not in the same window. times must be sorted.
+func MaxInWindow(times []time.Time, window time.Duration) int {
+	best, lo := 0, 0
+	for hi := range times {
+		for times[hi].Sub(times[lo]) >= window {
+			lo++
+		}
+		best = max(best, hi-lo+1)
+	}
+	return best
+}

@@ -1,0 +1,182 @@
+package compliance
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/bulkreg/bulkreg/internal/testredis"
+)
+
+func TestMaxInWindow(t *testing.T) {
+	base := time.Unix(1_700_000_000, 0)
+	at := func(ms ...int) []time.Time {
+		var out []time.Time
+		for _, m := range ms {
+			out = append(out, base.Add(time.Duration(m)*time.Millisecond))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		times []time.Time
+		want  int
+	}{
+		{"empty", nil, 0},
+		{"one", at(0), 1},
+		{"exactly a window apart are separate windows", at(0, 1000), 1},
+		{"just inside one window", at(0, 999), 2},
+		{"burst then spread", at(0, 1, 2, 500, 1001, 1002, 1003), 4},
+		{"sliding catches the middle", at(0, 600, 700, 800, 1500), 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := MaxInWindow(tc.times, time.Second); got != tc.want {
+				t.Fatalf("MaxInWindow = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRecordAndReport(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Start(t).Client()
+	r := NewRecorder(rdb, time.Hour)
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// seller a: 3 accepted inside 1 s, then a 429, a replay and a 503, then one
+	// accepted 2 s later; with limit 2 per second it exceeded.
+	start := now.Add(-10 * time.Second)
+	calls := []Call{
+		{At: start, Status: 201, Class: "registered", Key: "u:1"},
+		{At: start.Add(100 * time.Millisecond), Status: 201, Class: "registered", Key: "u:2"},
+		{At: start.Add(900 * time.Millisecond), Status: 201, Class: "registered", Key: "u:3"},
+		{At: start.Add(950 * time.Millisecond), Status: 429, Class: "rate-limited", Key: "u:4"},
+		{At: start.Add(960 * time.Millisecond), Status: 200, Class: "replayed", Key: "u:1"},
+		{At: start.Add(970 * time.Millisecond), Status: 503, Class: "transient", Key: "u:4"},
+		{At: start.Add(3 * time.Second), Status: 201, Class: "registered", Key: "u:4"},
+	}
+	for _, c := range calls {
+		if err := r.Record(ctx, "a", c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// seller b: two accepted now (At zero = Redis clock at record time), the
+	// same key twice (a redelivery) must be two calls.
+	for range 2 {
+		if err := r.Record(ctx, "b", Call{Status: 201, Class: "registered", Key: "v:1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := r.Report(ctx, 2, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Sellers) != 2 {
+		t.Fatalf("report has %d sellers, want 2: %+v", len(rep.Sellers), rep.Sellers)
+	}
+	a, b := rep.Sellers[0], rep.Sellers[1]
+	wantA := SellerReport{Seller: "a", Calls: 7, Accepted: 4, MaxInWindow: 3, CurrentWindow: 0, RateLimited: 1, Exceeded: true}
+	if a.Seller != wantA.Seller || a.Calls != wantA.Calls || a.Accepted != wantA.Accepted || a.MaxInWindow != wantA.MaxInWindow ||
+		a.CurrentWindow != wantA.CurrentWindow || a.RateLimited != wantA.RateLimited || a.Exceeded != wantA.Exceeded {
+		t.Errorf("seller a = %+v, want %+v", a, wantA)
+	}
+	if !a.First.Equal(start.Truncate(time.Microsecond)) {
+		t.Errorf("seller a first call at %v, want %v (the At given)", a.First, start)
+	}
+	if b.Calls != 2 || b.Accepted != 2 || b.CurrentWindow != 2 || b.MaxInWindow != 2 || b.Exceeded {
+		t.Errorf("seller b = %+v, want 2 calls both in the current window, not exceeded", b)
+	}
+	if d := b.Last.Sub(now); d < 0 || d > 5*time.Second {
+		t.Errorf("seller b's call recorded at %v, Redis clock was %v before recording: the script did not use Redis TIME", b.Last, now)
+	}
+	if !rep.Exceeded {
+		t.Error("report.Exceeded is false although seller a exceeded")
+	}
+}
+
+func TestRetentionTrimsHistoryAndSellers(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Start(t).Client()
+	r := NewRecorder(rdb, 2*time.Second)
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := r.Record(ctx, "old", Call{At: now.Add(-time.Minute), Status: 201, Class: "registered", Key: fmt.Sprint("k:", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Record(ctx, "fresh", Call{Status: 201, Class: "registered", Key: "k:1"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.ZCard(ctx, CallsKey("old")).Val(); n != 0 {
+		t.Errorf("seller old holds %d calls older than the retention, want 0", n)
+	}
+	if ttl := rdb.PTTL(ctx, CallsKey("fresh")).Val(); ttl <= 0 || ttl > 4*time.Second {
+		t.Errorf("history TTL is %v, want about the retention (2 s) + 1 s", ttl)
+	}
+	rep, err := r.Report(ctx, 100, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Sellers) != 1 || rep.Sellers[0].Seller != "fresh" {
+		t.Fatalf("report sellers = %+v, want only fresh", rep.Sellers)
+	}
+	if ok := rdb.SIsMember(ctx, SellersKey, "old").Val(); ok {
+		t.Error("seller old is still in the sellers set after its history expired")
+	}
+}
+
+func TestRecordFailsWithRedisDown(t *testing.T) {
+	ctx := context.Background()
+	srv := testredis.Start(t)
+	r := NewRecorder(srv.Client(), time.Hour)
+	srv.Stop()
+	ctx2, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := r.Record(ctx2, "a", Call{Status: 201, Class: "registered", Key: "k"}); err == nil {
+		t.Fatal("Record succeeded with Redis stopped")
+	}
+}
+
+func TestRecordAndReportOnCluster(t *testing.T) {
+	ctx := context.Background()
+	cl := testredis.StartCluster(t, 3)
+	r := NewRecorder(cl.Client(), time.Hour)
+	for i := range 20 {
+		seller := fmt.Sprint("s", i%5)
+		if err := r.Record(ctx, seller, Call{Status: 201, Class: "registered", Key: fmt.Sprint("u:", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := r.Report(ctx, 100, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Sellers) != 5 {
+		t.Fatalf("report has %d sellers, want 5", len(rep.Sellers))
+	}
+	for _, s := range rep.Sellers {
+		if s.Accepted != 4 || s.CurrentWindow != 4 {
+			t.Errorf("seller %s: %+v, want 4 accepted in the current window", s.Seller, s)
+		}
+	}
+}
+
+// FuzzParseMember: any member parses without panicking, and every member
+// Record writes parses back to what was recorded.
+func FuzzParseMember(f *testing.F) {
+	f.Add(201, "registered", "u:1", "201|registered|u:1|abc")
+	f.Add(0, "trans|ient", "u|1", "||||")
+	f.Fuzz(func(t *testing.T, status int, class, key, raw string) {
+		parseMember(raw)
+		c, ok := parseMember(fmt.Sprintf("%d|%s|%s|%s", status, sanitize(class), sanitize(key), nonce()))
+		if !ok || c.Status != status || c.Class != sanitize(class) || c.Key != sanitize(key) {
+			t.Errorf("round trip of (%d, %q, %q) gave %+v, ok=%v", status, class, key, c, ok)
+		}
+	})
+}

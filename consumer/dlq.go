@@ -1,0 +1,88 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Dead-letter headers. The value and key are the original message's.
+const (
+	HeaderTopic        = "bulkreg-original-topic"
+	HeaderPartition    = "bulkreg-original-partition"
+	HeaderOffset       = "bulkreg-original-offset"
+	HeaderErrorClass   = "bulkreg-error-class"
+	HeaderErrorMessage = "bulkreg-error-message"
+	HeaderAttempts     = "bulkreg-attempts"
+	HeaderFirstFailure = "bulkreg-first-failure" // RFC 3339 with nanoseconds
+)
+
+// Error classes in HeaderErrorClass besides the registry client's classes.
+const (
+	ClassBadMessage = "bad-message" // the value is not a row message; never retried
+)
+
+// DeadLetter is a message that will not be processed, with the reason.
+type DeadLetter struct {
+	Original     kafka.Message
+	Class        string // "bad-message", "transient", "rate-limited"
+	Message      string // the last error, a sentence
+	Attempts     int    // calls made to the API (0 for a bad message)
+	FirstFailure time.Time
+}
+
+// DeadLetterWriter writes dead letters; WriteDeadLetter returns once the
+// broker acknowledged the write.
+type DeadLetterWriter interface {
+	WriteDeadLetter(ctx context.Context, d DeadLetter) error
+}
+
+// kafkaDLQ writes dead letters to the dead-letter topic with acks from all
+// in-sync replicas.
+type kafkaDLQ struct {
+	w *kafka.Writer
+}
+
+func newKafkaDLQ(brokers []string, topic string) *kafkaDLQ {
+	return &kafkaDLQ{w: &kafka.Writer{
+		Addr:                   kafka.TCP(brokers...),
+		Topic:                  topic,
+		Balancer:               &kafka.Hash{},
+		RequiredAcks:           kafka.RequireAll,
+		BatchTimeout:           5 * time.Millisecond, // a dead letter is rare; do not wait for a batch
+		MaxAttempts:            3,
+		AllowAutoTopicCreation: true,
+	}}
+}
+
+func (k *kafkaDLQ) WriteDeadLetter(ctx context.Context, d DeadLetter) error {
+	if err := k.w.WriteMessages(ctx, deadLetterMessage(d)); err != nil {
+		return fmt.Errorf("write to dead-letter topic %s: %w", k.w.Topic, err)
+	}
+	return nil
+}
+
+func (k *kafkaDLQ) Close() error { return k.w.Close() }
+
+func deadLetterMessage(d DeadLetter) kafka.Message {
+	first := ""
+	if !d.FirstFailure.IsZero() {
+		first = d.FirstFailure.UTC().Format(time.RFC3339Nano)
+	}
+	return kafka.Message{
+		Key:   d.Original.Key,
+		Value: d.Original.Value,
+		Headers: []kafka.Header{
+			{Key: HeaderTopic, Value: []byte(d.Original.Topic)},
+			{Key: HeaderPartition, Value: []byte(strconv.Itoa(d.Original.Partition))},
+			{Key: HeaderOffset, Value: []byte(strconv.FormatInt(d.Original.Offset, 10))},
+			{Key: HeaderErrorClass, Value: []byte(d.Class)},
+			{Key: HeaderErrorMessage, Value: []byte(d.Message)},
+			{Key: HeaderAttempts, Value: []byte(strconv.Itoa(d.Attempts))},
+			{Key: HeaderFirstFailure, Value: []byte(first)},
+		},
+	}
+}

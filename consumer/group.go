@@ -1,0 +1,449 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/bulkreg/bulkreg"
+)
+
+// Config holds the consumer's settings. Defaults (DefaultConfig) are the
+// production values; tests shrink the durations.
+type Config struct {
+	Brokers []string // bootstrap brokers
+	Topic   string   // rows topic; dead letters go to bulkreg.DLQTopic(Topic)
+	Group   string   // consumer group id
+
+	// SessionTimeout is how long the coordinator waits without a heartbeat
+	// before it moves a member's partitions: how soon a crashed consumer's
+	// work resumes elsewhere.
+	SessionTimeout time.Duration
+	// HeartbeatInterval is how often a member tells the coordinator it is
+	// alive, and so how soon it notices a rebalance. Keep it ≤ SessionTimeout/3.
+	HeartbeatInterval time.Duration
+	// RebalanceTimeout is how long the coordinator waits for members to
+	// rejoin. A member drains before rejoining (DrainTimeout), so keep it above that.
+	RebalanceTimeout time.Duration
+	// CommitInterval is how often finished offsets are committed. A crash
+	// redelivers at most this much finished work (harmless: replays).
+	CommitInterval time.Duration
+	// DrainTimeout bounds a rebalance or a shutdown: calls already made get
+	// this long to be answered and recorded. Rows still waiting for a slot
+	// give it back at once.
+	DrainTimeout time.Duration
+
+	// MaxInFlight caps rows read and not finished, over all partitions.
+	MaxInFlight int
+	// MaxInFlightPerPartition caps rows read and not finished per partition;
+	// reading that partition pauses at the cap. A seller's rows behind
+	// another seller's long upload on the same partition are only reached if
+	// the cap is above that upload's size (500 rows), so keep it well above.
+	MaxInFlightPerPartition int
+	// SellerConcurrency caps one seller's rows holding a throttle slot or
+	// calling the API at once; the rest wait in the seller's lane without
+	// costing Redis calls. The seller's limit per window is a good value:
+	// more slots than that are at least one window away anyway.
+	SellerConcurrency int
+
+	// MaxConcurrentCalls caps calls to the registration API in progress at
+	// once; give the registry client at least as many connections, so a call
+	// never queues inside it.
+	MaxConcurrentCalls int
+	// MaxLateness is how late after its slot a call may still start (waiting
+	// for one of MaxConcurrentCalls, or a late timer under load). Keep it
+	// well under the throttle's margin: the margin is what absorbs the delay
+	// between the slot and the moment the API counts the call.
+	MaxLateness time.Duration
+	// MissedSlotBackoffMax caps the jittered, growing wait of a row whose
+	// slot went by before it could call, before it takes a new slot.
+	MissedSlotBackoffMax time.Duration
+
+	// MaxRateLimited is how many 429s one row may receive before it is
+	// dead-lettered. Each 429 blocks the seller for Retry-After, so this only
+	// ends a disagreement with the API that does not go away.
+	MaxRateLimited int
+	// RedisRetryMin and RedisRetryMax bound the exponential backoff while
+	// Redis does not answer (taking a slot, recording a result).
+	RedisRetryMin, RedisRetryMax time.Duration
+	// RedisProbeInterval is how often Redis is pinged to learn that it is
+	// down (no registry call is made then) or back.
+	RedisProbeInterval time.Duration
+
+	// Logger receives structured logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the production values.
+func DefaultConfig() Config {
+	return Config{
+		Topic:                   "product-registrations",
+		Group:                   "bulkreg-registrar",
+		SessionTimeout:          10 * time.Second,
+		HeartbeatInterval:       3 * time.Second,
+		RebalanceTimeout:        60 * time.Second,
+		CommitInterval:          time.Second,
+		DrainTimeout:            30 * time.Second,
+		MaxInFlight:             20000,
+		MaxInFlightPerPartition: 5000,
+		SellerConcurrency:       100,
+		MaxConcurrentCalls:      64,
+		MaxLateness:             100 * time.Millisecond,
+		MissedSlotBackoffMax:    5 * time.Second,
+		MaxRateLimited:          20,
+		RedisRetryMin:           100 * time.Millisecond,
+		RedisRetryMax:           5 * time.Second,
+		RedisProbeInterval:      time.Second,
+	}
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("no Kafka broker address given"))
+	}
+	if c.Topic == "" || c.Group == "" {
+		errs = append(errs, errors.New("the topic and the group id must not be empty"))
+	}
+	for name, d := range map[string]time.Duration{"session timeout": c.SessionTimeout, "heartbeat interval": c.HeartbeatInterval,
+		"rebalance timeout": c.RebalanceTimeout, "commit interval": c.CommitInterval, "drain timeout": c.DrainTimeout,
+		"maximum lateness": c.MaxLateness, "missed-slot backoff": c.MissedSlotBackoffMax, "minimum Redis retry": c.RedisRetryMin, "maximum Redis retry": c.RedisRetryMax, "Redis probe interval": c.RedisProbeInterval} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("the %s must be greater than 0, got %s", name, d))
+		}
+	}
+	if c.HeartbeatInterval >= c.SessionTimeout {
+		errs = append(errs, fmt.Errorf("the heartbeat interval (%s) must be shorter than the session timeout (%s)", c.HeartbeatInterval, c.SessionTimeout))
+	}
+	if c.MaxRateLimited < 0 {
+		errs = append(errs, fmt.Errorf("the most 429s per row must not be negative, got %d", c.MaxRateLimited))
+	}
+	if c.MaxInFlight <= 0 || c.MaxInFlightPerPartition <= 0 || c.SellerConcurrency <= 0 || c.MaxConcurrentCalls <= 0 {
+		errs = append(errs, fmt.Errorf("the in-flight caps, the seller concurrency and the concurrent calls must be greater than 0, got %d, %d, %d and %d",
+			c.MaxInFlight, c.MaxInFlightPerPartition, c.SellerConcurrency, c.MaxConcurrentCalls))
+	}
+	return errors.Join(errs...)
+}
+
+// group is the Kafka side of the consumer: membership, one reader per
+// assigned partition, the in-flight caps and the commits. It hands every row
+// it reads to handle and learns through row.finish/row.giveBack when the row
+// is done with.
+type group struct {
+	cfg    Config
+	log    *slog.Logger
+	m      *metrics
+	handle func(*row)
+	// revoked is told first when a partition is revoked, so rows that are
+	// only queued can be given back at once.
+	revoked func(*partition)
+
+	global chan struct{} // one token per row in flight, over all partitions
+
+	mu    sync.Mutex
+	parts map[int]*partition // partitions of the current generation
+}
+
+// partition is one assigned partition within one generation.
+type partition struct {
+	topic string
+	id    int
+	offs  *offsets
+
+	tokens chan struct{} // one per row in flight on this partition
+
+	// ctx ends when the partition is revoked (rebalance) or the consumer
+	// stops: rows stop waiting and give their slots back.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// finishCtx ends DrainTimeout later: a call already made must be answered
+	// and recorded before then, or the row is given back unfinished.
+	finishCtx    context.Context
+	finishCancel context.CancelFunc
+
+	rows sync.WaitGroup // rows handed out and not yet finished or given back
+}
+
+// row is one message read from a partition, from reading until it is
+// finished (its offset may be committed) or given back (it will be read again).
+type row struct {
+	msg  kafka.Message
+	m    bulkreg.Message // decoded value
+	part *partition
+	g    *group
+	once sync.Once
+}
+
+// ctx ends when the row should stop waiting (rebalance, shutdown).
+func (r *row) ctx() context.Context { return r.part.ctx }
+
+// finishCtx ends when even a row whose call was made must stop recording.
+func (r *row) finishCtx() context.Context { return r.part.finishCtx }
+
+// finish marks the row done: its offset may be committed.
+func (r *row) finish() {
+	r.once.Do(func() {
+		if !r.part.offs.finish(r.msg.Offset) {
+			r.g.log.Error("finished a row the offsets tracker does not hold; this is a bug",
+				"partition", r.part.id, "offset", r.msg.Offset)
+		}
+		r.g.release(r.part)
+		r.part.rows.Done()
+	})
+}
+
+// giveBack leaves the row unfinished: its offset is not committed past it,
+// and the partition's next owner reads it again.
+func (r *row) giveBack() {
+	r.once.Do(func() {
+		r.g.m.abandoned.Inc()
+		r.g.release(r.part)
+		r.part.rows.Done()
+	})
+}
+
+func newGroup(cfg Config, log *slog.Logger, m *metrics) *group {
+	return &group{cfg: cfg, log: log, m: m, global: make(chan struct{}, cfg.MaxInFlight), parts: map[int]*partition{}}
+}
+
+// run is a member of the group until ctx ends, then drains and leaves.
+func (g *group) run(ctx context.Context) error {
+	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID:                g.cfg.Group,
+		Brokers:           g.cfg.Brokers,
+		Topics:            []string{g.cfg.Topic},
+		SessionTimeout:    g.cfg.SessionTimeout,
+		HeartbeatInterval: g.cfg.HeartbeatInterval,
+		RebalanceTimeout:  g.cfg.RebalanceTimeout,
+		JoinGroupBackoff:  g.cfg.HeartbeatInterval,
+		StartOffset:       kafka.FirstOffset,
+		ErrorLogger:       kafka.LoggerFunc(func(format string, args ...any) { g.log.Debug("kafka-go: " + fmt.Sprintf(format, args...)) }),
+	})
+	if err != nil {
+		return fmt.Errorf("join consumer group %q: %w", g.cfg.Group, err)
+	}
+	// Closing the group ends the current generation: its partitions drain
+	// and make their last commit before Close returns and the member leaves.
+	closed := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		cg.Close()
+		close(closed)
+	})
+	defer func() {
+		if stop() { // ctx never ended: Run is returning on its own
+			cg.Close()
+			close(closed)
+		}
+		<-closed
+	}()
+	for {
+		gen, err := cg.Next(ctx)
+		switch {
+		case errors.Is(err, kafka.ErrGroupClosed) || ctx.Err() != nil:
+			return nil
+		case err != nil:
+			// kafka-go retries joining by itself, after JoinGroupBackoff.
+			g.log.Warn("consumer group: could not join, retrying", "group", g.cfg.Group, "err", err)
+			continue
+		}
+		g.startGeneration(gen)
+	}
+}
+
+// startGeneration starts one reader per assigned partition and the
+// committer, all bound to the generation.
+func (g *group) startGeneration(gen *kafka.Generation) {
+	g.m.rebalances.Inc()
+	assigned := gen.Assignments[g.cfg.Topic]
+	ids := make([]int, 0, len(assigned))
+	var readers sync.WaitGroup
+	parts := make([]*partition, 0, len(assigned))
+	for _, pa := range assigned {
+		p := g.newPartition(pa)
+		parts = append(parts, p)
+		ids = append(ids, pa.ID)
+		readers.Add(1)
+		gen.Start(func(ctx context.Context) {
+			defer readers.Done()
+			g.readPartition(ctx, p, pa.Offset)
+		})
+	}
+	g.mu.Lock()
+	g.parts = map[int]*partition{}
+	for _, p := range parts {
+		g.parts[p.id] = p
+	}
+	g.mu.Unlock()
+	g.log.Info("consumer group: generation started", "group", g.cfg.Group, "generation", gen.ID, "member", gen.MemberID, "partitions", ids)
+	gen.Start(func(ctx context.Context) { g.commitLoop(ctx, gen, parts, &readers) })
+}
+
+func (g *group) newPartition(pa kafka.PartitionAssignment) *partition {
+	p := &partition{topic: g.cfg.Topic, id: pa.ID, offs: newOffsets(pa.Offset), tokens: make(chan struct{}, g.cfg.MaxInFlightPerPartition)}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.finishCtx, p.finishCancel = context.WithCancel(context.Background())
+	return p
+}
+
+// readPartition reads one partition until the generation ends, then drains it.
+func (g *group) readPartition(ctx context.Context, p *partition, start int64) {
+	defer g.drain(p)
+	r := kafka.NewReader(kafka.ReaderConfig{
+		Brokers:        g.cfg.Brokers,
+		Topic:          p.topic,
+		Partition:      p.id,
+		MinBytes:       1,
+		MaxBytes:       1 << 20,
+		MaxWait:        250 * time.Millisecond,
+		QueueCapacity:  64,
+		ReadBackoffMin: 50 * time.Millisecond,
+		ReadBackoffMax: time.Second,
+		ErrorLogger:    kafka.LoggerFunc(func(format string, args ...any) { g.log.Debug("kafka-go reader: " + fmt.Sprintf(format, args...)) }),
+	})
+	defer r.Close()
+	if err := r.SetOffset(start); err != nil {
+		g.log.Error("consumer: could not position the partition reader; the partition waits for the next rebalance",
+			"partition", p.id, "offset", start, "err", err)
+		<-ctx.Done()
+		return
+	}
+	for {
+		if !g.acquire(ctx, p) {
+			return
+		}
+		msg, err := r.FetchMessage(ctx)
+		if err != nil {
+			g.release(p)
+			if ctx.Err() != nil {
+				return
+			}
+			g.log.Warn("consumer: reading a partition failed, retrying", "partition", p.id, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		since := msg.Time
+		if since.IsZero() {
+			since = time.Now()
+		}
+		p.offs.read(msg.Offset, since)
+		p.rows.Add(1)
+		g.handle(&row{msg: msg, part: p, g: g})
+	}
+}
+
+// acquire takes an in-flight token of the partition and one of the
+// consumer; it blocks (reading pauses) while either cap is reached.
+func (g *group) acquire(ctx context.Context, p *partition) bool {
+	select {
+	case p.tokens <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	select {
+	case g.global <- struct{}{}:
+		g.m.inFlight.Inc()
+		return true
+	case <-ctx.Done():
+		<-p.tokens
+		return false
+	}
+}
+
+func (g *group) release(p *partition) {
+	<-g.global
+	<-p.tokens
+	g.m.inFlight.Dec()
+}
+
+// drain ends a partition's ownership: rows waiting for a slot give it back,
+// calls in progress get DrainTimeout to finish and be recorded.
+func (g *group) drain(p *partition) {
+	p.cancel()
+	if g.revoked != nil {
+		g.revoked(p)
+	}
+	done := make(chan struct{})
+	go func() { p.rows.Wait(); close(done) }()
+	timer := time.NewTimer(g.cfg.DrainTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		g.log.Warn("consumer: calls still in progress after the drain timeout; their rows will be read again",
+			"partition", p.id, "unfinished", p.offs.unfinished())
+		p.finishCancel()
+		<-done
+	}
+	p.finishCancel()
+}
+
+// commitLoop commits each partition's commit point every CommitInterval
+// and once more after the partitions drained, while the generation still
+// holds them.
+func (g *group) commitLoop(ctx context.Context, gen *kafka.Generation, parts []*partition, readers *sync.WaitGroup) {
+	committed := map[int]int64{}
+	for _, p := range parts {
+		if cp, ok := p.offs.commitPoint(); ok {
+			committed[p.id] = cp
+		}
+	}
+	tick := time.NewTicker(g.cfg.CommitInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			readers.Wait()
+			g.commit(gen, parts, committed, true)
+			return
+		case <-tick.C:
+			g.commit(gen, parts, committed, false)
+		}
+	}
+}
+
+func (g *group) commit(gen *kafka.Generation, parts []*partition, committed map[int]int64, final bool) {
+	offsets := map[int]int64{}
+	for _, p := range parts {
+		cp, ok := p.offs.commitPoint()
+		if last, seen := committed[p.id]; ok && (!seen || cp > last) {
+			offsets[p.id] = cp
+		}
+	}
+	if len(offsets) == 0 {
+		return
+	}
+	if err := gen.CommitOffsets(map[string]map[int]int64{g.cfg.Topic: offsets}); err != nil {
+		g.m.commits.WithLabelValues("error").Inc()
+		// After a rebalance the broker refuses this generation's commit; the
+		// rows are then read again by the new owner and replayed.
+		g.log.Warn("consumer: offset commit refused", "generation", gen.ID, "offsets", offsets, "final", final, "err", err)
+		return
+	}
+	g.m.commits.WithLabelValues("ok").Inc()
+	for id, off := range offsets {
+		committed[id] = off
+	}
+	g.log.Debug("consumer: committed", "generation", gen.ID, "offsets", offsets, "final", final)
+}
+
+// oldestUnfinished is the produce time of the oldest unfinished row.
+func (g *group) oldestUnfinished() time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var oldest time.Time
+	for _, p := range g.parts {
+		if t := p.offs.oldest(); !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
+			oldest = t
+		}
+	}
+	return oldest
+}

@@ -1,0 +1,561 @@
+package consumer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/compliance"
+	"github.com/bulkreg/bulkreg/internal/sandbox"
+	"github.com/bulkreg/bulkreg/internal/testredis"
+	registryclient "github.com/bulkreg/bulkreg/registry-client"
+	"github.com/bulkreg/bulkreg/throttle"
+	"github.com/bulkreg/bulkreg/uploadstatus"
+)
+
+// The tests in this file run the consumer with its real parts: redis-server,
+// the throttle's scripts, the registry client, the sandbox registration API
+// (in this process, over HTTP) and the embedded Kafka broker. The crash tests
+// run cmd/consumer as separate processes so they can be killed with SIGKILL.
+
+// stack is one test's world.
+type stack struct {
+	t       *testing.T
+	topic   string
+	brokers []string
+	redis   *testredis.Server
+	rdb     *redis.Client
+	sandbox *sandbox.Server
+	api     *httptest.Server
+	calls   *callLog
+	limit   int
+	window  time.Duration
+	margin  time.Duration
+}
+
+type stackOptions struct {
+	partitions int32
+	limit      int
+	window     time.Duration
+	margin     time.Duration
+	latency    time.Duration
+	jitter     time.Duration
+	failRate   float64
+}
+
+// callLog records every request the registration API receives, whatever
+// its answer, by arrival time.
+type callLog struct {
+	mu    sync.Mutex
+	times []time.Time
+	byKey map[string]int
+}
+
+func (l *callLog) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l.mu.Lock()
+		l.times = append(l.times, time.Now())
+		l.byKey[r.Header.Get("Idempotency-Key")]++
+		l.mu.Unlock()
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (l *callLog) between(from, to time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, t := range l.times {
+		if t.After(from) && t.Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *callLog) maxPerKey() (string, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	best, n := "", 0
+	for k, c := range l.byKey {
+		if c > n {
+			best, n = k, c
+		}
+	}
+	return best, n
+}
+
+func newStack(t *testing.T, o stackOptions) *stack {
+	t.Helper()
+	s := &stack{t: t, topic: bulkreg.DefaultTopic, limit: o.limit, window: o.window, margin: o.margin, calls: &callLog{byKey: map[string]int{}}}
+	s.brokers = startBroker(t, o.partitions, s.topic, bulkreg.DLQTopic(s.topic))
+	s.redis = testredis.Start(t)
+	s.rdb = s.redis.Client()
+	sb, err := sandbox.New(sandbox.Options{Limit: o.limit, Window: o.window, Policy: "sliding", Latency: o.latency, Jitter: o.jitter, FailRate: o.failRate, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.sandbox = sb
+	s.api = httptest.NewServer(s.calls.wrap(sb))
+	t.Cleanup(s.api.Close)
+	return s
+}
+
+func (s *stack) retryPolicy() registryclient.RetryPolicy {
+	return registryclient.RetryPolicy{InitialInterval: 20 * time.Millisecond, MaxInterval: 200 * time.Millisecond, MaxElapsed: 10 * time.Second,
+		Multiplier: 2, Jitter: 0.5, MaxAttempts: 6}
+}
+
+func (s *stack) config() Config {
+	cfg := testConfig(s.brokers, s.topic)
+	cfg.Group = "registrar"
+	cfg.SellerConcurrency = s.limit
+	cfg.MaxLateness = s.margin / 2
+	cfg.RedisProbeInterval = 100 * time.Millisecond
+	cfg.RedisRetryMin = 50 * time.Millisecond
+	cfg.RedisRetryMax = 300 * time.Millisecond
+	cfg.Logger = testLogger(s.t)
+	return cfg
+}
+
+// startConsumer runs a consumer in this process until the test ends.
+func (s *stack) startConsumer() {
+	s.t.Helper()
+	th, err := throttle.New(s.rdb, throttle.Policy{Limit: s.limit, Window: s.window, Margin: s.margin})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	rc, err := registryclient.New(registryclient.Options{BaseURL: s.api.URL, Timeout: 2 * time.Second})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	c, err := New(s.config(), Deps{Throttle: th, Registry: rc, Status: uploadstatus.New(s.rdb, time.Hour),
+		Calls: compliance.NewRecorder(s.rdb, time.Hour), Retry: s.retryPolicy(),
+		PingRedis: func(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	s.t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			s.t.Error("a consumer did not stop within 20 s")
+		}
+	})
+}
+
+// waitGroupStable waits until the group has n members and is stable, so a
+// test's timing is not disturbed by the rebalances of members joining.
+func (s *stack) waitGroupStable(group string, n int) {
+	s.t.Helper()
+	client := &kafka.Client{Addr: kafka.TCP(s.brokers...)}
+	waitFor(s.t, 20*time.Second, fmt.Sprintf("group %s stable with %d members", group, n), func() bool {
+		resp, err := client.DescribeGroups(context.Background(), &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+		if err != nil || len(resp.Groups) != 1 {
+			return false
+		}
+		g := resp.Groups[0]
+		return g.GroupState == "Stable" && len(g.Members) == n
+	})
+}
+
+// publish sends rows 1..n of one upload, keyed by seller.
+func (s *stack) publish(upload, seller string, n int) {
+	s.t.Helper()
+	msgs := make([]kafka.Message, 0, n)
+	for i := 1; i <= n; i++ {
+		p := bulkreg.Product{SellerSKU: fmt.Sprintf("%s-%d", upload, i), Name: "상품 " + fmt.Sprint(i), CategoryCode: "50000001", Price: 12000, Stock: 10}
+		v, err := json.Marshal(bulkreg.NewMessage(upload, seller, i, p, time.Now()))
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		msgs = append(msgs, kafka.Message{Key: []byte(seller), Value: v})
+	}
+	produce(s.t, s.brokers, s.topic, msgs...)
+}
+
+func (s *stack) audit(seller string) sandbox.SellerAudit { return s.sandbox.Audit().Sellers[seller] }
+
+func (s *stack) waitProducts(seller string, n int, within time.Duration) {
+	s.t.Helper()
+	waitFor(s.t, within, fmt.Sprintf("%d products of seller %s at the sandbox", n, seller), func() bool { return s.audit(seller).Products >= n })
+}
+
+// checkCompliant asserts the sandbox's and the compliance report's view of
+// one seller: n products, no 429, never more than the limit in a window.
+func (s *stack) checkCompliant(seller string, n int) {
+	s.t.Helper()
+	a := s.audit(seller)
+	if a.Products != n || a.Accepted != n {
+		s.t.Errorf("seller %s: %d products, %d accepted at the sandbox, want %d each (one product per row)", seller, a.Products, a.Accepted, n)
+	}
+	if a.RateLimited != 0 {
+		s.t.Errorf("seller %s: the sandbox answered %d 429s, want 0", seller, a.RateLimited)
+	}
+	if a.MaxInWindow > s.limit {
+		s.t.Errorf("seller %s: %d registrations in one window at the sandbox, limit %d", seller, a.MaxInWindow, s.limit)
+	}
+}
+
+// TestPacedOneSeller: 500 rows of one seller, 4 consumers, limit 100 per
+// 3 s, margin 50 ms: every row registered once, no 429, never more than 100
+// in a window, and the last registration within 1.05 × the lower bound.
+func TestPacedOneSeller(t *testing.T) {
+	const latency = 5 * time.Millisecond
+	s := newStack(t, stackOptions{partitions: 4, limit: 100, window: 3 * time.Second, margin: 50 * time.Millisecond, latency: latency, jitter: 2 * time.Millisecond})
+	for range 4 {
+		s.startConsumer()
+	}
+	s.waitGroupStable("registrar", 4)
+	s.publish("up-1", "seller-1", 500)
+	s.waitProducts("seller-1", 500, 40*time.Second)
+	s.checkCompliant("seller-1", 500)
+	a := s.audit("seller-1")
+	lower := 4 * (s.window + s.margin)
+	took := a.Last.Sub(a.First)
+	t.Logf("500 rows: first to last %v, lower bound %v, ratio %.3f, replays %d", took, lower, float64(took)/float64(lower), a.Replays)
+	if limit := time.Duration(1.05*float64(lower)) + latency + 2*time.Millisecond; took > limit {
+		t.Errorf("the last registration came %v after the first, want ≤ %v (1.05 × lower bound + latency)", took, limit)
+	}
+	// The compliance report agrees: every call recorded, none over the limit.
+	rep, err := compliance.NewRecorder(s.rdb, time.Hour).Report(context.Background(), s.limit, s.window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Sellers) != 1 || rep.Sellers[0].Accepted != 500 || rep.Sellers[0].Exceeded || rep.Sellers[0].RateLimited != 0 {
+		t.Errorf("compliance report %+v, want seller-1 with 500 accepted, none rate-limited, not exceeded", rep.Sellers)
+	}
+	st, err := uploadstatus.New(s.rdb, time.Hour).Get(context.Background(), "up-1")
+	if err == nil && st.Registered != 500 {
+		t.Errorf("upload status: %d registered, want 500", st.Registered)
+	}
+}
+
+// TestFairnessSamePartition: seller B's 10 rows published after seller A's
+// 500 on the same partition finish within 2 s while A is still paced.
+func TestFairnessSamePartition(t *testing.T) {
+	s := newStack(t, stackOptions{partitions: 1, limit: 100, window: 3 * time.Second, margin: 50 * time.Millisecond, latency: 5 * time.Millisecond})
+	s.startConsumer()
+	s.startConsumer()
+	s.waitGroupStable("registrar", 2)
+	s.publish("up-a", "seller-a", 500)
+	s.waitProducts("seller-a", 100, 10*time.Second) // A has used its first window
+	published := time.Now()
+	s.publish("up-b", "seller-b", 10)
+	s.waitProducts("seller-b", 10, 2*time.Second)
+	t.Logf("seller B's 10 rows done %v after publishing; seller A at %d of 500", time.Since(published), s.audit("seller-a").Products)
+	if a := s.audit("seller-a").Products; a >= 500 {
+		t.Errorf("seller A already finished (%d): B did not have to overtake it", a)
+	}
+	s.checkCompliant("seller-b", 10)
+}
+
+// TestRedisDownMidRun: Redis stopped for 5 s; no registry call while it is
+// down; every row registered after it is back.
+func TestRedisDownMidRun(t *testing.T) {
+	s := newStack(t, stackOptions{partitions: 2, limit: 20, window: time.Second, margin: 50 * time.Millisecond, latency: 5 * time.Millisecond})
+	s.startConsumer()
+	s.startConsumer()
+	s.waitGroupStable("registrar", 2)
+	sellers := []string{"r1", "r2", "r3"}
+	for _, seller := range sellers {
+		s.publish("up-"+seller, seller, 100)
+	}
+	waitFor(t, 10*time.Second, "40 products", func() bool {
+		n := 0
+		for _, seller := range sellers {
+			n += s.audit(seller).Products
+		}
+		return n >= 40
+	})
+	s.redis.Stop()
+	stopped := time.Now()
+	time.Sleep(5 * time.Second)
+	restarted := time.Now()
+	s.redis.Restart()
+	// A call already sent may land just after the stop; after one probe
+	// interval (and the sandbox's latency) the consumers know.
+	grace := s.config().RedisProbeInterval + 200*time.Millisecond
+	if n := s.calls.between(stopped.Add(grace), restarted); n != 0 {
+		t.Errorf("%d registry calls while Redis was down (from %v after the stop)", n, grace)
+	}
+	for _, seller := range sellers {
+		s.waitProducts(seller, 100, 20*time.Second)
+		a := s.audit(seller)
+		if a.Products != 100 || a.RateLimited != 0 || a.MaxInWindow > s.limit {
+			t.Errorf("seller %s: %+v, want 100 products, no 429, ≤ %d in a window", seller, a, s.limit)
+		}
+	}
+}
+
+// TestTransientFailuresAndPoison: 10% of calls answer 503 (with jitter);
+// every row is registered with a bounded number of attempts, and a poison
+// message lands in the DLQ without stopping consumption.
+func TestTransientFailuresAndPoison(t *testing.T) {
+	s := newStack(t, stackOptions{partitions: 2, limit: 100, window: time.Second, margin: 50 * time.Millisecond,
+		latency: 3 * time.Millisecond, jitter: 5 * time.Millisecond, failRate: 0.1})
+	s.startConsumer()
+	s.startConsumer()
+	s.waitGroupStable("registrar", 2)
+	s.publish("up-x", "x", 100)
+	produce(t, s.brokers, s.topic, kafka.Message{Key: []byte("x"), Value: []byte(`{"v":1,"upload_id":"up-x","row":0}`)})
+	s.publish("up-y", "y", 100)
+	s.waitProducts("x", 100, 20*time.Second)
+	s.waitProducts("y", 100, 20*time.Second)
+	for _, seller := range []string{"x", "y"} {
+		s.checkCompliant(seller, 100)
+	}
+	key, n := s.calls.maxPerKey()
+	if max := s.retryPolicy().MaxAttempts; n > max {
+		t.Errorf("row %s was called %d times, the retry policy allows %d", key, n, max)
+	}
+	t.Logf("most calls for one row: %d (%s)", n, key)
+	dl := readDLQ(t, s.brokers, s.topic, 1)
+	if got := header(dl[0], HeaderErrorClass); got != ClassBadMessage || !strings.Contains(string(dl[0].Value), `"row":0`) {
+		t.Errorf("dead letter class %q value %s, want the poison message as %s", got, dl[0].Value, ClassBadMessage)
+	}
+}
+
+// consumerBin is cmd/consumer, built once for the crash tests.
+var consumerBin = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "bulkreg-consumer-test-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "consumer")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/bulkreg/bulkreg/cmd/consumer").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build ./cmd/consumer: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// proc is one cmd/consumer process.
+type proc struct {
+	cmd *exec.Cmd
+	log string
+}
+
+func (s *stack) startProcess(name string) *proc {
+	s.t.Helper()
+	bin, err := consumerBin()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	logPath := filepath.Join(s.t.TempDir(), name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cmd := exec.Command(bin)
+	env := map[string]string{
+		"KAFKA_BROKERS": strings.Join(s.brokers, ","), "TOPIC": s.topic, "GROUP": "registrar",
+		"REDIS_ADDRS": s.redis.Addr, "REGISTRY_URL": s.api.URL,
+		"LIMIT": fmt.Sprint(s.limit), "WINDOW": s.window.String(), "MARGIN": s.margin.String(),
+		"SESSION_TIMEOUT": "2s", "HEARTBEAT_INTERVAL": "200ms", "REBALANCE_TIMEOUT": "5s", "COMMIT_INTERVAL": "200ms",
+		"DRAIN_TIMEOUT": "2s", "SHUTDOWN_TIMEOUT": "5s", "METRICS_ADDR": "127.0.0.1:0",
+		"REDIS_PROBE_INTERVAL": "100ms", "REGISTRY_TIMEOUT": "2s", "RETRY_INITIAL": "20ms", "RETRY_MAX_INTERVAL": "200ms",
+		"RETRY_MAX_ATTEMPTS": "6", "RETRY_MAX_ELAPSED": "10s", "LOG_LEVEL": "info",
+	}
+	cmd.Env = os.Environ()
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, "BULKREG_"+k+"="+v)
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, log: logPath}
+	s.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logFile.Close()
+		if s.t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			s.t.Logf("last lines of %s:\n%s", name, strings.Join(lines[max(0, len(lines)-15):], "\n"))
+		}
+	})
+	return p
+}
+
+func (p *proc) kill() {
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+}
+
+// resumedWithin checks that every seller unfinished at `from` got a
+// registration within bound after it.
+func (s *stack) resumedWithin(sellers []string, want map[string]int, from time.Time, bound time.Duration) {
+	s.t.Helper()
+	for _, seller := range sellers {
+		times := s.sandbox.AcceptedTimes(seller)
+		if len(times) >= want[seller] && !times[len(times)-1].After(from) {
+			continue // finished before
+		}
+		i := slices.IndexFunc(times, func(t time.Time) bool { return t.After(from) })
+		if i < 0 {
+			s.t.Errorf("seller %s: no registration after %v", seller, from)
+			continue
+		}
+		if gap := times[i].Sub(from); gap > bound {
+			s.t.Errorf("seller %s: work resumed %v after the crash, want ≤ %v (session timeout + one window)", seller, gap, bound)
+		} else {
+			s.t.Logf("seller %s resumed %v after the crash", seller, gap)
+		}
+	}
+}
+
+// TestCrashOneConsumer: one of three consumer processes is killed with
+// SIGKILL mid-run; every row is registered once, no 429, and its
+// partitions' work resumes within the session timeout plus one window.
+func TestCrashOneConsumer(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{partitions: 6, limit: 50, window: 2 * time.Second, margin: 50 * time.Millisecond, latency: 5 * time.Millisecond})
+	procs := []*proc{s.startProcess("c1"), s.startProcess("c2"), s.startProcess("c3")}
+	s.waitGroupStable("registrar", 3)
+	sellers := []string{"a", "b", "c", "d", "e", "f"}
+	want := map[string]int{}
+	for _, seller := range sellers {
+		want[seller] = 200
+		s.publish("up-"+seller, seller, 200)
+	}
+	waitFor(t, 10*time.Second, "every seller started", func() bool {
+		for _, seller := range sellers {
+			if s.audit(seller).Products < 50 {
+				return false
+			}
+		}
+		return true
+	})
+	procs[0].kill()
+	killed := time.Now()
+	for _, seller := range sellers {
+		s.waitProducts(seller, want[seller], 40*time.Second)
+	}
+	for _, seller := range sellers {
+		s.checkCompliant(seller, want[seller])
+	}
+	s.resumedWithin(sellers, want, killed, 2*time.Second+s.window+s.margin+500*time.Millisecond)
+}
+
+// TestCrashAllConsumers: every consumer killed with SIGKILL at once while
+// big and small uploads share partitions (rows finish out of offset order);
+// new consumers start 2 s later and finish everything, one product per row.
+func TestCrashAllConsumers(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{partitions: 2, limit: 50, window: 2 * time.Second, margin: 50 * time.Millisecond, latency: 5 * time.Millisecond})
+	procs := []*proc{s.startProcess("c1"), s.startProcess("c2")}
+	s.waitGroupStable("registrar", 2)
+	sellers := []string{"big1", "big2", "small1", "small2", "small3", "small4"}
+	want := map[string]int{"big1": 250, "big2": 250, "small1": 30, "small2": 30, "small3": 30, "small4": 30}
+	for _, seller := range sellers {
+		s.publish("up-"+seller, seller, want[seller])
+	}
+	waitFor(t, 10*time.Second, "the small uploads done and the big ones under way", func() bool {
+		for _, seller := range sellers {
+			if s.audit(seller).Products < min(want[seller], 60) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, p := range procs {
+		p.kill()
+	}
+	time.Sleep(2 * time.Second)
+	restarted := time.Now()
+	s.startProcess("c3")
+	s.startProcess("c4")
+	for _, seller := range sellers {
+		s.waitProducts(seller, want[seller], 40*time.Second)
+	}
+	for _, seller := range sellers {
+		s.checkCompliant(seller, want[seller])
+	}
+	s.resumedWithin(sellers, want, restarted, 2*time.Second+s.window+s.margin+time.Second)
+}
+
+// TestGracefulShutdown: SIGTERM stops a consumer process within its
+// shutdown timeout with exit status 0, its waiting rows' slots given back;
+// a new process finishes the upload, one product per row.
+func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{partitions: 1, limit: 20, window: 2 * time.Second, margin: 50 * time.Millisecond, latency: 5 * time.Millisecond})
+	p := s.startProcess("c1")
+	s.waitGroupStable("registrar", 1)
+	s.publish("up-g", "g", 100)
+	s.waitProducts("g", 20, 10*time.Second)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	exited := make(chan error, 1)
+	go func() { exited <- p.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("consumer exited with %v after SIGTERM, want status 0", err)
+		}
+		t.Logf("consumer stopped %v after SIGTERM", time.Since(stopped))
+	case <-time.After(6 * time.Second):
+		t.Fatal("consumer still running 6 s after SIGTERM (shutdown timeout 5 s)")
+	}
+	// Only slots of calls made remain: the log holds no future reservation.
+	now, err := s.rdb.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if future := futureSlots(t, s.rdb, "bulkreg:{s:g}:log", now.Add(100*time.Millisecond)); future != 0 {
+		t.Errorf("%d reserved slots in the future after the shutdown, want 0 (given back)", future)
+	}
+	s.startProcess("c2")
+	s.waitProducts("g", 100, 20*time.Second)
+	s.checkCompliant("g", 100)
+}
+
+// futureSlots counts slots after t in a throttle log, whatever unit (µs or
+// ms since the epoch) its scores use.
+func futureSlots(t *testing.T, rdb *redis.Client, key string, after time.Time) int {
+	t.Helper()
+	zs, err := rdb.ZRangeWithScores(context.Background(), key, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, z := range zs {
+		var at time.Time
+		switch {
+		case z.Score > 1e17:
+			at = time.Unix(0, int64(z.Score))
+		case z.Score > 1e14:
+			at = time.UnixMicro(int64(z.Score))
+		default:
+			at = time.UnixMilli(int64(z.Score))
+		}
+		if at.After(after) {
+			n++
+		}
+	}
+	return n
+}

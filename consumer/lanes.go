@@ -1,0 +1,110 @@
+package consumer
+
+import "sync"
+
+// lanes dispatches rows to one lane per seller. A lane runs at most
+// concurrency rows of its seller at once (each one waiting for its throttle
+// slot or calling the API) and queues the rest in arrival order, so a seller
+// with 500 rows waiting for its window holds at most one window's worth of
+// slots and never holds up another seller's rows: those go to their own lane,
+// even when they were read from the same partition right behind.
+//
+// Memory is bounded outside: a row enters a lane only after the reader got an
+// in-flight token for it.
+type lanes struct {
+	concurrency int
+	run         func(*row) // the pipeline; returns when the row is finished or given back
+
+	mu       sync.Mutex
+	bySeller map[string]*lane
+
+	// observers for metrics; never nil
+	onQueued func(delta int)
+	onActive func(delta int)
+}
+
+type lane struct {
+	queue  []*row
+	active int
+}
+
+func newLanes(concurrency int, run func(*row), onQueued, onActive func(int)) *lanes {
+	return &lanes{concurrency: max(1, concurrency), run: run, bySeller: map[string]*lane{}, onQueued: onQueued, onActive: onActive}
+}
+
+// add hands r to its seller's lane: a new worker when the lane is below its
+// concurrency, the lane's queue otherwise.
+func (ls *lanes) add(seller string, r *row) {
+	ls.mu.Lock()
+	ln := ls.bySeller[seller]
+	if ln == nil {
+		ln = &lane{}
+		ls.bySeller[seller] = ln
+		ls.onActive(1)
+	}
+	if ln.active >= ls.concurrency {
+		ln.queue = append(ln.queue, r)
+		ls.mu.Unlock()
+		ls.onQueued(1)
+		return
+	}
+	ln.active++
+	ls.mu.Unlock()
+	go ls.work(seller, ln, r)
+}
+
+// work runs rows of one lane until its queue is empty.
+func (ls *lanes) work(seller string, ln *lane, r *row) {
+	for {
+		ls.run(r)
+		ls.mu.Lock()
+		if len(ln.queue) == 0 {
+			ln.active--
+			if ln.active == 0 {
+				delete(ls.bySeller, seller)
+				ls.onActive(-1)
+			}
+			ls.mu.Unlock()
+			return
+		}
+		r = ln.queue[0]
+		ln.queue[0] = nil
+		ln.queue = ln.queue[1:]
+		if len(ln.queue) == 0 {
+			ln.queue = nil // let the drained backing array go
+		}
+		ls.mu.Unlock()
+		ls.onQueued(-1)
+	}
+}
+
+// sellers counts lanes with rows.
+func (ls *lanes) sellers() int {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return len(ls.bySeller)
+}
+
+// purge takes out of the queues every row for which drop is true (rows of a
+// revoked partition) and returns them; a queued row has no slot to give back.
+func (ls *lanes) purge(drop func(*row) bool) []*row {
+	ls.mu.Lock()
+	var out []*row
+	for _, ln := range ls.bySeller {
+		kept := ln.queue[:0]
+		for _, r := range ln.queue {
+			if drop(r) {
+				out = append(out, r)
+			} else {
+				kept = append(kept, r)
+			}
+		}
+		clear(ln.queue[len(kept):])
+		ln.queue = kept
+	}
+	ls.mu.Unlock()
+	if len(out) > 0 {
+		ls.onQueued(-len(out))
+	}
+	return out
+}

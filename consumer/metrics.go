@@ -1,0 +1,95 @@
+package consumer
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the consumer's Prometheus series. None has a seller label: the
+// number of sellers is unbounded, so per-seller views belong to the
+// compliance report, not to the time-series database.
+type metrics struct {
+	rows          *prometheus.CounterVec   // result: registered, replayed, failed, dead_lettered
+	calls         *prometheus.CounterVec   // class of every registry call
+	latency       *prometheus.HistogramVec // class
+	throttleWait  prometheus.Histogram
+	rateLimited   prometheus.Counter
+	inFlight      prometheus.Gauge
+	waiting       prometheus.Gauge
+	activeSellers prometheus.Gauge
+	commits       *prometheus.CounterVec // result: ok, error
+	rebalances    prometheus.Counter
+	dlqWrites     *prometheus.CounterVec // class
+	redisDown     prometheus.Counter
+	abandoned     prometheus.Counter
+	late          prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, oldest func() float64) *metrics {
+	m := &metrics{
+		rows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulkreg_consumer_rows_total",
+			Help: "Rows finished, by result: registered (201), replayed (200, already registered), failed (refused by the API), dead_lettered.",
+		}, []string{"result"}),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulkreg_consumer_registry_calls_total",
+			Help: "Calls to the registration API, by the class of the answer.",
+		}, []string{"class"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "bulkreg_consumer_registry_latency_seconds",
+			Help:    "Registration API latency, by the class of the answer.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
+		}, []string{"class"}),
+		throttleWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "bulkreg_consumer_throttle_wait_seconds",
+			Help:    "Time a row waited for its throttle slot, per attempt.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
+		}),
+		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bulkreg_consumer_rate_limited_total",
+			Help: "429 answers received from the registration API. Should stay 0: each one means the throttle and the API disagreed.",
+		}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bulkreg_consumer_rows_in_flight",
+			Help: "Rows read from Kafka and not finished (bounded by the in-flight caps).",
+		}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bulkreg_consumer_rows_waiting",
+			Help: "Rows queued in a seller lane or waiting for their throttle slot.",
+		}),
+		activeSellers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bulkreg_consumer_active_sellers",
+			Help: "Sellers with rows in flight in this consumer.",
+		}),
+		commits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulkreg_consumer_commits_total",
+			Help: "Offset commits, by result.",
+		}, []string{"result"}),
+		rebalances: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bulkreg_consumer_rebalances_total",
+			Help: "Consumer-group generations joined (each rebalance starts one).",
+		}),
+		dlqWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulkreg_consumer_dlq_writes_total",
+			Help: "Messages written to the dead-letter topic, by error class.",
+		}, []string{"class"}),
+		redisDown: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bulkreg_consumer_redis_unavailable_total",
+			Help: "Times a Redis call failed because Redis did not answer; no registry call is made while it is down.",
+		}),
+		abandoned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bulkreg_consumer_rows_abandoned_total",
+			Help: "Rows given back unfinished at a rebalance or shutdown; they are read again from the committed offset.",
+		}),
+	}
+	m.late = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bulkreg_consumer_slots_missed_total",
+		Help: "Slots given back because the call could not start within the allowed lateness (too few connections to the API, or an overloaded consumer).",
+	})
+	oldestAge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "bulkreg_consumer_oldest_unfinished_row_age_seconds",
+		Help: "Age of the oldest unfinished row in this consumer, since it was produced; 0 when none.",
+	}, oldest)
+	reg.MustRegister(m.rows, m.calls, m.latency, m.throttleWait, m.rateLimited, m.inFlight, m.waiting,
+		m.activeSellers, m.commits, m.rebalances, m.dlqWrites, m.redisDown, m.abandoned, m.late, oldestAge)
+	return m
+}

@@ -1,0 +1,104 @@
+package consumer
+
+import (
+	"sort"
+	"sync"
+	"time"
+)
+
+// offsets tracks one partition's rows between reading and finishing, and
+// answers the one question committing needs: up to where is everything done?
+//
+// Kafka's committed offset is the next offset to read, so the commit point is
+// the lowest offset not yet finished, or, when every row read is finished, the
+// offset after the last one read. Rows finish in any order (sellers wait for
+// their own windows), so a finished row above an unfinished one is not
+// committed until the lower one finishes: a crash redelivers it, and its
+// Idempotency-Key makes the second call a replay.
+type offsets struct {
+	mu      sync.Mutex
+	pending []pendingRow // in read (offset) order; finished rows at the front are dropped
+	next    int64        // offset after the last row read; -1 before the first
+}
+
+type pendingRow struct {
+	offset int64
+	since  time.Time // when the row was produced (or read, when the broker gives no time)
+	done   bool
+}
+
+// newOffsets starts at the assignment's offset: a committed offset, or a
+// negative "first/last offset" marker when the group has none yet.
+func newOffsets(start int64) *offsets {
+	o := &offsets{next: -1}
+	if start >= 0 {
+		o.next = start
+	}
+	return o
+}
+
+// read registers a row just read. Offsets arrive in increasing order, with
+// gaps where the log has none (compaction, transaction markers).
+func (o *offsets) read(offset int64, since time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.pending = append(o.pending, pendingRow{offset: offset, since: since})
+	o.next = offset + 1
+}
+
+// finish marks a row done. It reports false for an offset that was never
+// read or is already finished, which is a bug in the caller.
+func (o *offsets) finish(offset int64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	i := sort.Search(len(o.pending), func(i int) bool { return o.pending[i].offset >= offset })
+	if i == len(o.pending) || o.pending[i].offset != offset || o.pending[i].done {
+		return false
+	}
+	o.pending[i].done = true
+	n := 0
+	for n < len(o.pending) && o.pending[n].done {
+		n++
+	}
+	if n > 0 {
+		// Copy down instead of reslicing so the backing array does not grow forever.
+		o.pending = append(o.pending[:0], o.pending[n:]...)
+	}
+	return true
+}
+
+// commitPoint is the offset to commit, and false when nothing was read or
+// assigned yet.
+func (o *offsets) commitPoint() (int64, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.pending) > 0 {
+		return o.pending[0].offset, true
+	}
+	return o.next, o.next >= 0
+}
+
+// oldest is when the oldest unfinished row was produced; zero when none.
+func (o *offsets) oldest() time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, p := range o.pending {
+		if !p.done {
+			return p.since
+		}
+	}
+	return time.Time{}
+}
+
+// unfinished counts rows read and not finished.
+func (o *offsets) unfinished() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, p := range o.pending {
+		if !p.done {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,633 @@
+package consumer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/compliance"
+	registryclient "github.com/bulkreg/bulkreg/registry-client"
+	"github.com/bulkreg/bulkreg/throttle"
+	"github.com/bulkreg/bulkreg/uploadstatus"
+)
+
+// The tests in this file run the whole consumer against the embedded broker
+// with in-memory stand-ins for the throttle, the registry and the recorders,
+// so each outcome of the pipeline is checked alone and fast. The tests with
+// the real throttle, Redis and the sandbox are in integration_test.go.
+
+// memThrottle is an in-memory sliding log: limit slots per window.
+type memThrottle struct {
+	limit  int
+	window time.Duration
+	down   atomic.Bool
+
+	mu       sync.Mutex
+	slots    map[string][]time.Time
+	blocked  map[string]time.Time
+	blocks   int
+	released int
+}
+
+func newMemThrottle(limit int, window time.Duration) *memThrottle {
+	return &memThrottle{limit: limit, window: window, slots: map[string][]time.Time{}, blocked: map[string]time.Time{}}
+}
+
+func (m *memThrottle) Wait(ctx context.Context, seller string) (throttle.Reservation, error) {
+	if m.down.Load() {
+		return throttle.Reservation{}, fmt.Errorf("reserve: %w", throttle.ErrUnavailable)
+	}
+	m.mu.Lock()
+	now := time.Now()
+	at := now
+	if b := m.blocked[seller]; b.After(at) {
+		at = b
+	}
+	s := m.slots[seller]
+	if len(s) >= m.limit {
+		if t := s[len(s)-m.limit].Add(m.window); t.After(at) {
+			at = t
+		}
+	}
+	s = append(s, at)
+	slices.SortFunc(s, func(a, b time.Time) int { return a.Compare(b) })
+	m.slots[seller] = s
+	m.mu.Unlock()
+	r := throttle.Reservation{Seller: seller, Admitted: true, At: at, Wait: at.Sub(now), ID: strconv.FormatInt(at.UnixNano(), 10)}
+	if !sleep(ctx, at.Sub(now)) {
+		_ = m.Release(context.Background(), r)
+		return throttle.Reservation{}, ctx.Err()
+	}
+	return r, nil
+}
+
+func (m *memThrottle) Release(ctx context.Context, r throttle.Reservation) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.slots[r.Seller]
+	if i := slices.IndexFunc(s, func(t time.Time) bool { return t.Equal(r.At) }); i >= 0 {
+		m.slots[r.Seller] = slices.Delete(s, i, i+1)
+		m.released++
+	}
+	return nil
+}
+
+func (m *memThrottle) Block(ctx context.Context, seller string, d time.Duration) error {
+	if m.down.Load() {
+		return throttle.ErrUnavailable
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.blocked[seller] = time.Now().Add(d)
+	m.blocks++
+	return nil
+}
+
+// fakeRegistry answers by a script per idempotency key: the n-th call of a
+// key gets script(key, n); registered keys answer 200 afterwards.
+type fakeRegistry struct {
+	script func(key string, n int) registryclient.Result
+
+	mu        sync.Mutex
+	calls     map[string]int
+	products  map[string]string
+	callTimes []time.Time
+}
+
+func newFakeRegistry(script func(key string, n int) registryclient.Result) *fakeRegistry {
+	return &fakeRegistry{script: script, calls: map[string]int{}, products: map[string]string{}}
+}
+
+func (f *fakeRegistry) Register(ctx context.Context, seller, key string, p bulkreg.Product) registryclient.Result {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls[key]++
+	f.callTimes = append(f.callTimes, time.Now())
+	if id, ok := f.products[key]; ok {
+		return registryclient.Result{Class: registryclient.Replayed, Status: 200, ProductID: id}
+	}
+	res := registryclient.Result{Class: registryclient.Registered, Status: 201}
+	if f.script != nil {
+		res = f.script(key, f.calls[key])
+	}
+	if res.Class == registryclient.Registered {
+		res.ProductID = "p-" + key
+		f.products[key] = res.ProductID
+	}
+	return res
+}
+
+func (f *fakeRegistry) count() (calls, products int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range f.calls {
+		calls += n
+	}
+	return calls, len(f.products)
+}
+
+type memStatus struct {
+	mu   sync.Mutex
+	rows map[string]uploadstatus.RowResult // upload:row
+}
+
+func (s *memStatus) RecordRow(ctx context.Context, upload string, r uploadstatus.RowResult) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := upload + ":" + strconv.Itoa(r.Row)
+	if old, ok := s.rows[k]; ok && old.State == "registered" {
+		return nil
+	}
+	s.rows[k] = r
+	return nil
+}
+
+func (s *memStatus) snapshot() map[string]uploadstatus.RowResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps(s.rows)
+}
+
+func maps[K comparable, V any](m map[K]V) map[K]V {
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+type memCalls struct {
+	mu    sync.Mutex
+	calls []compliance.Call
+}
+
+func (c *memCalls) Record(ctx context.Context, seller string, call compliance.Call) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, call)
+	return nil
+}
+
+type fixedRetry struct {
+	interval time.Duration
+	attempts int
+}
+
+type countingBackOff struct {
+	p fixedRetry
+	n int
+}
+
+func (b *countingBackOff) NextBackOff() time.Duration {
+	b.n++
+	if b.n >= b.p.attempts {
+		return -1 // backoff.Stop
+	}
+	return b.p.interval
+}
+func (b *countingBackOff) Reset() { b.n = 0 }
+
+type fixture struct {
+	t        *testing.T
+	brokers  []string
+	topic    string
+	cfg      Config
+	throttle *memThrottle
+	registry *fakeRegistry
+	status   *memStatus
+	calls    *memCalls
+	reg      *prometheus.Registry
+	pingErr  atomic.Pointer[error]
+}
+
+func newFixture(t *testing.T, partitions int32, script func(string, int) registryclient.Result) *fixture {
+	topic := "rows"
+	brokers := startBroker(t, partitions, topic, bulkreg.DLQTopic(topic))
+	f := &fixture{t: t, brokers: brokers, topic: topic, cfg: testConfig(brokers, topic),
+		throttle: newMemThrottle(1000, time.Second), registry: newFakeRegistry(script),
+		status: &memStatus{rows: map[string]uploadstatus.RowResult{}}, calls: &memCalls{}}
+	f.cfg.RedisProbeInterval = 50 * time.Millisecond
+	f.cfg.RedisRetryMin = 20 * time.Millisecond
+	f.cfg.RedisRetryMax = 100 * time.Millisecond
+	f.cfg.Logger = testLogger(t)
+	return f
+}
+
+// start runs one consumer until the test ends.
+func (f *fixture) start() *Consumer {
+	f.reg = prometheus.NewRegistry()
+	c, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls,
+		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}},
+		PingRedis: func(context.Context) error {
+			if p := f.pingErr.Load(); p != nil {
+				return *p
+			}
+			return nil
+		},
+		Registerer: f.reg})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	f.t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			f.t.Error("consumer did not stop within 15 s")
+		}
+	})
+	return c
+}
+
+type registryclientRetry struct{ p fixedRetry }
+
+func (r registryclientRetry) NewBackOff() backoff.BackOff { return &countingBackOff{p: r.p} }
+
+func (f *fixture) publish(upload, seller string, rows int) {
+	var msgs []kafka.Message
+	for i := 1; i <= rows; i++ {
+		m := bulkreg.NewMessage(upload, seller, i, bulkreg.Product{SellerSKU: fmt.Sprint("sku-", i), Name: "n", CategoryCode: "c", Price: 1000, Stock: 1}, time.Now())
+		v, _ := json.Marshal(m)
+		msgs = append(msgs, kafka.Message{Key: []byte(seller), Value: v})
+	}
+	produce(f.t, f.brokers, f.topic, msgs...)
+}
+
+func (f *fixture) dlq(n int) []kafka.Message { return readDLQ(f.t, f.brokers, f.topic, n) }
+
+// readDLQ reads n dead letters from every partition of the DLQ topic.
+func readDLQ(t testing.TB, brokers []string, topic string, n int) []kafka.Message {
+	t.Helper()
+	conn, err := kafka.Dial("tcp", brokers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, err := conn.ReadPartitions(bulkreg.DLQTopic(topic))
+	conn.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var out []kafka.Message
+	var wg sync.WaitGroup
+	for _, p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: p.Topic, Partition: p.ID, MaxWait: 100 * time.Millisecond})
+			defer r.Close()
+			for {
+				m, err := r.ReadMessage(ctx)
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				out = append(out, m)
+				if len(out) >= n {
+					cancel()
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(out) < n {
+		t.Fatalf("read %d dead letters within 10 s, want %d", len(out), n)
+	}
+	return out
+}
+
+func header(m kafka.Message, k string) string {
+	for _, h := range m.Headers {
+		if h.Key == k {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+func TestOutcomes(t *testing.T) {
+	// keys: row 2 is invalid, row 3 gets a 429 then 201, row 4 gets 503 twice
+	// then 201, row 5 gets 503 forever.
+	script := func(key string, n int) registryclient.Result {
+		switch {
+		case key == "u1:2":
+			return registryclient.Result{Class: registryclient.Permanent, Status: 422, Code: "invalid_price", Field: "price", Message: "price must be > 0", Err: errors.New("422")}
+		case key == "u1:3" && n == 1:
+			return registryclient.Result{Class: registryclient.RateLimited, Status: http.StatusTooManyRequests, RetryAfter: 200 * time.Millisecond, Err: errors.New("429")}
+		case key == "u1:4" && n <= 2, key == "u1:5":
+			return registryclient.Result{Class: registryclient.Transient, Status: 503, Err: errors.New("the registration API answered 503")}
+		}
+		return registryclient.Result{Class: registryclient.Registered, Status: 201}
+	}
+	f := newFixture(t, 2, script)
+	f.start()
+	f.publish("u1", "s1", 6)
+	produce(t, f.brokers, f.topic, kafka.Message{Key: []byte("s1"), Value: []byte("{not json")})
+
+	waitFor(t, 10*time.Second, "6 rows recorded", func() bool { return len(f.status.snapshot()) == 6 })
+	rows := f.status.snapshot()
+	for _, r := range []int{1, 3, 4, 6} {
+		if got := rows["u1:"+strconv.Itoa(r)]; got.State != "registered" || got.ProductID == "" {
+			t.Errorf("row %d = %+v, want registered with a product id", r, got)
+		}
+	}
+	if got := rows["u1:2"]; got.State != "failed" || got.Code != "invalid_price" || got.Field != "price" || got.Reason == "" || got.Attempts != 1 {
+		t.Errorf("row 2 = %+v, want failed with the API's code, field and reason after 1 attempt", got)
+	}
+	if got := rows["u1:4"]; got.Attempts != 3 {
+		t.Errorf("row 4 took %d attempts, want 3 (two 503s then 201)", got.Attempts)
+	}
+	if got := rows["u1:5"]; got.State != "failed" || got.Attempts != 4 || got.Code != "transient" {
+		t.Errorf("row 5 = %+v, want failed as transient after 4 attempts (the retry policy's limit)", got)
+	}
+	if f.throttle.blocks != 1 {
+		t.Errorf("the throttle was blocked %d times, want 1 (one 429)", f.throttle.blocks)
+	}
+	dl := f.dlq(2)
+	byClass := map[string]kafka.Message{}
+	for _, m := range dl {
+		byClass[header(m, HeaderErrorClass)] = m
+	}
+	poison, ok := byClass[ClassBadMessage]
+	if !ok || string(poison.Value) != "{not json" || header(poison, HeaderAttempts) != "0" {
+		t.Errorf("poison dead letter = %+v, want the original value with class %s and 0 attempts", poison, ClassBadMessage)
+	}
+	failed, ok := byClass["transient"]
+	if !ok {
+		t.Fatalf("no transient dead letter among %d", len(dl))
+	}
+	m5, _ := bulkreg.DecodeMessage(failed.Value)
+	if m5.Row != 5 || header(failed, HeaderAttempts) != "4" || header(failed, HeaderTopic) != f.topic ||
+		header(failed, HeaderPartition) == "" || header(failed, HeaderOffset) == "" || header(failed, HeaderErrorMessage) == "" {
+		t.Errorf("transient dead letter: row %d headers %v, want row 5, 4 attempts, topic, partition, offset, message", m5.Row, failed.Headers)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, header(failed, HeaderFirstFailure)); err != nil {
+		t.Errorf("first failure header %q is not a time: %v", header(failed, HeaderFirstFailure), err)
+	}
+	// Every call is in the compliance history: 6 rows, +1 for the 429, +2 and +3 for the 503s.
+	f.calls.mu.Lock()
+	ncalls := len(f.calls.calls)
+	f.calls.mu.Unlock()
+	if ncalls != 6+1+2+3 {
+		t.Errorf("compliance history holds %d calls, want 12", ncalls)
+	}
+	// No metric carries a seller label: sellers are unbounded.
+	mfs, err := f.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "seller" || l.GetValue() == "s1" {
+					t.Errorf("metric %s has a per-seller label %s=%s", mf.GetName(), l.GetName(), l.GetValue())
+				}
+			}
+		}
+	}
+	if got := gathered(t, f.reg, "bulkreg_consumer_dlq_writes_total"); got != 2 {
+		t.Errorf("DLQ writes metric %v, want 2", got)
+	}
+	if got := gathered(t, f.reg, "bulkreg_consumer_rate_limited_total"); got != 1 {
+		t.Errorf("rate-limited metric %v, want 1", got)
+	}
+	// Everything was finished, so the commits reach the end of each partition.
+	waitFor(t, 5*time.Second, "offsets committed to the end", func() bool {
+		sum := int64(0)
+		for _, off := range committedOffsets(t, f.brokers, f.cfg.Group, f.topic, 2) {
+			if off > 0 {
+				sum += off
+			}
+		}
+		return sum == 7
+	})
+}
+
+// gathered sums the values of a metric family.
+func gathered(t testing.TB, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.Counter != nil:
+				sum += m.Counter.GetValue()
+			case m.Gauge != nil:
+				sum += m.Gauge.GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+func (f *fixture) registeredCount(upload string) int {
+	n := 0
+	for k, r := range f.status.snapshot() {
+		if r.State == "registered" && len(k) > len(upload) && k[:len(upload)+1] == upload+":" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestNoHeadOfLineBlocking: seller b's rows, read right behind seller a's
+// on the same partition, do not wait for a's window.
+func TestNoHeadOfLineBlocking(t *testing.T) {
+	f := newFixture(t, 1, nil)
+	f.throttle = newMemThrottle(20, time.Second)
+	f.cfg.SellerConcurrency = 20
+	f.start()
+	f.publish("ua", "a", 200) // 10 windows of a's limit
+	f.publish("ub", "b", 10)
+	start := time.Now()
+	waitFor(t, 2*time.Second, "seller b's 10 rows registered", func() bool { return f.registeredCount("ub") == 10 })
+	t.Logf("seller b done %v after publishing, seller a has %d of 200", time.Since(start), f.registeredCount("ua"))
+	if got := f.registeredCount("ua"); got >= 200 {
+		t.Errorf("seller a finished too (%d rows): the test did not show b overtaking a", got)
+	}
+}
+
+// TestRedisDownNoCalls: while Redis does not answer no registry call is
+// made; after it answers again every row is registered.
+func TestRedisDownNoCalls(t *testing.T) {
+	f := newFixture(t, 1, nil)
+	f.throttle = newMemThrottle(10, 300*time.Millisecond)
+	f.cfg.SellerConcurrency = 10
+	f.start()
+	f.publish("u", "s", 60)
+	waitFor(t, 5*time.Second, "some rows registered", func() bool { return f.registeredCount("u") >= 5 })
+	downErr := errors.New("dial tcp: connection refused")
+	f.pingErr.Store(&downErr)
+	f.throttle.down.Store(true)
+	time.Sleep(f.cfg.RedisProbeInterval * 3) // the gate notices within one probe
+	calls0, _ := f.registry.count()
+	wentDown := time.Now()
+	time.Sleep(time.Second)
+	calls1, _ := f.registry.count()
+	f.throttle.down.Store(false)
+	f.pingErr.Store(nil)
+	if calls1 != calls0 {
+		t.Errorf("%d registry calls while Redis was down", calls1-calls0)
+	}
+	waitFor(t, 10*time.Second, "all 60 rows registered after Redis came back", func() bool { return f.registeredCount("u") == 60 })
+	_ = wentDown
+	if got := gathered(t, f.reg, "bulkreg_consumer_redis_unavailable_total"); got < 1 {
+		t.Errorf("redis unavailable metric %v, want ≥ 1", got)
+	}
+}
+
+// TestShutdownGivesSlotsBack: at shutdown rows waiting for a slot give it
+// back, the consumer stops within the drain bound, and the commit stops at
+// the lowest unfinished row.
+func TestShutdownGivesSlotsBack(t *testing.T) {
+	f := newFixture(t, 1, nil)
+	f.throttle = newMemThrottle(5, 10*time.Second) // 5 now, the rest 10 s away
+	f.cfg.SellerConcurrency = 15
+	c, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls,
+		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	f.publish("u", "s", 20)
+	waitFor(t, 5*time.Second, "5 rows registered", func() bool { return f.registeredCount("u") == 5 })
+	// 5 slots used, then 15 rows (the seller concurrency) wait for theirs.
+	waitFor(t, 5*time.Second, "15 rows waiting for slots", func() bool {
+		f.throttle.mu.Lock()
+		defer f.throttle.mu.Unlock()
+		return len(f.throttle.slots["s"]) == 20
+	})
+	stopped := time.Now()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("consumer did not stop within 5 s of its context ending")
+	}
+	t.Logf("stopped in %v", time.Since(stopped))
+	f.throttle.mu.Lock()
+	left, released := len(f.throttle.slots["s"]), f.throttle.released
+	f.throttle.mu.Unlock()
+	if left != 5 || released != 15 {
+		t.Errorf("after shutdown the throttle holds %d slots (%d released), want the 5 used and 15 released", left, released)
+	}
+	// Which 5 of the first 15 rows got the free slots is up to the race for
+	// them; the commit must stop right below the lowest one that did not.
+	rows := f.status.snapshot()
+	want := int64(0)
+	for rows["u:"+strconv.FormatInt(want+1, 10)].State == "registered" {
+		want++
+	}
+	if off := committedOffsets(t, f.brokers, f.cfg.Group, f.topic, 1)[0]; off != want {
+		t.Errorf("committed offset %d, want %d (the lowest unfinished row)", off, want)
+	}
+}
+
+// TestInFlightCapPausesReading: reading stops at the per-partition cap.
+func TestInFlightCapPausesReading(t *testing.T) {
+	f := newFixture(t, 1, nil)
+	f.throttle = newMemThrottle(10, time.Minute) // 10 calls, then everything waits
+	f.cfg.MaxInFlightPerPartition = 30
+	f.cfg.SellerConcurrency = 100
+	f.start()
+	f.publish("u", "s", 100)
+	waitFor(t, 5*time.Second, "10 rows registered", func() bool { return f.registeredCount("u") == 10 })
+	time.Sleep(300 * time.Millisecond)
+	if got := gathered(t, f.reg, "bulkreg_consumer_rows_in_flight"); got != 30 {
+		t.Errorf("rows in flight %v, want the cap (30)", got)
+	}
+	f.throttle.mu.Lock()
+	held := len(f.throttle.slots["s"])
+	f.throttle.mu.Unlock()
+	if held != 40 {
+		t.Errorf("the throttle holds %d slots, want 40 (10 used + 30 rows at the cap waiting)", held)
+	}
+}
+
+// TestRebalanceLosesNothing: a second member joins mid-run and the first
+// leaves later; every row ends registered exactly once at the registry.
+func TestRebalanceLosesNothing(t *testing.T) {
+	f := newFixture(t, 4, nil)
+	f.throttle = newMemThrottle(20, 500*time.Millisecond)
+	f.cfg.SellerConcurrency = 20
+	for s := range 6 {
+		f.publish(fmt.Sprint("u", s), fmt.Sprint("s", s), 60)
+	}
+	stopFirst := make(chan struct{})
+	first, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls,
+		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- first.Run(ctx) }()
+	go func() { <-stopFirst; cancel() }()
+	waitFor(t, 5*time.Second, "100 rows registered", func() bool { _, p := f.registry.count(); return p >= 100 })
+	f.start() // the second member joins: a rebalance
+	waitFor(t, 5*time.Second, "200 rows registered", func() bool { _, p := f.registry.count(); return p >= 200 })
+	close(stopFirst) // the first leaves: another rebalance
+	<-done
+	waitFor(t, 15*time.Second, "all 360 rows registered", func() bool { return len(f.status.snapshot()) == 360 })
+	calls, products := f.registry.count()
+	if products != 360 {
+		t.Errorf("%d products at the registry, want 360", products)
+	}
+	t.Logf("%d calls for 360 rows (replays after rebalances: %d)", calls, calls-360)
+	if got := gathered(t, f.reg, "bulkreg_consumer_rebalances_total"); got < 2 {
+		t.Errorf("the second member saw %v generations, want ≥ 2", got)
+	}
+}
+
+func TestUnavailable(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("reserve: %w", throttle.ErrUnavailable), true},
+		{fmt.Errorf("record: %w", syscallErr()), true},
+		{fmt.Errorf("record: %w", redis.ErrPoolTimeout), true},
+		{errors.New("LOADING Redis is loading the dataset in memory"), true},
+		{errors.New("upload u1 is unknown"), false},
+		{errors.New("ERR Error running script: bad argument"), false},
+	} {
+		if got := unavailable(tc.err); got != tc.want {
+			t.Errorf("unavailable(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+func syscallErr() error {
+	_, err := net.Dial("tcp", "127.0.0.1:1")
+	return err
+}

@@ -1,0 +1,121 @@
+package excel
+
+import (
+	"strings"
+	"unicode"
+)
+
+// Column describes one column of the upload format.
+type Column struct {
+	Field    string // the field name, as in the registration API: "seller_sku"
+	Korean   string // the name the template uses: "판매자상품코드"
+	Required bool
+	Aliases  []string // other accepted names, compared after normalisation
+}
+
+// Label is how messages name the column: "판매자상품코드 (seller_sku)".
+func (c Column) Label() string { return c.Korean + " (" + c.Field + ")" }
+
+// Fields of the upload, in template order.
+const (
+	FieldSellerSKU    = "seller_sku"
+	FieldName         = "name"
+	FieldCategoryCode = "category_code"
+	FieldPrice        = "price"
+	FieldStock        = "stock"
+	FieldBrand        = "brand"
+	FieldImageURL     = "image_url"
+	FieldDescription  = "description"
+	FieldShippingFee  = "shipping_fee"
+)
+
+// Columns returns the upload format, in template order.
+func Columns() []Column {
+	return []Column{
+		{FieldSellerSKU, "판매자상품코드", true, []string{"판매자상품코드", "상품코드", "판매자코드", "sku", "sellersku", "sellerproductcode", "productcode"}},
+		{FieldName, "상품명", true, []string{"상품명", "제품명", "name", "productname", "itemname", "title"}},
+		{FieldCategoryCode, "카테고리코드", true, []string{"카테고리코드", "카테고리", "카테고리번호", "categorycode", "category", "categoryid"}},
+		{FieldPrice, "판매가", true, []string{"판매가", "판매가격", "가격", "price", "saleprice", "sellingprice"}},
+		{FieldStock, "재고수량", true, []string{"재고수량", "재고", "수량", "stock", "quantity", "qty", "stockquantity"}},
+		{FieldBrand, "브랜드", false, []string{"브랜드", "브랜드명", "brand", "brandname"}},
+		{FieldImageURL, "대표이미지URL", false, []string{"대표이미지url", "대표이미지", "이미지url", "이미지", "imageurl", "image", "mainimageurl", "mainimage"}},
+		{FieldDescription, "상세설명", false, []string{"상세설명", "상품설명", "설명", "description", "detail", "details"}},
+		{FieldShippingFee, "배송비", false, []string{"배송비", "shippingfee", "shipping", "deliveryfee"}},
+	}
+}
+
+// Report columns: the result report adds them after the seller's columns.
+// The parser knows them and ignores them silently, so a failed-rows report
+// can be uploaded again as it is.
+const (
+	ReportColumnRow    = "원래 행 (original row)"
+	ReportColumnResult = "결과 (result)"
+	ReportColumnReason = "사유 (reason)"
+)
+
+var ignoredHeaders = map[string]bool{
+	normalizeHeader(ReportColumnRow):    true,
+	normalizeHeader(ReportColumnResult): true,
+	normalizeHeader(ReportColumnReason): true,
+	"originalrow":                       true,
+	"result":                            true,
+	"reason":                            true,
+}
+
+// columnIndex maps a normalised header to its column; built once, never changed.
+var columnIndex = func() map[string]Column {
+	m := map[string]Column{}
+	for _, c := range Columns() {
+		m[normalizeHeader(c.Field)] = c
+		m[normalizeHeader(c.Korean)] = c
+		for _, a := range c.Aliases {
+			m[normalizeHeader(a)] = c
+		}
+	}
+	return m
+}()
+
+// normalizeHeader folds the ways sellers decorate a column name: case,
+// spaces, "_", "-", ".", "*", and anything in brackets such as "(필수)" or
+// "(원)". "판매가 (필수)*" and "Price" both become their bare name.
+func normalizeHeader(s string) string {
+	var b strings.Builder
+	depth := 0
+	for _, r := range s {
+		switch r {
+		case '(', '[', '（', '［', '<':
+			depth++
+			continue
+		case ')', ']', '）', '］', '>':
+			if depth > 0 {
+				depth--
+			}
+			continue
+		}
+		if depth > 0 {
+			continue
+		}
+		if unicode.IsSpace(r) || r == '_' || r == '-' || r == '.' || r == '*' || r == '＊' || r == '\u200b' || r == '\ufeff' {
+			continue
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
+}
+
+// lookupColumn returns the column a header cell names.
+func lookupColumn(header string) (Column, bool) {
+	c, ok := columnIndex[normalizeHeader(header)]
+	return c, ok
+}
+
+// headerScore counts the distinct known columns a row names.
+func headerScore(cells []string) int {
+	seen := map[string]bool{}
+	for _, h := range cells {
+		if c, ok := lookupColumn(h); ok {
+			seen[c.Field] = true
+		}
+	}
+	return len(seen)
+}

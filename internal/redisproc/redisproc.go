@@ -1,0 +1,141 @@
+// Package redisproc runs a redis-server child process on a chosen port. The
+// test harness (internal/testredis) and devstack both start Redis this way,
+// so a test's Redis and the demo's Redis are the same real server.
+package redisproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotInstalled means redis-server is not on PATH.
+var ErrNotInstalled = errors.New("redis-server is not on PATH (Debian: apt-get install -y redis-server)")
+
+// Proc is one redis-server process.
+type Proc struct {
+	Addr string // 127.0.0.1:port
+	Port int
+
+	dir     string
+	extra   []string
+	cmd     *exec.Cmd
+	waitErr chan error
+}
+
+// Start runs redis-server on port (0: a free port), keeping nothing on disk
+// but its log and cluster config in dir. extraArgs are passed through.
+func Start(ctx context.Context, dir string, port int, extraArgs ...string) (*Proc, error) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return nil, ErrNotInstalled
+	}
+	p := &Proc{dir: dir, extra: extraArgs}
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		p.Port = port
+		if port == 0 {
+			free, err := FreePort()
+			if err != nil {
+				return nil, err
+			}
+			p.Port = free
+		}
+		p.Addr = "127.0.0.1:" + strconv.Itoa(p.Port)
+		if lastErr = p.start(ctx); lastErr == nil {
+			return p, nil
+		}
+		if port != 0 {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+func (p *Proc) start(ctx context.Context) error {
+	args := []string{
+		"--port", strconv.Itoa(p.Port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", p.dir,
+		"--protected-mode", "no", "--logfile", filepath.Join(p.dir, "redis.log"),
+	}
+	args = append(args, p.extra...)
+	cmd := exec.Command("redis-server", args...)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start redis-server: %w", err)
+	}
+	p.cmd = cmd
+	p.waitErr = make(chan error, 1)
+	go func() { p.waitErr <- cmd.Wait() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-p.waitErr:
+			log, _ := os.ReadFile(filepath.Join(p.dir, "redis.log"))
+			p.cmd = nil
+			return fmt.Errorf("redis-server on port %d exited (%v): %s", p.Port, err, tail(string(log)))
+		case <-ctx.Done():
+			p.Stop()
+			return ctx.Err()
+		default:
+		}
+		c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1})
+		err := c.Ping(ctx).Err()
+		c.Close()
+		if err == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.Stop()
+	return fmt.Errorf("redis-server on port %d did not answer PING within 10s", p.Port)
+}
+
+// Stop kills the server (SIGKILL: a crash, not a shutdown). Safe to call twice.
+func (p *Proc) Stop() {
+	if p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.waitErr
+	p.cmd = nil
+}
+
+// Restart starts the server again on the same port with an empty dataset,
+// retrying while the old socket lingers.
+func (p *Proc) Restart(ctx context.Context) error {
+	p.Stop()
+	var err error
+	for attempt := 0; attempt < 50; attempt++ {
+		if err = p.start(ctx); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("restart redis-server on %s: %w", p.Addr, err)
+}
+
+// FreePort asks the kernel for a port nobody listens on.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func tail(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,22 @@
+-- compliance_record.lua: append one registration-API call to a seller's call
+-- history and trim the history to its retention. Used by compliance.Recorder.
+--
+-- KEYS[1]  bulkreg:{s:<seller>}:calls   ZSET, score = call time in µs (Redis clock), member = "<status>|<class>|<key>|<nonce>"
+-- ARGV[1]  call time in µs since the Unix epoch on the Redis clock; "0" = now (redis TIME)
+-- ARGV[2]  member (unique per call: the caller adds a nonce)
+-- ARGV[3]  retention in µs: calls older than now − retention are removed
+--
+-- Reply: the score written, as a string of µs (exact: Lua numbers would lose digits).
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local at = tonumber(ARGV[1])
+if at == nil or at <= 0 then
+  at = now
+end
+local retention = tonumber(ARGV[3])
+local score = string.format('%.0f', at)
+redis.call('ZADD', KEYS[1], score, ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. string.format('%.0f', now - retention))
+-- the key outlives its newest call by the retention, so an idle seller's history expires whole
+redis.call('PEXPIRE', KEYS[1], math.floor(retention / 1000) + 1000)
+return score

@@ -1,0 +1,45 @@
+#!lua flags=no-writes
+-- peek.lua: read a seller's throttle state for metrics and operators, writing
+-- nothing. next_free is the slot a reservation would get now (max wait aside),
+-- computed as reserve.lua, reserve_fixed.lua and reserve_token_bucket.lua do.
+-- Used by throttle.Throttle.Peek.
+--
+-- KEYS[1]  the policy's log: bulkreg:{s:<seller>}:log (sliding), :fixed or :tb; ZSET as in reserve*.lua
+-- KEYS[2]  bulkreg:{s:<seller>}:block  STRING, blocked until, µs
+-- KEYS[3]  bulkreg:{s:<seller>}:tb:tat STRING, token bucket only (pass it for every kind; unused otherwise)
+-- ARGV[1]  kind: "sliding", "fixed" or "token-bucket"
+-- ARGV[2]  L, slots per window
+-- ARGV[3]  W' = window + margin, in µs
+-- ARGV[4]  B, the burst (token bucket only)
+--
+-- Reply: {now, in_window, next_free, blocked_until}; times are µs as strings on the Redis clock,
+-- in_window counts slots in [now - W', now], blocked_until is "0" when the seller is not blocked.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local kind, limit, win, burst = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local function us(x) return string.format('%.0f', x) end
+
+local blocked = tonumber(redis.call('GET', KEYS[2]) or '0')
+local next_free = math.max(now, blocked)
+if kind == 'sliding' then
+  -- as reserve.lua, with the slots older than now - W' skipped instead of trimmed
+  local old = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. us(now - win))
+  local n = redis.call('ZCARD', KEYS[1]) - old
+  if n >= limit then
+    local s = redis.call('ZRANGE', KEYS[1], old + n - limit, old + n - limit, 'WITHSCORES')
+    next_free = math.max(next_free, tonumber(s[2]) + win + 1)
+  end
+elseif kind == 'fixed' then
+  local start = math.floor(next_free / win) * win
+  while redis.call('ZCOUNT', KEYS[1], us(start), '(' .. us(start + win)) >= limit do
+    start = start + win
+  end
+  next_free = math.max(next_free, start)
+elseif kind == 'token-bucket' then
+  local tat = tonumber(redis.call('GET', KEYS[3]) or '0')
+  next_free = math.max(next_free, math.ceil(tat - (burst - 1) * win / limit))
+else
+  return redis.error_reply('peek.lua: unknown kind ' .. tostring(kind))
+end
+local in_window = redis.call('ZCOUNT', KEYS[1], us(now - win), us(now))
+return {us(now), in_window, us(next_free), us(blocked)}

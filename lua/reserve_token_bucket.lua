@@ -1,0 +1,51 @@
+-- reserve_token_bucket.lua: take a seller's next slot under a token bucket
+-- with a burst, kept as GCRA (policy "token-bucket"). The bucket refills one
+-- token every T = W'/L and holds B tokens: B calls back to back, then one per
+-- T. In the W' after a burst up to B + L calls fall: kept to mirror APIs that
+-- count this way, never exact against a strict sliding window.
+-- Used by throttle.Throttle.Reserve.
+--
+-- GCRA: with tat the theoretical arrival time (tat >= now), the slot is
+-- t = max(now, blocked_until, tat - (B-1)T) and tat becomes max(tat, t) + T.
+--
+-- KEYS[1]  bulkreg:{s:<seller>}:tb      ZSET, member = reservation id, score = slot in µs (Redis clock);
+--          kept for idempotency, Release and the in-window count
+-- KEYS[2]  bulkreg:{s:<seller>}:block   STRING, blocked until, µs (set by block.lua after a 429)
+-- KEYS[3]  bulkreg:{s:<seller>}:tb:tat  STRING, tat in µs (fractional)
+-- ARGV[1]  L, slots per window
+-- ARGV[2]  W' = window + margin, in µs
+-- ARGV[3]  max wait in µs: a slot farther ahead than this is not taken
+-- ARGV[4]  reservation id (caller-generated, unique)
+-- ARGV[5]  B, the burst (tokens in a full bucket)
+--
+-- Reply: {admitted, at, now, in_window}, as in reserve.lua. Idempotent per id, as reserve.lua.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local limit, win, maxwait, id = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local burst = tonumber(ARGV[5])
+local function us(x) return string.format('%.0f', x) end
+
+local held = redis.call('ZSCORE', KEYS[1], id)
+if held then
+  local at = tonumber(held)
+  return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at))}
+end
+
+local T = win / limit
+local tat = tonumber(redis.call('GET', KEYS[3]) or '0')
+if tat < now then tat = now end
+local at = math.ceil(tat - (burst - 1) * T)
+if at < now then at = now end
+local blocked = tonumber(redis.call('GET', KEYS[2]) or '0')
+if blocked > at then at = blocked end
+if at - now > maxwait then
+  return {0, us(at - maxwait), us(now), 0}
+end
+tat = math.max(tat, at) + T
+-- a full bucket needs no state: the key expires when tat has passed
+redis.call('SET', KEYS[3], string.format('%.3f', tat), 'PX', math.ceil((tat - now) / 1000) + 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. us(now - win))
+redis.call('ZADD', KEYS[1], us(at), id)
+local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+redis.call('PEXPIRE', KEYS[1], math.ceil((tonumber(newest[2]) - now + win) / 1000) + 1000)
+return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at))}

@@ -1,0 +1,376 @@
+// Package throttle admits calls to the registration API per seller, across
+// any number of consumers, through Lua scripts in Redis (package lua).
+//
+// The default policy is a sliding log with reservations: each call takes a
+// slot on the Redis clock in one round trip, at
+// t = max(now, blocked_until, s(n−L+1) + W′ + 1µs) over the log's sorted
+// slots (reservations ahead included), and sleeps until it. The extra
+// microsecond keeps L+1 slots more than W′ apart, so the API may count its
+// window closed or half-open. It is the only policy exact against an API
+// that refuses the (L+1)-th call inside any trailing window. A fixed window
+// and a token bucket are there to mirror APIs that count that way.
+//
+// A seller's keys share the hash tag {s:<seller>}: bulkreg:{s:<seller>}:log
+// (the sliding log; :fixed and :tb for the other policies) and :block (set
+// after a 429). Each expires once its newest slot has left the window, so an
+// idle seller costs nothing. Every Throttle of a seller must use the same
+// Policy: they share the log and each reads it by its own limit.
+//
+// Failing closed: when Redis does not answer, no slot is granted and the
+// error wraps ErrUnavailable.
+package throttle
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkreg/bulkreg/lua"
+)
+
+// ErrUnavailable is wrapped in every error caused by Redis not answering (or
+// answering with an error). No slot is granted then: the caller must not call
+// the API and should try again later.
+var ErrUnavailable = errors.New("the throttle's Redis could not answer, so no slot was granted")
+
+// Kind names a counting policy.
+type Kind string
+
+const (
+	// Sliding is a sliding log with reservations: never more than Limit
+	// slots in any trailing Window + Margin. The default.
+	Sliding Kind = "sliding"
+	// Fixed counts per window aligned on multiples of Window + Margin, as
+	// INCR + EXPIRE does: up to 2 × Limit can fall inside one trailing window.
+	Fixed Kind = "fixed"
+	// TokenBucket is GCRA with a burst of Burst: Burst calls back to back,
+	// then one every (Window + Margin) / Limit.
+	TokenBucket Kind = "token-bucket"
+)
+
+// Policy is how many calls a seller may make and how they are spread.
+type Policy struct {
+	Kind    Kind          // counting policy; "" means Sliding
+	Limit   int           // calls per Window; > 0
+	Window  time.Duration // the API's trailing window; > 0
+	Margin  time.Duration // added to Window (W′ = Window + Margin) to cover the spread of network delay between consumers and the API; >= 0
+	MaxWait time.Duration // a slot farther ahead than this is not taken and the answer says when to ask again; 0 = 2 × W′
+	Burst   int           // TokenBucket only: calls admitted back to back from a full bucket; 0 = Limit
+}
+
+// PerMinute is n calls per seller in any trailing minute, with a 250 ms
+// margin: the registration API's contract.
+func PerMinute(n int) Policy {
+	return Policy{Kind: Sliding, Limit: n, Window: time.Minute, Margin: 250 * time.Millisecond}
+}
+
+// Validate reports the first field that is out of range, by name.
+func (p Policy) Validate() error {
+	switch {
+	case p.Kind != "" && p.Kind != Sliding && p.Kind != Fixed && p.Kind != TokenBucket:
+		return fmt.Errorf("throttle: Policy.Kind must be %q, %q or %q, got %q", Sliding, Fixed, TokenBucket, p.Kind)
+	case p.Limit <= 0:
+		return fmt.Errorf("throttle: Policy.Limit (calls per window) must be greater than 0, got %d", p.Limit)
+	case p.Window <= 0:
+		return fmt.Errorf("throttle: Policy.Window must be greater than 0, got %s", p.Window)
+	case p.Margin < 0:
+		return fmt.Errorf("throttle: Policy.Margin must not be negative, got %s", p.Margin)
+	case p.MaxWait < 0:
+		return fmt.Errorf("throttle: Policy.MaxWait must not be negative (0 means 2 × (Window + Margin)), got %s", p.MaxWait)
+	case p.Burst < 0:
+		return fmt.Errorf("throttle: Policy.Burst must not be negative (0 means Limit), got %d", p.Burst)
+	case (p.Window+p.Margin)/time.Microsecond < 1:
+		return fmt.Errorf("throttle: Policy.Window + Policy.Margin must be at least 1µs, got %s", p.Window+p.Margin)
+	}
+	return nil
+}
+
+// span is W′ = Window + Margin.
+func (p Policy) span() time.Duration { return p.Window + p.Margin }
+
+// Reservation is the throttle's answer to one request for a slot.
+type Reservation struct {
+	Seller   string        // the seller the slot belongs to
+	Admitted bool          // a slot is held at At
+	At       time.Time     // the slot (Redis clock); when !Admitted, when to ask again
+	Wait     time.Duration // At − now as Redis saw it
+	InWindow int           // slots in the trailing W′ ending at At, this one included (0 when !Admitted)
+	ID       string        // the slot's member in the log; Release needs it ("" when !Admitted)
+}
+
+// Status is a seller's throttle state, for metrics and operators.
+type Status struct {
+	InWindow     int       // slots in the trailing W′ ending now (reservations ahead not included)
+	NextFree     time.Time // the slot a reservation would get now, MaxWait aside (Redis clock)
+	BlockedUntil time.Time // no slot starts before this after a 429; zero when not blocked
+	Now          time.Time // the Redis clock when Peek ran
+}
+
+// Throttle admits calls per seller. It is safe for concurrent use; all
+// Throttles on the same Redis with the same Policy share each seller's log.
+type Throttle struct {
+	rdb     redis.UniversalClient
+	p       Policy
+	reserve *redis.Script
+	release *redis.Script
+	block   *redis.Script
+	peek    *redis.Script
+}
+
+// New returns a throttle over rdb (one Redis or a Redis Cluster: every key of
+// a seller shares the hash tag {s:<seller>}).
+//
+// Retries: go-redis retries a command after a network error, and a retried
+// reservation whose first answer was lost would take a second slot. Retries
+// stay on (a blip costs no failed row) because the reserve scripts are
+// idempotent per reservation id: the id is generated here before the call,
+// and a retry that finds it in the log answers the slot it already holds.
+// An answer lost for good (Reserve returned an error) leaves at most one slot
+// nobody uses: it is given back when the caller's context ended, and lapses
+// with the window otherwise, erring on the side of fewer calls, never more.
+func New(rdb redis.UniversalClient, p Policy) (*Throttle, error) {
+	if rdb == nil {
+		return nil, errors.New("throttle: a Redis client is required")
+	}
+	if p.Kind == "" {
+		p.Kind = Sliding
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if p.MaxWait == 0 {
+		p.MaxWait = 2 * p.span()
+	}
+	if p.Burst == 0 {
+		p.Burst = p.Limit
+	}
+	reserve := "reserve.lua"
+	switch p.Kind {
+	case Fixed:
+		reserve = "reserve_fixed.lua"
+	case TokenBucket:
+		reserve = "reserve_token_bucket.lua"
+	}
+	return &Throttle{
+		rdb:     rdb,
+		p:       p,
+		reserve: redis.NewScript(lua.Script(reserve)),
+		release: redis.NewScript(lua.Script("release.lua")),
+		block:   redis.NewScript(lua.Script("block.lua")),
+		peek:    redis.NewScript(lua.Script("peek.lua")),
+	}, nil
+}
+
+// Policy returns the policy in force, defaults filled in.
+func (t *Throttle) Policy() Policy { return t.p }
+
+// keys are a seller's keys, all under one hash tag so each script runs on
+// one Redis Cluster slot.
+type keys struct{ log, block, tat string }
+
+func (t *Throttle) keys(seller string) keys {
+	prefix := "bulkreg:{s:" + seller + "}:"
+	k := keys{log: prefix + "log", block: prefix + "block", tat: prefix + "tb:tat"}
+	switch t.p.Kind {
+	case Fixed:
+		k.log = prefix + "fixed"
+	case TokenBucket:
+		k.log = prefix + "tb"
+	}
+	return k
+}
+
+// Reserve takes the seller's next slot in one Redis round trip. When the slot
+// is within MaxWait it is held (Admitted) and the caller calls the API at At;
+// otherwise nothing is held and At says when to ask again.
+func (t *Throttle) Reserve(ctx context.Context, seller string) (Reservation, error) {
+	if seller == "" {
+		return Reservation{}, errors.New("throttle: seller id must not be empty")
+	}
+	return t.reserveID(ctx, seller, rand.Text())
+}
+
+// reserveID is Reserve with the reservation id given; asking again with the
+// same id answers the same slot.
+func (t *Throttle) reserveID(ctx context.Context, seller, id string) (Reservation, error) {
+	k := t.keys(seller)
+	args := []any{t.p.Limit, t.p.span().Microseconds(), t.p.MaxWait.Microseconds(), id}
+	ks := []string{k.log, k.block}
+	if t.p.Kind == TokenBucket {
+		args = append(args, t.p.Burst)
+		ks = append(ks, k.tat)
+	}
+	v, err := t.reserve.Run(ctx, t.rdb, ks, args...).Slice()
+	if err != nil {
+		if ctx.Err() != nil {
+			// The script may have run: give the slot back, detached from
+			// the ended context (a no-op when it holds none).
+			t.releaseDetached(ctx, Reservation{Seller: seller, ID: id})
+		}
+		return Reservation{}, t.fail(ctx, "reserve a slot", seller, err)
+	}
+	r, err := parseReservation(v)
+	if err != nil {
+		return Reservation{}, fmt.Errorf("throttle: reserve a slot for seller %q: %w: %w", seller, ErrUnavailable, err)
+	}
+	r.Seller = seller
+	if r.Admitted {
+		r.ID = id
+	}
+	return r, nil
+}
+
+func parseReservation(v []any) (Reservation, error) {
+	if len(v) != 4 {
+		return Reservation{}, fmt.Errorf("the reserve script answered %d values, want 4", len(v))
+	}
+	admitted, ok1 := v[0].(int64)
+	at, err1 := micros(v[1])
+	now, err2 := micros(v[2])
+	inWindow, ok2 := v[3].(int64)
+	if !ok1 || !ok2 || err1 != nil || err2 != nil {
+		return Reservation{}, fmt.Errorf("the reserve script answered %v, want {0|1, µs, µs, count}", v)
+	}
+	return Reservation{
+		Admitted: admitted == 1,
+		At:       time.UnixMicro(at),
+		Wait:     time.Duration(at-now) * time.Microsecond,
+		InWindow: int(inWindow),
+	}, nil
+}
+
+// micros reads a µs timestamp the scripts answer as a string (exact, where a
+// Lua number could be rounded).
+func micros(v any) (int64, error) {
+	s, ok := v.(string)
+	if !ok {
+		return 0, fmt.Errorf("want a string of µs, got %T", v)
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+// Wait reserves a slot for the seller (asking again when the slot is farther
+// than MaxWait) and sleeps until its time. When ctx ends first it gives the
+// slot back and returns ctx's error.
+func (t *Throttle) Wait(ctx context.Context, seller string) (Reservation, error) {
+	for {
+		r, err := t.Reserve(ctx, seller)
+		if err != nil {
+			return Reservation{}, err
+		}
+		if err := sleep(ctx, r.Wait); err != nil {
+			if r.Admitted {
+				t.releaseDetached(ctx, r)
+			}
+			return Reservation{}, fmt.Errorf("throttle: waiting for a slot for seller %q: %w", seller, err)
+		}
+		if r.Admitted {
+			return r, nil
+		}
+	}
+}
+
+// Release gives back a slot the caller will not use (shutdown, cancelled, a
+// call the API did not count) so the next caller can take it. Releasing a
+// slot that is not held (already released, expired, not admitted) does
+// nothing.
+func (t *Throttle) Release(ctx context.Context, r Reservation) error {
+	if r.ID == "" {
+		return nil
+	}
+	if r.Seller == "" {
+		return errors.New("throttle: release: the reservation has no seller id")
+	}
+	k := t.keys(r.Seller)
+	ks, args := []string{k.log}, []any{r.ID}
+	if t.p.Kind == TokenBucket {
+		ks = append(ks, k.tat)
+		args = append(args, (t.p.span() / time.Duration(t.p.Limit)).Microseconds())
+	}
+	if err := t.release.Run(ctx, t.rdb, ks, args...).Err(); err != nil {
+		return t.fail(ctx, "release a slot", r.Seller, err)
+	}
+	return nil
+}
+
+// releaseDetached releases r after ctx ended, with a short deadline of its own.
+func (t *Throttle) releaseDetached(ctx context.Context, r Reservation) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	_ = t.Release(ctx, r) // best effort: an unreleased slot only means one call fewer
+}
+
+// Block records a 429 from the API: no new slot of the seller starts before
+// now + retryAfter (Redis clock), for every consumer at once. A later block
+// wins; an earlier one changes nothing. Slots already handed out keep their
+// times (their callers are asleep and cannot be told); the API refuses them
+// too and each such refusal blocks again.
+func (t *Throttle) Block(ctx context.Context, seller string, retryAfter time.Duration) error {
+	if seller == "" {
+		return errors.New("throttle: seller id must not be empty")
+	}
+	if retryAfter <= 0 {
+		return fmt.Errorf("throttle: block seller %q: retryAfter must be greater than 0, got %s", seller, retryAfter)
+	}
+	if err := t.block.Run(ctx, t.rdb, []string{t.keys(seller).block}, retryAfter.Microseconds()).Err(); err != nil {
+		return t.fail(ctx, "block", seller, err)
+	}
+	return nil
+}
+
+// Peek reads the seller's state without changing it.
+func (t *Throttle) Peek(ctx context.Context, seller string) (Status, error) {
+	if seller == "" {
+		return Status{}, errors.New("throttle: seller id must not be empty")
+	}
+	k := t.keys(seller)
+	v, err := t.peek.Run(ctx, t.rdb, []string{k.log, k.block, k.tat},
+		string(t.p.Kind), t.p.Limit, t.p.span().Microseconds(), t.p.Burst).Slice()
+	if err != nil {
+		return Status{}, t.fail(ctx, "peek", seller, err)
+	}
+	var st Status
+	if len(v) == 4 {
+		now, err1 := micros(v[0])
+		in, ok := v[1].(int64)
+		next, err2 := micros(v[2])
+		blocked, err3 := micros(v[3])
+		if err1 == nil && ok && err2 == nil && err3 == nil {
+			st = Status{InWindow: int(in), NextFree: time.UnixMicro(next), Now: time.UnixMicro(now)}
+			if blocked > 0 {
+				st.BlockedUntil = time.UnixMicro(blocked)
+			}
+			return st, nil
+		}
+	}
+	return Status{}, fmt.Errorf("throttle: peek seller %q: %w: the peek script answered %v", seller, ErrUnavailable, v)
+}
+
+// fail turns a Redis error into the throttle's error: ErrUnavailable unless
+// the caller's own context was cancelled.
+func (t *Throttle) fail(ctx context.Context, op, seller string, err error) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return fmt.Errorf("throttle: %s for seller %q: %w", op, seller, ctx.Err())
+	}
+	return fmt.Errorf("throttle: %s for seller %q: %w (%w)", op, seller, ErrUnavailable, err)
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,340 @@
+// Package uploadstatus keeps what a seller sees of an upload: its fields,
+// its publish state, its counts and every row's result. The producer creates
+// the upload and records the rows it refused; the consumers record each row
+// they registered or gave up on.
+//
+// Every key of one upload shares the hash tag {<upload_id>}, so each script
+// runs on one Redis Cluster slot:
+//
+//	bulkreg:upload:{<id>}:meta    HASH  the upload's fields, publish state, counts "registered"/"failed"
+//	bulkreg:upload:{<id>}:states  HASH  row → "registered" | "failed"
+//	bulkreg:upload:{<id>}:rows    HASH  row → JSON of its RowResult
+//	bulkreg:upload:{<id>}:cells   HASH  row → JSON of its original cells (for the error report)
+//
+// Every key expires a retention after the upload's last change.
+package uploadstatus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkreg/bulkreg/lua"
+)
+
+// Row states.
+const (
+	Registered = "registered"
+	Failed     = "failed"
+)
+
+// Publish states of an upload.
+const (
+	// Publishing: the producer is writing the upload's rows to Kafka.
+	Publishing = "publishing"
+	// Published: Kafka acknowledged every valid row.
+	Published = "published"
+	// PublishFailed: Kafka failed part way; sending the same file again republishes
+	// with the same upload id and idempotency keys.
+	PublishFailed = "publish_failed"
+)
+
+// ErrNotFound is returned by Get for an upload Redis does not know (never
+// created, or expired).
+var ErrNotFound = errors.New("upload not found")
+
+// Store reads and writes upload status in Redis.
+type Store struct {
+	rdb       redis.UniversalClient
+	retention time.Duration
+	create    *redis.Script
+	record    *redis.Script
+	state     *redis.Script
+}
+
+// New returns a Store whose keys expire retention after the upload's last change.
+func New(rdb redis.UniversalClient, retention time.Duration) *Store {
+	if retention <= 0 {
+		retention = 7 * 24 * time.Hour
+	}
+	return &Store{
+		rdb:       rdb,
+		retention: retention,
+		create:    redis.NewScript(lua.Script("upload_create.lua")),
+		record:    redis.NewScript(lua.Script("upload_record.lua")),
+		state:     redis.NewScript(lua.Script("upload_state.lua")),
+	}
+}
+
+// Upload is what the producer knows of an upload when it creates it.
+type Upload struct {
+	ID        string    `json:"id"`
+	SellerID  string    `json:"seller_id"`
+	FileName  string    `json:"file_name"`
+	SHA256    string    `json:"sha256"`
+	Total     int       `json:"total"`   // data rows in the file
+	Valid     int       `json:"valid"`   // rows published
+	Invalid   int       `json:"invalid"` // rows refused by validation (recorded as failed)
+	Header    []string  `json:"header"`
+	CreatedAt time.Time `json:"created_at"`
+
+	// State is the publish state (Publishing, Published, PublishFailed), read
+	// back by Get and Create; Create writes Publishing whatever it holds.
+	State       string `json:"state"`
+	StateReason string `json:"state_reason,omitempty"`
+
+	// Cells are the original cells of every row by row number, kept for the
+	// error report. Create writes them; Get does not read them back (Cells does).
+	Cells map[int][]string `json:"-"`
+}
+
+// RowResult is one row's outcome.
+type RowResult struct {
+	Row       int       `json:"row"`
+	State     string    `json:"state"` // Registered or Failed
+	ProductID string    `json:"product_id,omitempty"`
+	Code      string    `json:"code,omitempty"`
+	Field     string    `json:"field,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	Attempts  int       `json:"attempts,omitempty"`
+	At        time.Time `json:"at"`
+	Cells     []string  `json:"cells,omitempty"`
+}
+
+// Status is an upload with its progress.
+type Status struct {
+	Upload
+	Registered int         `json:"registered"`
+	Failed     int         `json:"failed"`
+	Waiting    int         `json:"waiting"` // Total − Registered − Failed, never below 0
+	Rows       []RowResult `json:"rows"`    // every recorded row, by row number
+}
+
+// Done reports whether every row of the upload is registered or failed.
+func (s Status) Done() bool { return s.Total > 0 && s.Waiting == 0 }
+
+func key(id, part string) string { return "bulkreg:upload:{" + id + "}:" + part }
+
+func (s *Store) ms() string { return strconv.FormatInt(s.retention.Milliseconds(), 10) }
+
+// Create records a new upload in the Publishing state. When the upload
+// exists already it writes nothing and returns the existing one: a
+// duplicate of an earlier upload.
+func (s *Store) Create(ctx context.Context, u Upload) (existing *Upload, err error) {
+	if u.ID == "" {
+		return nil, errors.New("create upload: the upload id is empty")
+	}
+	header, err := json.Marshal(u.Header)
+	if err != nil {
+		return nil, fmt.Errorf("create upload %s: %w", u.ID, err)
+	}
+	meta := []any{
+		"id", u.ID, "seller_id", u.SellerID, "file_name", u.FileName, "sha256", u.SHA256,
+		"total", u.Total, "valid", u.Valid, "invalid", u.Invalid, "header", string(header),
+		"created_at", u.CreatedAt.UTC().Format(time.RFC3339Nano), "state", Publishing,
+	}
+	args := append([]any{s.ms(), len(meta) / 2}, meta...)
+	for row, cells := range u.Cells {
+		b, err := json.Marshal(cells)
+		if err != nil {
+			return nil, fmt.Errorf("create upload %s: %w", u.ID, err)
+		}
+		args = append(args, row, string(b))
+	}
+	res, err := s.create.Run(ctx, s.rdb, []string{key(u.ID, "meta"), key(u.ID, "cells")}, args...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("create upload %s in Redis: %w", u.ID, err)
+	}
+	if len(res) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(res)/2)
+	for i := 0; i+1 < len(res); i += 2 {
+		m[res[i]] = res[i+1]
+	}
+	prev := parseMeta(m)
+	return &prev, nil
+}
+
+// BeginPublish takes the right to publish an existing upload again: it
+// moves the state to Publishing when it is PublishFailed, or when it is
+// Publishing but has not changed for staleAfter (a producer that died part
+// way; 0 = never take over). It reports whether the caller may publish and
+// the state found.
+func (s *Store) BeginPublish(ctx context.Context, id string, staleAfter time.Duration) (ok bool, found string, err error) {
+	return s.move(ctx, id, Publishing, "", staleAfter, PublishFailed)
+}
+
+// SetState records the outcome of publishing: Published, or PublishFailed
+// with a reason the seller can read.
+func (s *Store) SetState(ctx context.Context, id, state, reason string) error {
+	if state != Published && state != PublishFailed && state != Publishing {
+		return fmt.Errorf("set state of upload %s: unknown state %q", id, state)
+	}
+	_, _, err := s.move(ctx, id, state, reason, 0, Publishing, Published, PublishFailed, "")
+	return err
+}
+
+func (s *Store) move(ctx context.Context, id, to, reason string, stale time.Duration, from ...string) (bool, string, error) {
+	args := []any{to, reason, stale.Milliseconds()}
+	for _, f := range from {
+		args = append(args, f)
+	}
+	res, err := s.state.Run(ctx, s.rdb, []string{key(id, "meta")}, args...).Slice()
+	if err != nil {
+		return false, "", fmt.Errorf("change the state of upload %s in Redis: %w", id, err)
+	}
+	if len(res) != 2 {
+		return false, "", fmt.Errorf("change the state of upload %s: unexpected reply %v", id, res)
+	}
+	code, _ := res[0].(int64)
+	cur, _ := res[1].(string)
+	if code < 0 {
+		return false, "", fmt.Errorf("change the state of upload %s: %w", id, ErrNotFound)
+	}
+	return code == 1, cur, nil
+}
+
+// RecordRow records one row's result. It is idempotent per row: the same
+// row recorded twice counts once, and "registered" wins over an earlier or
+// later "failed".
+func (s *Store) RecordRow(ctx context.Context, uploadID string, r RowResult) error {
+	args, err := s.recordArgs(uploadID, r)
+	if err != nil {
+		return err
+	}
+	if err := s.record.Run(ctx, s.rdb, recordKeys(uploadID), args...).Err(); err != nil {
+		return fmt.Errorf("record row %d of upload %s in Redis: %w", r.Row, uploadID, err)
+	}
+	return nil
+}
+
+// RecordRows records many rows in one round trip (the producer's refused rows).
+func (s *Store) RecordRows(ctx context.Context, uploadID string, rs []RowResult) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	// Load the script once so the pipeline can use EVALSHA throughout.
+	if err := s.record.Load(ctx, s.rdb).Err(); err != nil {
+		return fmt.Errorf("record rows of upload %s: load script: %w", uploadID, err)
+	}
+	pipe := s.rdb.Pipeline()
+	for _, r := range rs {
+		args, err := s.recordArgs(uploadID, r)
+		if err != nil {
+			return err
+		}
+		s.record.EvalSha(ctx, pipe, recordKeys(uploadID), args...)
+	}
+	_, err := pipe.Exec(ctx)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// Redis lost its script cache between the load and the pipeline (a
+		// restart or failover): record the rows one by one, each call
+		// loading the script again as needed. Recording is idempotent.
+		for _, r := range rs {
+			if err := s.RecordRow(ctx, uploadID, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("record %d rows of upload %s in Redis: %w", len(rs), uploadID, err)
+	}
+	return nil
+}
+
+func recordKeys(id string) []string {
+	return []string{key(id, "meta"), key(id, "states"), key(id, "rows"), key(id, "cells")}
+}
+
+func (s *Store) recordArgs(uploadID string, r RowResult) ([]any, error) {
+	if uploadID == "" {
+		return nil, errors.New("record row: the upload id is empty")
+	}
+	if r.Row < 1 {
+		return nil, fmt.Errorf("record row of upload %s: row %d, rows start at 1", uploadID, r.Row)
+	}
+	if r.State != Registered && r.State != Failed {
+		return nil, fmt.Errorf("record row %d of upload %s: state %q is neither %q nor %q", r.Row, uploadID, r.State, Registered, Failed)
+	}
+	if r.At.IsZero() {
+		r.At = time.Now()
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("record row %d of upload %s: %w", r.Row, uploadID, err)
+	}
+	return []any{r.Row, r.State, string(b), s.ms()}, nil
+}
+
+// Get returns the upload, its counts and every recorded row. An upload whose
+// rows were recorded but that was never created (a consumer fed by hand) is
+// returned with its counts and rows only.
+func (s *Store) Get(ctx context.Context, uploadID string) (Status, error) {
+	pipe := s.rdb.Pipeline()
+	metaCmd := pipe.HGetAll(ctx, key(uploadID, "meta"))
+	rowsCmd := pipe.HGetAll(ctx, key(uploadID, "rows"))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return Status{}, fmt.Errorf("read upload %s from Redis: %w", uploadID, err)
+	}
+	m := metaCmd.Val()
+	if len(m) == 0 {
+		return Status{}, fmt.Errorf("upload %s: %w", uploadID, ErrNotFound)
+	}
+	st := Status{Upload: parseMeta(m)}
+	if st.ID == "" {
+		st.ID = uploadID
+	}
+	st.Registered, _ = strconv.Atoi(m[Registered])
+	st.Failed, _ = strconv.Atoi(m[Failed])
+	st.Waiting = max(0, st.Total-st.Registered-st.Failed)
+	for _, v := range rowsCmd.Val() {
+		var r RowResult
+		if err := json.Unmarshal([]byte(v), &r); err != nil {
+			continue // one unreadable row must not hide the others
+		}
+		st.Rows = append(st.Rows, r)
+	}
+	slices.SortFunc(st.Rows, func(a, b RowResult) int { return a.Row - b.Row })
+	return st, nil
+}
+
+// Cells returns the original cells of every row created with the upload.
+func (s *Store) Cells(ctx context.Context, uploadID string) (map[int][]string, error) {
+	m, err := s.rdb.HGetAll(ctx, key(uploadID, "cells")).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read the cells of upload %s from Redis: %w", uploadID, err)
+	}
+	out := make(map[int][]string, len(m))
+	for k, v := range m {
+		row, err := strconv.Atoi(k)
+		if err != nil {
+			continue
+		}
+		var cells []string
+		if json.Unmarshal([]byte(v), &cells) == nil {
+			out[row] = cells
+		}
+	}
+	return out, nil
+}
+
+func parseMeta(m map[string]string) Upload {
+	u := Upload{
+		ID: m["id"], SellerID: m["seller_id"], FileName: m["file_name"], SHA256: m["sha256"],
+		State: m["state"], StateReason: m["state_reason"],
+	}
+	u.Total, _ = strconv.Atoi(m["total"])
+	u.Valid, _ = strconv.Atoi(m["valid"])
+	u.Invalid, _ = strconv.Atoi(m["invalid"])
+	_ = json.Unmarshal([]byte(m["header"]), &u.Header)
+	u.CreatedAt, _ = time.Parse(time.RFC3339Nano, m["created_at"])
+	return u
+}
