@@ -46,6 +46,7 @@ type settings struct {
 	retry           registryclient.RetryPolicy
 	registryTimeout time.Duration
 	registryConns   int
+	registryAuth    string
 	maxWait         time.Duration
 	callRetention   time.Duration
 	statusRetention time.Duration
@@ -84,6 +85,7 @@ func parse(args []string, getenv func(string) string) (settings, error) {
 	b.Duration(&c.RedisRetryMax, "redis-retry-max", "longest wait between attempts while Redis does not answer")
 	b.Duration(&c.RedisProbeInterval, "redis-probe-interval", "how often Redis is pinged; no registry call is made while it does not answer")
 	b.Duration(&s.registryTimeout, "registry-timeout", "timeout of one call to the registration API")
+	b.String(&s.registryAuth, "registry-auth-header", `a header sent with every registry call, written "Name: value" (for example "Authorization: Bearer <token>"); empty sends none`)
 	b.Int(&s.registryConns, "registry-max-conns", "most connections to, and calls in progress at, the registration API")
 	b.Duration(&c.MissedSlotBackoffMax, "missed-slot-backoff-max", "longest wait of a row whose slot went by (no free connection) before it takes a new slot")
 	b.Duration(&c.MaxLateness, "max-lateness", "a call that cannot start this soon after its slot takes a new slot instead (0 = half the margin)")
@@ -146,7 +148,7 @@ func run(args []string, getenv func(string) string) error {
 	if err != nil {
 		return fmt.Errorf("throttle: %w", err)
 	}
-	reg, err := registryclient.New(registryclient.Options{BaseURL: s.shared.RegistryURL, Timeout: s.registryTimeout, MaxConnsPerHost: s.registryConns})
+	reg, err := registryclient.New(registryclient.Options{BaseURL: s.shared.RegistryURL, Timeout: s.registryTimeout, MaxConnsPerHost: s.registryConns, AuthHeader: s.registryAuth})
 	if err != nil {
 		return fmt.Errorf("registry client: %w", err)
 	}

@@ -1,0 +1,211 @@
+// Command devstack runs the whole of bulkreg in one process: an embedded
+// Kafka-protocol broker, Redis, the sandbox registration API, the producer's
+// upload service and several consumers.
+//
+//	devstack up     start everything, print the addresses, run until Ctrl-C
+//	devstack demo   start everything, upload the sample spreadsheets of three
+//	                sellers, show the throttle pacing them, print the
+//	                compliance report; exit 0 only if every row was registered
+//	                without a 429 and no window was exceeded
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/bulkreg/bulkreg/internal/config"
+	"github.com/bulkreg/bulkreg/internal/devstack"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}
+
+const usage = `devstack runs the whole of bulkreg in one process, for a first look and the demo:
+an embedded Kafka-protocol broker (kfake), Redis (redis-server when installed,
+otherwise an in-process stand-in that says so), the sandbox registration API,
+the producer's upload service and several consumers in one group.
+
+usage:
+  devstack up   [flags]   start everything, print the addresses, run until Ctrl-C
+  devstack demo [flags]   upload the sample spreadsheets of three sellers (500, 120
+                          and 40 rows), show the throttle pacing them, print the
+                          compliance report; exit 0 only when every row was
+                          registered, no 429 was answered and no window exceeded
+
+"devstack demo --window 12s" shrinks the API's window so the demo takes about
+a minute; the default is the real 60s (about 4 minutes for 500 rows).
+Run "devstack up -h" or "devstack demo -h" for the flags.
+`
+
+type settings struct {
+	opts       devstack.Options
+	partitions int
+	testdata   string
+	interval   time.Duration
+	logLevel   string
+	timeout    time.Duration
+}
+
+func parse(cmd string, args []string, stderr io.Writer, getenv func(string) string) (settings, error) {
+	s := settings{
+		opts:       devstack.Options{Host: "127.0.0.1", Redis: "auto", Consumers: 3, Limit: 100, Window: time.Minute, Margin: 250 * time.Millisecond, SessionTimeout: 10 * time.Second},
+		partitions: 6,
+		testdata:   "testdata/demo",
+		interval:   2 * time.Second,
+		logLevel:   "warn",
+	}
+	if cmd == "up" {
+		// Ports an operator's tools default to, so `producer` and `consumer`
+		// work against it without flags.
+		s.opts.KafkaPort, s.opts.SandboxPort, s.opts.ProducerPort = 9092, 8081, 8080
+		s.logLevel = "info"
+	}
+	fs := flag.NewFlagSet("devstack "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	b := config.NewBinder(fs, getenv)
+	o := &s.opts
+	b.String(&o.Host, "host", "interface every part listens on")
+	b.Int(&o.KafkaPort, "kafka-port", "port of the embedded Kafka broker (0 = a free port)")
+	b.Int(&o.SandboxPort, "sandbox-port", "port of the sandbox registration API (0 = a free port)")
+	b.Int(&o.ProducerPort, "producer-port", "port of the producer's upload service (0 = a free port)")
+	b.String(&o.Redis, "redis", "auto (redis-server when installed, else an in-process stand-in), real or memory")
+	b.Int(&s.partitions, "partitions", "partitions of the rows topic")
+	b.Int(&o.Consumers, "consumers", "consumers in the group")
+	b.Int(&o.Limit, "limit", "registrations per seller per window, enforced by the sandbox and kept by the throttle")
+	b.Duration(&o.Window, "window", "the API's trailing window")
+	b.Duration(&o.Margin, "margin", "added to the window for network delay spread")
+	b.Duration(&o.SessionTimeout, "session-timeout", "consumer group session timeout")
+	b.Duration(&o.RegistryLatency, "registry-latency", "the sandbox's answer delay")
+	b.Duration(&o.RegistryJitter, "registry-jitter", "random extra answer delay, up to this")
+	b.String(&s.logLevel, "log-level", "debug, info, warn or error (logs go to stderr as JSON)")
+	if cmd == "demo" {
+		b.String(&s.testdata, "testdata", "folder of the sample spreadsheets")
+		b.Duration(&s.interval, "interval", "how often progress is printed")
+		b.Duration(&s.timeout, "timeout", "give up when the uploads are not finished this long after they were sent (0 = 10 × the lower bound + 1 minute)")
+	}
+	if err := fs.Parse(args); err != nil {
+		return s, err
+	}
+	if fs.NArg() > 0 {
+		return s, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err := b.Err(); err != nil {
+		return s, err
+	}
+	if s.partitions < 1 || s.partitions > 1000 {
+		return s, fmt.Errorf("--partitions must be between 1 and 1000, got %d", s.partitions)
+	}
+	o.Partitions = int32(s.partitions)
+	if s.interval <= 0 {
+		return s, fmt.Errorf("--interval must be positive, got %v", s.interval)
+	}
+	if s.timeout < 0 {
+		return s, fmt.Errorf("--timeout must not be negative, got %v", s.timeout)
+	}
+	if s.timeout == 0 {
+		s.timeout = 10*time.Duration(500/max(o.Limit, 1))*(o.Window+o.Margin) + time.Minute
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(s.logLevel)); err != nil {
+		return s, fmt.Errorf("--log-level: %w", err)
+	}
+	o.Logger = slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	return s, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, usage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd := args[0]
+	if cmd != "up" && cmd != "demo" {
+		fmt.Fprintf(stderr, "devstack: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	s, err := parse(cmd, args[1:], stderr, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "devstack %s: %v\n", cmd, err)
+		return 2
+	}
+	if cmd == "demo" {
+		for _, u := range devstack.DemoUploads(s.testdata) {
+			if _, err := os.Stat(u.Path); err != nil {
+				fmt.Fprintf(stderr, "devstack demo: sample spreadsheet missing: %v (run from the repository root or set --testdata)\n", err)
+				return 2
+			}
+		}
+	}
+
+	fmt.Fprintln(stdout, "starting: embedded Kafka broker, Redis, sandbox registry, producer service, consumers…")
+	stack, err := devstack.Start(ctx, s.opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "devstack: %v\n", err)
+		return 1
+	}
+	defer stack.Close()
+	printAddresses(stdout, stack)
+
+	if cmd == "up" {
+		printTryIt(stdout, stack)
+		fmt.Fprintln(stdout, "\nrunning; Ctrl-C stops everything.")
+		<-ctx.Done()
+		fmt.Fprintln(stdout, "stopping…")
+		return 0
+	}
+	dctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	out, err := stack.Demo(dctx, stdout, devstack.DemoUploads(s.testdata), s.interval)
+	if err != nil {
+		fmt.Fprintf(stderr, "devstack demo: %v\n", err)
+		return 1
+	}
+	if err := out.OK(); err != nil {
+		fmt.Fprintf(stderr, "devstack demo: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, "\nOK: every row registered once, no 429 from the registry, no seller's window exceeded.")
+	return 0
+}
+
+func printAddresses(w io.Writer, s *devstack.Stack) {
+	redis := "redis-server"
+	if !s.RedisReal {
+		redis = "in-process stand-in (install redis-server for the real thing)"
+	}
+	o := s.Options
+	fmt.Fprintf(w, `
+  kafka (kfake)      %s   topic %s (%d partitions) and %s.dlq
+  redis              %s   %s
+  registry sandbox   %s   limit %d per %v
+  producer service   %s
+  consumers          %d in group bulkreg-registrar, margin %v, session timeout %v
+`, s.Brokers[0], s.Topic, o.Partitions, s.Topic, s.RedisAddr, redis, s.RegistryURL, o.Limit, o.Window, s.ProducerURL, o.Consumers, o.Margin, o.SessionTimeout)
+}
+
+func printTryIt(w io.Writer, s *devstack.Stack) {
+	fmt.Fprintf(w, `
+  try it from another terminal:
+    export BULKREG_KAFKA_BROKERS=%s BULKREG_REDIS_ADDRS=%s BULKREG_REGISTRY_URL=%s
+    go run ./cmd/producer upload --seller my-shop --wait testdata/demo/seller-c-40.xlsx
+    curl -s %s/audit
+`, s.Brokers[0], s.RedisAddr, s.RegistryURL, s.RegistryURL)
+}

@@ -1,0 +1,332 @@
+// Package registryclient is the only code that talks to the product
+// registration API. It turns every answer — status codes, bodies, timeouts,
+// broken connections — into one of five classes so that callers switch on
+// what to do next, never on HTTP details.
+//
+// The client never retries on its own: every attempt must take a new throttle
+// slot first, so retries belong to the caller, who gets a RetryPolicy to pace
+// them.
+package registryclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/bulkreg/bulkreg"
+)
+
+// Class is what a caller should do with an answer.
+type Class int
+
+const (
+	// Registered: 201, a new product exists. Record success.
+	Registered Class = iota + 1
+	// Replayed: 200, the Idempotency-Key was registered before; same
+	// product, not a second one. Record success.
+	Replayed
+	// Permanent: the row itself is wrong (400, 409, 422, other 4xx).
+	// Retrying cannot help; show Code, Message and Field to the seller.
+	Permanent
+	// RateLimited: 429. Block the seller for RetryAfter, then retry.
+	RateLimited
+	// Transient: 5xx, 408, timeout, connection error or an unreadable
+	// answer. Retry with backoff; the Idempotency-Key makes that safe.
+	Transient
+)
+
+func (c Class) String() string {
+	switch c {
+	case Registered:
+		return "registered"
+	case Replayed:
+		return "replayed"
+	case Permanent:
+		return "permanent"
+	case RateLimited:
+		return "rate_limited"
+	case Transient:
+		return "transient"
+	}
+	return "unknown"
+}
+
+// Result is the outcome of one call.
+type Result struct {
+	Class  Class
+	Status int // HTTP status; 0 when no answer arrived
+	// ProductID is set for Registered and Replayed.
+	ProductID string
+	// Code, Message and Field come from the API's error body when it sent one.
+	Code    string
+	Message string
+	Field   string
+	// RetryAfter is set for RateLimited: how long the API asked to wait.
+	RetryAfter time.Duration
+	// Latency is the time from sending the request to reading the answer.
+	Latency time.Duration
+	// Err explains every class but Registered and Replayed as a sentence.
+	Err error
+}
+
+// OK reports whether the product is registered (new or replayed).
+func (r Result) OK() bool { return r.Class == Registered || r.Class == Replayed }
+
+// Options configure a Client. Zero values take the defaults noted.
+type Options struct {
+	// BaseURL of the API, for example http://localhost:8081. Required.
+	BaseURL string
+	// Timeout of one call, including reading the answer (default 10 s).
+	Timeout time.Duration
+	// AuthHeader, when set, is sent with every call, written as
+	// "Name: value" (for example "Authorization: Bearer abc").
+	AuthHeader string
+	// MaxConnsPerHost caps connections to the API; idle connections kept
+	// for reuse match it, so many concurrent calls do not redial (default 64).
+	MaxConnsPerHost int
+	// DefaultRetryAfter is used when a 429 carries no usable Retry-After
+	// (default 1 s).
+	DefaultRetryAfter time.Duration
+	// HTTPClient replaces the client built from the options above (tests).
+	HTTPClient *http.Client
+	// Now is the clock for Retry-After dates (default time.Now).
+	Now func() time.Time
+}
+
+// Client calls the registration API. It is safe for concurrent use.
+type Client struct {
+	base       *url.URL
+	http       *http.Client
+	timeout    time.Duration
+	authName   string
+	authValue  string
+	retryAfter time.Duration
+	now        func() time.Time
+}
+
+// maxAnswer bounds how much of an answer is read: the contract's bodies are
+// tiny, and an HTML error page from a proxy is not worth more.
+const maxAnswer = 64 << 10
+
+// New checks the options and builds a client.
+func New(o Options) (*Client, error) {
+	if o.BaseURL == "" {
+		return nil, errors.New("registry URL is empty: set BULKREG_REGISTRY_URL or --registry-url")
+	}
+	base, err := url.Parse(o.BaseURL)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("registry URL %q is not an absolute http(s) URL", o.BaseURL)
+	}
+	base.Path = strings.TrimSuffix(base.Path, "/")
+	base.RawPath = ""
+	base.RawQuery, base.Fragment = "", ""
+	if o.Timeout < 0 {
+		return nil, fmt.Errorf("registry timeout %v is negative", o.Timeout)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.MaxConnsPerHost < 0 {
+		return nil, fmt.Errorf("registry max connections %d is negative", o.MaxConnsPerHost)
+	}
+	if o.MaxConnsPerHost == 0 {
+		o.MaxConnsPerHost = 64
+	}
+	if o.DefaultRetryAfter <= 0 {
+		o.DefaultRetryAfter = time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	c := &Client{base: base, timeout: o.Timeout, retryAfter: o.DefaultRetryAfter, now: o.Now, http: o.HTTPClient}
+	if o.AuthHeader != "" {
+		name, value, ok := strings.Cut(o.AuthHeader, ":")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" || strings.ContainsAny(name, " \t\r\n") || strings.ContainsAny(value, "\r\n") {
+			return nil, errors.New(`registry auth header must be written "Name: value", for example "Authorization: Bearer abc"`)
+		}
+		c.authName, c.authValue = http.CanonicalHeaderKey(name), strings.TrimSpace(value)
+	}
+	if c.http == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxConnsPerHost = o.MaxConnsPerHost
+		t.MaxIdleConnsPerHost = o.MaxConnsPerHost
+		t.MaxIdleConns = 0
+		t.IdleConnTimeout = 90 * time.Second
+		c.http = &http.Client{Transport: t}
+	}
+	return c, nil
+}
+
+// Close drops idle connections.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+// Register registers one product for a seller under an idempotency key.
+func (c *Client) Register(ctx context.Context, seller, key string, p bulkreg.Product) Result {
+	if seller == "" || key == "" {
+		return Result{Class: Permanent, Code: "bad_request", Err: errors.New("seller id and idempotency key must not be empty")}
+	}
+	body, err := json.Marshal(p)
+	if err != nil {
+		return Result{Class: Permanent, Code: "bad_request", Err: fmt.Errorf("the product cannot be encoded as JSON: %w", err)}
+	}
+	target := c.base.String() + "/v1/sellers/" + url.PathEscape(seller) + "/products"
+
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return Result{Class: Permanent, Code: "bad_request", Err: fmt.Errorf("the request cannot be built: %w", err)}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	if c.authName != "" {
+		req.Header.Set(c.authName, c.authValue)
+	}
+
+	start := time.Now()
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return Result{Class: Transient, Latency: time.Since(start), Err: transportError(ctx, err, c.timeout)}
+	}
+	defer resp.Body.Close()
+	raw, readErr := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	res := Result{Status: resp.StatusCode, Latency: time.Since(start)}
+	if readErr != nil {
+		res.Class = Transient
+		res.Err = fmt.Errorf("the answer %d of the registration API could not be read: %w", resp.StatusCode, transportError(ctx, readErr, c.timeout))
+		return res
+	}
+	return c.classify(res, resp.Header, raw)
+}
+
+func (c *Client) classify(res Result, h http.Header, raw []byte) Result {
+	switch code := res.Status; {
+	case code == http.StatusCreated || code == http.StatusOK:
+		var ok struct {
+			ProductID string `json:"product_id"`
+		}
+		if err := json.Unmarshal(raw, &ok); err != nil || ok.ProductID == "" {
+			// The product may exist; asking again with the same key is safe
+			// and answers 200 with the id.
+			res.Class = Transient
+			res.Err = fmt.Errorf("the registration API answered %d without a readable product id (%s)", code, snippet(raw))
+			return res
+		}
+		res.ProductID = ok.ProductID
+		res.Class = Registered
+		if code == http.StatusOK {
+			res.Class = Replayed
+		}
+	case code == http.StatusTooManyRequests:
+		res.Class = RateLimited
+		res.RetryAfter = c.parseRetryAfter(h.Get("Retry-After"))
+		apiError(&res, raw)
+		res.Err = fmt.Errorf("the registration API refused the seller's rate (429); retry after %v", res.RetryAfter)
+	case code == http.StatusRequestTimeout || code >= 500:
+		res.Class = Transient
+		apiError(&res, raw)
+		res.Err = fmt.Errorf("the registration API answered %d %s: %s", code, http.StatusText(code), describe(res, raw))
+	case code >= 400:
+		res.Class = Permanent
+		apiError(&res, raw)
+		if res.Code == "" {
+			res.Code = "http_" + strconv.Itoa(code)
+		}
+		res.Err = fmt.Errorf("the registration API refused the row (%d): %s", code, describe(res, raw))
+	default:
+		res.Class = Transient
+		res.Err = fmt.Errorf("the registration API answered an unexpected %d: %s", code, snippet(raw))
+	}
+	return res
+}
+
+// parseRetryAfter reads both forms of RFC 9110: delay-seconds or an HTTP-date.
+func (c *Client) parseRetryAfter(v string) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return c.retryAfter
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs < 0 {
+			return c.retryAfter
+		}
+		// A day is far beyond any sane answer; cap it so arithmetic cannot overflow.
+		return time.Duration(min(secs, 86400)) * time.Second
+	}
+	if at, err := http.ParseTime(v); err == nil {
+		d := at.Sub(c.now())
+		if d < 0 {
+			return 0
+		}
+		return min(d, 24*time.Hour)
+	}
+	return c.retryAfter
+}
+
+func apiError(res *Result, raw []byte) {
+	var body struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+			Field   string `json:"field"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(raw, &body) == nil {
+		res.Code, res.Message, res.Field = body.Error.Code, body.Error.Message, body.Error.Field
+	}
+}
+
+func describe(res Result, raw []byte) string {
+	if res.Message != "" {
+		s := res.Message
+		if res.Field != "" {
+			s = res.Field + ": " + s
+		}
+		if res.Code != "" {
+			s += " [" + res.Code + "]"
+		}
+		return s
+	}
+	return snippet(raw)
+}
+
+// snippet shows the start of a body that is not the contract's JSON, such as
+// a proxy's HTML page, on one line.
+func snippet(raw []byte) string {
+	if len(raw) == 0 {
+		return "empty body"
+	}
+	s := strings.Join(strings.Fields(string(raw)), " ")
+	if len(s) > 120 {
+		s = s[:120]
+		for !utf8.ValidString(s) {
+			s = s[:len(s)-1]
+		}
+		s += "…"
+	}
+	return fmt.Sprintf("body %q", s)
+}
+
+func transportError(ctx context.Context, err error, timeout time.Duration) error {
+	var ne net.Error
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
+		return fmt.Errorf("no answer from the registration API within %v: %w", timeout, err)
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return fmt.Errorf("the registration API closed the connection before answering: %w", err)
+	default:
+		return fmt.Errorf("the registration API cannot be reached: %w", err)
+	}
+}
