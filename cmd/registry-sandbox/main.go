@@ -1,0 +1,211 @@
+// Command registry-sandbox serves the reference registration API
+// (internal/sandbox): the contract consumers are written against, with a
+// strict per-seller limit, 429 + Retry-After, idempotency keys, GET /audit of
+// what it counted, and optional injected faults. Every setting is a
+// BULKREG_* environment variable or a flag of the same name in kebab case;
+// -h lists them.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/bulkreg/bulkreg/internal/config"
+	"github.com/bulkreg/bulkreg/internal/sandbox"
+)
+
+// shutdownTimeout bounds the wait for answers in progress after SIGTERM. It is
+// below docker-compose's stop_grace_period (10 s) so the process exits on its
+// own rather than being killed.
+const shutdownTimeout = 5 * time.Second
+
+func main() {
+	s, err := parse(os.Args[1:], os.Getenv, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "registry-sandbox:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, s); err != nil {
+		fmt.Fprintln(os.Stderr, "registry-sandbox:", err)
+		os.Exit(1)
+	}
+}
+
+// settings are everything the sandbox reads from flags and environment.
+type settings struct {
+	listen   string
+	opts     sandbox.Options
+	logLevel slog.Level
+}
+
+const usageHeader = `registry-sandbox serves the reference registration API that bulkreg
+consumers call, for tests, the demo and docker-compose:
+
+  POST /v1/sellers/{seller_id}/products   register a product (Idempotency-Key required)
+  GET  /audit                             what the API counted, per seller (JSON)
+  GET  /healthz                           "ok"
+  GET  /metrics                           Prometheus metrics
+
+It accepts at most --limit registrations per seller in any trailing --window
+(sliding; --policy fixed or token-bucket to compare), answers 429 with
+Retry-After beyond, replays a known Idempotency-Key with 200 and refuses it
+with 409 for a different product. The fault flags make it misbehave on
+purpose so clients can be tested against a bad day.
+
+Every setting is a flag or the BULKREG_* environment variable named beside it;
+a flag wins over the environment.
+
+Usage: registry-sandbox [flags]
+`
+
+// parse reads the settings. A malformed or impossible value is an error
+// naming the flag; -h prints the usage to out and returns flag.ErrHelp.
+func parse(args []string, getenv func(string) string, out io.Writer) (settings, error) {
+	shared := config.Default()
+	s := settings{listen: "127.0.0.1:8081", opts: sandbox.Options{Limit: shared.Limit, Window: shared.Window, Policy: sandbox.PolicySliding}}
+	logLevel := "info"
+	fs := flag.NewFlagSet("registry-sandbox", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprint(out, usageHeader+"\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	b := config.NewBinder(fs, getenv)
+	o := &s.opts
+	b.String(&s.listen, "listen", "listen address; loopback by default, 0.0.0.0:8081 in a container")
+	b.Int(&o.Limit, "limit", "registrations accepted per seller in any trailing window")
+	b.Duration(&o.Window, "window", "the trailing window the limit applies to")
+	b.String(&o.Policy, "policy", "how the limit is counted: sliding (the contract), fixed (windows aligned to the epoch) or token-bucket")
+	b.Duration(&o.Latency, "latency", "delay added to every answer, before the request is handled")
+	b.Duration(&o.Jitter, "jitter", "random extra delay in [0, jitter) added to the latency")
+	var envErrs []error
+	fraction(fs, getenv, &envErrs, &o.FailRate, "fail-rate", "fraction of requests answered 503 without registering (0 to 1)")
+	fraction(fs, getenv, &envErrs, &o.SlowRate, "slow-rate", "fraction of requests registered but answered only after --slow-delay (0 to 1)")
+	b.Duration(&o.SlowDelay, "slow-delay", "how late a slow answer comes; above a client's timeout it provokes a retry")
+	fraction(fs, getenv, &envErrs, &o.DropRate, "drop-rate", "fraction of requests whose connection is closed without an answer or registration (0 to 1)")
+	b.String(&logLevel, "log-level", "debug (one line per answer), info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return s, err
+	}
+	if fs.NArg() > 0 {
+		return s, fmt.Errorf("unexpected arguments %q: every setting is a flag", fs.Args())
+	}
+
+	errs := append([]error{b.Err()}, envErrs...)
+	bad := func(flagName, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--%s (%s): %s", flagName, config.EnvName(flagName), fmt.Sprintf(format, args...)))
+	}
+	if _, _, err := net.SplitHostPort(s.listen); err != nil {
+		bad("listen", "must be host:port such as 127.0.0.1:8081, got %q", s.listen)
+	}
+	if o.Limit <= 0 {
+		bad("limit", "must be greater than 0, got %d", o.Limit)
+	}
+	if o.Window <= 0 {
+		bad("window", "must be greater than 0, got %s", o.Window)
+	}
+	switch o.Policy {
+	case sandbox.PolicySliding, sandbox.PolicyFixed, sandbox.PolicyTokenBucket:
+	default:
+		bad("policy", "must be sliding, fixed or token-bucket, got %q", o.Policy)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"latency", o.Latency}, {"jitter", o.Jitter}, {"slow-delay", o.SlowDelay}} {
+		if d.v < 0 {
+			bad(d.name, "must not be negative, got %s", d.v)
+		}
+	}
+	for _, r := range []struct {
+		name string
+		v    float64
+	}{{"fail-rate", o.FailRate}, {"slow-rate", o.SlowRate}, {"drop-rate", o.DropRate}} {
+		if !(r.v >= 0 && r.v <= 1) {
+			bad(r.name, "must be a fraction between 0 and 1, got %v", r.v)
+		}
+	}
+	if err := s.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
+		bad("log-level", "must be debug, info, warn or error, got %q", logLevel)
+	}
+	return s, errors.Join(errs...)
+}
+
+// fraction binds a float setting the way config.Binder binds the others
+// (the environment first, then the flag); Binder has no float kind.
+func fraction(fs *flag.FlagSet, getenv func(string) string, errs *[]error, p *float64, name, usage string) {
+	env := config.EnvName(name)
+	if v := getenv(env); v != "" {
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			*errs = append(*errs, fmt.Errorf("environment variable %s=%q is not a number such as 0.05", env, v))
+		} else {
+			*p = f
+		}
+	}
+	fs.Float64Var(p, name, *p, fmt.Sprintf("%s (env %s)", usage, env))
+}
+
+// run serves until ctx ends, then lets answers in progress finish.
+func run(ctx context.Context, s settings) error {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: s.logLevel}))
+	ln, err := net.Listen("tcp", s.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.listen, err)
+	}
+	return serve(ctx, ln, s.opts, log)
+}
+
+// serve runs the sandbox on ln until ctx ends.
+func serve(ctx context.Context, ln net.Listener, o sandbox.Options, log *slog.Logger) error {
+	o.Logger = log
+	sb, err := sandbox.New(o)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	srv := &http.Server{
+		Handler:           sb,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		// Room for the slowest answer the faults can make, or a slow answer
+		// would be cut off by the server instead of timing out the client.
+		WriteTimeout: 30*time.Second + o.Latency + o.Jitter + o.SlowDelay,
+		IdleTimeout:  2 * time.Minute,
+		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	log.Info("registry sandbox listening", "addr", ln.Addr().String(), "limit", o.Limit, "window", o.Window, "policy", o.Policy,
+		"latency", o.Latency, "jitter", o.Jitter, "fail_rate", o.FailRate, "slow_rate", o.SlowRate, "slow_delay", o.SlowDelay, "drop_rate", o.DropRate)
+	select {
+	case err := <-done:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: no new connections, finishing answers in progress", "timeout", shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown did not finish within %s: %w", shutdownTimeout, err)
+	}
+	log.Info("registry sandbox stopped")
+	return nil
+}

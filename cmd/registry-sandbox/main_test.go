@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulkreg/bulkreg/internal/sandbox"
+)
+
+func TestParse(t *testing.T) {
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		wantErr string
+		check   func(t *testing.T, s settings)
+	}{
+		{name: "defaults: the contract, on loopback", check: func(t *testing.T, s settings) {
+			o := s.opts
+			if s.listen != "127.0.0.1:8081" || o.Limit != 100 || o.Window != time.Minute || o.Policy != "sliding" || s.logLevel != slog.LevelInfo {
+				t.Errorf("defaults %q %+v %v", s.listen, o, s.logLevel)
+			}
+			if o.FailRate != 0 || o.SlowRate != 0 || o.DropRate != 0 || o.Latency != 0 {
+				t.Errorf("faults on by default: %+v", o)
+			}
+		}},
+		{name: "docker-compose's environment", env: map[string]string{"BULKREG_LISTEN": "0.0.0.0:8081", "BULKREG_LIMIT": "100", "BULKREG_WINDOW": "60s"},
+			check: func(t *testing.T, s settings) {
+				if s.listen != "0.0.0.0:8081" || s.opts.Limit != 100 || s.opts.Window != time.Minute {
+					t.Errorf("settings %q %+v", s.listen, s.opts)
+				}
+			}},
+		{name: "flags win over the environment", env: map[string]string{"BULKREG_LIMIT": "20", "BULKREG_FAIL_RATE": "0.5"},
+			args: []string{"--limit", "30", "--fail-rate", "0.1", "--slow-rate=0.2", "--slow-delay", "3s", "--drop-rate", "0.05", "--policy", "token-bucket", "--log-level", "debug"},
+			check: func(t *testing.T, s settings) {
+				o := s.opts
+				if o.Limit != 30 || o.FailRate != 0.1 || o.SlowRate != 0.2 || o.SlowDelay != 3*time.Second || o.DropRate != 0.05 || o.Policy != "token-bucket" || s.logLevel != slog.LevelDebug {
+					t.Errorf("settings %+v %v", o, s.logLevel)
+				}
+			}},
+		{name: "fail rate above 1", args: []string{"--fail-rate", "1.5"}, wantErr: "--fail-rate (BULKREG_FAIL_RATE): must be a fraction between 0 and 1, got 1.5"},
+		{name: "drop rate from the environment", env: map[string]string{"BULKREG_DROP_RATE": "-0.1"}, wantErr: "--drop-rate"},
+		{name: "malformed rate in the environment", env: map[string]string{"BULKREG_SLOW_RATE": "lots"}, wantErr: "BULKREG_SLOW_RATE"},
+		{name: "unknown policy", args: []string{"--policy", "leaky"}, wantErr: "--policy"},
+		{name: "zero limit", args: []string{"--limit", "0"}, wantErr: "--limit"},
+		{name: "negative latency", args: []string{"--latency", "-1s"}, wantErr: "--latency"},
+		{name: "listen without port", args: []string{"--listen", "localhost"}, wantErr: "--listen"},
+		{name: "log level", args: []string{"--log-level", "loud"}, wantErr: "--log-level"},
+		{name: "not a number", args: []string{"--fail-rate", "half"}, wantErr: "fail-rate"},
+		{name: "stray argument", args: []string{"serve"}, wantErr: "unexpected arguments"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := parse(tc.args, env(tc.env), io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, s)
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	var out bytes.Buffer
+	if _, err := parse([]string{"--help"}, func(string) string { return "" }, &out); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("error %v, want flag.ErrHelp", err)
+	}
+	for _, want := range []string{"registration API", "/audit", "Retry-After",
+		"-listen", "BULKREG_LISTEN", "-limit", "-window", "-policy", "-latency", "-jitter",
+		"-fail-rate", "BULKREG_FAIL_RATE", "-slow-rate", "-slow-delay", "-drop-rate", "-log-level"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--help does not mention %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestServeShutsDown serves on a free port, answers /healthz and returns nil
+// once its context ends.
+func TestServeShutsDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, ln, sandbox.Options{Limit: 1, Window: time.Second}, slog.New(slog.DiscardHandler))
+	}()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/healthz %d", resp.StatusCode)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve returned %v after a clean shutdown", err)
+		}
+	case <-time.After(shutdownTimeout + time.Second):
+		t.Fatal("serve did not return after its context ended")
+	}
+}
