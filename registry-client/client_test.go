@@ -246,3 +246,34 @@ func TestRetryPolicy(t *testing.T) {
 		t.Errorf("Retry gave up after %d attempts, want 5", n)
 	}
 }
+
+// FuzzClassify: whatever the API answers, the client classifies it without
+// panicking, success always carries a product id, and only success has no error.
+func FuzzClassify(f *testing.F) {
+	f.Add(201, "", `{"product_id":"p-1"}`)
+	f.Add(429, "Wed, 21 Oct 2015 07:28:00 GMT", "")
+	f.Add(429, "-5", "")
+	f.Add(422, "", `{"error":{"code":"x","field":"price"}}`)
+	f.Add(502, "", "<html>\xff\xfe</html>")
+	c, err := New(Options{BaseURL: "http://x"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, status int, retryAfter, body string) {
+		h := http.Header{}
+		h.Set("Retry-After", retryAfter)
+		res := c.classify(Result{Status: status}, h, []byte(body))
+		if res.Class < Registered || res.Class > Transient {
+			t.Fatalf("status %d: class %v", status, res.Class)
+		}
+		if res.OK() != (res.Err == nil) {
+			t.Fatalf("status %d: OK %v with err %v", status, res.OK(), res.Err)
+		}
+		if res.OK() && res.ProductID == "" {
+			t.Fatalf("status %d: success without a product id", status)
+		}
+		if res.Class == RateLimited && (res.RetryAfter < 0 || res.RetryAfter > 24*time.Hour) {
+			t.Fatalf("Retry-After %q → %v", retryAfter, res.RetryAfter)
+		}
+	})
+}
