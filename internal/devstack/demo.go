@@ -147,16 +147,34 @@ func (s *Stack) printProgress(ctx context.Context, out io.Writer, elapsed time.D
 	fmt.Fprintf(out, "\nt=%5.1fs\n", elapsed.Seconds())
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	for _, st := range statuses {
-		window := "?"
+		var window string
 		if p, err := s.Throttle.Peek(ctx, st.SellerID); err == nil {
 			window = fmt.Sprintf("%3d/%d in window", p.InWindow, s.Options.Limit)
 			if wait := p.NextFree.Sub(p.Now); wait > 0 {
 				window += fmt.Sprintf(", next slot in %4.1fs", wait.Seconds())
 			}
+		} else {
+			// The in-process stand-in cannot run the read-only peek script
+			// (its Lua does not know the "#!lua flags=no-writes" line), so
+			// show the registry's own count instead.
+			window = fmt.Sprintf("%3d/%d in window (registry's count)", s.registryInWindow(st.SellerID), s.Options.Limit)
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", st.SellerID, producer.ProgressBar(st, 30), window)
 	}
 	tw.Flush()
+}
+
+// registryInWindow counts the seller's registrations the sandbox accepted in
+// the window ending now.
+func (s *Stack) registryInWindow(seller string) int {
+	from := time.Now().Add(-s.Options.Window)
+	n := 0
+	for _, at := range s.Sandbox.AcceptedTimes(seller) {
+		if at.After(from) {
+			n++
+		}
+	}
+	return n
 }
 
 func writeAudit(out io.Writer, a sandbox.Audit) {

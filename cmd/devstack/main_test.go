@@ -1,0 +1,60 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestUsage(t *testing.T) {
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	for _, tt := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		code int
+		want string
+	}{
+		{name: "no command", args: nil, code: 2, want: "devstack demo"},
+		{name: "help", args: []string{"--help"}, code: 0, want: "devstack up"},
+		{name: "unknown command", args: []string{"start"}, code: 2, want: `unknown command "start"`},
+		{name: "bad window", args: []string{"demo", "--window", "soon"}, code: 2, want: "-window"},
+		{name: "bad window from the environment", args: []string{"demo"}, env: map[string]string{"BULKREG_WINDOW": "soon"}, code: 2, want: "BULKREG_WINDOW"},
+		{name: "partitions", args: []string{"up", "--partitions", "0"}, code: 2, want: "--partitions"},
+		{name: "log level", args: []string{"demo", "--log-level", "loud"}, code: 2, want: "--log-level"},
+		{name: "stray argument", args: []string{"demo", "extra"}, code: 2, want: `unexpected argument "extra"`},
+		{name: "missing sample files", args: []string{"demo", "--testdata", "/nonexistent"}, code: 2, want: "sample spreadsheet missing"},
+		{name: "flag help", args: []string{"demo", "-h"}, code: 0, want: "BULKREG_CONSUMERS"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), tt.args, &stdout, &stderr, env(tt.env))
+			if code != tt.code || !strings.Contains(stderr.String(), tt.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, stderr.String(), tt.code, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseDefaults(t *testing.T) {
+	var stderr bytes.Buffer
+	up, err := parse("up", nil, &stderr, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.opts.KafkaPort != 9092 || up.opts.SandboxPort != 8081 || up.opts.ProducerPort != 8080 {
+		t.Errorf("up listens on %d/%d/%d, want the tools' default ports 9092/8081/8080", up.opts.KafkaPort, up.opts.SandboxPort, up.opts.ProducerPort)
+	}
+	demo, err := parse("demo", []string{"--window", "12s"}, &stderr, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if demo.opts.KafkaPort != 0 || demo.opts.Window != 12*time.Second || demo.opts.Limit != 100 || demo.opts.Consumers != 3 {
+		t.Errorf("demo settings %+v", demo.opts)
+	}
+	if demo.timeout < 10*4*demo.opts.Window {
+		t.Errorf("demo timeout %v is too short for 500 rows at 100 per %v", demo.timeout, demo.opts.Window)
+	}
+}
