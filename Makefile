@@ -31,7 +31,7 @@ fuzz:
 		dir=$$(dirname $$file); \
 		for fn in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$file); do \
 			echo "fuzz $$dir $$fn ($(FUZZTIME))"; \
-			out=$$($(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$dir 2>&1) || { echo "$$out"; exit 1; }; \
+			out=$$($(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 10x $$dir 2>&1) || { echo "$$out"; exit 1; }; \
 		done; \
 	done
 

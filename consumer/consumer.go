@@ -25,9 +25,11 @@ import (
 
 // Throttle is the throttle as the consumer uses it (*throttle.Throttle).
 type Throttle interface {
-	// Wait takes a slot for the seller and sleeps until its time; it gives
-	// the slot back when ctx ends first.
-	Wait(ctx context.Context, seller string) (throttle.Reservation, error)
+	// Reserve takes the seller's next slot in one Redis round trip without
+	// sleeping; when the answer is not Admitted, At says when to ask again.
+	// The consumer sleeps itself so it knows when the slot fell due on its
+	// own clock, and so how late a call would be.
+	Reserve(ctx context.Context, seller string) (throttle.Reservation, error)
 	Release(ctx context.Context, r throttle.Reservation) error
 	Block(ctx context.Context, seller string, retryAfter time.Duration) error
 }
@@ -248,34 +250,35 @@ func (c *Consumer) process(r *row) {
 // slot is a throttle reservation whose time has come.
 type slot struct {
 	throttle.Reservation
-	reached time.Time // local time when the slot's time was reached
+	// due is the slot's time on this machine's clock. Lateness is measured
+	// from it, so a timer that fired late on a busy machine counts too.
+	due time.Time
 }
 
 // redisNow is the time on the Redis clock, from the slot.
-func (s slot) redisNow() time.Time { return s.At.Add(time.Since(s.reached)) }
+func (s slot) redisNow() time.Time { return s.At.Add(time.Since(s.due)) }
 
-// reserve takes a throttle slot for the row and sleeps until it. While Redis
-// does not answer it waits (no call without a slot) and tries again. It
-// reports false when the row must be given back (rebalance, shutdown).
+// reserve takes a throttle slot for the row and sleeps on a timer until it.
+// While Redis does not answer it waits (no call without a slot) and tries
+// again. It reports false when the row must be given back (rebalance,
+// shutdown); a slot it held is given back then.
 func (c *Consumer) reserve(r *row, log *slog.Logger) (slot, bool) {
 	ctx := r.ctx()
 	redisRetry := c.redisBackOff()
 	c.m.waiting.Inc()
 	defer c.m.waiting.Dec()
+	start := time.Now()
 	for {
 		if !c.redis.wait(ctx) {
 			return slot{}, false
 		}
-		start := time.Now()
-		res, err := c.deps.Throttle.Wait(ctx, r.m.SellerID)
+		sent := time.Now()
+		res, err := c.deps.Throttle.Reserve(ctx, r.m.SellerID)
 		if ctx.Err() != nil {
 			if err == nil && res.Admitted { // the slot came just as the row was revoked
 				c.release(slot{Reservation: res})
 			}
 			return slot{}, false
-		}
-		if err == nil && !res.Admitted {
-			err = fmt.Errorf("the throttle returned a slot that was not admitted (ask again at %s)", res.At)
 		}
 		if err != nil {
 			if unavailable(err) {
@@ -288,6 +291,21 @@ func (c *Consumer) reserve(r *row, log *slog.Logger) (slot, bool) {
 			}
 			continue
 		}
+		// Redis computed Wait at some instant between sent and now; counting
+		// from sent puts the slot at most one round trip early on this clock,
+		// which can only overstate a call's lateness, never hide it.
+		due := sent.Add(res.Wait)
+		if !sleep(ctx, time.Until(due)) {
+			if res.Admitted {
+				c.release(slot{Reservation: res})
+			}
+			return slot{}, false
+		}
+		if !res.Admitted {
+			// The next free slot was beyond the throttle's MaxWait: nothing
+			// is held, ask again now that it is near.
+			continue
+		}
 		c.m.throttleWait.Observe(time.Since(start).Seconds())
 		if !c.redis.healthy() {
 			// Redis went down while the row slept towards its slot: fail
@@ -295,7 +313,7 @@ func (c *Consumer) reserve(r *row, log *slog.Logger) (slot, bool) {
 			c.release(slot{Reservation: res})
 			continue
 		}
-		return slot{Reservation: res, reached: time.Now()}, true
+		return slot{Reservation: res, due: due}, true
 	}
 }
 
@@ -303,15 +321,16 @@ func (c *Consumer) reserve(r *row, log *slog.Logger) (slot, bool) {
 // compliance history. The call is not cancelled by a rebalance or shutdown
 // (it finishes within the registry timeout), only when the drain times out.
 //
-// Calls run at most MaxConcurrentCalls at once. A call that waited for its
-// turn longer than MaxLateness after its slot is not made: the throttle's
+// Calls run at most MaxConcurrentCalls at once. A call that cannot start
+// within MaxLateness of its slot (it waited for a turn, or its timer fired
+// late on a busy machine) is not made: the throttle's
 // margin only covers a small delay between the slot and the API counting the
 // call, and a late call would shrink the gap to the next window's calls. Its
 // slot is given back and the row takes a new one (made is false).
 func (c *Consumer) call(r *row, s slot, log *slog.Logger) (res registryclient.Result, made bool) {
 	// Wait for a turn only as long as the lateness allows; waiting longer
 	// would only queue behind rows that are late already.
-	budget := time.NewTimer(max(0, c.cfg.MaxLateness-time.Since(s.reached)))
+	budget := time.NewTimer(max(0, c.cfg.MaxLateness-time.Since(s.due)))
 	defer budget.Stop()
 	select {
 	case c.calls <- struct{}{}:
@@ -324,8 +343,14 @@ func (c *Consumer) call(r *row, s slot, log *slog.Logger) (res registryclient.Re
 		return res, false
 	}
 	defer func() { <-c.calls }()
-	if late := time.Since(s.reached); late > c.cfg.MaxLateness {
+	if late := time.Since(s.due); late > c.cfg.MaxLateness {
 		c.m.late.Inc()
+		c.release(s)
+		return res, false
+	}
+	if !c.redis.healthy() {
+		// Redis went down while the row waited for a turn: fail closed, the
+		// row takes a new slot once Redis answers again.
 		c.release(s)
 		return res, false
 	}

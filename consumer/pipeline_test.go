@@ -37,6 +37,9 @@ type memThrottle struct {
 	window time.Duration
 	down   atomic.Bool
 
+	reserves     atomic.Int64 // Reserve calls
+	reservesDown atomic.Int64 // Reserve calls refused while down
+
 	mu       sync.Mutex
 	slots    map[string][]time.Time
 	blocked  map[string]time.Time
@@ -48,11 +51,14 @@ func newMemThrottle(limit int, window time.Duration) *memThrottle {
 	return &memThrottle{limit: limit, window: window, slots: map[string][]time.Time{}, blocked: map[string]time.Time{}}
 }
 
-func (m *memThrottle) Wait(ctx context.Context, seller string) (throttle.Reservation, error) {
+func (m *memThrottle) Reserve(ctx context.Context, seller string) (throttle.Reservation, error) {
+	m.reserves.Add(1)
 	if m.down.Load() {
+		m.reservesDown.Add(1)
 		return throttle.Reservation{}, fmt.Errorf("reserve: %w", throttle.ErrUnavailable)
 	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	now := time.Now()
 	at := now
 	if b := m.blocked[seller]; b.After(at) {
@@ -67,13 +73,7 @@ func (m *memThrottle) Wait(ctx context.Context, seller string) (throttle.Reserva
 	s = append(s, at)
 	slices.SortFunc(s, func(a, b time.Time) int { return a.Compare(b) })
 	m.slots[seller] = s
-	m.mu.Unlock()
-	r := throttle.Reservation{Seller: seller, Admitted: true, At: at, Wait: at.Sub(now), ID: strconv.FormatInt(at.UnixNano(), 10)}
-	if !sleep(ctx, at.Sub(now)) {
-		_ = m.Release(context.Background(), r)
-		return throttle.Reservation{}, ctx.Err()
-	}
-	return r, nil
+	return throttle.Reservation{Seller: seller, Admitted: true, At: at, Wait: at.Sub(now), ID: strconv.FormatInt(at.UnixNano(), 10)}, nil
 }
 
 func (m *memThrottle) Release(ctx context.Context, r throttle.Reservation) error {
@@ -101,7 +101,9 @@ func (m *memThrottle) Block(ctx context.Context, seller string, d time.Duration)
 // fakeRegistry answers by a script per idempotency key: the n-th call of a
 // key gets script(key, n); registered keys answer 200 afterwards.
 type fakeRegistry struct {
-	script func(key string, n int) registryclient.Result
+	script  func(key string, n int) registryclient.Result
+	latency time.Duration // each call takes this long, outside the lock
+	started atomic.Int64  // calls begun, answered or not
 
 	mu        sync.Mutex
 	calls     map[string]int
@@ -114,10 +116,13 @@ func newFakeRegistry(script func(key string, n int) registryclient.Result) *fake
 }
 
 func (f *fakeRegistry) Register(ctx context.Context, seller, key string, p bulkreg.Product) registryclient.Result {
+	began := time.Now()
+	f.started.Add(1)
+	time.Sleep(f.latency)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls[key]++
-	f.callTimes = append(f.callTimes, time.Now())
+	f.callTimes = append(f.callTimes, began)
 	if id, ok := f.products[key]; ok {
 		return registryclient.Result{Class: registryclient.Replayed, Status: 200, ProductID: id}
 	}
@@ -213,6 +218,7 @@ type fixture struct {
 	calls    *memCalls
 	reg      *prometheus.Registry
 	pingErr  atomic.Pointer[error]
+	dlqW     DeadLetterWriter // nil: the embedded broker's dead-letter topic
 }
 
 func newFixture(t *testing.T, partitions int32, script func(string, int) registryclient.Result) *fixture {
@@ -239,7 +245,8 @@ func (f *fixture) start() *Consumer {
 			}
 			return nil
 		},
-		Registerer: f.reg})
+		DeadLetters: f.dlqW,
+		Registerer:  f.reg})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -406,6 +413,19 @@ func TestOutcomes(t *testing.T) {
 			}
 		}
 	}
+	// Every series the operators' issue lists is exported.
+	have := map[string]bool{}
+	for _, mf := range mfs {
+		have[mf.GetName()] = true
+	}
+	for _, name := range []string{"bulkreg_consumer_rows_total", "bulkreg_consumer_throttle_wait_seconds",
+		"bulkreg_consumer_registry_latency_seconds", "bulkreg_consumer_rate_limited_total", "bulkreg_consumer_rows_in_flight",
+		"bulkreg_consumer_rows_waiting", "bulkreg_consumer_active_sellers", "bulkreg_consumer_oldest_unfinished_row_age_seconds",
+		"bulkreg_consumer_commits_total", "bulkreg_consumer_rebalances_total", "bulkreg_consumer_dlq_writes_total"} {
+		if !have[name] {
+			t.Errorf("metric %s is not exported", name)
+		}
+	}
 	if got := gathered(t, f.reg, "bulkreg_consumer_dlq_writes_total"); got != 2 {
 		t.Errorf("DLQ writes metric %v, want 2", got)
 	}
@@ -489,28 +509,37 @@ func TestRedisDownNoCalls(t *testing.T) {
 	f.throttle.down.Store(true)
 	time.Sleep(f.cfg.RedisProbeInterval * 3) // the gate notices within one probe
 	calls0, _ := f.registry.count()
-	wentDown := time.Now()
 	time.Sleep(time.Second)
 	calls1, _ := f.registry.count()
+	asked := f.throttle.reservesDown.Load()
 	f.throttle.down.Store(false)
 	f.pingErr.Store(nil)
 	if calls1 != calls0 {
 		t.Errorf("%d registry calls while Redis was down", calls1-calls0)
 	}
+	// The rows wait for the probe to see Redis back instead of each asking
+	// again in a loop: about one refused reservation per row of the lane.
+	// A loop with only the backoff would ask ~15 times per row in this second.
+	t.Logf("reservations refused while Redis was down: %d (seller concurrency %d)", asked, f.cfg.SellerConcurrency)
+	if max := int64(2 * f.cfg.SellerConcurrency); asked > max {
+		t.Errorf("%d reservations tried while Redis was down, want ≤ %d: rows poll Redis instead of waiting with backoff", asked, max)
+	}
 	waitFor(t, 10*time.Second, "all 60 rows registered after Redis came back", func() bool { return f.registeredCount("u") == 60 })
-	_ = wentDown
 	if got := gathered(t, f.reg, "bulkreg_consumer_redis_unavailable_total"); got < 1 {
 		t.Errorf("redis unavailable metric %v, want ≥ 1", got)
 	}
 }
 
 // TestShutdownGivesSlotsBack: at shutdown rows waiting for a slot give it
-// back, the consumer stops within the drain bound, and the commit stops at
-// the lowest unfinished row.
+// back, calls in flight finish and are recorded before Run returns, the
+// consumer stops within the drain bound, and the commit stops at the lowest
+// unfinished row.
 func TestShutdownGivesSlotsBack(t *testing.T) {
+	const latency = 400 * time.Millisecond
 	f := newFixture(t, 1, nil)
 	f.throttle = newMemThrottle(5, 10*time.Second) // 5 now, the rest 10 s away
-	f.cfg.SellerConcurrency = 15
+	f.registry.latency = latency
+	f.cfg.SellerConcurrency = 20
 	c, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls,
 		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }})
 	if err != nil {
@@ -520,21 +549,31 @@ func TestShutdownGivesSlotsBack(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	f.publish("u", "s", 20)
-	waitFor(t, 5*time.Second, "5 rows registered", func() bool { return f.registeredCount("u") == 5 })
-	// 5 slots used, then 15 rows (the seller concurrency) wait for theirs.
-	waitFor(t, 5*time.Second, "15 rows waiting for slots", func() bool {
+	// 5 calls in progress, the other 15 rows wait for their slots.
+	waitFor(t, 5*time.Second, "5 calls in progress, 15 rows waiting for slots", func() bool {
 		f.throttle.mu.Lock()
 		defer f.throttle.mu.Unlock()
-		return len(f.throttle.slots["s"]) == 20
+		return len(f.throttle.slots["s"]) == 20 && f.registry.started.Load() == 5
 	})
+	if n := f.registeredCount("u"); n != 0 {
+		t.Fatalf("%d rows already recorded; the test must stop the consumer while the calls are in progress", n)
+	}
 	stopped := time.Now()
 	cancel()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("consumer did not stop within 5 s of its context ending")
+	case <-time.After(f.cfg.DrainTimeout + 2*time.Second):
+		t.Fatalf("consumer did not stop within the drain timeout (%v) + 2 s of its context ending", f.cfg.DrainTimeout)
 	}
-	t.Logf("stopped in %v", time.Since(stopped))
+	took := time.Since(stopped)
+	t.Logf("stopped in %v with 5 calls of %v in progress", took, latency)
+	// Run returned only after the calls in progress were answered and recorded.
+	if n := f.registeredCount("u"); n != 5 {
+		t.Errorf("%d rows recorded registered when Run returned, want the 5 whose calls were in progress", n)
+	}
+	if took > latency+time.Second {
+		t.Errorf("stopping took %v, want about the %v left of the calls in progress", took, latency)
+	}
 	f.throttle.mu.Lock()
 	left, released := len(f.throttle.slots["s"]), f.throttle.released
 	f.throttle.mu.Unlock()
@@ -553,24 +592,53 @@ func TestShutdownGivesSlotsBack(t *testing.T) {
 	}
 }
 
-// TestInFlightCapPausesReading: reading stops at the per-partition cap.
+// TestInFlightCapPausesReading: reading stops at the per-partition cap and
+// at the cap over all partitions. Every row read takes a slot, so the slots
+// the throttle holds count the rows read: used ones plus the cap.
 func TestInFlightCapPausesReading(t *testing.T) {
-	f := newFixture(t, 1, nil)
-	f.throttle = newMemThrottle(10, time.Minute) // 10 calls, then everything waits
-	f.cfg.MaxInFlightPerPartition = 30
-	f.cfg.SellerConcurrency = 100
-	f.start()
-	f.publish("u", "s", 100)
-	waitFor(t, 5*time.Second, "10 rows registered", func() bool { return f.registeredCount("u") == 10 })
-	time.Sleep(300 * time.Millisecond)
-	if got := gathered(t, f.reg, "bulkreg_consumer_rows_in_flight"); got != 30 {
-		t.Errorf("rows in flight %v, want the cap (30)", got)
-	}
-	f.throttle.mu.Lock()
-	held := len(f.throttle.slots["s"])
-	f.throttle.mu.Unlock()
-	if held != 40 {
-		t.Errorf("the throttle holds %d slots, want 40 (10 used + 30 rows at the cap waiting)", held)
+	for _, tc := range []struct {
+		name                string
+		partitions          int32
+		sellers             []string // "a" and "b" hash to partitions 0 and 1 of 2
+		perPartition, total int
+	}{
+		{name: "per partition", partitions: 1, sellers: []string{"s"}, perPartition: 30, total: 1000},
+		{name: "over all partitions", partitions: 2, sellers: []string{"a", "b"}, perPartition: 100, total: 25},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.partitions, nil)
+			f.throttle = newMemThrottle(10, time.Minute) // 10 calls per seller, then everything waits
+			f.cfg.MaxInFlightPerPartition = tc.perPartition
+			f.cfg.MaxInFlight = tc.total
+			f.cfg.SellerConcurrency = 100
+			f.start()
+			for _, s := range tc.sellers {
+				f.publish("u"+s, s, 100)
+			}
+			capped := min(tc.total, int(tc.partitions)*tc.perPartition)
+			waitFor(t, 5*time.Second, "rows in flight at the cap", func() bool {
+				return gathered(t, f.reg, "bulkreg_consumer_rows_in_flight") == float64(capped)
+			})
+			time.Sleep(300 * time.Millisecond) // reading would go on here if it did not pause
+			if got := gathered(t, f.reg, "bulkreg_consumer_rows_in_flight"); got != float64(capped) {
+				t.Errorf("rows in flight %v, want the cap (%d)", got, capped)
+			}
+			// A row read is either finished (registered, its slot used) or in
+			// flight (holding a slot a minute ahead).
+			used := 0
+			for _, s := range tc.sellers {
+				used += f.registeredCount("u" + s)
+			}
+			f.throttle.mu.Lock()
+			held := 0
+			for _, s := range tc.sellers {
+				held += len(f.throttle.slots[s])
+			}
+			f.throttle.mu.Unlock()
+			if held != used+capped || used > 10*len(tc.sellers) {
+				t.Errorf("the throttle holds %d slots, want %d (%d used + %d rows at the cap): reading did not pause", held, used+capped, used, capped)
+			}
+		})
 	}
 }
 
@@ -630,4 +698,124 @@ func TestUnavailable(t *testing.T) {
 func syscallErr() error {
 	_, err := net.Dial("tcp", "127.0.0.1:1")
 	return err
+}
+
+// TestMissedSlotsNoLivelock: more rows fall due at once than
+// MaxConcurrentCalls can call within MaxLateness. The rows that miss their
+// slot give it back and take a new one after a jittered backoff; every row is
+// still registered, and no call starts later than MaxLateness after its slot.
+func TestMissedSlotsNoLivelock(t *testing.T) {
+	const (
+		rows     = 100
+		limit    = 20
+		window   = 400 * time.Millisecond
+		lateness = 30 * time.Millisecond
+		latency  = 20 * time.Millisecond
+	)
+	f := newFixture(t, 1, nil)
+	f.throttle = newMemThrottle(limit, window)
+	f.registry.latency = latency
+	f.cfg.SellerConcurrency = limit // a whole window's rows are due at once
+	f.cfg.MaxConcurrentCalls = 2    // 2 calls per 20 ms: ~3 of them fit in the lateness
+	f.cfg.MaxLateness = lateness
+	f.cfg.MissedSlotBackoffMax = 200 * time.Millisecond
+	f.start()
+	start := time.Now()
+	f.publish("u", "s", rows)
+	waitFor(t, 20*time.Second, "every row registered", func() bool { return f.registeredCount("u") == rows })
+	took := time.Since(start)
+	missed := gathered(t, f.reg, "bulkreg_consumer_slots_missed_total")
+	if missed == 0 {
+		t.Fatal("no slot was missed: the calls were not the bottleneck, so the test shows nothing")
+	}
+	// Every call was a 201, so the throttle kept exactly one slot per call and
+	// dropped the missed ones. If each call started within the lateness of
+	// its own slot, the k-th call (by time) also starts within it of the k-th
+	// slot, so the sorted lists are compared.
+	f.throttle.mu.Lock()
+	slots := slices.Clone(f.throttle.slots["s"])
+	f.throttle.mu.Unlock()
+	f.registry.mu.Lock()
+	calls := slices.Clone(f.registry.callTimes)
+	f.registry.mu.Unlock()
+	slices.SortFunc(calls, func(a, b time.Time) int { return a.Compare(b) })
+	if len(slots) != rows || len(calls) != rows {
+		t.Fatalf("%d slots kept and %d calls made, want %d each (one per row)", len(slots), len(calls), rows)
+	}
+	var worst time.Duration
+	for i := range calls {
+		late := calls[i].Sub(slots[i])
+		worst = max(worst, late)
+		// The slack covers the moment between the lateness check and the call.
+		if late < -time.Millisecond || late > lateness+10*time.Millisecond {
+			t.Errorf("call %d started %v after its slot, want within 0..%v", i, late, lateness)
+		}
+	}
+	lower := time.Duration(rows/limit-1) * window
+	t.Logf("%d rows in %v (lower bound %v), %v slots missed and taken again, latest call %v after its slot", rows, took, lower, missed, worst)
+}
+
+// flakyDLQ refuses dead letters while failing is set, like a broker that is
+// not reachable.
+type flakyDLQ struct {
+	failing  atomic.Bool
+	attempts atomic.Int64
+	mu       sync.Mutex
+	written  []DeadLetter
+}
+
+func (d *flakyDLQ) WriteDeadLetter(ctx context.Context, dl DeadLetter) error {
+	d.attempts.Add(1)
+	if d.failing.Load() {
+		return errors.New("write to dead-letter topic: the broker did not acknowledge")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.written = append(d.written, dl)
+	return nil
+}
+
+// TestDeadLetterAckedBeforeFinished: a row bound for the dead-letter topic
+// counts as finished (and its offset as committable) only once the write is
+// acknowledged. While the writer fails, the commit stays below the row and
+// the row has no result; once it succeeds, both move on.
+func TestDeadLetterAckedBeforeFinished(t *testing.T) {
+	script := func(key string, n int) registryclient.Result {
+		if key == "u:1" {
+			return registryclient.Result{Class: registryclient.Transient, Status: 503, Err: errors.New("the registration API answered 503")}
+		}
+		return registryclient.Result{Class: registryclient.Registered, Status: 201}
+	}
+	f := newFixture(t, 1, script)
+	dlq := &flakyDLQ{}
+	dlq.failing.Store(true)
+	f.dlqW = dlq
+	f.start()
+	produce(t, f.brokers, f.topic, kafka.Message{Key: []byte("s"), Value: []byte("{not json")}) // offset 0
+	f.publish("u", "s", 5)                                                                      // offsets 1-5; row 1 always 503
+	waitFor(t, 5*time.Second, "rows 2-5 registered", func() bool { return f.registeredCount("u") == 4 })
+	waitFor(t, 5*time.Second, "both dead letters refused more than once", func() bool { return dlq.attempts.Load() >= 4 })
+	time.Sleep(3 * f.cfg.CommitInterval)
+	if off := committedOffsets(t, f.brokers, f.cfg.Group, f.topic, 1)[0]; off > 0 {
+		t.Errorf("committed offset %d while the dead-letter writes fail, want ≤ 0 (the undecodable message at 0 is not finished)", off)
+	}
+	if r, ok := f.status.snapshot()["u:1"]; ok {
+		t.Errorf("row 1 recorded as %+v before its dead letter was written", r)
+	}
+	if got := gathered(t, f.reg, "bulkreg_consumer_dlq_writes_total"); got != 0 {
+		t.Errorf("DLQ writes metric %v while every write failed, want 0", got)
+	}
+	dlq.failing.Store(false)
+	waitFor(t, 5*time.Second, "offsets committed past both dead letters", func() bool {
+		return committedOffsets(t, f.brokers, f.cfg.Group, f.topic, 1)[0] == 6
+	})
+	if r := f.status.snapshot()["u:1"]; r.State != "failed" || r.Attempts != 4 {
+		t.Errorf("row 1 = %+v, want failed after 4 attempts once its dead letter was written", r)
+	}
+	dlq.mu.Lock()
+	defer dlq.mu.Unlock()
+	if len(dlq.written) != 2 {
+		t.Fatalf("%d dead letters written, want 2 (the undecodable message and row 1)", len(dlq.written))
+	}
+	t.Logf("dead-letter write attempts: %d for 2 dead letters", dlq.attempts.Load())
 }

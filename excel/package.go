@@ -272,7 +272,9 @@ type sheetMeta struct {
 // scanSheet streams a worksheet part and collects merges and the cells of
 // interest within the first maxRow rows and maxCol columns, so memory stays
 // bounded whatever the sheet holds below.
-func (p *pkg) scanSheet(ctx context.Context, part string, maxRow, maxCol int, interesting func(ref string, m cellMeta) bool) (*sheetMeta, error) {
+// interesting says whether to keep a cell's meta, and whether to stop reading
+// (scanSheet then returns errStopScan with what it has).
+func (p *pkg) scanSheet(ctx context.Context, part string, maxRow, maxCol int, interesting func(ref string, m cellMeta) (keep, stop bool)) (*sheetMeta, error) {
 	f := p.parts[part]
 	if f == nil {
 		return nil, fmt.Errorf("worksheet part %s is missing", part)
@@ -378,18 +380,30 @@ func (p *pkg) scanSheet(ctx context.Context, part string, maxRow, maxCol int, in
 				if hasV && valEmpty {
 					cur.numeric = false
 				}
-				if rowNum <= maxRow && colNum <= maxCol && interesting(curRef, cur) {
-					m.cells[curRef] = cur
+				if rowNum <= maxRow && colNum <= maxCol {
+					keep, stop := interesting(curRef, cur)
+					if keep {
+						m.cells[curRef] = cur
+					}
+					if stop {
+						return errStopScan
+					}
 				}
 			}
 		}
 		return nil
 	}
 	if err := walkXML(ctx, rc, visit); err != nil {
+		if errors.Is(err, errStopScan) {
+			return m, err
+		}
 		return nil, err
 	}
 	return m, nil
 }
+
+// errStopScan ends scanSheet early when its caller has seen enough.
+var errStopScan = errors.New("excel: sheet scan stopped by the caller")
 
 func attr(t xml.StartElement, local string) string {
 	for _, a := range t.Attr {

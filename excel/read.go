@@ -3,6 +3,7 @@ package excel
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -118,6 +119,7 @@ func (p *Parser) readValues(ctx context.Context, f *excelize.File, name string) 
 			sr, ferr = nil, damaged(name, err)
 		}
 	}()
+	count := 0 // data rows seen
 	for n := 1; rows.Next(); n++ {
 		if n%256 == 0 && ctx.Err() != nil {
 			return nil, ctxErr(ctx, "reading the rows")
@@ -132,6 +134,11 @@ func (p *Parser) readValues(ctx context.Context, f *excelize.File, name string) 
 			}
 			if headerScore(cells) >= 2 {
 				sr = newSheetRead(name, n, cells)
+				// A header without a required column refuses the file: say so
+				// now rather than after reading every row below it.
+				if ferr := checkHeader(sr, &Sheet{}); ferr != nil {
+					return nil, ferr
+				}
 			}
 			continue
 		}
@@ -146,6 +153,13 @@ func (p *Parser) readValues(ctx context.Context, f *excelize.File, name string) 
 			continue
 		}
 		sr.nonBlank.add(n)
+		count++
+		if count > p.opts.countLimit() {
+			// Stop here: the file is refused whatever the rest holds, and a
+			// crafted sheet of a million tiny rows would otherwise be walked
+			// to its end (seconds of CPU) only to be refused.
+			return nil, p.tooManyRows(count, true)
+		}
 		if len(sr.rows) <= p.opts.MaxRows {
 			if len(cells) > len(sr.header) {
 				cells = cells[:len(sr.header)]
@@ -156,7 +170,27 @@ func (p *Parser) readValues(ctx context.Context, f *excelize.File, name string) 
 	if err := rows.Error(); err != nil {
 		return nil, damaged(name, err)
 	}
+	if count > p.opts.MaxRows {
+		// Refused before the sheet scan, which would walk the whole sheet again.
+		return nil, p.tooManyRows(count, false)
+	}
 	return sr, nil
+}
+
+// countLimit is how many data rows are counted before a file over MaxRows is
+// refused. Counting a little past the cap tells a seller who pasted 800 rows
+// how many files to make; stopping at 10 × MaxRows keeps the time to refuse
+// bounded (a few milliseconds per thousand rows) whatever the sheet holds.
+func (o Options) countLimit() int { return 10 * o.MaxRows }
+
+// tooManyRows refuses the file for its row count; atLeast means counting
+// stopped at count, so the sheet holds that many data rows or more.
+func (p *Parser) tooManyRows(count int, atLeast bool) *FileError {
+	has := group(int64(count))
+	if atLeast {
+		has = "more than " + group(int64(count-1))
+	}
+	return &FileError{Code: CodeTooManyRows, Message: fmt.Sprintf("the file has %s data rows; at most %d can be uploaded at once, so nothing was registered: split it into files of at most %d rows", has, p.opts.MaxRows, p.opts.MaxRows)}
 }
 
 func newSheetRead(name string, headerRow int, cells []string) *sheetRead {
@@ -199,21 +233,25 @@ func (p *Parser) buildSheet(ctx context.Context, f *excelize.File, pk *pkg, part
 	// Cells with a problem the values do not show make their row a data row
 	// even when every value is empty (a row of formulas without results).
 	total := sr.nonBlank.count()
-	meta, err := pk.scanSheet(ctx, part, maxSheetRow, len(sr.header), func(ref string, m cellMeta) bool {
+	meta, err := pk.scanSheet(ctx, part, maxSheetRow, len(sr.header), func(ref string, m cellMeta) (keep, stop bool) {
 		col, row, err := splitRef(ref)
 		if err != nil || row <= sr.headerRow || colField(col) == "" {
-			return false
+			return false, false
 		}
 		if !(m.formulaNoValue || m.errorValue || m.boolValue || m.isoDate || (m.numeric && dateStyles[m.style])) {
-			return false
+			return false, false
 		}
 		if !sr.nonBlank.has(row) {
 			sr.nonBlank.add(row)
 			total++
 		}
-		// Past the row cap nothing more is kept: the file is refused below.
-		return total <= p.opts.MaxRows
+		// Past the row cap nothing more is kept (the file is refused below);
+		// past the count limit, nothing more is read either.
+		return total <= p.opts.MaxRows, total > p.opts.countLimit()
 	})
+	if errors.Is(err, errStopScan) {
+		return nil, p.tooManyRows(total, true)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctxErr(ctx, "reading the cells")
@@ -221,7 +259,7 @@ func (p *Parser) buildSheet(ctx context.Context, f *excelize.File, pk *pkg, part
 		return nil, damaged(sr.name, err)
 	}
 	if total > p.opts.MaxRows {
-		return nil, &FileError{Code: CodeTooManyRows, Message: fmt.Sprintf("the file has %s data rows; at most %d can be uploaded at once, so nothing was registered: split it into files of at most %d rows", group(int64(total)), p.opts.MaxRows, p.opts.MaxRows)}
+		return nil, p.tooManyRows(total, false)
 	}
 	if total == 0 {
 		return nil, fileErr(CodeNoRows, "the sheet %q has a header row (row %d) but no product rows below it", sr.name, sr.headerRow)

@@ -71,7 +71,8 @@ type Result struct {
 	Code    string
 	Message string
 	Field   string
-	// RetryAfter is set for RateLimited: how long the API asked to wait.
+	// RetryAfter is set for RateLimited: how long the API asked to wait,
+	// at least one second.
 	RetryAfter time.Duration
 	// Latency is the time from sending the request to reading the answer.
 	Latency time.Duration
@@ -182,12 +183,18 @@ func (c *Client) Register(ctx context.Context, seller, key string, p bulkreg.Pro
 	}
 	target := c.base.String() + "/v1/sellers/" + url.PathEscape(seller) + "/products"
 
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		return Result{Class: Permanent, Code: "bad_request", Err: fmt.Errorf("the request cannot be built: %w", err)}
 	}
+	// net/http resends a request carrying an Idempotency-Key on its own when
+	// a pooled connection dies before the answer. That second POST would
+	// have no throttle slot of its own and be missing from the call history,
+	// so the body is made non-rewindable: one Register, at most one POST.
+	req.GetBody = nil
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Idempotency-Key", key)
@@ -198,14 +205,14 @@ func (c *Client) Register(ctx context.Context, seller, key string, p bulkreg.Pro
 	start := time.Now()
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return Result{Class: Transient, Latency: time.Since(start), Err: transportError(ctx, err, c.timeout)}
+		return Result{Class: Transient, Latency: time.Since(start), Err: transportError(parent, ctx, err, c.timeout)}
 	}
 	defer resp.Body.Close()
 	raw, readErr := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	res := Result{Status: resp.StatusCode, Latency: time.Since(start)}
 	if readErr != nil {
 		res.Class = Transient
-		res.Err = fmt.Errorf("the answer %d of the registration API could not be read: %w", resp.StatusCode, transportError(ctx, readErr, c.timeout))
+		res.Err = fmt.Errorf("the answer %d of the registration API could not be read: %w", resp.StatusCode, transportError(parent, ctx, readErr, c.timeout))
 		return res
 	}
 	return c.classify(res, resp.Header, raw)
@@ -253,6 +260,8 @@ func (c *Client) classify(res Result, h http.Header, raw []byte) Result {
 }
 
 // parseRetryAfter reads both forms of RFC 9110: delay-seconds or an HTTP-date.
+// The answer is at least minRetryAfter: the API speaks whole seconds, and a
+// "0" or a date already past still means the seller was refused just now.
 func (c *Client) parseRetryAfter(v string) time.Duration {
 	v = strings.TrimSpace(v)
 	if v == "" {
@@ -263,17 +272,16 @@ func (c *Client) parseRetryAfter(v string) time.Duration {
 			return c.retryAfter
 		}
 		// A day is far beyond any sane answer; cap it so arithmetic cannot overflow.
-		return time.Duration(min(secs, 86400)) * time.Second
+		return max(time.Duration(min(secs, 86400))*time.Second, minRetryAfter)
 	}
 	if at, err := http.ParseTime(v); err == nil {
-		d := at.Sub(c.now())
-		if d < 0 {
-			return 0
-		}
-		return min(d, 24*time.Hour)
+		return max(min(at.Sub(c.now()), 24*time.Hour), minRetryAfter)
 	}
 	return c.retryAfter
 }
+
+// minRetryAfter is the shortest block a 429 causes.
+const minRetryAfter = time.Second
 
 func apiError(res *Result, raw []byte) {
 	var body struct {
@@ -319,9 +327,13 @@ func snippet(raw []byte) string {
 	return fmt.Sprintf("body %q", s)
 }
 
-func transportError(ctx context.Context, err error, timeout time.Duration) error {
+func transportError(parent, ctx context.Context, err error, timeout time.Duration) error {
 	var ne net.Error
 	switch {
+	case errors.Is(parent.Err(), context.Canceled):
+		return fmt.Errorf("the call was cancelled before the registration API answered: %w", err)
+	case errors.Is(parent.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("the caller's deadline passed before the registration API answered: %w", err)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
 		return fmt.Errorf("no answer from the registration API within %v: %w", timeout, err)
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):

@@ -3,8 +3,11 @@ package registryclient_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,7 +64,9 @@ func TestSandboxClasses(t *testing.T) {
 	if limited.Class != registryclient.RateLimited || limited.RetryAfter < 59*time.Second || limited.RetryAfter > 60*time.Second {
 		t.Fatalf("second registration inside the window with limit 1: %v retry-after %v", limited.Class, limited.RetryAfter)
 	}
-	sb.SetFaults(1, 0, 0, 0, 0)
+	if err := sb.SetFaults(1, 0, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
 	failed := c.Register(ctx, "s1", "u:5", item(5))
 	if failed.Class != registryclient.Transient || failed.Status != 503 {
 		t.Fatalf("injected failure: %v %d", failed.Class, failed.Status)
@@ -69,6 +74,76 @@ func TestSandboxClasses(t *testing.T) {
 	a := sb.Audit().Sellers["s1"]
 	if a.Accepted != 1 || a.Products != 1 || a.Replays != 1 || a.Conflicts != 1 || a.Invalid != 1 || a.RateLimited != 1 {
 		t.Errorf("audit %+v, want one of each", a)
+	}
+}
+
+// The transient faults of the sandbox, each seen by the client as Transient,
+// and a retry after a timeout that did register turns into a replay.
+func TestSandboxTransientFaults(t *testing.T) {
+	sb, err := sandbox.New(sandbox.Options{Limit: 100, Window: time.Minute, SlowDelay: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		sb.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	c, err := registryclient.New(registryclient.Options{BaseURL: srv.URL, Timeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	// Warm a pooled connection, then drop the next request's connection:
+	// the client must not resend the POST on its own (one Register, one POST).
+	if res := c.Register(ctx, "s1", "u:0", item(0)); res.Class != registryclient.Registered {
+		t.Fatalf("warm-up: %v %v", res.Class, res.Err)
+	}
+	if err := sb.SetFaults(0, 0, 1, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	before := hits.Load()
+	dropped := c.Register(ctx, "s1", "u:1", item(1))
+	if dropped.Class != registryclient.Transient || dropped.Status != 0 {
+		t.Fatalf("dropped connection: %v %d %v", dropped.Class, dropped.Status, dropped.Err)
+	}
+	if n := hits.Load() - before; n != 1 {
+		t.Errorf("one Register sent %d POSTs after a dropped connection, want 1", n)
+	}
+
+	// Slow past the client's timeout: transient, but the sandbox registered
+	// it, so the retry with the same key is a replay, not a second product.
+	if err := sb.SetFaults(0, 1, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	slow := c.Register(ctx, "s1", "u:2", item(2))
+	if slow.Class != registryclient.Transient || !strings.Contains(slow.Err.Error(), "no answer from the registration API within 100ms") {
+		t.Fatalf("slow answer: %v %v", slow.Class, slow.Err)
+	}
+	if err := sb.SetFaults(0, 0, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	var retry registryclient.Result
+	deadline := time.Now().Add(2 * time.Second)
+	for retry = c.Register(ctx, "s1", "u:2", item(2)); retry.Class == registryclient.Transient && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond) // the slow answer may still be on its way
+		retry = c.Register(ctx, "s1", "u:2", item(2))
+	}
+	if retry.Class != registryclient.Replayed {
+		t.Fatalf("retry after the timeout: %v %v, want a replay", retry.Class, retry.Err)
+	}
+	a := sb.Audit().Sellers["s1"]
+	if a.Products != 2 || a.Accepted != 2 || a.Replays != 1 {
+		t.Errorf("audit %+v, want 2 products (u:0, u:2), 1 replay", a)
+	}
+
+	// A caller that gives up is told so, not that the API is unreachable.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if res := c.Register(cctx, "s1", "u:3", item(3)); res.Class != registryclient.Transient || !strings.Contains(res.Err.Error(), "cancelled") {
+		t.Errorf("cancelled call: %v %v", res.Class, res.Err)
 	}
 }
 

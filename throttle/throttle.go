@@ -25,6 +25,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 
@@ -61,6 +62,9 @@ type Policy struct {
 	Margin  time.Duration // added to Window (W′ = Window + Margin) to cover the spread of network delay between consumers and the API; >= 0
 	MaxWait time.Duration // a slot farther ahead than this is not taken and the answer says when to ask again; 0 = 2 × W′
 	Burst   int           // TokenBucket only: calls admitted back to back from a full bucket; 0 = Limit
+	// ReleaseTimeout bounds the give-back of a slot whose caller's context
+	// ended or whose answer was lost to a timeout; 0 = 1 s.
+	ReleaseTimeout time.Duration
 }
 
 // PerMinute is n calls per seller in any trailing minute, with a 250 ms
@@ -84,6 +88,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("throttle: Policy.MaxWait must not be negative (0 means 2 × (Window + Margin)), got %s", p.MaxWait)
 	case p.Burst < 0:
 		return fmt.Errorf("throttle: Policy.Burst must not be negative (0 means Limit), got %d", p.Burst)
+	case p.ReleaseTimeout < 0:
+		return fmt.Errorf("throttle: Policy.ReleaseTimeout must not be negative (0 means 1 s), got %s", p.ReleaseTimeout)
 	case (p.Window+p.Margin)/time.Microsecond < 1:
 		return fmt.Errorf("throttle: Policy.Window + Policy.Margin must be at least 1µs, got %s", p.Window+p.Margin)
 	}
@@ -131,8 +137,9 @@ type Throttle struct {
 // idempotent per reservation id: the id is generated here before the call,
 // and a retry that finds it in the log answers the slot it already holds.
 // An answer lost for good (Reserve returned an error) leaves at most one slot
-// nobody uses: it is given back when the caller's context ended, and lapses
-// with the window otherwise, erring on the side of fewer calls, never more.
+// nobody uses: it is given back when the caller's context ended or the answer
+// timed out, and otherwise (or when the give-back fails too) lapses with the
+// window, erring on the side of fewer calls, never more.
 func New(rdb redis.UniversalClient, p Policy) (*Throttle, error) {
 	if rdb == nil {
 		return nil, errors.New("throttle: a Redis client is required")
@@ -148,6 +155,9 @@ func New(rdb redis.UniversalClient, p Policy) (*Throttle, error) {
 	}
 	if p.Burst == 0 {
 		p.Burst = p.Limit
+	}
+	if p.ReleaseTimeout == 0 {
+		p.ReleaseTimeout = time.Second
 	}
 	reserve := "reserve.lua"
 	switch p.Kind {
@@ -207,9 +217,11 @@ func (t *Throttle) reserveID(ctx context.Context, seller, id string) (Reservatio
 	}
 	v, err := t.reserve.Run(ctx, t.rdb, ks, args...).Slice()
 	if err != nil {
-		if ctx.Err() != nil {
-			// The script may have run: give the slot back, detached from
-			// the ended context (a no-op when it holds none).
+		if ctx.Err() != nil || isTimeout(err) {
+			// The request may have reached Redis and the script run, its
+			// answer lost: the caller gets an error and will not use the
+			// slot, so give it back, detached from ctx (a no-op when the id
+			// holds none). A refused connection never sent the script.
 			t.releaseDetached(ctx, Reservation{Seller: seller, ID: id})
 		}
 		return Reservation{}, t.fail(ctx, "reserve a slot", seller, err)
@@ -298,11 +310,22 @@ func (t *Throttle) Release(ctx context.Context, r Reservation) error {
 	return nil
 }
 
-// releaseDetached releases r after ctx ended, with a short deadline of its own.
+// releaseDetached releases r after ctx ended or a reservation's answer was
+// lost, with a deadline of its own (Policy.ReleaseTimeout).
 func (t *Throttle) releaseDetached(ctx context.Context, r Reservation) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.p.ReleaseTimeout)
 	defer cancel()
-	_ = t.Release(ctx, r) // best effort: an unreleased slot only means one call fewer
+	_ = t.Release(ctx, r) // best effort: an unreleased slot only means one call fewer, and lapses with the window
+}
+
+// isTimeout reports whether err is a deadline that passed while waiting for
+// Redis: the command may have run even though no answer came back.
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // Block records a 429 from the API: no new slot of the seller starts before

@@ -100,6 +100,7 @@ func TestPolicyValidate(t *testing.T) {
 		{"negative margin", func(p *Policy) { p.Margin = -time.Millisecond }, "Margin"},
 		{"negative max wait", func(p *Policy) { p.MaxWait = -time.Second }, "MaxWait"},
 		{"negative burst", func(p *Policy) { p.Burst = -1 }, "Burst"},
+		{"negative release timeout", func(p *Policy) { p.ReleaseTimeout = -time.Second }, "ReleaseTimeout"},
 		{"unknown kind", func(p *Policy) { p.Kind = "leaky" }, "Kind"},
 		{"sub-microsecond window", func(p *Policy) { p.Window = time.Nanosecond }, "Window"},
 	} {

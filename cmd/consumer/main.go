@@ -142,7 +142,7 @@ func run(args []string, getenv func(string) string) error {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	s.consumer.Logger = log
 
-	rdb := s.shared.RedisClient()
+	rdb := redisClient(s.shared.RedisAddrs)
 	defer rdb.Close()
 	th, err := throttle.New(rdb, throttle.Policy{Limit: s.shared.Limit, Window: s.shared.Window, Margin: s.shared.Margin, MaxWait: s.maxWait})
 	if err != nil {
@@ -179,15 +179,7 @@ func run(args []string, getenv func(string) string) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		status, code := map[string]any{"ok": true, "redis": c.RedisHealthy()}, http.StatusOK
-		if err := c.Health(); err != nil {
-			status["ok"], status["error"], code = false, err.Error(), http.StatusServiceUnavailable
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		_ = json.NewEncoder(w).Encode(status)
-	})
+	mux.Handle("/healthz", healthz(c.Health, c.RedisHealthy))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
@@ -211,6 +203,39 @@ func run(args []string, getenv func(string) string) error {
 	case <-time.After(s.shutdownTimeout):
 		return fmt.Errorf("shutdown took longer than %s; unfinished rows will be read again by the group", s.shutdownTimeout)
 	}
+}
+
+// healthz answers 200 while the consumer runs and 503 with the reason
+// otherwise. Redis being down is reported but keeps the answer 200: the
+// consumer waits for it on its own, and restarting the process would not help.
+func healthz(health func() error, redisOK func() bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		status, code := map[string]any{"ok": true, "redis": redisOK()}, http.StatusOK
+		if err := health(); err != nil {
+			status["ok"], status["error"], code = false, err.Error(), http.StatusServiceUnavailable
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(status)
+	})
+}
+
+// redisClient opens the configured Redis like config.RedisClient (one
+// address: a single node; several: a cluster), tuned for a consumer that
+// retries on its own. go-redis's defaults dial 5 times 100 ms apart and retry
+// a failed command 3 times, so every call against a dead Redis takes about
+// 2 s: the probe then cannot tell within its interval that Redis is gone, and
+// shutdown waits on slots that cannot be given back. The consumer already
+// backs off and asks again with its own bounds, so go-redis does not retry.
+func redisClient(addrs []string) redis.UniversalClient {
+	return redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:         addrs,
+		DialTimeout:   time.Second,
+		DialerRetries: 1,
+		MaxRetries:    -1,
+		ReadTimeout:   2 * time.Second,
+		WriteTimeout:  2 * time.Second,
+	})
 }
 
 // countingHook counts the commands sent to Redis.

@@ -1,9 +1,17 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestParse(t *testing.T) {
@@ -53,6 +61,76 @@ func TestParse(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.check(t, s)
+		})
+	}
+}
+
+// TestRedisClientFailsFast: against an address where nothing listens, a
+// command fails at once instead of after go-redis's dial retries and command
+// retries (about 2 s with its defaults), and the client is a single-node or a
+// cluster client by the number of addresses.
+func TestRedisClientFailsFast(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: connection refused
+	rdb := redisClient([]string{addr})
+	defer rdb.Close()
+	if _, ok := rdb.(*redis.Client); !ok {
+		t.Errorf("one address gave a %T, want *redis.Client", rdb)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = rdb.Ping(ctx).Err()
+	took := time.Since(start)
+	if err == nil {
+		t.Fatal("PING to a closed port answered")
+	}
+	t.Logf("PING to a closed port failed after %v: %v", took, err)
+	if took > 300*time.Millisecond {
+		t.Errorf("PING to a closed port took %v to fail, want < 300 ms (no dial or command retries inside go-redis)", took)
+	}
+	cluster := redisClient([]string{addr, addr})
+	defer cluster.Close()
+	if _, ok := cluster.(*redis.ClusterClient); !ok {
+		t.Errorf("two addresses gave a %T, want *redis.ClusterClient", cluster)
+	}
+}
+
+func TestHealthz(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		health   error
+		redis    bool
+		wantCode int
+		wantBody map[string]any
+	}{
+		{name: "running", redis: true, wantCode: http.StatusOK, wantBody: map[string]any{"ok": true, "redis": true}},
+		{name: "running, Redis down", redis: false, wantCode: http.StatusOK, wantBody: map[string]any{"ok": true, "redis": false}},
+		{name: "stopped", health: errors.New("the consumer is not running"), redis: true, wantCode: http.StatusServiceUnavailable,
+			wantBody: map[string]any{"ok": false, "redis": true, "error": "the consumer is not running"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			healthz(func() error { return tc.health }, func() bool { return tc.redis }).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+			if rec.Code != tc.wantCode {
+				t.Errorf("status %d, want %d", rec.Code, tc.wantCode)
+			}
+			var got map[string]any
+			if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+				t.Fatalf("body %q is not JSON: %v", rec.Body, err)
+			}
+			if len(got) != len(tc.wantBody) {
+				t.Errorf("body %v, want %v", got, tc.wantBody)
+			}
+			for k, v := range tc.wantBody {
+				if got[k] != v {
+					t.Errorf("body %v: %s = %v, want %v", got, k, got[k], v)
+				}
+			}
 		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,6 +40,14 @@ func readFile(path string, max int) ([]byte, error) {
 	return data, nil
 }
 
+// count says "1 row", "2 rows": sellers read these lines.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
 func printProblems(w io.Writer, ps []excel.Problem) {
 	for _, p := range ps {
 		fmt.Fprintf(w, "  %s\n", p.Error())
@@ -51,7 +60,7 @@ func cmdUpload(ctx context.Context, e *cli, args []string) int {
 	seller := fs.String("seller", "", "seller id the rows are registered for (required)")
 	strict := fs.Bool("strict", false, "refuse the whole upload if any row is invalid (nothing is published)")
 	wait := fs.Bool("wait", false, "show progress on stderr until every row is registered or failed; exit 0 only if all registered")
-	check := s.bind(fs, e.getenv, gKafka|gRedis|gPublish|gStatus|gFile)
+	check := s.bind(fs, e.getenv, gKafka|gRedis|gPublish|gStatus|gWait|gFile)
 	pos, code, ok := e.parseArgs(fs, args, 1, "one FILE", func() error {
 		if *seller == "" {
 			return errors.New("--seller is required: the seller id the rows are registered for")
@@ -97,7 +106,7 @@ func cmdUpload(ctx context.Context, e *cli, args []string) int {
 		if res.Resumed {
 			verb = "published again (the earlier attempt failed part way)"
 		}
-		fmt.Fprintf(e.stderr, "%d rows %s, %d invalid rows recorded as failed\n", res.Published, verb, res.Invalid)
+		fmt.Fprintf(e.stderr, "%s %s, %s recorded as failed\n", count(res.Published, "row"), verb, count(res.Invalid, "invalid row"))
 		if res.Sheet != nil {
 			for _, r := range res.Sheet.Rows {
 				printProblems(e.stderr, r.Problems)
@@ -129,7 +138,7 @@ func (e *cli) waitFor(ctx context.Context, st producer.StatusGetter, id string, 
 	if err != nil {
 		return e.errorf("%v", err)
 	}
-	fmt.Fprintf(e.stderr, "upload %s: %d registered, %d failed of %d rows\n", id, final.Registered, final.Failed, final.Total)
+	fmt.Fprintf(e.stderr, "upload %s: %d registered, %d failed of %s\n", id, final.Registered, final.Failed, count(final.Total, "row"))
 	printFailed(e.stderr, final)
 	if final.State == uploadstatus.PublishFailed {
 		return e.errorf("publishing failed: %s; send the same file again", final.StateReason)
@@ -218,7 +227,7 @@ func cmdCheck(ctx context.Context, e *cli, args []string) int {
 			for _, w := range sheet.Warnings {
 				fmt.Fprintln(e.stderr, "warning:", w.Error())
 			}
-			fmt.Fprintf(e.stdout, "%d rows: %d valid, %d with problems (%d problems)\n", len(sheet.Rows), valid, len(sheet.Rows)-valid, len(problems))
+			fmt.Fprintf(e.stdout, "%s: %d valid, %d with problems (%s)\n", count(len(sheet.Rows), "row"), valid, len(sheet.Rows)-valid, count(len(problems), "problem"))
 		}
 	}
 	if len(problems) > 0 {
@@ -247,7 +256,7 @@ func cmdStatus(ctx context.Context, e *cli, args []string) int {
 	fs := e.flagSet("status")
 	asJSON := fs.Bool("json", false, "print the status as one JSON object")
 	wait := fs.Bool("wait", false, "show progress until every row is registered or failed")
-	check := s.bind(fs, e.getenv, gRedis|gStatus)
+	check := s.bind(fs, e.getenv, gRedis|gStatus|gWait)
 	pos, code, ok := e.parseArgs(fs, args, 1, "one upload ID", check)
 	if !ok {
 		return code
@@ -274,7 +283,7 @@ func cmdStatus(ctx context.Context, e *cli, args []string) int {
 	if st.StateReason != "" {
 		fmt.Fprintf(e.stdout, "  %s\n", st.StateReason)
 	}
-	fmt.Fprintf(e.stdout, "%d rows: %d registered, %d failed, %d waiting\n", st.Total, st.Registered, st.Failed, st.Waiting)
+	fmt.Fprintf(e.stdout, "%s: %d registered, %d failed, %d waiting\n", count(st.Total, "row"), st.Registered, st.Failed, st.Waiting)
 	printFailed(e.stdout, st)
 	return exitOK
 }
@@ -301,7 +310,7 @@ func cmdReport(ctx context.Context, e *cli, args []string) int {
 	if err := writeXLSX(pos[1], func(w io.Writer) error { return excel.WriteReport(w, st.Header, rows, *failedOnly) }); err != nil {
 		return e.errorf("%v", err)
 	}
-	fmt.Fprintf(e.stderr, "wrote %s: %d rows (%d registered, %d failed, %d waiting)\n", pos[1], len(rows), st.Registered, st.Failed, st.Waiting)
+	fmt.Fprintf(e.stderr, "wrote %s: %s (%d registered, %d failed, %d waiting)\n", pos[1], count(len(rows), "row"), st.Registered, st.Failed, st.Waiting)
 	return exitOK
 }
 

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -33,19 +34,70 @@ const (
 
 type command struct {
 	name, args, summary string
-	run                 func(ctx context.Context, e *cli, args []string) int
+	// details is what -h adds under the summary: what the command prints
+	// and its exit statuses, so a script can rely on them.
+	details string
+	run     func(ctx context.Context, e *cli, args []string) int
 }
 
 func commands() []command {
 	return []command{
-		{"upload", "--seller S [--strict] [--wait] FILE", "validate FILE, publish its valid rows and print the upload id", cmdUpload},
-		{"check", "[--json] FILE", "validate FILE without publishing; exit 0 only when every row is valid", cmdCheck},
-		{"status", "[--json] ID", "show an upload's counts and the reason of each failed row", cmdStatus},
-		{"report", "[--failed-only] ID FILE", "write the upload's result report (.xlsx) to FILE", cmdReport},
-		{"template", "FILE", "write an empty upload template (.xlsx) to FILE", cmdTemplate},
-		{"serve", "", "run the HTTP upload service", cmdServe},
-		{"token", "--seller S | --operator NAME [--ttl 24h]", "print a bearer token for the HTTP service (local use and demos)", cmdToken},
-		{"compliance", "[--json]", "per seller: calls, most in any window, current window, 429s, exceeded", cmdCompliance},
+		{"upload", "--seller S [--strict] [--wait] FILE", "validate FILE, publish its valid rows and print the upload id",
+			`Each valid row becomes one message on the rows topic (key = the seller),
+acknowledged by all in-sync replicas; invalid rows are listed on stderr and
+recorded as failed with their reasons (--strict refuses the whole file instead).
+The upload id comes from the seller and the file's SHA-256: the same file again
+is reported as a duplicate of the earlier upload and nothing is published twice.
+If publishing fails part way, send the same file again: same id, same rows.
+
+exit status: 0 published (with --wait: every row registered); 1 the file was
+refused, publishing failed, or (with --wait) some row failed; 2 bad flags or
+arguments.`, cmdUpload},
+		{"check", "[--json] FILE", "validate FILE without publishing; exit 0 only when every row is valid",
+			`Prints each problem as "CELL: message" and a summary line; warnings (unknown
+columns, hidden rows, merged cells) go to stderr. With --json, one JSON object
+per line and problem: {"row", "column", "cell", "code", "message"}; a refused
+file gives one object per missing or repeated column, or one with row 0 naming
+the reason.
+
+exit status: 0 every row is valid; 1 some row has a problem, or the file is
+refused or cannot be read; 2 bad flags or arguments.`, cmdCheck},
+		{"status", "[--json] [--wait] ID", "show an upload's counts and the reason of each failed row",
+			`exit status: 0 shown (with --wait: every row registered); 1 no such upload,
+Redis cannot be reached, or (with --wait) some row failed; 2 bad flags or
+arguments.`, cmdStatus},
+		{"report", "[--failed-only] ID FILE", "write the upload's result report (.xlsx) to FILE",
+			`The report holds the seller's columns, then the original row number, the
+result (registered, failed or waiting) and the reason. Text a spreadsheet could
+run as a formula (starting with = + - @ or a tab) is written with a leading
+apostrophe. With --failed-only the file holds the failed rows only and, once
+fixed, can be uploaded again as it is.
+
+exit status: 0 written; 1 no such upload, Redis cannot be reached or FILE cannot
+be written; 2 bad flags or arguments.`, cmdReport},
+		{"template", "FILE", "write an empty upload template (.xlsx) to FILE",
+			`The template has an instructions sheet and a product sheet whose header row is
+frozen, whose code columns are formatted as text and whose one example row is
+to be replaced.
+
+exit status: 0 written; 1 FILE cannot be written; 2 bad arguments.`, cmdTemplate},
+		{"serve", "", "run the HTTP upload service",
+			`Endpoints (the seller comes from the bearer token, never from the form):
+  POST /v1/uploads                 multipart/form-data, the file in the field "file"; ?strict=true
+  GET  /v1/uploads/{id}            the upload's status (the seller's own uploads only)
+  GET  /v1/uploads/{id}/report.xlsx  the result report; ?failed_only=true
+  GET  /v1/template.xlsx           the upload template
+  GET  /v1/compliance              the compliance report (operator tokens)
+  GET  /metrics, GET /healthz
+
+Runs until SIGINT or SIGTERM, then finishes the requests in progress
+(--shutdown-timeout). exit status: 0 stopped cleanly; 1 cannot listen or
+shutdown failed; 2 bad flags.`, cmdServe},
+		{"token", "--seller S | --operator NAME [--ttl 24h]", "print a bearer token for the HTTP service (local use and demos)",
+			`The token is signed with --jwt-secret, the secret serve checks tokens with.`, cmdToken},
+		{"compliance", "[--json]", "per seller: calls, most in any window, current window, 429s, exceeded",
+			`exit status: 0 no seller exceeded the limit in any window; 1 some seller did,
+or Redis cannot be reached; 2 bad flags.`, cmdCompliance},
 	}
 }
 
@@ -90,8 +142,17 @@ func (e *cli) flagSet(name string) *flag.FlagSet {
 	for _, c := range commands() {
 		if c.name == name {
 			fs.Usage = func() {
-				fmt.Fprintf(fs.Output(), "usage: producer %s %s\n\n%s.\n\nflags:\n", name, c.args, c.summary)
-				fs.PrintDefaults()
+				w := fs.Output()
+				fmt.Fprintf(w, "usage: %s\n\n%s.\n", strings.TrimSpace("producer "+name+" "+c.args), c.summary)
+				if c.details != "" {
+					fmt.Fprintf(w, "\n%s\n", c.details)
+				}
+				hasFlags := false
+				fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+				if hasFlags {
+					fmt.Fprintln(w, "\nflags:")
+					fs.PrintDefaults()
+				}
 			}
 		}
 	}

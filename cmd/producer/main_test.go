@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -97,6 +98,19 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 		if r.code != exitOK || !strings.Contains(r.stdout, "usage: producer "+sub) || (sub != "template" && !strings.Contains(r.stdout, "flags:\n  -")) {
 			t.Errorf("producer %s -h: exit %d, stdout %q", sub, r.code, r.stdout)
 		}
+		if sub != "token" && !strings.Contains(r.stdout, "exit status: 0 ") {
+			t.Errorf("producer %s -h does not say what its exit statuses mean:\n%s", sub, r.stdout)
+		}
+		// Only upload and status have --wait, so only they offer its polling.
+		if hasPoll := strings.Contains(r.stdout, "-poll-interval"); hasPoll != (sub == "upload" || sub == "status") {
+			t.Errorf("producer %s -h lists -poll-interval: %v", sub, hasPoll)
+		}
+		if strings.Contains(r.stdout, "flags:\n") && !strings.Contains(r.stdout, "flags:\n  -") {
+			t.Errorf("producer %s -h prints an empty flag list:\n%s", sub, r.stdout)
+		}
+	}
+	if r := runCLI(nil, "serve", "-h"); !strings.Contains(r.stdout, "POST /v1/uploads") || !strings.Contains(r.stdout, `"file"`) {
+		t.Errorf("producer serve -h does not list the endpoints:\n%s", r.stdout)
 	}
 }
 
@@ -110,26 +124,58 @@ func TestCheck(t *testing.T) {
 	if r.code != exitFailed {
 		t.Errorf("check --json of a bad file: exit %d, want 1", r.code)
 	}
-	var cells []string
-	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-		var p map[string]any
-		if err := json.Unmarshal([]byte(line), &p); err != nil {
-			t.Fatalf("line %q is not JSON: %v", line, err)
-		}
-		for _, k := range []string{"row", "column", "cell", "code", "message"} {
-			if _, ok := p[k]; !ok {
-				t.Errorf("problem %s lacks %q", line, k)
-			}
-		}
-		cells = append(cells, p["cell"].(string))
-	}
-	if strings.Join(cells, ",") != "D3,D4" {
-		t.Errorf("problems in cells %v, want D3,D4", cells)
+	// One object per line, exactly these fields: a script reads them.
+	equalJSONLines(t, "check --json of a bad file", r.stdout, []string{
+		`{"row":3,"column":"price","cell":"D3","code":"not_whole_number","message":"price must be a whole number greater than 0 and at most 1,000,000,000, got \"12,000원\"; type the number only, without 원 or ₩"}`,
+		`{"row":4,"column":"price","cell":"D4","code":"required","message":"price is required but the cell is empty"}`,
+	})
+	if r := runCLI(nil, "check", bad); r.code != exitFailed || !strings.Contains(r.stdout, "D3: price must be a whole number") ||
+		!strings.Contains(r.stdout, "3 rows: 1 valid, 2 with problems (2 problems)") {
+		t.Errorf("check of a bad file: %+v", r)
 	}
 	notXLSX := filepath.Join(t.TempDir(), "x.xlsx")
 	os.WriteFile(notXLSX, []byte("plain text"), 0o644)
-	if r := runCLI(nil, "check", "--json", notXLSX); r.code != exitFailed || !strings.Contains(r.stdout, `"code":"not_xlsx"`) {
-		t.Errorf("check of a text file: %+v", r)
+	r = runCLI(nil, "check", "--json", notXLSX)
+	if r.code != exitFailed {
+		t.Errorf("check --json of a text file: exit %d, want 1", r.code)
+	}
+	equalJSONLines(t, "check --json of a text file", r.stdout, []string{
+		`{"row":0,"column":"","cell":"","code":"not_xlsx","message":"the file is not an Excel workbook (.xlsx); save it from Excel as \"Excel Workbook (.xlsx)\""}`,
+	})
+	r = runCLI(nil, "check", "--json", filepath.Join("..", "..", "testdata", "missing-column.xlsx"))
+	if r.code != exitFailed {
+		t.Errorf("check --json of a file without price and stock: exit %d, want 1", r.code)
+	}
+	equalJSONLines(t, "check --json of a file without price and stock", r.stdout, []string{
+		`{"row":1,"column":"price","cell":"","code":"missing_column","message":"the required column 판매가 (price) is missing from the header row (row 1)"}`,
+		`{"row":1,"column":"stock","cell":"","code":"missing_column","message":"the required column 재고수량 (stock) is missing from the header row (row 1)"}`,
+	})
+	if r := runCLI(nil, "check", filepath.Join(t.TempDir(), "absent.xlsx")); r.code != exitFailed || !strings.Contains(r.stderr, "absent.xlsx") {
+		t.Errorf("check of a file that does not exist: %+v", r)
+	}
+}
+
+// equalJSONLines compares JSON lines as JSON (field order aside), each with
+// exactly the fields of the wanted line.
+func equalJSONLines(t *testing.T, what, got string, want []string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	if len(lines) != len(want) {
+		t.Errorf("%s: %d lines, want %d:\n%s", what, len(lines), len(want), got)
+		return
+	}
+	for i, line := range lines {
+		var g, w map[string]any
+		if err := json.Unmarshal([]byte(line), &g); err != nil {
+			t.Errorf("%s: line %q is not JSON: %v", what, line, err)
+			continue
+		}
+		if err := json.Unmarshal([]byte(want[i]), &w); err != nil {
+			t.Fatalf("bad want %q: %v", want[i], err)
+		}
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("%s, line %d:\n got %s\nwant %s", what, i+1, line, want[i])
+		}
 	}
 }
 
@@ -215,6 +261,33 @@ func TestUploadWaitStatusReport(t *testing.T) {
 	text := fmt.Sprint(rows)
 	if !strings.Contains(text, "SKU-2") || strings.Contains(text, "SKU-0") || strings.Contains(text, "SKU-1 ") {
 		t.Errorf("failed-only report %v: want only SKU-2 (row 4)", rows)
+	}
+	// The failed-only report goes back in as it is: the parser reads its one
+	// row (now row 2) with the same problem, and once the seller fixes the
+	// cell the file uploads.
+	r = runCLI(env, "check", "--json", out)
+	if r.code != exitFailed {
+		t.Errorf("check of the failed-only report: exit %d, want 1", r.code)
+	}
+	equalJSONLines(t, "check --json of the failed-only report", r.stdout, []string{
+		`{"row":2,"column":"price","cell":"D2","code":"not_whole_number","message":"price must be a whole number greater than 0 and at most 1,000,000,000, got \"abc\""}`,
+	})
+	if f, err = excelize.OpenFile(out); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.SetCellInt(f.GetSheetName(0), "D2", 3000); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Save(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if r := runCLI(env, "check", out); r.code != exitOK || !strings.Contains(r.stdout, "1 row: 1 valid, 0 with problems (0 problems)") {
+		t.Errorf("check of the fixed failed-only report: %+v", r)
+	}
+	if r := runCLI(env, "upload", "--seller", "seller-1", out); r.code != exitOK || strings.TrimSpace(r.stdout) == id ||
+		!strings.Contains(r.stderr, "1 row published, 0 invalid rows recorded as failed") {
+		t.Errorf("upload of the fixed failed-only report: %+v", r)
 	}
 
 	// The same file again: a duplicate, nothing new in Kafka, exit 0 without --wait.

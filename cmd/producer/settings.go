@@ -67,6 +67,7 @@ const (
 	gLimit // the API's limit and window (the compliance report)
 	gPublish
 	gStatus
+	gWait // --wait's polling (upload, status)
 	gFile
 	gHTTP
 	gSecret
@@ -98,6 +99,8 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 	}
 	if groups&gStatus != 0 {
 		b.Duration(&s.statusRetention, "status-retention", "how long an upload's status and row results are kept after its last change")
+	}
+	if groups&gWait != 0 {
 		b.Duration(&s.pollInterval, "poll-interval", "how often --wait reads the upload's progress")
 	}
 	if groups&gFile != 0 {
@@ -140,6 +143,8 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 		}
 		if groups&gStatus != 0 {
 			positive("status-retention", s.statusRetention)
+		}
+		if groups&gWait != 0 {
 			positive("poll-interval", s.pollInterval)
 		}
 		if groups&gFile != 0 && s.maxFileSize <= 0 {

@@ -26,11 +26,6 @@ import (
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 )
 
-// shutdownTimeout bounds the wait for answers in progress after SIGTERM. It is
-// below docker-compose's stop_grace_period (10 s) so the process exits on its
-// own rather than being killed.
-const shutdownTimeout = 5 * time.Second
-
 func main() {
 	s, err := parse(os.Args[1:], os.Getenv, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -52,7 +47,21 @@ func main() {
 type settings struct {
 	listen   string
 	opts     sandbox.Options
+	timeouts timeouts
 	logLevel slog.Level
+}
+
+// timeouts are the HTTP server's limits.
+type timeouts struct {
+	readHeader, read, write, idle time.Duration
+	// shutdown bounds the wait for answers in progress after SIGTERM. Its
+	// default, 5 s, is below docker-compose's stop_grace_period (10 s) so the
+	// process exits on its own rather than being killed.
+	shutdown time.Duration
+}
+
+func defaultTimeouts() timeouts {
+	return timeouts{readHeader: 5 * time.Second, read: 30 * time.Second, write: 30 * time.Second, idle: 2 * time.Minute, shutdown: 5 * time.Second}
 }
 
 const usageHeader = `registry-sandbox serves the reference registration API that bulkreg
@@ -79,7 +88,8 @@ Usage: registry-sandbox [flags]
 // naming the flag; -h prints the usage to out and returns flag.ErrHelp.
 func parse(args []string, getenv func(string) string, out io.Writer) (settings, error) {
 	shared := config.Default()
-	s := settings{listen: "127.0.0.1:8081", opts: sandbox.Options{Limit: shared.Limit, Window: shared.Window, Policy: sandbox.PolicySliding}}
+	s := settings{listen: "127.0.0.1:8081", opts: sandbox.Options{Limit: shared.Limit, Window: shared.Window, Policy: sandbox.PolicySliding},
+		timeouts: defaultTimeouts()}
 	logLevel := "info"
 	fs := flag.NewFlagSet("registry-sandbox", flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -100,6 +110,12 @@ func parse(args []string, getenv func(string) string, out io.Writer) (settings, 
 	fraction(fs, getenv, &envErrs, &o.SlowRate, "slow-rate", "fraction of requests registered but answered only after --slow-delay (0 to 1)")
 	b.Duration(&o.SlowDelay, "slow-delay", "how late a slow answer comes; above a client's timeout it provokes a retry")
 	fraction(fs, getenv, &envErrs, &o.DropRate, "drop-rate", "fraction of requests whose connection is closed without an answer or registration (0 to 1)")
+	tm := &s.timeouts
+	b.Duration(&tm.readHeader, "read-header-timeout", "time to read a request's headers")
+	b.Duration(&tm.read, "read-timeout", "time to read a whole request, body included")
+	b.Duration(&tm.write, "write-timeout", "time to answer a request, on top of the fault delays (--latency, --jitter, --slow-delay)")
+	b.Duration(&tm.idle, "idle-timeout", "how long an idle keep-alive connection is kept")
+	b.Duration(&tm.shutdown, "shutdown-timeout", "after SIGTERM/SIGINT, how long answers in progress get before the process exits anyway")
 	b.String(&logLevel, "log-level", "debug (one line per answer), info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return s, err
@@ -132,6 +148,14 @@ func parse(args []string, getenv func(string) string, out io.Writer) (settings, 
 	}{{"latency", o.Latency}, {"jitter", o.Jitter}, {"slow-delay", o.SlowDelay}} {
 		if d.v < 0 {
 			bad(d.name, "must not be negative, got %s", d.v)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"read-header-timeout", tm.readHeader}, {"read-timeout", tm.read}, {"write-timeout", tm.write}, {"idle-timeout", tm.idle}, {"shutdown-timeout", tm.shutdown}} {
+		if d.v <= 0 {
+			bad(d.name, "must be greater than 0, got %s", d.v)
 		}
 	}
 	for _, r := range []struct {
@@ -170,11 +194,12 @@ func run(ctx context.Context, s settings) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.listen, err)
 	}
-	return serve(ctx, ln, s.opts, log)
+	return serve(ctx, ln, s.opts, s.timeouts, log)
 }
 
-// serve runs the sandbox on ln until ctx ends.
-func serve(ctx context.Context, ln net.Listener, o sandbox.Options, log *slog.Logger) error {
+// serve runs the sandbox on ln until ctx ends, then lets answers in progress
+// finish within tm.shutdown.
+func serve(ctx context.Context, ln net.Listener, o sandbox.Options, tm timeouts, log *slog.Logger) error {
 	o.Logger = log
 	sb, err := sandbox.New(o)
 	if err != nil {
@@ -183,12 +208,12 @@ func serve(ctx context.Context, ln net.Listener, o sandbox.Options, log *slog.Lo
 	}
 	srv := &http.Server{
 		Handler:           sb,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
+		ReadHeaderTimeout: tm.readHeader,
+		ReadTimeout:       tm.read,
 		// Room for the slowest answer the faults can make, or a slow answer
 		// would be cut off by the server instead of timing out the client.
-		WriteTimeout: 30*time.Second + o.Latency + o.Jitter + o.SlowDelay,
-		IdleTimeout:  2 * time.Minute,
+		WriteTimeout: tm.write + o.Latency + o.Jitter + o.SlowDelay,
+		IdleTimeout:  tm.idle,
 		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	done := make(chan error, 1)
@@ -200,11 +225,11 @@ func serve(ctx context.Context, ln net.Listener, o sandbox.Options, log *slog.Lo
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: no new connections, finishing answers in progress", "timeout", shutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	log.Info("shutting down: no new connections, finishing answers in progress", "timeout", tm.shutdown)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tm.shutdown)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shutdown did not finish within %s: %w", shutdownTimeout, err)
+		return fmt.Errorf("answers in progress did not finish within --shutdown-timeout %s, so the sandbox stopped without them: %w", tm.shutdown, err)
 	}
 	log.Info("registry sandbox stopped")
 	return nil

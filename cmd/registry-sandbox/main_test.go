@@ -33,6 +33,9 @@ func TestParse(t *testing.T) {
 			if o.FailRate != 0 || o.SlowRate != 0 || o.DropRate != 0 || o.Latency != 0 {
 				t.Errorf("faults on by default: %+v", o)
 			}
+			if s.timeouts != defaultTimeouts() || s.timeouts.shutdown != 5*time.Second {
+				t.Errorf("timeouts %+v, want the defaults with a 5 s shutdown", s.timeouts)
+			}
 		}},
 		{name: "docker-compose's environment", env: map[string]string{"BULKREG_LISTEN": "0.0.0.0:8081", "BULKREG_LIMIT": "100", "BULKREG_WINDOW": "60s"},
 			check: func(t *testing.T, s settings) {
@@ -58,6 +61,15 @@ func TestParse(t *testing.T) {
 		{name: "log level", args: []string{"--log-level", "loud"}, wantErr: "--log-level"},
 		{name: "not a number", args: []string{"--fail-rate", "half"}, wantErr: "fail-rate"},
 		{name: "stray argument", args: []string{"serve"}, wantErr: "unexpected arguments"},
+		{name: "every timeout is a setting", env: map[string]string{"BULKREG_SHUTDOWN_TIMEOUT": "9s"},
+			args: []string{"--read-header-timeout", "1s", "--read-timeout", "2s", "--write-timeout", "3s", "--idle-timeout", "4s"},
+			check: func(t *testing.T, s settings) {
+				if want := (timeouts{readHeader: time.Second, read: 2 * time.Second, write: 3 * time.Second, idle: 4 * time.Second, shutdown: 9 * time.Second}); s.timeouts != want {
+					t.Errorf("timeouts %+v, want %+v", s.timeouts, want)
+				}
+			}},
+		{name: "zero shutdown timeout", args: []string{"--shutdown-timeout", "0s"}, wantErr: "--shutdown-timeout (BULKREG_SHUTDOWN_TIMEOUT): must be greater than 0"},
+		{name: "negative read timeout", env: map[string]string{"BULKREG_READ_TIMEOUT": "-1s"}, wantErr: "--read-timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := parse(tc.args, env(tc.env), io.Discard)
@@ -82,26 +94,32 @@ func TestHelp(t *testing.T) {
 	}
 	for _, want := range []string{"registration API", "/audit", "Retry-After",
 		"-listen", "BULKREG_LISTEN", "-limit", "-window", "-policy", "-latency", "-jitter",
-		"-fail-rate", "BULKREG_FAIL_RATE", "-slow-rate", "-slow-delay", "-drop-rate", "-log-level"} {
+		"-fail-rate", "BULKREG_FAIL_RATE", "-slow-rate", "-slow-delay", "-drop-rate", "-log-level",
+		"-shutdown-timeout", "BULKREG_SHUTDOWN_TIMEOUT", "-read-timeout", "-write-timeout", "-idle-timeout", "-read-header-timeout"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("--help does not mention %q:\n%s", want, out.String())
 		}
 	}
 }
 
-// TestServeShutsDown serves on a free port, answers /healthz and returns nil
-// once its context ends.
+// TestServeShutsDown serves on a free port, answers /healthz, and on
+// shutdown finishes an answer in progress before returning nil.
 func TestServeShutsDown(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	base := "http://" + ln.Addr().String()
 	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	const latency = 500 * time.Millisecond
+	tm := defaultTimeouts()
+	tm.shutdown = 3 * time.Second
 	done := make(chan error, 1)
 	go func() {
-		done <- serve(ctx, ln, sandbox.Options{Limit: 1, Window: time.Second}, slog.New(slog.DiscardHandler))
+		done <- serve(ctx, ln, sandbox.Options{Limit: 1, Window: time.Second, Latency: latency}, tm, slog.New(slog.DiscardHandler))
 	}()
-	resp, err := http.Get("http://" + ln.Addr().String() + "/healthz")
+	resp, err := http.Get(base + "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,13 +127,81 @@ func TestServeShutsDown(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("/healthz %d", resp.StatusCode)
 	}
+
+	// A registration in progress (held by the latency) when shutdown starts.
+	answered := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/sellers/s/products",
+			strings.NewReader(`{"seller_sku":"A","name":"n","category_code":"c","price":1,"stock":0}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "k")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Errorf("the registration in progress at shutdown failed: %v", err)
+			answered <- 0
+			return
+		}
+		resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	time.Sleep(latency / 5) // the request is in the handler
+	began := time.Now()
 	cancel()
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Fatalf("serve returned %v after a clean shutdown", err)
 		}
-	case <-time.After(shutdownTimeout + time.Second):
+	case <-time.After(tm.shutdown + time.Second):
 		t.Fatal("serve did not return after its context ended")
+	}
+	if took := time.Since(began); took < latency/2 {
+		t.Errorf("serve returned %s after shutdown began, before the answer in progress (%s latency) was written", took, latency)
+	}
+	if code := <-answered; code != http.StatusCreated {
+		t.Fatalf("the registration in progress at shutdown got %d, want 201", code)
+	}
+	if _, err := http.Get(base + "/healthz"); err == nil {
+		t.Error("the sandbox still answers after shutdown")
+	}
+}
+
+// TestShutdownTimeoutCutsOffSlowAnswers: an answer slower than
+// --shutdown-timeout does not hold the process; serve says so.
+func TestShutdownTimeoutCutsOffSlowAnswers(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	tm := defaultTimeouts()
+	tm.shutdown = 200 * time.Millisecond
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, ln, sandbox.Options{SlowRate: 1, SlowDelay: 5 * time.Second}, tm, slog.New(slog.DiscardHandler))
+	}()
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+ln.Addr().String()+"/v1/sellers/s/products",
+			strings.NewReader(`{"seller_sku":"A","name":"n","category_code":"c","price":1,"stock":0}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "k")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	time.Sleep(200 * time.Millisecond) // the request is waiting out its slow answer
+	began := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "--shutdown-timeout 200ms") {
+			t.Fatalf("serve returned %v, want an error naming --shutdown-timeout", err)
+		}
+		if took := time.Since(began); took > 2*time.Second {
+			t.Errorf("serve returned %s after shutdown began, want about the 200ms shutdown timeout", took)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("a slow answer held the shutdown past its timeout")
 	}
 }

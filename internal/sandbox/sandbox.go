@@ -106,6 +106,16 @@ type faults struct {
 	slowDelay        time.Duration
 }
 
+// delay is the time spent before a request is handled: the latency plus a
+// uniform draw in [0, jitter).
+func (f faults) delay() time.Duration {
+	d := f.latency
+	if f.jitter > 0 {
+		d += rand.N(f.jitter)
+	}
+	return d
+}
+
 // Server is the registration API as an http.Handler.
 type Server struct {
 	limit   int
@@ -221,21 +231,32 @@ func New(o Options) (*Server, error) {
 // GET /audit, GET /healthz and GET /metrics.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-// SetFaults changes the injected faults while the server runs. It panics on
-// a rate outside [0, 1] or a negative duration: a test asking for that has a
-// bug, and quietly clamping would hide it.
-func (s *Server) SetFaults(fail, slow, drop float64, latency, jitter time.Duration) {
-	for _, r := range []float64{fail, slow, drop} {
-		if !(r >= 0 && r <= 1) {
-			panic(fmt.Sprintf("sandbox: SetFaults rate %v is not a fraction between 0 and 1", r))
+// SetFaults changes the injected faults while the server runs (SlowDelay
+// stays as configured). A rate outside [0, 1] or a negative duration is
+// refused with an error naming it, and nothing changes.
+func (s *Server) SetFaults(fail, slow, drop float64, latency, jitter time.Duration) error {
+	var errs []error
+	for _, r := range []struct {
+		name string
+		v    float64
+	}{{"fail", fail}, {"slow", slow}, {"drop", drop}} {
+		if !(r.v >= 0 && r.v <= 1) { // also refuses NaN
+			errs = append(errs, fmt.Errorf("the %s rate is %v, it must be a fraction between 0 and 1", r.name, r.v))
 		}
 	}
-	if latency < 0 || jitter < 0 {
-		panic(fmt.Sprintf("sandbox: SetFaults latency %s and jitter %s must not be negative", latency, jitter))
+	if latency < 0 {
+		errs = append(errs, fmt.Errorf("the latency is %s, it must not be negative", latency))
+	}
+	if jitter < 0 {
+		errs = append(errs, fmt.Errorf("the jitter is %s, it must not be negative", jitter))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sandbox: faults not changed: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults.fail, s.faults.slow, s.faults.drop, s.faults.latency, s.faults.jitter = fail, slow, drop, latency, jitter
+	return nil
 }
 
 // Audit returns what the API counted for every seller it has seen.
@@ -294,11 +315,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	f := s.faults
 	s.mu.Unlock()
-	delay := f.latency
-	if f.jitter > 0 {
-		delay += rand.N(f.jitter)
-	}
-	if !sleep(ctx, delay) {
+	if !sleep(ctx, f.delay()) {
 		s.observe(ctx, start, sellerID, key, "canceled")
 		return
 	}

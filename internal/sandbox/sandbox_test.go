@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -361,7 +362,9 @@ func TestFaults(t *testing.T) {
 		if a := srv.Audit().Sellers["s"]; a != (SellerAudit{Failed: 5}) {
 			t.Fatalf("audit %+v, want only 5 failed", a)
 		}
-		srv.SetFaults(0, 0, 0, 0, 0)
+		if err := srv.SetFaults(0, 0, 0, 0, 0); err != nil {
+			t.Fatal(err)
+		}
 		// A 200 here would mean a 503 had registered the key.
 		if r := mustCall(t, c, ts.URL, "s", "k", productJSON("A")); r.status != 201 {
 			t.Fatalf("after the faults stop: status %d, want 201", r.status)
@@ -395,7 +398,9 @@ func TestFaults(t *testing.T) {
 			t.Fatalf("status %d after %v, want 201 after at least %v", r.status, took, delay)
 		}
 		// The timed-out call did register: its retry is a replay.
-		srv.SetFaults(0, 0, 0, 0, 0)
+		if err := srv.SetFaults(0, 0, 0, 0, 0); err != nil {
+			t.Fatal(err)
+		}
 		if r := mustCall(t, ts.Client(), ts.URL, "s", "k1", productJSON("A")); r.status != 200 {
 			t.Fatalf("retry of the timed-out call: status %d, want 200 (replay)", r.status)
 		}
@@ -414,6 +419,118 @@ func TestFaults(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestFaultFractions: a rate between 0 and 1 fails about that fraction of
+// requests, and exactly the failed ones leave nothing registered. The bounds
+// are five standard deviations of the binomial count either side.
+func TestFaultFractions(t *testing.T) {
+	bounds := func(n int, p float64) (lo, hi int) {
+		mean, sd := float64(n)*p, math.Sqrt(float64(n)*p*(1-p))
+		return int(mean - 5*sd), int(math.Ceil(mean + 5*sd))
+	}
+	t.Run("FailRate 0.3: about 30% answered 503", func(t *testing.T) {
+		const n, rate = 1000, 0.3
+		srv, err := New(Options{Limit: n, FailRate: rate})
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts := map[int]int{}
+		for i := range n {
+			key := "k" + strconv.Itoa(i)
+			req := httptest.NewRequest(http.MethodPost, "/v1/sellers/s/products", strings.NewReader(productJSON(key)))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", key)
+			rec := httptest.NewRecorder()
+			srv.ServeHTTP(rec, req)
+			counts[rec.Code]++
+		}
+		lo, hi := bounds(n, rate)
+		if counts[503] < lo || counts[503] > hi || counts[201] != n-counts[503] {
+			t.Fatalf("answers %v over %d requests, want %d..%d × 503 and the rest 201", counts, n, lo, hi)
+		}
+		if a := srv.Audit().Sellers["s"]; a.Failed != counts[503] || a.Accepted != counts[201] || a.Products != counts[201] {
+			t.Fatalf("audit %+v, want %d failed and %d accepted", a, counts[503], counts[201])
+		}
+	})
+	t.Run("DropRate 0.25: about 25% of connections closed", func(t *testing.T) {
+		const n, rate = 200, 0.25
+		srv, ts := start(t, Options{Limit: n, DropRate: rate})
+		// a new connection per request: net/http replays a request with an
+		// Idempotency-Key once when a reused connection drops
+		tr := &http.Transport{DisableKeepAlives: true}
+		t.Cleanup(tr.CloseIdleConnections)
+		c := &http.Client{Transport: tr}
+		dropped, registered := 0, 0
+		for i := range n {
+			key := "k" + strconv.Itoa(i)
+			r, err := call(c, ts.URL, "s", key, "", productJSON(key))
+			switch {
+			case err != nil:
+				dropped++
+			case r.status == 201:
+				registered++
+			default:
+				t.Fatalf("status %d %s", r.status, r.body)
+			}
+		}
+		lo, hi := bounds(n, rate)
+		if dropped < lo || dropped > hi {
+			t.Fatalf("%d of %d connections dropped, want %d..%d", dropped, n, lo, hi)
+		}
+		if a := srv.Audit().Sellers["s"]; a.Failed != dropped || a.Accepted != registered {
+			t.Fatalf("audit %+v, want %d failed and %d accepted", a, dropped, registered)
+		}
+	})
+}
+
+// TestJitter draws the pre-handling delay many times: every draw lies in
+// [latency, latency + jitter), and the draws spread over that range.
+func TestJitter(t *testing.T) {
+	const latency, jitter = 100 * time.Millisecond, 50 * time.Millisecond
+	f := faults{latency: latency, jitter: jitter}
+	lo, hi := time.Duration(math.MaxInt64), time.Duration(0)
+	for range 1000 {
+		d := f.delay()
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	if lo < latency || hi >= latency+jitter {
+		t.Fatalf("delays in [%s, %s], want within [%s, %s)", lo, hi, latency, latency+jitter)
+	}
+	// 1000 uniform draws all missing a quarter of the range: (3/4)^1000
+	if lo > latency+jitter/4 || hi < latency+3*jitter/4 {
+		t.Fatalf("delays in [%s, %s]: the jitter does not spread them over [%s, %s)", lo, hi, latency, latency+jitter)
+	}
+	if d := (faults{latency: latency}).delay(); d != latency {
+		t.Errorf("no jitter: delay %s, want exactly %s", d, latency)
+	}
+}
+
+func TestSetFaultsRefusesNonsense(t *testing.T) {
+	srv, ts := start(t, Options{})
+	for _, tc := range []struct {
+		name             string
+		fail, slow, drop float64
+		latency, jitter  time.Duration
+		want             string
+	}{
+		{"fail rate above 1", 1.5, 0, 0, 0, 0, "fail rate is 1.5"},
+		{"slow rate negative", 0, -0.1, 0, 0, 0, "slow rate is -0.1"},
+		{"drop rate NaN", 0, 0, math.NaN(), 0, 0, "drop rate is NaN"},
+		{"negative latency", 0, 0, 0, -time.Second, 0, "latency is -1s"},
+		{"negative jitter", 0, 0, 0, 0, -time.Second, "jitter is -1s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := srv.SetFaults(tc.fail, tc.slow, tc.drop, tc.latency, tc.jitter)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("SetFaults = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	// nothing changed: still no faults
+	if r := mustCall(t, ts.Client(), ts.URL, "s", "k", productJSON("A")); r.status != 201 {
+		t.Fatalf("after refused SetFaults: status %d, want 201", r.status)
+	}
 }
 
 func TestAuditHealthAndMetricsOverHTTP(t *testing.T) {
