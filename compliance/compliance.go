@@ -83,7 +83,15 @@ func (r *Recorder) Record(ctx context.Context, seller string, c Call) error {
 	if !c.At.IsZero() {
 		atMicros = c.At.UnixMicro()
 	}
-	member := fmt.Sprintf("%d|%s|%s|%s", c.Status, sanitize(c.Class), sanitize(c.Key), nonce())
+	// A call with its time is named by that time: recording it again after
+	// an answer was lost (the consumer retries on timeouts) rewrites the same
+	// member instead of adding a second call that could show a seller over
+	// its limit. Only a call timed by Redis itself needs a nonce.
+	id := strconv.FormatInt(atMicros, 10)
+	if atMicros == 0 {
+		id = nonce()
+	}
+	member := fmt.Sprintf("%d|%s|%s|%s", c.Status, sanitize(c.Class), sanitize(c.Key), id)
 	if err := r.script.Run(ctx, r.rdb, []string{CallsKey(seller)}, atMicros, member, r.retention.Microseconds()).Err(); err != nil {
 		return fmt.Errorf("record a call of seller %q in the compliance history: %w", seller, err)
 	}

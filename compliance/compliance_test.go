@@ -58,9 +58,15 @@ func TestRecordAndReport(t *testing.T) {
 		{At: start.Add(970 * time.Millisecond), Status: 503, Class: "transient", Key: "u:4"},
 		{At: start.Add(3 * time.Second), Status: 201, Class: "registered", Key: "u:4"},
 	}
-	for _, c := range calls {
+	for i, c := range calls {
 		if err := r.Record(ctx, "a", c); err != nil {
 			t.Fatal(err)
+		}
+		if i == 2 {
+			// The same call recorded again, as after a lost answer: one call.
+			if err := r.Record(ctx, "a", c); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	// seller b: two accepted now (At zero = Redis clock at record time), the

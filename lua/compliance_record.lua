@@ -1,9 +1,9 @@
 -- compliance_record.lua: append one registration-API call to a seller's call
 -- history and trim the history to its retention. Used by compliance.Recorder.
 --
--- KEYS[1]  bulkreg:{s:<seller>}:calls   ZSET, score = call time in µs (Redis clock), member = "<status>|<class>|<key>|<nonce>"
+-- KEYS[1]  bulkreg:{s:<seller>}:calls   ZSET, score = call time in µs (Redis clock), member = "<status>|<class>|<key>|<call µs, or a nonce when ARGV[1] is 0>"
 -- ARGV[1]  call time in µs since the Unix epoch on the Redis clock; "0" = now (redis TIME)
--- ARGV[2]  member (unique per call: the caller adds a nonce)
+-- ARGV[2]  member (one per call: recording the same call again rewrites it)
 -- ARGV[3]  retention in µs: calls older than now − retention are removed
 --
 -- Reply: the score written, as a string of µs (exact: Lua numbers would lose digits).
