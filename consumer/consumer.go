@@ -291,10 +291,16 @@ func (c *Consumer) reserve(r *row, log *slog.Logger) (slot, bool) {
 			}
 			continue
 		}
-		// Redis computed Wait at some instant between sent and now; counting
-		// from sent puts the slot at most one round trip early on this clock,
-		// which can only overstate a call's lateness, never hide it.
-		due := sent.Add(res.Wait)
+		// Redis computed Wait at some instant between sent and now. Counting
+		// from sent would call up to one round trip early, counting from now
+		// up to one round trip late; either way the calls of one seller
+		// spread by a whole round trip, which the margin must absorb. The
+		// midpoint halves that error (at most half a round trip either way).
+		// Under load a round trip is tens of milliseconds: measured with 100
+		// sellers on 2 cores, counting from sent brought 241 × 429 in 50,000
+		// calls with a 100 ms margin.
+		rtt := time.Since(sent)
+		due := sent.Add(rtt/2 + res.Wait)
 		if !sleep(ctx, time.Until(due)) {
 			if res.Admitted {
 				c.release(slot{Reservation: res})
