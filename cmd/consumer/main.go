@@ -142,7 +142,7 @@ func run(args []string, getenv func(string) string) error {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	s.consumer.Logger = log
 
-	rdb := redisClient(s.shared.RedisAddrs)
+	rdb := s.shared.RedisClient()
 	defer rdb.Close()
 	th, err := throttle.New(rdb, throttle.Policy{Limit: s.shared.Limit, Window: s.shared.Window, Margin: s.shared.Margin, MaxWait: s.maxWait})
 	if err != nil {
@@ -217,24 +217,6 @@ func healthz(health func() error, redisOK func() bool) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)
 		_ = json.NewEncoder(w).Encode(status)
-	})
-}
-
-// redisClient opens the configured Redis like config.RedisClient (one
-// address: a single node; several: a cluster), tuned for a consumer that
-// retries on its own. go-redis's defaults dial 5 times 100 ms apart and retry
-// a failed command 3 times, so every call against a dead Redis takes about
-// 2 s: the probe then cannot tell within its interval that Redis is gone, and
-// shutdown waits on slots that cannot be given back. The consumer already
-// backs off and asks again with its own bounds, so go-redis does not retry.
-func redisClient(addrs []string) redis.UniversalClient {
-	return redis.NewUniversalClient(&redis.UniversalOptions{
-		Addrs:         addrs,
-		DialTimeout:   time.Second,
-		DialerRetries: 1,
-		MaxRetries:    -1,
-		ReadTimeout:   2 * time.Second,
-		WriteTimeout:  2 * time.Second,
 	})
 }
 

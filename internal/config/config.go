@@ -201,9 +201,22 @@ func (c Config) Validate() error {
 // RedisClient opens the configured Redis: a single node for one address, a
 // cluster client for several. Scripts keep every key of one seller under one
 // hash tag, so they run unchanged on both.
+//
+// It fails fast. go-redis's defaults dial 5 times 100 ms apart and retry a
+// failed command 3 times, so every call against a dead Redis takes about
+// 2 s: a consumer's probe then cannot tell within its interval that Redis is
+// gone, and shutdown waits on slots that cannot be given back. Every caller
+// already decides for itself what a failure means (the consumer backs off
+// and asks again, the throttle gives back a slot whose answer was lost, an
+// upload fails and can be sent again under the same id), so go-redis does
+// not retry behind their backs.
 func (c Config) RedisClient() redis.UniversalClient {
-	if len(c.RedisAddrs) > 1 {
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.RedisAddrs})
-	}
-	return redis.NewClient(&redis.Options{Addr: c.RedisAddrs[0]})
+	return redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:         c.RedisAddrs,
+		DialTimeout:   time.Second,
+		DialerRetries: 1,
+		MaxRetries:    -1,
+		ReadTimeout:   2 * time.Second,
+		WriteTimeout:  2 * time.Second,
+	})
 }

@@ -1,11 +1,15 @@
 package config
 
 import (
+	"context"
 	"flag"
 	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func parse(t *testing.T, env map[string]string, args ...string) (Config, error) {
@@ -67,5 +71,37 @@ func TestBadSettingsNameTheFlag(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("env %v args %v: err = %v, want it to name %s", c.env, c.args, err, c.want)
 		}
+	}
+}
+
+// A dead Redis is reported at once, not after go-redis's own retries.
+func TestRedisClientFailsFast(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: connection refused
+	rdb := Config{RedisAddrs: []string{addr}}.RedisClient()
+	defer rdb.Close()
+	if _, ok := rdb.(*redis.Client); !ok {
+		t.Errorf("one address gave a %T, want *redis.Client", rdb)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = rdb.Ping(ctx).Err()
+	took := time.Since(start)
+	if err == nil {
+		t.Fatal("PING to a closed port answered")
+	}
+	t.Logf("PING to a closed port failed after %v: %v", took, err)
+	if took > 300*time.Millisecond {
+		t.Errorf("PING to a closed port took %v to fail, want < 300 ms (no dial or command retries inside go-redis)", took)
+	}
+	cluster := Config{RedisAddrs: []string{addr, addr}}.RedisClient()
+	defer cluster.Close()
+	if _, ok := cluster.(*redis.ClusterClient); !ok {
+		t.Errorf("two addresses gave a %T, want *redis.ClusterClient", cluster)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/consumer"
 	"github.com/bulkreg/bulkreg/excel"
+	"github.com/bulkreg/bulkreg/internal/config"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 	"github.com/bulkreg/bulkreg/producer"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
@@ -150,7 +151,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	s.stops = append(s.stops, rs.stop)
 	s.RedisAddr, s.RedisReal = rs.Addr, rs.Real
-	s.Redis = redis.NewClient(&redis.Options{Addr: rs.Addr})
+	s.Redis = s.redisClient()
 	s.stops = append(s.stops, func() { s.Redis.Close() })
 	if s.Throttle, err = throttle.New(s.Redis, throttle.Policy{Limit: o.Limit, Window: o.Window, Margin: o.Margin}); err != nil {
 		return nil, err
@@ -173,11 +174,17 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	log.Info("producer: upload service listening", "url", s.ProducerURL)
 
+	// One context for all consumers: Close ends it first, so they drain and
+	// leave the group together instead of one by one, each departure
+	// rebalancing the rest.
+	cctx, stopConsumers := context.WithCancel(context.Background())
 	for i := range o.Consumers {
-		if err := s.startConsumer(i+1, o, log); err != nil {
+		if err := s.startConsumer(cctx, i+1, o, log); err != nil {
+			stopConsumers()
 			return nil, err
 		}
 	}
+	s.stops = append(s.stops, stopConsumers)
 	log.Info("consumers started", "count", o.Consumers, "group", "bulkreg-registrar")
 	return s, nil
 }
@@ -203,7 +210,7 @@ func (s *Stack) startProducer(o Options, log *slog.Logger) error {
 		return err
 	}
 	s.stops = append(s.stops, func() { w.Close() })
-	rdb := redis.NewClient(&redis.Options{Addr: s.RedisAddr})
+	rdb := s.redisClient()
 	s.stops = append(s.stops, func() { rdb.Close() })
 	reg := prometheus.NewRegistry()
 	m := producer.NewMetrics(reg)
@@ -223,10 +230,10 @@ func (s *Stack) startProducer(o Options, log *slog.Logger) error {
 	return nil
 }
 
-// startConsumer runs one consumer with its own connections, configured as
-// cmd/consumer configures itself from the same settings.
-func (s *Stack) startConsumer(n int, o Options, log *slog.Logger) error {
-	rdb := redis.NewClient(&redis.Options{Addr: s.RedisAddr})
+// startConsumer runs one consumer until ctx ends, with its own connections,
+// configured as cmd/consumer configures itself from the same settings.
+func (s *Stack) startConsumer(ctx context.Context, n int, o Options, log *slog.Logger) error {
+	rdb := s.redisClient()
 	th, err := throttle.New(rdb, throttle.Policy{Limit: o.Limit, Window: o.Window, Margin: o.Margin, MaxWait: o.SessionTimeout})
 	if err != nil {
 		rdb.Close()
@@ -257,11 +264,9 @@ func (s *Stack) startConsumer(n int, o Options, log *slog.Logger) error {
 		rdb.Close()
 		return err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	s.stops = append(s.stops, func() {
-		cancel()
 		select {
 		case err := <-done:
 			if err != nil && !errors.Is(err, context.Canceled) {
@@ -274,6 +279,12 @@ func (s *Stack) startConsumer(n int, o Options, log *slog.Logger) error {
 		rdb.Close()
 	})
 	return nil
+}
+
+// redisClient opens one more connection pool to the stack's Redis, with the
+// settings every bulkreg command uses.
+func (s *Stack) redisClient() redis.UniversalClient {
+	return config.Config{RedisAddrs: []string{s.RedisAddr}}.RedisClient()
 }
 
 // Close stops every part, the last started first.
