@@ -57,7 +57,7 @@ func (o Outcome) OK() error {
 		if a.RateLimited > 0 {
 			problems = append(problems, fmt.Sprintf("%s: the registry answered %d × 429", seller, a.RateLimited))
 		}
-		if a.Exceeded || a.MaxInWindow > o.Audit.Limit {
+		if a.Exceeded {
 			problems = append(problems, fmt.Sprintf("%s: the registry saw %d registrations in one window (limit %d)", seller, a.MaxInWindow, o.Audit.Limit))
 		}
 	}
@@ -148,10 +148,13 @@ func (s *Stack) printProgress(ctx context.Context, out io.Writer, elapsed time.D
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	for _, st := range statuses {
 		var window string
-		if p, err := s.Throttle.Peek(ctx, st.SellerID); err == nil {
-			window = fmt.Sprintf("%3d/%d in window", p.InWindow, s.Options.Limit)
-			if wait := p.NextFree.Sub(p.Now); wait > 0 {
-				window += fmt.Sprintf(", next slot in %4.1fs", wait.Seconds())
+		if s.RedisReal {
+			window = "?"
+			if p, err := s.Throttle.Peek(ctx, st.SellerID); err == nil {
+				window = fmt.Sprintf("%3d/%d in window", p.InWindow, s.Options.Limit)
+				if wait := p.NextFree.Sub(p.Now); wait > 0 {
+					window += fmt.Sprintf(", next slot in %4.1fs", wait.Seconds())
+				}
 			}
 		} else {
 			// The in-process stand-in cannot run the read-only peek script
