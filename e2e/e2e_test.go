@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -251,20 +250,18 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	// SIGTERM: every consumer leaves the group and exits 0 promptly.
-	if runtime.GOOS != "windows" {
-		for _, c := range consumers {
-			_ = c.cmd.Process.Signal(syscall.SIGTERM)
-		}
-		for _, c := range consumers {
-			select {
-			case err := <-c.done:
-				c.done <- err // for the cleanup
-				if err != nil {
-					t.Errorf("%s exited with %v after SIGTERM", c.name, err)
-				}
-			case <-time.After(20 * time.Second):
-				t.Errorf("%s did not exit within 20 s of SIGTERM", c.name)
+	for _, c := range consumers {
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, c := range consumers {
+		select {
+		case err := <-c.done:
+			c.done <- err // for the cleanup
+			if err != nil {
+				t.Errorf("%s exited with %v after SIGTERM", c.name, err)
 			}
+		case <-time.After(20 * time.Second):
+			t.Errorf("%s did not exit within 20 s of SIGTERM", c.name)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -105,10 +106,7 @@ func TestHelp(t *testing.T) {
 // TestServeShutsDown serves on a free port, answers /healthz, and on
 // shutdown finishes an answer in progress before returning nil.
 func TestServeShutsDown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln, posted := listenSeeingPosts(t)
 	base := "http://" + ln.Addr().String()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -144,7 +142,7 @@ func TestServeShutsDown(t *testing.T) {
 		resp.Body.Close()
 		answered <- resp.StatusCode
 	}()
-	time.Sleep(latency / 5) // the request is in the handler
+	<-posted // the registration has reached the server: it is in progress
 	began := time.Now()
 	cancel()
 	select {
@@ -169,10 +167,7 @@ func TestServeShutsDown(t *testing.T) {
 // TestShutdownTimeoutCutsOffSlowAnswers: an answer slower than
 // --shutdown-timeout does not hold the process; serve says so.
 func TestShutdownTimeoutCutsOffSlowAnswers(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln, posted := listenSeeingPosts(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	tm := defaultTimeouts()
@@ -190,7 +185,7 @@ func TestShutdownTimeoutCutsOffSlowAnswers(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	time.Sleep(200 * time.Millisecond) // the request is waiting out its slow answer
+	<-posted // the registration has reached the server and waits out its slow answer
 	began := time.Now()
 	cancel()
 	select {
@@ -204,4 +199,44 @@ func TestShutdownTimeoutCutsOffSlowAnswers(t *testing.T) {
 	case <-time.After(3 * time.Second):
 		t.Fatal("a slow answer held the shutdown past its timeout")
 	}
+}
+
+// listenSeeingPosts listens on a free port; the channel closes once the
+// server has read the start of a POST, so a test knows a request is in
+// progress instead of sleeping and hoping it is.
+func listenSeeingPosts(t *testing.T) (net.Listener, <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &postListener{Listener: ln, posted: make(chan struct{})}
+	return l, l.posted
+}
+
+type postListener struct {
+	net.Listener
+	posted chan struct{}
+	once   sync.Once
+}
+
+func (l *postListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &postConn{Conn: c, l: l}, nil
+}
+
+type postConn struct {
+	net.Conn
+	l *postListener
+}
+
+func (c *postConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if bytes.HasPrefix(p[:n], []byte("POST ")) {
+		c.l.once.Do(func() { close(c.l.posted) })
+	}
+	return n, err
 }
