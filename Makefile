@@ -26,12 +26,18 @@ test: deps
 	$(GO) test -count=1 -timeout 9m ./...
 	$(MAKE) fuzz
 
+# A bare "context deadline exceeded" with no failing input written is Go's own
+# fuzz coordinator racing its -fuzztime deadline (golang/go#75804, fixed in
+# Go 1.27), not a finding; anything else fails the run.
 fuzz:
 	@for file in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \
 		dir=$$(dirname $$file); \
 		for fn in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$file); do \
 			echo "fuzz $$dir $$fn ($(FUZZTIME))"; \
-			out=$$($(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 10x $$dir 2>&1) || { echo "$$out"; exit 1; }; \
+			out=$$($(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 10x $$dir 2>&1) && continue; \
+			if echo "$$out" | grep -qx '    context deadline exceeded' && ! echo "$$out" | grep -q 'Failing input written'; then \
+				echo "  $$fn: the fuzz coordinator hit its own deadline (golang/go#75804), no failing input: not a finding"; \
+			else echo "$$out"; exit 1; fi; \
 		done; \
 	done
 
