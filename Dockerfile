@@ -5,7 +5,8 @@
 # build, one scan and one tag to roll out for the whole system.
 #
 #   docker build -t bulkreg:local .
-#   docker run --rm bulkreg:local consumer -h
+#   docker run --rm bulkreg:local producer help        # the subcommands
+#   docker run --rm -e BULKREG_KAFKA_BROKERS=... bulkreg:local   # a consumer
 
 ARG GO_VERSION=1.26
 
@@ -40,5 +41,7 @@ COPY --from=build /out/producer /out/consumer /out/registry-sandbox /usr/local/b
 USER 65532:65532
 # producer serve (HTTP uploads), consumer /metrics + /healthz, registry-sandbox.
 EXPOSE 8080 9464 8081
-# No ENTRYPOINT: `docker run IMAGE consumer` or `... producer serve`.
-CMD ["consumer", "-h"]
+# No ENTRYPOINT: `docker run IMAGE consumer` or `... producer serve`. The
+# default runs a consumer configured by its BULKREG_* environment, the most
+# replicated service; it never prints settings, and -h masks every secret.
+CMD ["consumer"]

@@ -6,14 +6,20 @@ FUZZTIME ?= 5s
 .PHONY: test demo deps build lint fuzz bench
 
 # deps installs the outside programs the tests start for real: redis-server
-# (Redis and Redis Cluster in tests) and kcat (an independent Kafka client
-# that reads what the producer published).
+# (Redis and Redis Cluster in tests), kcat (an independent Kafka client
+# that reads what the producer published), promtool (Debian's prometheus
+# package: the alert rules' unit tests) and chromium (headless, driven by
+# the seller pages' browser tests), with a Korean font for their screenshots.
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
 	command -v redis-benchmark >/dev/null 2>&1 || missing="$$missing redis-tools"; \
 	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
+	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v redis-sentinel >/dev/null 2>&1 || missing="$$missing redis-sentinel"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	[ -d /usr/share/fonts/truetype/nanum ] || missing="$$missing fonts-nanum"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \

@@ -6,6 +6,8 @@
 package bulkreg
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,6 +44,18 @@ type Product struct {
 	ShippingFee  int64  `json:"shipping_fee"`
 }
 
+// ContentHash is a canonical hash of the product as the registration API
+// receives it: the SHA-256 of its JSON body (fields in the order of Product,
+// empty optional fields left out exactly as they are on the wire), cut to 128
+// bits and written as 32 hex digits. The SKU ledger compares it to tell a
+// re-upload of the same product from a changed one; 128 bits make a false
+// "same" between two versions of one SKU practically impossible.
+func (p Product) ContentHash() string {
+	b, _ := json.Marshal(p) // cannot fail: strings and integers only
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
 // Message is the value of one Kafka message: one row of one upload. The key
 // of the Kafka message is SellerID, so one seller's rows stay on one partition.
 type Message struct {
@@ -73,6 +87,41 @@ func NewMessage(uploadID, sellerID string, row int, p Product, enqueuedAt time.T
 	}
 }
 
+// MaxSellerIDLen is the longest seller id bulkreg accepts.
+const MaxSellerIDLen = 64
+
+// ErrBadSellerID marks a seller id outside the one format bulkreg accepts.
+var ErrBadSellerID = errors.New("bad seller id")
+
+// ValidSellerID checks a seller id against the one format bulkreg accepts
+// everywhere: 1 to 64 of the characters A-Z, a-z, 0-9, "_" and "-". The id
+// becomes part of Redis keys, a path segment of the registration URL and a
+// column of text reports, so a "..", a "/" or a line break in it would
+// change what those mean; the format leaves nothing to escape.
+func ValidSellerID(id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: it is empty", ErrBadSellerID)
+	}
+	if len(id) > MaxSellerIDLen {
+		return fmt.Errorf("%w: it has %d characters, at most %d are allowed", ErrBadSellerID, len(id), MaxSellerIDLen)
+	}
+	for i, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: %s holds %q at byte %d; only A-Z, a-z, 0-9, _ and - are allowed", ErrBadSellerID, quoteShort(id), c, i+1)
+		}
+	}
+	return nil
+}
+
+// quoteShort quotes an id for an error message, cut so a huge value does not
+// make a huge message.
+func quoteShort(s string) string {
+	if len(s) > MaxSellerIDLen {
+		return strconv.Quote(s[:MaxSellerIDLen]) + "…"
+	}
+	return strconv.Quote(s)
+}
+
 // ErrBadMessage marks a message that can never be processed, however often it
 // is retried: it belongs in the dead-letter topic at once.
 var ErrBadMessage = errors.New("bad message")
@@ -92,10 +141,28 @@ func DecodeMessage(value []byte) (Message, error) {
 		return Message{}, fmt.Errorf("%w: field upload_id is empty", ErrBadMessage)
 	case m.SellerID == "":
 		return Message{}, fmt.Errorf("%w: field seller_id is empty", ErrBadMessage)
+	case ValidSellerID(m.SellerID) != nil:
+		return Message{}, fmt.Errorf("%w: field seller_id: %w", ErrBadMessage, ValidSellerID(m.SellerID))
 	case m.Row < 1:
 		return Message{}, fmt.Errorf("%w: field row is %d, rows start at 1", ErrBadMessage, m.Row)
 	case m.IdempotencyKey != IdempotencyKey(m.UploadID, m.Row):
 		return Message{}, fmt.Errorf("%w: field idempotency_key is %q, want %q", ErrBadMessage, m.IdempotencyKey, IdempotencyKey(m.UploadID, m.Row))
+	}
+	return m, nil
+}
+
+// DecodeRecord parses a Kafka message of the rows topic: its key and its
+// value. The key is the seller id (it picks the partition), and the value
+// names the seller too; when they differ the message is one seller's rows
+// routed as another's, or a forgery, and registering it under either seller
+// would be wrong. Every error wraps ErrBadMessage.
+func DecodeRecord(key, value []byte) (Message, error) {
+	m, err := DecodeMessage(value)
+	if err != nil {
+		return Message{}, err
+	}
+	if string(key) != m.SellerID {
+		return Message{}, fmt.Errorf("%w: the message key names seller %q but field seller_id is %q; a row belongs to one seller", ErrBadMessage, key, m.SellerID)
 	}
 	return m, nil
 }

@@ -62,8 +62,107 @@ func FuzzDecodeMessage(f *testing.F) {
 			}
 			return
 		}
-		if m.IdempotencyKey != IdempotencyKey(m.UploadID, m.Row) || m.Row < 1 || m.SellerID == "" {
+		if m.IdempotencyKey != IdempotencyKey(m.UploadID, m.Row) || m.Row < 1 || ValidSellerID(m.SellerID) != nil {
 			t.Fatalf("accepted an inconsistent message %+v", m)
 		}
 	})
+}
+
+func TestDecodeRecordKeyMustNameTheSeller(t *testing.T) {
+	v, err := json.Marshal(NewMessage("up1", "seller-a", 3, Product{SellerSKU: "A-1"}, time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		key  string
+		ok   bool
+	}{
+		{"same seller", "seller-a", true},
+		{"other seller", "seller-b", false},
+		{"no key", "", false},
+		{"prefix of the seller", "seller-", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m, err := DecodeRecord([]byte(c.key), v)
+			if c.ok {
+				if err != nil || m.SellerID != "seller-a" {
+					t.Fatalf("DecodeRecord = %+v, %v; want seller-a's row", m, err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrBadMessage) {
+				t.Fatalf("err = %v, want ErrBadMessage", err)
+			}
+			if !strings.Contains(err.Error(), "seller_id") || !strings.Contains(err.Error(), `"`+c.key+`"`) {
+				t.Errorf("err %q does not name the key %q and the field seller_id", err, c.key)
+			}
+		})
+	}
+	if _, err := DecodeRecord([]byte("seller-a"), []byte("{")); !errors.Is(err, ErrBadMessage) {
+		t.Errorf("a bad value with a good key: err = %v, want ErrBadMessage", err)
+	}
+}
+
+func TestContentHash(t *testing.T) {
+	base := Product{SellerSKU: "A-1", Name: "Mug", CategoryCode: "50000001", Price: 12000, Stock: 10, Brand: "B", ImageURL: "https://x/1.jpg", Description: "d", ShippingFee: 3000}
+	h := base.ContentHash()
+	if len(h) != 32 {
+		t.Fatalf("hash %q has %d characters, want 32 hex digits", h, len(h))
+	}
+	if base.ContentHash() != h {
+		t.Fatal("the hash of one product differs between two calls")
+	}
+	// Every field the API receives changes the hash.
+	changes := map[string]func(p *Product){
+		"seller_sku": func(p *Product) { p.SellerSKU = "A-2" }, "name": func(p *Product) { p.Name = "Cup" },
+		"category_code": func(p *Product) { p.CategoryCode = "50000002" }, "price": func(p *Product) { p.Price = 12001 },
+		"stock": func(p *Product) { p.Stock = 11 }, "brand": func(p *Product) { p.Brand = "" },
+		"image_url": func(p *Product) { p.ImageURL = "https://x/2.jpg" }, "description": func(p *Product) { p.Description = "e" },
+		"shipping_fee": func(p *Product) { p.ShippingFee = 0 },
+	}
+	for field, change := range changes {
+		p := base
+		change(&p)
+		if p.ContentHash() == h {
+			t.Errorf("changing %s leaves the hash unchanged", field)
+		}
+	}
+}
+
+func TestValidSellerID(t *testing.T) {
+	ok := []string{"s1", "seller-a", "SELLER_B", "a", strings.Repeat("x", MaxSellerIDLen), "0-9_AZaz"}
+	for _, id := range ok {
+		if err := ValidSellerID(id); err != nil {
+			t.Errorf("ValidSellerID(%q) = %v, want nil", id, err)
+		}
+	}
+	bad := []string{"", "..", "a/b", "a\nb", "seller a", "a.b", "판매자", "a%2Fb", strings.Repeat("x", MaxSellerIDLen+1), "a\x00"}
+	for _, id := range bad {
+		err := ValidSellerID(id)
+		if !errors.Is(err, ErrBadSellerID) {
+			t.Errorf("ValidSellerID(%q) = %v, want ErrBadSellerID", id, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "\n") {
+			t.Errorf("ValidSellerID(%q): the message %q holds a raw line break", id, err)
+		}
+	}
+}
+
+// A message naming a seller outside the format is a bad message: the
+// consumer dead-letters it instead of building a Redis key or a registry
+// URL from it.
+func TestDecodeMessageRefusesBadSellerIDs(t *testing.T) {
+	for _, id := range []string{"..", "a/b", "a\nb"} {
+		b, err := json.Marshal(NewMessage("u", id, 1, Product{}, time.Now()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = DecodeMessage(b)
+		if !errors.Is(err, ErrBadMessage) || !errors.Is(err, ErrBadSellerID) {
+			t.Errorf("seller %q: err = %v, want ErrBadMessage wrapping ErrBadSellerID", id, err)
+		}
+	}
 }

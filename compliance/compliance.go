@@ -7,6 +7,13 @@
 // Keys: bulkreg:{s:<seller>}:calls (ZSET, score = call time in µs on the Redis
 // clock, bounded retention) and bulkreg:compliance:sellers (SET of the sellers
 // with a history).
+//
+// A history lives in Redis, and Redis can lose it (a restart without
+// persistence, FLUSHALL, a failover to a replica that missed the last writes).
+// The report does not claim compliance for what it cannot see: the throttle's
+// marker of each seller's hash slot (throttle.Markers) says since when the
+// data there is whole, and a seller whose history does not cover the whole
+// retention says so (SellerReport.Uncovered).
 package compliance
 
 import (
@@ -23,7 +30,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkreg/bulkreg/internal/redisfail"
 	"github.com/bulkreg/bulkreg/lua"
+	"github.com/bulkreg/bulkreg/throttle"
 )
 
 // DefaultRetention is how long a call stays in a seller's history: the
@@ -60,6 +69,8 @@ type Recorder struct {
 
 	mu    sync.Mutex
 	added map[string]time.Time // sellers added to SellersKey by this recorder, and when
+
+	markers func() *throttle.Markers // computed on the first report
 }
 
 // sellerRefresh is how often a recorder adds a seller it already added to
@@ -71,7 +82,8 @@ func NewRecorder(rdb redis.UniversalClient, retention time.Duration) *Recorder {
 	if retention <= 0 {
 		retention = DefaultRetention
 	}
-	return &Recorder{rdb: rdb, retention: retention, script: redis.NewScript(lua.Script("compliance_record.lua")), added: map[string]time.Time{}}
+	return &Recorder{rdb: rdb, retention: retention, script: redis.NewScript(lua.Script("compliance_record.lua")), added: map[string]time.Time{},
+		markers: sync.OnceValue(throttle.NewMarkers)}
 }
 
 // Record appends c to the seller's history and trims it to the retention.
@@ -92,20 +104,23 @@ func (r *Recorder) Record(ctx context.Context, seller string, c Call) error {
 		id = nonce()
 	}
 	member := fmt.Sprintf("%d|%s|%s|%s", c.Status, sanitize(c.Class), sanitize(c.Key), id)
-	if err := r.script.Run(ctx, r.rdb, []string{CallsKey(seller)}, atMicros, member, r.retention.Microseconds()).Err(); err != nil {
-		return fmt.Errorf("record a call of seller %q in the compliance history: %w", seller, err)
+	v, err := r.script.Run(ctx, r.rdb, []string{CallsKey(seller)}, atMicros, member, r.retention.Microseconds()).Slice()
+	if err != nil {
+		return fmt.Errorf("record a call of seller %q in the compliance history: %w", seller, redisfail.Wrap(err))
 	}
 	// A separate command: the set is not under the seller's hash tag, and a
 	// script may only touch one cluster slot. Sent once a minute per seller,
-	// not once per call.
+	// not once per call, and at once when the history was new: after Redis
+	// lost its data the seller must not wait a minute to be listed again.
+	isNew := len(v) == 2 && v[1] == int64(1)
 	r.mu.Lock()
 	last, ok := r.added[seller]
 	r.mu.Unlock()
-	if ok && time.Since(last) < sellerRefresh {
+	if ok && time.Since(last) < sellerRefresh && !isNew {
 		return nil
 	}
 	if err := r.rdb.SAdd(ctx, SellersKey, seller).Err(); err != nil {
-		return fmt.Errorf("add seller %q to the compliance sellers: %w", seller, err)
+		return fmt.Errorf("add seller %q to the compliance sellers: %w", seller, redisfail.Wrap(err))
 	}
 	r.mu.Lock()
 	if len(r.added) > 100_000 {
@@ -145,7 +160,28 @@ type SellerReport struct {
 	// First and Last are the first and last call in the history.
 	First time.Time `json:"first"`
 	Last  time.Time `json:"last"`
+	// Uncovered is the part of the report's period this seller's history
+	// cannot vouch for, because Redis lost (or may have lost) the seller's
+	// data; nil when the history covers the whole retention. The counts
+	// above are of the calls the history holds: none of them speaks for the
+	// gap.
+	Uncovered *Gap `json:"uncovered,omitempty"`
 }
+
+// Gap is a period a history does not cover.
+type Gap struct {
+	From time.Time `json:"from"` // the start of the report's period (At − Retention)
+	To   time.Time `json:"to"`   // the history is whole from here on (Redis clock)
+	// Cause is the marker's cause (throttle.CauseMissing,
+	// throttle.CauseNewServer), or "unknown" when Redis holds no marker.
+	Cause  string `json:"cause"`
+	Reason string `json:"reason"` // in words, for the operator
+}
+
+// CauseUnknown is a Gap's cause when Redis holds no marker for the data's
+// hash slot: it lost the data and nothing wrote there since, or it was never
+// initialised.
+const CauseUnknown = "unknown"
 
 // Report is the compliance report of every seller with a history.
 type Report struct {
@@ -155,6 +191,14 @@ type Report struct {
 	Retention time.Duration  `json:"retention_ns"`
 	Sellers   []SellerReport `json:"sellers"` // by seller id
 	Exceeded  bool           `json:"exceeded"`
+	// Complete: every history, and the list of sellers itself, covers the
+	// whole retention. When false, Exceeded only speaks for the calls the
+	// histories hold: see each seller's Uncovered and SellersUncovered.
+	Complete bool `json:"complete"`
+	// SellersUncovered is set when the list of sellers with a history
+	// (SellersKey) may miss sellers: a seller whose history survived
+	// elsewhere on Redis Cluster but who made no call since is not listed.
+	SellersUncovered *Gap `json:"sellers_uncovered,omitempty"`
 }
 
 // Report computes, for every seller, the counts above against limit calls per
@@ -165,15 +209,28 @@ func (r *Recorder) Report(ctx context.Context, limit int, window time.Duration) 
 	}
 	now, err := r.rdb.Time(ctx).Result()
 	if err != nil {
-		return Report{}, fmt.Errorf("compliance report: read the Redis clock: %w", err)
+		return Report{}, fmt.Errorf("compliance report: read the Redis clock: %w", redisfail.Wrap(err))
 	}
 	sellers, err := r.rdb.SMembers(ctx, SellersKey).Result()
 	if err != nil {
-		return Report{}, fmt.Errorf("compliance report: list the sellers: %w", err)
+		return Report{}, fmt.Errorf("compliance report: list the sellers: %w", redisfail.Wrap(err))
 	}
 	slices.Sort(sellers)
-	rep := Report{At: now, Limit: limit, Window: window, Retention: r.retention}
+	rep := Report{At: now, Limit: limit, Window: window, Retention: r.retention, Complete: true}
+	keys := []string{SellersKey}
 	for _, seller := range sellers {
+		keys = append(keys, CallsKey(seller))
+	}
+	markers, err := r.markers().Read(ctx, r.rdb, keys...)
+	if err != nil {
+		return Report{}, fmt.Errorf("compliance report: %w", err)
+	}
+	from := now.Add(-r.retention)
+	if g := gap(markers[0], from, now); g != nil {
+		g.Reason = "the list of sellers with a history: " + g.Reason + "; a seller who made no call since is missing from this report"
+		rep.SellersUncovered, rep.Complete = g, false
+	}
+	for i, seller := range sellers {
 		calls, err := r.history(ctx, seller, now)
 		if err != nil {
 			return Report{}, err
@@ -181,22 +238,42 @@ func (r *Recorder) Report(ctx context.Context, limit int, window time.Duration) 
 		if len(calls) == 0 {
 			// The history expired: forget the seller so the set stays bounded.
 			if err := r.rdb.SRem(ctx, SellersKey, seller).Err(); err != nil {
-				return Report{}, fmt.Errorf("compliance report: drop seller %q with an expired history: %w", seller, err)
+				return Report{}, fmt.Errorf("compliance report: drop seller %q with an expired history: %w", seller, redisfail.Wrap(err))
 			}
 			continue
 		}
 		sr := summarize(seller, calls, limit, window, now)
+		sr.Uncovered = gap(markers[i+1], from, now)
+		rep.Complete = rep.Complete && sr.Uncovered == nil
 		rep.Exceeded = rep.Exceeded || sr.Exceeded
 		rep.Sellers = append(rep.Sellers, sr)
 	}
 	return rep, nil
 }
 
+// gap is the part of [from, now] that data in the hash slot of marker m
+// does not cover; nil when it covers all of it.
+func gap(m throttle.Marker, from, now time.Time) *Gap {
+	switch {
+	case !m.Found:
+		return &Gap{From: from, To: now, Cause: CauseUnknown,
+			Reason: "Redis holds no marker for this data's hash slot: it lost the data and no consumer has reserved a slot there since, or it was never initialised (producer redis-init); nothing in the period can be vouched for"}
+	case m.Cause == throttle.CauseInit || !m.Since.After(from):
+		return nil
+	case m.Cause == throttle.CauseNewServer:
+		return &Gap{From: from, To: m.Since, Cause: m.Cause,
+			Reason: fmt.Sprintf("at %s the data came from another redis-server process (a restart from disk or a failover), which may have missed the last writes before it; calls before then may be missing", m.Since.UTC().Format(time.RFC3339))}
+	default:
+		return &Gap{From: from, To: m.Since, Cause: m.Cause,
+			Reason: fmt.Sprintf("Redis had lost this data when a consumer found it at %s (a restart without persistence, FLUSHALL, or a failover to a replica that had not received it); calls before then are missing", m.Since.UTC().Format(time.RFC3339))}
+	}
+}
+
 // History returns a seller's retained calls, oldest first.
 func (r *Recorder) History(ctx context.Context, seller string) ([]Call, error) {
 	now, err := r.rdb.Time(ctx).Result()
 	if err != nil {
-		return nil, fmt.Errorf("read the Redis clock: %w", err)
+		return nil, fmt.Errorf("read the Redis clock: %w", redisfail.Wrap(err))
 	}
 	return r.history(ctx, seller, now)
 }
@@ -205,7 +282,7 @@ func (r *Recorder) history(ctx context.Context, seller string, now time.Time) ([
 	min := strconv.FormatInt(now.Add(-r.retention).UnixMicro(), 10)
 	zs, err := r.rdb.ZRangeByScoreWithScores(ctx, CallsKey(seller), &redis.ZRangeBy{Min: min, Max: "+inf"}).Result()
 	if err != nil {
-		return nil, fmt.Errorf("read the call history of seller %q: %w", seller, err)
+		return nil, fmt.Errorf("read the call history of seller %q: %w", seller, redisfail.Wrap(err))
 	}
 	calls := make([]Call, 0, len(zs))
 	for _, z := range zs {

@@ -4,20 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
-	"strings"
+	"math/rand/v2"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/compliance"
+	"github.com/bulkreg/bulkreg/internal/redisfail"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
@@ -32,6 +29,13 @@ type Throttle interface {
 	Reserve(ctx context.Context, seller string) (throttle.Reservation, error)
 	Release(ctx context.Context, r throttle.Reservation) error
 	Block(ctx context.Context, seller string, retryAfter time.Duration) error
+	// Check tells, shortly before the call, whether a slot may still be
+	// used: not when the Redis that granted it has since lost the seller's
+	// state (its epoch), so others may hold the same place in the window.
+	Check(ctx context.Context, r throttle.Reservation) (throttle.SlotCheck, error)
+	// Policy is the throttle's policy: the consumer's defaults derive from
+	// it (Config.WithDefaults).
+	Policy() throttle.Policy
 }
 
 // Registry is the registration API (*registryclient.Client).
@@ -62,6 +66,9 @@ type Deps struct {
 	Status   StatusRecorder
 	Calls    CallRecorder
 	Retry    BackOffPolicy
+	// Ledger is the SKU ledger (consumer/ledger.go); nil registers every row
+	// without it (tests of other steps). The commands always set it.
+	Ledger Ledger
 	// PingRedis tells whether Redis answers (redis.UniversalClient.Ping).
 	PingRedis func(context.Context) error
 	// DeadLetters receives rows that will not be registered; nil writes them
@@ -69,6 +76,9 @@ type Deps struct {
 	DeadLetters DeadLetterWriter
 	// Registerer receives the metrics; nil means a private registry.
 	Registerer prometheus.Registerer
+	// Circuit is the fleet-wide circuit breaker (consumer/circuit.go); nil
+	// calls without one (tests of other steps). The commands always set it.
+	Circuit Breaker
 }
 
 // Consumer registers the rows of the rows topic.
@@ -83,17 +93,23 @@ type Consumer struct {
 	dlq   DeadLetterWriter
 	close func() error
 	calls chan struct{} // one token per registry call in progress
+	warm  *warmth
+	turn  *probeTurn // one row at a time goes for the circuit's probe
 
 	running atomic.Bool
 }
 
 // New checks cfg and deps and builds a consumer; Run starts it.
 func New(cfg Config, deps Deps) (*Consumer, error) {
-	if err := cfg.validate(); err != nil {
+	if deps.Throttle == nil {
+		return nil, errors.New("consumer: the throttle is required")
+	}
+	if err := cfg.validate(deps.Throttle.Policy()); err != nil {
 		return nil, fmt.Errorf("consumer settings: %w", err)
 	}
-	if deps.Throttle == nil || deps.Registry == nil || deps.Status == nil || deps.Calls == nil || deps.Retry == nil || deps.PingRedis == nil {
-		return nil, errors.New("consumer: the throttle, registry, status recorder, call recorder, retry policy and Redis ping are all required")
+	cfg = cfg.WithDefaults(deps.Throttle.Policy())
+	if deps.Registry == nil || deps.Status == nil || deps.Calls == nil || deps.Retry == nil || deps.PingRedis == nil {
+		return nil, errors.New("consumer: the registry, status recorder, call recorder, retry policy and Redis ping are all required")
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -103,7 +119,7 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	c := &Consumer{cfg: cfg, deps: deps, log: log, dlq: deps.DeadLetters, close: func() error { return nil }, calls: make(chan struct{}, cfg.MaxConcurrentCalls)}
+	c := &Consumer{cfg: cfg, deps: deps, log: log, dlq: deps.DeadLetters, close: func() error { return nil }, calls: make(chan struct{}, cfg.MaxConcurrentCalls), warm: &warmth{}, turn: newProbeTurn()}
 	c.m = newMetrics(reg, func() float64 {
 		if t := c.group.oldestUnfinished(); !t.IsZero() {
 			return time.Since(t).Seconds()
@@ -111,11 +127,12 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 		return 0
 	})
 	if c.dlq == nil {
-		w := newKafkaDLQ(cfg.Brokers, bulkreg.DLQTopic(cfg.Topic))
+		w := newKafkaDLQ(cfg.Brokers, bulkreg.DLQTopic(cfg.Topic), cfg.KafkaTransport)
 		c.dlq, c.close = w, w.Close
 	}
 	c.group = newGroup(cfg, log, c.m)
 	c.group.handle = c.dispatch
+	c.group.ready = c.readyToRead
 	c.group.revoked = func(p *partition) {
 		for _, r := range c.lanes.purge(func(r *row) bool { return r.part == p }) {
 			r.giveBack()
@@ -124,6 +141,12 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 	c.lanes = newLanes(cfg.SellerConcurrency, c.process,
 		func(d int) { c.m.waiting.Add(float64(d)) }, func(d int) { c.m.activeSellers.Add(float64(d)) })
 	c.redis = newRedisGate(deps.PingRedis, cfg.RedisProbeInterval, log, c.m.redisDown.Inc)
+	if err := reg.Register(newBacklogCollector(c)); err != nil {
+		return nil, fmt.Errorf("consumer: register the backlog metrics: %w", err)
+	}
+	if err := registerCircuit(reg, deps.Circuit); err != nil {
+		return nil, fmt.Errorf("consumer: register the circuit breaker's metrics: %w", err)
+	}
 	return c, nil
 }
 
@@ -136,6 +159,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	probeCtx, stopProbe := context.WithCancel(context.Background())
 	defer stopProbe()
 	go c.redis.run(probeCtx)
+	if w, ok := c.deps.Registry.(Warmer); ok && c.cfg.KeepWarm > 0 {
+		go c.keepWarm(probeCtx, w)
+	}
 	err := c.group.run(ctx)
 	if cerr := c.close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close the dead-letter writer: %w", cerr)
@@ -158,7 +184,7 @@ func (c *Consumer) RedisHealthy() bool { return c.redis.healthy() }
 // seller's lane; a message that cannot be decoded goes to the dead-letter
 // topic at once.
 func (c *Consumer) dispatch(r *row) {
-	m, err := bulkreg.DecodeMessage(r.msg.Value)
+	m, err := bulkreg.DecodeRecord(r.msg.Key, r.msg.Value) // key and value must name one seller
 	if err != nil {
 		c.log.Error("undecodable message: sending it to the dead-letter topic",
 			"partition", r.msg.Partition, "offset", r.msg.Offset, "err", err)
@@ -173,22 +199,52 @@ func (c *Consumer) dispatch(r *row) {
 // record → finished. It runs in the seller's lane.
 func (c *Consumer) process(r *row) {
 	m := r.m
-	log := c.log.With("seller", m.SellerID, "upload", m.UploadID, "row", m.Row, "partition", r.msg.Partition, "offset", r.msg.Offset)
+	log := c.log.With("seller", m.SellerID, "upload_id", m.UploadID, "row", m.Row, "partition", r.msg.Partition, "offset", r.msg.Offset)
 	if r.ctx().Err() != nil { // the partition was revoked while the row sat in its lane
 		r.giveBack()
 		return
 	}
-	retry := c.deps.Retry.NewBackOff()
+	// The retry budget starts at the first transient failure: time spent
+	// waiting for slots, for Redis or behind a 429 is not a failure.
+	var retry backoff.BackOff
 	var missed backoff.BackOff
 	var attempts, rateLimited int
 	var firstFailure time.Time
+	// ── SKU ledger (consumer/ledger.go): claim before each slot, settle at the end.
+	sku := c.newSKUClaim(r, log)
+	defer sku.settle()
+	// ── circuit breaker (consumer/circuit.go): wait while the API is down for everyone.
+	cb := c.newRowCircuit(r, log)
+	defer cb.done()
 	for {
+		if !sku.claim() {
+			return
+		}
+		// ── end SKU ledger
+		met, ok := cb.wait()
+		if !ok {
+			r.giveBack()
+			return
+		}
+		if met {
+			// The row met an outage: its failures so far were the
+			// outage's, and the wait may have outlasted its SKU claim.
+			retry = nil
+			if !sku.claim() {
+				return
+			}
+		}
+		// ── end circuit breaker
 		slot, ok := c.reserve(r, log)
 		if !ok {
 			r.giveBack()
 			return
 		}
-		res, made := c.call(r, slot, log)
+		res, made := c.call(r, slot, cb, log)
+		cb.done()
+		if !made && cb.refused {
+			continue // the circuit refused the call: no attempt spent, back to waiting for it
+		}
 		if !made {
 			// The slot went by before a call could start: more rows are due
 			// now than this consumer can call. Back off (jittered, growing)
@@ -209,11 +265,11 @@ func (c *Consumer) process(r *row) {
 		}
 		switch res.Class {
 		case registryclient.Registered, registryclient.Replayed:
-			c.record(r, registered(res, attempts), res.Class.String(), log)
+			sku.registered(res, attempts) // ledger, then the upload's status
 			return
 		case registryclient.Permanent:
 			log.Info("row refused by the registration API", "status", res.Status, "code", res.Code, "field", res.Field, "err", res.Err)
-			c.record(r, refused(res, attempts), "failed", log)
+			c.record(r, sku.refused(res, attempts), "failed", log) // releases the SKU's claim
 			return
 		case registryclient.RateLimited:
 			c.m.rateLimited.Inc()
@@ -232,6 +288,16 @@ func (c *Consumer) process(r *row) {
 			if firstFailure.IsZero() {
 				firstFailure = time.Now()
 			}
+			if cb.outage {
+				// The API is down for everyone: not the row's failure. No
+				// backoff of its own either: the circuit decides when to call.
+				log.Info("transient registration failure during an outage of the registration API; the row waits for the circuit to close", "attempt", attempts, "status", res.Status, "err", res.Err)
+				retry = nil
+				continue
+			}
+			if retry == nil {
+				retry = c.deps.Retry.NewBackOff()
+			}
 			wait := retry.NextBackOff()
 			if wait == backoff.Stop {
 				log.Error("registration failed after the last attempt: sending the row to the dead-letter topic", "attempts", attempts, "err", res.Err)
@@ -248,11 +314,33 @@ func (c *Consumer) process(r *row) {
 }
 
 // slot is a throttle reservation whose time has come.
+//
+// Where the slot falls on this machine's clock is known only within a round
+// trip: Redis ran the script somewhere between the request's send and the
+// answer's arrival. due and bound are the two ends, each narrowed by every
+// answer that carries the Redis clock (the reservation, then the check).
 type slot struct {
 	throttle.Reservation
-	// due is the slot's time on this machine's clock. Lateness is measured
-	// from it, so a timer that fired late on a busy machine counts too.
+	// due is never before the slot: the answer's arrival + the time left to
+	// the slot by the Redis clock. The row sleeps until it.
 	due time.Time
+	// bound is never after the slot: the request's send + the time left to
+	// the slot by the Redis clock. Lateness is measured from it, an upper
+	// bound: a slow answer (a retransmit, a stalled host) or a timer that
+	// fired late on a busy machine counts in full.
+	bound time.Time
+}
+
+// place narrows due and bound with one round trip that read the Redis clock
+// (redisNow) between sent and arrived.
+func (s *slot) place(sent, arrived, redisNow time.Time) {
+	left := s.At.Sub(redisNow)
+	if d := arrived.Add(left); s.due.IsZero() || d.Before(s.due) {
+		s.due = d
+	}
+	if b := sent.Add(left); b.After(s.bound) {
+		s.bound = b
+	}
 }
 
 // redisNow is the time on the Redis clock, from the slot.
@@ -272,6 +360,7 @@ func (c *Consumer) reserve(r *row, log *slog.Logger) (slot, bool) {
 		if !c.redis.wait(ctx) {
 			return slot{}, false
 		}
+		sent := time.Now()
 		res, err := c.deps.Throttle.Reserve(ctx, r.m.SellerID)
 		if ctx.Err() != nil {
 			if err == nil && res.Admitted { // the slot came just as the row was revoked
@@ -297,28 +386,65 @@ func (c *Consumer) reserve(r *row, log *slog.Logger) (slot, bool) {
 		// measured with 100 sellers × 500 rows and 4 consumers on 2 cores
 		// (bench, 100 ms margin), counting from sent brought 241 × 429 in
 		// 50,000 calls, the midpoint of the round trip 77, counting from the
-		// answer 0 (three runs). A late timer still counts as lateness.
-		due := time.Now().Add(res.Wait)
-		if !sleep(ctx, time.Until(due)) {
-			if res.Admitted {
-				c.release(slot{Reservation: res})
-			}
-			return slot{}, false
+		// answer 0 (three runs). But an answer can also be late for reasons
+		// that are not queueing (a retransmit, a stalled host, up to the read
+		// timeout): then arrival + Wait is after the slot, and a call judged
+		// from it could be late unseen. So lateness is judged from sent +
+		// Wait (slot.bound), which is never after the slot.
+		arrived := time.Now()
+		if res.Lost {
+			c.m.stateLost.Inc()
+			log.Warn("Redis had lost the throttle's state of this seller's hash slot (restarted empty, flushed, or a new server after a restart or failover): no seller there gets a slot before the hold ends",
+				"held_until", res.HeldUntil, "hold", time.Until(res.HeldUntil).Round(time.Millisecond))
 		}
 		if !res.Admitted {
 			// The next free slot was beyond the throttle's MaxWait: nothing
-			// is held, ask again now that it is near.
+			// is held, ask again when it is near.
+			if !sleep(ctx, time.Until(arrived.Add(res.Wait))) {
+				return slot{}, false
+			}
 			continue
+		}
+		s := slot{Reservation: res}
+		s.place(sent, arrived, res.At.Add(-res.Wait))
+		// Shortly before the slot (a jittered lead, so the rows of one
+		// window do not all ask at once) the throttle confirms the slot. A
+		// slot due sooner than that was granted just now: the reservation
+		// itself vouches for its epoch.
+		if lead := c.checkLead(); time.Until(s.due) > lead {
+			if !sleep(ctx, time.Until(s.due.Add(-lead))) {
+				c.release(s)
+				return slot{}, false
+			}
+			if !c.current(ctx, &s, log) {
+				c.release(s)
+				if ctx.Err() != nil {
+					return slot{}, false
+				}
+				continue
+			}
+		}
+		if !sleep(ctx, time.Until(s.due)) {
+			c.release(s)
+			return slot{}, false
 		}
 		c.m.throttleWait.Observe(time.Since(start).Seconds())
 		if !c.redis.healthy() {
 			// Redis went down while the row slept towards its slot: fail
 			// closed. The slot is given back if Redis answers that.
-			c.release(slot{Reservation: res})
+			c.release(s)
 			continue
 		}
-		return slot{Reservation: res, due: due}, true
+		return s, true
 	}
+}
+
+// checkLead is how long before its slot a row asks the throttle to confirm
+// it: between one and two MaxLateness, at random. The check's round trip
+// then falls before the slot instead of delaying the call, and the rows of
+// one window spread their checks instead of queueing them in Redis at once.
+func (c *Consumer) checkLead() time.Duration {
+	return c.cfg.MaxLateness + rand.N(max(c.cfg.MaxLateness, time.Millisecond))
 }
 
 // call makes one registration call and writes it into the seller's
@@ -326,15 +452,15 @@ func (c *Consumer) reserve(r *row, log *slog.Logger) (slot, bool) {
 // (it finishes within the registry timeout), only when the drain times out.
 //
 // Calls run at most MaxConcurrentCalls at once. A call that cannot start
-// within MaxLateness of its slot (it waited for a turn, or its timer fired
-// late on a busy machine) is not made: the throttle's
+// within MaxLateness of its slot (it waited for a turn, its timer fired late
+// on a busy machine, or Redis's answer came late) is not made: the throttle's
 // margin only covers a small delay between the slot and the API counting the
 // call, and a late call would shrink the gap to the next window's calls. Its
 // slot is given back and the row takes a new one (made is false).
-func (c *Consumer) call(r *row, s slot, log *slog.Logger) (res registryclient.Result, made bool) {
+func (c *Consumer) call(r *row, s slot, cb *rowCircuit, log *slog.Logger) (res registryclient.Result, made bool) {
 	// Wait for a turn only as long as the lateness allows; waiting longer
 	// would only queue behind rows that are late already.
-	budget := time.NewTimer(max(0, c.cfg.MaxLateness-time.Since(s.due)))
+	budget := time.NewTimer(max(0, c.cfg.MaxLateness-time.Since(s.bound)))
 	defer budget.Stop()
 	select {
 	case c.calls <- struct{}{}:
@@ -346,8 +472,25 @@ func (c *Consumer) call(r *row, s slot, log *slog.Logger) (res registryclient.Re
 		c.release(s)
 		return res, false
 	}
-	defer func() { <-c.calls }()
-	if late := time.Since(s.due); late > c.cfg.MaxLateness {
+	// The token is held for the call only: recording it below may wait for
+	// Redis, and must not keep rows with good slots from calling.
+	holding := true
+	defer func() {
+		if holding {
+			<-c.calls
+		}
+	}()
+	c.warm.calling(len(c.calls))
+	// The circuit is asked before the lateness is judged, so its round trip
+	// counts in the lateness. It is not cut short at the lateness: an
+	// answer lost to our own deadline could be a probe granted and never
+	// made, which holds the whole fleet for the probe's lease.
+	if !cb.allow(r.ctx()) {
+		c.release(s)
+		return res, false
+	}
+	if late := time.Since(s.bound); late > c.cfg.MaxLateness {
+		cb.abandon()
 		c.m.late.Inc()
 		c.release(s)
 		return res, false
@@ -355,21 +498,54 @@ func (c *Consumer) call(r *row, s slot, log *slog.Logger) (res registryclient.Re
 	if !c.redis.healthy() {
 		// Redis went down while the row waited for a turn: fail closed, the
 		// row takes a new slot once Redis answers again.
+		cb.abandon()
 		c.release(s)
 		return res, false
 	}
 	m := r.m
 	at := s.redisNow()
 	res = c.deps.Registry.Register(r.finishCtx(), m.SellerID, m.IdempotencyKey, m.Product)
+	<-c.calls
+	holding = false
+	cb.report(res, r.finishCtx().Err() != nil)
 	class := res.Class.String()
 	c.m.calls.WithLabelValues(class).Inc()
 	c.m.latency.WithLabelValues(class).Observe(res.Latency.Seconds())
 	call := compliance.Call{At: at, Status: res.Status, Class: class, Key: m.IdempotencyKey}
-	if err := c.untilRedis(r.finishCtx(), func(ctx context.Context) error { return c.deps.Calls.Record(ctx, m.SellerID, call) }); err != nil {
-		log.Error("a registry call is missing from the compliance history: Redis did not answer before the drain timeout",
+	if err := c.untilRedis(r.finishCtx(), "record the call in the compliance history", log,
+		func(ctx context.Context) error { return c.deps.Calls.Record(ctx, m.SellerID, call) }); err != nil {
+		log.Error("a registry call is missing from the compliance history: Redis did not take it before the drain ended",
 			"status", res.Status, "class", class, "err", err)
 	}
 	return res, true
+}
+
+// current asks the throttle whether the slot may still be used: the epoch
+// it was granted in is current and the slot is still in the log (a slot
+// outlives no Redis). The answer carries the Redis clock, which places the
+// slot on this machine's clock again, usually closer than the reservation
+// did: its round trip was often long, queued behind a burst of reservations.
+// It waits at most until the call would be late anyway.
+func (c *Consumer) current(ctx context.Context, s *slot, log *slog.Logger) bool {
+	ctx, cancel := context.WithTimeout(ctx, max(time.Millisecond, time.Until(s.bound.Add(c.cfg.MaxLateness))))
+	defer cancel()
+	sent := time.Now()
+	chk, err := c.deps.Throttle.Check(ctx, s.Reservation)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil && unavailable(err) { // not our own deadline
+			c.redis.down(err)
+		}
+		log.Debug("could not confirm the slot with the throttle; taking a new one", "err", err)
+		return false
+	case !chk.Good:
+		c.m.stale.Inc()
+		log.Warn("the slot was granted by a Redis that has since lost the seller's throttle state; taking a new one",
+			"slot", s.At, "epoch", s.Epoch, "current_epoch", chk.Epoch)
+		return false
+	}
+	s.place(sent, time.Now(), chk.Now)
+	return true
 }
 
 // counted reports whether the API may have counted the call against the
@@ -399,26 +575,28 @@ func (c *Consumer) block(r *row, retryAfter time.Duration, log *slog.Logger) {
 	if retryAfter <= 0 {
 		retryAfter = time.Second
 	}
-	if err := c.untilRedis(r.ctx(), func(ctx context.Context) error { return c.deps.Throttle.Block(ctx, r.m.SellerID, retryAfter) }); err != nil {
+	if err := c.untilRedis(r.ctx(), "block the seller in the throttle", log,
+		func(ctx context.Context) error { return c.deps.Throttle.Block(ctx, r.m.SellerID, retryAfter) }); err != nil {
 		log.Warn("could not block the seller in the throttle", "err", err)
 	}
 }
 
 // record writes the row's outcome into its upload's status, then marks the
-// row finished. If Redis does not answer before the drain timeout the row is
-// given back and registered again (a replay) by the partition's next owner.
+// row finished. A row is finished only once its outcome is recorded: while
+// Redis does not answer or refuses the write (READONLY after a failover, OOM
+// under noeviction, MISCONF, ...) the write is tried again until the drain
+// ends, and then the row is given back unfinished; its next owner calls
+// again (a replay, 200) and records it. The store's own refusals (an empty
+// upload id, a row below 1) cannot happen to a decoded row, so every error
+// here is Redis's.
 func (c *Consumer) record(r *row, rr uploadstatus.RowResult, result string, log *slog.Logger) {
 	rr.Row = r.m.Row
-	err := c.untilRedis(r.finishCtx(), func(ctx context.Context) error { return c.deps.Status.RecordRow(ctx, r.m.UploadID, rr) })
-	switch {
-	case err != nil && unavailable(err):
-		log.Error("could not record the row's result before the drain timeout; the row will be read again", "state", rr.State, "err", err)
+	err := c.untilRedis(r.finishCtx(), "record the row's result", log,
+		func(ctx context.Context) error { return c.deps.Status.RecordRow(ctx, r.m.UploadID, rr) })
+	if err != nil {
+		log.Error("could not record the row's result before the drain ended; the row will be read again", "state", rr.State, "err", err)
 		r.giveBack()
 		return
-	case err != nil:
-		// Asking again would fail the same way, and so would a redelivery;
-		// the registration itself is done, so the row is finished.
-		log.Error("the upload status refused the row's result; the seller will not see it", "state", rr.State, "err", err)
 	}
 	c.m.rows.WithLabelValues(result).Inc()
 	log.Debug("row done", "result", result, "product_id", rr.ProductID, "attempts", rr.Attempts)
@@ -471,41 +649,36 @@ func refused(res registryclient.Result, attempts int) uploadstatus.RowResult {
 	return uploadstatus.RowResult{State: uploadstatus.Failed, Code: res.Code, Field: res.Field, Reason: reason, Attempts: attempts, At: time.Now()}
 }
 
-// untilRedis runs op until it succeeds, fails for another reason than Redis
-// not answering, or ctx ends; it backs off while Redis does not answer.
-func (c *Consumer) untilRedis(ctx context.Context, op func(context.Context) error) error {
+// untilRedis runs op until it succeeds or ctx ends, backing off between
+// attempts, and returns the last error when ctx ended first. Every error is
+// worth another attempt: Redis not answering, and Redis refusing for a while
+// (READONLY during a failover, OOM under noeviction, MISCONF, NOREPLICAS,
+// BUSY, LOADING). A caller may not take an error for an answer: a write that
+// failed is not done.
+func (c *Consumer) untilRedis(ctx context.Context, what string, log *slog.Logger, op func(context.Context) error) error {
 	retry := c.redisBackOff()
-	for {
+	for n := 1; ; n++ {
 		err := op(ctx)
-		if err == nil || ctx.Err() != nil || !unavailable(err) {
+		if err == nil || ctx.Err() != nil {
 			return err
 		}
-		c.redis.down(err)
+		if unavailable(err) {
+			c.redis.down(err) // the gate logs it once
+		} else if n == 1 {
+			log.Warn("Redis refused a write; trying again until it takes it or the drain ends", "op", what, "err", err)
+		}
 		if !sleep(ctx, retry.NextBackOff()) {
 			return err
 		}
 	}
 }
 
-// unavailable tells an error of Redis not answering (worth waiting for) from
-// one that will not go away by asking again.
-func unavailable(err error) bool {
-	var netErr net.Error
-	switch {
-	case errors.Is(err, throttle.ErrUnavailable), errors.As(err, &netErr), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, redis.ErrPoolTimeout),
-		errors.Is(err, redis.ErrClosed), errors.Is(err, context.DeadlineExceeded):
-		return true
-	}
-	// Cluster and server states that pass: failover, loading after a restart.
-	msg := err.Error()
-	for _, s := range []string{"LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "connection refused", "i/o timeout"} {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
-}
+// unavailable tells an error of Redis not answering, which stops registry
+// calls until the probe hears from Redis again (the gate), from any other.
+// Every package that talks to Redis wraps that case in
+// redisfail.ErrUnavailable. It decides nothing else: no error is taken for
+// an answer.
+func unavailable(err error) bool { return errors.Is(err, redisfail.ErrUnavailable) }
 
 func (c *Consumer) missedBackOff() backoff.BackOff {
 	b := backoff.NewExponentialBackOff()

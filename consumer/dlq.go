@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -18,6 +19,10 @@ const (
 	HeaderErrorMessage = "bulkreg-error-message"
 	HeaderAttempts     = "bulkreg-attempts"
 	HeaderFirstFailure = "bulkreg-first-failure" // RFC 3339 with nanoseconds
+
+	// RedriveHeaderPrefix starts the headers a redrive adds to a row it
+	// publishes again; a dead letter of such a row carries them on.
+	RedriveHeaderPrefix = "bulkreg-redrive-"
 )
 
 // Error classes in HeaderErrorClass besides the registry client's classes.
@@ -46,15 +51,19 @@ type kafkaDLQ struct {
 	w *kafka.Writer
 }
 
-func newKafkaDLQ(brokers []string, topic string) *kafkaDLQ {
+func newKafkaDLQ(brokers []string, topic string, transport kafka.RoundTripper) *kafkaDLQ {
 	return &kafkaDLQ{w: &kafka.Writer{
-		Addr:                   kafka.TCP(brokers...),
-		Topic:                  topic,
-		Balancer:               &kafka.Hash{},
-		RequiredAcks:           kafka.RequireAll,
-		BatchTimeout:           5 * time.Millisecond, // a dead letter is rare; do not wait for a batch
-		MaxAttempts:            3,
-		AllowAutoTopicCreation: true,
+		Addr:         kafka.TCP(brokers...),
+		Topic:        topic,
+		Balancer:     &kafka.Hash{},
+		RequiredAcks: kafka.RequireAll,
+		BatchTimeout: 5 * time.Millisecond, // a dead letter is rare; do not wait for a batch
+		MaxAttempts:  3,
+		// bulkreg never creates topics: a missing dead-letter topic is an
+		// operator's mistake, answered as a failed write (the row stays
+		// unfinished and is tried again), not papered over.
+		AllowAutoTopicCreation: false,
+		Transport:              transport,
 	}}
 }
 
@@ -72,17 +81,21 @@ func deadLetterMessage(d DeadLetter) kafka.Message {
 	if !d.FirstFailure.IsZero() {
 		first = d.FirstFailure.UTC().Format(time.RFC3339Nano)
 	}
-	return kafka.Message{
-		Key:   d.Original.Key,
-		Value: d.Original.Value,
-		Headers: []kafka.Header{
-			{Key: HeaderTopic, Value: []byte(d.Original.Topic)},
-			{Key: HeaderPartition, Value: []byte(strconv.Itoa(d.Original.Partition))},
-			{Key: HeaderOffset, Value: []byte(strconv.FormatInt(d.Original.Offset, 10))},
-			{Key: HeaderErrorClass, Value: []byte(d.Class)},
-			{Key: HeaderErrorMessage, Value: []byte(d.Message)},
-			{Key: HeaderAttempts, Value: []byte(strconv.Itoa(d.Attempts))},
-			{Key: HeaderFirstFailure, Value: []byte(first)},
-		},
+	headers := []kafka.Header{
+		{Key: HeaderTopic, Value: []byte(d.Original.Topic)},
+		{Key: HeaderPartition, Value: []byte(strconv.Itoa(d.Original.Partition))},
+		{Key: HeaderOffset, Value: []byte(strconv.FormatInt(d.Original.Offset, 10))},
+		{Key: HeaderErrorClass, Value: []byte(d.Class)},
+		{Key: HeaderErrorMessage, Value: []byte(d.Message)},
+		{Key: HeaderAttempts, Value: []byte(strconv.Itoa(d.Attempts))},
+		{Key: HeaderFirstFailure, Value: []byte(first)},
 	}
+	// A redriven row keeps its redrive headers (package redrive), so a row
+	// redriven and given up again shows how often it was redriven.
+	for _, h := range d.Original.Headers {
+		if strings.HasPrefix(h.Key, RedriveHeaderPrefix) {
+			headers = append(headers, h)
+		}
+	}
+	return kafka.Message{Key: d.Original.Key, Value: d.Original.Value, Headers: headers}
 }

@@ -7,8 +7,10 @@
 //
 //	Kafka partition ─▶ reader (pauses at the in-flight caps) ─▶ decode
 //	  ─▶ seller lane (bounded concurrency per seller)
+//	  ─▶ SKU claim (ledger.go: registered before → recorded, no slot, no call)
+//	  ─▶ circuit breaker (circuit.go: wait while the API is down for everyone)
 //	  ─▶ throttle slot (one Redis call; sleep on a timer until the slot)
-//	  ─▶ registration API ─▶ classify
+//	  ─▶ Allow ─▶ registration API ─▶ Report ─▶ classify
 //	  ─▶ record (upload status + compliance history) ─▶ offset finished
 //
 // A seller's lane holds at most SellerConcurrency rows at a slot or a call;
@@ -18,13 +20,32 @@
 // MaxLateness of its slot (half the throttle's margin): when more rows are
 // due than MaxConcurrentCalls can serve, a late row gives its slot back and
 // takes a new one after a jittered backoff, instead of calling late and
-// shrinking the gap the API sees between two windows. Slots of calls the API
-// does not count (a replay, a refusal, a 429) go back to the throttle.
+// shrinking the gap the API sees between two windows. Lateness is measured
+// from the reservation's send time, so a slow Redis answer counts too.
+// Shortly before the slot the throttle confirms that the slot's epoch is
+// current (Throttle.Check): a slot granted by a Redis that has since lost
+// the seller's state is not used. When Redis lost it, the throttle holds the
+// seller's hash slot for a window from the moment it finds out, which must
+// cover the 2 × MaxLateness by which a confirmed slot's call can follow the
+// loss (New checks it). Slots of calls the API does not count (a replay, a
+// refusal, a 429) go back to the throttle.
+//
+// Redis not answering reaches the consumer as one typed error from every
+// package (redisfail.ErrUnavailable): no call is made until it answers.
+//
+// A row is finished (its offset may be committed) only once its outcome is
+// recorded in the upload's status; a write Redis refuses is tried again
+// until the drain ends, and then the row is given back and read again.
 //
 // A 429 blocks the seller in the throttle for Retry-After and retries with a
 // new slot; a transient error retries with backoff, each attempt with a new
-// slot, and after the last attempt the row goes to the dead-letter topic. A
-// message that cannot be decoded goes there at once.
+// slot, and after the last attempt the row goes to the dead-letter topic.
+// The fleet-wide circuit breaker (Deps.Circuit) tells an outage of the API
+// from a broken row: while it is open the readers hand no row on, rows wait
+// without a slot, and a failure it files under the outage costs the row no
+// attempt (circuit.go). A
+// message that cannot be decoded, or whose key names another seller than its
+// value, goes there at once.
 //
 // # Why kafka-go's ConsumerGroup/Generation API and not kafka.Reader
 //
@@ -51,7 +72,9 @@
 // refuses once the generation is over). The generation's context ends at a
 // rebalance: rows still waiting for a slot give it back, calls in progress
 // finish and are recorded, a last commit is made while the generation is
-// still current, and only then does the member rejoin. Rows not finished by
+// still current, and only then does the member rejoin. No heartbeat is sent
+// meanwhile, so Config.Validate holds the drain within the session timeout
+// (MaxDrainTimeout): the member is never evicted while it is still calling. Rows not finished by
 // then are read again by the next owner; their Idempotency-Key turns the
 // repeated call into a replay (200) instead of a second product.
 package consumer

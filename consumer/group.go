@@ -6,95 +6,126 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 
 	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/throttle"
 )
 
-// Config holds the consumer's settings. Defaults (DefaultConfig) are the
-// production values; tests shrink the durations.
+// Config holds the consumer's settings. A zero field means its default:
+// the production value DefaultConfig lists, or, where the field says so, a
+// value derived from other settings or from the throttle's policy. New fills
+// them in (WithDefaults shows the result); tests shrink the durations.
 type Config struct {
-	Brokers []string // bootstrap brokers
-	Topic   string   // rows topic; dead letters go to bulkreg.DLQTopic(Topic)
-	Group   string   // consumer group id
+	Brokers []string // bootstrap brokers; required
+	Topic   string   // rows topic; dead letters go to bulkreg.DLQTopic(Topic); 0: "product-registrations"
+	Group   string   // consumer group id; 0: "bulkreg-registrar"
+	// KafkaDialer and KafkaTransport carry SASL and TLS to the brokers (the
+	// group and readers dial, the dead-letter writer uses the transport);
+	// nil: kafka-go's plain TCP defaults.
+	KafkaDialer    *kafka.Dialer
+	KafkaTransport kafka.RoundTripper
 
 	// SessionTimeout is how long the coordinator waits without a heartbeat
 	// before it moves a member's partitions: how soon a crashed consumer's
-	// work resumes elsewhere.
+	// work resumes elsewhere. 0: 10 s.
 	SessionTimeout time.Duration
 	// HeartbeatInterval is how often a member tells the coordinator it is
-	// alive, and so how soon it notices a rebalance. Keep it ≤ SessionTimeout/3.
+	// alive, and so how soon it notices a rebalance. Keep it ≤
+	// SessionTimeout/3. 0: 1 s, or SessionTimeout/3 when that is shorter.
 	HeartbeatInterval time.Duration
 	// RebalanceTimeout is how long the coordinator waits for members to
-	// rejoin. A member drains before rejoining (DrainTimeout), so keep it above that.
+	// rejoin. A member drains before rejoining, so it must exceed
+	// DrainTimeout. 0: 60 s.
 	RebalanceTimeout time.Duration
 	// CommitInterval is how often finished offsets are committed. A crash
-	// redelivers at most this much finished work (harmless: replays).
+	// redelivers at most this much finished work (harmless: replays). 0: 1 s.
 	CommitInterval time.Duration
 	// DrainTimeout bounds a rebalance or a shutdown: calls already made get
-	// this long to be answered and recorded. Rows still waiting for a slot
-	// give it back at once.
+	// this long to be answered and recorded; then they are cancelled and
+	// their rows given back. Rows still waiting for a slot give it back at
+	// once. Heartbeats stop when the generation ends, so the drain must end
+	// while the coordinator still counts the member in: DrainTimeout +
+	// 2 × HeartbeatInterval ≤ SessionTimeout (MaxDrainTimeout), or another
+	// member could be given the partitions, and call their rows, while this
+	// one is still calling them. 0: MaxDrainTimeout (8 s by default).
 	DrainTimeout time.Duration
 
-	// MaxInFlight caps rows read and not finished, over all partitions.
+	// MaxInFlight caps rows read and not finished, over all partitions. 0: 20,000.
 	MaxInFlight int
 	// MaxInFlightPerPartition caps rows read and not finished per partition;
 	// reading that partition pauses at the cap. A seller's rows behind
 	// another seller's long upload on the same partition are only reached if
 	// the cap is above that upload's size (500 rows), so keep it well above.
+	// 0: 5,000.
 	MaxInFlightPerPartition int
 	// SellerConcurrency caps one seller's rows holding a throttle slot or
 	// calling the API at once; the rest wait in the seller's lane without
-	// costing Redis calls. The seller's limit per window is a good value:
-	// more slots than that are at least one window away anyway.
+	// costing Redis calls. 0: the throttle's limit per window; more slots
+	// than that are at least one window away anyway.
 	SellerConcurrency int
 
 	// MaxConcurrentCalls caps calls to the registration API in progress at
 	// once; give the registry client at least as many connections, so a call
-	// never queues inside it.
+	// never queues inside it. 0: 64.
 	MaxConcurrentCalls int
 	// MaxLateness is how late after its slot a call may still start (waiting
-	// for one of MaxConcurrentCalls, or a late timer under load). Keep it
-	// well under the throttle's margin: the margin is what absorbs the delay
-	// between the slot and the moment the API counts the call.
+	// for one of MaxConcurrentCalls, or a late timer under load). The
+	// throttle's margin absorbs the delay between the slot and the moment
+	// the API counts the call, and a row confirms its slot one to two
+	// MaxLateness before it, which the throttle's hold after a loss of
+	// Redis's data must cover: 2 × MaxLateness ≤ LossHold − Window − Margin
+	// (New checks it). 0: half the throttle's margin.
 	MaxLateness time.Duration
 	// MissedSlotBackoffMax caps the jittered, growing wait of a row whose
-	// slot went by before it could call, before it takes a new slot.
+	// slot went by before it could call, before it takes a new slot. 0: 5 s.
 	MissedSlotBackoffMax time.Duration
+	// KeepWarm is how often, while calls pause and rows wait for their
+	// slots, the connections the last calls used are used again (a request
+	// that registers nothing, see Warmer), so neither the API nor a proxy in
+	// front closes them as idle between two windows. A call that must
+	// connect first is late by the connect time, unseen. 0: 20 s; negative
+	// turns it off.
+	KeepWarm time.Duration
 
 	// MaxRateLimited is how many 429s one row may receive before it is
 	// dead-lettered. Each 429 blocks the seller for Retry-After, so this only
-	// ends a disagreement with the API that does not go away.
+	// ends a disagreement with the API that does not go away. 0: 20.
 	MaxRateLimited int
 	// RedisRetryMin and RedisRetryMax bound the exponential backoff while
-	// Redis does not answer (taking a slot, recording a result).
+	// Redis does not answer (taking a slot, recording a result). 0: 100 ms
+	// and 5 s.
 	RedisRetryMin, RedisRetryMax time.Duration
 	// RedisProbeInterval is how often Redis is pinged to learn that it is
-	// down (no registry call is made then) or back.
+	// down (no registry call is made then) or back. 0: 1 s.
 	RedisProbeInterval time.Duration
 
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 }
 
-// DefaultConfig returns the production values.
+// DefaultConfig returns the production values, with the fields derived
+// from the throttle's policy (SellerConcurrency, MaxLateness) for its
+// production policy, 100 calls per minute with a 250 ms margin.
 func DefaultConfig() Config {
 	return Config{
-		Topic:                   "product-registrations",
+		Topic:                   bulkreg.DefaultTopic,
 		Group:                   "bulkreg-registrar",
 		SessionTimeout:          10 * time.Second,
-		HeartbeatInterval:       3 * time.Second,
+		HeartbeatInterval:       time.Second,
 		RebalanceTimeout:        60 * time.Second,
 		CommitInterval:          time.Second,
-		DrainTimeout:            30 * time.Second,
+		DrainTimeout:            MaxDrainTimeout(10*time.Second, time.Second), // 8 s
 		MaxInFlight:             20000,
 		MaxInFlightPerPartition: 5000,
 		SellerConcurrency:       100,
 		MaxConcurrentCalls:      64,
-		MaxLateness:             100 * time.Millisecond,
+		MaxLateness:             125 * time.Millisecond,
 		MissedSlotBackoffMax:    5 * time.Second,
+		KeepWarm:                20 * time.Second,
 		MaxRateLimited:          20,
 		RedisRetryMin:           100 * time.Millisecond,
 		RedisRetryMax:           5 * time.Second,
@@ -102,30 +133,119 @@ func DefaultConfig() Config {
 	}
 }
 
-func (c Config) validate() error {
+// MaxDrainTimeout is the longest drain a session timeout allows: the
+// coordinator last heard from the member up to one heartbeat interval before
+// its generation ended, and one more interval is left for the last commit
+// and the request that leaves or rejoins the group.
+func MaxDrainTimeout(sessionTimeout, heartbeatInterval time.Duration) time.Duration {
+	return sessionTimeout - 2*heartbeatInterval
+}
+
+// WithDefaults returns c with every zero field set to its default, for a
+// throttle with policy p, as New does. With a zero p, the fields derived
+// from it take DefaultConfig's values.
+func (c Config) WithDefaults(p throttle.Policy) Config {
+	d := DefaultConfig()
+	if p.Limit > 0 {
+		d.SellerConcurrency = p.Limit
+		d.MaxLateness = max(p.Margin/2, time.Millisecond)
+	}
+	set := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	setInt := func(v *int, def int) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	if c.Topic == "" {
+		c.Topic = d.Topic
+	}
+	if c.Group == "" {
+		c.Group = d.Group
+	}
+	set(&c.SessionTimeout, d.SessionTimeout)
+	set(&c.HeartbeatInterval, min(d.HeartbeatInterval, c.SessionTimeout/3))
+	set(&c.RebalanceTimeout, d.RebalanceTimeout)
+	set(&c.CommitInterval, d.CommitInterval)
+	set(&c.DrainTimeout, MaxDrainTimeout(c.SessionTimeout, c.HeartbeatInterval))
+	setInt(&c.MaxInFlight, d.MaxInFlight)
+	setInt(&c.MaxInFlightPerPartition, d.MaxInFlightPerPartition)
+	setInt(&c.SellerConcurrency, d.SellerConcurrency)
+	setInt(&c.MaxConcurrentCalls, d.MaxConcurrentCalls)
+	set(&c.MaxLateness, d.MaxLateness)
+	set(&c.MissedSlotBackoffMax, d.MissedSlotBackoffMax)
+	set(&c.KeepWarm, d.KeepWarm)
+	setInt(&c.MaxRateLimited, d.MaxRateLimited)
+	set(&c.RedisRetryMin, d.RedisRetryMin)
+	set(&c.RedisRetryMax, max(d.RedisRetryMax, c.RedisRetryMin))
+	set(&c.RedisProbeInterval, d.RedisProbeInterval)
+	return c
+}
+
+// ThrottlePolicy is the throttle policy for limit calls per window with
+// margin that a consumer with these settings needs:
+//   - MaxWait is the session timeout: slots a crashed consumer reserved are
+//     never used but stay in the log, and reserving at most a session timeout
+//     ahead keeps them from delaying the partition's next owner by more than
+//     one window;
+//   - LossHold covers the calls whose slots were confirmed just before Redis
+//     lost its data: W′ + 2 × MaxLateness, at least the throttle's default.
+func (c Config) ThrottlePolicy(limit int, window, margin time.Duration) throttle.Policy {
+	p := throttle.Policy{Kind: throttle.Sliding, Limit: limit, Window: window, Margin: margin}
+	c = c.WithDefaults(p)
+	p.MaxWait = c.SessionTimeout
+	p.LossHold = window + margin + max(margin, 2*c.MaxLateness)
+	return p
+}
+
+// Validate reports every setting that cannot work, naming the flag where
+// the timeouts must agree. Zero fields are checked as New fills them in, for
+// a throttle with the production policy.
+func (c Config) Validate() error { return c.validate(throttle.Policy{}) }
+
+func (c Config) validate(p throttle.Policy) error {
+	c = c.WithDefaults(p)
 	var errs []error
 	if len(c.Brokers) == 0 {
 		errs = append(errs, errors.New("no Kafka broker address given"))
 	}
-	if c.Topic == "" || c.Group == "" {
-		errs = append(errs, errors.New("the topic and the group id must not be empty"))
-	}
 	for name, d := range map[string]time.Duration{"session timeout": c.SessionTimeout, "heartbeat interval": c.HeartbeatInterval,
 		"rebalance timeout": c.RebalanceTimeout, "commit interval": c.CommitInterval, "drain timeout": c.DrainTimeout,
 		"maximum lateness": c.MaxLateness, "missed-slot backoff": c.MissedSlotBackoffMax, "minimum Redis retry": c.RedisRetryMin, "maximum Redis retry": c.RedisRetryMax, "Redis probe interval": c.RedisProbeInterval} {
-		if d <= 0 {
-			errs = append(errs, fmt.Errorf("the %s must be greater than 0, got %s", name, d))
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("the %s must not be negative (0 means its default), got %s", name, d))
 		}
 	}
 	if c.HeartbeatInterval >= c.SessionTimeout {
 		errs = append(errs, fmt.Errorf("the heartbeat interval (%s) must be shorter than the session timeout (%s)", c.HeartbeatInterval, c.SessionTimeout))
+	} else if MaxDrainTimeout(c.SessionTimeout, c.HeartbeatInterval) <= 0 {
+		errs = append(errs, fmt.Errorf("--session-timeout (%s) must be longer than two --heartbeat-interval (%s), so a member has time to drain before the group evicts it",
+			c.SessionTimeout, c.HeartbeatInterval))
+	} else if c.DrainTimeout > MaxDrainTimeout(c.SessionTimeout, c.HeartbeatInterval) {
+		errs = append(errs, fmt.Errorf("--drain-timeout (%s) plus two --heartbeat-interval (%s) must not exceed --session-timeout (%s): "+
+			"heartbeats stop while a member drains, so the group would evict it and give its partitions to another member while its calls are still in progress; "+
+			"shorten --drain-timeout to at most %s or lengthen --session-timeout",
+			c.DrainTimeout, c.HeartbeatInterval, c.SessionTimeout, MaxDrainTimeout(c.SessionTimeout, c.HeartbeatInterval)))
+	}
+	if c.DrainTimeout > 0 && c.RebalanceTimeout <= c.DrainTimeout {
+		errs = append(errs, fmt.Errorf("--rebalance-timeout (%s) must be longer than --drain-timeout (%s): a member drains before it rejoins the group",
+			c.RebalanceTimeout, c.DrainTimeout))
 	}
 	if c.MaxRateLimited < 0 {
-		errs = append(errs, fmt.Errorf("the most 429s per row must not be negative, got %d", c.MaxRateLimited))
+		errs = append(errs, fmt.Errorf("the most 429s per row must not be negative (0 means 20), got %d", c.MaxRateLimited))
 	}
-	if c.MaxInFlight <= 0 || c.MaxInFlightPerPartition <= 0 || c.SellerConcurrency <= 0 || c.MaxConcurrentCalls <= 0 {
-		errs = append(errs, fmt.Errorf("the in-flight caps, the seller concurrency and the concurrent calls must be greater than 0, got %d, %d, %d and %d",
+	if c.MaxInFlight < 0 || c.MaxInFlightPerPartition < 0 || c.SellerConcurrency < 0 || c.MaxConcurrentCalls < 0 {
+		errs = append(errs, fmt.Errorf("the in-flight caps, the seller concurrency and the concurrent calls must not be negative (0 means their defaults), got %d, %d, %d and %d",
 			c.MaxInFlight, c.MaxInFlightPerPartition, c.SellerConcurrency, c.MaxConcurrentCalls))
+	}
+	if p.LossHold > 0 && 2*c.MaxLateness > p.LossHold-p.Window-p.Margin {
+		errs = append(errs, fmt.Errorf("two --max-lateness (%s) must not exceed the throttle's hold after a loss of Redis's data beyond its window and margin (%s): "+
+			"a row confirms its slot up to that long before calling, so a call confirmed just before a loss could share a window with the first calls after it; "+
+			"shorten --max-lateness to at most %s (half the margin is the default)",
+			c.MaxLateness, p.LossHold-p.Window-p.Margin, (p.LossHold-p.Window-p.Margin)/2))
 	}
 	return errors.Join(errs...)
 }
@@ -139,6 +259,10 @@ type group struct {
 	log    *slog.Logger
 	m      *metrics
 	handle func(*row)
+	// ready, when set, is asked for each message fetched before it is
+	// handed on, next to the in-flight caps: reading pauses until it
+	// answers (the circuit breaker); false when ctx ended.
+	ready func(ctx context.Context) bool
 	// revoked is told first when a partition is revoked, so rows that are
 	// only queued can be given back at once.
 	revoked func(*partition)
@@ -156,6 +280,9 @@ type partition struct {
 	offs  *offsets
 
 	tokens chan struct{} // one per row in flight on this partition
+	// hwm is the partition's high watermark as of the last fetch (-1 before
+	// the first), for the lag metric.
+	hwm atomic.Int64
 
 	// ctx ends when the partition is revoked (rebalance) or the consumer
 	// stops: rows stop waiting and give their slots back.
@@ -216,6 +343,7 @@ func (g *group) run(ctx context.Context) error {
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID:                g.cfg.Group,
 		Brokers:           g.cfg.Brokers,
+		Dialer:            g.cfg.KafkaDialer,
 		Topics:            []string{g.cfg.Topic},
 		SessionTimeout:    g.cfg.SessionTimeout,
 		HeartbeatInterval: g.cfg.HeartbeatInterval,
@@ -285,6 +413,7 @@ func (g *group) startGeneration(gen *kafka.Generation) {
 
 func (g *group) newPartition(pa kafka.PartitionAssignment) *partition {
 	p := &partition{topic: g.cfg.Topic, id: pa.ID, offs: newOffsets(pa.Offset), tokens: make(chan struct{}, g.cfg.MaxInFlightPerPartition)}
+	p.hwm.Store(-1)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.finishCtx, p.finishCancel = context.WithCancel(context.Background())
 	return p
@@ -295,6 +424,7 @@ func (g *group) readPartition(ctx context.Context, p *partition, start int64) {
 	defer g.drain(p)
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers:        g.cfg.Brokers,
+		Dialer:         g.cfg.KafkaDialer,
 		Topic:          p.topic,
 		Partition:      p.id,
 		MinBytes:       1,
@@ -330,11 +460,19 @@ func (g *group) readPartition(ctx context.Context, p *partition, start int64) {
 			}
 			continue
 		}
+		// Checked after the fetch, which may have waited long for the
+		// message: the row is handed on only when ready says so, and left
+		// for the partition's next owner if the generation ends first.
+		if g.ready != nil && !g.ready(ctx) {
+			g.release(p)
+			return
+		}
 		since := msg.Time
 		if since.IsZero() {
 			since = time.Now()
 		}
 		p.offs.read(msg.Offset, since)
+		p.hwm.Store(msg.HighWaterMark)
 		p.rows.Add(1)
 		g.handle(&row{msg: msg, part: p, g: g})
 	}
@@ -433,6 +571,17 @@ func (g *group) commit(gen *kafka.Generation, parts []*partition, committed map[
 		committed[id] = off
 	}
 	g.log.Debug("consumer: committed", "generation", gen.ID, "offsets", offsets, "final", final)
+}
+
+// partitions are the partitions of the current generation.
+func (g *group) partitions() []*partition {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]*partition, 0, len(g.parts))
+	for _, p := range g.parts {
+		out = append(out, p)
+	}
+	return out
 }
 
 // oldestUnfinished is the produce time of the oldest unfinished row.

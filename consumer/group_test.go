@@ -48,7 +48,7 @@ func testConfig(brokers []string, topic string) Config {
 	cfg.HeartbeatInterval = 200 * time.Millisecond
 	cfg.RebalanceTimeout = 5 * time.Second
 	cfg.CommitInterval = 100 * time.Millisecond
-	cfg.DrainTimeout = 3 * time.Second
+	cfg.DrainTimeout = MaxDrainTimeout(cfg.SessionTimeout, cfg.HeartbeatInterval) // 1.6 s
 	return cfg
 }
 

@@ -17,10 +17,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 	"github.com/bulkreg/bulkreg/internal/testredis"
@@ -47,6 +49,7 @@ type stack struct {
 	limit   int
 	window  time.Duration
 	margin  time.Duration
+	started []*Consumer
 }
 
 type stackOptions struct {
@@ -105,7 +108,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	t.Helper()
 	s := &stack{t: t, topic: bulkreg.DefaultTopic, limit: o.limit, window: o.window, margin: o.margin, calls: &callLog{byKey: map[string]int{}}}
 	s.brokers = startBroker(t, o.partitions, s.topic, bulkreg.DLQTopic(s.topic))
-	s.redis = testredis.Start(t)
+	s.redis = startRedis(t)
 	s.rdb = s.redis.Client()
 	sb, err := sandbox.New(sandbox.Options{Limit: o.limit, Window: o.window, Policy: "sliding", Latency: o.latency, Jitter: o.jitter, FailRate: o.failRate, Logger: testLogger(t)})
 	if err != nil {
@@ -122,6 +125,23 @@ func (s *stack) retryPolicy() registryclient.RetryPolicy {
 		Multiplier: 2, Jitter: 0.5, MaxAttempts: 6}
 }
 
+// circuitSettings are the circuit breaker's, shrunk like the windows: the
+// defaults' shape, a 2 s window, probes every 200 ms to 1 s. The lease
+// exceeds the registry client's 2 s timeout.
+func circuitSettings() circuit.Settings {
+	return circuit.Settings{Window: 2 * time.Second, ProbeMin: 200 * time.Millisecond, ProbeMax: time.Second, ProbeLease: 3 * time.Second}
+}
+
+// breaker is one consumer's handle on the fleet's circuit, as each process has its own.
+func (s *stack) breaker() *circuit.Breaker {
+	s.t.Helper()
+	b, err := circuit.New(s.rdb, circuitSettings())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return b
+}
+
 func (s *stack) config() Config {
 	cfg := testConfig(s.brokers, s.topic)
 	cfg.Group = "registrar"
@@ -134,8 +154,9 @@ func (s *stack) config() Config {
 	return cfg
 }
 
-// startConsumer runs a consumer in this process until the test ends.
-func (s *stack) startConsumer() {
+// startConsumer runs a consumer in this process until the test ends; opts
+// change its settings or parts before it starts.
+func (s *stack) startConsumer(opts ...func(*Config, *Deps)) *Consumer {
 	s.t.Helper()
 	th, err := throttle.New(s.rdb, throttle.Policy{Limit: s.limit, Window: s.window, Margin: s.margin})
 	if err != nil {
@@ -145,12 +166,17 @@ func (s *stack) startConsumer() {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	c, err := New(s.config(), Deps{Throttle: th, Registry: rc, Status: uploadstatus.New(s.rdb, time.Hour),
-		Calls: compliance.NewRecorder(s.rdb, time.Hour), Retry: s.retryPolicy(),
-		PingRedis: func(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }, Registerer: prometheus.NewRegistry()})
+	cfg, deps := s.config(), Deps{Throttle: th, Registry: rc, Status: uploadstatus.New(s.rdb, time.Hour),
+		Calls: compliance.NewRecorder(s.rdb, time.Hour), Retry: s.retryPolicy(), Circuit: s.breaker(),
+		PingRedis: func(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }, Registerer: prometheus.NewRegistry()}
+	for _, o := range opts {
+		o(&cfg, &deps)
+	}
+	c, err := New(cfg, deps)
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	s.started = append(s.started, c)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
@@ -162,6 +188,7 @@ func (s *stack) startConsumer() {
 			s.t.Error("a consumer did not stop within 20 s")
 		}
 	})
+	return c
 }
 
 // waitGroupStable waits until the group has n members and is stable, so a
@@ -234,8 +261,21 @@ func TestPacedOneSeller(t *testing.T) {
 	lower := 4 * (s.window + s.margin)
 	took := a.Last.Sub(a.First)
 	t.Logf("500 rows: first to last %v, lower bound %v, ratio %.3f, replays %d", took, lower, float64(took)/float64(lower), a.Replays)
-	if limit := time.Duration(1.05*float64(lower)) + latency + 2*time.Millisecond; took > limit {
-		t.Errorf("the last registration came %v after the first, want ≤ %v (1.05 × lower bound + latency)", took, limit)
+	// A slot a consumer could not call on time (the 2 cores saturated by the
+	// packages testing beside this one) is given back, and its row's new slot
+	// is in the next window: pacing is then one window longer, never faster.
+	// Only then is that window allowed; the invariant above stays strict.
+	var missed float64
+	for _, c := range s.started {
+		missed += testutil.ToFloat64(c.m.late) + testutil.ToFloat64(c.m.stale)
+	}
+	limit := time.Duration(1.05*float64(lower)) + latency + 2*time.Millisecond
+	if missed > 0 {
+		t.Logf("%v slots missed under load: one more window allowed", missed)
+		limit += s.window + s.margin
+	}
+	if took > limit {
+		t.Errorf("the last registration came %v after the first, want ≤ %v (1.05 × lower bound + latency, + a window when slots were missed: %v)", took, limit, missed)
 	}
 	// The compliance report agrees: every call recorded, none over the limit.
 	rep, err := compliance.NewRecorder(s.rdb, time.Hour).Report(context.Background(), s.limit, s.window)
@@ -356,7 +396,9 @@ type proc struct {
 	log string
 }
 
-func (s *stack) startProcess(name string) *proc {
+// startProcess runs cmd/consumer; settings are "NAME=value" (without the
+// BULKREG_ prefix) that replace the defaults below.
+func (s *stack) startProcess(name string, settings ...string) *proc {
 	s.t.Helper()
 	bin, err := consumerBin()
 	if err != nil {
@@ -373,9 +415,14 @@ func (s *stack) startProcess(name string) *proc {
 		"REDIS_ADDRS": s.redis.Addr, "REGISTRY_URL": s.api.URL,
 		"LIMIT": fmt.Sprint(s.limit), "WINDOW": s.window.String(), "MARGIN": s.margin.String(),
 		"SESSION_TIMEOUT": "2s", "HEARTBEAT_INTERVAL": "200ms", "REBALANCE_TIMEOUT": "5s", "COMMIT_INTERVAL": "200ms",
-		"DRAIN_TIMEOUT": "2s", "SHUTDOWN_TIMEOUT": "5s", "METRICS_ADDR": "127.0.0.1:0",
+		"DRAIN_TIMEOUT": "1500ms", "SHUTDOWN_TIMEOUT": "5s", "METRICS_ADDR": "127.0.0.1:0",
 		"REDIS_PROBE_INTERVAL": "100ms", "REGISTRY_TIMEOUT": "2s", "RETRY_INITIAL": "20ms", "RETRY_MAX_INTERVAL": "200ms",
 		"RETRY_MAX_ATTEMPTS": "6", "RETRY_MAX_ELAPSED": "10s", "LOG_LEVEL": "info",
+		"CIRCUIT_WINDOW": "2s", "CIRCUIT_PROBE_MIN": "200ms", "CIRCUIT_PROBE_MAX": "1s", "CIRCUIT_PROBE_LEASE": "3s",
+	}
+	for _, kv := range settings {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
 	}
 	cmd.Env = os.Environ()
 	for k, v := range env {
@@ -526,8 +573,9 @@ func TestCrashAllConsumers(t *testing.T) {
 	killed := time.Now()
 	time.Sleep(2 * time.Second)
 	restarted := time.Now()
-	s.startProcess("c3")
-	s.startProcess("c4")
+	// Debug logs name every row a consumer finishes, so rows read again
+	// show even when the SKU ledger answers them without an API call.
+	c3, c4 := s.startProcess("c3", "LOG_LEVEL=debug"), s.startProcess("c4", "LOG_LEVEL=debug")
 	for _, seller := range sellers {
 		s.waitProducts(seller, want[seller], 40*time.Second)
 	}
@@ -538,14 +586,26 @@ func TestCrashAllConsumers(t *testing.T) {
 	// Each partition holds a big upload, then small ones ("big1", "small2",
 	// "small4" on 0; the others on 1). The small ones were finished before the
 	// kill, but the commit could not pass the big upload's unfinished rows
-	// below them, so they were read again and answered as replays: proof that
-	// rows finished out of offset order and nothing past the lowest
-	// unfinished row was committed.
+	// below them, so the new consumers read them again: proof that rows
+	// finished out of offset order and nothing past the lowest unfinished row
+	// was committed. (The SKU ledger answers those rows itself, as registered
+	// by their own row, without calling the API again.)
+	var logs strings.Builder
+	for _, p := range []*proc{c3, c4} {
+		b, _ := os.ReadFile(p.log)
+		logs.Write(b)
+	}
 	for _, seller := range []string{"small1", "small2", "small3", "small4"} {
-		if a := s.audit(seller); a.Replays == 0 {
-			t.Errorf("seller %s: no replay after the restart, want its rows read again (they sit above unfinished rows of a big upload)", seller)
+		again := 0
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, `"msg":"row done"`) && strings.Contains(line, `"seller":"`+seller+`"`) {
+				again++
+			}
+		}
+		if again == 0 {
+			t.Errorf("seller %s: no row read again after the restart, want its rows read again (they sit above unfinished rows of a big upload)", seller)
 		} else {
-			t.Logf("seller %s: %d rows replayed after the restart", seller, a.Replays)
+			t.Logf("seller %s: %d rows read again after the restart, %d API replays", seller, again, s.audit(seller).Replays)
 		}
 	}
 	t.Logf("everything registered %v after the kill", time.Since(killed))

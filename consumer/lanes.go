@@ -78,6 +78,18 @@ func (ls *lanes) work(seller string, ln *lane, r *row) {
 	}
 }
 
+// rowsBySeller counts each seller's rows in this consumer: queued, waiting for
+// a slot or calling.
+func (ls *lanes) rowsBySeller() map[string]int {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	out := make(map[string]int, len(ls.bySeller))
+	for s, ln := range ls.bySeller {
+		out[s] = ln.active + len(ln.queue)
+	}
+	return out
+}
+
 // sellers counts lanes with rows.
 func (ls *lanes) sellers() int {
 	ls.mu.Lock()

@@ -2,6 +2,8 @@ package consumer
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	registryclient "github.com/bulkreg/bulkreg/registry-client"
 )
 
 // metrics are the consumer's Prometheus series. None has a seller label: the
@@ -22,6 +24,8 @@ type metrics struct {
 	redisDown     prometheus.Counter
 	abandoned     prometheus.Counter
 	late          prometheus.Counter
+	stale         prometheus.Counter
+	stateLost     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, oldest func() float64) *metrics {
@@ -85,11 +89,41 @@ func newMetrics(reg prometheus.Registerer, oldest func() float64) *metrics {
 		Name: "bulkreg_consumer_slots_missed_total",
 		Help: "Slots given back because the call could not start within the allowed lateness (too few connections to the API, or an overloaded consumer).",
 	})
+	m.stale = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bulkreg_consumer_slots_stale_total",
+		Help: "Slots not used because the Redis that granted them lost the seller's throttle state since (a restart or failover); each row took a new slot.",
+	})
+	m.stateLost = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bulkreg_consumer_redis_state_lost_total",
+		Help: "Reservations that found Redis had lost (or may have lost) the throttle's state of a hash slot: every seller there was held one window from that moment.",
+	})
 	oldestAge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "bulkreg_consumer_oldest_unfinished_row_age_seconds",
 		Help: "Age of the oldest unfinished row in this consumer, since it was produced; 0 when none.",
 	}, oldest)
+	m.initLabels()
 	reg.MustRegister(m.rows, m.calls, m.latency, m.throttleWait, m.rateLimited, m.inFlight, m.waiting,
-		m.activeSellers, m.commits, m.rebalances, m.dlqWrites, m.redisDown, m.abandoned, m.late, oldestAge)
+		m.activeSellers, m.commits, m.rebalances, m.dlqWrites, m.redisDown, m.abandoned, m.late, m.stale, m.stateLost, oldestAge)
 	return m
+}
+
+// initLabels creates every known label value at 0. A counter series that is
+// born at 1 shows no increase() to Prometheus, so without this the first dead
+// letter (or 429, or failed commit) after a consumer starts would never alert.
+func (m *metrics) initLabels() {
+	for _, result := range []string{"registered", "replayed", "failed", "dead_lettered"} {
+		m.rows.WithLabelValues(result)
+	}
+	for _, c := range []registryclient.Class{registryclient.Registered, registryclient.Replayed,
+		registryclient.Permanent, registryclient.RateLimited, registryclient.Transient} {
+		m.calls.WithLabelValues(c.String())
+		m.latency.WithLabelValues(c.String())
+	}
+	// The classes a row can be dead-lettered with (consumer.go, deadLetter).
+	for _, class := range []string{registryclient.Transient.String(), registryclient.RateLimited.String(), ClassBadMessage} {
+		m.dlqWrites.WithLabelValues(class)
+	}
+	for _, result := range []string{"ok", "error"} {
+		m.commits.WithLabelValues(result)
+	}
 }

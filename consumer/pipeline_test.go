@@ -20,7 +20,9 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/compliance"
+	"github.com/bulkreg/bulkreg/internal/redisfail"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
@@ -73,7 +75,23 @@ func (m *memThrottle) Reserve(ctx context.Context, seller string) (throttle.Rese
 	s = append(s, at)
 	slices.SortFunc(s, func(a, b time.Time) int { return a.Compare(b) })
 	m.slots[seller] = s
-	return throttle.Reservation{Seller: seller, Admitted: true, At: at, Wait: at.Sub(now), ID: strconv.FormatInt(at.UnixNano(), 10)}, nil
+	return throttle.Reservation{Seller: seller, Admitted: true, At: at, Wait: at.Sub(now), ID: strconv.FormatInt(at.UnixNano(), 10), Epoch: "1"}, nil
+}
+
+func (m *memThrottle) Policy() throttle.Policy {
+	return throttle.Policy{Kind: throttle.Sliding, Limit: m.limit, Window: m.window}
+}
+
+// Check accepts a slot while it is in the log: the in-memory log never
+// loses its state.
+func (m *memThrottle) Check(ctx context.Context, r throttle.Reservation) (throttle.SlotCheck, error) {
+	if m.down.Load() {
+		return throttle.SlotCheck{}, fmt.Errorf("check: %w", throttle.ErrUnavailable)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	held := slices.ContainsFunc(m.slots[r.Seller], func(t time.Time) bool { return t.Equal(r.At) })
+	return throttle.SlotCheck{Good: held, Epoch: "1", Now: time.Now()}, nil
 }
 
 func (m *memThrottle) Release(ctx context.Context, r throttle.Reservation) error {
@@ -219,6 +237,7 @@ type fixture struct {
 	reg      *prometheus.Registry
 	pingErr  atomic.Pointer[error]
 	dlqW     DeadLetterWriter // nil: the embedded broker's dead-letter topic
+	retry    BackOffPolicy    // nil: 4 attempts 20 ms apart
 }
 
 func newFixture(t *testing.T, partitions int32, script func(string, int) registryclient.Result) *fixture {
@@ -237,8 +256,12 @@ func newFixture(t *testing.T, partitions int32, script func(string, int) registr
 // start runs one consumer until the test ends.
 func (f *fixture) start() *Consumer {
 	f.reg = prometheus.NewRegistry()
+	retry := f.retry
+	if retry == nil {
+		retry = registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}
+	}
 	c, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls,
-		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}},
+		Retry: retry,
 		PingRedis: func(context.Context) error {
 			if p := f.pingErr.Load(); p != nil {
 				return *p
@@ -677,15 +700,19 @@ func TestRebalanceLosesNothing(t *testing.T) {
 	}
 }
 
+// TestUnavailable: the consumer stops calling on one typed error from every
+// package that talks to Redis, never on an error's text
+// (internal/redisfail tells the cases apart).
 func TestUnavailable(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
 		want bool
 	}{
 		{fmt.Errorf("reserve: %w", throttle.ErrUnavailable), true},
-		{fmt.Errorf("record: %w", syscallErr()), true},
-		{fmt.Errorf("record: %w", redis.ErrPoolTimeout), true},
-		{errors.New("LOADING Redis is loading the dataset in memory"), true},
+		{fmt.Errorf("record: %w", redisfail.Wrap(syscallErr())), true},
+		{fmt.Errorf("record: %w", redisfail.Wrap(redis.ErrPoolTimeout)), true},
+		{fmt.Errorf("circuit: %w", circuit.ErrUnavailable), true},
+		{errors.New("LOADING Redis is loading the dataset in memory"), false}, // text is not a type
 		{errors.New("upload u1 is unknown"), false},
 		{errors.New("ERR Error running script: bad argument"), false},
 	} {

@@ -142,6 +142,7 @@ func TestEndToEnd(t *testing.T) {
 	topic := bulkreg.DefaultTopic
 	brokers := testkafka.Start(t, 6, topic, bulkreg.DLQTopic(topic))
 	rs := testredis.Start(t)
+	redisInit(t, bin, rs.Addr)
 	registry := freeAddr(t)
 	env := []string{
 		"BULKREG_KAFKA_BROKERS=" + strings.Join(brokers, ","),
@@ -267,6 +268,17 @@ func TestEndToEnd(t *testing.T) {
 }
 
 // flagsOf turns BULKREG_X_Y=v settings into --x-y v flags.
+// redisInit prepares the test's new Redis as an operator does, with
+// `producer redis-init`: otherwise the throttle takes it for one that lost
+// its data and holds every seller's first window.
+func redisInit(t *testing.T, bin, addr string) {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(bin, "producer"), "redis-init", "--redis-addrs", addr).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "initialised") {
+		t.Fatalf("producer redis-init: %v\n%s", err, out)
+	}
+}
+
 func flagsOf(env []string) []string {
 	var args []string
 	for _, kv := range env {

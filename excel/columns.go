@@ -3,6 +3,8 @@ package excel
 import (
 	"strings"
 	"unicode"
+
+	"github.com/bulkreg/bulkreg/productrules"
 )
 
 // Column describes one column of the upload format.
@@ -16,32 +18,37 @@ type Column struct {
 // Label is how messages name the column: "판매자상품코드 (seller_sku)".
 func (c Column) Label() string { return c.Korean + " (" + c.Field + ")" }
 
-// Fields of the upload, in template order.
+// Fields of the upload, in template order: the fields of the registration API.
 const (
-	FieldSellerSKU    = "seller_sku"
-	FieldName         = "name"
-	FieldCategoryCode = "category_code"
-	FieldPrice        = "price"
-	FieldStock        = "stock"
-	FieldBrand        = "brand"
-	FieldImageURL     = "image_url"
-	FieldDescription  = "description"
-	FieldShippingFee  = "shipping_fee"
+	FieldSellerSKU    = productrules.SellerSKU
+	FieldName         = productrules.Name
+	FieldCategoryCode = productrules.CategoryCode
+	FieldPrice        = productrules.Price
+	FieldStock        = productrules.Stock
+	FieldBrand        = productrules.Brand
+	FieldImageURL     = productrules.ImageURL
+	FieldDescription  = productrules.Description
+	FieldShippingFee  = productrules.ShippingFee
 )
 
-// Columns returns the upload format, in template order.
+// Columns returns the upload format, in template order. Whether a column is
+// required is the field's rule (package productrules).
 func Columns() []Column {
-	return []Column{
-		{FieldSellerSKU, "판매자상품코드", true, []string{"판매자상품코드", "상품코드", "판매자코드", "sku", "sellersku", "sellerproductcode", "productcode"}},
-		{FieldName, "상품명", true, []string{"상품명", "제품명", "name", "productname", "itemname", "title"}},
-		{FieldCategoryCode, "카테고리코드", true, []string{"카테고리코드", "카테고리", "카테고리번호", "categorycode", "category", "categoryid"}},
-		{FieldPrice, "판매가", true, []string{"판매가", "판매가격", "가격", "price", "saleprice", "sellingprice"}},
-		{FieldStock, "재고수량", true, []string{"재고수량", "재고", "수량", "stock", "quantity", "qty", "stockquantity"}},
+	cols := []Column{
+		{FieldSellerSKU, "판매자상품코드", false, []string{"판매자상품코드", "상품코드", "판매자코드", "sku", "sellersku", "sellerproductcode", "productcode"}},
+		{FieldName, "상품명", false, []string{"상품명", "제품명", "name", "productname", "itemname", "title"}},
+		{FieldCategoryCode, "카테고리코드", false, []string{"카테고리코드", "카테고리", "카테고리번호", "categorycode", "category", "categoryid"}},
+		{FieldPrice, "판매가", false, []string{"판매가", "판매가격", "가격", "price", "saleprice", "sellingprice"}},
+		{FieldStock, "재고수량", false, []string{"재고수량", "재고", "수량", "stock", "quantity", "qty", "stockquantity"}},
 		{FieldBrand, "브랜드", false, []string{"브랜드", "브랜드명", "brand", "brandname"}},
 		{FieldImageURL, "대표이미지URL", false, []string{"대표이미지url", "대표이미지", "이미지url", "이미지", "imageurl", "image", "mainimageurl", "mainimage"}},
 		{FieldDescription, "상세설명", false, []string{"상세설명", "상품설명", "설명", "description", "detail", "details"}},
 		{FieldShippingFee, "배송비", false, []string{"배송비", "shippingfee", "shipping", "deliveryfee"}},
 	}
+	for i := range cols {
+		cols[i].Required = productrules.Must(cols[i].Field).Required
+	}
+	return cols
 }
 
 // Report columns: the result report adds them after the seller's columns.

@@ -269,16 +269,13 @@ func TestFormulaOnlyRowsCount(t *testing.T) {
 	}
 }
 
-func TestNeutralize(t *testing.T) {
-	for in, want := range map[string]string{
-		"=1+1": "'=1+1", "+82": "'+82", "-5": "'-5", "@SUM(A1)": "'@SUM(A1)", "\tx": "'\tx", "\rx": "'\rx",
-		"상품": "상품", "": "", " =x": " =x", "'=x": "'=x",
+func TestQuotePrefixed(t *testing.T) {
+	for in, want := range map[string]bool{
+		"=1+1": true, "+82": true, "-5": true, "@SUM(A1)": true, "\tx": true, "\rx": true,
+		"상품": false, "": false, " =x": false, "'=x": false,
 	} {
-		if got := neutralize(in); got != want {
-			t.Errorf("neutralize(%q) = %q, want %q", in, got, want)
-		}
-		if cleanCell(neutralize(in)) != cleanCell(in) {
-			t.Errorf("cleanCell(neutralize(%q)) = %q, want %q", in, cleanCell(neutralize(in)), cleanCell(in))
+		if got := quotePrefixed(in); got != want {
+			t.Errorf("quotePrefixed(%q) = %v, want %v", in, got, want)
 		}
 	}
 }
@@ -304,10 +301,23 @@ func TestReportLayout(t *testing.T) {
 			t.Fatal(err)
 		}
 		panes, _ := f.GetPanes(ReportSheet)
+		// The formula-like text is a string cell with the quote-prefix
+		// style: shown as the seller typed it, never run.
+		formula, _ := f.GetCellFormula(ReportSheet, "B2")
+		typ, _ := f.GetCellType(ReportSheet, "B2")
+		style, _ := f.GetCellStyle(ReportSheet, "B2")
+		plain, _ := f.GetCellStyle(ReportSheet, "A2")
+		quoted := func(id int) bool {
+			xf := f.Styles.CellXfs.Xf[id]
+			return xf.QuotePrefix != nil && *xf.QuotePrefix
+		}
+		if !failedOnly && (formula != "" || typ == excelize.CellTypeFormula || !quoted(style) || quoted(plain) || *f.Styles.CellXfs.Xf[style].NumFmtID != textFormat) {
+			t.Errorf("B2: formula %q, type %v, quote prefix %v (A2: %v), want text with the quote prefix in the text format", formula, typ, quoted(style), quoted(plain))
+		}
 		f.Close()
 		want := [][]string{
 			{"판매자상품코드", "상품명", "카테고리코드", "판매가", "재고수량", ReportColumnRow, ReportColumnResult, ReportColumnReason},
-			{"A-1", "'=cmd|' /C calc'!A0", "1", "100", "1", "2", "registered"},
+			{"A-1", "=cmd|' /C calc'!A0", "1", "100", "1", "2", "registered"},
 			{"A-2", "셔츠", "1", "x", "1", "3", "failed", `D3: price must be a whole number greater than 0, got "x"`},
 			{"A-3", "바지", "1", "100", "1", "4", "waiting"},
 		}

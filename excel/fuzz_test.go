@@ -10,7 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
+
+	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/productrules"
 )
 
 var fileCodes = map[string]bool{
@@ -23,9 +25,9 @@ func fuzzParser() *Parser {
 }
 
 // checkParseResult holds for every input: a *FileError with a known code, or
-// a sheet whose rows are consistent. A panic recovered inside excelize is an
-// accepted refusal (excelize v2.11.0 has known panics on crafted files); a
-// panic in this package is a bug.
+// a sheet whose rows are consistent, keep no more text than the bounds allow,
+// and are valid only when the API's rules accept them. Every panic is a bug:
+// the reader is this package's own code (panicInThisPackage tells which frame).
 func checkParseResult(t *testing.T, p *Parser, s *Sheet, err error) {
 	t.Helper()
 	if err != nil {
@@ -42,15 +44,15 @@ func checkParseResult(t *testing.T, p *Parser, s *Sheet, err error) {
 		if s != nil {
 			t.Fatalf("a refused file returned a sheet")
 		}
-		if fe.Err != nil && panicInThisPackage(fe.Err.Error()) {
-			t.Fatalf("panic in package excel: %v", fe.Err)
+		if fe.Err != nil && strings.Contains(fe.Err.Error(), "panic while parsing") {
+			t.Fatalf("panic (in package excel: %v): %v", panicInThisPackage(fe.Err.Error()), fe.Err)
 		}
 		return
 	}
 	if s == nil || len(s.Rows) == 0 || len(s.Rows) > p.opts.MaxRows {
 		t.Fatalf("sheet with %v rows", s)
 	}
-	prev := s.HeaderRow
+	prev, text := s.HeaderRow, 0
 	for _, r := range s.Rows {
 		if r.Number <= prev {
 			t.Fatalf("row %d after row %d", r.Number, prev)
@@ -64,15 +66,42 @@ func checkParseResult(t *testing.T, p *Parser, s *Sheet, err error) {
 				t.Fatalf("row %d: problem %+v", r.Number, pr)
 			}
 		}
+		total := 0
+		for _, c := range r.Cells {
+			if len(c) > p.opts.MaxCellBytes {
+				t.Fatalf("row %d keeps a cell of %d bytes; the bound is %d", r.Number, len(c), p.opts.MaxCellBytes)
+			}
+			total += len(c)
+		}
+		text += total
 		if r.Valid() {
-			q := r.Product
-			if q.SellerSKU == "" || q.Name == "" || q.CategoryCode == "" || q.Price < 1 || q.Price > MaxPrice ||
-				q.Stock < 0 || q.Stock > MaxStock || q.ShippingFee < 0 || q.ShippingFee > MaxShippingFee ||
-				utf8.RuneCountInString(q.Name) > MaxNameLen || utf8.RuneCountInString(q.Description) > MaxDescriptionLen {
-				t.Fatalf("row %d is valid but its product breaks a rule: %+v", r.Number, q)
+			if v := productViolation(r.Product); v != nil {
+				t.Fatalf("row %d is valid but its product breaks a rule (%v): %+v", r.Number, v, r.Product)
 			}
 		}
 	}
+	if int64(text) > p.opts.MaxTextBytes {
+		t.Fatalf("the rows keep %d bytes of text; the bound is %d", text, p.opts.MaxTextBytes)
+	}
+}
+
+// productViolation checks a product against the shared table, as the API does.
+func productViolation(q bulkreg.Product) *productrules.Violation {
+	texts := map[string]string{FieldSellerSKU: q.SellerSKU, FieldName: q.Name, FieldCategoryCode: q.CategoryCode,
+		FieldBrand: q.Brand, FieldImageURL: q.ImageURL, FieldDescription: q.Description}
+	numbers := map[string]int64{FieldPrice: q.Price, FieldStock: q.Stock, FieldShippingFee: q.ShippingFee}
+	for _, r := range productrules.Rules() {
+		var v *productrules.Violation
+		if r.Type == productrules.Text {
+			v = r.CheckText(texts[r.Field])
+		} else {
+			v = r.CheckNumber(numbers[r.Field], "")
+		}
+		if v != nil {
+			return v
+		}
+	}
+	return nil
 }
 
 // panicInThisPackage reads the stack Parse recorded and reports whether the
@@ -111,7 +140,7 @@ func FuzzParse(f *testing.F) {
 }
 
 // FuzzSheetXML: any worksheet XML inside an otherwise valid workbook, so the
-// fuzzer gets past the zip checksums into excelize and the sheet scan.
+// fuzzer gets past the zip checksums into the sheet reader.
 func FuzzSheetXML(f *testing.F) {
 	base := fixture(f, "formulas.xlsx")
 	for _, name := range []string{"formulas.xlsx", "merged-cells.xlsx", "korean-headers.xlsx", "dates.xlsx", "hidden-rows.xlsx"} {
@@ -127,50 +156,80 @@ func FuzzSheetXML(f *testing.F) {
 	})
 }
 
+// FuzzBoundedSheet: any worksheet and shared-strings XML, read with tiny
+// cell and text bounds: whatever the cells point at, no row keeps more than
+// MaxCellBytes of a cell or MaxTextBytes in all, and every answer is a sheet
+// or a *FileError.
+func FuzzBoundedSheet(f *testing.F) {
+	base := fixture(f, "big-cell.xlsx")
+	f.Add(zipPart(f, base, "xl/worksheets/sheet1.xml"), []byte(`<sst><si><t>판매자상품코드</t></si></sst>`))
+	f.Add([]byte(`<worksheet><sheetData><row r="1"><c t="s"><v>0</v></c><c t="s"><v>0</v></c></row></sheetData></worksheet>`),
+		[]byte(`<sst><si><t>`+strings.Repeat("가", 100)+`</t><rPh><t>x</t></rPh></si></sst>`))
+	f.Add(manyRowsSheet(30), []byte(`<sst/>`))
+	p := NewParser(Options{MaxFileSize: 2 << 20, UnzipSizeLimit: 16 << 20, ParseTimeout: 3 * time.Second, MaxConcurrent: 1,
+		MaxCellBytes: 64, MaxTextBytes: 4096})
+	f.Fuzz(func(t *testing.T, sheet, sst []byte) {
+		data := replacePart(t, base, "xl/worksheets/sheet1.xml", sheet)
+		data = replacePart(t, data, "xl/sharedStrings.xml", sst)
+		s, err := p.ParseBytes(context.Background(), data)
+		checkParseResult(t, p, s, err)
+	})
+}
+
+// FuzzCSV: any bytes read as a CSV file (text or not, any encoding), with
+// small bounds, get a sheet or a *FileError.
+func FuzzCSV(f *testing.F) {
+	f.Add([]byte("판매자상품코드,상품명,카테고리코드,판매가,재고수량\r\nA-1,\"티셔츠, \"\"흰색\"\"\",CAT-101,\"12,000\",10\r\n"))
+	f.Add(append([]byte{0xEF, 0xBB, 0xBF}, "sku,name,category,price,stock\nA,\"a\nb\",1,2,3\n\n,,,,\nB,b,1,2"...))
+	f.Add([]byte("\xc6\xc7\xb8\xc5\xc0\xda,name,category,price,stock\r\nA,\xc0\xcc\xb8\xa7,1,2,3\r\n"))
+	f.Add([]byte("sku,name,category,price,stock\n\"A"))
+	p := NewParser(Options{MaxFileSize: 1 << 20, ParseTimeout: 3 * time.Second, MaxConcurrent: 1, MaxCellBytes: 16, MaxTextBytes: 1024})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := p.ParseBytes(context.Background(), data)
+		checkParseResult(t, p, s, err)
+		if s != nil && s.Format != FormatCSV {
+			t.Fatalf("format %q for a file that is not a zip", s.Format)
+		}
+	})
+}
+
 // FuzzCell: the cell rules on any text.
 func FuzzCell(f *testing.F) {
 	for _, s := range []string{"12000", "12,000", "12,000원", "1.2E+4", "11000.000000000002", "-0", "'=1+1", "\t'=x",
-		"https://img.example.com/a.jpg", "8.80123E+12", " 판매가 (필수)* ", "(((", "가\xff", strings.Repeat("9", 40)} {
+		"https://img.example.com/a.jpg", "8.80123E+12", " 판매가 (필수)* ", "(((", "가\xff", strings.Repeat("9", 40), "CAT-101"} {
 		f.Add(s)
 	}
-	f.Fuzz(func(t *testing.T, v string) {
-		for _, lim := range []struct{ lo, hi int64 }{{1, MaxPrice}, {0, MaxStock}} {
-			n, fe := parseWhole("price", v, lim.lo, lim.hi, true, 0)
-			if fe != nil {
-				if len(fe.msg) > 400 {
-					t.Fatalf("message of %d bytes", len(fe.msg))
+	v := newValidator()
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, rule := range v.rules {
+			text, n, viol := checkCell(rule, cellValue{text: cleanCell(s)})
+			if viol != nil {
+				if viol.Code == "" || viol.Field != rule.Field || len(viol.Message) > 400 || !strings.HasPrefix(viol.Message, rule.Field+" ") {
+					t.Fatalf("%s %q: %+v", rule.Field, s, viol)
 				}
 				continue
 			}
-			if n < lim.lo || n > lim.hi {
-				t.Fatalf("parseWhole(%q) = %d outside [%d, %d]", v, n, lim.lo, lim.hi)
-			}
-			for _, again := range []string{strconv.FormatInt(n, 10), group(n)} {
-				if m, fe := parseWhole("price", again, lim.lo, lim.hi, true, 0); fe != nil || m != n {
-					t.Fatalf("parseWhole(%q) = %d but %q gives %d, %v", v, n, again, m, fe)
+			// What the validator accepts, the table (the API) accepts as it is sent.
+			var again *productrules.Violation
+			if rule.Type == productrules.Text {
+				if text != "" {
+					again = rule.CheckText(text)
+				}
+			} else {
+				again = rule.CheckNumber(n, "")
+				if m, viol := parseWhole(rule, strconv.FormatInt(n, 10)); viol != nil || m != n {
+					t.Fatalf("%s %q = %d but %d reads as %d, %v", rule.Field, s, n, n, m, viol)
+				}
+				if m, viol := parseWhole(rule, group(n)); viol != nil || m != n {
+					t.Fatalf("%s %q = %d but %q reads as %d, %v", rule.Field, s, n, group(n), m, viol)
 				}
 			}
-		}
-		for _, fe := range []*fieldError{checkSKU(v), checkCategory(v), checkURL(v),
-			checkText("name", v, true, MaxNameLen, false), checkText("description", v, false, MaxDescriptionLen, true)} {
-			if fe != nil && (fe.code == "" || len(fe.msg) > 400) {
-				t.Fatalf("%q: %+v", v, fe)
+			if again != nil {
+				t.Fatalf("the validator accepted %s %q, the API's rules refuse it: %v", rule.Field, s, again)
 			}
 		}
-		if checkSKU(v) == nil && (v == "" || strings.ContainsAny(v, " \t\n")) {
-			t.Fatalf("checkSKU accepted %q", v)
-		}
-		if checkCategory(v) == nil && !allDigits(v) {
-			t.Fatalf("checkCategory accepted %q", v)
-		}
-		if a, b := cleanCell(neutralize(v)), cleanCell(v); a != b {
-			t.Fatalf("cleanCell(neutralize(%q)) = %q, cleanCell = %q", v, a, b)
-		}
-		if n := neutralize(v); n != "" && strings.ContainsRune(formulaStarts, rune(n[0])) {
-			t.Fatalf("neutralize(%q) = %q still starts a formula", v, n)
-		}
-		if h := normalizeHeader(v); normalizeHeader(h) != h {
-			t.Fatalf("normalizeHeader not idempotent on %q: %q then %q", v, h, normalizeHeader(h))
+		if h := normalizeHeader(s); normalizeHeader(h) != h {
+			t.Fatalf("normalizeHeader not idempotent on %q: %q then %q", s, h, normalizeHeader(h))
 		}
 	})
 }

@@ -180,28 +180,3 @@ func TestTemplateParses(t *testing.T) {
 		t.Fatalf("template with the example row: %+v %v", s.Rows, problems(s))
 	}
 }
-
-// streamRowsOnly reads the first sheet with excelize's streaming reader and
-// nothing else, reporting every error it gives.
-func streamRowsOnly(data []byte) (int, error) {
-	f, err := excelize.OpenReader(bytes.NewReader(data), excelize.Options{RawCellValue: true})
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	rows, err := f.Rows(f.GetSheetName(0))
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for rows.Next() {
-		if _, err := rows.Columns(); err != nil {
-			return n, err
-		}
-		n++
-	}
-	if err := rows.Error(); err != nil {
-		return n, err
-	}
-	return n, rows.Close()
-}

@@ -2,38 +2,23 @@ package excel
 
 import (
 	"math"
-	"net/url"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/productrules"
 )
 
-// Limits of the fields, in characters (runes) or won.
+// Problem codes of cells and rows. The codes of the field rules are those of
+// package productrules.
 const (
-	MaxSKULen          = 50
-	MaxNameLen         = 100
-	MaxCategoryLen     = 20
-	MaxBrandLen        = 50
-	MaxImageURLLen     = 1000
-	MaxDescriptionLen  = 10000
-	MaxPrice           = 1_000_000_000
-	MaxStock           = 1_000_000
-	MaxShippingFee     = 1_000_000
-	DefaultShippingFee = 0
-)
-
-// Problem codes of cells and rows.
-const (
-	CodeRequired       = "required"
-	CodeTooLong        = "too_long"
-	CodeInvalidChars   = "invalid_characters"
-	CodeNotWholeNumber = "not_whole_number"
-	CodeOutOfRange     = "out_of_range"
-	CodeInvalidURL     = "invalid_url"
-	CodeInvalidCode    = "invalid_code"
+	CodeRequired       = productrules.CodeRequired
+	CodeTooLong        = productrules.CodeTooLong
+	CodeInvalidChars   = productrules.CodeInvalidChars
+	CodeNotWholeNumber = productrules.CodeNotWholeNumber
+	CodeOutOfRange     = productrules.CodeOutOfRange
+	CodeInvalidURL     = productrules.CodeInvalidURL
+	CodeInvalidCode    = productrules.CodeInvalidCode
 	CodeFormulaNoValue = "formula_without_value"
 	CodeExcelError     = "excel_error"
 	CodeDateValue      = "date_value"
@@ -46,9 +31,12 @@ const (
 	CodeMergedFill    = "merged_fill"
 )
 
+// numFields is the number of fields of a product (productrules.Rules()).
+const numFields = 9
+
 // cleanCell turns a raw cell text into the value a seller meant: outer
 // spaces (also the no-break and ideographic spaces Korean keyboards and web
-// copies produce) are trimmed, and the apostrophe the report writer puts
+// copies produce) are trimmed, and the apostrophe that older reports put
 // before text that could start a formula is taken off again.
 func cleanCell(raw string) string {
 	v := strings.TrimLeftFunc(raw, isSpace)
@@ -58,98 +46,105 @@ func cleanCell(raw string) string {
 	return strings.TrimRightFunc(v, isSpace)
 }
 
-func isSpace(r rune) bool {
-	return unicode.IsSpace(r) || r == '\u00a0' || r == '\u3000' || r == '\ufeff' || r == '\u200b'
+func isSpace(r rune) bool { return productrules.IsSpace(r) }
+
+// cellValue is a cleaned cell as the rules see it.
+type cellValue struct {
+	text  string
+	runes int  // characters of the whole cell, when cut
+	cut   bool // text is only the start of the cell
 }
 
-// fieldError is a failed rule, before it is placed in a cell.
-type fieldError struct{ code, msg string }
+// validator applies the shared field rules to cells, adding what a
+// spreadsheet needs said: an empty cell, a long code Excel shortened, a unit
+// typed after a number, numbers written with thousands separators.
+type validator struct {
+	rules []productrules.Rule // in the contract's order; index fi
+}
 
-// checkText applies the rules of a text field. multiline allows line breaks and tabs.
-func checkText(field, v string, required bool, maxLen int, multiline bool) *fieldError {
-	if v == "" {
-		if required {
-			return &fieldError{CodeRequired, field + " is required but the cell is empty"}
+func newValidator() validator { return validator{rules: productrules.Rules()} }
+
+// product checks one row's values (indexed like v.rules) and builds the
+// product; bad receives each failed rule with its field's index.
+func (v validator) product(values [numFields]cellValue, bad func(fi int, code, msg string)) bulkreg.Product {
+	var p bulkreg.Product
+	for fi, rule := range v.rules {
+		text, n, viol := checkCell(rule, values[fi])
+		if viol != nil {
+			bad(fi, viol.Code, viol.Message)
 		}
-		return nil
-	}
-	if !utf8.ValidString(v) {
-		return &fieldError{CodeInvalidChars, field + " holds characters that are not valid text"}
-	}
-	if n := utf8.RuneCountInString(v); n > maxLen {
-		return &fieldError{CodeTooLong, field + " must be at most " + group(int64(maxLen)) + " characters, got " + group(int64(n)) + " characters"}
-	}
-	for _, r := range v {
-		if r == '\n' || r == '\r' || r == '\t' {
-			if multiline {
-				continue
-			}
-			return &fieldError{CodeInvalidChars, field + " must be one line, without line breaks or tabs"}
+		switch rule.Field {
+		case productrules.SellerSKU:
+			p.SellerSKU = text
+		case productrules.Name:
+			p.Name = text
+		case productrules.CategoryCode:
+			p.CategoryCode = text
+		case productrules.Price:
+			p.Price = n
+		case productrules.Stock:
+			p.Stock = n
+		case productrules.Brand:
+			p.Brand = text
+		case productrules.ImageURL:
+			p.ImageURL = text
+		case productrules.Description:
+			p.Description = text
+		case productrules.ShippingFee:
+			p.ShippingFee = n
 		}
-		if unicode.IsControl(r) || r == utf8.RuneError {
-			return &fieldError{CodeInvalidChars, field + " holds an invisible control character (" + strconv.QuoteRune(r) + ")"}
+	}
+	return p
+}
+
+// checkCell applies one field's rule to a cleaned cell. A Text field answers
+// its text, a WholeNumber field its number.
+func checkCell(rule productrules.Rule, cv cellValue) (string, int64, *productrules.Violation) {
+	v, field := cv.text, rule.Field
+	if v == "" && !cv.cut {
+		if rule.Required {
+			return "", 0, &productrules.Violation{Field: field, Code: CodeRequired, Message: field + " is required but the cell is empty"}
+		}
+		return "", rule.Default, nil
+	}
+	if rule.Type == productrules.WholeNumber {
+		n, viol := parseWhole(rule, v)
+		if viol != nil {
+			return "", 0, viol
+		}
+		return "", n, nil
+	}
+	if rule.Format == productrules.Word || rule.Format == productrules.Code {
+		if looksScientific(v) {
+			return "", 0, &productrules.Violation{Field: field, Code: CodeInvalidCode,
+				Message: field + " " + quote(v) + " looks like a long number Excel shortened; format the column as text and type the code again"}
 		}
 	}
-	return nil
-}
-
-// checkSKU: one word of letters, digits and symbols, up to MaxSKULen.
-func checkSKU(v string) *fieldError {
-	if fe := checkText(FieldSellerSKU, v, true, MaxSKULen, false); fe != nil {
-		return fe
+	if cv.cut {
+		if cv.runes > rule.MaxLen {
+			return "", 0, rule.TooLong(cv.runes)
+		}
+		return "", 0, &productrules.Violation{Field: field, Code: CodeTooLong,
+			Message: field + " holds more text than one cell may hold here (" + byteSize(int64(len(v))) + "); shorten it"}
 	}
-	if strings.IndexFunc(v, isSpace) >= 0 {
-		return &fieldError{CodeInvalidChars, "seller_sku must not contain spaces, got " + quote(v)}
+	if viol := rule.CheckText(v); viol != nil {
+		return "", 0, viol
 	}
-	if looksScientific(v) {
-		return &fieldError{CodeInvalidCode, "seller_sku " + quote(v) + " looks like a long number Excel shortened; format the column as text and type the code again"}
-	}
-	return nil
-}
-
-// checkCategory: digits only.
-func checkCategory(v string) *fieldError {
-	if v == "" {
-		return &fieldError{CodeRequired, "category_code is required but the cell is empty"}
-	}
-	if looksScientific(v) {
-		return &fieldError{CodeInvalidCode, "category_code " + quote(v) + " looks like a long number Excel shortened; format the column as text and type the code again"}
-	}
-	if len(v) > MaxCategoryLen || strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' }) >= 0 {
-		return &fieldError{CodeInvalidCode, "category_code must be a code of 1 to " + strconv.Itoa(MaxCategoryLen) + " digits, got " + quote(v)}
-	}
-	return nil
-}
-
-// checkURL: an absolute http or https address.
-func checkURL(v string) *fieldError {
-	if fe := checkText(FieldImageURL, v, false, MaxImageURLLen, false); fe != nil || v == "" {
-		return fe
-	}
-	u, err := url.Parse(v)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.IndexFunc(v, isSpace) >= 0 {
-		return &fieldError{CodeInvalidURL, "image_url must be a web address starting with https:// or http://, got " + quote(v)}
-	}
-	return nil
+	return v, 0, nil
 }
 
 // parseWhole reads a whole number as sellers type it. Accepted: "12000",
 // "12,000" (commas exactly every three digits), "12000.0", and a number a
 // formula left a hair off whole ("11000.000000000002"). Refused, with the
-// reason: units ("12,000원"), decimals, signs and anything else.
-func parseWhole(field, v string, minVal, maxVal int64, required bool, def int64) (int64, *fieldError) {
-	if v == "" {
-		if required {
-			return 0, &fieldError{CodeRequired, field + " is required but the cell is empty"}
-		}
-		return def, nil
-	}
-	notWhole := func() (int64, *fieldError) {
-		hint := ""
+// reason: units ("12,000원"), decimals, signs and anything else. Then the
+// rule's range applies.
+func parseWhole(rule productrules.Rule, v string) (int64, *productrules.Violation) {
+	notWhole := func() (int64, *productrules.Violation) {
+		viol := rule.NotWhole(v)
 		if strings.ContainsAny(v, "원₩￦") {
-			hint = "; type the number only, without 원 or ₩"
+			viol.Message += "; type the number only, without 원 or ₩"
 		}
-		return 0, &fieldError{CodeNotWholeNumber, field + " must be " + rangeWords(minVal, maxVal) + ", got " + quote(v) + hint}
+		return 0, viol
 	}
 	s := v
 	if strings.Contains(s, ",") {
@@ -161,7 +156,7 @@ func parseWhole(field, v string, minVal, maxVal int64, required bool, def int64)
 	var n int64
 	if allDigits(s) {
 		if len(s) > 18 {
-			return 0, &fieldError{CodeOutOfRange, field + " must be " + rangeWords(minVal, maxVal) + ", got " + quote(v)}
+			return 0, rule.OutOfRange(v)
 		}
 		n, _ = strconv.ParseInt(s, 10, 64)
 	} else {
@@ -177,25 +172,15 @@ func parseWhole(field, v string, minVal, maxVal int64, required bool, def int64)
 		if math.Abs(f-r) > 1e-6 {
 			return notWhole()
 		}
-		if r < float64(minVal) || r > float64(maxVal) {
-			return 0, &fieldError{CodeOutOfRange, field + " must be " + rangeWords(minVal, maxVal) + ", got " + quote(v)}
+		if r < float64(rule.Min) || r > float64(rule.Max) {
+			return 0, rule.OutOfRange(v)
 		}
 		n = int64(r)
 	}
-	if n < minVal || n > maxVal {
-		return 0, &fieldError{CodeOutOfRange, field + " must be " + rangeWords(minVal, maxVal) + ", got " + quote(v)}
+	if viol := rule.CheckNumber(n, v); viol != nil {
+		return 0, viol
 	}
 	return n, nil
-}
-
-func rangeWords(minVal, maxVal int64) string {
-	switch minVal {
-	case 0:
-		return "a whole number from 0 to " + group(maxVal)
-	case 1:
-		return "a whole number greater than 0 and at most " + group(maxVal)
-	}
-	return "a whole number from " + group(minVal) + " to " + group(maxVal)
 }
 
 func allDigits(s string) bool {
@@ -237,60 +222,4 @@ func looksScientific(s string) bool {
 }
 
 // group writes n with thousands separators: 1048576 → "1,048,576".
-func group(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	if neg {
-		b.WriteByte('-')
-	}
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
-
-// validateFields checks one row's cleaned values (by field) and builds the
-// product. bad receives each failed rule with its field.
-func validateFields(values map[string]string, bad func(field string, fe *fieldError)) bulkreg.Product {
-	var p bulkreg.Product
-	p.SellerSKU = values[FieldSellerSKU]
-	if fe := checkSKU(p.SellerSKU); fe != nil {
-		bad(FieldSellerSKU, fe)
-	}
-	p.Name = values[FieldName]
-	if fe := checkText(FieldName, p.Name, true, MaxNameLen, false); fe != nil {
-		bad(FieldName, fe)
-	}
-	p.CategoryCode = values[FieldCategoryCode]
-	if fe := checkCategory(p.CategoryCode); fe != nil {
-		bad(FieldCategoryCode, fe)
-	}
-	var fe *fieldError
-	if p.Price, fe = parseWhole(FieldPrice, values[FieldPrice], 1, MaxPrice, true, 0); fe != nil {
-		bad(FieldPrice, fe)
-	}
-	if p.Stock, fe = parseWhole(FieldStock, values[FieldStock], 0, MaxStock, true, 0); fe != nil {
-		bad(FieldStock, fe)
-	}
-	p.Brand = values[FieldBrand]
-	if fe := checkText(FieldBrand, p.Brand, false, MaxBrandLen, false); fe != nil {
-		bad(FieldBrand, fe)
-	}
-	p.ImageURL = values[FieldImageURL]
-	if fe := checkURL(p.ImageURL); fe != nil {
-		bad(FieldImageURL, fe)
-	}
-	p.Description = values[FieldDescription]
-	if fe := checkText(FieldDescription, p.Description, false, MaxDescriptionLen, true); fe != nil {
-		bad(FieldDescription, fe)
-	}
-	if p.ShippingFee, fe = parseWhole(FieldShippingFee, values[FieldShippingFee], 0, MaxShippingFee, false, DefaultShippingFee); fe != nil {
-		bad(FieldShippingFee, fe)
-	}
-	return p
-}
+func group(n int64) string { return productrules.Group(n) }

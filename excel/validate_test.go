@@ -3,9 +3,12 @@ package excel
 import (
 	"strings"
 	"testing"
+
+	"github.com/bulkreg/bulkreg/productrules"
 )
 
 func TestParseWhole(t *testing.T) {
+	price := productrules.Must(FieldPrice)
 	for _, tc := range []struct {
 		in   string
 		want int64
@@ -34,65 +37,76 @@ func TestParseWhole(t *testing.T) {
 		{"NaN", 0, CodeNotWholeNumber},
 		{"Inf", 0, CodeNotWholeNumber},
 		{"1_000", 0, CodeNotWholeNumber},
-		{"", 0, CodeRequired},
 	} {
-		got, fe := parseWhole("price", tc.in, 1, MaxPrice, true, 0)
+		got, viol := parseWhole(price, tc.in)
 		code := ""
-		if fe != nil {
-			code = fe.code
-			if !strings.HasPrefix(fe.msg, "price ") {
-				t.Errorf("%q: message %q does not name the field first", tc.in, fe.msg)
+		if viol != nil {
+			code = viol.Code
+			if !strings.HasPrefix(viol.Message, "price ") {
+				t.Errorf("%q: message %q does not name the field first", tc.in, viol.Message)
 			}
 		}
 		if code != tc.code || got != tc.want {
 			t.Errorf("parseWhole(%q) = %d, %q; want %d, %q", tc.in, got, code, tc.want, tc.code)
 		}
 	}
-	if n, fe := parseWhole("shipping_fee", "", 0, MaxShippingFee, false, DefaultShippingFee); fe != nil || n != 0 {
-		t.Errorf("empty optional shipping_fee = %d, %v; want the default 0", n, fe)
+	if _, n, viol := checkCell(price, cellValue{}); viol == nil || viol.Code != CodeRequired || n != 0 {
+		t.Errorf("empty price: %v", viol)
+	}
+	if _, n, viol := checkCell(productrules.Must(FieldShippingFee), cellValue{}); viol != nil || n != 0 {
+		t.Errorf("empty optional shipping_fee = %d, %v; want the default 0", n, viol)
 	}
 }
 
-func TestCheckers(t *testing.T) {
+// The cell checks: the table's rules plus what a spreadsheet needs said.
+func TestCheckCell(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		fe   *fieldError
-		code string
+		field, value, code string
 	}{
-		{"sku ok", checkSKU("ABC-001_x.1"), ""},
-		{"sku korean ok", checkSKU("티셔츠-01"), ""},
-		{"sku space", checkSKU("A 1"), CodeInvalidChars},
-		{"sku 51", checkSKU(strings.Repeat("a", 51)), CodeTooLong},
-		{"sku 50", checkSKU(strings.Repeat("a", 50)), ""},
-		{"sku sci", checkSKU("8.80123E+12"), CodeInvalidCode},
-		{"sku word with e", checkSKU("2E5"), CodeInvalidCode},
-		{"sku ends in e", checkSKU("CODE"), ""},
-		{"sku control", checkSKU("A\x00B"), CodeInvalidChars},
-		{"category ok", checkCategory("0050000803"), ""},
-		{"category letters", checkCategory("50A"), CodeInvalidCode},
-		{"category empty", checkCategory(""), CodeRequired},
-		{"category 21 digits", checkCategory(strings.Repeat("1", 21)), CodeInvalidCode},
-		{"url https", checkURL("https://img.example.com/a.jpg?x=1"), ""},
-		{"url http", checkURL("http://img.example.com/a.jpg"), ""},
-		{"url empty", checkURL(""), ""},
-		{"url javascript", checkURL("javascript:alert(1)"), CodeInvalidURL},
-		{"url no host", checkURL("https:///a.jpg"), CodeInvalidURL},
-		{"url space", checkURL("https://img.example.com/a b.jpg"), CodeInvalidURL},
-		{"url long", checkURL("https://a.example.com/" + strings.Repeat("a", 1000)), CodeTooLong},
-		{"name newline", checkText("name", "a\nb", true, MaxNameLen, false), CodeInvalidChars},
-		{"description newline", checkText("description", "a\r\nb\tc", false, MaxDescriptionLen, true), ""},
-		{"description bell", checkText("description", "a\x07", false, MaxDescriptionLen, true), CodeInvalidChars},
-		{"name invalid utf8", checkText("name", "a\xffb", true, MaxNameLen, false), CodeInvalidChars},
-		{"name 100 runes", checkText("name", strings.Repeat("가", 100), true, MaxNameLen, false), ""},
-		{"name 101 runes", checkText("name", strings.Repeat("가", 101), true, MaxNameLen, false), CodeTooLong},
+		{FieldSellerSKU, "ABC-001_x.1", ""},
+		{FieldSellerSKU, "티셔츠-01", ""},
+		{FieldSellerSKU, "A 1", CodeInvalidChars},
+		{FieldSellerSKU, strings.Repeat("a", 101), CodeTooLong},
+		{FieldSellerSKU, strings.Repeat("a", 100), ""},
+		{FieldSellerSKU, "8.80123E+12", CodeInvalidCode},
+		{FieldSellerSKU, "2E5", CodeInvalidCode},
+		{FieldSellerSKU, "CODE", ""},
+		{FieldSellerSKU, "A\x00B", CodeInvalidChars},
+		{FieldCategoryCode, "0050000803", ""},
+		{FieldCategoryCode, "CAT-101", ""},
+		{FieldCategoryCode, "cat_1.2", ""},
+		{FieldCategoryCode, "CAT 101", CodeInvalidCode},
+		{FieldCategoryCode, "카테고리", CodeInvalidCode},
+		{FieldCategoryCode, "1.2E+15", CodeInvalidCode},
+		{FieldCategoryCode, "", CodeRequired},
+		{FieldCategoryCode, strings.Repeat("1", 65), CodeTooLong},
+		{FieldImageURL, "https://img.example.com/a.jpg?x=1", ""},
+		{FieldImageURL, "http://img.example.com/a.jpg", ""},
+		{FieldImageURL, "", ""},
+		{FieldImageURL, "javascript:alert(1)", CodeInvalidURL},
+		{FieldImageURL, "https:///a.jpg", CodeInvalidURL},
+		{FieldImageURL, "https://img.example.com/a b.jpg", CodeInvalidURL},
+		{FieldImageURL, "https://a.example.com/" + strings.Repeat("a", 2048), CodeTooLong},
+		{FieldName, "a\nb", CodeInvalidChars},
+		{FieldDescription, "a\r\nb\tc", ""},
+		{FieldDescription, "a\x07", CodeInvalidChars},
+		{FieldName, "a\xffb", CodeInvalidChars},
+		{FieldName, strings.Repeat("가", 200), ""},
+		{FieldName, strings.Repeat("가", 201), CodeTooLong},
 	} {
+		_, _, viol := checkCell(productrules.Must(tc.field), cellValue{text: tc.value})
 		code := ""
-		if tc.fe != nil {
-			code = tc.fe.code
+		if viol != nil {
+			code = viol.Code
 		}
 		if code != tc.code {
-			t.Errorf("%s: code %q (%v), want %q", tc.name, code, tc.fe, tc.code)
+			t.Errorf("%s %q: code %q (%v), want %q", tc.field, productrules.Quote(tc.value), code, viol, tc.code)
 		}
+	}
+	// A cell cut at MaxCellBytes is judged by its whole length.
+	_, _, viol := checkCell(productrules.Must(FieldName), cellValue{text: "가나다", runes: 349524, cut: true})
+	if viol == nil || viol.Message != "name must be at most 200 characters, got 349,524 characters" {
+		t.Errorf("cut cell: %v", viol)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/xuri/excelize/v2"
+
+	"github.com/bulkreg/bulkreg/productrules"
 )
 
 // Sheet names of the files this package writes.
@@ -44,16 +46,31 @@ func TemplateHeader() []string {
 // exampleRow is the product shown on the instructions sheet.
 var exampleRow = []string{"ABC-0001", "여름 반팔 티셔츠 화이트 L", "50000803", "12900", "100", "베이직하우스", "https://img.example.com/abc-0001.jpg", "면 100% 반팔 티셔츠입니다.", "3000"}
 
-var columnRules = map[string]string{
-	FieldSellerSKU:    "필수. 판매자가 정한 상품 코드, 공백 없이 50자 이내, 파일 안에서 한 번만. Required; your own code, no spaces, at most 50 characters, once per file.",
-	FieldName:         "필수. 100자 이내, 한 줄. Required; at most 100 characters, one line.",
-	FieldCategoryCode: "필수. 숫자로 된 카테고리 코드 (20자리 이내). Required; the category code, digits only.",
-	FieldPrice:        "필수. 1원 이상 10억원 이하의 정수, 단위(원) 없이. Required; a whole number of won from 1 to 1,000,000,000, without \"원\".",
-	FieldStock:        "필수. 0 이상 1,000,000 이하의 정수. Required; a whole number from 0 to 1,000,000.",
-	FieldBrand:        "선택. 50자 이내. Optional; at most 50 characters.",
-	FieldImageURL:     "선택. https:// 로 시작하는 이미지 주소. Optional; an address starting with https://.",
-	FieldDescription:  "선택. 10,000자 이내, 줄바꿈 가능. Optional; at most 10,000 characters, line breaks allowed.",
-	FieldShippingFee:  "선택. 0 이상의 정수, 비우면 0 (무료배송). Optional; a whole number of won, empty means 0 (free shipping).",
+// columnRule is the instructions sheet's line for a column, in Korean and
+// English, with the limits of the field's rule (package productrules).
+func columnRule(c Column) string {
+	r := productrules.Must(c.Field)
+	n := func(v int64) string { return group(v) }
+	req := map[bool]string{true: "필수", false: "선택"}[r.Required]
+	reqEn := map[bool]string{true: "Required", false: "Optional"}[r.Required]
+	switch c.Field {
+	case FieldSellerSKU:
+		return fmt.Sprintf("%s. 판매자가 정한 상품 코드, 공백 없이 %s자 이내, 파일 안에서 한 번만. %s; your own code, no spaces, at most %s characters, once per file.", req, n(int64(r.MaxLen)), reqEn, n(int64(r.MaxLen)))
+	case FieldCategoryCode:
+		return fmt.Sprintf("%s. 마켓의 카테고리 코드: 영문, 숫자, - _ . 로 %s자 이내 (예: 50000803, CAT-101). %s; the marketplace's category code: letters, digits, '-', '_' or '.', at most %s characters (e.g. 50000803, CAT-101).", req, n(int64(r.MaxLen)), reqEn, n(int64(r.MaxLen)))
+	case FieldImageURL:
+		return fmt.Sprintf("%s. https:// 로 시작하는 이미지 주소, %s자 이내. %s; an address starting with https://, at most %s characters.", req, n(int64(r.MaxLen)), reqEn, n(int64(r.MaxLen)))
+	case FieldDescription:
+		return fmt.Sprintf("%s. %s자 이내, 줄바꿈 가능. %s; at most %s characters, line breaks allowed.", req, n(int64(r.MaxLen)), reqEn, n(int64(r.MaxLen)))
+	case FieldPrice:
+		return fmt.Sprintf("%s. %s원 이상 %s원 이하의 정수, 단위(원) 없이. %s; a whole number of won from %s to %s, without \"원\".", req, n(r.Min), n(r.Max), reqEn, n(r.Min), n(r.Max))
+	case FieldShippingFee:
+		return fmt.Sprintf("%s. %s원 이상 %s원 이하의 정수, 비우면 %s (무료배송). %s; a whole number of won from %s to %s, empty means %s (free shipping).", req, n(r.Min), n(r.Max), n(r.Default), reqEn, n(r.Min), n(r.Max), n(r.Default))
+	}
+	if r.Type == productrules.WholeNumber {
+		return fmt.Sprintf("%s. %s 이상 %s 이하의 정수. %s; a whole number from %s to %s.", req, n(r.Min), n(r.Max), reqEn, n(r.Min), n(r.Max))
+	}
+	return fmt.Sprintf("%s. %s자 이내, 한 줄. %s; at most %s characters, one line.", req, n(int64(r.MaxLen)), reqEn, n(int64(r.MaxLen)))
 }
 
 // WriteTemplate writes the upload template: a product sheet with the header
@@ -94,7 +111,7 @@ func WriteTemplate(w io.Writer) error {
 		{"항목 / Column", "규칙 / Rule"},
 	}
 	for i, c := range Columns() {
-		lines = append(lines, []string{header[i], columnRules[c.Field]})
+		lines = append(lines, []string{header[i], columnRule(c)})
 	}
 	lines = append(lines, []string{}, []string{"예시 / Example"})
 	for i, l := range lines {
@@ -131,6 +148,14 @@ func WriteTemplate(w io.Writer) error {
 	return nil
 }
 
+// HeaderField returns the field of the upload format a header cell names, read
+// as the parser reads headers ("Price", "판매가 (필수)*" → "price"); false for a
+// column the format does not know. A result report keeps only these columns.
+func HeaderField(header string) (string, bool) {
+	c, ok := lookupColumn(header)
+	return c.Field, ok
+}
+
 // ReportRow is one row of a result report.
 type ReportRow struct {
 	Number int      // the row in the seller's file
@@ -142,19 +167,31 @@ type ReportRow struct {
 // WriteReport writes the result report: the seller's columns as they were
 // uploaded, then the original row number, the result and the reason. Text
 // that a spreadsheet could run as a formula (starting with = + - @, tab or
-// CR) gets a leading apostrophe; the parser takes it off again, so the
-// failedOnly report (only ResultFailed rows) can be fixed and uploaded again
-// as it is. Cells longer than Excel's 32,767 characters are cut to that length.
+// CR) is written as it is, in a cell with the quote-prefix style: Excel
+// shows the seller's text, keeps it text when the cell is edited, and the
+// parser reads it back unchanged, so the failedOnly report (only
+// ResultFailed rows) can be fixed and uploaded again as it is. Cells longer
+// than Excel's 32,767 characters are cut to that length.
 func WriteReport(w io.Writer, header []string, rows []ReportRow, failedOnly bool) error {
 	f := excelize.NewFile()
 	defer f.Close()
 	if err := f.SetSheetName("Sheet1", ReportSheet); err != nil {
 		return fmt.Errorf("excel: report: %w", err)
 	}
-	full := make([]string, 0, len(header)+3)
-	for _, h := range header {
-		full = append(full, neutralize(h))
+	if len(header) > 0 {
+		// Before any cell is written: SetColStyle restyles existing cells,
+		// the header's bold among them.
+		text, err := f.NewStyle(&excelize.Style{NumFmt: textFormat})
+		if err != nil {
+			return fmt.Errorf("excel: report: %w", err)
+		}
+		last, _ := excelize.ColumnNumberToName(len(header))
+		if err := f.SetColStyle(ReportSheet, "A:"+last, text); err != nil {
+			return fmt.Errorf("excel: report: %w", err)
+		}
 	}
+	full := make([]string, 0, len(header)+3)
+	full = append(full, header...)
 	full = append(full, ReportColumnRow, ReportColumnResult, ReportColumnReason)
 	body := make([][]any, 0, len(rows))
 	for _, r := range rows {
@@ -167,23 +204,16 @@ func WriteReport(w io.Writer, header []string, rows []ReportRow, failedOnly bool
 			if i < len(r.Cells) {
 				v = r.Cells[i]
 			}
-			line = append(line, neutralize(v))
+			line = append(line, v)
 		}
-		line = append(line, r.Number, neutralize(r.Result), neutralize(r.Reason))
+		line = append(line, r.Number, r.Result, r.Reason)
 		body = append(body, line)
 	}
 	if err := writeTable(f, ReportSheet, full, body); err != nil {
 		return fmt.Errorf("excel: report: %w", err)
 	}
-	if len(header) > 0 {
-		text, err := f.NewStyle(&excelize.Style{NumFmt: textFormat})
-		if err != nil {
-			return fmt.Errorf("excel: report: %w", err)
-		}
-		last, _ := excelize.ColumnNumberToName(len(header))
-		if err := f.SetColStyle(ReportSheet, "A:"+last, text); err != nil {
-			return fmt.Errorf("excel: report: %w", err)
-		}
+	if err := quotePrefixCells(f, ReportSheet, full, body); err != nil {
+		return fmt.Errorf("excel: report: %w", err)
 	}
 	if err := f.Write(w); err != nil {
 		return fmt.Errorf("excel: report: %w", err)
@@ -191,12 +221,61 @@ func WriteReport(w io.Writer, header []string, rows []ReportRow, failedOnly bool
 	return nil
 }
 
-// neutralize makes text that could start a formula stay text.
-func neutralize(s string) string {
-	if s != "" && strings.ContainsRune(formulaStarts, rune(s[0])) {
-		return "'" + s
+// quotePrefixed reports whether a spreadsheet could run s as a formula.
+func quotePrefixed(s string) bool {
+	return s != "" && strings.ContainsRune(formulaStarts, rune(s[0]))
+}
+
+// quotePrefixCells gives every text cell that could start a formula the
+// quote-prefix variant of the style it has.
+func quotePrefixCells(f *excelize.File, sheet string, header []string, rows [][]any) error {
+	variants := map[int]int{}
+	mark := func(col, row int) error {
+		cell, _ := excelize.CoordinatesToCellName(col, row)
+		base, err := f.GetCellStyle(sheet, cell)
+		if err != nil {
+			return err
+		}
+		v, ok := variants[base]
+		if !ok {
+			if v, err = quotePrefixStyle(f, base); err != nil {
+				return err
+			}
+			variants[base] = v
+		}
+		return f.SetCellStyle(sheet, cell, cell, v)
 	}
-	return s
+	for c, h := range header {
+		if quotePrefixed(h) {
+			if err := mark(c+1, 1); err != nil {
+				return err
+			}
+		}
+	}
+	for r, row := range rows {
+		for c, v := range row {
+			if s, ok := v.(string); ok && quotePrefixed(s) {
+				if err := mark(c+1, r+2); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// quotePrefixStyle adds a copy of style base with quotePrefix set.
+// excelize's Style has no such field, but its cell formats (xf) do.
+func quotePrefixStyle(f *excelize.File, base int) (int, error) {
+	if f.Styles == nil || f.Styles.CellXfs == nil || base < 0 || base >= len(f.Styles.CellXfs.Xf) {
+		return 0, fmt.Errorf("no cell format %d to copy", base)
+	}
+	xf := f.Styles.CellXfs.Xf[base]
+	on := true
+	xf.QuotePrefix = &on
+	f.Styles.CellXfs.Xf = append(f.Styles.CellXfs.Xf, xf)
+	f.Styles.CellXfs.Count = len(f.Styles.CellXfs.Xf)
+	return len(f.Styles.CellXfs.Xf) - 1, nil
 }
 
 // writeTable writes a bold, frozen header row and the rows under it. Strings

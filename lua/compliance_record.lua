@@ -6,7 +6,9 @@
 -- ARGV[2]  member (one per call: recording the same call again rewrites it)
 -- ARGV[3]  retention in µs: calls older than now − retention are removed
 --
--- Reply: the score written, as a string of µs (exact: Lua numbers would lose digits).
+-- Reply: {score, new}: the score written, as a string of µs (exact: Lua numbers would lose
+-- digits); new is 1 when the history did not exist before this call (the seller's first call in
+-- the retention, or Redis lost the history), so the caller lists the seller again at once.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = tonumber(ARGV[1])
@@ -15,8 +17,9 @@ if at == nil or at <= 0 then
 end
 local retention = tonumber(ARGV[3])
 local score = string.format('%.0f', at)
+local new = 1 - redis.call('EXISTS', KEYS[1])
 redis.call('ZADD', KEYS[1], score, ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. string.format('%.0f', now - retention))
 -- the key outlives its newest call by the retention, so an idle seller's history expires whole
 redis.call('PEXPIRE', KEYS[1], math.floor(retention / 1000) + 1000)
-return score
+return {score, new}

@@ -7,6 +7,7 @@
 -- KEYS[1]  the policy's log: bulkreg:{s:<seller>}:log (sliding), :fixed or :tb; ZSET as in reserve*.lua
 -- KEYS[2]  bulkreg:{s:<seller>}:block  STRING, blocked until, µs
 -- KEYS[3]  bulkreg:{s:<seller>}:tb:tat STRING, token bucket only (pass it for every kind; unused otherwise)
+-- KEYS[4]  bulkreg:{<tag>}:marker      HASH, the marker of the seller's hash slot; field hold (slot_guard.lua)
 -- ARGV[1]  kind: "sliding", "fixed" or "token-bucket"
 -- ARGV[2]  L, slots per window
 -- ARGV[3]  W' = window + margin, in µs
@@ -14,13 +15,15 @@
 --
 -- Reply: {now, in_window, next_free, blocked_until}; times are µs as strings on the Redis clock,
 -- in_window counts slots in [now - W', now], blocked_until is "0" when the seller is not blocked.
+-- A hold after a loss counts in next_free; a loss no reservation has found yet does not (nothing is written here).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local kind, limit, win, burst = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local function us(x) return string.format('%.0f', x) end
 
 local blocked = tonumber(redis.call('GET', KEYS[2]) or '0')
-local next_free = math.max(now, blocked)
+local hold = tonumber(redis.call('HGET', KEYS[4], 'hold') or '0') or 0
+local next_free = math.max(now, blocked, hold)
 if kind == 'sliding' then
   -- as reserve.lua, with the slots older than now - W' skipped instead of trimmed
   local old = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. us(now - win))

@@ -9,19 +9,29 @@
 --
 -- KEYS[1]  bulkreg:{s:<seller>}:log    ZSET, member = reservation id, score = slot in µs (Redis clock)
 -- KEYS[2]  bulkreg:{s:<seller>}:block  STRING, blocked until, µs (set by block.lua after a 429)
+-- KEYS[3]  bulkreg:{<tag>}:marker       HASH, the marker of the seller's hash slot (slot_guard.lua, prepended)
 -- ARGV[1]  L, slots per window
 -- ARGV[2]  W' = window + margin, in µs
 -- ARGV[3]  max wait in µs: a slot farther ahead than this is not taken
 -- ARGV[4]  reservation id (caller-generated, unique)
+-- ARGV[5]  hold after a loss, in µs: how long no slot starts once Redis is found to have lost the hash slot's state
 --
--- Reply: {admitted, at, now, in_window}
---   admitted   1: the slot at `at` is held under the id; 0: nothing was written
+-- Reply: {admitted, at, now, in_window, epoch, lost, hold_until}
+--   admitted   1: the slot at `at` is held under the id; 0: nothing was written to the log
 --   at         µs, as a string: the slot when admitted, else when to ask again
 --   now        µs, as a string: the Redis clock when the script ran
 --   in_window  slots in [at - W', at], this one included (0 when not admitted)
+--   epoch      the epoch of the hash slot the slot was granted in
+--   lost       1: this call found that Redis had lost the hash slot's state and started the hold
+--   hold_until µs, as a string: the hash slot's hold ("0" when it never had one)
 --
 -- Idempotent per id: when the id already holds a slot (a retry of a call
 -- whose answer was lost), the reply is that slot and nothing changes.
+--
+-- Loss: before anything else the marker of the seller's hash slot is checked
+-- (slot_guard.lua). When Redis no longer holds what it held, every seller of
+-- the hash slot gets no slot before hold_until, and the epoch changes, so a
+-- slot granted before is not used (check.lua). A slot outlives no Redis.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local limit, win, maxwait, id = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
@@ -30,14 +40,16 @@ local function us(x) return string.format('%.0f', x) end
 local held = redis.call('ZSCORE', KEYS[1], id)
 if held then
   local at = tonumber(held)
-  return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at))}
+  return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at)), redis.call('HGET', KEYS[3], 'epoch') or '', 0, '0'}
 end
+local epoch, hold_until, lost = slot_guard(KEYS[3], now, tonumber(ARGV[5]), id)
 
 -- slots older than now - W' can no longer share a window with a new slot
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. us(now - win))
 local at = now
 local blocked = tonumber(redis.call('GET', KEYS[2]) or '0')
 if blocked > at then at = blocked end
+if hold_until > at then at = hold_until end
 local n = redis.call('ZCARD', KEYS[1])
 if n >= limit then
   local s = redis.call('ZRANGE', KEYS[1], n - limit, n - limit, 'WITHSCORES')
@@ -45,10 +57,11 @@ if n >= limit then
   if bound > at then at = bound end
 end
 if at - now > maxwait then
-  return {0, us(at - maxwait), us(now), 0}
+  return {0, us(at - maxwait), us(now), 0, epoch, lost, us(hold_until)}
 end
 redis.call('ZADD', KEYS[1], us(at), id)
 -- the log lives until its newest slot has left the window: an idle seller costs nothing
 local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-redis.call('PEXPIRE', KEYS[1], math.ceil((tonumber(newest[2]) - now + win) / 1000) + 1000)
-return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at))}
+local ttl = math.ceil((tonumber(newest[2]) - now + win) / 1000) + 1000
+redis.call('PEXPIRE', KEYS[1], ttl)
+return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at)), epoch, lost, us(hold_until)}

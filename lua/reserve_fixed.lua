@@ -8,14 +8,16 @@
 --
 -- KEYS[1]  bulkreg:{s:<seller>}:fixed  ZSET, member = reservation id, score = slot in µs (Redis clock)
 -- KEYS[2]  bulkreg:{s:<seller>}:block  STRING, blocked until, µs (set by block.lua after a 429)
+-- KEYS[3]  bulkreg:{<tag>}:marker      HASH, the marker of the seller's hash slot (slot_guard.lua, prepended)
 -- ARGV[1]  L, slots per window
 -- ARGV[2]  W' = window + margin, in µs
 -- ARGV[3]  max wait in µs: a slot farther ahead than this is not taken
 -- ARGV[4]  reservation id (caller-generated, unique)
+-- ARGV[5]  hold after a loss, in µs, as in reserve.lua
 --
--- Reply: {admitted, at, now, in_window}, as in reserve.lua (in_window counts the trailing
--- [at - W', at], so it shows when a fixed window lets more than L through).
--- Idempotent per id, as reserve.lua.
+-- Reply: {admitted, at, now, in_window, epoch, lost, hold_until}, as in reserve.lua (in_window counts
+-- the trailing [at - W', at], so it shows when a fixed window lets more than L through).
+-- Idempotent per id, and the loss of the hash slot's state is handled, as in reserve.lua.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local limit, win, maxwait, id = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
@@ -24,19 +26,21 @@ local function us(x) return string.format('%.0f', x) end
 local held = redis.call('ZSCORE', KEYS[1], id)
 if held then
   local at = tonumber(held)
-  return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at))}
+  return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at)), redis.call('HGET', KEYS[3], 'epoch') or '', 0, '0'}
 end
+local epoch, hold_until, lost = slot_guard(KEYS[3], now, tonumber(ARGV[5]), id)
 
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. us(now - win))
 local earliest = now
 local blocked = tonumber(redis.call('GET', KEYS[2]) or '0')
 if blocked > earliest then earliest = blocked end
+if hold_until > earliest then earliest = hold_until end
 local start = math.floor(earliest / win) * win
 local at
 while true do
   local first = math.max(earliest, start)
   if first - now > maxwait then
-    return {0, us(first - maxwait), us(now), 0}
+    return {0, us(first - maxwait), us(now), 0, epoch, lost, us(hold_until)}
   end
   if redis.call('ZCOUNT', KEYS[1], us(start), '(' .. us(start + win)) < limit then
     at = first
@@ -46,5 +50,6 @@ while true do
 end
 redis.call('ZADD', KEYS[1], us(at), id)
 local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-redis.call('PEXPIRE', KEYS[1], math.ceil((tonumber(newest[2]) - now + win) / 1000) + 1000)
-return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at))}
+local ttl = math.ceil((tonumber(newest[2]) - now + win) / 1000) + 1000
+redis.call('PEXPIRE', KEYS[1], ttl)
+return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at)), epoch, lost, us(hold_until)}

@@ -12,24 +12,28 @@
 --          kept for idempotency, Release and the in-window count
 -- KEYS[2]  bulkreg:{s:<seller>}:block   STRING, blocked until, µs (set by block.lua after a 429)
 -- KEYS[3]  bulkreg:{s:<seller>}:tb:tat  STRING, tat in µs (fractional)
+-- KEYS[4]  bulkreg:{<tag>}:marker       HASH, the marker of the seller's hash slot (slot_guard.lua, prepended)
 -- ARGV[1]  L, slots per window
 -- ARGV[2]  W' = window + margin, in µs
 -- ARGV[3]  max wait in µs: a slot farther ahead than this is not taken
 -- ARGV[4]  reservation id (caller-generated, unique)
--- ARGV[5]  B, the burst (tokens in a full bucket)
+-- ARGV[5]  hold after a loss, in µs, as in reserve.lua
+-- ARGV[6]  B, the burst (tokens in a full bucket)
 --
--- Reply: {admitted, at, now, in_window}, as in reserve.lua. Idempotent per id, as reserve.lua.
+-- Reply: {admitted, at, now, in_window, epoch, lost, hold_until}, as in reserve.lua. Idempotent per
+-- id, and the loss of the hash slot's state is handled, as in reserve.lua.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local limit, win, maxwait, id = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-local burst = tonumber(ARGV[5])
+local burst = tonumber(ARGV[6])
 local function us(x) return string.format('%.0f', x) end
 
 local held = redis.call('ZSCORE', KEYS[1], id)
 if held then
   local at = tonumber(held)
-  return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at))}
+  return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at)), redis.call('HGET', KEYS[4], 'epoch') or '', 0, '0'}
 end
+local epoch, hold_until, lost = slot_guard(KEYS[4], now, tonumber(ARGV[5]), id)
 
 local T = win / limit
 local tat = tonumber(redis.call('GET', KEYS[3]) or '0')
@@ -38,8 +42,9 @@ local at = math.ceil(tat - (burst - 1) * T)
 if at < now then at = now end
 local blocked = tonumber(redis.call('GET', KEYS[2]) or '0')
 if blocked > at then at = blocked end
+if hold_until > at then at = hold_until end
 if at - now > maxwait then
-  return {0, us(at - maxwait), us(now), 0}
+  return {0, us(at - maxwait), us(now), 0, epoch, lost, us(hold_until)}
 end
 tat = math.max(tat, at) + T
 -- a full bucket needs no state: the key expires when tat has passed
@@ -47,5 +52,6 @@ redis.call('SET', KEYS[3], string.format('%.3f', tat), 'PX', math.ceil((tat - no
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. us(now - win))
 redis.call('ZADD', KEYS[1], us(at), id)
 local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-redis.call('PEXPIRE', KEYS[1], math.ceil((tonumber(newest[2]) - now + win) / 1000) + 1000)
-return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at))}
+local ttl = math.ceil((tonumber(newest[2]) - now + win) / 1000) + 1000
+redis.call('PEXPIRE', KEYS[1], ttl)
+return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at)), epoch, lost, us(hold_until)}

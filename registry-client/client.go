@@ -90,8 +90,13 @@ type Options struct {
 	// Timeout of one call, including reading the answer (default 10 s).
 	Timeout time.Duration
 	// AuthHeader, when set, is sent with every call, written as
-	// "Name: value" (for example "Authorization: Bearer abc").
+	// "Name: value" (for example "Authorization: Bearer abc"). It requires
+	// an https BaseURL, unless AllowInsecureAuth is set for a loopback one.
 	AuthHeader string
+	// AllowInsecureAuth lets AuthHeader travel over plain http to a
+	// loopback host (127.0.0.0/8, ::1, localhost): a sandbox on the same
+	// machine. Any other host still needs https.
+	AllowInsecureAuth bool
 	// MaxConnsPerHost caps connections to the API; idle connections kept
 	// for reuse match it, so many concurrent calls do not redial (default 64).
 	MaxConnsPerHost int
@@ -157,6 +162,12 @@ func New(o Options) (*Client, error) {
 			return nil, errors.New(`registry auth header must be written "Name: value", for example "Authorization: Bearer abc"`)
 		}
 		c.authName, c.authValue = http.CanonicalHeaderKey(name), strings.TrimSpace(value)
+		if base.Scheme != "https" && !(o.AllowInsecureAuth && isLoopback(base.Hostname())) {
+			if o.AllowInsecureAuth {
+				return nil, fmt.Errorf("registry URL %q: the auth header may go over plain http only to a loopback host (127.0.0.1, ::1, localhost); use https", base.Redacted())
+			}
+			return nil, fmt.Errorf("registry URL %q: an auth header is configured, so the URL must be https (for a sandbox on this machine, allow plain http explicitly)", base.Redacted())
+		}
 	}
 	if c.http == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
@@ -165,8 +176,23 @@ func New(o Options) (*Client, error) {
 		t.MaxIdleConns = 0
 		t.IdleConnTimeout = 90 * time.Second
 		c.http = &http.Client{Transport: t}
+	} else {
+		hc := *c.http
+		c.http = &hc
 	}
+	// Never follow a redirect: Go would send custom headers (an X-Api-Key)
+	// to the new host, and a POST that moved is a configuration to fix, not
+	// a row to re-send elsewhere. The 3xx itself is the answer.
+	c.http.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return c, nil
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Close drops idle connections.
@@ -176,6 +202,11 @@ func (c *Client) Close() { c.http.CloseIdleConnections() }
 func (c *Client) Register(ctx context.Context, seller, key string, p bulkreg.Product) Result {
 	if seller == "" || key == "" {
 		return Result{Class: Permanent, Code: "bad_request", Err: errors.New("seller id and idempotency key must not be empty")}
+	}
+	// Escaping does not make ".." a harmless path segment: a proxy that
+	// normalises paths would send the call (and the credentials) elsewhere.
+	if err := bulkreg.ValidSellerID(seller); err != nil {
+		return Result{Class: Permanent, Code: "bad_seller_id", Err: fmt.Errorf("no call made: %w", err)}
 	}
 	body, err := json.Marshal(p)
 	if err != nil {
@@ -241,6 +272,12 @@ func (c *Client) classify(res Result, h http.Header, raw []byte) Result {
 		res.RetryAfter = c.parseRetryAfter(h.Get("Retry-After"))
 		apiError(&res, raw)
 		res.Err = fmt.Errorf("the registration API refused the seller's rate (429); retry after %v", res.RetryAfter)
+	case code >= 300 && code < 400:
+		// Not followed (see New). Transient, not the row's fault: rows are
+		// retried, then dead-lettered for an operator to replay once the
+		// URL is fixed.
+		res.Class = Transient
+		res.Err = fmt.Errorf("the registration API answered a redirect (%d) to %q; redirects are not followed: set the registry URL to the final address", code, redactLocation(h.Get("Location")))
 	case code == http.StatusRequestTimeout || code >= 500:
 		res.Class = Transient
 		apiError(&res, raw)
@@ -341,4 +378,15 @@ func transportError(parent, ctx context.Context, err error, timeout time.Duratio
 	default:
 		return fmt.Errorf("the registration API cannot be reached: %w", err)
 	}
+}
+
+// redactLocation shows a redirect target without its query or credentials,
+// which may carry tokens.
+func redactLocation(loc string) string {
+	u, err := url.Parse(loc)
+	if err != nil {
+		return "an unreadable address"
+	}
+	u.RawQuery, u.Fragment, u.User = "", "", nil
+	return u.String()
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/lua"
 )
 
@@ -27,7 +26,7 @@ import (
 //	go test -run '^$' -bench Reserve -benchtime 200000x ./throttle/
 func BenchmarkReserve(b *testing.B) {
 	const sellers, goroutines = 10_000, 64
-	srv := testredis.Start(b)
+	srv := startRedis(b)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: goroutines})
 	b.Cleanup(func() { rdb.Close() })
 	p := PerMinute(100)
@@ -75,17 +74,18 @@ func evalshaRate(ctx context.Context, rdb *redis.Client, port, n, clients, selle
 	if _, err := exec.LookPath("redis-benchmark"); err != nil {
 		return 0, fmt.Errorf("redis-benchmark is not on PATH (Debian: redis-tools; `make deps` installs it): %w", err)
 	}
-	sha, err := rdb.ScriptLoad(ctx, lua.Script("reserve.lua")).Result()
+	sha, err := rdb.ScriptLoad(ctx, lua.Script("slot_guard.lua")+lua.Script("reserve.lua")).Result()
 	if err != nil {
 		return 0, fmt.Errorf("load reserve.lua: %w", err)
 	}
 	// Each __rand_int__ is drawn on its own: the two keys name different
 	// sellers, which a single Redis does not mind, and the member is random.
+	// The marker is one initialised hash slot's, as every seller has one.
 	args := []string{"-p", strconv.Itoa(port), "-n", strconv.Itoa(n), "-c", strconv.Itoa(clients),
 		"-r", strconv.Itoa(sellers), "--csv",
-		"evalsha", sha, "2", "bulkreg:{s:rb-__rand_int__}:log", "bulkreg:{s:rb-__rand_int__}:block",
+		"evalsha", sha, "3", "bulkreg:{s:rb-__rand_int__}:log", "bulkreg:{s:rb-__rand_int__}:block", NewMarkers().OfSlot(0),
 		strconv.Itoa(p.Limit), strconv.FormatInt(p.span().Microseconds(), 10),
-		strconv.FormatInt((2 * p.span()).Microseconds(), 10), "id-__rand_int__"}
+		strconv.FormatInt((2 * p.span()).Microseconds(), 10), "id-__rand_int__", strconv.FormatInt((p.Window + 2*p.Margin).Microseconds(), 10)}
 	out, err := exec.CommandContext(ctx, "redis-benchmark", args...).Output()
 	if err != nil {
 		return 0, fmt.Errorf("redis-benchmark %s: %w", strings.Join(args, " "), err)

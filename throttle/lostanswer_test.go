@@ -14,7 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/bulkreg/bulkreg/internal/testredis"
+	"github.com/bulkreg/bulkreg/internal/testproxy"
 	"github.com/bulkreg/bulkreg/lua"
 )
 
@@ -22,8 +22,7 @@ import (
 // through but drops its reply and closes the connection: an answer lost on
 // the way back, after Redis ran the command.
 type dropProxy struct {
-	ln       net.Listener
-	target   string
+	address  string
 	armed    atomic.Bool // drop the next reply and close the connection
 	swallow  atomic.Bool // while set, discard the replies to EVALSHA and EVAL and keep the connection: the client times out
 	dropped  atomic.Int32
@@ -33,31 +32,12 @@ type dropProxy struct {
 
 func startDropProxy(t *testing.T, target string) *dropProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &dropProxy{ln: ln, target: target}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go p.serve(c)
-		}
-	}()
+	p := &dropProxy{}
+	p.address = testproxy.Start(t, target, p.serve)
 	return p
 }
 
-func (p *dropProxy) serve(client net.Conn) {
-	defer client.Close()
-	server, err := net.Dial("tcp", p.target)
-	if err != nil {
-		return
-	}
-	defer server.Close()
+func (p *dropProxy) serve(client, server net.Conn) {
 	// go-redis sends one command and waits for its reply (no pipelining
 	// here), so the latest request is the one the next reply answers.
 	var script atomic.Bool
@@ -113,15 +93,15 @@ func (p *dropProxy) sent(cmd string) int {
 // the same reservation id and answers the slot already held, so one
 // reservation holds one slot.
 func TestALostAnswerIsNotReplayedBlindly(t *testing.T) {
-	srv := testredis.Start(t)
+	srv := startRedis(t)
 	direct := srv.Client()
 	ctx := context.Background()
 	// loaded beforehand, so the first EVALSHA runs the script (no NOSCRIPT)
-	if err := direct.ScriptLoad(ctx, lua.Script("reserve.lua")).Err(); err != nil {
+	if err := direct.ScriptLoad(ctx, lua.Script("slot_guard.lua")+lua.Script("reserve.lua")).Err(); err != nil {
 		t.Fatal(err)
 	}
 	proxy := startDropProxy(t, srv.Addr)
-	rdb := redis.NewClient(&redis.Options{Addr: proxy.ln.Addr().String(), PoolSize: 1, ReadTimeout: 2 * time.Second})
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.address, PoolSize: 1, ReadTimeout: 2 * time.Second})
 	t.Cleanup(func() { rdb.Close() })
 	if err := rdb.Ping(ctx).Err(); err != nil { // connection set up before arming
 		t.Fatal(err)
@@ -157,12 +137,12 @@ func TestALostAnswerIsNotReplayedBlindly(t *testing.T) {
 // The script did run, so the caller that got an error would leave a slot
 // nobody uses; Reserve gives it back, and the retries never took a second one.
 func TestAnAnswerLostForGoodGivesTheSlotBack(t *testing.T) {
-	srv := testredis.Start(t)
+	srv := startRedis(t)
 	direct := srv.Client()
 	ctx := context.Background()
 	proxy := startDropProxy(t, srv.Addr)
 	const retries = 2
-	rdb := redis.NewClient(&redis.Options{Addr: proxy.ln.Addr().String(), ReadTimeout: 100 * time.Millisecond,
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.address, ReadTimeout: 100 * time.Millisecond,
 		MaxRetries: retries, MinRetryBackoff: time.Millisecond, MaxRetryBackoff: 5 * time.Millisecond})
 	t.Cleanup(func() { rdb.Close() })
 	th := newThrottle(t, rdb, Policy{Limit: 1, Window: time.Minute, ReleaseTimeout: 500 * time.Millisecond})
@@ -240,7 +220,7 @@ func (h *scriptCalls) take() []string {
 // since Redis 7 does not replicate SCRIPT LOAD) the NOSCRIPT answer is
 // followed by EVAL of the body, and the operation succeeds.
 func TestNoScriptFallsBackToTheBody(t *testing.T) {
-	srv := testredis.Start(t)
+	srv := startRedis(t)
 	direct := srv.Client()
 	ctx := context.Background()
 	for _, kind := range []Kind{Sliding, Fixed, TokenBucket} {

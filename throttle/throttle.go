@@ -16,6 +16,22 @@
 // idle seller costs nothing. Every Throttle of a seller must use the same
 // Policy: they share the log and each reads it by its own limit.
 //
+// Losing Redis's data: a slot is a promise only the Redis that granted it
+// keeps, and a log that is gone cannot tell who called in the last window.
+// Every Redis Cluster hash slot has a marker (Markers) that, unlike the
+// logs, never expires; each reserve script reads the marker of its seller's
+// hash slot first, in the same script. A marker that is gone (a restart
+// without persistence, FLUSHALL, a failover to a replica that had not
+// received it) or that another redis-server process wrote (a restart from
+// disk, a failover: either may miss the last writes) means the state may be
+// incomplete: the script starts a new epoch and holds every seller of that
+// hash slot for Policy.LossHold from that moment, so every call made before
+// the loss is more than a window before any slot granted after it, whether
+// or not the consumer that made it still runs. A new Redis looks lost too:
+// Initialize it once. Every admitted Reservation carries its epoch, and
+// Check, shortly before the call, tells whether that epoch is still current
+// and the slot still in the log.
+//
 // Failing closed: when Redis does not answer, no slot is granted and the
 // error wraps ErrUnavailable.
 package throttle
@@ -31,13 +47,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkreg/bulkreg/internal/redisfail"
 	"github.com/bulkreg/bulkreg/lua"
 )
 
 // ErrUnavailable is wrapped in every error caused by Redis not answering (or
 // answering with an error). No slot is granted then: the caller must not call
-// the API and should try again later.
-var ErrUnavailable = errors.New("the throttle's Redis could not answer, so no slot was granted")
+// the API and should try again later. It wraps redisfail.ErrUnavailable, the
+// error every package that talks to Redis gives when Redis is unavailable.
+var ErrUnavailable = redisfail.Named("the throttle's Redis could not answer, so no slot was granted")
 
 // Kind names a counting policy.
 type Kind string
@@ -65,6 +83,15 @@ type Policy struct {
 	// ReleaseTimeout bounds the give-back of a slot whose caller's context
 	// ended or whose answer was lost to a timeout; 0 = 1 s.
 	ReleaseTimeout time.Duration
+	// LossHold is how long, from the moment a reservation finds that Redis
+	// lost (or may have lost) the state of a hash slot, no seller in that
+	// hash slot gets a slot; 0 = Window + 2 × Margin, at least Window +
+	// Margin. Calls whose slots were confirmed just before the loss are
+	// still made after it: a consumer confirms a slot up to 2 ×
+	// MaxLateness before it (consumer.Config), so the hold must be W′ + 2 ×
+	// MaxLateness or more; with MaxLateness at its default (Margin / 2) the
+	// default is exactly that.
+	LossHold time.Duration
 }
 
 // PerMinute is n calls per seller in any trailing minute, with a 250 ms
@@ -92,6 +119,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("throttle: Policy.ReleaseTimeout must not be negative (0 means 1 s), got %s", p.ReleaseTimeout)
 	case (p.Window+p.Margin)/time.Microsecond < 1:
 		return fmt.Errorf("throttle: Policy.Window + Policy.Margin must be at least 1µs, got %s", p.Window+p.Margin)
+	case p.LossHold != 0 && p.LossHold < p.span():
+		return fmt.Errorf("throttle: Policy.LossHold must be 0 (Window + 2 × Margin) or at least Window + Margin (%s): calls made before a loss must leave the window first, got %s", p.span(), p.LossHold)
 	}
 	return nil
 }
@@ -106,7 +135,17 @@ type Reservation struct {
 	At       time.Time     // the slot (Redis clock); when !Admitted, when to ask again
 	Wait     time.Duration // At − now as Redis saw it
 	InWindow int           // slots in the trailing W′ ending at At, this one included (0 when !Admitted)
-	ID       string        // the slot's member in the log; Release needs it ("" when !Admitted)
+	ID       string        // the slot's member in the log; Release and Check need it ("" when !Admitted)
+	// Epoch is the epoch of the seller's hash slot the slot was granted in;
+	// Check tells whether it is still current. "" when !Admitted.
+	Epoch string
+	// Lost: this reservation found that Redis had lost (or may have lost)
+	// the state of the seller's hash slot, and started its hold. Reported
+	// once per loss and hash slot, to whichever caller found it.
+	Lost bool
+	// HeldUntil is the seller's hash slot's hold after its last loss: no
+	// slot starts before it. Zero when it never had one.
+	HeldUntil time.Time
 }
 
 // Status is a seller's throttle state, for metrics and operators.
@@ -122,10 +161,12 @@ type Status struct {
 type Throttle struct {
 	rdb     redis.UniversalClient
 	p       Policy
+	markers *Markers
 	reserve *redis.Script
 	release *redis.Script
 	block   *redis.Script
 	peek    *redis.Script
+	check   *redis.Script
 }
 
 // New returns a throttle over rdb (one Redis or a Redis Cluster: every key of
@@ -159,6 +200,9 @@ func New(rdb redis.UniversalClient, p Policy) (*Throttle, error) {
 	if p.ReleaseTimeout == 0 {
 		p.ReleaseTimeout = time.Second
 	}
+	if p.LossHold == 0 {
+		p.LossHold = p.Window + 2*p.Margin
+	}
 	reserve := "reserve.lua"
 	switch p.Kind {
 	case Fixed:
@@ -169,23 +213,27 @@ func New(rdb redis.UniversalClient, p Policy) (*Throttle, error) {
 	return &Throttle{
 		rdb:     rdb,
 		p:       p,
-		reserve: redis.NewScript(lua.Script(reserve)),
+		markers: NewMarkers(),
+		// slot_guard.lua defines the marker check every reserve script runs first.
+		reserve: redis.NewScript(lua.Script("slot_guard.lua") + lua.Script(reserve)),
 		release: redis.NewScript(lua.Script("release.lua")),
 		block:   redis.NewScript(lua.Script("block.lua")),
 		peek:    redis.NewScript(lua.Script("peek.lua")),
+		check:   redis.NewScript(lua.Script("check.lua")),
 	}, nil
 }
 
 // Policy returns the policy in force, defaults filled in.
 func (t *Throttle) Policy() Policy { return t.p }
 
-// keys are a seller's keys, all under one hash tag so each script runs on
-// one Redis Cluster slot.
-type keys struct{ log, block, tat string }
+// keys are a seller's keys, all in one Redis Cluster hash slot so each
+// script runs on one node: the seller's own under the hash tag {s:<seller>},
+// and the marker of that hash slot.
+type keys struct{ log, block, tat, marker string }
 
 func (t *Throttle) keys(seller string) keys {
-	prefix := "bulkreg:{s:" + seller + "}:"
-	k := keys{log: prefix + "log", block: prefix + "block", tat: prefix + "tb:tat"}
+	prefix := sellerPrefix(seller)
+	k := keys{log: prefix + "log", block: prefix + "block", tat: prefix + "tb:tat", marker: t.markers.OfSeller(seller)}
 	switch t.p.Kind {
 	case Fixed:
 		k.log = prefix + "fixed"
@@ -209,12 +257,13 @@ func (t *Throttle) Reserve(ctx context.Context, seller string) (Reservation, err
 // same id answers the same slot.
 func (t *Throttle) reserveID(ctx context.Context, seller, id string) (Reservation, error) {
 	k := t.keys(seller)
-	args := []any{t.p.Limit, t.p.span().Microseconds(), t.p.MaxWait.Microseconds(), id}
+	args := []any{t.p.Limit, t.p.span().Microseconds(), t.p.MaxWait.Microseconds(), id, t.p.LossHold.Microseconds()}
 	ks := []string{k.log, k.block}
 	if t.p.Kind == TokenBucket {
 		args = append(args, t.p.Burst)
 		ks = append(ks, k.tat)
 	}
+	ks = append(ks, k.marker)
 	v, err := t.reserve.Run(ctx, t.rdb, ks, args...).Slice()
 	if err != nil {
 		if ctx.Err() != nil || isTimeout(err) {
@@ -233,27 +282,38 @@ func (t *Throttle) reserveID(ctx context.Context, seller, id string) (Reservatio
 	r.Seller = seller
 	if r.Admitted {
 		r.ID = id
+	} else {
+		r.Epoch = ""
 	}
 	return r, nil
 }
 
 func parseReservation(v []any) (Reservation, error) {
-	if len(v) != 4 {
-		return Reservation{}, fmt.Errorf("the reserve script answered %d values, want 4", len(v))
+	if len(v) != 7 {
+		return Reservation{}, fmt.Errorf("the reserve script answered %d values, want 7", len(v))
 	}
 	admitted, ok1 := v[0].(int64)
 	at, err1 := micros(v[1])
 	now, err2 := micros(v[2])
 	inWindow, ok2 := v[3].(int64)
-	if !ok1 || !ok2 || err1 != nil || err2 != nil {
-		return Reservation{}, fmt.Errorf("the reserve script answered %v, want {0|1, µs, µs, count}", v)
+	epoch, ok3 := v[4].(string)
+	lost, ok4 := v[5].(int64)
+	hold, err3 := micros(v[6])
+	if !ok1 || !ok2 || !ok3 || !ok4 || err1 != nil || err2 != nil || err3 != nil || (admitted == 1 && epoch == "") {
+		return Reservation{}, fmt.Errorf("the reserve script answered %v, want {0|1, µs, µs, count, epoch, 0|1, µs}", v)
 	}
-	return Reservation{
+	r := Reservation{
 		Admitted: admitted == 1,
 		At:       time.UnixMicro(at),
 		Wait:     time.Duration(at-now) * time.Microsecond,
 		InWindow: int(inWindow),
-	}, nil
+		Epoch:    epoch,
+		Lost:     lost == 1,
+	}
+	if hold > 0 {
+		r.HeldUntil = time.UnixMicro(hold)
+	}
+	return r, nil
 }
 
 // micros reads a µs timestamp the scripts answer as a string (exact, where a
@@ -310,6 +370,47 @@ func (t *Throttle) Release(ctx context.Context, r Reservation) error {
 	return nil
 }
 
+// SlotCheck is the throttle's answer about a slot it granted.
+type SlotCheck struct {
+	// Good: the epoch the slot was granted in is the current epoch of the
+	// seller's hash slot and the slot is still in the log. When false, Redis
+	// lost the seller's state since (or the slot was given back): others may
+	// hold its place in the window, so it must not be used.
+	Good bool
+	// Epoch is the hash slot's current epoch, "" when its marker is gone.
+	Epoch string
+	// Now is the Redis clock when the check ran: with the local times the
+	// check was sent and answered, it places the slot on the caller's clock.
+	Now time.Time
+}
+
+// Check tells whether r's slot may still be used (SlotCheck.Good). Ask
+// shortly before the call the slot was taken for. One round trip, no
+// writes. An error wraps ErrUnavailable: Redis did not answer, and the slot
+// must not be used either.
+func (t *Throttle) Check(ctx context.Context, r Reservation) (SlotCheck, error) {
+	if !r.Admitted || r.ID == "" || r.Epoch == "" {
+		return SlotCheck{}, errors.New("throttle: check: the reservation holds no slot")
+	}
+	if r.Seller == "" {
+		return SlotCheck{}, errors.New("throttle: check: the reservation has no seller id")
+	}
+	k := t.keys(r.Seller)
+	v, err := t.check.Run(ctx, t.rdb, []string{k.log, k.marker}, r.ID, r.Epoch).Slice()
+	if err != nil {
+		return SlotCheck{}, t.fail(ctx, "check a slot", r.Seller, err)
+	}
+	if len(v) == 3 {
+		good, ok1 := v[0].(int64)
+		epoch, ok2 := v[1].(string)
+		now, err := micros(v[2])
+		if ok1 && ok2 && err == nil {
+			return SlotCheck{Good: good == 1, Epoch: epoch, Now: time.UnixMicro(now)}, nil
+		}
+	}
+	return SlotCheck{}, fmt.Errorf("throttle: check a slot for seller %q: %w: the check script answered %v, want {0|1, epoch, µs}", r.Seller, ErrUnavailable, v)
+}
+
 // releaseDetached releases r after ctx ended or a reservation's answer was
 // lost, with a deadline of its own (Policy.ReleaseTimeout).
 func (t *Throttle) releaseDetached(ctx context.Context, r Reservation) {
@@ -352,7 +453,7 @@ func (t *Throttle) Peek(ctx context.Context, seller string) (Status, error) {
 		return Status{}, errors.New("throttle: seller id must not be empty")
 	}
 	k := t.keys(seller)
-	v, err := t.peek.Run(ctx, t.rdb, []string{k.log, k.block, k.tat},
+	v, err := t.peek.Run(ctx, t.rdb, []string{k.log, k.block, k.tat, k.marker},
 		string(t.p.Kind), t.p.Limit, t.p.span().Microseconds(), t.p.Burst).Slice()
 	if err != nil {
 		return Status{}, t.fail(ctx, "peek", seller, err)

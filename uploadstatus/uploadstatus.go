@@ -1,17 +1,25 @@
 // Package uploadstatus keeps what a seller sees of an upload: its fields,
 // its publish state, its counts and every row's result. The producer creates
-// the upload and records the rows it refused; the consumers record each row
-// they registered or gave up on.
+// the upload and records the rows it refused and the rows the seller had
+// registered before (already registered); the consumers record each row they
+// registered, found registered already, or gave up on.
 //
 // Every key of one upload shares the hash tag {<upload_id>}, so each script
 // runs on one Redis Cluster slot:
 //
-//	bulkreg:upload:{<id>}:meta    HASH  the upload's fields, publish state, counts "registered"/"failed"
-//	bulkreg:upload:{<id>}:states  HASH  row → "registered" | "failed"
+//	bulkreg:upload:{<id>}:meta    HASH  the upload's fields, publish state, counts "registered"/"already_registered"/"failed", "lost_at"
+//	bulkreg:upload:{<id>}:states  HASH  row → "registered" | "already_registered" | "failed"
 //	bulkreg:upload:{<id>}:rows    HASH  row → JSON of its RowResult
 //	bulkreg:upload:{<id>}:cells   HASH  row → JSON of its original cells (for the error report)
 //
 // Every key expires a retention after the upload's last change.
+//
+// Redis can lose an upload's record (a restart without persistence, FLUSHALL,
+// a failover to a replica that missed it) while its rows are still being
+// registered. A row recorded then is kept, and the status says plainly that
+// part of it was lost (Status.LostAt) instead of passing for a smaller upload.
+// Sending the same file again restores it: same upload id, same
+// Idempotency-Keys, so rows registered before are replays, not products.
 package uploadstatus
 
 import (
@@ -25,13 +33,22 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkreg/bulkreg/internal/redisfail"
 	"github.com/bulkreg/bulkreg/lua"
 )
 
-// Row states.
+// Row states. Registered and AlreadyRegistered are final: once recorded, a
+// row keeps that state and its details.
 const (
+	// Registered: this upload's row registered the product (a 201, or the
+	// 200 replay of its own earlier call).
 	Registered = "registered"
-	Failed     = "failed"
+	// AlreadyRegistered: the seller had registered this SKU with the same
+	// content before (another upload, or the same SKU in flight at once);
+	// nothing was registered again. ProductID names the existing product.
+	AlreadyRegistered = "already_registered"
+	// Failed: not registered; Reason says why.
+	Failed = "failed"
 )
 
 // Publish states of an upload.
@@ -97,7 +114,7 @@ type Upload struct {
 // RowResult is one row's outcome.
 type RowResult struct {
 	Row       int       `json:"row"`
-	State     string    `json:"state"` // Registered or Failed
+	State     string    `json:"state"` // Registered, AlreadyRegistered or Failed
 	ProductID string    `json:"product_id,omitempty"`
 	Code      string    `json:"code,omitempty"`
 	Field     string    `json:"field,omitempty"`
@@ -110,13 +127,29 @@ type RowResult struct {
 // Status is an upload with its progress.
 type Status struct {
 	Upload
-	Registered int         `json:"registered"`
-	Failed     int         `json:"failed"`
-	Waiting    int         `json:"waiting"` // Total − Registered − Failed, never below 0
-	Rows       []RowResult `json:"rows"`    // every recorded row, by row number
+	Registered        int         `json:"registered"`
+	AlreadyRegistered int         `json:"already_registered"`
+	Failed            int         `json:"failed"`
+	Waiting           int         `json:"waiting"` // Total − Registered − AlreadyRegistered − Failed, never below 0
+	Rows              []RowResult `json:"rows"`    // every recorded row, by row number
+	// LostAt is when a consumer recorded a row of this upload and Redis no
+	// longer held the upload's record (Redis clock); zero when nothing was
+	// lost. The upload's fields and the results recorded before are gone
+	// (until the same file is sent again), so Total and Waiting do not
+	// count them.
+	LostAt time.Time `json:"lost_at,omitzero"`
 }
 
-// Done reports whether every row of the upload is registered or failed.
+// PartlyLost reports whether Redis lost part of the upload's status: its
+// record is gone and only rows recorded since are known.
+func (s Status) PartlyLost() bool { return !s.LostAt.IsZero() && s.Total == 0 }
+
+// Succeeded reports whether every row of the upload is registered, by this
+// upload or before it.
+func (s Status) Succeeded() bool { return s.Total > 0 && s.Registered+s.AlreadyRegistered == s.Total }
+
+// Done reports whether every row of the upload is registered, already
+// registered or failed.
 func (s Status) Done() bool { return s.Total > 0 && s.Waiting == 0 }
 
 func key(id, part string) string { return "bulkreg:upload:{" + id + "}:" + part }
@@ -149,7 +182,7 @@ func (s *Store) Create(ctx context.Context, u Upload) (existing *Upload, err err
 	}
 	res, err := s.create.Run(ctx, s.rdb, []string{key(u.ID, "meta"), key(u.ID, "cells")}, args...).StringSlice()
 	if err != nil {
-		return nil, fmt.Errorf("create upload %s in Redis: %w", u.ID, err)
+		return nil, fmt.Errorf("create upload %s in Redis: %w", u.ID, redisfail.Wrap(err))
 	}
 	if len(res) == 0 {
 		return nil, nil
@@ -188,7 +221,7 @@ func (s *Store) move(ctx context.Context, id, to, reason string, stale time.Dura
 	}
 	res, err := s.state.Run(ctx, s.rdb, []string{key(id, "meta")}, args...).Slice()
 	if err != nil {
-		return false, "", fmt.Errorf("change the state of upload %s in Redis: %w", id, err)
+		return false, "", fmt.Errorf("change the state of upload %s in Redis: %w", id, redisfail.Wrap(err))
 	}
 	if len(res) != 2 {
 		return false, "", fmt.Errorf("change the state of upload %s: unexpected reply %v", id, res)
@@ -202,15 +235,16 @@ func (s *Store) move(ctx context.Context, id, to, reason string, stale time.Dura
 }
 
 // RecordRow records one row's result. It is idempotent per row: the same
-// row recorded twice counts once, and "registered" wins over an earlier or
-// later "failed".
+// row recorded twice counts once, and the first "registered" or
+// "already_registered" is final: it wins over an earlier or later "failed"
+// and is never replaced.
 func (s *Store) RecordRow(ctx context.Context, uploadID string, r RowResult) error {
 	args, err := s.recordArgs(uploadID, r)
 	if err != nil {
 		return err
 	}
 	if err := s.record.Run(ctx, s.rdb, recordKeys(uploadID), args...).Err(); err != nil {
-		return fmt.Errorf("record row %d of upload %s in Redis: %w", r.Row, uploadID, err)
+		return fmt.Errorf("record row %d of upload %s in Redis: %w", r.Row, uploadID, redisfail.Wrap(err))
 	}
 	return nil
 }
@@ -222,7 +256,7 @@ func (s *Store) RecordRows(ctx context.Context, uploadID string, rs []RowResult)
 	}
 	// Load the script once so the pipeline can use EVALSHA throughout.
 	if err := s.record.Load(ctx, s.rdb).Err(); err != nil {
-		return fmt.Errorf("record rows of upload %s: load script: %w", uploadID, err)
+		return fmt.Errorf("record rows of upload %s: load script: %w", uploadID, redisfail.Wrap(err))
 	}
 	pipe := s.rdb.Pipeline()
 	for _, r := range rs {
@@ -245,7 +279,7 @@ func (s *Store) RecordRows(ctx context.Context, uploadID string, rs []RowResult)
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("record %d rows of upload %s in Redis: %w", len(rs), uploadID, err)
+		return fmt.Errorf("record %d rows of upload %s in Redis: %w", len(rs), uploadID, redisfail.Wrap(err))
 	}
 	return nil
 }
@@ -261,8 +295,8 @@ func (s *Store) recordArgs(uploadID string, r RowResult) ([]any, error) {
 	if r.Row < 1 {
 		return nil, fmt.Errorf("record row of upload %s: row %d, rows start at 1", uploadID, r.Row)
 	}
-	if r.State != Registered && r.State != Failed {
-		return nil, fmt.Errorf("record row %d of upload %s: state %q is neither %q nor %q", r.Row, uploadID, r.State, Registered, Failed)
+	if r.State != Registered && r.State != AlreadyRegistered && r.State != Failed {
+		return nil, fmt.Errorf("record row %d of upload %s: state %q is not %q, %q or %q", r.Row, uploadID, r.State, Registered, AlreadyRegistered, Failed)
 	}
 	if r.At.IsZero() {
 		r.At = time.Now()
@@ -282,7 +316,7 @@ func (s *Store) Get(ctx context.Context, uploadID string) (Status, error) {
 	metaCmd := pipe.HGetAll(ctx, key(uploadID, "meta"))
 	rowsCmd := pipe.HGetAll(ctx, key(uploadID, "rows"))
 	if _, err := pipe.Exec(ctx); err != nil {
-		return Status{}, fmt.Errorf("read upload %s from Redis: %w", uploadID, err)
+		return Status{}, fmt.Errorf("read upload %s from Redis: %w", uploadID, redisfail.Wrap(err))
 	}
 	m := metaCmd.Val()
 	if len(m) == 0 {
@@ -293,8 +327,12 @@ func (s *Store) Get(ctx context.Context, uploadID string) (Status, error) {
 		st.ID = uploadID
 	}
 	st.Registered, _ = strconv.Atoi(m[Registered])
+	st.AlreadyRegistered, _ = strconv.Atoi(m[AlreadyRegistered])
 	st.Failed, _ = strconv.Atoi(m[Failed])
-	st.Waiting = max(0, st.Total-st.Registered-st.Failed)
+	st.Waiting = max(0, st.Total-st.Registered-st.AlreadyRegistered-st.Failed)
+	if ms, err := strconv.ParseInt(m["lost_at"], 10, 64); err == nil && ms > 0 {
+		st.LostAt = time.UnixMilli(ms)
+	}
 	for _, v := range rowsCmd.Val() {
 		var r RowResult
 		if err := json.Unmarshal([]byte(v), &r); err != nil {
@@ -310,7 +348,7 @@ func (s *Store) Get(ctx context.Context, uploadID string) (Status, error) {
 func (s *Store) Cells(ctx context.Context, uploadID string) (map[int][]string, error) {
 	m, err := s.rdb.HGetAll(ctx, key(uploadID, "cells")).Result()
 	if err != nil {
-		return nil, fmt.Errorf("read the cells of upload %s from Redis: %w", uploadID, err)
+		return nil, fmt.Errorf("read the cells of upload %s from Redis: %w", uploadID, redisfail.Wrap(err))
 	}
 	out := make(map[int][]string, len(m))
 	for k, v := range m {

@@ -103,6 +103,56 @@ func TestRecordRowRules(t *testing.T) {
 	}
 }
 
+// TestAlreadyRegistered: the new outcome is counted on its own, is final
+// like "registered", and counts towards Done and Succeeded.
+func TestAlreadyRegistered(t *testing.T) {
+	ctx := context.Background()
+	s := New(testredis.Start(t).Client(), time.Hour)
+	if _, err := s.Create(ctx, newUpload("u", 4)); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		r                         RowResult
+		registered, already, fail int
+		wantState, wantProduct    string
+	}{
+		{RowResult{Row: 2, State: AlreadyRegistered, ProductID: "P1", Reason: "already registered as P1"}, 0, 1, 0, AlreadyRegistered, "P1"},
+		{RowResult{Row: 2, State: Failed, Reason: "late"}, 0, 1, 0, AlreadyRegistered, "P1"},             // final over a later failed
+		{RowResult{Row: 2, State: Registered, ProductID: "P9"}, 0, 1, 0, AlreadyRegistered, "P1"},        // and over a later registered
+		{RowResult{Row: 2, State: AlreadyRegistered, ProductID: "P8"}, 0, 1, 0, AlreadyRegistered, "P1"}, // the first details stay
+		{RowResult{Row: 3, State: Registered, ProductID: "P3"}, 1, 1, 0, Registered, "P3"},
+		{RowResult{Row: 3, State: AlreadyRegistered, ProductID: "P3"}, 1, 1, 0, Registered, "P3"}, // registered is final too
+		{RowResult{Row: 4, State: Failed, Reason: "bad"}, 1, 1, 1, Failed, ""},
+		{RowResult{Row: 4, State: AlreadyRegistered, ProductID: "P4"}, 1, 2, 0, AlreadyRegistered, "P4"}, // wins over an earlier failed
+	}
+	for i, step := range steps {
+		if err := s.RecordRow(ctx, "u", step.r); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		st, err := s.Get(ctx, "u")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Registered != step.registered || st.AlreadyRegistered != step.already || st.Failed != step.fail ||
+			st.Waiting != 4-step.registered-step.already-step.fail {
+			t.Errorf("step %d: registered %d, already %d, failed %d, waiting %d; want %d %d %d", i, st.Registered, st.AlreadyRegistered, st.Failed, st.Waiting,
+				step.registered, step.already, step.fail)
+		}
+		for _, r := range st.Rows {
+			if r.Row == step.r.Row && (r.State != step.wantState || r.ProductID != step.wantProduct) {
+				t.Errorf("step %d: row %d is %s %q, want %s %q", i, r.Row, r.State, r.ProductID, step.wantState, step.wantProduct)
+			}
+		}
+	}
+	if err := s.RecordRow(ctx, "u", RowResult{Row: 5, State: AlreadyRegistered, ProductID: "P5"}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := s.Get(ctx, "u")
+	if !st.Done() || !st.Succeeded() || st.Waiting != 0 {
+		t.Errorf("every row registered or already registered: done %v, succeeded %v, waiting %d; want done and succeeded", st.Done(), st.Succeeded(), st.Waiting)
+	}
+}
+
 func TestRecordWithoutCreate(t *testing.T) {
 	ctx := context.Background()
 	s := New(testredis.Start(t).Client(), time.Hour)

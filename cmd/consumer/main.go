@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -24,9 +25,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/consumer"
+	"github.com/bulkreg/bulkreg/internal/buildinfo"
 	"github.com/bulkreg/bulkreg/internal/config"
+	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
@@ -47,14 +51,20 @@ type settings struct {
 	registryTimeout time.Duration
 	registryConns   int
 	registryAuth    string
+	registryPlain   bool
 	maxWait         time.Duration
+	policy          throttle.Policy // the throttle's, from the shared settings and the consumer's (Config.ThrottlePolicy)
 	callRetention   time.Duration
 	statusRetention time.Duration
+	ledger          ledger.Options
+	circuit         circuit.Settings
 	shutdownTimeout time.Duration
 	logLevel        string
 }
 
-func parse(args []string, getenv func(string) string) (settings, error) {
+// parse reads the settings; usage and flag errors go to stderr, and no
+// secret's value is ever among them.
+func parse(args []string, getenv func(string) string, stderr io.Writer) (settings, error) {
 	s := settings{
 		shared:          config.Default(),
 		consumer:        consumer.DefaultConfig(),
@@ -63,19 +73,28 @@ func parse(args []string, getenv func(string) string) (settings, error) {
 		registryConns:   128,
 		callRetention:   compliance.DefaultRetention,
 		statusRetention: 7 * 24 * time.Hour,
+		ledger:          ledger.Options{Retention: ledger.DefaultRetention, Lease: ledger.DefaultLease},
+		circuit:         circuit.DefaultSettings(),
 		shutdownTimeout: 45 * time.Second,
 		logLevel:        "info",
 	}
-	s.consumer.SellerConcurrency = 0 // 0: the limit
-	s.consumer.MaxLateness = 0       // 0: half the margin
+	// Derived by the consumer package from the other settings unless set.
+	s.consumer.SellerConcurrency = 0 // the limit
+	s.consumer.MaxLateness = 0       // half the margin
+	s.consumer.DrainTimeout = 0      // the longest the session timeout allows
 	fs := flag.NewFlagSet("consumer", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: consumer [flags]\n       consumer --version\n\nEvery flag is also the BULKREG_* environment variable named in its help; a flag wins.\n\n")
+		fs.PrintDefaults()
+	}
 	b := config.NewBinder(fs, getenv)
 	s.shared.Bind(b)
 	c := &s.consumer
 	b.Duration(&c.HeartbeatInterval, "heartbeat-interval", "how often this member tells the group coordinator it is alive; at most a third of the session timeout")
 	b.Duration(&c.RebalanceTimeout, "rebalance-timeout", "how long the coordinator waits for members to rejoin at a rebalance; above the drain timeout")
 	b.Duration(&c.CommitInterval, "commit-interval", "how often finished offsets are committed")
-	b.Duration(&c.DrainTimeout, "drain-timeout", "at a rebalance or shutdown, how long calls already made get to be answered and recorded")
+	b.Duration(&c.DrainTimeout, "drain-timeout", "at a rebalance or shutdown, how long calls already made get to be answered and recorded; at most the session timeout − 2 × the heartbeat interval, since no heartbeat is sent meanwhile (0 = that much)")
 	b.Duration(&s.shutdownTimeout, "shutdown-timeout", "after SIGTERM/SIGINT, exit after at most this long even if calls are still in progress")
 	b.Int(&c.MaxInFlight, "max-in-flight", "most rows read and not finished, over all partitions; reading pauses at the cap")
 	b.Int(&c.MaxInFlightPerPartition, "max-in-flight-per-partition", "most rows read and not finished per partition; keep it well above one upload (500 rows)")
@@ -85,10 +104,12 @@ func parse(args []string, getenv func(string) string) (settings, error) {
 	b.Duration(&c.RedisRetryMax, "redis-retry-max", "longest wait between attempts while Redis does not answer")
 	b.Duration(&c.RedisProbeInterval, "redis-probe-interval", "how often Redis is pinged; no registry call is made while it does not answer")
 	b.Duration(&s.registryTimeout, "registry-timeout", "timeout of one call to the registration API")
-	b.String(&s.registryAuth, "registry-auth-header", `a header sent with every registry call, written "Name: value" (for example "Authorization: Bearer <token>"); empty sends none`)
+	b.Secret(&s.registryAuth, "registry-auth-header", `a header sent with every registry call, written "Name: value" (for example "Authorization: Bearer <token>"); empty sends none; needs an https registry URL`)
+	b.Bool(&s.registryPlain, "registry-insecure-auth", "allow the auth header over plain http to a loopback registry URL (a sandbox on this machine)")
 	b.Int(&s.registryConns, "registry-max-conns", "most connections to, and calls in progress at, the registration API")
 	b.Duration(&c.MissedSlotBackoffMax, "missed-slot-backoff-max", "longest wait of a row whose slot went by (no free connection) before it takes a new slot")
 	b.Duration(&c.MaxLateness, "max-lateness", "a call that cannot start this soon after its slot takes a new slot instead (0 = half the margin)")
+	b.Duration(&c.KeepWarm, "keep-warm", "while calls pause and rows wait, how often the connections to the registration API are used by a request that registers nothing (HEAD of the base URL) so they stay open (negative = never)")
 	b.Duration(&s.retry.InitialInterval, "retry-initial", "first backoff after a transient registry failure")
 	b.Duration(&s.retry.MaxInterval, "retry-max-interval", "longest backoff between attempts of one row")
 	b.Duration(&s.retry.MaxElapsed, "retry-max-elapsed", "give a row up (dead-letter) after retrying this long")
@@ -96,6 +117,9 @@ func parse(args []string, getenv func(string) string) (settings, error) {
 	b.Duration(&s.maxWait, "max-wait", "a throttle slot farther ahead than this is not taken yet, the row asks again later (0 = the session timeout: a crashed consumer's unused slots then delay its successor by at most one window)")
 	b.Duration(&s.callRetention, "call-retention", "how long each call stays in the compliance history")
 	b.Duration(&s.statusRetention, "status-retention", "how long an upload's row results are kept")
+	b.Duration(&s.ledger.Retention, "ledger-retention", "how long a seller's SKU ledger (what it registered) is kept after the seller's last claim or registration; a re-upload after that registers again")
+	b.Duration(&s.ledger.Lease, "ledger-lease", "how long a row's claim on its SKU holds without being renewed; after it another upload's row with that SKU may take it over")
+	bindCircuit(b, &s.circuit)
 	b.String(&s.logLevel, "log-level", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return s, err
@@ -107,28 +131,40 @@ func parse(args []string, getenv func(string) string) (settings, error) {
 	if err := s.shared.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if s.shutdownTimeout <= c.DrainTimeout {
-		errs = append(errs, fmt.Errorf("--shutdown-timeout (%s) must be longer than --drain-timeout (%s)", s.shutdownTimeout, c.DrainTimeout))
+	for name, d := range map[string]time.Duration{"ledger-retention": s.ledger.Retention, "ledger-lease": s.ledger.Lease} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("--%s (%s) must be greater than 0, got %s", name, config.EnvName(name), d))
+		}
 	}
-	c.MaxConcurrentCalls = s.registryConns
-	if c.MaxLateness == 0 {
-		c.MaxLateness = s.shared.Margin / 2
-	}
-	if s.maxWait == 0 {
-		// Slots a crashed consumer reserved are never used but stay in the
-		// log; reserving at most a session timeout ahead keeps them from
-		// delaying the partition's next owner by more than one window.
-		s.maxWait = s.shared.SessionTimeout
-	}
-	if c.SellerConcurrency == 0 {
-		c.SellerConcurrency = s.shared.Limit
+	if err := checkCircuit(s.circuit, s.registryTimeout); err != nil {
+		errs = append(errs, err)
 	}
 	c.Brokers, c.Topic, c.Group, c.SessionTimeout = s.shared.KafkaBrokers, s.shared.Topic, s.shared.Group, s.shared.SessionTimeout
+	c.MaxConcurrentCalls = s.registryConns
+	s.policy = c.ThrottlePolicy(s.shared.Limit, s.shared.Window, s.shared.Margin)
+	if s.maxWait != 0 {
+		s.policy.MaxWait = s.maxWait
+	}
+	if drain := c.WithDefaults(s.policy).DrainTimeout; s.shutdownTimeout <= drain {
+		errs = append(errs, fmt.Errorf("--shutdown-timeout (%s) must be longer than --drain-timeout (%s)", s.shutdownTimeout, drain))
+	}
+	if len(errs) == 0 {
+		c.KafkaDialer, c.KafkaTransport = s.shared.KafkaDialer(), s.shared.KafkaTransport()
+		// Checked here too, so a wrong combination (a drain longer than
+		// the session allows) stops the process before it joins anything.
+		if err := c.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return s, errors.Join(errs...)
 }
 
 func run(args []string, getenv func(string) string) error {
-	s, err := parse(args, getenv)
+	if buildinfo.Requested(args) {
+		fmt.Println(buildinfo.Line("consumer"))
+		return nil
+	}
+	s, err := parse(args, getenv, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
@@ -139,21 +175,26 @@ func run(args []string, getenv func(string) string) error {
 	if err := level.UnmarshalText([]byte(s.logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewJSONHandler(os.Stderr, config.LogOptions(level)))
+	config.RouteRedisLogs(log)
 	s.consumer.Logger = log
 
 	rdb := s.shared.RedisClient()
 	defer rdb.Close()
-	th, err := throttle.New(rdb, throttle.Policy{Limit: s.shared.Limit, Window: s.shared.Window, Margin: s.shared.Margin, MaxWait: s.maxWait})
+	th, err := throttle.New(rdb, s.policy)
 	if err != nil {
 		return fmt.Errorf("throttle: %w", err)
 	}
-	reg, err := registryclient.New(registryclient.Options{BaseURL: s.shared.RegistryURL, Timeout: s.registryTimeout, MaxConnsPerHost: s.registryConns, AuthHeader: s.registryAuth})
+	reg, err := registryclient.New(registryclient.Options{BaseURL: s.shared.RegistryURL, Timeout: s.registryTimeout, MaxConnsPerHost: s.registryConns, AuthHeader: s.registryAuth, AllowInsecureAuth: s.registryPlain})
 	if err != nil {
 		return fmt.Errorf("registry client: %w", err)
 	}
+	breaker, err := circuit.New(rdb, s.circuit)
+	if err != nil {
+		return fmt.Errorf("circuit breaker: %w", err)
+	}
 	metrics := prometheus.NewRegistry()
-	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector("consumer"))
 	redisCommands := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bulkreg_consumer_redis_commands_total",
 		Help: "Commands this consumer sent to Redis (a script counts as one).",
@@ -165,9 +206,11 @@ func run(args []string, getenv func(string) string) error {
 		Registry:   reg,
 		Status:     uploadstatus.New(rdb, s.statusRetention),
 		Calls:      compliance.NewRecorder(rdb, s.callRetention),
+		Ledger:     ledger.New(rdb, s.ledger),
 		Retry:      s.retry,
 		PingRedis:  func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 		Registerer: metrics,
+		Circuit:    breaker,
 	})
 	if err != nil {
 		return err

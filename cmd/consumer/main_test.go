@@ -3,11 +3,14 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bulkreg/bulkreg/circuit"
 )
 
 func TestParse(t *testing.T) {
@@ -20,33 +23,82 @@ func TestParse(t *testing.T) {
 		check   func(t *testing.T, s settings)
 	}{
 		{name: "defaults are the production values", check: func(t *testing.T, s settings) {
-			c := s.consumer
+			c := s.consumer.WithDefaults(s.policy) // as consumer.New fills it in
 			if c.SessionTimeout != 10*time.Second || c.Topic != "product-registrations" || c.Group != "bulkreg-registrar" {
 				t.Errorf("consumer config %+v does not carry the shared defaults", c)
 			}
-			if c.SellerConcurrency != 100 || s.maxWait != 10*time.Second || c.MaxLateness != 125*time.Millisecond || c.MaxConcurrentCalls != s.registryConns {
+			if c.DrainTimeout != 8*time.Second || c.HeartbeatInterval != time.Second || c.DrainTimeout+2*c.HeartbeatInterval > c.SessionTimeout {
+				t.Errorf("drain %v, heartbeat %v under a %v session: want 8s and 1s, a drain the session covers", c.DrainTimeout, c.HeartbeatInterval, c.SessionTimeout)
+			}
+			if c.SellerConcurrency != 100 || s.policy.MaxWait != 10*time.Second || c.MaxLateness != 125*time.Millisecond || c.MaxConcurrentCalls != s.registryConns {
 				t.Errorf("derived defaults: seller concurrency %d (want the limit, 100), max wait %v (want the session timeout), lateness %v (want half the margin), calls %d (want %d)",
-					c.SellerConcurrency, s.maxWait, c.MaxLateness, c.MaxConcurrentCalls, s.registryConns)
+					c.SellerConcurrency, s.policy.MaxWait, c.MaxLateness, c.MaxConcurrentCalls, s.registryConns)
+			}
+			if s.policy.LossHold != time.Minute+500*time.Millisecond {
+				t.Errorf("hold after a loss %v, want W′ + 2 × the lateness = 1m0.5s", s.policy.LossHold)
 			}
 		}},
 		{name: "environment then flags", env: map[string]string{"BULKREG_LIMIT": "20", "BULKREG_SESSION_TIMEOUT": "3s", "BULKREG_MAX_IN_FLIGHT": "77"},
 			args: []string{"--limit", "30", "--kafka-brokers", "a:1,b:2"}, check: func(t *testing.T, s settings) {
-				if s.shared.Limit != 30 || s.consumer.SellerConcurrency != 30 {
-					t.Errorf("limit %d, seller concurrency %d, want the flag's 30 for both", s.shared.Limit, s.consumer.SellerConcurrency)
+				c := s.consumer.WithDefaults(s.policy)
+				if s.shared.Limit != 30 || s.policy.Limit != 30 || c.SellerConcurrency != 30 {
+					t.Errorf("limit %d, throttle's %d, seller concurrency %d, want the flag's 30 for all", s.shared.Limit, s.policy.Limit, c.SellerConcurrency)
 				}
-				if s.consumer.SessionTimeout != 3*time.Second || s.maxWait != 3*time.Second || s.consumer.MaxInFlight != 77 {
-					t.Errorf("session %v, max wait %v, in flight %d, want 3s, 3s, 77 from the environment", s.consumer.SessionTimeout, s.maxWait, s.consumer.MaxInFlight)
+				if c.SessionTimeout != 3*time.Second || s.policy.MaxWait != 3*time.Second || c.MaxInFlight != 77 {
+					t.Errorf("session %v, max wait %v, in flight %d, want 3s, 3s, 77 from the environment", c.SessionTimeout, s.policy.MaxWait, c.MaxInFlight)
 				}
 				if strings.Join(s.consumer.Brokers, ",") != "a:1,b:2" {
 					t.Errorf("brokers %v", s.consumer.Brokers)
 				}
 			}},
 		{name: "malformed environment value is named", env: map[string]string{"BULKREG_DRAIN_TIMEOUT": "soon"}, wantErr: "BULKREG_DRAIN_TIMEOUT"},
-		{name: "shutdown must outlast the drain", args: []string{"--drain-timeout", "1m", "--shutdown-timeout", "30s"}, wantErr: "--shutdown-timeout"},
+		{name: "shutdown must outlast the drain", args: []string{"--drain-timeout", "5s", "--shutdown-timeout", "5s"}, wantErr: "--shutdown-timeout"},
+		// Heartbeats stop while a member drains: a drain the session does not
+		// cover gets the member evicted while its calls are in progress.
+		{name: "the drain must fit in the session", args: []string{"--drain-timeout", "30s"}, wantErr: "--drain-timeout (30s) plus two --heartbeat-interval (1s) must not exceed --session-timeout (10s)"},
+		{name: "the drain must fit in a shorter session", env: map[string]string{"BULKREG_SESSION_TIMEOUT": "4s", "BULKREG_DRAIN_TIMEOUT": "3s"}, wantErr: "--session-timeout (4s)"},
+		{name: "the drain follows the session by default", env: map[string]string{"BULKREG_SESSION_TIMEOUT": "4s"}, check: func(t *testing.T, s settings) {
+			if c := s.consumer.WithDefaults(s.policy); c.DrainTimeout != 2*time.Second {
+				t.Errorf("drain timeout %v under a 4s session and 1s heartbeats, want 2s", c.DrainTimeout)
+			}
+		}},
+		{name: "the rebalance must outlast the drain", args: []string{"--rebalance-timeout", "5s"}, wantErr: "--rebalance-timeout (5s) must be longer than --drain-timeout (8s)"},
 		{name: "shared validation applies", args: []string{"--limit", "0"}, wantErr: "--limit"},
+		{name: "ledger defaults: 400 days, a 5 minute lease", check: func(t *testing.T, s settings) {
+			if s.ledger.Retention != 400*24*time.Hour || s.ledger.Lease != 5*time.Minute {
+				t.Errorf("ledger %+v, want 400 days and 5 minutes", s.ledger)
+			}
+		}},
+		{name: "ledger settings from the environment", env: map[string]string{"BULKREG_LEDGER_RETENTION": "720h", "BULKREG_LEDGER_LEASE": "30s"}, check: func(t *testing.T, s settings) {
+			if s.ledger.Retention != 720*time.Hour || s.ledger.Lease != 30*time.Second {
+				t.Errorf("ledger %+v, want 720h and 30s", s.ledger)
+			}
+		}},
+		{name: "ledger lease must be positive", args: []string{"--ledger-lease", "0s"}, wantErr: "--ledger-lease (BULKREG_LEDGER_LEASE)"},
+		{name: "circuit defaults are the package's documented ones", check: func(t *testing.T, s settings) {
+			if s.circuit != circuit.DefaultSettings() {
+				t.Errorf("circuit settings %+v, want circuit.DefaultSettings() %+v", s.circuit, circuit.DefaultSettings())
+			}
+		}},
+		{name: "circuit settings from the environment, then flags", env: map[string]string{"BULKREG_CIRCUIT_WINDOW": "2s", "BULKREG_CIRCUIT_FAILURE_RATIO": "0.6",
+			"BULKREG_CIRCUIT_PROBE_MIN": "100ms", "BULKREG_CIRCUIT_MIN_FAILED_ROWS": "3"},
+			args: []string{"--circuit-probe-max", "400ms", "--circuit-probe-lease", "12s", "--circuit-probe-multiplier", "1.5", "--circuit-min-calls", "8"},
+			check: func(t *testing.T, s settings) {
+				c := s.circuit
+				if c.Window != 2*time.Second || c.FailureRatio != 0.6 || c.ProbeMin != 100*time.Millisecond || c.MinFailedRows != 3 ||
+					c.ProbeMax != 400*time.Millisecond || c.ProbeLease != 12*time.Second || c.ProbeMultiplier != 1.5 || c.MinCalls != 8 {
+					t.Errorf("circuit settings %+v", c)
+				}
+			}},
+		{name: "circuit ratio must be a fraction", args: []string{"--circuit-failure-ratio", "1.5"}, wantErr: "--circuit-failure-ratio (BULKREG_CIRCUIT_FAILURE_RATIO) must be a fraction"},
+		{name: "circuit ratio malformed in the environment", env: map[string]string{"BULKREG_CIRCUIT_FAILURE_RATIO": "half"}, wantErr: "BULKREG_CIRCUIT_FAILURE_RATIO"},
+		{name: "circuit window must be positive", args: []string{"--circuit-window", "0s"}, wantErr: "--circuit-window (BULKREG_CIRCUIT_WINDOW) must be greater than 0"},
+		{name: "circuit probe max not below min", args: []string{"--circuit-probe-min", "2s", "--circuit-probe-max", "1s"}, wantErr: "--circuit-probe-max (BULKREG_CIRCUIT_PROBE_MAX) (1s) must not be below --circuit-probe-min (2s)"},
+		{name: "circuit probe lease above the registry timeout", args: []string{"--registry-timeout", "20s"}, wantErr: "--circuit-probe-lease (BULKREG_CIRCUIT_PROBE_LEASE) (15s) must be longer than --registry-timeout (20s)"},
+		{name: "circuit multiplier at least 1", args: []string{"--circuit-probe-multiplier", "0.5"}, wantErr: "--circuit-probe-multiplier"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := parse(tc.args, env(tc.env))
+			s, err := parse(tc.args, env(tc.env), io.Discard)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one naming %s", err, tc.wantErr)
@@ -98,5 +150,34 @@ func TestHealthz(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// -h and usage errors with every secret in the environment print none of
+// them (the image once ran `consumer -h` as its default command).
+func TestHelpPrintsNoSecrets(t *testing.T) {
+	secrets := map[string]string{
+		"BULKREG_REGISTRY_AUTH_HEADER": "X-Api-Key: registry-key-5e1a7c9b3d",
+		"BULKREG_REDIS_PASSWORD":       "redis-password-7c3e9a1f",
+		"BULKREG_KAFKA_PASSWORD":       "kafka-password-2b8d4e6a",
+		"BULKREG_KAFKA_USERNAME":       "u",
+		"BULKREG_KAFKA_SASL_MECHANISM": "plain",
+		"BULKREG_REGISTRY_URL":         "https://user:url-password-91ab@registry.example.com",
+	}
+	for _, args := range [][]string{{"-h"}, {"--bogus"}, {"--limit", "x"}, {"--registry-url", "ftp://user:url-password-91ab@x"}} {
+		var out strings.Builder
+		_, err := parse(args, func(k string) string { return secrets[k] }, &out)
+		text := out.String()
+		if err != nil {
+			text += err.Error()
+		}
+		for _, v := range []string{"registry-key-5e1a7c9b3d", "redis-password-7c3e9a1f", "kafka-password-2b8d4e6a", "url-password-91ab"} {
+			if strings.Contains(text, v) {
+				t.Errorf("consumer %q prints a secret:\n%s", args, text)
+			}
+		}
+		if args[0] == "-h" && !strings.Contains(text, "-registry-auth-header") {
+			t.Errorf("consumer -h does not list -registry-auth-header:\n%s", text)
+		}
 	}
 }

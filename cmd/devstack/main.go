@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bulkreg/bulkreg/internal/buildinfo"
 	"github.com/bulkreg/bulkreg/internal/config"
 	"github.com/bulkreg/bulkreg/internal/devstack"
 )
@@ -43,6 +44,7 @@ usage:
                           and 40 rows), show the throttle pacing them, print the
                           compliance report; exit 0 only when every row was
                           registered, no 429 was answered and no window exceeded
+  devstack --version      print the build
 
 "devstack demo --window 12s" shrinks the API's window so the demo takes about
 a minute; the default is the real 60s (about 4 minutes for 500 rows).
@@ -121,7 +123,8 @@ func parse(cmd string, args []string, stderr io.Writer, getenv func(string) stri
 	if err := level.UnmarshalText([]byte(s.logLevel)); err != nil {
 		return s, fmt.Errorf("--log-level: %w", err)
 	}
-	o.Logger = slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	o.Logger = slog.New(slog.NewJSONHandler(stderr, config.LogOptions(level)))
+	config.RouteRedisLogs(o.Logger)
 	return s, nil
 }
 
@@ -131,6 +134,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		if len(args) == 0 {
 			return 2
 		}
+		return 0
+	}
+	if buildinfo.Requested(args) || args[0] == "version" {
+		fmt.Fprintln(stdout, buildinfo.Line("devstack"))
 		return 0
 	}
 	cmd := args[0]
@@ -165,7 +172,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	printAddresses(stdout, stack)
 
 	if cmd == "up" {
-		printTryIt(stdout, stack)
+		link, err := stack.SignInLink(demoSeller)
+		if err != nil {
+			fmt.Fprintf(stderr, "devstack: %v\n", err)
+			return 1
+		}
+		printTryIt(stdout, stack, link)
 		fmt.Fprintln(stdout, "\nrunning; Ctrl-C stops everything.")
 		<-ctx.Done()
 		fmt.Fprintln(stdout, "stopping…")
@@ -196,16 +208,23 @@ func printAddresses(w io.Writer, s *devstack.Stack) {
   kafka (kfake)      %s   topic %s (%d partitions) and %s.dlq
   redis              %s   %s
   registry sandbox   %s   limit %d per %v
-  producer service   %s
+  producer service   %s   (metrics and health: %s)
   consumers          %d in group bulkreg-registrar, margin %v, session timeout %v
-`, s.Brokers[0], s.Topic, o.Partitions, s.Topic, s.RedisAddr, redis, s.RegistryURL, o.Limit, o.Window, s.ProducerURL, o.Consumers, o.Margin, o.SessionTimeout)
+`, s.Brokers[0], s.Topic, o.Partitions, s.Topic, s.RedisAddr, redis, s.RegistryURL, o.Limit, o.Window, s.ProducerURL, s.AdminURL, o.Consumers, o.Margin, o.SessionTimeout)
 }
 
-func printTryIt(w io.Writer, s *devstack.Stack) {
+// demoSeller is the seller `devstack up` signs in and its examples upload as.
+const demoSeller = "my-shop"
+
+func printTryIt(w io.Writer, s *devstack.Stack, link string) {
 	fmt.Fprintf(w, `
-  try it from another terminal:
+  sign in as %s in a browser (the link works once, for %v), then upload
+  testdata/demo/seller-c-40.xlsx and watch it register:
+    %s
+
+  or from another terminal:
     export BULKREG_KAFKA_BROKERS=%s BULKREG_REDIS_ADDRS=%s BULKREG_REGISTRY_URL=%s
-    go run ./cmd/producer upload --seller my-shop --wait testdata/demo/seller-c-40.xlsx
+    go run ./cmd/producer upload --seller %s --wait testdata/demo/seller-c-40.xlsx
     curl -s %s/audit
-`, s.Brokers[0], s.RedisAddr, s.RegistryURL, s.RegistryURL)
+`, demoSeller, devstack.LinkTTL, link, s.Brokers[0], s.RedisAddr, s.RegistryURL, demoSeller, s.RegistryURL)
 }

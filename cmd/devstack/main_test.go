@@ -58,3 +58,24 @@ func TestParseDefaults(t *testing.T) {
 		t.Errorf("demo timeout %v is too short for 500 rows at 100 per %v", demo.timeout, demo.opts.Window)
 	}
 }
+
+// -h with every bulkreg secret in the environment prints none of them.
+func TestHelpPrintsNoSecrets(t *testing.T) {
+	secrets := map[string]string{
+		"BULKREG_REGISTRY_AUTH_HEADER": "X-Api-Key: registry-key-5e1a7c9b3d",
+		"BULKREG_JWT_SECRET":           "jwt-seller-secret-4f1c9a7e2b6d8053e1",
+		"BULKREG_REDIS_PASSWORD":       "redis-password-7c3e9a1f",
+		"BULKREG_KAFKA_PASSWORD":       "kafka-password-2b8d4e6a",
+	}
+	for _, cmd := range []string{"demo", "up"} {
+		for _, args := range [][]string{{"-h"}, {"--bogus"}} {
+			var out strings.Builder
+			parse(cmd, args, &out, func(k string) string { return secrets[k] })
+			for _, v := range secrets {
+				if strings.Contains(out.String(), v[strings.Index(v, " ")+1:]) {
+					t.Errorf("devstack %s %q prints a secret:\n%s", cmd, args, out.String())
+				}
+			}
+		}
+	}
+}

@@ -13,14 +13,20 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/excel"
-	"github.com/bulkreg/bulkreg/producer"
+	"github.com/bulkreg/bulkreg/internal/buildinfo"
+	"github.com/bulkreg/bulkreg/internal/config"
+	"github.com/bulkreg/bulkreg/internal/termui"
+	"github.com/bulkreg/bulkreg/producer/httpapi"
+	"github.com/bulkreg/bulkreg/producer/upload"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
@@ -65,6 +71,9 @@ func cmdUpload(ctx context.Context, e *cli, args []string) int {
 		if *seller == "" {
 			return errors.New("--seller is required: the seller id the rows are registered for")
 		}
+		if err := bulkreg.ValidSellerID(*seller); err != nil {
+			return fmt.Errorf("--seller: %w", err)
+		}
 		return check()
 	})
 	if !ok {
@@ -74,16 +83,16 @@ func cmdUpload(ctx context.Context, e *cli, args []string) int {
 	if err != nil {
 		return e.errorf("%v", err)
 	}
-	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(slog.NewTextHandler(e.stderr, config.LogOptions(slog.LevelWarn)))
 	up, closeAll, err := s.uploader(log)
 	if err != nil {
 		return e.errorf("%v", err)
 	}
 	defer closeAll()
-	res, err := up.Upload(ctx, producer.Request{SellerID: *seller, FileName: filepath.Base(pos[0]), Data: data, Strict: *strict})
+	res, err := up.Upload(ctx, upload.Request{SellerID: *seller, FileName: filepath.Base(pos[0]), Data: data, Strict: *strict})
 	if err != nil {
 		var fe *excel.FileError
-		var ir *producer.InvalidRowsError
+		var ir *upload.InvalidRowsError
 		switch {
 		case errors.As(err, &fe):
 			e.errorf("%s is refused: %v", pos[0], fe)
@@ -106,7 +115,11 @@ func cmdUpload(ctx context.Context, e *cli, args []string) int {
 		if res.Resumed {
 			verb = "published again (the earlier attempt failed part way)"
 		}
-		fmt.Fprintf(e.stderr, "%s %s, %s recorded as failed\n", count(res.Published, "row"), verb, count(res.Invalid, "invalid row"))
+		fmt.Fprintf(e.stderr, "%s %s, %s recorded as failed", count(res.Published, "row"), verb, count(res.Invalid, "invalid row"))
+		if res.AlreadyRegistered > 0 {
+			fmt.Fprintf(e.stderr, ", %s registered before and not sent again", count(res.AlreadyRegistered, "row"))
+		}
+		fmt.Fprintln(e.stderr)
 		if res.Sheet != nil {
 			for _, r := range res.Sheet.Rows {
 				printProblems(e.stderr, r.Problems)
@@ -116,14 +129,19 @@ func cmdUpload(ctx context.Context, e *cli, args []string) int {
 	if !*wait {
 		return exitOK
 	}
-	return e.waitFor(ctx, up.Status, res.UploadID, s.pollInterval)
+	rdb := s.redis()
+	defer rdb.Close()
+	return e.waitFor(ctx, up.Statuses, marketplace(rdb), res.UploadID, s.pollInterval)
 }
 
-func (e *cli) waitFor(ctx context.Context, st producer.StatusGetter, id string, interval time.Duration) int {
+func (e *cli) waitFor(ctx context.Context, st upload.StatusGetter, m upload.Marketplace, id string, interval time.Duration) int {
 	tty := isTerminal(e.stderr)
 	last := ""
-	final, err := producer.WaitDone(ctx, st, id, interval, func(s uploadstatus.Status) {
-		line := producer.ProgressBar(s, 40)
+	final, err := upload.WaitDone(ctx, st, id, interval, func(s uploadstatus.Status) {
+		line := termui.ProgressBar(s, 40)
+		if v := upload.View(ctx, s, m); v.Notice != "" {
+			line += " — " + v.Notice
+		}
 		switch {
 		case tty:
 			fmt.Fprintf(e.stderr, "\r%s", line)
@@ -136,14 +154,17 @@ func (e *cli) waitFor(ctx context.Context, st producer.StatusGetter, id string, 
 		fmt.Fprintln(e.stderr)
 	}
 	if err != nil {
+		if final.PartlyLost() {
+			printLost(e.stderr, final)
+		}
 		return e.errorf("%v", err)
 	}
-	fmt.Fprintf(e.stderr, "upload %s: %d registered, %d failed of %s\n", id, final.Registered, final.Failed, count(final.Total, "row"))
+	fmt.Fprintf(e.stderr, "upload %s: %d registered, %d already registered, %d failed of %s\n", id, final.Registered, final.AlreadyRegistered, final.Failed, count(final.Total, "row"))
 	printFailed(e.stderr, final)
 	if final.State == uploadstatus.PublishFailed {
 		return e.errorf("publishing failed: %s; send the same file again", final.StateReason)
 	}
-	if final.Registered != final.Total {
+	if !final.Succeeded() {
 		return exitFailed
 	}
 	return exitOK
@@ -193,6 +214,13 @@ func cmdCheck(ctx context.Context, e *cli, args []string) int {
 	var problems []excel.Problem
 	var fe *excel.FileError
 	switch {
+	case errors.As(err, &fe) && fe.Code == excel.CodeNoRows:
+		// An untouched template is not a broken file: nothing in it is wrong yet.
+		if *asJSON {
+			return exitOK
+		}
+		fmt.Fprintf(e.stdout, "%s: no product rows yet; fill in one product a row below the header row (%s)\n", pos[0], fe.Message)
+		return exitOK
 	case errors.As(err, &fe):
 		problems = fe.Problems
 		if len(problems) == 0 {
@@ -207,7 +235,7 @@ func cmdCheck(ctx context.Context, e *cli, args []string) int {
 	}
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
-		for _, p := range producer.Problems(problems) {
+		for _, p := range upload.Problems(problems) {
 			enc.Encode(p)
 		}
 	} else {
@@ -266,26 +294,48 @@ func cmdStatus(ctx context.Context, e *cli, args []string) int {
 		return code
 	}
 	defer closeRedis()
+	rdb := s.redis()
+	defer rdb.Close()
+	m := marketplace(rdb)
 	if *wait {
-		return e.waitFor(ctx, store, pos[0], s.pollInterval)
+		return e.waitFor(ctx, store, m, pos[0], s.pollInterval)
 	}
+	v := upload.View(ctx, st, m)
 	if *asJSON {
-		if st.Rows == nil {
-			st.Rows = []uploadstatus.RowResult{}
+		if v.Rows == nil {
+			v.Rows = []uploadstatus.RowResult{}
 		}
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
-		enc.Encode(st)
+		enc.Encode(v)
 		return exitOK
 	}
-	fmt.Fprintf(e.stdout, "upload %s  seller %s  file %q  created %s  state %s\n", st.ID, st.SellerID, st.FileName,
+	if st.PartlyLost() {
+		fmt.Fprintf(e.stdout, "upload %s\n", st.ID)
+		printLost(e.stdout, st)
+		return exitOK
+	}
+	fmt.Fprintf(e.stdout, "upload %s  seller %q  file %q  created %s  state %s\n", st.ID, st.SellerID, st.FileName,
 		st.CreatedAt.Local().Format(time.DateTime), st.State)
 	if st.StateReason != "" {
 		fmt.Fprintf(e.stdout, "  %s\n", st.StateReason)
 	}
-	fmt.Fprintf(e.stdout, "%s: %d registered, %d failed, %d waiting\n", count(st.Total, "row"), st.Registered, st.Failed, st.Waiting)
+	fmt.Fprintf(e.stdout, "%s: %d registered, %d already registered, %d failed, %d waiting\n", count(st.Total, "row"), st.Registered, st.AlreadyRegistered, st.Failed, st.Waiting)
+	if v.Notice != "" {
+		fmt.Fprintf(e.stdout, "  %s\n", v.Notice)
+	}
 	printFailed(e.stdout, st)
 	return exitOK
+}
+
+// printLost says plainly what is left of an upload whose record Redis lost.
+func printLost(w io.Writer, st uploadstatus.Status) {
+	fmt.Fprintf(w, "PART OF THIS UPLOAD'S STATUS WAS LOST: Redis no longer held it when a row was recorded at %s "+
+		"(a restart without persistence, FLUSHALL, or a failover to a replica that had not received it).\n", st.LostAt.Local().Format(time.DateTime))
+	fmt.Fprintln(w, "Its file, its row count and the results recorded before then are gone; the rows recorded since are:")
+	fmt.Fprintf(w, "%d registered, %d already registered, %d failed (how many rows are still waiting is not known)\n", st.Registered, st.AlreadyRegistered, st.Failed)
+	printFailed(w, st)
+	fmt.Fprintln(w, "Send the same file again to see every row's result: it keeps its upload id and keys, so rows registered before are not registered twice.")
 }
 
 func cmdReport(ctx context.Context, e *cli, args []string) int {
@@ -302,15 +352,18 @@ func cmdReport(ctx context.Context, e *cli, args []string) int {
 		return code
 	}
 	defer closeRedis()
-	cells, err := store.Cells(ctx, st.ID)
+	rep, err := (&upload.Uploader{Statuses: store}).BuildReport(ctx, st, *failedOnly)
 	if err != nil {
 		return e.errorf("%v", err)
 	}
-	rows := producer.ReportRows(st, cells)
-	if err := writeXLSX(pos[1], func(w io.Writer) error { return excel.WriteReport(w, st.Header, rows, *failedOnly) }); err != nil {
-		return e.errorf("%v", err)
+	if err := os.WriteFile(pos[1], rep.XLSX, 0o644); err != nil {
+		return e.errorf("write %s: %v", pos[1], err)
 	}
-	fmt.Fprintf(e.stderr, "wrote %s: %s (%d registered, %d failed, %d waiting)\n", pos[1], count(len(rows), "row"), st.Registered, st.Failed, st.Waiting)
+	if *failedOnly {
+		fmt.Fprintf(e.stderr, "wrote %s: %s, the failed ones of upload %s\n", pos[1], count(rep.Rows, "row"), st.ID)
+		return exitOK
+	}
+	fmt.Fprintf(e.stderr, "wrote %s: %s (%d registered, %d already registered, %d failed, %d waiting)\n", pos[1], count(rep.Rows, "row"), st.Registered, st.AlreadyRegistered, st.Failed, st.Waiting)
 	return exitOK
 }
 
@@ -341,27 +394,52 @@ func cmdTemplate(_ context.Context, e *cli, args []string) int {
 func cmdToken(_ context.Context, e *cli, args []string) int {
 	s := defaults()
 	fs := e.flagSet("token")
-	seller := fs.String("seller", "", "seller id the token names (this or --operator)")
-	operator := fs.String("operator", "", "an operator's name: the token reads GET /v1/compliance, no seller's uploads")
-	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
-	check := s.bind(fs, e.getenv, gSecret)
+	seller := fs.String("seller", "", "seller id the token names (this or --operator): 1 to 64 of A-Z a-z 0-9 _ -")
+	operator := fs.String("operator", "", "an operator's name: the token reads GET /v1/compliance, no seller's uploads; signed with --jwt-operator-secret")
+	ttl := fs.Duration("ttl", 0, "how long the token is valid, at most --jwt-max-lifetime (default 24h; with --link 10m, at most --link-max-age)")
+	link := fs.Bool("link", false, "print a sign-in link for the seller's pages instead: --public-url + /signin?token=…, usable once")
+	check := s.bind(fs, e.getenv, gSecret|gLink)
 	_, code, ok := e.parseArgs(fs, args, 0, "no arguments", func() error {
 		if (*seller == "") == (*operator == "") {
 			return errors.New("give exactly one of --seller (a seller's token) or --operator (an operator's token)")
 		}
-		if *ttl <= 0 {
-			return fmt.Errorf("--ttl must be greater than 0, got %s", *ttl)
+		if *link && *operator != "" {
+			return errors.New("--link signs a seller in to the pages; give --seller, not --operator")
 		}
-		return check()
+		switch {
+		case *ttl == 0 && *link:
+			*ttl = min(10*time.Minute, s.linkMaxAge)
+		case *ttl == 0:
+			*ttl = 24 * time.Hour
+		case *ttl < 0:
+			return fmt.Errorf("--ttl must be greater than 0, got %s", *ttl)
+		case *link && *ttl > s.linkMaxAge:
+			return fmt.Errorf("--ttl %s: a sign-in link may live at most --link-max-age (%s)", *ttl, s.linkMaxAge)
+		}
+		if err := check(); err != nil {
+			return err
+		}
+		switch {
+		case *seller != "" && s.jwtSecret == "":
+			return fmt.Errorf("--jwt-secret (%s) is needed to sign a seller's token", config.EnvName("jwt-secret"))
+		case *operator != "" && s.jwtOperatorSecret == "":
+			return fmt.Errorf("--jwt-operator-secret (%s) is needed to sign an operator's token", config.EnvName("jwt-operator-secret"))
+		}
+		return nil
 	})
 	if !ok {
 		return code
 	}
-	mint, name := producer.MintToken, *seller
-	if *operator != "" {
-		mint, name = producer.MintOperatorToken, *operator
+	var tok string
+	var err error
+	switch {
+	case *link:
+		tok, err = s.minter(s.jwtSecret).Link(s.publicURL, *seller, *ttl, time.Now())
+	case *operator != "":
+		tok, err = s.minter(s.jwtOperatorSecret).Operator(*operator, *ttl, time.Now())
+	default:
+		tok, err = s.minter(s.jwtSecret).Seller(*seller, *ttl, time.Now())
 	}
-	tok, err := mint([]byte(s.jwtSecret), name, *ttl, time.Now())
 	if err != nil {
 		return e.errorf("%v", err)
 	}
@@ -375,8 +453,14 @@ func cmdCompliance(ctx context.Context, e *cli, args []string) int {
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
 	retention := compliance.DefaultRetention
 	check := s.bind(fs, e.getenv, gRedis|gLimit)
-	fs.DurationVar(&retention, "call-retention", retention, "how long calls stay in the history (as the consumers record them)")
-	_, code, ok := e.parseArgs(fs, args, 0, "no arguments", check)
+	b := config.NewBinder(fs, e.getenv)
+	b.Duration(&retention, "call-retention", "how long calls stay in the history (as the consumers record them)")
+	_, code, ok := e.parseArgs(fs, args, 0, "no arguments", func() error {
+		if retention <= 0 {
+			return fmt.Errorf("--call-retention (%s) must be greater than 0, got %s", config.EnvName("call-retention"), retention)
+		}
+		return errors.Join(b.Err(), check())
+	})
 	if !ok {
 		return code
 	}
@@ -391,9 +475,9 @@ func cmdCompliance(ctx context.Context, e *cli, args []string) int {
 		enc.SetIndent("", "  ")
 		enc.Encode(rep)
 	} else {
-		producer.WriteComplianceText(e.stdout, rep)
+		termui.ComplianceTable(e.stdout, rep)
 	}
-	if rep.Exceeded {
+	if rep.Exceeded || !rep.Complete {
 		return exitFailed
 	}
 	return exitOK
@@ -402,13 +486,22 @@ func cmdCompliance(ctx context.Context, e *cli, args []string) int {
 func cmdServe(ctx context.Context, e *cli, args []string) int {
 	s := defaults()
 	fs := e.flagSet("serve")
-	check := s.bind(fs, e.getenv, gKafka|gRedis|gLimit|gPublish|gStatus|gFile|gHTTP|gSecret)
-	if _, code, ok := e.parseArgs(fs, args, 0, "no arguments", check); !ok {
+	check := s.bind(fs, e.getenv, gKafka|gRedis|gLimit|gMargin|gPublish|gStatus|gFile|gHTTP|gSecret|gLink)
+	var auth httpapi.Auth
+	if _, code, ok := e.parseArgs(fs, args, 0, "no arguments", func() error {
+		if err := check(); err != nil {
+			return err
+		}
+		var err error
+		auth, err = s.auth()
+		return err
+	}); !ok {
 		return code
 	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(s.logLevel))
-	log := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewJSONHandler(e.stderr, config.LogOptions(level)))
+	config.RouteRedisLogs(log)
 	up, closeAll, err := s.uploader(log)
 	if err != nil {
 		return e.errorf("%v", err)
@@ -416,33 +509,57 @@ func cmdServe(ctx context.Context, e *cli, args []string) int {
 	defer closeAll()
 	rdb := s.redis()
 	defer rdb.Close()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := producer.NewMetrics(reg)
-	up.Metrics = m
-	auth := producer.Auth{Secret: []byte(s.jwtSecret), Leeway: 30 * time.Second}
-	srv := &producer.Server{
-		Uploader: up, Auth: auth, MaxFileSize: int64(s.maxFileSize), MaxUploads: s.maxUploads, Gatherer: reg, Metrics: m, Logger: log,
-		Health:     func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
-		Compliance: producer.ComplianceHandler(auth, compliance.NewRecorder(rdb, compliance.DefaultRetention), s.shared.Limit, s.shared.Window),
+	th, err := s.throttle(rdb)
+	if err != nil {
+		return e.errorf("%v", err)
 	}
-	hs := producer.NewHTTPServer(s.addr, srv.Handler(), s.readTimeout, s.httpWriteTimeout)
+	up.Slots = th
+	up.Marketplace = marketplace(rdb)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector("producer"))
+	up.Metrics = upload.NewMetrics(reg)
+	if len(auth.OperatorSecret) == 0 && len(auth.OperatorPublicKeys) == 0 {
+		log.Warn("no operator key (--jwt-operator-secret or --jwt-operator-public-keys): GET /v1/compliance refuses every token")
+	}
+	srv := &httpapi.Server{
+		Uploader: up, Auth: auth, Sessions: httpapi.NewRedisSessions(rdb), SessionTTL: s.sessionTTL, LinkMaxAge: s.linkMaxAge,
+		SecureCookies: s.secureCookies || strings.HasPrefix(s.publicURL, "https://"),
+		MaxFileSize:   int64(s.maxFileSize), Metrics: httpapi.NewMetrics(reg), Logger: log,
+		MaxUploads: s.maxUploads, MaxUploadsPerSeller: s.maxUploadsPerSeller, MinUploadRate: int64(s.minUploadRate),
+		UploadGrace: s.uploadGrace, ReadTimeout: s.readTimeout, MaxReports: s.maxReports, EventsInterval: s.eventsInterval,
+		Compliance: httpapi.ComplianceHandler(auth, compliance.NewRecorder(rdb, compliance.DefaultRetention), s.shared.Limit, s.shared.Window),
+	}
+	hs := httpapi.NewHTTPServer(s.addr, srv.Handler(), s.readTimeout, s.httpWriteTimeout)
+	hs.RegisterOnShutdown(srv.StopStreams)
+	admin := httpapi.NewHTTPServer(s.adminAddr, httpapi.AdminHandler(reg, func(ctx context.Context) error { return rdb.Ping(ctx).Err() }, log), 10*time.Second, 30*time.Second)
 	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {
 		return e.errorf("--addr %s: %v", s.addr, err)
 	}
-	log.Info("serving uploads", "addr", ln.Addr().String(), "topic", s.shared.Topic, "brokers", s.shared.KafkaBrokers)
-	errc := make(chan error, 1)
+	aln, err := net.Listen("tcp", s.adminAddr)
+	if err != nil {
+		ln.Close()
+		return e.errorf("--admin-addr %s: %v", s.adminAddr, err)
+	}
+	log.Info("serving uploads", "addr", ln.Addr().String(), "admin_addr", aln.Addr().String(), "public_url", s.publicURL,
+		"topic", s.shared.Topic, "brokers", s.shared.KafkaBrokers)
+	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- admin.Serve(aln) }()
 	select {
 	case err := <-errc:
+		hs.Close()
+		admin.Close()
 		return e.errorf("serve: %v", err)
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: finishing requests in progress", "timeout", s.shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), s.shutdownTimeout)
 	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	err = hs.Shutdown(sctx)
+	// The admin listener answers health checks until the uploads are done.
+	admin.Shutdown(sctx)
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return e.errorf("shutdown: %v", err)
 	}
 	return exitOK

@@ -15,6 +15,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/bulkreg/bulkreg/internal/buildinfo"
 )
 
 func main() {
@@ -43,61 +45,94 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"upload", "--seller S [--strict] [--wait] FILE", "validate FILE, publish its valid rows and print the upload id",
-			`Each valid row becomes one message on the rows topic (key = the seller),
+			`FILE is an .xlsx workbook or a CSV file (UTF-8, with or without a byte-order
+mark, or CP949 as Korean Excel saves "CSV"); the type is told by the content.
+Each valid row becomes one message on the rows topic (key = the seller),
 acknowledged by all in-sync replicas; invalid rows are listed on stderr and
 recorded as failed with their reasons (--strict refuses the whole file instead).
 The upload id comes from the seller and the file's SHA-256: the same file again
 is reported as a duplicate of the earlier upload and nothing is published twice.
 If publishing fails part way, send the same file again: same id, same rows.
+A row whose seller_sku the seller registered before is not published: with the
+same content it is "already registered" (with its product id); with other
+content it is a problem on its SKU cell (bulk registration only adds products).
 
-exit status: 0 published (with --wait: every row registered); 1 the file was
-refused, publishing failed, or (with --wait) some row failed; 2 bad flags or
-arguments.`, cmdUpload},
+exit status: 0 published (with --wait: every row registered or already
+registered); 1 the file was refused, publishing failed, or (with --wait) some
+row failed; 2 bad flags or arguments.`, cmdUpload},
 		{"check", "[--json] FILE", "validate FILE without publishing; exit 0 only when every row is valid",
-			`Prints each problem as "CELL: message" and a summary line; warnings (unknown
+			`FILE is an .xlsx workbook or a CSV file, as for upload. Prints each problem
+as "CELL: message" and a summary line; warnings (unknown
 columns, hidden rows, merged cells) go to stderr. With --json, one JSON object
 per line and problem: {"row", "column", "cell", "code", "message"}; a refused
 file gives one object per missing or repeated column, or one with row 0 naming
 the reason.
 
-exit status: 0 every row is valid; 1 some row has a problem, or the file is
-refused or cannot be read; 2 bad flags or arguments.`, cmdCheck},
+A file with a header row and no product rows yet (an untouched template) is
+not an error: check says so and exits 0; upload refuses it.
+
+exit status: 0 every row is valid (or there are no product rows yet); 1 some
+row has a problem, or the file is refused or cannot be read; 2 bad flags or
+arguments.`, cmdCheck},
 		{"status", "[--json] [--wait] ID", "show an upload's counts and the reason of each failed row",
-			`exit status: 0 shown (with --wait: every row registered); 1 no such upload,
-Redis cannot be reached, or (with --wait) some row failed; 2 bad flags or
-arguments.`, cmdStatus},
+			`Counts: registered (by this upload), already registered (the seller registered
+the same product before; nothing sent again), failed and waiting.
+
+exit status: 0 shown (with --wait: every row registered or already
+registered); 1 no such upload, Redis cannot be reached, or (with --wait) some
+row failed; 2 bad flags or arguments.`, cmdStatus},
 		{"report", "[--failed-only] ID FILE", "write the upload's result report (.xlsx) to FILE",
 			`The report holds the seller's columns, then the original row number, the
-result (registered, failed or waiting) and the reason. Text a spreadsheet could
-run as a formula (starting with = + - @ or a tab) is written with a leading
-apostrophe. With --failed-only the file holds the failed rows only and, once
-fixed, can be uploaded again as it is.
+result (registered, already_registered, failed or waiting) and the reason (for
+already_registered: the existing product). Text a spreadsheet could run as a
+formula (starting with = + - @ or a tab) is written as it is, with Excel's
+quote-prefix style: shown and kept as text, never run. Only the known columns
+are in it. With --failed-only the file holds the failed rows only and, once
+fixed, can be uploaded again as it is (already registered rows are left out).
 
 exit status: 0 written; 1 no such upload, Redis cannot be reached or FILE cannot
 be written; 2 bad flags or arguments.`, cmdReport},
 		{"template", "FILE", "write an empty upload template (.xlsx) to FILE",
-			`The template has an instructions sheet and a product sheet whose header row is
-frozen, whose code columns are formatted as text and whose one example row is
-to be replaced.
+			`The template has a product sheet, with its header row frozen and its code
+columns formatted as text, and an instructions sheet with the rules and an
+example row. The product sheet has no rows yet, so uploading the template as it
+is registers nothing (check says "no product rows yet").
 
 exit status: 0 written; 1 FILE cannot be written; 2 bad arguments.`, cmdTemplate},
 		{"serve", "", "run the HTTP upload service",
-			`Endpoints (the seller comes from the bearer token, never from the form):
-  POST /v1/uploads                 multipart/form-data, the file in the field "file"; ?strict=true
-  GET  /v1/uploads/{id}            the upload's status (the seller's own uploads only)
+			`Sellers' pages (sign in with a link from "producer token --seller S --link"):
+  /upload (check and register a file), /uploads (history), /uploads/{id} (live progress)
+API (the seller comes from the bearer token or the session, never from the form;
+errors are application/problem+json; the OpenAPI 3.1 document is at /v1/openapi.json):
+  POST /v1/uploads                   multipart/form-data, the file (.xlsx or .csv) in the field "file"; ?strict=true, ?dry_run=true
+  GET  /v1/uploads                   the seller's uploads, newest first; ?limit=, ?cursor=
+  GET  /v1/uploads/{id}              the upload's status, with eta and rows_waiting
+  GET  /v1/uploads/{id}/events       the upload's progress as server-sent events
   GET  /v1/uploads/{id}/report.xlsx  the result report; ?failed_only=true
-  GET  /v1/template.xlsx           the upload template
-  GET  /v1/compliance              the compliance report (operator tokens)
-  GET  /metrics, GET /healthz
+  GET  /v1/template.xlsx             the upload template
+  GET  /v1/compliance                the compliance report (operator tokens)
+On --admin-addr only: GET /metrics, GET /healthz.
 
 Runs until SIGINT or SIGTERM, then finishes the requests in progress
 (--shutdown-timeout). exit status: 0 stopped cleanly; 1 cannot listen or
 shutdown failed; 2 bad flags.`, cmdServe},
-		{"token", "--seller S | --operator NAME [--ttl 24h]", "print a bearer token for the HTTP service (local use and demos)",
-			`The token is signed with --jwt-secret, the secret serve checks tokens with.`, cmdToken},
+		{"token", "--seller S [--link] | --operator NAME [--ttl D]", "print a bearer token, or a seller's sign-in link, for the HTTP service",
+			`The token is signed with --jwt-secret, the secret serve checks tokens with
+(an operator's with --jwt-operator-secret). With --link it prints a sign-in link
+instead: --public-url + /signin?token=…, valid for --ttl (10m; at most
+--link-max-age) and usable once; opening it signs the seller in to the pages.`, cmdToken},
 		{"compliance", "[--json]", "per seller: calls, most in any window, current window, 429s, exceeded",
-			`exit status: 0 no seller exceeded the limit in any window; 1 some seller did,
-or Redis cannot be reached; 2 bad flags.`, cmdCompliance},
+			`A seller whose history Redis lost (a restart without persistence, FLUSHALL, a
+failover to a replica that missed the last writes) is marked NOT COVERED from
+the start of the period to the moment the loss was found: its counts speak only
+for the calls the history still holds.
+
+exit status: 0 no seller exceeded the limit in any window and every history
+covers the whole period; 1 some seller did, part of the history was lost, or
+Redis cannot be reached; 2 bad flags.`, cmdCompliance},
+		{"redis-init", "", "prepare a new Redis for the throttle (once, before the first consumer starts)", redisInitDetails, cmdRedisInit},
+		{"redrive", "[--dry-run] [--upload ID] [--seller S] [--class C,…] [--since T] [--until T]",
+			"send dead-lettered rows to the rows topic again (after an outage or a fixed fault)", redriveDetails, cmdRedrive},
 	}
 }
 
@@ -114,6 +149,7 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nrun `producer SUBCOMMAND -h` for its flags; every flag is also a BULKREG_* environment variable.")
+	fmt.Fprintln(w, "`producer --version` prints the build.")
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -123,6 +159,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stdout)
+		return exitOK
+	}
+	if buildinfo.Requested(args) || args[0] == "version" {
+		fmt.Fprintln(stdout, buildinfo.Line("producer"))
 		return exitOK
 	}
 	for _, c := range commands() {

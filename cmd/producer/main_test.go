@@ -11,6 +11,7 @@ import (
 	"mime/multipart"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -26,7 +27,9 @@ import (
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testredis"
-	"github.com/bulkreg/bulkreg/producer"
+	"github.com/bulkreg/bulkreg/producer/httpapi"
+	"github.com/bulkreg/bulkreg/producer/upload"
+	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
@@ -81,7 +84,17 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 		{[]string{"check", "a", "b"}, nil, exitUsage, "want one FILE, got 2"},
 		{[]string{"check", "--max-file-size", "-1", "a"}, nil, exitUsage, "--max-file-size"},
 		{[]string{"report", "id"}, nil, exitUsage, "want an upload ID and an output FILE"},
-		{[]string{"serve"}, nil, exitUsage, "--jwt-secret (BULKREG_JWT_SECRET): must be at least 32 bytes"},
+		{[]string{"serve"}, nil, exitUsage, "--jwt-secret (BULKREG_JWT_SECRET) or --jwt-public-keys (BULKREG_JWT_PUBLIC_KEYS): one is needed"},
+		{[]string{"serve"}, map[string]string{"BULKREG_JWT_SECRET": "short"}, exitUsage, "--jwt-secret (BULKREG_JWT_SECRET): must be at least 32 bytes"},
+		{[]string{"serve"}, map[string]string{"BULKREG_JWT_SECRET": strings.Repeat("k", 32), "BULKREG_JWT_OPERATOR_SECRET": strings.Repeat("k", 32)}, exitUsage, "--jwt-operator-secret (BULKREG_JWT_OPERATOR_SECRET): must differ"},
+		{[]string{"serve", "--jwt-public-keys", "/nonexistent.pem"}, nil, exitUsage, "--jwt-public-keys (BULKREG_JWT_PUBLIC_KEYS)"},
+		{[]string{"serve", "--jwt-audience", ""}, map[string]string{"BULKREG_JWT_SECRET": strings.Repeat("k", 32)}, exitUsage, "--jwt-audience"},
+		{[]string{"token", "--seller", ".."}, map[string]string{"BULKREG_JWT_SECRET": strings.Repeat("k", 32)}, exitFailed, "bad seller id"},
+		{[]string{"token", "--seller", "a/b"}, map[string]string{"BULKREG_JWT_SECRET": strings.Repeat("k", 32)}, exitFailed, "bad seller id"},
+		{[]string{"token", "--seller", "a\nb"}, map[string]string{"BULKREG_JWT_SECRET": strings.Repeat("k", 32)}, exitFailed, "bad seller id"},
+		{[]string{"token", "--seller", "s", "--ttl", "720h"}, map[string]string{"BULKREG_JWT_SECRET": strings.Repeat("k", 32)}, exitFailed, "at most 24h0m0s"},
+		{[]string{"token", "--operator", "ops"}, map[string]string{"BULKREG_JWT_SECRET": strings.Repeat("k", 32)}, exitUsage, "--jwt-operator-secret (BULKREG_JWT_OPERATOR_SECRET) is needed"},
+		{[]string{"upload", "--seller", "../x", "f.xlsx"}, nil, exitUsage, "--seller: bad seller id"},
 		{[]string{"upload", "--seller", "s", "--stale-after", "10s", "f"}, nil, exitUsage, "--stale-after (BULKREG_STALE_AFTER): must be longer than --publish-timeout"},
 		{[]string{"serve", "--http-write-timeout", "5s"}, nil, exitUsage, "--http-write-timeout (BULKREG_HTTP_WRITE_TIMEOUT): must be longer"},
 		{[]string{"token"}, nil, exitUsage, "exactly one of --seller"},
@@ -119,6 +132,18 @@ func TestCheck(t *testing.T) {
 	if r := runCLI(nil, "check", good); r.code != exitOK || !strings.Contains(r.stdout, "2 rows: 2 valid") {
 		t.Errorf("check of a good file: %+v", r)
 	}
+	// A CSV file as Korean Excel saves it (CP949), whatever its name says.
+	csv, err := os.ReadFile(filepath.Join("..", "..", "testdata", "korean-headers-cp949.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	renamed := filepath.Join(t.TempDir(), "products.xlsx")
+	if err := os.WriteFile(renamed, csv, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCLI(nil, "check", renamed); r.code != exitOK || !strings.Contains(r.stdout, "5 rows: 5 valid") {
+		t.Errorf("check of a CP949 CSV file: %+v", r)
+	}
 	bad := writeSheet(t, "1000", "12,000원", "")
 	r := runCLI(nil, "check", "--json", bad)
 	if r.code != exitFailed {
@@ -134,13 +159,13 @@ func TestCheck(t *testing.T) {
 		t.Errorf("check of a bad file: %+v", r)
 	}
 	notXLSX := filepath.Join(t.TempDir(), "x.xlsx")
-	os.WriteFile(notXLSX, []byte("plain text"), 0o644)
+	os.WriteFile(notXLSX, []byte("%PDF-1.7\n\x00\x01"), 0o644)
 	r = runCLI(nil, "check", "--json", notXLSX)
 	if r.code != exitFailed {
-		t.Errorf("check --json of a text file: exit %d, want 1", r.code)
+		t.Errorf("check --json of a file that is not a spreadsheet: exit %d, want 1", r.code)
 	}
-	equalJSONLines(t, "check --json of a text file", r.stdout, []string{
-		`{"row":0,"column":"","cell":"","code":"not_xlsx","message":"the file is not an Excel workbook (.xlsx); save it from Excel as \"Excel Workbook (.xlsx)\""}`,
+	equalJSONLines(t, "check --json of a file that is not a spreadsheet", r.stdout, []string{
+		`{"row":0,"column":"","cell":"","code":"not_xlsx","message":"the file is neither an Excel workbook (.xlsx) nor a CSV file; save it from Excel as \"Excel Workbook (.xlsx)\" or \"CSV UTF-8 (쉼표로 분리)\""}`,
 	})
 	r = runCLI(nil, "check", "--json", filepath.Join("..", "..", "testdata", "missing-column.xlsx"))
 	if r.code != exitFailed {
@@ -189,9 +214,17 @@ func TestTemplateAndToken(t *testing.T) {
 		t.Fatalf("template is not an xlsx: %v", err)
 	}
 	f.Close()
+	// An untouched template is not a broken file: nothing is wrong yet.
+	if r := runCLI(nil, "check", path); r.code != exitOK || !strings.Contains(r.stdout, "no product rows yet") || strings.Contains(r.stdout, "refused") {
+		t.Errorf("check of a fresh template: exit %d, stdout %q; want 0 and \"no product rows yet\"", r.code, r.stdout)
+	}
+	// -h describes the template as it is: the example row is on the instructions sheet.
+	if r := runCLI(nil, "template", "-h"); strings.Contains(r.stdout, "one example row is") || !strings.Contains(r.stdout, "no rows yet") {
+		t.Errorf("template -h: %s", r.stdout)
+	}
 	env := map[string]string{"BULKREG_JWT_SECRET": strings.Repeat("k", 32)}
 	r := runCLI(env, "token", "--seller", "seller-9", "--ttl", "1m")
-	seller, err := producer.Auth{Secret: []byte(strings.Repeat("k", 32))}.Verify(strings.TrimSpace(r.stdout))
+	seller, err := httpapi.Auth{Secret: []byte(strings.Repeat("k", 32))}.Verify(strings.TrimSpace(r.stdout))
 	if r.code != exitOK || err != nil || seller != "seller-9" {
 		t.Errorf("token: %+v → %q %v", r, seller, err)
 	}
@@ -208,7 +241,7 @@ func TestUploadWaitStatusReport(t *testing.T) {
 	path := writeSheet(t, "1000", "2000", "abc", "4000")
 	data, _ := os.ReadFile(path)
 	sum := sha256.Sum256(data)
-	id := producer.UploadID("seller-1", hex.EncodeToString(sum[:]))
+	id := upload.UploadID("seller-1", hex.EncodeToString(sum[:]))
 
 	// The stand-in consumer registers every published row once the upload exists.
 	done := make(chan struct{})
@@ -232,7 +265,7 @@ func TestUploadWaitStatusReport(t *testing.T) {
 		t.Errorf("upload printed %q, want the id %s", r.stdout, id)
 	}
 	// Row 4 is invalid, so not every row is registered: exit 1 with the reason.
-	if r.code != exitFailed || !strings.Contains(r.stderr, "100%") || !strings.Contains(r.stderr, "3 registered, 1 failed of 4 rows") || !strings.Contains(r.stderr, "row 4: D4") {
+	if r.code != exitFailed || !strings.Contains(r.stderr, "100%") || !strings.Contains(r.stderr, "3 registered, 0 already registered, 1 failed of 4 rows") || !strings.Contains(r.stderr, "row 4: D4") {
 		t.Errorf("upload --wait: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 
@@ -241,7 +274,7 @@ func TestUploadWaitStatusReport(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || r.code != exitOK || st.Registered != 3 || st.Failed != 1 || st.SellerID != "seller-1" {
 		t.Errorf("status --json: %+v %v", r, err)
 	}
-	if r := runCLI(env, "status", id); !strings.Contains(r.stdout, "4 rows: 3 registered, 1 failed, 0 waiting") || !strings.Contains(r.stdout, "row 4:") {
+	if r := runCLI(env, "status", id); !strings.Contains(r.stdout, "4 rows: 3 registered, 0 already registered, 1 failed, 0 waiting") || !strings.Contains(r.stdout, "row 4:") {
 		t.Errorf("status: %+v", r)
 	}
 	if r := runCLI(env, "status", "0000000000000000"); r.code != exitFailed || !strings.Contains(r.stderr, "no upload") {
@@ -249,8 +282,8 @@ func TestUploadWaitStatusReport(t *testing.T) {
 	}
 
 	out := filepath.Join(t.TempDir(), "failed.xlsx")
-	if r := runCLI(env, "report", "--failed-only", id, out); r.code != exitOK {
-		t.Fatalf("report: %+v", r)
+	if r := runCLI(env, "report", "--failed-only", id, out); r.code != exitOK || !strings.Contains(r.stderr, "1 row, the failed ones of upload") {
+		t.Fatalf("report --failed-only: %+v; want it to name the 1 row it wrote", r)
 	}
 	f, err := excelize.OpenFile(out)
 	if err != nil {
@@ -302,23 +335,27 @@ func TestUploadWaitStatusReport(t *testing.T) {
 func TestServe(t *testing.T) {
 	brokers := testkafka.Start(t, 1, bulkreg.DefaultTopic)
 	rs := testredis.Start(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	freeAddr := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().String()
 	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr, adminAddr := freeAddr(), freeAddr()
 	env := map[string]string{"BULKREG_KAFKA_BROKERS": strings.Join(brokers, ","), "BULKREG_REDIS_ADDRS": rs.Addr,
-		"BULKREG_JWT_SECRET": strings.Repeat("s", 40), "BULKREG_ADDR": addr, "BULKREG_LOG_LEVEL": "warn"}
+		"BULKREG_JWT_SECRET": strings.Repeat("s", 40), "BULKREG_ADDR": addr, "BULKREG_ADMIN_ADDR": adminAddr, "BULKREG_LOG_LEVEL": "warn",
+		"BULKREG_PUBLIC_URL": "http://" + addr}
 	ctx, cancel := context.WithCancel(context.Background())
 	exited := make(chan int, 1)
 	go func() {
 		exited <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, io.Discard, io.Discard)
 	}()
-	base := "http://" + addr
+	base, admin := "http://"+addr, "http://"+adminAddr
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		resp, err := http.Get(base + "/healthz")
+		resp, err := http.Get(admin + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
@@ -346,12 +383,34 @@ func TestServe(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	var up producer.UploadResponse
+	var up httpapi.UploadResponse
 	json.Unmarshal(b, &up)
 	if resp.StatusCode != 201 || up.Published != 2 {
 		t.Errorf("upload through serve: %d %s", resp.StatusCode, b)
 	}
-	if resp, err := http.Get(base + "/metrics"); err != nil || resp.StatusCode != 200 {
+	if resp, err := http.Get(base + "/metrics"); err != nil || resp.StatusCode != 404 {
+		t.Errorf("/metrics on the sellers' port: %v, want 404 (it is on the admin listener)", resp.Status)
+	}
+	// A sign-in link from `producer token --link` opens a session on the pages.
+	link := strings.TrimSpace(runCLI(env, "token", "--seller", "seller-7", "--link").stdout)
+	if !strings.HasPrefix(link, base+"/signin?token=") {
+		t.Fatalf("token --link printed %q, want a link under %s", link, base)
+	}
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	if resp, err := browser.Get(link); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("opening the sign-in link: %v %v", resp, err)
+	}
+	if resp, err := browser.Get(base + "/uploads"); err != nil || resp.StatusCode != 200 {
+		t.Errorf("the uploads page after signing in: %v %v", resp, err)
+	} else {
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(page), "p.xlsx") {
+			t.Errorf("the uploads page does not list the upload:\n%.2000s", page)
+		}
+	}
+	if resp, err := http.Get(admin + "/metrics"); err != nil || resp.StatusCode != 200 {
 		t.Errorf("metrics: %v", err)
 	} else {
 		m, _ := io.ReadAll(resp.Body)
@@ -373,6 +432,10 @@ func TestServe(t *testing.T) {
 
 func TestComplianceCommand(t *testing.T) {
 	rs := testredis.Start(t)
+	env := map[string]string{"BULKREG_REDIS_ADDRS": rs.Addr}
+	if r := runCLI(env, "redis-init"); r.code != exitOK {
+		t.Fatalf("redis-init: %+v", r)
+	}
 	rec := compliance.NewRecorder(rs.Client(), time.Hour)
 	now := time.Now()
 	for i := range 3 {
@@ -380,14 +443,141 @@ func TestComplianceCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	env := map[string]string{"BULKREG_REDIS_ADDRS": rs.Addr}
 	r := runCLI(env, "compliance", "--limit", "5")
-	if r.code != exitOK || !regexp.MustCompile(`seller-x\s+3\s+3\s+3\s+3\s+0\s+no`).MatchString(r.stdout) {
+	if r.code != exitOK || !regexp.MustCompile(`"seller-x"\s+3\s+3\s+3\s+3\s+0\s+no`).MatchString(r.stdout) {
 		t.Errorf("compliance within the limit: %+v", r)
 	}
 	r = runCLI(env, "compliance", "--limit", "2", "--json")
 	var rep compliance.Report
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != exitFailed || !rep.Exceeded || rep.Sellers[0].MaxInWindow != 3 {
 		t.Errorf("compliance over the limit: exit %d, %+v, %v; want exit 1 and exceeded", r.code, rep, err)
+	}
+	// --call-retention is a BULKREG_* variable like every setting.
+	bad := map[string]string{"BULKREG_REDIS_ADDRS": rs.Addr, "BULKREG_CALL_RETENTION": "soon"}
+	if r := runCLI(bad, "compliance"); r.code != exitUsage || !strings.Contains(r.stderr, "BULKREG_CALL_RETENTION") {
+		t.Errorf("compliance with BULKREG_CALL_RETENTION=soon: exit %d, %s; want a usage error naming the variable", r.code, r.stderr)
+	}
+	if r := runCLI(nil, "compliance", "-h"); !strings.Contains(r.stdout, "BULKREG_CALL_RETENTION") {
+		t.Errorf("compliance -h does not name BULKREG_CALL_RETENTION:\n%s", r.stdout)
+	}
+}
+
+// TestRedisInit: a new Redis is initialised once; again changes nothing; a
+// Redis that lost part of its markers is refused, and the compliance report
+// then names what its history cannot cover instead of claiming compliance.
+func TestRedisInit(t *testing.T) {
+	rs := testredis.Start(t)
+	env := map[string]string{"BULKREG_REDIS_ADDRS": rs.Addr}
+	if r := runCLI(env, "redis-init"); r.code != exitOK || !strings.Contains(r.stdout, "initialised: 16384 hash-slot markers created") {
+		t.Fatalf("redis-init on a new Redis: %+v", r)
+	}
+	if r := runCLI(env, "redis-init"); r.code != exitOK || !strings.Contains(r.stdout, "already initialised") {
+		t.Errorf("redis-init again: %+v", r)
+	}
+	rec := compliance.NewRecorder(rs.Client(), time.Hour)
+	if err := rec.Record(context.Background(), "seller-y", compliance.Call{At: time.Now(), Status: 201, Class: "registered", Key: "u:1"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCLI(env, "compliance"); r.code != exitOK || strings.Contains(r.stdout, "NOT COVERED") {
+		t.Errorf("compliance on an initialised Redis: %+v, want exit 0 and every history covered", r)
+	}
+	// The seller's hash slot loses its data (its marker with it).
+	markers := throttle.NewMarkers()
+	if err := rs.Client().Del(context.Background(), markers.OfSeller("seller-y")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(env, "redis-init")
+	if r.code != exitFailed || !strings.Contains(r.stderr, "holds 16383 of its 16384 hash-slot markers") || !strings.Contains(r.stderr, "this Redis lost data") {
+		t.Errorf("redis-init on a Redis that lost a marker: %+v, want exit 1 saying it is not new", r)
+	}
+	r = runCLI(env, "compliance")
+	if r.code != exitFailed || !strings.Contains(r.stdout, `NOT COVERED`) || !strings.Contains(r.stdout, `seller "seller-y"`) ||
+		!strings.Contains(r.stdout, "compliance is not vouched for") {
+		t.Errorf("compliance after the loss: %+v, want exit 1 and seller-y NOT COVERED", r)
+	}
+}
+
+// secretEnv holds a value for every secret any bulkreg command reads.
+var secretEnv = map[string]string{
+	"BULKREG_JWT_SECRET":           "jwt-seller-secret-4f1c9a7e2b6d8053e1",
+	"BULKREG_JWT_OPERATOR_SECRET":  "jwt-operator-secret-9d2e7b1c4a6f3085",
+	"BULKREG_REDIS_PASSWORD":       "redis-password-7c3e9a1f",
+	"BULKREG_KAFKA_PASSWORD":       "kafka-password-2b8d4e6a",
+	"BULKREG_REGISTRY_AUTH_HEADER": "X-Api-Key: registry-key-5e1a7c9b3d",
+}
+
+// -h of every subcommand, and a usage error, with every secret in the
+// environment print none of them.
+func TestHelpPrintsNoSecrets(t *testing.T) {
+	var runs []result
+	runs = append(runs, runCLI(secretEnv, "-h"), runCLI(secretEnv))
+	for _, c := range commands() {
+		runs = append(runs, runCLI(secretEnv, c.name, "-h"), runCLI(secretEnv, c.name, "--bogus"),
+			runCLI(secretEnv, c.name, "--limit", "x"), runCLI(secretEnv, c.name, "--kafka-sasl-mechanism", "gssapi"))
+	}
+	for _, r := range runs {
+		for name, v := range secretEnv {
+			_, value, _ := strings.Cut(v, ": ")
+			if value == "" {
+				value = v
+			}
+			if strings.Contains(r.stdout+r.stderr, value) {
+				t.Errorf("the value of %s is printed:\n%s%s", name, r.stdout, r.stderr)
+			}
+		}
+	}
+	if r := runCLI(secretEnv, "serve", "-h"); !strings.Contains(r.stdout, "-jwt-secret") || !strings.Contains(r.stdout, "never printed") {
+		t.Errorf("serve -h does not list the secret's flag:\n%s", r.stdout)
+	}
+}
+
+// A seller id with a line break cannot forge a line of the compliance table.
+func TestComplianceTableQuotesSellerIDs(t *testing.T) {
+	rs := testredis.Start(t)
+	rec := compliance.NewRecorder(rs.Client(), time.Hour)
+	evil := "x\nFORGED  0  0  0  0  0  no"
+	if err := rec.Record(context.Background(), evil, compliance.Call{At: time.Now(), Status: 201, Class: "registered", Key: "u:2"}); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(map[string]string{"BULKREG_REDIS_ADDRS": rs.Addr}, "compliance")
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if strings.HasPrefix(line, "FORGED") {
+			t.Errorf("a seller id forged a line of the table:\n%s", r.stdout)
+		}
+	}
+	if !strings.Contains(r.stdout, `"x\nFORGED`) {
+		t.Errorf("the seller id is not quoted:\n%s", r.stdout)
+	}
+}
+
+// Redis with requirepass: upload, status and compliance work with
+// BULKREG_REDIS_PASSWORD, and fail naming the cause without it.
+func TestRedisPasswordEndToEnd(t *testing.T) {
+	brokers := testkafka.Start(t, 1, bulkreg.DefaultTopic)
+	rs := testredis.Start(t, "--requirepass", "pw-Zq81x")
+	env := map[string]string{"BULKREG_KAFKA_BROKERS": strings.Join(brokers, ","), "BULKREG_REDIS_ADDRS": rs.Addr,
+		"BULKREG_REDIS_PASSWORD": "pw-Zq81x"}
+	path := writeSheet(t, "1000", "2000")
+	r := runCLI(env, "upload", "--seller", "seller-1", path)
+	if r.code != exitOK {
+		t.Fatalf("upload with the Redis password: %+v", r)
+	}
+	id := strings.TrimSpace(r.stdout)
+	if r := runCLI(env, "status", id); r.code != exitOK || !strings.Contains(r.stdout, "2 rows: 0 registered, 0 already registered, 0 failed, 2 waiting") {
+		t.Errorf("status with the Redis password: %+v", r)
+	}
+	if r := runCLI(env, "redis-init"); r.code != exitOK {
+		t.Errorf("redis-init with the Redis password: %+v", r)
+	}
+	if r := runCLI(env, "compliance"); r.code != exitOK {
+		t.Errorf("compliance with the Redis password: %+v", r)
+	}
+	delete(env, "BULKREG_REDIS_PASSWORD")
+	if r := runCLI(env, "status", id); r.code != exitFailed || !strings.Contains(r.stderr, "NOAUTH") {
+		t.Errorf("status without the Redis password: %+v, want exit 1 naming NOAUTH", r)
+	}
+	env["BULKREG_REDIS_PASSWORD"] = "pw-Nope7"
+	if r := runCLI(env, "status", id); r.code != exitFailed || strings.Contains(r.stderr, "pw-Nope7") {
+		t.Errorf("status with a wrong Redis password: %+v, want exit 1 without echoing it", r)
 	}
 }

@@ -5,13 +5,19 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/excel"
 	"github.com/bulkreg/bulkreg/internal/config"
-	"github.com/bulkreg/bulkreg/producer"
+	"github.com/bulkreg/bulkreg/ledger"
+	"github.com/bulkreg/bulkreg/producer/httpapi"
+	"github.com/bulkreg/bulkreg/producer/upload"
+	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
@@ -31,13 +37,30 @@ type settings struct {
 	// files
 	maxFileSize int
 	// HTTP service
-	addr             string
-	jwtSecret        string
-	readTimeout      time.Duration
-	httpWriteTimeout time.Duration
-	shutdownTimeout  time.Duration
-	maxUploads       int
-	logLevel         string
+	addr                string
+	adminAddr           string
+	publicURL           string
+	sessionTTL          time.Duration
+	linkMaxAge          time.Duration
+	secureCookies       bool
+	eventsInterval      time.Duration
+	readTimeout         time.Duration
+	httpWriteTimeout    time.Duration
+	shutdownTimeout     time.Duration
+	maxUploads          int
+	maxUploadsPerSeller int
+	minUploadRate       int
+	uploadGrace         time.Duration
+	maxReports          int
+	logLevel            string
+	// tokens
+	jwtSecret             string
+	jwtPublicKeys         string
+	jwtOperatorSecret     string
+	jwtOperatorPublicKeys string
+	jwtIssuer             string
+	jwtAudience           string
+	jwtMaxLifetime        time.Duration
 }
 
 func defaults() *settings {
@@ -51,11 +74,24 @@ func defaults() *settings {
 		pollInterval:     time.Second,
 		maxFileSize:      excel.DefaultMaxFileSize,
 		addr:             ":8080",
+		adminAddr:        "127.0.0.1:9465",
+		publicURL:        "http://localhost:8080",
+		sessionTTL:       httpapi.DefaultSessionTTL,
+		linkMaxAge:       httpapi.DefaultLinkMaxAge,
+		eventsInterval:   httpapi.DefaultEventsInterval,
 		readTimeout:      time.Minute,
 		httpWriteTimeout: 2 * time.Minute,
 		shutdownTimeout:  30 * time.Second,
-		maxUploads:       16,
+		maxUploads:       httpapi.DefaultMaxUploads,
 		logLevel:         "info",
+
+		maxUploadsPerSeller: httpapi.DefaultMaxUploadsPerSeller,
+		minUploadRate:       httpapi.DefaultMinUploadRate,
+		uploadGrace:         httpapi.DefaultUploadGrace,
+		maxReports:          httpapi.DefaultMaxReports,
+		jwtIssuer:           httpapi.DefaultIssuer,
+		jwtAudience:         httpapi.DefaultAudience,
+		jwtMaxLifetime:      httpapi.DefaultMaxLifetime,
 	}
 }
 
@@ -71,6 +107,8 @@ const (
 	gFile
 	gHTTP
 	gSecret
+	gLink   // the public URL and how long a sign-in link lives (serve, token)
+	gMargin // the throttle's margin (serve's finish estimate)
 )
 
 // bind registers the settings of the given groups on fs and returns a
@@ -83,9 +121,12 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 	if groups&gKafka != 0 {
 		b.List(&s.shared.KafkaBrokers, "kafka-brokers", "comma-separated Kafka bootstrap brokers")
 		b.String(&s.shared.Topic, "topic", "rows topic the upload's rows are published to")
+		s.shared.BindKafkaAuth(b)
 	}
 	if groups&gRedis != 0 {
-		b.List(&s.shared.RedisAddrs, "redis-addrs", "Redis address; several comma-separated addresses mean Redis Cluster")
+		b.List(&s.shared.RedisAddrs, "redis-addrs", "Redis address; several comma-separated addresses mean Redis Cluster (or, with --redis-sentinel-master, the sentinels)")
+		b.String(&s.shared.RedisSentinelMaster, "redis-sentinel-master", "the master name Redis Sentinel watches; set it to use Sentinel, with the sentinels' addresses in --redis-addrs")
+		s.shared.BindRedisAuth(b)
 	}
 	if groups&gLimit != 0 {
 		b.Int(&s.shared.Limit, "limit", "registrations per seller per window (the API's limit)")
@@ -112,10 +153,31 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 		b.Duration(&s.httpWriteTimeout, "http-write-timeout", "time to handle a request and write its answer (an upload publishes before answering)")
 		b.Duration(&s.shutdownTimeout, "shutdown-timeout", "after SIGTERM, how long requests in progress get to finish")
 		b.Int(&s.maxUploads, "max-uploads", "most uploads handled at once (each holds its file in memory); more are answered 503")
+		b.Int(&s.maxUploadsPerSeller, "max-uploads-per-seller", "most uploads of one seller handled at once; more are answered 429")
+		b.Int(&s.minUploadRate, "min-upload-rate", "slowest average rate, in bytes per second, at which an upload's body may arrive after --upload-grace; a slower one is cut off (408)")
+		b.Duration(&s.uploadGrace, "upload-grace", "time an upload's body may take before --min-upload-rate applies")
+		b.Int(&s.maxReports, "max-reports", "most result reports built at once; more are answered 503")
+		b.String(&s.adminAddr, "admin-addr", "listen address of /metrics and /healthz, apart from the sellers' port")
+		b.Duration(&s.sessionTTL, "session-ttl", "how long a seller stays signed in to the pages after opening a sign-in link")
+		b.Bool(&s.secureCookies, "secure-cookies", "mark the session cookie Secure on every answer (behind a proxy that ends TLS); requests over TLS get it anyway")
+		b.Duration(&s.eventsInterval, "events-interval", "how often a progress stream (server-sent events) reads the upload's progress")
 		b.String(&s.logLevel, "log-level", "debug, info, warn or error")
 	}
+	if groups&gLink != 0 {
+		b.String(&s.publicURL, "public-url", "the upload service's address as sellers' browsers reach it; sign-in links start with it")
+		b.Duration(&s.linkMaxAge, "link-max-age", "longest a sign-in link may be valid; serve refuses a link token that lives longer")
+	}
+	if groups&gMargin != 0 {
+		b.Duration(&s.shared.Margin, "margin", "the consumers' throttle margin (added to the window); the finish estimate uses it")
+	}
 	if groups&gSecret != 0 {
-		b.String(&s.jwtSecret, "jwt-secret", fmt.Sprintf("HS256 secret that signs sellers' bearer tokens (at least %d bytes)", producer.MinSecretLen))
+		b.Secret(&s.jwtSecret, "jwt-secret", fmt.Sprintf("HS256 secret of sellers' bearer tokens (at least %d bytes)", httpapi.MinSecretLen))
+		b.String(&s.jwtPublicKeys, "jwt-public-keys", "file of the public keys that verify sellers' RS256/EdDSA tokens: PEM or a JWKS document")
+		b.Secret(&s.jwtOperatorSecret, "jwt-operator-secret", "HS256 secret of operators' tokens (GET /v1/compliance); must differ from --jwt-secret")
+		b.String(&s.jwtOperatorPublicKeys, "jwt-operator-public-keys", "file of the public keys that verify operators' RS256/EdDSA tokens: PEM or a JWKS document")
+		b.String(&s.jwtIssuer, "jwt-issuer", "the \"iss\" every token must carry")
+		b.String(&s.jwtAudience, "jwt-audience", "the \"aud\" every token must carry")
+		b.Duration(&s.jwtMaxLifetime, "jwt-max-lifetime", "longest a token may be valid (exp − now and exp − iat)")
 	}
 	return func() error {
 		errs := []error{b.Err()}
@@ -160,16 +222,82 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 			if s.maxUploads < 1 {
 				bad("max-uploads", "must be at least 1, got %d", s.maxUploads)
 			}
+			if s.maxUploadsPerSeller < 1 {
+				bad("max-uploads-per-seller", "must be at least 1, got %d", s.maxUploadsPerSeller)
+			}
+			if s.minUploadRate < 1 {
+				bad("min-upload-rate", "must be at least 1 byte per second, got %d", s.minUploadRate)
+			}
+			positive("upload-grace", s.uploadGrace)
+			if s.maxReports < 1 {
+				bad("max-reports", "must be at least 1, got %d", s.maxReports)
+			}
+			positive("session-ttl", s.sessionTTL)
+			positive("events-interval", s.eventsInterval)
+			if s.adminAddr == "" {
+				bad("admin-addr", "must not be empty: /metrics and /healthz need a listener of their own")
+			} else if s.adminAddr == s.addr {
+				bad("admin-addr", "must differ from --addr (%s): sellers must not reach /metrics", s.addr)
+			}
 			var l slog.Level
 			if err := l.UnmarshalText([]byte(s.logLevel)); err != nil {
 				bad("log-level", "want debug, info, warn or error, got %q", s.logLevel)
 			}
 		}
-		if groups&gSecret != 0 && len(s.jwtSecret) < producer.MinSecretLen {
-			bad("jwt-secret", "must be at least %d bytes, got %d", producer.MinSecretLen, len(s.jwtSecret))
+		if groups&gLink != 0 {
+			positive("link-max-age", s.linkMaxAge)
+			if u, err := url.Parse(s.publicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad("public-url", "want an http or https URL with a host, such as https://uploads.example.com, got %q", s.publicURL)
+			}
+		}
+		if groups&gSecret != 0 {
+			// Lengths only: a secret's value never goes into a message.
+			if s.jwtSecret != "" && len(s.jwtSecret) < httpapi.MinSecretLen {
+				bad("jwt-secret", "must be at least %d bytes, got %d", httpapi.MinSecretLen, len(s.jwtSecret))
+			}
+			if s.jwtOperatorSecret != "" && len(s.jwtOperatorSecret) < httpapi.MinSecretLen {
+				bad("jwt-operator-secret", "must be at least %d bytes, got %d", httpapi.MinSecretLen, len(s.jwtOperatorSecret))
+			}
+			if s.jwtOperatorSecret != "" && s.jwtOperatorSecret == s.jwtSecret {
+				bad("jwt-operator-secret", "must differ from --jwt-secret: whoever can sign sellers' tokens must not be able to sign an operator's")
+			}
+			if strings.TrimSpace(s.jwtIssuer) == "" {
+				bad("jwt-issuer", "must not be empty: every token must name its issuer")
+			}
+			if strings.TrimSpace(s.jwtAudience) == "" {
+				bad("jwt-audience", "must not be empty: every token must name bulkreg as its audience")
+			}
+			positive("jwt-max-lifetime", s.jwtMaxLifetime)
 		}
 		return errors.Join(errs...)
 	}
+}
+
+// auth loads the keys serve checks tokens with; it needs a seller key (a
+// secret or public keys).
+func (s *settings) auth() (httpapi.Auth, error) {
+	a := httpapi.Auth{Secret: []byte(s.jwtSecret), OperatorSecret: []byte(s.jwtOperatorSecret),
+		Issuer: s.jwtIssuer, Audience: s.jwtAudience, MaxLifetime: s.jwtMaxLifetime, Leeway: 30 * time.Second}
+	var err error
+	if s.jwtPublicKeys != "" {
+		if a.PublicKeys, err = httpapi.LoadPublicKeys(s.jwtPublicKeys); err != nil {
+			return a, fmt.Errorf("--jwt-public-keys (%s): %w", config.EnvName("jwt-public-keys"), err)
+		}
+	}
+	if s.jwtOperatorPublicKeys != "" {
+		if a.OperatorPublicKeys, err = httpapi.LoadPublicKeys(s.jwtOperatorPublicKeys); err != nil {
+			return a, fmt.Errorf("--jwt-operator-public-keys (%s): %w", config.EnvName("jwt-operator-public-keys"), err)
+		}
+	}
+	if len(a.Secret) == 0 && len(a.PublicKeys) == 0 {
+		return a, fmt.Errorf("--jwt-secret (%s) or --jwt-public-keys (%s): one is needed to check sellers' tokens",
+			config.EnvName("jwt-secret"), config.EnvName("jwt-public-keys"))
+	}
+	return a, nil
+}
+
+func (s *settings) minter(secret string) httpapi.Minter {
+	return httpapi.Minter{Secret: []byte(secret), Issuer: s.jwtIssuer, Audience: s.jwtAudience, MaxLifetime: s.jwtMaxLifetime}
 }
 
 func (s *settings) parser() *excel.Parser {
@@ -178,20 +306,39 @@ func (s *settings) parser() *excel.Parser {
 
 func (s *settings) redis() redis.UniversalClient { return s.shared.RedisClient() }
 
+// marketplace reads the consumers' circuit breaker, to tell sellers whether
+// the registration API answers. Peek reads only the state, so the consumers'
+// circuit settings do not matter here.
+func marketplace(rdb redis.UniversalClient) upload.Marketplace {
+	b, err := circuit.New(rdb, circuit.Settings{})
+	if err != nil { // only a nil client or invalid settings, neither possible here
+		return nil
+	}
+	return b
+}
+
 func (s *settings) store(rdb redis.UniversalClient) *uploadstatus.Store {
 	return uploadstatus.New(rdb, s.statusRetention)
 }
 
-// uploader wires the parser, the Kafka writer and the status store; close
-// releases the writer and Redis.
-func (s *settings) uploader(log *slog.Logger) (*producer.Uploader, func(), error) {
-	w, err := producer.NewWriter(producer.WriterOptions{Brokers: s.shared.KafkaBrokers, Topic: s.shared.Topic,
-		WriteTimeout: s.writeTimeout, MaxAttempts: s.maxAttempts})
+// uploader wires the parser, the Kafka writer, the status store and the SKU
+// ledger (read only here: its retention and leases are the consumers'
+// settings); close releases the writer and Redis.
+func (s *settings) uploader(log *slog.Logger) (*upload.Uploader, func(), error) {
+	w, err := upload.NewWriter(upload.WriterOptions{Brokers: s.shared.KafkaBrokers, Topic: s.shared.Topic,
+		WriteTimeout: s.writeTimeout, MaxAttempts: s.maxAttempts, Transport: s.shared.KafkaTransport()})
 	if err != nil {
 		return nil, nil, err
 	}
 	rdb := s.redis()
-	up := &producer.Uploader{Parser: s.parser(), Writer: w, Status: s.store(rdb),
+	store := s.store(rdb)
+	up := &upload.Uploader{Parser: s.parser(), Writer: w, Statuses: store, Index: store, Ledger: ledger.New(rdb, ledger.Options{}),
 		PublishTimeout: s.publishTimeout, StaleAfter: s.staleAfter, Logger: log}
 	return up, func() { w.Close(); rdb.Close() }, nil
+}
+
+// throttle reads the sellers' slots for the finish estimate, with the
+// consumers' limit, window and margin (it takes none).
+func (s *settings) throttle(rdb redis.UniversalClient) (*throttle.Throttle, error) {
+	return throttle.New(rdb, throttle.Policy{Limit: s.shared.Limit, Window: s.shared.Window, Margin: s.shared.Margin})
 }

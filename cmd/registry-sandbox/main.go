@@ -22,11 +22,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bulkreg/bulkreg/internal/buildinfo"
 	"github.com/bulkreg/bulkreg/internal/config"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 )
 
 func main() {
+	if buildinfo.Requested(os.Args[1:]) {
+		fmt.Println(buildinfo.Line("registry-sandbox"))
+		return
+	}
 	s, err := parse(os.Args[1:], os.Getenv, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return
@@ -82,6 +87,7 @@ Every setting is a flag or the BULKREG_* environment variable named beside it;
 a flag wins over the environment.
 
 Usage: registry-sandbox [flags]
+       registry-sandbox --version
 `
 
 // parse reads the settings. A malformed or impossible value is an error
@@ -189,7 +195,7 @@ func fraction(fs *flag.FlagSet, getenv func(string) string, errs *[]error, p *fl
 
 // run serves until ctx ends, then lets answers in progress finish.
 func run(ctx context.Context, s settings) error {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: s.logLevel}))
+	log := slog.New(slog.NewJSONHandler(os.Stderr, config.LogOptions(s.logLevel)))
 	ln, err := net.Listen("tcp", s.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.listen, err)

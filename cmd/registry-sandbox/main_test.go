@@ -240,3 +240,22 @@ func (c *postConn) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// -h with every bulkreg secret in the environment prints none of them.
+func TestHelpPrintsNoSecrets(t *testing.T) {
+	secrets := map[string]string{
+		"BULKREG_REGISTRY_AUTH_HEADER": "X-Api-Key: registry-key-5e1a7c9b3d",
+		"BULKREG_JWT_SECRET":           "jwt-seller-secret-4f1c9a7e2b6d8053e1",
+		"BULKREG_REDIS_PASSWORD":       "redis-password-7c3e9a1f",
+		"BULKREG_KAFKA_PASSWORD":       "kafka-password-2b8d4e6a",
+	}
+	for _, args := range [][]string{{"-h"}, {"--bogus"}} {
+		var out strings.Builder
+		parse(args, func(k string) string { return secrets[k] }, &out)
+		for _, v := range secrets {
+			if strings.Contains(out.String(), v[strings.Index(v, " ")+1:]) {
+				t.Errorf("registry-sandbox %q prints a secret:\n%s", args, out.String())
+			}
+		}
+	}
+}

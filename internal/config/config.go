@@ -5,14 +5,22 @@
 package config
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
+	"github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/segmentio/kafka-go/sasl/scram"
 
 	"github.com/bulkreg/bulkreg"
 )
@@ -22,13 +30,29 @@ type Config struct {
 	KafkaBrokers   []string      // bootstrap brokers
 	Topic          string        // rows topic; the DLQ is Topic + ".dlq"
 	Group          string        // consumer group id
-	RedisAddrs     []string      // one address: a single Redis; several: Redis Cluster
+	RedisAddrs     []string      // one address: a single Redis; several: Redis Cluster; with RedisSentinelMaster: the sentinels
 	RegistryURL    string        // base URL of the registration API
 	Limit          int           // registrations per seller per window
 	Window         time.Duration // the API's trailing window
 	Margin         time.Duration // added to the window for the spread of network delay
 	SessionTimeout time.Duration // consumer-group session timeout
 	MetricsAddr    string        // where /metrics and /healthz listen
+
+	// RedisSentinelMaster names the master that Redis Sentinel watches; when
+	// set, RedisAddrs are the sentinels and every command follows failovers.
+	RedisSentinelMaster string
+	// Redis authentication and transport. Empty: no AUTH, plain TCP.
+	RedisUsername string // ACL user; empty with a password: the "default" user (requirepass)
+	RedisPassword string // secret: never printed
+	RedisTLS      bool   // TLS to Redis, verified against the system's CAs
+	RedisTLSCA    string // PEM file of the CAs that sign Redis's certificate, instead of the system's
+
+	// Kafka authentication and transport. Empty mechanism: no SASL.
+	KafkaSASLMechanism string // "plain", "scram-sha-256" or "scram-sha-512"
+	KafkaUsername      string
+	KafkaPassword      string // secret: never printed
+	KafkaTLS           bool   // TLS to the brokers, verified against the system's CAs
+	KafkaTLSCA         string // PEM file of the CAs that sign the brokers' certificates, instead of the system's
 }
 
 // Default returns the production defaults.
@@ -76,6 +100,50 @@ func (b *Binder) usage(name, usage string) string {
 	return fmt.Sprintf("%s (env %s)", usage, EnvName(name))
 }
 
+// Secret binds a string setting whose value is never printed: -h shows no
+// default, and a usage error does not echo it. The environment is the
+// place for secrets (a flag's value shows in the process list).
+func (b *Binder) Secret(p *string, name, usage string) {
+	if v, ok := b.env(name); ok {
+		*p = v
+	}
+	b.fs.Var(secretValue{p}, name, fmt.Sprintf("%s (env %s; the value is never printed)", usage, EnvName(name)))
+}
+
+// secretValue is a flag.Value whose String is always empty, so flag's
+// PrintDefaults treats it as unset and prints no default.
+type secretValue struct{ p *string }
+
+func (v secretValue) String() string { return "" }
+
+func (v secretValue) Set(s string) error {
+	*v.p = s
+	return nil
+}
+
+// URL binds a URL setting whose password, if it carries one
+// (https://user:secret@host), is never printed.
+func (b *Binder) URL(p *string, name, usage string) {
+	if v, ok := b.env(name); ok {
+		*p = v
+	}
+	b.fs.Var(urlValue{p}, name, b.usage(name, usage))
+}
+
+type urlValue struct{ p *string }
+
+func (v urlValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return Redacted(*v.p)
+}
+
+func (v urlValue) Set(s string) error {
+	*v.p = s
+	return nil
+}
+
 // String binds a string setting.
 func (b *Binder) String(p *string, name, usage string) {
 	if v, ok := b.env(name); ok {
@@ -121,6 +189,19 @@ func (b *Binder) Duration(p *time.Duration, name, usage string) {
 	b.fs.DurationVar(p, name, *p, b.usage(name, usage))
 }
 
+// Float binds a decimal setting ("0.5").
+func (b *Binder) Float(p *float64, name, usage string) {
+	if v, ok := b.env(name); ok {
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			b.errs = append(b.errs, fmt.Errorf("environment variable %s=%q is not a number such as 0.5", EnvName(name), v))
+		} else {
+			*p = f
+		}
+	}
+	b.fs.Float64Var(p, name, *p, b.usage(name, usage))
+}
+
 // Bool binds a boolean setting.
 func (b *Binder) Bool(p *bool, name, usage string) {
 	if v, ok := b.env(name); ok {
@@ -153,13 +234,33 @@ func (c *Config) Bind(b *Binder) {
 	b.List(&c.KafkaBrokers, "kafka-brokers", "comma-separated Kafka bootstrap brokers")
 	b.String(&c.Topic, "topic", "rows topic; dead letters go to this name + .dlq")
 	b.String(&c.Group, "group", "consumer group id")
-	b.List(&c.RedisAddrs, "redis-addrs", "Redis address; several comma-separated addresses mean Redis Cluster")
-	b.String(&c.RegistryURL, "registry-url", "base URL of the registration API")
+	b.List(&c.RedisAddrs, "redis-addrs", "Redis address; several comma-separated addresses mean Redis Cluster (or, with --redis-sentinel-master, the sentinels)")
+	b.String(&c.RedisSentinelMaster, "redis-sentinel-master", "the master name Redis Sentinel watches; set it to use Sentinel, with the sentinels' addresses in --redis-addrs")
+	b.URL(&c.RegistryURL, "registry-url", "base URL of the registration API")
 	b.Int(&c.Limit, "limit", "registrations per seller per window")
 	b.Duration(&c.Window, "window", "the registration API's trailing window")
 	b.Duration(&c.Margin, "margin", "added to the window to cover the spread of network delay")
 	b.Duration(&c.SessionTimeout, "session-timeout", "consumer-group session timeout: how soon a dead consumer's partitions move")
 	b.String(&c.MetricsAddr, "metrics-addr", "listen address of /metrics and /healthz")
+	c.BindKafkaAuth(b)
+	c.BindRedisAuth(b)
+}
+
+// BindRedisAuth registers the Redis authentication and TLS settings.
+func (c *Config) BindRedisAuth(b *Binder) {
+	b.String(&c.RedisUsername, "redis-username", "Redis ACL user (empty: the default user, as with requirepass)")
+	b.Secret(&c.RedisPassword, "redis-password", "Redis password (AUTH); empty sends none")
+	b.Bool(&c.RedisTLS, "redis-tls", "connect to Redis over TLS, verifying its certificate against the system's CAs")
+	b.String(&c.RedisTLSCA, "redis-tls-ca-file", "PEM file of the CAs that sign Redis's certificate (with --redis-tls), instead of the system's")
+}
+
+// BindKafkaAuth registers the Kafka SASL and TLS settings.
+func (c *Config) BindKafkaAuth(b *Binder) {
+	b.String(&c.KafkaSASLMechanism, "kafka-sasl-mechanism", "SASL mechanism: plain, scram-sha-256 or scram-sha-512; empty: no SASL")
+	b.String(&c.KafkaUsername, "kafka-username", "SASL user name")
+	b.Secret(&c.KafkaPassword, "kafka-password", "SASL password")
+	b.Bool(&c.KafkaTLS, "kafka-tls", "connect to the brokers over TLS, verifying their certificates against the system's CAs")
+	b.String(&c.KafkaTLSCA, "kafka-tls-ca-file", "PEM file of the CAs that sign the brokers' certificates (with --kafka-tls), instead of the system's")
 }
 
 // Validate refuses settings that cannot work, naming the flag.
@@ -181,7 +282,30 @@ func (c Config) Validate() error {
 		bad("redis-addrs", "at least one Redis address is needed")
 	}
 	if !strings.HasPrefix(c.RegistryURL, "http://") && !strings.HasPrefix(c.RegistryURL, "https://") {
-		bad("registry-url", "must start with http:// or https://, got %q", c.RegistryURL)
+		bad("registry-url", "must start with http:// or https://, got %q", Redacted(c.RegistryURL))
+	}
+	if _, err := c.kafkaSASL(); err != nil {
+		bad("kafka-sasl-mechanism", "%v", err)
+	}
+	if c.KafkaSASLMechanism == "" && (c.KafkaUsername != "" || c.KafkaPassword != "") {
+		bad("kafka-sasl-mechanism", "a Kafka user name or password is set but no mechanism: set plain, scram-sha-256 or scram-sha-512")
+	}
+	if c.RedisUsername != "" && c.RedisPassword == "" {
+		bad("redis-password", "the Redis user %q needs a password", c.RedisUsername)
+	}
+	for _, t := range []struct {
+		flag, ca string
+		on       bool
+	}{{"redis-tls-ca-file", c.RedisTLSCA, c.RedisTLS}, {"kafka-tls-ca-file", c.KafkaTLSCA, c.KafkaTLS}} {
+		if t.ca == "" {
+			continue
+		}
+		if !t.on {
+			bad(t.flag, "is set but TLS is off: set --%s too", strings.TrimSuffix(t.flag, "-ca-file"))
+		}
+		if _, err := tlsConfig(true, t.ca); err != nil {
+			bad(t.flag, "%v", err)
+		}
 	}
 	if c.Limit <= 0 {
 		bad("limit", "must be greater than 0, got %d", c.Limit)
@@ -211,12 +335,97 @@ func (c Config) Validate() error {
 // upload fails and can be sent again under the same id), so go-redis does
 // not retry behind their backs.
 func (c Config) RedisClient() redis.UniversalClient {
-	return redis.NewUniversalClient(&redis.UniversalOptions{
+	// With MasterName set go-redis asks the sentinels for the master and
+	// follows failovers (a failover client); otherwise one address is a
+	// single node and several are a Cluster.
+	o := &redis.UniversalOptions{
 		Addrs:         c.RedisAddrs,
+		MasterName:    c.RedisSentinelMaster,
+		Username:      c.RedisUsername,
+		Password:      c.RedisPassword,
 		DialTimeout:   time.Second,
 		DialerRetries: 1,
 		MaxRetries:    -1,
 		ReadTimeout:   2 * time.Second,
 		WriteTimeout:  2 * time.Second,
-	})
+	}
+	o.TLSConfig, _ = tlsConfig(c.RedisTLS, c.RedisTLSCA)
+	return redis.NewUniversalClient(o)
+}
+
+// tlsConfig is the client TLS of one connection kind: nil when off; the
+// system's CAs, or those of caFile. A CA file that cannot be read (Validate
+// reports it first) leaves an empty pool, so every handshake fails: the
+// connection is never made unverified.
+func tlsConfig(on bool, caFile string) (*tls.Config, error) {
+	if !on {
+		return nil, nil
+	}
+	t := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile == "" {
+		return t, nil
+	}
+	t.RootCAs = x509.NewCertPool()
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return t, fmt.Errorf("read the CA file: %w", err)
+	}
+	if !t.RootCAs.AppendCertsFromPEM(pem) {
+		return t, fmt.Errorf("%s holds no PEM certificate", caFile)
+	}
+	return t, nil
+}
+
+// kafkaSASL builds the configured SASL mechanism; nil when none is set.
+func (c Config) kafkaSASL() (sasl.Mechanism, error) {
+	switch strings.ToLower(c.KafkaSASLMechanism) {
+	case "":
+		return nil, nil
+	case "plain":
+		return plain.Mechanism{Username: c.KafkaUsername, Password: c.KafkaPassword}, nil
+	case "scram-sha-256":
+		return scram.Mechanism(scram.SHA256, c.KafkaUsername, c.KafkaPassword)
+	case "scram-sha-512":
+		return scram.Mechanism(scram.SHA512, c.KafkaUsername, c.KafkaPassword)
+	}
+	return nil, fmt.Errorf("want plain, scram-sha-256 or scram-sha-512, got %q", c.KafkaSASLMechanism)
+}
+
+func (c Config) kafkaTLS() *tls.Config {
+	t, _ := tlsConfig(c.KafkaTLS, c.KafkaTLSCA)
+	return t
+}
+
+// KafkaDialer is the dialer of consumer groups and readers with the
+// configured SASL and TLS; nil (kafka-go's default) when neither is set.
+// Call it after Validate.
+func (c Config) KafkaDialer() *kafka.Dialer {
+	m, _ := c.kafkaSASL()
+	if m == nil && !c.KafkaTLS {
+		return nil
+	}
+	return &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true, SASLMechanism: m, TLS: c.kafkaTLS()}
+}
+
+// KafkaTransport is the transport of writers with the configured SASL and
+// TLS; nil (kafka-go's default) when neither is set. Call it after Validate.
+func (c Config) KafkaTransport() kafka.RoundTripper {
+	m, _ := c.kafkaSASL()
+	if m == nil && !c.KafkaTLS {
+		return nil
+	}
+	return &kafka.Transport{SASL: m, TLS: c.kafkaTLS()}
+}
+
+// Redacted hides the password of a URL's user information
+// (https://user:secret@host → https://user:xxxxx@host) for messages and logs.
+func Redacted(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		if i := strings.LastIndex(raw, "@"); i >= 0 {
+			return "…" + raw[i:]
+		}
+		return raw
+	}
+	return u.Redacted()
 }

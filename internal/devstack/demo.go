@@ -17,7 +17,8 @@ import (
 
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
-	"github.com/bulkreg/bulkreg/producer"
+	"github.com/bulkreg/bulkreg/internal/termui"
+	"github.com/bulkreg/bulkreg/producer/httpapi"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
@@ -82,7 +83,7 @@ func (s *Stack) Demo(ctx context.Context, out io.Writer, uploads []Upload, inter
 	}
 	var jobs []job
 	for _, u := range uploads {
-		token, err := producer.MintToken(s.Secret, u.Seller, time.Hour, time.Now())
+		token, err := httpapi.MintToken(s.Secret, u.Seller, time.Hour, time.Now())
 		if err != nil {
 			return Outcome{}, err
 		}
@@ -93,6 +94,14 @@ func (s *Stack) Demo(ctx context.Context, out io.Writer, uploads []Upload, inter
 		fmt.Fprintf(out, "uploaded %-22s as %-9s → upload %s: %d rows published, %d invalid\n",
 			filepath.Base(u.Path), u.Seller, resp.UploadID, resp.Published, resp.Invalid)
 		jobs = append(jobs, job{Upload: u, id: resp.UploadID, token: token})
+	}
+	fmt.Fprintln(out, "\nwatch the uploads in a browser while the demo runs; each link signs its seller in, once:")
+	for _, j := range jobs {
+		link, err := s.SignInLink(j.Seller)
+		if err != nil {
+			return Outcome{}, err
+		}
+		fmt.Fprintf(out, "  %-9s %s\n", j.Seller, link)
 	}
 	o := s.Options
 	fmt.Fprintf(out, "\nthe registry takes %d registrations per seller in any %v; %d consumers share the work.\n", o.Limit, o.Window, o.Consumers)
@@ -137,7 +146,7 @@ func (s *Stack) Demo(ctx context.Context, out io.Writer, uploads []Upload, inter
 	res.Compliance = rep
 	fmt.Fprintf(out, "\nevery upload finished after %s.\n\n", res.Elapsed.Round(100*time.Millisecond))
 	fmt.Fprintln(out, "── compliance report (GET /v1/compliance, from the consumers' call history) ──")
-	producer.WriteComplianceText(out, rep)
+	termui.ComplianceTable(out, rep)
 	fmt.Fprintln(out, "\n── the registry's own audit (GET /audit on the sandbox) ──")
 	writeAudit(out, res.Audit)
 	return res, nil
@@ -162,7 +171,7 @@ func (s *Stack) printProgress(ctx context.Context, out io.Writer, elapsed time.D
 			// show the registry's own count instead.
 			window = fmt.Sprintf("%3d/%d in window (registry's count)", s.registryInWindow(st.SellerID), s.Options.Limit)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", st.SellerID, producer.ProgressBar(st, 30), window)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", st.SellerID, termui.ProgressBar(st, 30), window)
 	}
 	tw.Flush()
 }
@@ -196,29 +205,29 @@ func writeAudit(out io.Writer, a sandbox.Audit) {
 	tw.Flush()
 }
 
-func (s *Stack) upload(ctx context.Context, token, path string) (producer.UploadResponse, error) {
+func (s *Stack) upload(ctx context.Context, token, path string) (httpapi.UploadResponse, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return producer.UploadResponse{}, err
+		return httpapi.UploadResponse{}, err
 	}
 	var body bytes.Buffer
 	mw := multipart.NewWriter(&body)
 	fw, err := mw.CreateFormFile("file", filepath.Base(path))
 	if err != nil {
-		return producer.UploadResponse{}, err
+		return httpapi.UploadResponse{}, err
 	}
 	if _, err := fw.Write(data); err != nil {
-		return producer.UploadResponse{}, err
+		return httpapi.UploadResponse{}, err
 	}
 	if err := mw.Close(); err != nil {
-		return producer.UploadResponse{}, err
+		return httpapi.UploadResponse{}, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.ProducerURL+"/v1/uploads", &body)
 	if err != nil {
-		return producer.UploadResponse{}, err
+		return httpapi.UploadResponse{}, err
 	}
 	req.Header.Set("Content-Type", mw.FormDataContentType())
-	var resp producer.UploadResponse
+	var resp httpapi.UploadResponse
 	return resp, do(req, token, &resp)
 }
 
@@ -232,7 +241,7 @@ func (s *Stack) status(ctx context.Context, token, id string) (uploadstatus.Stat
 }
 
 func (s *Stack) compliance(ctx context.Context) (compliance.Report, error) {
-	token, err := producer.MintOperatorToken(s.Secret, "demo", time.Hour, time.Now())
+	token, err := httpapi.MintOperatorToken(s.OperatorSecret, "demo", time.Hour, time.Now())
 	if err != nil {
 		return compliance.Report{}, err
 	}

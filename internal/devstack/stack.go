@@ -20,12 +20,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/consumer"
 	"github.com/bulkreg/bulkreg/excel"
 	"github.com/bulkreg/bulkreg/internal/config"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
-	"github.com/bulkreg/bulkreg/producer"
+	"github.com/bulkreg/bulkreg/ledger"
+	"github.com/bulkreg/bulkreg/producer/httpapi"
+	"github.com/bulkreg/bulkreg/producer/upload"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
@@ -49,6 +52,12 @@ type Options struct {
 	SessionTimeout time.Duration // consumer group session timeout (default 10 s)
 
 	RegistryLatency, RegistryJitter time.Duration // the sandbox's answer delay
+	// Circuit configures the consumers' circuit breaker; zero fields take
+	// circuit.DefaultSettings.
+	Circuit circuit.Settings
+	// EventsInterval is how often the pages' progress streams read an
+	// upload (default 1 s).
+	EventsInterval time.Duration
 	// Secret signs the producer's bearer tokens; empty: a random one.
 	Secret []byte
 	Logger *slog.Logger
@@ -95,14 +104,19 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("--window must be positive, got %v", o.Window)
 	case o.Margin < 0:
 		return fmt.Errorf("--margin must not be negative, got %v", o.Margin)
-	case o.SessionTimeout < 3*time.Second:
-		return fmt.Errorf("--session-timeout must be at least 3s, got %v", o.SessionTimeout)
+	case o.SessionTimeout < 6*time.Second:
+		// The embedded broker refuses a shorter one at every join (Kafka's
+		// group.min.session.timeout.ms), and the consumers would never start.
+		return fmt.Errorf("--session-timeout must be at least 6s (the embedded broker's minimum), got %v", o.SessionTimeout)
+	}
+	if err := o.Circuit.Validate(); err != nil {
+		return err
 	}
 	if len(o.Secret) == 0 {
 		o.Secret = []byte(rand.Text() + rand.Text())
 	}
-	if len(o.Secret) < producer.MinSecretLen {
-		return fmt.Errorf("the token secret must be at least %d bytes", producer.MinSecretLen)
+	if len(o.Secret) < httpapi.MinSecretLen {
+		return fmt.Errorf("the token secret must be at least %d bytes", httpapi.MinSecretLen)
 	}
 	return nil
 }
@@ -115,11 +129,15 @@ type Stack struct {
 	RedisReal   bool // false: the in-process stand-in
 	RegistryURL string
 	ProducerURL string
-	Secret      []byte
-	Sandbox     *sandbox.Server
-	Redis       redis.UniversalClient
-	Throttle    *throttle.Throttle // for reading (Peek) the sellers' windows
-	Options     Options
+	// AdminURL serves the upload service's /metrics and /healthz.
+	AdminURL string
+	Secret   []byte
+	// OperatorSecret signs operators' tokens (the compliance report); always random.
+	OperatorSecret []byte
+	Sandbox        *sandbox.Server
+	Redis          redis.UniversalClient
+	Throttle       *throttle.Throttle // for reading (Peek) the sellers' windows
+	Options        Options
 
 	stops []func()
 }
@@ -129,7 +147,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	s := &Stack{Topic: bulkreg.DefaultTopic, Secret: o.Secret, Options: o}
+	s := &Stack{Topic: bulkreg.DefaultTopic, Secret: o.Secret, OperatorSecret: []byte(rand.Text() + rand.Text()), Options: o}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -153,7 +171,12 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	s.RedisAddr, s.RedisReal = rs.Addr, rs.Real
 	s.Redis = s.redisClient()
 	s.stops = append(s.stops, func() { s.Redis.Close() })
-	if s.Throttle, err = throttle.New(s.Redis, throttle.Policy{Limit: o.Limit, Window: o.Window, Margin: o.Margin}); err != nil {
+	// A new Redis, as an operator prepares one (producer redis-init):
+	// without it the first window of every seller would be held as after a loss.
+	if _, err := throttle.Initialize(ctx, s.Redis); err != nil {
+		return nil, fmt.Errorf("prepare Redis for the throttle: %w", err)
+	}
+	if s.Throttle, err = throttle.New(s.Redis, s.consumerConfig(o, nil).ThrottlePolicy(o.Limit, o.Window, o.Margin)); err != nil {
 		return nil, err
 	}
 
@@ -204,8 +227,12 @@ func (s *Stack) serve(host string, port int, h http.Handler) (string, error) {
 	return ln.Addr().String(), nil
 }
 
+// LinkTTL is how long devstack's sign-in links are valid: long enough to
+// open one from a terminal while the stack runs; the service is local.
+const LinkTTL = 12 * time.Hour
+
 func (s *Stack) startProducer(o Options, log *slog.Logger) error {
-	w, err := producer.NewWriter(producer.WriterOptions{Brokers: s.Brokers, Topic: s.Topic})
+	w, err := upload.NewWriter(upload.WriterOptions{Brokers: s.Brokers, Topic: s.Topic})
 	if err != nil {
 		return err
 	}
@@ -213,50 +240,65 @@ func (s *Stack) startProducer(o Options, log *slog.Logger) error {
 	rdb := s.redisClient()
 	s.stops = append(s.stops, func() { rdb.Close() })
 	reg := prometheus.NewRegistry()
-	m := producer.NewMetrics(reg)
 	plog := log.With("part", "producer")
-	up := &producer.Uploader{Parser: excel.NewParser(excel.Options{}), Writer: w, Status: uploadstatus.New(rdb, 24*time.Hour),
-		PublishTimeout: 30 * time.Second, StaleAfter: 2 * time.Minute, Logger: plog, Metrics: m}
-	auth := producer.Auth{Secret: s.Secret, Leeway: 30 * time.Second}
-	srv := &producer.Server{Uploader: up, Auth: auth, Gatherer: reg, Metrics: m, Logger: plog,
-		Health:     func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
-		Compliance: producer.ComplianceHandler(auth, compliance.NewRecorder(rdb, compliance.DefaultRetention), o.Limit, o.Window),
+	store := uploadstatus.New(rdb, 24*time.Hour)
+	up := &upload.Uploader{Parser: excel.NewParser(excel.Options{}), Writer: w, Statuses: store, Index: store, Ledger: ledger.New(rdb, ledger.Options{}),
+		Slots: s.Throttle, PublishTimeout: 30 * time.Second, StaleAfter: 2 * time.Minute, Logger: plog, Metrics: upload.NewMetrics(reg)}
+	auth := httpapi.Auth{Secret: s.Secret, OperatorSecret: s.OperatorSecret, Leeway: 30 * time.Second}
+	srv := &httpapi.Server{Uploader: up, Auth: auth, Sessions: httpapi.NewRedisSessions(rdb), LinkMaxAge: LinkTTL,
+		Metrics: httpapi.NewMetrics(reg), Logger: plog, EventsInterval: o.EventsInterval,
+		Compliance: httpapi.ComplianceHandler(auth, compliance.NewRecorder(rdb, compliance.DefaultRetention), o.Limit, o.Window),
+	}
+	if b, err := circuit.New(rdb, o.Circuit); err == nil {
+		up.Marketplace = b
 	}
 	addr, err := s.serve(o.Host, o.ProducerPort, srv.Handler())
 	if err != nil {
 		return fmt.Errorf("producer: %w", err)
 	}
 	s.ProducerURL = "http://" + addr
+	s.stops = append(s.stops, srv.StopStreams) // before the server's shutdown (stops run last first)
+	admin, err := s.serve(o.Host, 0, httpapi.AdminHandler(reg, func(ctx context.Context) error { return rdb.Ping(ctx).Err() }, plog))
+	if err != nil {
+		return fmt.Errorf("producer admin: %w", err)
+	}
+	s.AdminURL = "http://" + admin
 	return nil
+}
+
+// SignInLink returns a link that signs seller in to the upload service's
+// pages, once, within LinkTTL.
+func (s *Stack) SignInLink(seller string) (string, error) {
+	return httpapi.Minter{Secret: s.Secret}.Link(s.ProducerURL, seller, LinkTTL, time.Now())
 }
 
 // startConsumer runs one consumer until ctx ends, with its own connections,
 // configured as cmd/consumer configures itself from the same settings.
 func (s *Stack) startConsumer(ctx context.Context, n int, o Options, log *slog.Logger) error {
 	rdb := s.redisClient()
-	th, err := throttle.New(rdb, throttle.Policy{Limit: o.Limit, Window: o.Window, Margin: o.Margin, MaxWait: o.SessionTimeout})
+	cfg := s.consumerConfig(o, log.With("part", "consumer", "consumer", n))
+	th, err := throttle.New(rdb, cfg.ThrottlePolicy(o.Limit, o.Window, o.Margin))
 	if err != nil {
 		rdb.Close()
 		return err
 	}
-	rc, err := registryclient.New(registryclient.Options{BaseURL: s.RegistryURL, Timeout: 10 * time.Second, MaxConnsPerHost: 128})
+	rc, err := registryclient.New(registryclient.Options{BaseURL: s.RegistryURL, Timeout: 10 * time.Second, MaxConnsPerHost: cfg.MaxConcurrentCalls})
 	if err != nil {
 		rdb.Close()
 		return err
 	}
-	cfg := consumer.DefaultConfig()
-	cfg.Brokers, cfg.Topic, cfg.Group, cfg.SessionTimeout = s.Brokers, s.Topic, "bulkreg-registrar", o.SessionTimeout
-	cfg.HeartbeatInterval = min(cfg.HeartbeatInterval, o.SessionTimeout/3)
-	cfg.SellerConcurrency = o.Limit
-	cfg.MaxConcurrentCalls = 128
-	cfg.MaxLateness = o.Margin / 2
-	cfg.Logger = log.With("part", "consumer", "consumer", n)
 	retry := registryclient.DefaultRetryPolicy()
 	retry.InitialInterval, retry.MaxInterval = 100*time.Millisecond, 2*time.Second
+	breaker, err := circuit.New(rdb, o.Circuit)
+	if err != nil {
+		rdb.Close()
+		return err
+	}
 	c, err := consumer.New(cfg, consumer.Deps{
-		Throttle: th, Registry: rc,
+		Throttle: th, Registry: rc, Circuit: breaker,
 		Status:    uploadstatus.New(rdb, 24*time.Hour),
 		Calls:     compliance.NewRecorder(rdb, compliance.DefaultRetention),
+		Ledger:    ledger.New(rdb, ledger.Options{}),
 		Retry:     retry,
 		PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 	})
@@ -272,13 +314,20 @@ func (s *Stack) startConsumer(ctx context.Context, n int, o Options, log *slog.L
 			if err != nil && !errors.Is(err, context.Canceled) {
 				log.Warn("consumer stopped with an error", "consumer", n, "err", err)
 			}
-		case <-time.After(cfg.DrainTimeout + 5*time.Second):
+		case <-time.After(cfg.WithDefaults(th.Policy()).DrainTimeout + 5*time.Second):
 			log.Warn("consumer did not stop in time", "consumer", n)
 		}
 		rc.Close()
 		rdb.Close()
 	})
 	return nil
+}
+
+// consumerConfig is every consumer's settings, as cmd/consumer reads them
+// from the same options; the rest are the consumer package's defaults.
+func (s *Stack) consumerConfig(o Options, log *slog.Logger) consumer.Config {
+	return consumer.Config{Brokers: s.Brokers, Topic: s.Topic, Group: "bulkreg-registrar", SessionTimeout: o.SessionTimeout,
+		MaxConcurrentCalls: 128, Logger: log}
 }
 
 // redisClient opens one more connection pool to the stack's Redis, with the

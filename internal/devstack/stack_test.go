@@ -58,7 +58,7 @@ func TestDemo(t *testing.T) {
 	if took := a.Last.Sub(a.First); took < lower-50*time.Millisecond || took > lower*3/2 {
 		t.Errorf("seller-a first→last %v, want about the lower bound %v", took, lower)
 	}
-	for _, line := range []string{"seller-a-500.xlsx", "compliance report", "the registry's own audit", "100/100 in window"} {
+	for _, line := range []string{"seller-a-500.xlsx", "compliance report", "the registry's own audit", "100/100 in window", s.ProducerURL + "/signin?token="} {
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("the demo's output lacks %q:\n%s", line, out.String())
 		}

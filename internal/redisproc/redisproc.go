@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,7 +34,8 @@ type Proc struct {
 }
 
 // Start runs redis-server on port (0: a free port), keeping nothing on disk
-// but its log and cluster config in dir. extraArgs are passed through.
+// but its log and cluster config in dir. extraArgs are passed through
+// ("--requirepass", "secret" works: the start-up probe takes NOAUTH as an answer).
 func Start(ctx context.Context, dir string, port int, extraArgs ...string) (*Proc, error) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		return nil, ErrNotInstalled
@@ -67,9 +69,32 @@ func (p *Proc) start(ctx context.Context) error {
 		"--protected-mode", "no", "--logfile", filepath.Join(p.dir, "redis.log"),
 	}
 	args = append(args, p.extra...)
-	cmd := exec.Command("redis-server", args...)
+	return p.run(ctx, exec.Command("redis-server", args...), filepath.Join(p.dir, "redis.log"),
+		func(addr string) pinger {
+			return serverPinger{redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})}
+		})
+}
+
+// pinger is a client that can ask a server or a sentinel for PONG.
+type pinger interface {
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+type serverPinger struct{ *redis.Client }
+
+func (c serverPinger) Ping(ctx context.Context) error { return c.Client.Ping(ctx).Err() }
+
+type sentinelPinger struct{ *redis.SentinelClient }
+
+func (c sentinelPinger) Ping(ctx context.Context) error { return c.SentinelClient.Ping(ctx).Err() }
+
+// run starts cmd and waits until the process answers PING through a client
+// from dial, or exits (its log's tail is then in the error).
+func (p *Proc) run(ctx context.Context, cmd *exec.Cmd, logFile string, dial func(addr string) pinger) error {
+	name := filepath.Base(cmd.Path)
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start redis-server: %w", err)
+		return fmt.Errorf("start %s: %w", name, err)
 	}
 	p.cmd = cmd
 	p.waitErr = make(chan error, 1)
@@ -78,24 +103,34 @@ func (p *Proc) start(ctx context.Context) error {
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-p.waitErr:
-			log, _ := os.ReadFile(filepath.Join(p.dir, "redis.log"))
+			log, _ := os.ReadFile(logFile)
 			p.cmd = nil
-			return fmt.Errorf("redis-server on port %d exited (%v): %s", p.Port, err, tail(string(log)))
+			return fmt.Errorf("%s on port %d exited (%v): %s", name, p.Port, err, tail(string(log)))
 		case <-ctx.Done():
 			p.Stop()
 			return ctx.Err()
 		default:
 		}
-		c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1})
-		err := c.Ping(ctx).Err()
+		c := dial(p.Addr)
+		err := c.Ping(ctx)
 		c.Close()
-		if err == nil {
+		// NOAUTH is an answer too: the server runs with --requirepass.
+		if err == nil || redis.HasErrorPrefix(err, "NOAUTH") {
 			return nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	p.Stop()
-	return fmt.Errorf("redis-server on port %d did not answer PING within 10s", p.Port)
+	return fmt.Errorf("%s on port %d did not answer PING within 10s", name, p.Port)
+}
+
+// Freeze stops the process (SIGSTOP) without freeing its port: a hung
+// host, as a failure detector sees it. Stop still kills it.
+func (p *Proc) Freeze() error {
+	if p.cmd == nil {
+		return fmt.Errorf("redis-server on port %d is not running", p.Port)
+	}
+	return p.cmd.Process.Signal(syscall.SIGSTOP)
 }
 
 // Stop kills the server (SIGKILL: a crash, not a shutdown). Safe to call twice.

@@ -4,21 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
-	"unicode/utf8"
+
+	"github.com/bulkreg/bulkreg/productrules"
 )
 
-// Field limits of the registration API.
-const (
-	maxSKULen  = 100 // characters (runes), not bytes: names are often Korean
-	maxNameLen = 200
-	maxKeyLen  = 255 // Idempotency-Key; an upload id and a row number fit many times over
-)
+// maxKeyLen bounds the Idempotency-Key; an upload id and a row number fit many times over.
+const maxKeyLen = 255
 
 // product is a registration as the API understands it. It is also the
 // canonical form two requests with the same Idempotency-Key are compared in:
@@ -43,13 +37,10 @@ type apiError struct {
 	Field   string `json:"field,omitempty"`
 }
 
-func invalid(field, format string, args ...any) *apiError {
-	return &apiError{Code: "invalid_" + field, Message: fmt.Sprintf(format, args...), Field: field}
-}
-
 // decodeProduct parses a request body. A body that is not one JSON object is
-// a 400 (invalid_json); an object whose fields break a rule is a 422 naming
-// the first field in the order of the contract. Numbers are read as the
+// a 400 (invalid_json); an object whose fields break a rule of the shared
+// table (package productrules) is a 422 naming the first such field in the
+// contract's order, with the code invalid_<field>. Numbers are read as the
 // literal the client wrote, so 12.5, 1e3 and "12000" are refused instead of
 // being rounded or coerced. Unknown fields are allowed, like most JSON APIs.
 func decodeProduct(body []byte) (product, *apiError, int) {
@@ -65,78 +56,85 @@ func decodeProduct(body []byte) (product, *apiError, int) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return product{}, &apiError{Code: "invalid_json", Message: "the body holds more than one JSON value"}, http.StatusBadRequest
 	}
-
 	var p product
-	var e *apiError
-	str := func(name string, required bool, maxLen int, dst *string) {
-		if e != nil {
-			return
-		}
-		v, ok := fields[name]
-		if !ok || v == nil {
-			if required {
-				e = invalid(name, "%s is required", name)
-			}
-			return
-		}
-		s, ok := v.(string)
-		switch {
-		case !ok:
-			e = invalid(name, "%s must be a string", name)
-		case required && strings.TrimSpace(s) == "":
-			e = invalid(name, "%s must not be empty", name)
-		case maxLen > 0 && utf8.RuneCountInString(s) > maxLen:
-			e = invalid(name, "%s must be at most %d characters, it has %d", name, maxLen, utf8.RuneCountInString(s))
-		default:
-			*dst = s
-		}
+	texts := map[string]*string{
+		productrules.SellerSKU: &p.SellerSKU, productrules.Name: &p.Name, productrules.CategoryCode: &p.CategoryCode,
+		productrules.Brand: &p.Brand, productrules.ImageURL: &p.ImageURL, productrules.Description: &p.Description,
 	}
-	whole := func(name string, required bool, min int64, dst *int64) {
-		if e != nil {
-			return
+	numbers := map[string]*int64{productrules.Price: &p.Price, productrules.Stock: &p.Stock, productrules.ShippingFee: &p.ShippingFee}
+	for _, rule := range productrules.Rules() {
+		var v *productrules.Violation
+		switch rule.Type {
+		case productrules.Text:
+			*texts[rule.Field], v = checkText(rule, fields[rule.Field])
+		case productrules.WholeNumber:
+			*numbers[rule.Field], v = checkNumber(rule, fields[rule.Field])
 		}
-		rule := "a whole number of 0 or more"
-		if min > 0 {
-			rule = "a whole number greater than 0"
+		if v != nil {
+			return product{}, &apiError{Code: "invalid_" + v.Field, Message: v.Message, Field: v.Field}, http.StatusUnprocessableEntity
 		}
-		v, ok := fields[name]
-		if !ok || v == nil {
-			if required {
-				e = invalid(name, "%s is required and must be %s", name, rule)
-			}
-			return
-		}
-		n, ok := v.(json.Number)
-		if !ok {
-			e = invalid(name, "%s must be %s", name, rule)
-			return
-		}
-		// ParseInt accepts exactly the JSON integer literals: no fraction,
-		// no exponent. Anything else is not a whole number as written.
-		i, err := strconv.ParseInt(n.String(), 10, 64)
-		if err != nil || i < min {
-			e = invalid(name, "%s must be %s", name, rule)
-			return
-		}
-		*dst = i
-	}
-	str("seller_sku", true, maxSKULen, &p.SellerSKU)
-	str("name", true, maxNameLen, &p.Name)
-	str("category_code", true, 0, &p.CategoryCode)
-	whole("price", true, 1, &p.Price)
-	whole("stock", true, 0, &p.Stock)
-	whole("shipping_fee", false, 0, &p.ShippingFee)
-	str("image_url", false, 0, &p.ImageURL)
-	str("brand", false, 0, &p.Brand)
-	str("description", false, 0, &p.Description)
-	if e == nil && p.ImageURL != "" {
-		u, err := url.Parse(p.ImageURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			e = invalid("image_url", "image_url must be an http or https URL, got %q", p.ImageURL)
-		}
-	}
-	if e != nil {
-		return product{}, e, http.StatusUnprocessableEntity
 	}
 	return p, nil, 0
+}
+
+// checkText applies a Text rule to a decoded JSON value (absent is nil).
+func checkText(rule productrules.Rule, v any) (string, *productrules.Violation) {
+	if v == nil {
+		return "", rule.Missing()
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", rule.WrongType(jsonKind(v))
+	}
+	if productrules.IsBlank(s) {
+		return "", rule.Missing()
+	}
+	if err := rule.CheckText(s); err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
+// checkNumber applies a WholeNumber rule to a decoded JSON value. Only an
+// integer literal is a whole number: 12000.0 and 1.2e4 are refused, as
+// written, rather than rounded.
+func checkNumber(rule productrules.Rule, v any) (int64, *productrules.Violation) {
+	if v == nil {
+		if err := rule.Missing(); err != nil {
+			return 0, err
+		}
+		return rule.Default, nil
+	}
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, rule.WrongType(jsonKind(v))
+	}
+	i, err := strconv.ParseInt(n.String(), 10, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		return 0, rule.OutOfRange(n.String())
+	}
+	if err != nil {
+		return 0, rule.NotWhole(n.String())
+	}
+	if err := rule.CheckNumber(i, n.String()); err != nil {
+		return 0, err
+	}
+	return i, nil
+}
+
+// jsonKind names the JSON type of a decoded value, for messages.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number"
+	case bool:
+		return "true or false"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return "null"
 }

@@ -132,6 +132,8 @@ type Server struct {
 	// mu guards everything below. One lock for all sellers keeps the
 	// check-then-accept of the limit and of idempotency atomic with no
 	// subtlety; the critical sections are a few map look-ups long.
+	outage outage // the outage switch (outage.go), locked on its own
+
 	mu       sync.Mutex
 	faults   faults
 	sellers  map[string]*seller
@@ -224,11 +226,12 @@ func New(o Options) (*Server, error) {
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	s.outageRoutes()
 	return s, nil
 }
 
 // ServeHTTP serves every route: POST /v1/sellers/{seller_id}/products,
-// GET /audit, GET /healthz and GET /metrics.
+// GET /audit, GET /healthz, GET /metrics and /admin/outage (outage.go).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 // SetFaults changes the injected faults while the server runs (SlowDelay
@@ -317,6 +320,9 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	if !sleep(ctx, f.delay()) {
 		s.observe(ctx, start, sellerID, key, "canceled")
+		return
+	}
+	if s.refuseForOutage(ctx, w, r, start, sellerID, key) {
 		return
 	}
 	// Independent draws: a rate of 1 always fires, 0 never (Float64 < 1).

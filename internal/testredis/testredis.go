@@ -7,6 +7,8 @@ package testredis
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -45,6 +47,16 @@ func Start(t testing.TB, extraArgs ...string) *Server {
 
 // Stop kills the server (SIGKILL: a crash, not a shutdown). Safe to call twice.
 func (s *Server) Stop() { s.proc.Stop() }
+
+// Freeze hangs the server (SIGSTOP) while it keeps its port, so no other
+// test's server can take the port over while a failover is under way; the
+// test's end kills it.
+func (s *Server) Freeze() {
+	s.t.Helper()
+	if err := s.proc.Freeze(); err != nil {
+		s.t.Fatal(err)
+	}
+}
 
 // Restart starts the server again on the same port, with an empty dataset.
 func (s *Server) Restart() {
@@ -120,4 +132,121 @@ func (c *Cluster) Client() *redis.ClusterClient {
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
 	c.t.Cleanup(func() { cc.Close() })
 	return cc
+}
+
+// Sentinel is a primary, its replicas and three sentinels watching them: the
+// usual Redis high-availability setup, with real processes a test can kill.
+type Sentinel struct {
+	MasterName string
+	Primary    *Server
+	// PrimaryAddr is where the sentinels and the replica reach the primary
+	// at the start: its own address, or the front of SentinelOptions.
+	PrimaryAddr string
+	Replicas    []*Server
+	Sentinels   []*redisproc.Proc
+	t           testing.TB
+}
+
+// StartSentinel starts a primary, one replica and three sentinels (quorum 2)
+// that declare the primary down after downAfter of silence, and waits until
+// the replica is in sync and every sentinel knows it.
+func StartSentinel(t testing.TB, downAfter time.Duration) *Sentinel {
+	t.Helper()
+	return StartSentinelWith(t, SentinelOptions{DownAfter: downAfter})
+}
+
+// SentinelOptions shape a StartSentinelWith setup.
+type SentinelOptions struct {
+	DownAfter time.Duration // silence after which the sentinels think the primary down
+	// Front, when set, is given the primary's address and returns the
+	// address everyone else reaches it at (the replica, the sentinels and so
+	// the clients): a test's proxy, to cut the replication link and make the
+	// replica miss writes. Sentinel then names the front as the primary.
+	Front func(primaryAddr string) string
+}
+
+// StartSentinelWith starts a primary, one replica and three sentinels
+// (quorum 2), as StartSentinel does, with the options.
+func StartSentinelWith(t testing.TB, o SentinelOptions) *Sentinel {
+	t.Helper()
+	s := &Sentinel{MasterName: "bulkreg", t: t}
+	s.Primary = Start(t)
+	s.PrimaryAddr = s.Primary.Addr
+	if o.Front != nil {
+		s.PrimaryAddr = o.Front(s.Primary.Addr)
+	}
+	host, port, err := net.SplitHostPort(s.PrimaryAddr)
+	if err != nil {
+		t.Fatalf("the primary's address %q: %v", s.PrimaryAddr, err)
+	}
+	replica := Start(t, "--replicaof", host, port)
+	s.Replicas = []*Server{replica}
+	downAfter := o.DownAfter
+	for range 3 {
+		p, err := redisproc.StartSentinel(context.Background(), t.TempDir(), redisproc.SentinelOptions{
+			MasterName: s.MasterName, MasterAddr: s.PrimaryAddr, Quorum: 2, DownAfter: downAfter, Failover: 4 * downAfter,
+		})
+		if err != nil {
+			t.Fatalf("start sentinel: %v", err)
+		}
+		t.Cleanup(p.Stop)
+		s.Sentinels = append(s.Sentinels, p)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ready := true
+		info, err := exec.Command("redis-cli", "-p", strconv.Itoa(replica.Port), "info", "replication").Output()
+		if err != nil || !strings.Contains(string(info), "master_link_status:up") {
+			ready = false
+		}
+		for _, sp := range s.Sentinels {
+			out, err := exec.Command("redis-cli", "-p", strconv.Itoa(sp.Port), "sentinel", "replicas", s.MasterName).Output()
+			if err != nil || !strings.Contains(string(out), strconv.Itoa(replica.Port)) {
+				ready = false
+			}
+			out, err = exec.Command("redis-cli", "-p", strconv.Itoa(sp.Port), "sentinel", "sentinels", s.MasterName).Output()
+			if err != nil || strings.Count(string(out), "name") < 2 {
+				ready = false
+			}
+		}
+		if ready {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Sentinel setup did not settle within 20s (replica in sync, every sentinel knowing the replica and the other sentinels)")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// SentinelAddrs lists the sentinels' addresses.
+func (s *Sentinel) SentinelAddrs() []string {
+	out := make([]string, len(s.Sentinels))
+	for i, p := range s.Sentinels {
+		out[i] = p.Addr
+	}
+	return out
+}
+
+// Client is a failover client that asks the sentinels for the primary,
+// closed when the test ends.
+func (s *Sentinel) Client() *redis.Client {
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName, SentinelAddrs: s.SentinelAddrs()})
+	s.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// MasterAddr asks a sentinel which address is the primary now.
+func (s *Sentinel) MasterAddr(ctx context.Context) (string, error) {
+	var lastErr error
+	for _, sp := range s.Sentinels {
+		c := redis.NewSentinelClient(&redis.Options{Addr: sp.Addr})
+		addr, err := c.GetMasterAddrByName(ctx, s.MasterName).Result()
+		c.Close()
+		if err == nil && len(addr) == 2 {
+			return addr[0] + ":" + addr[1], nil
+		}
+		lastErr = err
+	}
+	return "", fmt.Errorf("no sentinel named the primary: %w", lastErr)
 }

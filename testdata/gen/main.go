@@ -2,7 +2,7 @@
 // tests assert exact errors on, and the demo uploads. Every file is made here
 // so anyone can see, change and remake them:
 //
-//	go run ./testdata/gen            # writes ./testdata/*.xlsx and ./testdata/demo/*.xlsx
+//	go run ./testdata/gen            # writes ./testdata/*.xlsx, ./testdata/*.csv and ./testdata/demo/*.xlsx
 //	go run ./testdata/gen -out DIR
 //
 // The output is deterministic (excelize writes fixed timestamps), so running
@@ -26,8 +26,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bulkreg/bulkreg/excel"
 	"github.com/xuri/excelize/v2"
+	"golang.org/x/text/encoding/korean"
+
+	"github.com/bulkreg/bulkreg/excel"
 )
 
 func main() {
@@ -59,6 +61,8 @@ func fixtures() []fixture {
 		{"valid-500.xlsx", "500 valid rows under the template header", func() ([]byte, error) { return products("P", 500, nil) }},
 		{"rows-501.xlsx", "501 valid rows: one too many", func() ([]byte, error) { return products("P", 501, nil) }},
 		{"korean-headers.xlsx", "title rows, then Korean headers with (필수), *, spaces and an unknown column", koreanHeaders},
+		{"korean-headers-cp949.csv", "korean-headers.xlsx as Korean Excel saves \"CSV (쉼표로 분리)\": CP949, CRLF", func() ([]byte, error) { return koreanHeadersCSV(true) }},
+		{"korean-headers-utf8-bom.csv", "korean-headers.xlsx as \"CSV UTF-8 (쉼표로 분리)\": a byte-order mark, CRLF", func() ([]byte, error) { return koreanHeadersCSV(false) }},
 		{"english-headers.xlsx", "English headers in another order, mixed case", englishHeaders},
 		{"missing-column.xlsx", "no 판매가 and no 재고수량 column", missingColumn},
 		{"bad-values.xlsx", "a bad value in every field, one row per rule", badValues},
@@ -74,7 +78,7 @@ func fixtures() []fixture {
 		{"truncated-zip.xlsx", "the first 60% of the bytes of a valid file", truncatedZip},
 		{"zip-bomb.xlsx", "a worksheet that unpacks to 256 MiB of spaces", zipBomb},
 		{"zip-bomb-lying.xlsx", "the same bomb with its sizes in the zip directory rewritten to 4 KiB", zipBombLying},
-		{"not-xlsx.xlsx", "a CSV file renamed to .xlsx", notXLSX},
+		{"not-xlsx.xlsx", "a PDF file renamed to .xlsx", notXLSX},
 		{"old-xls.xlsx", "the header of an old .xls (OLE) file", oldXLS},
 		{"zip-not-workbook.xlsx", "a zip file holding a text file", zipNotWorkbook},
 		{"demo/seller-a-500.xlsx", "demo: seller A, 500 valid rows", func() ([]byte, error) { return products("A", 500, nil) }},
@@ -150,7 +154,9 @@ func write(rows [][]any, edit func(*excelize.File) error) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func koreanHeaders() ([]byte, error) {
+func koreanHeaders() ([]byte, error) { return write(koreanHeaderRows(), nil) }
+
+func koreanHeaderRows() [][]any {
 	rows := [][]any{
 		{"2026년 11월 신상품 등록"},
 		nil,
@@ -159,7 +165,39 @@ func koreanHeaders() ([]byte, error) {
 	for i := 1; i <= 5; i++ {
 		rows = append(rows, append(product("K", i), "내부용 메모"))
 	}
-	return write(rows, nil)
+	return rows
+}
+
+// koreanHeadersCSV writes koreanHeaderRows as Excel writes a CSV file: every
+// line as wide as the widest, CRLF line ends, quotes only where needed; in
+// CP949 for "CSV (쉼표로 분리)", in UTF-8 after a byte-order mark for
+// "CSV UTF-8 (쉼표로 분리)".
+func koreanHeadersCSV(cp949 bool) ([]byte, error) {
+	rows := koreanHeaderRows()
+	width := 0
+	for _, r := range rows {
+		width = max(width, len(r))
+	}
+	var b strings.Builder
+	for _, r := range rows {
+		for i := range width {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if i < len(r) {
+				v := fmt.Sprint(r[i])
+				if strings.ContainsAny(v, ",\"\r\n") {
+					v = `"` + strings.ReplaceAll(v, `"`, `""`) + `"`
+				}
+				b.WriteString(v)
+			}
+		}
+		b.WriteString("\r\n")
+	}
+	if cp949 {
+		return korean.EUCKR.NewEncoder().Bytes([]byte(b.String()))
+	}
+	return append([]byte{0xEF, 0xBB, 0xBF}, b.String()...), nil
 }
 
 func englishHeaders() ([]byte, error) {
@@ -187,27 +225,27 @@ func badValues() ([]byte, error) {
 	with := func(i, col int, v any) []any { r := ok(i); r[col] = v; return r }
 	rows := [][]any{
 		header(),
-		with(2, 0, "SKU 2"),                         // 2: sku with a space
-		with(3, 0, ""),                              // 3: sku empty
-		with(4, 1, strings.Repeat("가", 101)),        // 4: name too long
-		with(5, 1, "두 줄\n이름"),                       // 5: name with a line break
-		with(6, 2, "CAT-01"),                        // 6: category not digits
-		with(7, 3, "12,000원"),                       // 7: price with a unit
-		with(8, 3, 0),                               // 8: price zero
-		with(9, 3, 12000.5),                         // 9: price not whole
-		with(10, 4, -1),                             // 10: stock negative
-		with(11, 4, "많음"),                           // 11: stock a word
-		with(12, 5, strings.Repeat("B", 51)),        // 12: brand too long
-		with(13, 6, "ftp://img.example.com/a.jpg"),  // 13: image_url not http
-		with(14, 6, "img.jpg"),                      // 14: image_url relative
-		with(15, 7, strings.Repeat("설", 10001)),     // 15: description too long
-		with(16, 8, "무료"),                           // 16: shipping_fee a word
-		with(17, 3, "1,20,000"),                     // 17: price with wrong grouping
-		with(18, 0, "8.80123E+12"),                  // 18: sku Excel shortened
-		{"", "", "", "", "", "", "", "", ""},        // 19: blank (skipped)
-		{"X-0020", "", "abc", "-5", "1.5", "", "x"}, // 20: everything wrong at once
-		with(21, 4, 1000001),                        // 21: stock over the maximum
-		ok(22),                                      // 22: valid
+		with(2, 0, "SKU 2"),                          // 2: sku with a space
+		with(3, 0, ""),                               // 3: sku empty
+		with(4, 1, strings.Repeat("가", 201)),         // 4: name too long
+		with(5, 1, "두 줄\n이름"),                        // 5: name with a line break
+		with(6, 2, "CAT 01"),                         // 6: category code with a space
+		with(7, 3, "12,000원"),                        // 7: price with a unit
+		with(8, 3, 0),                                // 8: price zero
+		with(9, 3, 12000.5),                          // 9: price not whole
+		with(10, 4, -1),                              // 10: stock negative
+		with(11, 4, "많음"),                            // 11: stock a word
+		with(12, 5, strings.Repeat("B", 101)),        // 12: brand too long
+		with(13, 6, "ftp://img.example.com/a.jpg"),   // 13: image_url not http
+		with(14, 6, "img.jpg"),                       // 14: image_url relative
+		with(15, 7, strings.Repeat("설", 10001)),      // 15: description too long
+		with(16, 8, "무료"),                            // 16: shipping_fee a word
+		with(17, 3, "1,20,000"),                      // 17: price with wrong grouping
+		with(18, 0, "8.80123E+12"),                   // 18: sku Excel shortened
+		{"", "", "", "", "", "", "", "", ""},         // 19: blank (skipped)
+		{"X-0020", "", "카테고리", "-5", "1.5", "", "x"}, // 20: everything wrong at once
+		with(21, 4, 1000001),                         // 21: stock over the maximum
+		ok(22),                                       // 22: valid
 	}
 	return write(rows, nil)
 }
@@ -446,8 +484,9 @@ func zipBombLying() ([]byte, error) {
 	return out, nil
 }
 
+// notXLSX is the start of a PDF: binary, neither a workbook nor text.
 func notXLSX() ([]byte, error) {
-	return []byte("판매자상품코드,상품명,카테고리코드,판매가,재고수량\nA-1,티셔츠,50000803,12000,10\n"), nil
+	return []byte("%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<< /Length 4 /Filter /FlateDecode >>\nstream\n\x78\x9c\x03\x00\x00\x00\x00\x01\nendstream\nendobj\n"), nil
 }
 
 func oldXLS() ([]byte, error) {

@@ -1,0 +1,794 @@
+package circuit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkreg/bulkreg/internal/testredis"
+)
+
+// fast are settings shrunk for tests: the same shape as the defaults.
+func fast() Settings {
+	return Settings{
+		Window:           2 * time.Second,
+		Buckets:          10,
+		MinCalls:         20,
+		FailureRatio:     0.5,
+		MinFailedRows:    5,
+		MinFailedSellers: 2,
+		ProbeMin:         100 * time.Millisecond,
+		ProbeMax:         400 * time.Millisecond,
+		ProbeMultiplier:  2,
+		ProbeLease:       300 * time.Millisecond,
+	}
+}
+
+func newBreaker(t *testing.T, rdb redis.UniversalClient, s Settings) *Breaker {
+	t.Helper()
+	b, err := New(rdb, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// call makes one call through b: Allow, then Report the outcome if allowed.
+func call(t *testing.T, b *Breaker, seller, row string, o Outcome) (Decision, Status) {
+	t.Helper()
+	ctx := context.Background()
+	d, err := b.Allow(ctx)
+	if err != nil {
+		t.Fatalf("Allow: %v", err)
+	}
+	if !d.Allowed {
+		return d, Status{State: d.State}
+	}
+	st, err := b.Report(ctx, d, Call{Seller: seller, Row: row, Outcome: o})
+	if err != nil {
+		t.Fatalf("Report: %v", err)
+	}
+	return d, st
+}
+
+func peek(t *testing.T, b *Breaker) Status {
+	t.Helper()
+	st, err := b.Peek(context.Background())
+	if err != nil {
+		t.Fatalf("Peek: %v", err)
+	}
+	return st
+}
+
+// trip opens the circuit with failures of 10 rows of 4 sellers.
+func trip(t *testing.T, b *Breaker) {
+	t.Helper()
+	for i := range b.s.MinCalls {
+		call(t, b, fmt.Sprintf("s%d", i%4), fmt.Sprintf("u:%d", i%10), Failure)
+	}
+	if st := peek(t, b); st.State != Open {
+		t.Fatalf("after %d failures of 10 rows of 4 sellers the circuit is %s, want open", b.s.MinCalls, st.State)
+	}
+}
+
+func TestSettingsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    Settings
+		want string // "" = valid
+	}{
+		{"zero is the defaults", Settings{}, ""},
+		{"defaults", DefaultSettings(), ""},
+		{"shrunk", fast(), ""},
+		{"negative window", Settings{Window: -time.Second}, "Settings.Window must not be negative"},
+		{"ratio above 1", Settings{FailureRatio: 1.5}, "Settings.FailureRatio must be a fraction"},
+		{"ratio NaN", Settings{FailureRatio: math.NaN()}, "Settings.FailureRatio"},
+		{"multiplier below 1", Settings{ProbeMultiplier: 0.5}, "Settings.ProbeMultiplier must be at least 1"},
+		{"negative rows", Settings{MinFailedRows: -1}, "Settings.MinFailedRows must not be negative"},
+		{"max below min", Settings{ProbeMin: time.Minute, ProbeMax: time.Second}, "ProbeMax (1s) must not be below ProbeMin (1m0s)"},
+		{"buckets too fine", Settings{Window: time.Millisecond, Buckets: 10}, "Window / Buckets must be at least 1ms"},
+		{"name with a brace", Settings{Name: "a}b"}, "Settings.Name must not contain braces"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.s.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("Validate() = %v, want nil", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("Validate() = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	if s := (Settings{ProbeMin: time.Minute}).withDefaults(); s.ProbeMax != time.Minute {
+		t.Errorf("ProbeMin 1m alone: ProbeMax = %s, want raised to 1m", s.ProbeMax)
+	}
+}
+
+// TestWhenItOpens feeds the window call by call and checks the rule: enough
+// calls, a dominant failure ratio, enough distinct failed rows, and enough
+// distinct failed sellers (capped at the sellers calling).
+func TestWhenItOpens(t *testing.T) {
+	srv := testredis.Start(t)
+	type c struct {
+		seller, row string
+		o           Outcome
+	}
+	// many returns n calls; row and seller are formatted with the call's index.
+	many := func(n int, seller, row string, o Outcome) []c {
+		f := func(pattern string, i int) string {
+			if strings.Contains(pattern, "%") {
+				return fmt.Sprintf(pattern, i)
+			}
+			return pattern
+		}
+		out := make([]c, n)
+		for i := range n {
+			out[i] = c{f(seller, i), f(row, i), o}
+		}
+		return out
+	}
+	cat := func(parts ...[]c) (out []c) {
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return out
+	}
+	var poison4 []c // 100 failures of 4 rows, each of its own seller
+	for i := range 100 {
+		poison4 = append(poison4, c{fmt.Sprintf("s%d", i%4), fmt.Sprintf("u:%d", i%4), Failure})
+	}
+	for _, tc := range []struct {
+		name  string
+		calls []c
+		open  bool
+	}{
+		{"outage across sellers", many(20, "s%d", "u:%d", Failure), true},
+		{"19 calls are too few", many(19, "s%d", "u:%d", Failure), false},
+		{"one poison row, alone, 100 times", many(100, "s1", "u:7", Failure), false},
+		{"four poison rows of four sellers", poison4, false},
+		{"one seller's rows fail while another's succeed",
+			cat(many(10, "b", "b:%d", Success), many(30, "a", "a:%d", Failure)), false},
+		{"only one seller calls: its rows decide", many(20, "a", "a:%d", Failure), true},
+		{"failures below the ratio",
+			cat(many(21, "s%d", "ok:%d", Success), many(20, "s%d", "u:%d", Failure)), false},
+		{"failures at the ratio", cat(many(20, "s%d", "ok:%d", Success), many(20, "s%d", "u:%d", Failure)), true},
+		{"refusals of rows are not failures", cat(many(40, "s%d", "u:%d", Answered), many(20, "s%d", "u:%d", Failure)), false},
+		{"abandoned calls count for nothing", cat(many(20, "s%d", "u:%d", Abandoned), many(19, "s%d", "u:%d", Failure)), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := fast()
+			s.Name = tc.name // a circuit of its own on the shared server
+			b := newBreaker(t, srv.Client(), s)
+			calls := tc.calls
+			opened := -1
+			for i, cl := range calls {
+				_, st := call(t, b, cl.seller, cl.row, cl.o)
+				if st.State != Closed && opened < 0 {
+					opened = i
+				}
+			}
+			if got := opened >= 0; got != tc.open {
+				t.Fatalf("opened = %v (at call %d of %d), want %v", got, opened, len(calls), tc.open)
+			}
+			if tc.open && opened != len(calls)-1 {
+				t.Errorf("opened at call %d, want at the last call %d (the first that meets the rule)", opened, len(calls)-1)
+			}
+		})
+	}
+}
+
+// TestOldCallsAgeOut: failures older than the window no longer count.
+func TestOldCallsAgeOut(t *testing.T) {
+	srv := testredis.Start(t)
+	s := fast()
+	s.Window, s.Buckets = 500*time.Millisecond, 5
+	b := newBreaker(t, srv.Client(), s)
+	for i := range 15 {
+		call(t, b, fmt.Sprintf("s%d", i%3), fmt.Sprintf("u:%d", i), Failure)
+	}
+	time.Sleep(700 * time.Millisecond)
+	for i := range 10 {
+		if _, st := call(t, b, fmt.Sprintf("s%d", i%3), fmt.Sprintf("v:%d", i), Failure); st.State != Closed {
+			t.Fatalf("failure %d after the first 15 aged out opened the circuit: only 10 in the window", 16+i)
+		}
+	}
+	// and failures within one window still add up
+	for i := range 10 {
+		call(t, b, fmt.Sprintf("s%d", i%3), fmt.Sprintf("w:%d", i), Failure)
+	}
+	if st := peek(t, b); st.State != Open {
+		t.Errorf("20 failures inside the window: state %s, want open", st.State)
+	}
+}
+
+// servers runs f against a single redis-server and a 3-master Cluster.
+func servers(t *testing.T, f func(t *testing.T, clients func() redis.UniversalClient)) {
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		srv := testredis.Start(t)
+		f(t, func() redis.UniversalClient { return srv.Client() })
+	})
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		c := testredis.StartCluster(t, 3)
+		f(t, func() redis.UniversalClient { return c.Client() })
+	})
+}
+
+// TestOutageAcrossConsumers: 8 consumers (a breaker and a client each), 4
+// rows at once in each, call a dead API. The circuit opens once the window
+// holds MinCalls failures; after that nobody calls but the probe, one at a
+// time with a growing interval; the first answer closes it for everyone.
+func TestOutageAcrossConsumers(t *testing.T) {
+	servers(t, func(t *testing.T, clients func() redis.UniversalClient) {
+		s := fast()
+		var breakers []*Breaker
+		for range 8 {
+			breakers = append(breakers, newBreaker(t, clients(), s))
+		}
+		var (
+			apiUp     atomic.Bool
+			calls     atomic.Int64 // calls that reached the API
+			probesOut atomic.Int64
+			mostOut   atomic.Int64
+			mu        sync.Mutex
+			probeAt   []time.Time // when each probe was answered
+			grantAt   []time.Time // when each probe was given
+			openedAt  time.Time
+			afterOpen int // non-probe calls allowed after the circuit opened
+			closedAt  time.Time
+		)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		stopAt := make(chan struct{})
+		var wg sync.WaitGroup
+		for ci, b := range breakers {
+			for r := range 4 {
+				wg.Go(func() {
+					for n := 0; ; n++ {
+						select {
+						case <-stopAt:
+							return
+						default:
+						}
+						seller, row := fmt.Sprintf("s%d", (ci+r)%5), fmt.Sprintf("u%d-%d:%d", ci, r, n)
+						if err := b.WaitReady(ctx); err != nil {
+							return
+						}
+						d, err := b.Allow(ctx)
+						if err != nil {
+							return
+						}
+						if !d.Allowed {
+							time.Sleep(min(d.Wait, 20*time.Millisecond))
+							continue
+						}
+						calls.Add(1)
+						mu.Lock()
+						if !openedAt.IsZero() && closedAt.IsZero() && !d.Probe {
+							afterOpen++
+						}
+						if d.Probe {
+							grantAt = append(grantAt, time.Now())
+						}
+						mu.Unlock()
+						if d.Probe {
+							mostOut.Store(max(mostOut.Load(), probesOut.Add(1)))
+							time.Sleep(30 * time.Millisecond) // the probe takes a while
+							probesOut.Add(-1)
+						} else {
+							time.Sleep(2 * time.Millisecond)
+						}
+						o := Failure
+						if apiUp.Load() {
+							o = Success
+						}
+						st, err := b.Report(ctx, d, Call{Seller: seller, Row: row, Outcome: o})
+						if err != nil {
+							t.Errorf("Report: %v", err)
+							return
+						}
+						mu.Lock()
+						if d.Probe {
+							probeAt = append(probeAt, time.Now())
+						}
+						if st.Changed && st.State == Open {
+							openedAt = time.Now()
+						}
+						if st.Changed && st.State == Closed {
+							closedAt = time.Now()
+						}
+						mu.Unlock()
+					}
+				})
+			}
+		}
+		time.Sleep(2 * time.Second) // ~100 ms to open, then probes at 100, 200, 400, 400… ms
+		apiUp.Store(true)
+		deadline := time.Now().Add(2 * time.Second)
+		for peek(t, breakers[0]).State != Closed && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond)
+		close(stopAt)
+		wg.Wait()
+
+		st := peek(t, breakers[0])
+		t.Logf("%d calls; opened %d time(s); %d probes (fleet), %d local; %d non-probe calls allowed after opening; probes answered at %v",
+			calls.Load(), st.Opens, st.Probes, sumProbes(breakers), afterOpen, gaps(openedAt, probeAt))
+		if st.State != Closed {
+			t.Fatalf("the API answered again but the circuit is %s", st.State)
+		}
+		if st.Opens != 1 {
+			t.Errorf("the circuit opened %d times, want once", st.Opens)
+		}
+		if mostOut.Load() != 1 {
+			t.Errorf("at most %d probes were out at once, want exactly 1", mostOut.Load())
+		}
+		if st.Probes != sumProbes(breakers) || int64(len(grantAt)) != st.Probes {
+			t.Errorf("Redis counted %d probes, the breakers %d, the callers %d", st.Probes, sumProbes(breakers), len(grantAt))
+		}
+		// Calls allowed after opening were already past Allow: at most one per row in flight.
+		if afterOpen > 8*4 {
+			t.Errorf("%d non-probe calls were allowed after the circuit opened, want at most the 32 rows in flight", afterOpen)
+		}
+		// Probes in 2 s with intervals 100, 200, 400, 400, … ms and 30 ms each: about 5.
+		if st.Probes < 3 || st.Probes > 8 {
+			t.Errorf("%d probes during ~1.9 s open, want 3..8 (intervals 100, 200, 400, 400… ms)", st.Probes)
+		}
+		// Each probe after a failed one waits its interval from that failure.
+		want := s.ProbeMin
+		for i := 1; i < len(grantAt) && i < len(probeAt); i++ {
+			want = min(time.Duration(float64(want)*s.ProbeMultiplier), s.ProbeMax)
+			if gap := grantAt[i].Sub(probeAt[i-1]); gap < want-15*time.Millisecond {
+				t.Errorf("probe %d was given %s after probe %d failed, want at least the interval %s", i+1, gap, i, want)
+			}
+		}
+		// After closing, everyone calls again.
+		for i, b := range breakers {
+			if d, err := b.Allow(ctx); err != nil || !d.Allowed || d.State != Closed {
+				t.Errorf("consumer %d after closing: Allow = %+v, %v; want allowed, closed", i, d, err)
+			}
+		}
+	})
+}
+
+func sumProbes(bs []*Breaker) (n int64) {
+	for _, b := range bs {
+		n += b.Probes()
+	}
+	return n
+}
+
+func gaps(from time.Time, ts []time.Time) []string {
+	var out []string
+	for _, t := range ts {
+		out = append(out, t.Sub(from).Round(time.Millisecond).String())
+	}
+	return out
+}
+
+func TestFirstProbeAnswerClosesIt(t *testing.T) {
+	srv := testredis.Start(t)
+	for _, o := range []Outcome{Success, Answered} {
+		t.Run(o.String(), func(t *testing.T) {
+			s := fast()
+			s.Name = o.String()
+			a, b := newBreaker(t, srv.Client(), s), newBreaker(t, srv.Client(), s)
+			trip(t, a)
+			ctx := context.Background()
+			if d, err := b.Allow(ctx); err != nil || d.Allowed || d.State != Open || d.Wait <= 0 || d.Wait > s.ProbeMin {
+				t.Fatalf("right after opening: Allow = %+v, %v; want refused, open, wait ≤ %s", d, err, s.ProbeMin)
+			}
+			time.Sleep(s.ProbeMin)
+			d, err := a.Allow(ctx)
+			if err != nil || !d.Allowed || !d.Probe || d.State != HalfOpen {
+				t.Fatalf("after ProbeMin: Allow = %+v, %v; want the probe", d, err)
+			}
+			if d2, err := b.Allow(ctx); err != nil || d2.Allowed || d2.State != HalfOpen {
+				t.Fatalf("while the probe is out: Allow = %+v, %v; want refused, half-open", d2, err)
+			}
+			st, err := a.Report(ctx, d, Call{Seller: "s1", Row: "u:1", Outcome: o})
+			if err != nil || st.State != Closed || !st.Changed {
+				t.Fatalf("the probe's %s: Report = %+v, %v; want closed, changed", o, st, err)
+			}
+			// b refused above until its retry; WaitReady still sees the close at once when b asks Redis.
+			if d, err := b.Allow(ctx); err != nil {
+				t.Fatal(err)
+			} else if !d.Allowed {
+				time.Sleep(d.Wait)
+				if d, err = b.Allow(ctx); err != nil || !d.Allowed {
+					t.Fatalf("after closing, b's Allow = %+v, %v; want allowed", d, err)
+				}
+			}
+			// The window was cleared: one new failure does not reopen it.
+			if _, st := call(t, b, "s1", "u:2", Failure); st.State != Closed {
+				t.Errorf("one failure after closing: %s, want closed", st.State)
+			}
+		})
+	}
+}
+
+func TestAFailedProbeBacksOff(t *testing.T) {
+	srv := testredis.Start(t)
+	s := fast()
+	b := newBreaker(t, srv.Client(), s)
+	trip(t, b)
+	ctx := context.Background()
+	want := s.ProbeMin
+	for i := range 4 {
+		time.Sleep(want)
+		d, err := b.Allow(ctx)
+		if err != nil || !d.Probe {
+			t.Fatalf("probe %d: Allow = %+v, %v; want the probe after %s", i+1, d, err, want)
+		}
+		st, err := b.Report(ctx, d, Call{Seller: "s", Row: "u:1", Outcome: Failure})
+		if err != nil || st.State != Open {
+			t.Fatalf("probe %d failed: Report = %+v, %v; want open", i+1, st, err)
+		}
+		want = min(time.Duration(float64(want)*s.ProbeMultiplier), s.ProbeMax)
+		if st.Wait < want-5*time.Millisecond || st.Wait > want {
+			t.Errorf("probe %d failed: next probe in %s, want %s", i+1, st.Wait, want)
+		}
+		if d, err := b.Allow(ctx); err != nil || d.Allowed {
+			t.Fatalf("right after probe %d failed: Allow = %+v, %v; want refused", i+1, d, err)
+		}
+	}
+	if st := peek(t, b); st.OpenFor < 4*s.ProbeMin || st.Probes != 4 {
+		t.Errorf("Peek = %+v; want open for at least %s and 4 probes", st, 4*s.ProbeMin)
+	}
+}
+
+// TestACrashedProbersLeaseExpires: a prober that never reports holds the
+// circuit for ProbeLease, not forever; the next caller then probes.
+func TestACrashedProbersLeaseExpires(t *testing.T) {
+	srv := testredis.Start(t)
+	s := fast()
+	crashed, other := newBreaker(t, srv.Client(), s), newBreaker(t, srv.Client(), s)
+	trip(t, crashed)
+	time.Sleep(s.ProbeMin)
+	ctx := context.Background()
+	d, err := crashed.Allow(ctx)
+	if err != nil || !d.Probe {
+		t.Fatalf("Allow = %+v, %v; want the probe", d, err)
+	}
+	granted := time.Now()
+	// the prober crashes here and never reports
+	var taken time.Time
+	for time.Since(granted) < 2*s.ProbeLease {
+		d2, err := other.Allow(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d2.Probe {
+			taken = time.Now()
+			break
+		}
+		if d2.Wait > s.ProbeMin {
+			t.Fatalf("a refused caller was told to wait %s, want at most ProbeMin %s", d2.Wait, s.ProbeMin)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if taken.IsZero() {
+		t.Fatalf("nobody got the probe within twice the lease (%s) after its holder crashed", 2*s.ProbeLease)
+	}
+	if held := taken.Sub(granted); held < s.ProbeLease-15*time.Millisecond || held > s.ProbeLease+100*time.Millisecond {
+		t.Errorf("the crashed prober's probe was taken over after %s, want about the lease %s", held, s.ProbeLease)
+	}
+	if st := peek(t, other); st.Lapsed != 1 || st.Probes != 2 {
+		t.Errorf("Peek = %+v; want 1 lapsed lease and 2 probes", st)
+	}
+	// The crashed prober's late failure does not decide: the new probe does.
+	if st, err := crashed.Report(ctx, d, Call{Seller: "s", Row: "u", Outcome: Failure}); err != nil || st.State != HalfOpen {
+		t.Errorf("the lapsed prober's late failure: %+v, %v; want still half-open", st, err)
+	}
+}
+
+func TestAnAbandonedProbeGoesToTheNextCaller(t *testing.T) {
+	srv := testredis.Start(t)
+	s := fast()
+	a, b := newBreaker(t, srv.Client(), s), newBreaker(t, srv.Client(), s)
+	trip(t, a)
+	time.Sleep(s.ProbeMin)
+	ctx := context.Background()
+	d, err := a.Allow(ctx)
+	if err != nil || !d.Probe {
+		t.Fatalf("Allow = %+v, %v", d, err)
+	}
+	if _, err := a.Report(ctx, d, Call{Outcome: Abandoned}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := b.Allow(ctx); err != nil || !d.Probe {
+		t.Errorf("after the probe was abandoned: Allow = %+v, %v; want the probe at once", d, err)
+	}
+}
+
+// TestCallsInFlightDoNotDecide: failures of calls allowed before the
+// circuit opened say "outage" (State open) and do not move it.
+func TestCallsInFlightDoNotDecide(t *testing.T) {
+	srv := testredis.Start(t)
+	b := newBreaker(t, srv.Client(), fast())
+	ctx := context.Background()
+	d, err := b.Allow(ctx)
+	if err != nil || !d.Allowed {
+		t.Fatal(d, err)
+	}
+	trip(t, b)
+	for _, o := range []Outcome{Failure, Success} {
+		st, err := b.Report(ctx, d, Call{Seller: "s", Row: "late", Outcome: o})
+		if err != nil || st.State != Open || st.Changed {
+			t.Errorf("a late %s of a call allowed before opening: %+v, %v; want open, unchanged", o, st, err)
+		}
+	}
+}
+
+func TestReportRefusesBadInput(t *testing.T) {
+	b := newBreaker(t, redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), fast())
+	ctx := context.Background()
+	for _, c := range []Call{
+		{Seller: "", Row: "u:1", Outcome: Failure},
+		{Seller: "a\nb", Row: "u:1", Outcome: Failure},
+		{Seller: "a", Row: "", Outcome: Success},
+		{Seller: "a", Row: "u:1", Outcome: 0},
+	} {
+		if _, err := b.Report(ctx, Decision{}, c); err == nil || errors.Is(err, ErrUnavailable) {
+			t.Errorf("Report(%+v) = %v, want an error about the input", c, err)
+		}
+	}
+}
+
+func TestRedisDownFailsClosed(t *testing.T) {
+	srv := testredis.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, DialTimeout: 200 * time.Millisecond,
+		ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond, MaxRetries: -1,
+		DialerRetries: 1, DialerRetryTimeout: 10 * time.Millisecond})
+	t.Cleanup(func() { rdb.Close() })
+	b := newBreaker(t, rdb, fast())
+	ctx := context.Background()
+	if d, _ := call(t, b, "s", "u:1", Success); !d.Allowed {
+		t.Fatal("before the outage: refused")
+	}
+	srv.Stop()
+	// The breaker knew the circuit closed a moment ago; it still asks Redis.
+	var wg sync.WaitGroup
+	var allowed, unavailable atomic.Int64
+	for range 8 {
+		wg.Go(func() {
+			for range 5 {
+				d, err := b.Allow(ctx)
+				if d.Allowed || err == nil {
+					allowed.Add(1)
+				} else if errors.Is(err, ErrUnavailable) {
+					unavailable.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if allowed.Load() != 0 || unavailable.Load() != 40 {
+		t.Errorf("40 Allow calls with Redis down: %d allowed, %d failed with ErrUnavailable; want 0 and 40", allowed.Load(), unavailable.Load())
+	}
+	if _, err := b.Report(ctx, Decision{}, Call{Seller: "s", Row: "u:1", Outcome: Failure}); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Report with Redis down = %v, want ErrUnavailable", err)
+	}
+	if _, err := b.Peek(ctx); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Peek with Redis down = %v, want ErrUnavailable", err)
+	}
+	if err := b.WaitReady(ctx); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("WaitReady with Redis down = %v, want ErrUnavailable", err)
+	}
+	if _, err := b.Allow(ctx); err == nil || !strings.Contains(err.Error(), "Redis could not answer, so no call is allowed") {
+		t.Errorf("the error reads %q; want it to say no call is allowed", err)
+	}
+
+	srv.Restart() // empty, the script cache too: a restarted Redis is a closed circuit
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		d, err := b.Allow(ctx)
+		if err == nil {
+			if !d.Allowed || d.State != Closed {
+				t.Fatalf("after the restart: %+v, want allowed", d)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Allow still fails 5 s after Redis restarted: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestWaitReady(t *testing.T) {
+	srv := testredis.Start(t)
+	s := fast()
+	s.ProbeMin = 300 * time.Millisecond
+	s.ProbeMax = 300 * time.Millisecond
+	a, b := newBreaker(t, srv.Client(), s), newBreaker(t, srv.Client(), s)
+	ctx := context.Background()
+	start := time.Now()
+	if err := b.WaitReady(ctx); err != nil || time.Since(start) > 100*time.Millisecond {
+		t.Fatalf("closed: WaitReady = %v after %s; want nil at once", err, time.Since(start))
+	}
+	trip(t, a)
+	opened := time.Now()
+	// b's knowledge that the circuit is closed holds for ProbeMin at most.
+	start = time.Now()
+	if err := b.WaitReady(ctx); err != nil || time.Since(start) > 100*time.Millisecond {
+		t.Fatalf("closed a moment ago: WaitReady = %v after %s; want nil at once", err, time.Since(start))
+	}
+	time.Sleep(s.ProbeMin / 2)
+	b = newBreaker(t, srv.Client(), s) // a process that knows nothing yet
+	if err := b.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(opened); waited < s.ProbeMin-20*time.Millisecond {
+		t.Fatalf("open: WaitReady returned after %s, want when the probe is due (%s)", waited, s.ProbeMin)
+	}
+	d, err := a.Allow(ctx)
+	if err == nil && !d.Probe && d.Wait < 50*time.Millisecond {
+		// WaitReady judges "due" on this machine's clock, Allow on Redis's:
+		// the two may differ by a few milliseconds.
+		time.Sleep(d.Wait)
+		d, err = a.Allow(ctx)
+	}
+	if err != nil || !d.Probe {
+		t.Fatalf("Allow = %+v, %v; want the probe", d, err)
+	}
+	// b learns the probe is out when its own row asks (its view said "due"),
+	// then waits and returns once the probe closes the circuit (within
+	// ProbeMin, b's poll interval, since b learns it from Redis).
+	if d, err := b.Allow(ctx); err != nil || d.Allowed || d.State != HalfOpen {
+		t.Fatalf("b while the probe is out: Allow = %+v, %v; want refused", d, err)
+	}
+	done := make(chan time.Time)
+	go func() {
+		if err := b.WaitReady(ctx); err != nil {
+			t.Error(err)
+		}
+		done <- time.Now()
+	}()
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-done:
+		t.Fatal("WaitReady returned while the probe was out")
+	default:
+	}
+	closed := time.Now()
+	if _, err := a.Report(ctx, d, Call{Seller: "s", Row: "u", Outcome: Success}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case at := <-done:
+		if at.Sub(closed) > s.ProbeMin+50*time.Millisecond {
+			t.Errorf("WaitReady returned %s after the circuit closed, want within %s", at.Sub(closed), s.ProbeMin)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("WaitReady did not return after the circuit closed")
+	}
+	// In the prober's own process the close is seen at once.
+	trip(t, a)
+	time.Sleep(s.ProbeMin)
+	d, err = a.Allow(ctx)
+	if err != nil || !d.Probe {
+		t.Fatalf("Allow = %+v, %v; want the probe", d, err)
+	}
+	go func() {
+		if err := a.WaitReady(ctx); err != nil {
+			t.Error(err)
+		}
+		done <- time.Now()
+	}()
+	time.Sleep(50 * time.Millisecond)
+	closed = time.Now()
+	if _, err := a.Report(ctx, d, Call{Seller: "s", Row: "u", Outcome: Success}); err != nil {
+		t.Fatal(err)
+	}
+	if at := <-done; at.Sub(closed) > 50*time.Millisecond {
+		t.Errorf("the prober's own WaitReady returned %s after its report closed the circuit, want at once", at.Sub(closed))
+	}
+}
+
+func TestCollector(t *testing.T) {
+	srv := testredis.Start(t)
+	s := fast()
+	b := newBreaker(t, srv.Client(), s)
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(b.Collector()); err != nil {
+		t.Fatal(err)
+	}
+	gauge := func(name string) float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == name {
+				m := mf.GetMetric()[0]
+				if m.Gauge != nil {
+					return m.Gauge.GetValue()
+				}
+				return m.Counter.GetValue()
+			}
+		}
+		t.Fatalf("no metric %s", name)
+		return 0
+	}
+	if mfs, err := reg.Gather(); err != nil || len(mfs) != 4 {
+		t.Fatalf("gathered %d metric families (%v), want 4", len(mfs), err)
+	}
+	if gauge(MetricState) != 0 || gauge(MetricOpenSeconds) != 0 {
+		t.Errorf("closed: state %v, open seconds %v; want 0, 0", gauge(MetricState), gauge(MetricOpenSeconds))
+	}
+	trip(t, b)
+	ctx := context.Background()
+	for range 3 {
+		if d, _ := b.Allow(ctx); d.Allowed {
+			t.Fatal("allowed right after opening")
+		}
+	}
+	time.Sleep(s.ProbeMin)
+	d, err := b.Allow(ctx)
+	if err != nil || !d.Probe {
+		t.Fatal(d, err)
+	}
+	if got := gauge(MetricState); got != float64(HalfOpen) {
+		t.Errorf("half-open: state %v, want 2", got)
+	}
+	if got := gauge(MetricOpenSeconds); got < s.ProbeMin.Seconds() || got > 1 {
+		t.Errorf("open seconds %v, want between %v and 1", got, s.ProbeMin.Seconds())
+	}
+	if got := gauge(MetricRefused); got != 3 {
+		t.Errorf("refused %v, want 3", got)
+	}
+	if got := gauge(MetricProbes); got != 1 {
+		t.Errorf("probes %v, want 1", got)
+	}
+	if _, err := b.Report(ctx, d, Call{Seller: "s", Row: "u", Outcome: Failure}); err != nil {
+		t.Fatal(err)
+	}
+	if got := gauge(MetricState); got != float64(Open) {
+		t.Errorf("after a failed probe: state %v, want 1", got)
+	}
+	// Redis gone: the last known state, not a false "closed".
+	srv.Stop()
+	if got := gauge(MetricState); got != float64(Open) {
+		t.Errorf("Redis down: state %v, want the last known 1", got)
+	}
+}
+
+// Answers of concurrent requests arrive in any order. A report the script
+// answered just before the circuit opened, arriving after the answer that
+// opened it, must not make this process believe the circuit closed again
+// (its rows would take slots and its readers read while the API is down).
+func TestAnOlderAnswerDoesNotReplaceTheView(t *testing.T) {
+	b := newBreaker(t, testredis.Start(t).Client(), fast())
+	t0 := time.Now()
+	b.learn(t0.Add(time.Millisecond), Open, time.Second, false, 0)
+	b.learn(t0, Closed, 0, true, 0)
+	if st, _, _ := b.Local(); st != Open {
+		t.Fatalf("after an open answer and an older closed one the view is %s, want open", st)
+	}
+	if d, ok := b.refuseLocally(); !ok || d.Allowed {
+		t.Errorf("Allow would not refuse locally after the older answer: %+v, %v", d, ok)
+	}
+	b.learn(t0.Add(2*time.Millisecond), Closed, 0, true, 0)
+	if st, _, _ := b.Local(); st != Closed {
+		t.Errorf("a newer closed answer left the view %s, want closed", st)
+	}
+	// After Redis failed the view is forgotten; any answer is news then.
+	b.forget()
+	b.learn(t0, Open, time.Second, false, 0)
+	if st, _, known := b.Local(); !known || st != Open {
+		t.Errorf("after forgetting, an answer left the view %s (known %v), want open", st, known)
+	}
+}

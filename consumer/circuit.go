@@ -1,0 +1,311 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bulkreg/bulkreg/circuit"
+	registryclient "github.com/bulkreg/bulkreg/registry-client"
+)
+
+// Breaker is the fleet-wide circuit breaker in front of the registration API
+// (*circuit.Breaker), used as its package documentation prescribes: WaitReady
+// before reading and before each slot, Allow right before each call, Report
+// after it.
+type Breaker interface {
+	WaitReady(ctx context.Context) error
+	Allow(ctx context.Context) (circuit.Decision, error)
+	Report(ctx context.Context, d circuit.Decision, c circuit.Call) (circuit.Status, error)
+	// Local is what this process last learned of the circuit, without
+	// asking Redis; Changed is closed the next time it learns something.
+	Local() (state circuit.State, openFor time.Duration, known bool)
+	Changed() <-chan struct{}
+}
+
+// reportTimeout bounds one Report: the call is made by then, and its outcome
+// matters most when it was the probe (an unreported probe holds the fleet
+// for the probe's lease).
+const reportTimeout = 2 * time.Second
+
+// registerCircuit exports the breaker's metrics (bulkreg_circuit_*) when it
+// has them (*circuit.Breaker does).
+func registerCircuit(reg prometheus.Registerer, b Breaker) error {
+	col, ok := b.(interface{ Collector() prometheus.Collector })
+	if !ok {
+		return nil
+	}
+	return reg.Register(col.Collector())
+}
+
+// circuitOpen reports whether this process last learned that the circuit is
+// not closed. Without a breaker it never is.
+func (c *Consumer) circuitOpen() bool {
+	if c.deps.Circuit == nil {
+		return false
+	}
+	st, _, known := c.deps.Circuit.Local()
+	return known && st != circuit.Closed
+}
+
+// circuitDown handles an error of the breaker: Redis not answering stops
+// registry calls (the Redis gate), as it does for the throttle.
+func (c *Consumer) circuitDown(err error) {
+	if errors.Is(err, circuit.ErrUnavailable) || unavailable(err) {
+		c.redis.down(err)
+	} else {
+		c.log.Warn("the circuit breaker failed; no registry call until it answers", "err", err)
+	}
+}
+
+// readyToRead is the partition readers' check before each fetch, next to the
+// in-flight caps: reading pauses while the circuit is open, so rows wait in
+// Kafka. When a probe is due, a consumer that holds rows lets one of them ask
+// for it and reads no more until the circuit closes; a consumer that holds
+// none reads, so the fleet always has a row to probe with (after a rebalance
+// every row may be back in Kafka). It reports false when ctx ended.
+func (c *Consumer) readyToRead(ctx context.Context) bool {
+	b := c.deps.Circuit
+	if b == nil {
+		return true
+	}
+	retry := c.redisBackOff()
+	for {
+		if !c.redis.wait(ctx) {
+			return false
+		}
+		if err := b.WaitReady(ctx); err != nil {
+			if ctx.Err() != nil {
+				return false
+			}
+			c.circuitDown(err)
+			if !sleep(ctx, retry.NextBackOff()) {
+				return false
+			}
+			continue
+		}
+		news := b.Changed()
+		if st, _, known := b.Local(); !known || st == circuit.Closed || c.lanes.sellers() == 0 {
+			return true
+		}
+		select {
+		case <-news:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// probeTurn lets one row of this process at a time go for the probe while
+// the circuit is open, so a due probe costs one throttle slot per consumer,
+// not one per waiting row.
+type probeTurn struct {
+	mu   sync.Mutex
+	held bool
+	free chan struct{} // closed when the turn is given back
+}
+
+func newProbeTurn() *probeTurn { return &probeTurn{free: make(chan struct{})} }
+
+// take takes the turn; when another row holds it, it answers a channel
+// closed when that row gives it back.
+func (t *probeTurn) take() (bool, <-chan struct{}) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.held {
+		return false, t.free
+	}
+	t.held = true
+	return true, nil
+}
+
+func (t *probeTurn) give() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.held = false
+	close(t.free)
+	t.free = make(chan struct{})
+}
+
+// rowCircuit is one row's side of the circuit breaker, from its first
+// attempt to its outcome. With no breaker every step lets the row through.
+type rowCircuit struct {
+	c   *Consumer
+	r   *row
+	log *slog.Logger
+
+	turn    bool             // the row holds the process's probe turn
+	d       circuit.Decision // Allow's decision for the call about to be made
+	allowed bool             // d allowed a call not yet reported
+	// refused: the last attempt made no call because the circuit refused it
+	// or could not be asked; it costs the row nothing.
+	refused bool
+	// failed: the last Allow failed (Redis): back off before the next one.
+	failed bool
+	retry  backoff.BackOff
+	// outage: the last call's transient failure belongs to an outage (the
+	// circuit was open after it, or it was the probe): not the row's fault.
+	outage bool
+}
+
+func (c *Consumer) newRowCircuit(r *row, log *slog.Logger) *rowCircuit {
+	return &rowCircuit{c: c, r: r, log: log}
+}
+
+// wait blocks, holding no slot, while the circuit is open, and lets the row
+// go on when the circuit is closed or when a probe is due and this row has
+// the process's turn to ask for it. met reports that the row met an outage
+// (the circuit was not closed): its earlier failures were the outage's, so
+// its retry budget starts afresh. ok is false when the row must be given
+// back (rebalance, shutdown).
+func (rc *rowCircuit) wait() (met, ok bool) {
+	b := rc.c.deps.Circuit
+	if b == nil {
+		return false, true
+	}
+	rc.done()
+	ctx := rc.r.ctx()
+	if rc.failed {
+		rc.failed = false
+		if !sleep(ctx, rc.retry.NextBackOff()) {
+			return met, false
+		}
+	}
+	retry := rc.c.redisBackOff()
+	for {
+		if !rc.c.redis.wait(ctx) {
+			return met, false
+		}
+		if st, _, known := b.Local(); known && st != circuit.Closed {
+			met = true
+		}
+		if err := b.WaitReady(ctx); err != nil {
+			if ctx.Err() != nil {
+				return met, false
+			}
+			rc.c.circuitDown(err)
+			if !sleep(ctx, retry.NextBackOff()) {
+				return met, false
+			}
+			continue
+		}
+		news := b.Changed()
+		st, _, known := b.Local()
+		if !known || st == circuit.Closed {
+			return met, true
+		}
+		met = true
+		got, free := rc.c.turn.take()
+		if got {
+			rc.turn = true
+			return met, true
+		}
+		select {
+		case <-free:
+		case <-news:
+		case <-ctx.Done():
+			return met, false
+		}
+	}
+}
+
+// done gives the probe turn back, if the row holds it.
+func (rc *rowCircuit) done() {
+	if rc.turn {
+		rc.turn = false
+		rc.c.turn.give()
+	}
+}
+
+// allow asks the circuit right before the call. It reports false when no
+// call may be made: the circuit refused (open, or another consumer's probe
+// is out) or could not be asked (Redis); the row then gives its slot back
+// and spends no attempt.
+func (rc *rowCircuit) allow(ctx context.Context) bool {
+	rc.refused, rc.outage, rc.allowed = false, false, false
+	b := rc.c.deps.Circuit
+	if b == nil {
+		return true
+	}
+	d, err := b.Allow(ctx)
+	if err != nil {
+		rc.refused = true
+		if ctx.Err() == nil { // not our own deadline or cancellation
+			rc.c.circuitDown(err)
+			rc.failed = true
+			if rc.retry == nil {
+				rc.retry = rc.c.redisBackOff()
+			}
+		}
+		rc.log.Debug("could not ask the circuit breaker before the call; no call", "err", err)
+		return false
+	}
+	if rc.retry != nil {
+		rc.retry.Reset()
+	}
+	if !d.Allowed {
+		rc.refused = true
+		rc.log.Debug("the circuit breaker refused the call: the registration API is not answering", "state", d.State, "retry_in", d.Wait)
+		return false
+	}
+	if d.Probe {
+		rc.log.Info("probing the registration API for the fleet", "open_for", d.OpenFor)
+	}
+	rc.d, rc.allowed = d, true
+	return true
+}
+
+// abandon reports an allowed call that was not made (it would have been
+// late, or Redis went down meanwhile). Only a probe needs it: the next
+// caller gets the probe at once instead of after its lease.
+func (rc *rowCircuit) abandon() {
+	if !rc.allowed {
+		return
+	}
+	rc.allowed = false
+	if !rc.d.Probe {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+	defer cancel()
+	if _, err := rc.c.deps.Circuit.Report(ctx, rc.d, circuit.Call{Outcome: circuit.Abandoned}); err != nil {
+		rc.log.Warn("could not give the unused probe back to the circuit breaker; it passes on after its lease", "err", err)
+	}
+}
+
+// report tells the circuit what the call told about the API, and judges
+// whether a transient failure was the row's or the outage's (outage).
+// cancelled: the row's own context ended the call (drain timeout).
+func (rc *rowCircuit) report(res registryclient.Result, cancelled bool) {
+	if !rc.allowed {
+		return
+	}
+	rc.allowed = false
+	m := rc.r.m
+	o := circuit.OutcomeOf(res.Class)
+	if cancelled {
+		o = circuit.Abandoned
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+	defer cancel()
+	st, err := rc.c.deps.Circuit.Report(ctx, rc.d, circuit.Call{Seller: m.SellerID, Row: m.IdempotencyKey, Outcome: o})
+	if err != nil {
+		rc.c.circuitDown(err)
+		rc.log.Warn("could not report the call to the circuit breaker", "outcome", o, "probe", rc.d.Probe, "err", err)
+	}
+	if o != circuit.Failure {
+		if rc.d.Probe && o != circuit.Abandoned {
+			rc.log.Info("the registration API answers again: the circuit is closed", "open_for", rc.d.OpenFor)
+		}
+		return
+	}
+	rc.outage = rc.d.Probe || (err == nil && st.State != circuit.Closed)
+	if err == nil && st.Changed && st.State == circuit.Open && !rc.d.Probe {
+		rc.log.Warn("transient failures across rows: the circuit is open, no registry calls until a probe succeeds")
+	}
+}

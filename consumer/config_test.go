@@ -1,0 +1,106 @@
+package consumer
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulkreg/bulkreg/throttle"
+)
+
+// TestValidateTimeouts: the drain must end while the group still counts the
+// member in, and the refusal names the flags to change.
+func TestValidateTimeouts(t *testing.T) {
+	base := DefaultConfig()
+	base.Brokers = []string{"localhost:9092"}
+	for _, tc := range []struct {
+		name    string
+		change  func(c *Config)
+		wantErr []string // every string must be in the error; none: valid
+	}{
+		{name: "defaults", change: func(c *Config) {}},
+		{name: "the default drain is the longest the session allows", change: func(c *Config) {
+			if c.DrainTimeout != MaxDrainTimeout(c.SessionTimeout, c.HeartbeatInterval) || c.DrainTimeout != 8*time.Second {
+				t.Errorf("default drain %v, want 8s = session − 2 × heartbeat", c.DrainTimeout)
+			}
+		}},
+		{name: "0 derives the drain from a shorter session", change: func(c *Config) { c.SessionTimeout, c.DrainTimeout = 3*time.Second, 0 }},
+		{name: "a drain one heartbeat too long", change: func(c *Config) { c.DrainTimeout = 9 * time.Second },
+			wantErr: []string{"--drain-timeout (9s)", "--heartbeat-interval (1s)", "--session-timeout (10s)", "at most 8s"}},
+		{name: "the reproduction: 4 s drain, 1 s session", change: func(c *Config) {
+			c.SessionTimeout, c.HeartbeatInterval, c.DrainTimeout = time.Second, 200*time.Millisecond, 4*time.Second
+		}, wantErr: []string{"--drain-timeout (4s)", "--session-timeout (1s)"}},
+		{name: "a session with no room to drain", change: func(c *Config) { c.SessionTimeout, c.HeartbeatInterval = time.Second, 600*time.Millisecond },
+			wantErr: []string{"--session-timeout (1s) must be longer than two --heartbeat-interval (600ms)"}},
+		{name: "a rebalance shorter than the drain", change: func(c *Config) { c.RebalanceTimeout = 5 * time.Second },
+			wantErr: []string{"--rebalance-timeout (5s) must be longer than --drain-timeout (8s)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base
+			tc.change(&c)
+			err := c.Validate()
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate accepted %+v, want an error naming %q", c, tc.wantErr)
+			}
+			for _, want := range tc.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestZeroMeansTheDefault: a Config with only its brokers set is the
+// production configuration, with the fields that depend on the throttle
+// derived from its policy, so no command derives them again.
+func TestZeroMeansTheDefault(t *testing.T) {
+	brokers := []string{"localhost:9092"}
+	got := Config{Brokers: brokers}.WithDefaults(throttle.PerMinute(100))
+	want := DefaultConfig()
+	want.Brokers = brokers
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("zero Config with the production throttle = %+v\nwant DefaultConfig %+v", got, want)
+	}
+	shrunk := throttle.Policy{Limit: 30, Window: 2 * time.Second, Margin: 60 * time.Millisecond}
+	got = Config{Brokers: brokers, SessionTimeout: 3 * time.Second}.WithDefaults(shrunk)
+	if got.SellerConcurrency != 30 || got.MaxLateness != 30*time.Millisecond || got.HeartbeatInterval != time.Second ||
+		got.DrainTimeout != time.Second {
+		t.Errorf("zero fields with limit 30, margin 60 ms, session 3 s = seller concurrency %d, lateness %v, heartbeat %v, drain %v; want 30, 30ms, 1s, 1s",
+			got.SellerConcurrency, got.MaxLateness, got.HeartbeatInterval, got.DrainTimeout)
+	}
+	set := Config{Brokers: brokers, SellerConcurrency: 7, MaxLateness: 5 * time.Millisecond, KeepWarm: -1}.WithDefaults(shrunk)
+	if set.SellerConcurrency != 7 || set.MaxLateness != 5*time.Millisecond || set.KeepWarm != -1 {
+		t.Errorf("fields set = %d, %v, %v; want them kept", set.SellerConcurrency, set.MaxLateness, set.KeepWarm)
+	}
+	p := Config{Brokers: brokers}.ThrottlePolicy(100, time.Minute, 250*time.Millisecond)
+	if p.MaxWait != 10*time.Second || p.LossHold != time.Minute+500*time.Millisecond {
+		t.Errorf("throttle policy of the defaults: max wait %v, hold %v; want the session timeout (10s) and W + 2 × margin (1m0.5s)", p.MaxWait, p.LossHold)
+	}
+	p = Config{Brokers: brokers, MaxLateness: time.Second}.ThrottlePolicy(100, time.Minute, 250*time.Millisecond)
+	if p.LossHold != time.Minute+250*time.Millisecond+2*time.Second {
+		t.Errorf("hold with a 1 s lateness = %v, want W′ + 2 × lateness", p.LossHold)
+	}
+}
+
+// TestLatenessWithinTheHold: a row confirms its slot up to 2 × MaxLateness
+// before calling, so the throttle's hold after a loss must cover that.
+func TestLatenessWithinTheHold(t *testing.T) {
+	p := throttle.Policy{Limit: 100, Window: time.Minute, Margin: 250 * time.Millisecond, LossHold: time.Minute + 500*time.Millisecond}
+	cfg := Config{Brokers: []string{"localhost:9092"}}
+	if err := cfg.validate(p); err != nil {
+		t.Errorf("default lateness with the default hold: %v", err)
+	}
+	cfg.MaxLateness = 300 * time.Millisecond
+	err := cfg.validate(p)
+	if err == nil || !strings.Contains(err.Error(), "--max-lateness (300ms)") || !strings.Contains(err.Error(), "at most 125ms") {
+		t.Errorf("a 300 ms lateness with a hold of W′ + 250 ms: %v, want an error naming --max-lateness and 125ms", err)
+	}
+}

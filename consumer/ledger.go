@@ -1,0 +1,216 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/ledger"
+	registryclient "github.com/bulkreg/bulkreg/registry-client"
+	"github.com/bulkreg/bulkreg/uploadstatus"
+)
+
+// Ledger is the SKU ledger as the consumer uses it (*ledger.Ledger): a row
+// claims its SKU before it takes a slot, marks it registered after the API
+// registered it, and releases its claim when it gives up.
+type Ledger interface {
+	Claim(ctx context.Context, seller, sku, row, hash string) (ledger.Claim, error)
+	Mark(ctx context.Context, seller, sku, row, hash, productID string) (ledger.Entry, error)
+	Release(ctx context.Context, seller, sku, row string, forget bool) (bool, error)
+}
+
+// CodeRegisteredOtherContent is the failure code of a row whose SKU the
+// seller registered before with other content.
+const CodeRegisteredOtherContent = "already_registered_other_content"
+
+// skuClaim is one row's part in the SKU ledger, from its first claim to the
+// outcome. With no ledger configured every step lets the row through.
+//
+// Exactly one registration per SKU: a row calls only while it holds the
+// claim, and every call for one SKU uses one Idempotency-Key (the first
+// claimer's; the ledger hands it to whoever takes a lapsed claim over). Two
+// rows that still both call (a lease that lapsed under a live row) call with
+// the same key, so the API answers the second with a replay, not a product.
+type skuClaim struct {
+	c   *Consumer
+	r   *row
+	log *slog.Logger
+	// own is the row's own Idempotency-Key. r.m.IdempotencyKey becomes the
+	// key the API is called with, which may be an earlier claimer's.
+	own  string
+	hash string
+	held bool // the row holds a claim it has not settled yet
+}
+
+func (c *Consumer) newSKUClaim(r *row, log *slog.Logger) *skuClaim {
+	return &skuClaim{c: c, r: r, log: log, own: bulkreg.IdempotencyKey(r.m.UploadID, r.m.Row), hash: r.m.Product.ContentHash()}
+}
+
+// claim runs before every attempt's slot: it takes or renews the row's
+// claim on its SKU. It reports false when the row is done with: finished
+// (registered before, by this row or another, or with other content) or
+// given back (rebalance, shutdown). While another row holds the claim it
+// waits without a slot; while Redis does not answer it waits (fail closed).
+func (s *skuClaim) claim() bool {
+	c, r := s.c, s.r
+	if c.deps.Ledger == nil {
+		return true
+	}
+	ctx := r.ctx()
+	redisRetry, busy := c.redisBackOff(), c.redisBackOff()
+	for {
+		if !c.redis.wait(ctx) {
+			r.giveBack()
+			return false
+		}
+		cl, err := c.deps.Ledger.Claim(ctx, r.m.SellerID, r.m.Product.SellerSKU, s.own, s.hash)
+		if ctx.Err() != nil {
+			r.giveBack()
+			return false
+		}
+		if err != nil {
+			if unavailable(err) {
+				c.redis.down(err)
+			} else {
+				s.log.Error("claiming the SKU in the ledger failed, retrying", "sku", r.m.Product.SellerSKU, "err", err)
+			}
+			if !sleep(ctx, redisRetry.NextBackOff()) {
+				r.giveBack()
+				return false
+			}
+			continue
+		}
+		redisRetry.Reset()
+		switch cl.Verdict {
+		case ledger.Call:
+			s.held = true
+			r.m.IdempotencyKey = cl.CallKey
+			return true
+		case ledger.Wait:
+			// Another row is registering this SKU: ask again soon, and at
+			// the latest when its lease ends. No slot is held meanwhile.
+			s.held = false
+			if !sleep(ctx, min(busy.NextBackOff(), cl.RetryIn+time.Millisecond)) {
+				r.giveBack()
+				return false
+			}
+		case ledger.Done:
+			s.held = false
+			c.record(r, s.registeredAs(cl.Entry, 0), s.resultOf(cl.Entry), s.log)
+			return false
+		default: // ledger.Conflict
+			s.held = false
+			e := cl.Entry
+			c.record(r, uploadstatus.RowResult{State: uploadstatus.Failed, Code: CodeRegisteredOtherContent, Field: "seller_sku", At: time.Now(),
+				Reason: fmt.Sprintf("seller_sku %q is already registered as %s; bulk registration does not change existing products", r.m.Product.SellerSKU, e.ProductID)},
+				"failed", s.log)
+			return false
+		}
+	}
+}
+
+// registered records a 201 or a 200: first in the ledger (a registration
+// is a fact, recorded whoever holds the claim), then in the upload's status.
+// If the ledger held a registration already (another row's, with the same
+// Idempotency-Key), the row is already registered. If Redis does not answer
+// before the drain timeout the row is given back; its redelivery claims
+// again and the call becomes a replay.
+func (s *skuClaim) registered(res registryclient.Result, attempts int) {
+	c, r := s.c, s.r
+	if c.deps.Ledger == nil {
+		c.record(r, registered(res, attempts), res.Class.String(), s.log)
+		return
+	}
+	// A 201 is this row's registration; a 200 replays the first call made
+	// with the key, whoever's row that was.
+	by := s.own
+	if res.Class == registryclient.Replayed {
+		by = r.m.IdempotencyKey
+	}
+	var e ledger.Entry
+	err := c.untilRedis(r.finishCtx(), "mark the SKU registered in the ledger", s.log, func(ctx context.Context) error {
+		var err error
+		e, err = c.deps.Ledger.Mark(ctx, r.m.SellerID, r.m.Product.SellerSKU, by, s.hash, res.ProductID)
+		if errors.Is(err, ledger.ErrInvalid) {
+			// The registration happened; the seller must see it even though
+			// the ledger cannot hold it (a product id with a tab). Asking
+			// again would not help.
+			s.log.Error("the ledger cannot hold this registration; a re-upload of this SKU would register it again", "product_id", res.ProductID, "err", err)
+			e, err = ledger.Entry{State: ledger.Registered, Row: by, ProductID: res.ProductID}, nil
+		}
+		return err
+	})
+	if err != nil {
+		s.log.Error("could not record the registration in the ledger before the drain ended; the row will be read again", "product_id", res.ProductID, "err", err)
+		r.giveBack()
+		return
+	}
+	s.held = false
+	result := res.Class.String()
+	if e.Row != s.own {
+		result = uploadstatus.AlreadyRegistered
+	}
+	c.record(r, s.registeredAs(e, attempts), result, s.log)
+}
+
+// refused releases the claim of a row the API refused permanently and
+// returns the row's result. The entry is forgotten only when the API refused
+// the row's own content under the row's own key (400, 422): nothing can be
+// registered under that key. A 409, or a refusal under a key an earlier
+// claimer called with, says nothing about whether that key registered
+// something, so the key stays for the next claimer.
+func (s *skuClaim) refused(res registryclient.Result, attempts int) uploadstatus.RowResult {
+	rr := refused(res, attempts)
+	if s.c.deps.Ledger == nil || !s.held {
+		return rr
+	}
+	inherited := s.r.m.IdempotencyKey != s.own
+	s.release(res.Status != http.StatusConflict && !inherited)
+	if res.Status == http.StatusConflict && inherited {
+		rr.Code, rr.Field = CodeRegisteredOtherContent, "seller_sku"
+		rr.Reason = fmt.Sprintf("seller_sku %q is already registered with other content (the registration API refused this content under the Idempotency-Key %s that registered it); bulk registration does not change existing products",
+			s.r.m.Product.SellerSKU, s.r.m.IdempotencyKey)
+	}
+	return rr
+}
+
+// settle runs when the row's processing ends: a claim still held (the row
+// was dead-lettered or given back) is released keeping its key, so another
+// row with this SKU need not wait for the lease, and calls with that key.
+func (s *skuClaim) settle() {
+	if s.c.deps.Ledger != nil && s.held {
+		s.release(false)
+	}
+}
+
+// release gives the claim back; best effort: if Redis does not answer the
+// lease ends on its own.
+func (s *skuClaim) release(forget bool) {
+	s.held = false
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := s.c.deps.Ledger.Release(ctx, s.r.m.SellerID, s.r.m.Product.SellerSKU, s.own, forget); err != nil {
+		s.log.Warn("could not release the SKU's claim in the ledger; it lapses with its lease", "sku", s.r.m.Product.SellerSKU, "err", err)
+	}
+}
+
+// registeredAs is the row's result for a registration in the ledger: this
+// row's own, or another row's (already registered).
+func (s *skuClaim) registeredAs(e ledger.Entry, attempts int) uploadstatus.RowResult {
+	rr := uploadstatus.RowResult{State: uploadstatus.Registered, ProductID: e.ProductID, Attempts: attempts, At: time.Now()}
+	if e.Row != s.own {
+		rr.State, rr.Reason = uploadstatus.AlreadyRegistered, e.AlreadyRegistered()
+	}
+	return rr
+}
+
+func (s *skuClaim) resultOf(e ledger.Entry) string {
+	if e.Row != s.own {
+		return uploadstatus.AlreadyRegistered
+	}
+	return "registered"
+}

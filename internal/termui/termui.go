@@ -1,0 +1,85 @@
+// Package termui is what bulkreg's commands print on a terminal: an upload's
+// progress bar and the compliance table. It is the CLI's (cmd/producer,
+// cmd/devstack through internal/devstack), not the upload library's: the
+// library returns values, the commands decide how they look.
+package termui
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/bulkreg/bulkreg/compliance"
+	"github.com/bulkreg/bulkreg/uploadstatus"
+)
+
+// ProgressBar renders a status as one line: a bar of registered (#),
+// already registered (=) and failed (x) rows out of the total, then the counts.
+func ProgressBar(s uploadstatus.Status, width int) string {
+	if width <= 0 {
+		width = 40
+	}
+	bar := make([]byte, width)
+	for i := range bar {
+		bar[i] = '.'
+	}
+	if s.Total > 0 {
+		reg := s.Registered * width / s.Total
+		already := (s.Registered + s.AlreadyRegistered) * width / s.Total
+		failed := (s.Registered + s.AlreadyRegistered + s.Failed) * width / s.Total
+		for i := 0; i < failed && i < width; i++ {
+			bar[i] = 'x'
+		}
+		for i := 0; i < already && i < width; i++ {
+			bar[i] = '='
+		}
+		for i := 0; i < reg && i < width; i++ {
+			bar[i] = '#'
+		}
+	}
+	pct := 0
+	if s.Total > 0 {
+		pct = (s.Registered + s.AlreadyRegistered + s.Failed) * 100 / s.Total
+	}
+	line := fmt.Sprintf("[%s] %3d%%  %d/%d registered", bar, pct, s.Registered, s.Total)
+	if s.AlreadyRegistered > 0 {
+		line += fmt.Sprintf(", %d already registered", s.AlreadyRegistered)
+	}
+	return line + fmt.Sprintf(", %d failed, %d waiting", s.Failed, s.Waiting)
+}
+
+// ComplianceTable prints the report as a table, one seller a line.
+func ComplianceTable(w io.Writer, rep compliance.Report) {
+	fmt.Fprintf(w, "compliance at %s: limit %d per %s, history of %s\n", rep.At.Local().Format(time.DateTime), rep.Limit, rep.Window, rep.Retention)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SELLER\tCALLS\tACCEPTED\tMAX IN WINDOW\tCURRENT WINDOW\t429s\tEXCEEDED")
+	for _, s := range rep.Sellers {
+		ex := "no"
+		if s.Exceeded {
+			ex = "YES"
+		}
+		// Quoted: a seller id is never trusted to be one harmless word,
+		// whatever wrote it into the call history.
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", strconv.Quote(s.Seller), s.Calls, s.Accepted, s.MaxInWindow, s.CurrentWindow, s.RateLimited, ex)
+	}
+	tw.Flush()
+	if len(rep.Sellers) == 0 {
+		fmt.Fprintln(w, "no calls in the history")
+	}
+	// What the history cannot vouch for, said plainly: a lost history is
+	// not a compliant one.
+	when := func(t time.Time) string { return t.Local().Format(time.DateTime) }
+	if g := rep.SellersUncovered; g != nil {
+		fmt.Fprintf(w, "NOT COVERED %s – %s: %s\n", when(g.From), when(g.To), g.Reason)
+	}
+	for _, s := range rep.Sellers {
+		if g := s.Uncovered; g != nil {
+			fmt.Fprintf(w, "NOT COVERED %s – %s, seller %s: %s\n", when(g.From), when(g.To), strconv.Quote(s.Seller), g.Reason)
+		}
+	}
+	if !rep.Complete {
+		fmt.Fprintln(w, "the history does not cover the whole period: compliance is not vouched for in the periods marked NOT COVERED")
+	}
+}

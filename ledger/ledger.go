@@ -1,0 +1,334 @@
+// Package ledger remembers, per seller, every seller_sku bulkreg registered:
+// the product id the registration API returned, a hash of the content
+// registered and the row that registered it. It is a durable business
+// record, not a cache: it is what keeps a fixed-and-uploaded-again file from
+// registering its good rows a second time.
+//
+// The producer looks an upload's SKUs up before publishing (Lookup, one
+// round trip for the whole file). A consumer claims a row's SKU before taking
+// a throttle slot (Claim), marks it registered after the API's 201 or 200
+// (Mark), and releases its claim when it gives up (Release). The claim is
+// what makes two uploads of one SKU in flight at once register it once.
+//
+// One HASH per seller, hash-tagged like the throttle's keys so every script
+// runs on one Redis Cluster slot:
+//
+//	bulkreg:{s:<seller>}:ledger   HASH  seller_sku → entry (six tab-separated fields, see lua/ledger_claim.lua)
+//
+// The whole hash expires Retention after the seller's last write to it: Redis
+// 7.0 has no expiry per hash field, and a seller who keeps registering keeps
+// every SKU it ever registered.
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkreg/bulkreg/internal/redisfail"
+	"github.com/bulkreg/bulkreg/lua"
+)
+
+// Defaults of Options.
+const (
+	// DefaultRetention: sellers re-upload a corrected file weeks or months
+	// later; 400 days covers a yearly catalogue cycle with a month to spare.
+	DefaultRetention = 400 * 24 * time.Hour
+	// DefaultLease is longer than a row normally holds a claim between two
+	// renewals (one wait for a throttle slot, at most about one 60 s window,
+	// plus one call of at most the 10 s registry timeout, plus a backoff).
+	DefaultLease = 5 * time.Minute
+)
+
+// Options configure a Ledger. Zero fields take the defaults.
+type Options struct {
+	// Retention is how long a seller's ledger is kept after its last write
+	// (a claim, a registration). Default DefaultRetention.
+	Retention time.Duration
+	// Lease is how long a claim holds without its row claiming again. A row
+	// renews its claim before every attempt; a claim whose row crashed or was
+	// given back lapses after Lease, and another row with the same SKU may
+	// take it over (calling with the same Idempotency-Key, so this is safe
+	// even while the first row is alive). Default DefaultLease.
+	Lease time.Duration
+}
+
+// State of an entry.
+type State string
+
+const (
+	// Claimed: a row is registering the SKU, or gave up without knowing
+	// whether its calls registered it (then its lease has ended).
+	Claimed State = "claimed"
+	// Registered: the API registered the SKU; ProductID is its product.
+	Registered State = "registered"
+)
+
+// Entry is what the ledger holds for one SKU.
+type Entry struct {
+	State State
+	// Hash is bulkreg.Product.ContentHash of the product registered, or of
+	// the product the claiming row is registering.
+	Hash string
+	// Row is an Idempotency-Key (<upload_id>:<row>): of the row that
+	// registered the SKU (Registered), or of the row holding the claim (Claimed).
+	Row string
+	// CallKey (Claimed only) is the Idempotency-Key the API is called with
+	// for this SKU: the first claimer's own, kept by every later claimer.
+	CallKey string
+	// ProductID (Registered only) is the id the API returned.
+	ProductID string
+	// At is when the SKU was registered (Registered) or when the claim's
+	// lease ends (Claimed; the zero time for a released claim), on the Redis clock.
+	At time.Time
+}
+
+// AlreadyRegistered tells the seller, in the words of a row result, which
+// product a registered SKU already is and where it came from: "already
+// registered as P-17 by upload 9f86d081884c7d65 row 5 on 2026-03-02; nothing
+// was sent again".
+func (e Entry) AlreadyRegistered() string {
+	msg := "already registered as " + e.ProductID
+	if upload, row, ok := strings.Cut(e.Row, ":"); ok {
+		msg += " by upload " + upload + " row " + row
+	}
+	if !e.At.IsZero() {
+		msg += " on " + e.At.UTC().Format(time.DateOnly)
+	}
+	return msg + "; nothing was sent again"
+}
+
+// Verdict is Claim's answer.
+type Verdict int
+
+const (
+	// Call: the row holds the claim; call the API with Claim.CallKey.
+	Call Verdict = iota + 1
+	// Wait: another row holds a live claim; take no slot and ask again
+	// within Claim.RetryIn.
+	Wait
+	// Done: the SKU is registered with this content (by this row or another:
+	// compare Entry.Row); no call.
+	Done
+	// Conflict: the SKU is registered with other content; no call.
+	Conflict
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case Call:
+		return "call"
+	case Wait:
+		return "wait"
+	case Done:
+		return "registered"
+	case Conflict:
+		return "conflict"
+	}
+	return "unknown"
+}
+
+// Claim is the answer to a row claiming its SKU.
+type Claim struct {
+	Verdict Verdict
+	// CallKey (Call) is the Idempotency-Key to call the API with: the row's
+	// own, or the one an earlier claimer of the SKU already called with.
+	CallKey string
+	// Entry is what the ledger holds after the claim: the row's claim (Call),
+	// the other row's claim (Wait) or the registration (Done, Conflict).
+	Entry Entry
+	// RetryIn (Wait) is how long until the other row's lease ends.
+	RetryIn time.Duration
+}
+
+// ErrInvalid marks arguments the ledger cannot store (an empty SKU, a tab in
+// a product id); asking again cannot help.
+var ErrInvalid = errors.New("invalid ledger arguments")
+
+// ErrUnreadable marks an entry the ledger cannot parse (written by a newer
+// version or damaged by hand); the SKU cannot be decided until it is fixed.
+var ErrUnreadable = errors.New("unreadable ledger entry")
+
+// Ledger is the SKU ledger in Redis. It is safe for concurrent use.
+type Ledger struct {
+	rdb     redis.UniversalClient
+	opts    Options
+	claim   *redis.Script
+	mark    *redis.Script
+	release *redis.Script
+}
+
+// New returns a Ledger over rdb with o's zero fields set to their defaults.
+func New(rdb redis.UniversalClient, o Options) *Ledger {
+	if o.Retention <= 0 {
+		o.Retention = DefaultRetention
+	}
+	if o.Lease <= 0 {
+		o.Lease = DefaultLease
+	}
+	return &Ledger{
+		rdb:     rdb,
+		opts:    o,
+		claim:   redis.NewScript(lua.Script("ledger_claim.lua")),
+		mark:    redis.NewScript(lua.Script("ledger_mark.lua")),
+		release: redis.NewScript(lua.Script("ledger_release.lua")),
+	}
+}
+
+// Options returns the options in effect, defaults filled in.
+func (l *Ledger) Options() Options { return l.opts }
+
+// Key is the Redis key of a seller's ledger.
+func Key(seller string) string { return "bulkreg:{s:" + seller + "}:ledger" }
+
+// Lookup returns the entries of the given SKUs that the seller's ledger
+// holds, in one round trip; SKUs it does not know are absent from the map.
+func (l *Ledger) Lookup(ctx context.Context, seller string, skus []string) (map[string]Entry, error) {
+	out := map[string]Entry{}
+	if len(skus) == 0 {
+		return out, nil
+	}
+	vals, err := l.rdb.HMGet(ctx, Key(seller), skus...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("look up %d SKUs of seller %s in the ledger: %w", len(skus), seller, redisfail.Wrap(err))
+	}
+	for i, v := range vals {
+		s, ok := v.(string)
+		if !ok {
+			continue
+		}
+		e, err := parse(s)
+		if err != nil {
+			return nil, fmt.Errorf("look up seller_sku %s of seller %s: %w", skus[i], seller, err)
+		}
+		out[skus[i]] = e
+	}
+	return out, nil
+}
+
+// Claim claims seller's sku for the row whose own Idempotency-Key is row,
+// registering a product whose content hash is hash. See Verdict for the
+// answers. The Redis clock decides leases, so consumer clocks never matter.
+func (l *Ledger) Claim(ctx context.Context, seller, sku, row, hash string) (Claim, error) {
+	if err := check(seller, sku, row, hash); err != nil {
+		return Claim{}, err
+	}
+	res, err := l.claim.Run(ctx, l.rdb, []string{Key(seller)}, sku, row, hash,
+		l.opts.Lease.Milliseconds(), l.opts.Retention.Milliseconds()).StringSlice()
+	if err != nil {
+		return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s in the ledger: %w", sku, seller, redisfail.Wrap(err))
+	}
+	if len(res) != 3 {
+		return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s: unexpected reply %q", sku, seller, res)
+	}
+	e, err := parse(res[1])
+	if err != nil {
+		return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s: %w", sku, seller, err)
+	}
+	now, _ := strconv.ParseInt(res[2], 10, 64)
+	c := Claim{Entry: e}
+	switch res[0] {
+	case "call":
+		c.Verdict, c.CallKey = Call, e.CallKey
+	case "wait":
+		c.Verdict = Wait
+		c.RetryIn = max(0, time.Duration(e.At.UnixMilli()-now)*time.Millisecond)
+	case "registered":
+		c.Verdict = Done
+	case "conflict":
+		c.Verdict = Conflict
+	default:
+		return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s: unknown verdict %q", sku, seller, res[0])
+	}
+	return c, nil
+}
+
+// Mark records that the API registered seller's sku as productID, by the
+// row whose Idempotency-Key is row, with content hash hash. When the SKU was
+// registered already, the first registration is kept and returned: the
+// caller compares the returned Entry.Row with its own key to tell its own
+// registration from another row's.
+func (l *Ledger) Mark(ctx context.Context, seller, sku, row, hash, productID string) (Entry, error) {
+	if err := check(seller, sku, row, hash); err != nil {
+		return Entry{}, err
+	}
+	if productID == "" || strings.ContainsAny(productID, "\t\n") {
+		return Entry{}, fmt.Errorf("%w: mark seller_sku %s of seller %s registered: product id %q is empty or holds a tab or newline", ErrInvalid, sku, seller, productID)
+	}
+	res, err := l.mark.Run(ctx, l.rdb, []string{Key(seller)}, sku, row, hash, productID, l.opts.Retention.Milliseconds()).Slice()
+	if err != nil {
+		return Entry{}, fmt.Errorf("mark seller_sku %s of seller %s registered in the ledger: %w", sku, seller, redisfail.Wrap(err))
+	}
+	if len(res) != 2 {
+		return Entry{}, fmt.Errorf("mark seller_sku %s of seller %s: unexpected reply %v", sku, seller, res)
+	}
+	s, _ := res[1].(string)
+	e, err := parse(s)
+	if err != nil {
+		return Entry{}, fmt.Errorf("mark seller_sku %s of seller %s: %w", sku, seller, err)
+	}
+	return e, nil
+}
+
+// Release gives up the claim of the row whose own Idempotency-Key is row.
+// With forget the entry is deleted: only right when the API refused the
+// row's own content (400/422), so nothing was registered under the key it
+// called with. Without, the lease ends and the entry stays, so the next
+// claimer calls with the same key (after a 5xx or a dead letter nobody knows
+// whether the API registered it). It reports whether a claim was released.
+func (l *Ledger) Release(ctx context.Context, seller, sku, row string, forget bool) (bool, error) {
+	mode := "keep"
+	if forget {
+		mode = "forget"
+	}
+	n, err := l.release.Run(ctx, l.rdb, []string{Key(seller)}, sku, row, mode).Int()
+	if err != nil {
+		return false, fmt.Errorf("release seller_sku %s of seller %s in the ledger: %w", sku, seller, redisfail.Wrap(err))
+	}
+	return n == 1, nil
+}
+
+func check(seller, sku, row, hash string) error {
+	switch {
+	case seller == "":
+		return fmt.Errorf("%w: the seller id is empty", ErrInvalid)
+	case sku == "":
+		return fmt.Errorf("%w: seller %s: the seller_sku is empty", ErrInvalid, seller)
+	case row == "" || strings.ContainsAny(row, "\t\n"):
+		return fmt.Errorf("%w: seller_sku %s: the Idempotency-Key %q is empty or holds a tab or newline", ErrInvalid, sku, row)
+	case hash == "" || strings.ContainsAny(hash, "\t\n"):
+		return fmt.Errorf("%w: seller_sku %s: the content hash %q is empty or holds a tab or newline", ErrInvalid, sku, hash)
+	}
+	return nil
+}
+
+// parse reads an entry: state, hash, row, call key, product id, time (ms).
+// Fields after the sixth are ignored, so a later version may append some.
+func parse(v string) (Entry, error) {
+	f := strings.Split(v, "\t")
+	if len(f) < 6 {
+		return Entry{}, fmt.Errorf("%w: %q has %d fields, want 6", ErrUnreadable, v, len(f))
+	}
+	ms, err := strconv.ParseInt(f[5], 10, 64)
+	if err != nil {
+		return Entry{}, fmt.Errorf("%w: %q: time %q is not a number of milliseconds", ErrUnreadable, v, f[5])
+	}
+	e := Entry{Hash: f[1], Row: f[2], CallKey: f[3], ProductID: f[4]}
+	if ms > 0 {
+		e.At = time.UnixMilli(ms)
+	}
+	switch f[0] {
+	case "c":
+		e.State = Claimed
+	case "r":
+		e.State = Registered
+	default:
+		return Entry{}, fmt.Errorf("%w: %q: unknown state %q", ErrUnreadable, v, f[0])
+	}
+	return e, nil
+}

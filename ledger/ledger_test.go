@@ -1,0 +1,330 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkreg/bulkreg/internal/testredis"
+)
+
+const (
+	hashA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	hashB = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	rowA  = "upload-a:3"
+	rowB  = "upload-b:7"
+)
+
+// The transitions run against a single redis-server and a 3-master Redis
+// Cluster: every script touches only the seller's hash-tagged key.
+func TestTransitions(t *testing.T) {
+	t.Run("single", func(t *testing.T) { transitions(t, testredis.Start(t).Client()) })
+	t.Run("cluster", func(t *testing.T) { transitions(t, testredis.StartCluster(t, 3).Client()) })
+}
+
+func transitions(t *testing.T, rdb redis.UniversalClient) {
+	ctx := context.Background()
+	const lease = 300 * time.Millisecond
+	l := New(rdb, Options{Lease: time.Minute})
+	short := New(rdb, Options{Lease: lease})
+
+	claim := func(t *testing.T, l *Ledger, seller, row, hash string) Claim {
+		t.Helper()
+		c, err := l.Claim(ctx, seller, "SKU-1", row, hash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	mark := func(t *testing.T, seller, row, hash, pid string) Entry {
+		t.Helper()
+		e, err := l.Mark(ctx, seller, "SKU-1", row, hash, pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	release := func(t *testing.T, seller, row string, forget bool) bool {
+		t.Helper()
+		ok, err := l.Release(ctx, seller, "SKU-1", row, forget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	lookup := func(t *testing.T, seller string) (Entry, bool) {
+		t.Helper()
+		m, err := l.Lookup(ctx, seller, []string{"SKU-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, ok := m["SKU-1"]
+		return e, ok
+	}
+	want := func(t *testing.T, c Claim, v Verdict, callKey string) {
+		t.Helper()
+		if c.Verdict != v || c.CallKey != callKey {
+			t.Fatalf("claim = %v with key %q, want %v with key %q (%+v)", c.Verdict, c.CallKey, v, callKey, c)
+		}
+	}
+
+	cases := []struct {
+		name string
+		run  func(t *testing.T, seller string)
+	}{
+		{"free SKU: the row claims it and calls with its own key", func(t *testing.T, s string) {
+			c := claim(t, l, s, rowA, hashA)
+			want(t, c, Call, rowA)
+			if c.Entry.State != Claimed || c.Entry.Row != rowA || c.Entry.Hash != hashA || time.Until(c.Entry.At) < 50*time.Second {
+				t.Errorf("entry = %+v, want claimed by %s for about a minute", c.Entry, rowA)
+			}
+		}},
+		{"own claim again (a redelivery or the next attempt) renews it", func(t *testing.T, s string) {
+			first := claim(t, short, s, rowA, hashA)
+			time.Sleep(lease / 2)
+			again := claim(t, short, s, rowA, hashA)
+			want(t, again, Call, rowA)
+			if !again.Entry.At.After(first.Entry.At) {
+				t.Errorf("lease end %v not moved past %v", again.Entry.At, first.Entry.At)
+			}
+		}},
+		{"another row's live claim: wait, no call", func(t *testing.T, s string) {
+			claim(t, l, s, rowA, hashA)
+			c := claim(t, l, s, rowB, hashA)
+			want(t, c, Wait, "")
+			if c.Entry.Row != rowA || c.RetryIn < 50*time.Second || c.RetryIn > time.Minute {
+				t.Errorf("wait = %+v, want rowA's claim with about a minute to run", c)
+			}
+		}},
+		{"lapsed lease, same content: taken over, calling with the first claimer's key", func(t *testing.T, s string) {
+			claim(t, short, s, rowA, hashA)
+			time.Sleep(lease + 100*time.Millisecond)
+			c := claim(t, short, s, rowB, hashA)
+			want(t, c, Call, rowA)
+			if c.Entry.Row != rowB {
+				t.Errorf("entry = %+v, want claimed by %s", c.Entry, rowB)
+			}
+			// The first row, back, now waits for the second.
+			want(t, claim(t, short, s, rowA, hashA), Wait, "")
+		}},
+		{"lapsed lease, other content: taken over, still the first key", func(t *testing.T, s string) {
+			claim(t, short, s, rowA, hashA)
+			time.Sleep(lease + 100*time.Millisecond)
+			c := claim(t, short, s, rowB, hashB)
+			want(t, c, Call, rowA)
+			if c.Entry.Hash != hashB {
+				t.Errorf("entry hash = %s, want the new claimer's %s", c.Entry.Hash, hashB)
+			}
+		}},
+		{"registered, same content: done, naming the product and the row", func(t *testing.T, s string) {
+			claim(t, l, s, rowA, hashA)
+			if e := mark(t, s, rowA, hashA, "P-1"); e.State != Registered || e.ProductID != "P-1" || e.Row != rowA {
+				t.Fatalf("mark = %+v", e)
+			}
+			c := claim(t, l, s, rowB, hashA)
+			want(t, c, Done, "")
+			if c.Entry.ProductID != "P-1" || c.Entry.Row != rowA || c.Entry.Hash != hashA {
+				t.Errorf("entry = %+v, want P-1 registered by %s", c.Entry, rowA)
+			}
+			// The registering row's own redelivery sees its own registration.
+			if c := claim(t, l, s, rowA, hashA); c.Verdict != Done || c.Entry.Row != rowA {
+				t.Errorf("own redelivery: %+v", c)
+			}
+		}},
+		{"registered, other content: conflict", func(t *testing.T, s string) {
+			mark(t, s, rowA, hashA, "P-2")
+			c := claim(t, l, s, rowB, hashB)
+			want(t, c, Conflict, "")
+			if c.Entry.ProductID != "P-2" {
+				t.Errorf("entry = %+v, want P-2", c.Entry)
+			}
+			if e, _ := lookup(t, s); e.State != Registered || e.Hash != hashA {
+				t.Errorf("the conflict changed the entry: %+v", e)
+			}
+		}},
+		{"mark twice: the first registration stays", func(t *testing.T, s string) {
+			mark(t, s, rowA, hashA, "P-3")
+			if e := mark(t, s, rowB, hashA, "P-4"); e.ProductID != "P-3" || e.Row != rowA {
+				t.Errorf("second mark returned %+v, want the first (P-3 by %s)", e, rowA)
+			}
+		}},
+		{"mark replaces any claim: a registration is a fact", func(t *testing.T, s string) {
+			claim(t, l, s, rowB, hashA)
+			if e := mark(t, s, rowA, hashA, "P-5"); e.State != Registered || e.Row != rowA {
+				t.Errorf("mark over another row's claim = %+v", e)
+			}
+		}},
+		{"release forget: the entry is gone, the next row uses its own key", func(t *testing.T, s string) {
+			claim(t, l, s, rowA, hashA)
+			if release(t, s, rowB, true) {
+				t.Fatal("another row released rowA's claim")
+			}
+			if !release(t, s, rowA, true) {
+				t.Fatal("rowA could not release its claim")
+			}
+			if _, ok := lookup(t, s); ok {
+				t.Fatal("entry still there after forget")
+			}
+			want(t, claim(t, l, s, rowB, hashB), Call, rowB)
+		}},
+		{"release keep: the lease ends at once, the key stays", func(t *testing.T, s string) {
+			claim(t, l, s, rowA, hashA)
+			if !release(t, s, rowA, false) {
+				t.Fatal("rowA could not release its claim")
+			}
+			if e, ok := lookup(t, s); !ok || e.State != Claimed || !e.At.IsZero() {
+				t.Fatalf("after keep: %+v, %v; want a claim with no lease", e, ok)
+			}
+			want(t, claim(t, l, s, rowB, hashA), Call, rowA)
+		}},
+		{"release of a registered SKU changes nothing", func(t *testing.T, s string) {
+			mark(t, s, rowA, hashA, "P-6")
+			if release(t, s, rowA, true) {
+				t.Fatal("released a registration")
+			}
+			if e, ok := lookup(t, s); !ok || e.State != Registered {
+				t.Fatalf("after release: %+v", e)
+			}
+		}},
+		{"every write keeps the ledger for the retention", func(t *testing.T, s string) {
+			claim(t, l, s, rowA, hashA)
+			ttl := rdb.PTTL(ctx, Key(s)).Val()
+			if ttl < DefaultRetention-time.Minute || ttl > DefaultRetention {
+				t.Errorf("TTL after a claim = %v, want about %v", ttl, DefaultRetention)
+			}
+			rdb.PExpire(ctx, Key(s), time.Hour)
+			mark(t, s, rowA, hashA, "P-7")
+			if ttl := rdb.PTTL(ctx, Key(s)).Val(); ttl < DefaultRetention-time.Minute {
+				t.Errorf("TTL after a mark = %v, want about %v", ttl, DefaultRetention)
+			}
+		}},
+		{"a malformed entry is an error, not a guess", func(t *testing.T, s string) {
+			rdb.HSet(ctx, Key(s), "SKU-1", "garbage")
+			if _, err := l.Claim(ctx, s, "SKU-1", rowA, hashA); err == nil || !strings.Contains(err.Error(), "SKU-1") {
+				t.Errorf("claim of a malformed entry: err = %v, want one naming SKU-1", err)
+			}
+			if _, err := l.Lookup(ctx, s, []string{"SKU-1"}); !errors.Is(err, ErrUnreadable) {
+				t.Errorf("lookup of a malformed entry: err = %v, want ErrUnreadable", err)
+			}
+		}},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.run(t, fmt.Sprintf("seller-%d", i)) })
+	}
+
+	t.Run("lookup reads many SKUs in one call", func(t *testing.T) {
+		s := "seller-lookup"
+		for i := range 5 {
+			if _, err := l.Mark(ctx, s, fmt.Sprintf("SKU-%d", i), rowA, hashA, fmt.Sprintf("P-%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m, err := l.Lookup(ctx, s, []string{"SKU-0", "SKU-4", "SKU-9"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m) != 2 || m["SKU-0"].ProductID != "P-0" || m["SKU-4"].ProductID != "P-4" {
+			t.Errorf("lookup = %+v, want SKU-0 and SKU-4 only", m)
+		}
+		if m, err := l.Lookup(ctx, s, nil); err != nil || len(m) != 0 {
+			t.Errorf("lookup of nothing = %v, %v", m, err)
+		}
+	})
+
+	t.Run("many rows claim one SKU at once: one calls", func(t *testing.T) {
+		s := "seller-race"
+		var calls, waits sync.Map
+		var wg sync.WaitGroup
+		for i := range 40 {
+			wg.Go(func() {
+				row := fmt.Sprintf("upload-%d:1", i)
+				c, err := l.Claim(ctx, s, "SKU-1", row, hashA)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				switch c.Verdict {
+				case Call:
+					calls.Store(row, c.CallKey)
+				case Wait:
+					waits.Store(row, true)
+				}
+			})
+		}
+		wg.Wait()
+		n, w := 0, 0
+		calls.Range(func(k, v any) bool { n++; return true })
+		waits.Range(func(k, v any) bool { w++; return true })
+		if n != 1 || w != 39 {
+			t.Errorf("%d rows may call and %d wait, want 1 and 39", n, w)
+		}
+	})
+}
+
+func TestInvalidArguments(t *testing.T) {
+	l := New(testredis.Start(t).Client(), Options{})
+	ctx := context.Background()
+	for _, c := range []struct{ seller, sku, row, hash string }{
+		{"", "S", rowA, hashA}, {"s", "", rowA, hashA}, {"s", "S", "", hashA}, {"s", "S", "a\tb", hashA}, {"s", "S", rowA, ""},
+	} {
+		if _, err := l.Claim(ctx, c.seller, c.sku, c.row, c.hash); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Claim(%q, %q, %q, %q): err = %v, want ErrInvalid", c.seller, c.sku, c.row, c.hash, err)
+		}
+	}
+	if _, err := l.Mark(ctx, "s", "S", rowA, hashA, "P\t1"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Mark of a product id with a tab: err = %v, want ErrInvalid", err)
+	}
+}
+
+// TestMemoryPerSKU measures what a registered SKU costs in Redis (the
+// figure ARCHITECTURE.md quotes): 10,000 SKUs of one seller, with realistic
+// field sizes, then MEMORY USAGE of the seller's hash.
+func TestMemoryPerSKU(t *testing.T) {
+	rdb := testredis.Start(t).Client()
+	ctx := context.Background()
+	l := New(rdb, Options{})
+	const n = 10000
+	if err := l.mark.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	pipe := rdb.Pipeline()
+	for i := range n {
+		// A 12-character SKU, a product id like the API's, a row's key.
+		l.mark.EvalSha(ctx, pipe, []string{Key("seller-mem")}, fmt.Sprintf("ABC-%08d", i), fmt.Sprintf("9f86d081884c7d65:%d", i%500+2),
+			hashA, fmt.Sprintf("P%010d", 1000000+i), DefaultRetention.Milliseconds())
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	used, err := rdb.MemoryUsage(ctx, Key("seller-mem"), 0).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := float64(used) / n
+	t.Logf("%d SKUs: MEMORY USAGE %d bytes, %.0f bytes per SKU", n, used, per)
+	if per > 250 {
+		t.Errorf("%.0f bytes per SKU; ARCHITECTURE.md quotes about 150", per)
+	}
+}
+
+func TestAlreadyRegisteredNamesTheProduct(t *testing.T) {
+	at := time.Date(2026, 3, 2, 23, 30, 0, 0, time.FixedZone("KST", 9*3600))
+	cases := []struct {
+		e    Entry
+		want string
+	}{
+		{Entry{ProductID: "P-17", Row: "9f86d081884c7d65:5", At: at}, "already registered as P-17 by upload 9f86d081884c7d65 row 5 on 2026-03-02; nothing was sent again"},
+		{Entry{ProductID: "P-1"}, "already registered as P-1; nothing was sent again"},
+	}
+	for _, c := range cases {
+		if got := c.e.AlreadyRegistered(); got != c.want {
+			t.Errorf("AlreadyRegistered() = %q, want %q", got, c.want)
+		}
+	}
+}

@@ -1,0 +1,158 @@
+-- circuit_report.lua: record the outcome of one call to the registration API and
+-- move the circuit. Used by circuit.Breaker.Report, once after each call.
+--
+-- While closed, every call is counted in a sliding window kept as a ring of
+-- buckets; a transient failure then checks whether the circuit must open: at
+-- least min_calls calls in the window, failures >= ratio × calls, failures from
+-- at least min_rows distinct rows, and from at least min(min_sellers, sellers
+-- that called in the window) distinct sellers. One poison row, or one seller's
+-- broken rows while other sellers succeed, cannot open it.
+-- The probe's outcome decides a half-open circuit: an answer (success or a
+-- refusal of the row) closes it and clears the window; a transient failure opens
+-- it again with the probe interval multiplied (up to the maximum); an abandoned
+-- probe (no answer, the caller gave up) hands the probe to the next caller at once.
+--
+-- Each bucket keeps its distinct sellers and rows capped at the thresholds, so a
+-- bucket costs O(threshold) whatever the traffic; the capped union of the buckets
+-- still reaches a threshold exactly when the true union does.
+--
+-- KEYS[1]  bulkreg:{circuit}:state   HASH (see circuit_allow.lua); also closed_at, last_open_us
+-- KEYS[2]  bulkreg:{circuit}:window  HASH: for bucket slot i, "i:id" (bucket number), "i:n" (calls),
+--          "i:f" (transient failures), "i:s" (sellers that called), "i:fs" (sellers that failed),
+--          "i:fr" (rows that failed); the last three are "\n"-separated lists
+-- ARGV[1]  outcome: "success" | "failure" | "answered" | "abandoned"
+-- ARGV[2]  probe id ("" when the call was not a probe)
+-- ARGV[3]  seller id
+-- ARGV[4]  row key (the Idempotency-Key)
+-- ARGV[5]  window in µs
+-- ARGV[6]  number of buckets
+-- ARGV[7]  min calls
+-- ARGV[8]  failure ratio (0 < r <= 1)
+-- ARGV[9]  min distinct failed rows
+-- ARGV[10] min distinct failed sellers
+-- ARGV[11] first probe interval in µs
+-- ARGV[12] longest probe interval in µs
+-- ARGV[13] probe interval multiplier
+-- ARGV[14] retention of the state hash in ms
+--
+-- Reply: {state, changed (0|1), retry_at µs, now µs, opened_at µs (0 when closed)}, the state
+-- after this report; changed is 1 when this report opened or closed the circuit.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local function us(x) return string.format('%.0f', x) end
+local outcome, probe, seller, row = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local window, buckets = tonumber(ARGV[5]), tonumber(ARGV[6])
+local retention = tonumber(ARGV[14])
+local h = redis.call('HMGET', KEYS[1], 'state', 'opened_at', 'next_probe', 'probe_id', 'interval')
+local state = h[1] or 'closed'
+local opened = tonumber(h[2] or '0')
+
+local function reply(st, changed, retry, op)
+  return {st, changed, us(retry), us(now), us(op)}
+end
+
+if state ~= 'closed' then
+  if probe == '' then
+    -- a call that started before the circuit opened: the probe decides
+    return reply(state, 0, tonumber(h[3] or now), opened)
+  end
+  if outcome == 'success' or outcome == 'answered' then
+    -- the API answers: close, and forget the failures that opened it
+    redis.call('HSET', KEYS[1], 'state', 'closed', 'closed_at', us(now), 'last_open_us', us(now - opened))
+    redis.call('HDEL', KEYS[1], 'opened_at', 'next_probe', 'probe_until', 'probe_id', 'interval')
+    redis.call('PEXPIRE', KEYS[1], retention)
+    redis.call('DEL', KEYS[2])
+    return reply('closed', 1, now, 0)
+  end
+  if state == 'half-open' and h[4] == probe then
+    if outcome == 'failure' then
+      local interval = tonumber(h[5] or ARGV[11]) * tonumber(ARGV[13])
+      if interval > tonumber(ARGV[12]) then interval = tonumber(ARGV[12]) end
+      redis.call('HSET', KEYS[1], 'state', 'open', 'interval', us(interval), 'next_probe', us(now + interval))
+      redis.call('HDEL', KEYS[1], 'probe_until', 'probe_id')
+      redis.call('PEXPIRE', KEYS[1], retention)
+      return reply('open', 0, now + interval, opened)
+    end
+    -- abandoned: the next caller probes at once
+    redis.call('HSET', KEYS[1], 'state', 'open', 'next_probe', us(now))
+    redis.call('HDEL', KEYS[1], 'probe_until', 'probe_id')
+    return reply('open', 0, now, opened)
+  end
+  -- a lapsed probe's late failure or give-back: its successor decides
+  return reply(state, 0, tonumber(h[3] or now), opened)
+end
+
+if outcome == 'abandoned' then
+  return reply('closed', 0, now, 0)
+end
+
+-- closed: count the call in its bucket
+local width = math.floor(window / buckets)
+if width < 1 then width = 1 end
+local cur = math.floor(now / width)
+local slot = tostring(cur % buckets)
+local function f(name) return slot .. ':' .. name end
+if tonumber(redis.call('HGET', KEYS[2], f('id')) or '-1') ~= cur then
+  redis.call('HSET', KEYS[2], f('id'), us(cur), f('n'), 0, f('f'), 0, f('s'), '', f('fs'), '', f('fr'), '')
+end
+-- add member to the list in field unless it is there or the list holds cap members
+local function capadd(field, member, cap)
+  local v = redis.call('HGET', KEYS[2], field) or ''
+  local n = 0
+  for m in string.gmatch(v, '[^\n]+') do
+    if m == member then return end
+    n = n + 1
+  end
+  if n >= cap then return end
+  if v == '' then v = member else v = v .. '\n' .. member end
+  redis.call('HSET', KEYS[2], field, v)
+end
+local minCalls, ratio = tonumber(ARGV[7]), tonumber(ARGV[8])
+local minRows, minSellers = tonumber(ARGV[9]), tonumber(ARGV[10])
+redis.call('HINCRBY', KEYS[2], f('n'), 1)
+capadd(f('s'), seller, minSellers)
+if outcome == 'failure' then
+  redis.call('HINCRBY', KEYS[2], f('f'), 1)
+  capadd(f('fs'), seller, minSellers)
+  capadd(f('fr'), row, minRows)
+end
+redis.call('PEXPIRE', KEYS[2], math.ceil(2 * window / 1000) + 1000)
+if outcome ~= 'failure' then
+  return reply('closed', 0, now, 0)
+end
+
+-- a failure: does the window now say the API is down?
+local all = redis.call('HGETALL', KEYS[2])
+local m = {}
+for i = 1, #all, 2 do m[all[i]] = all[i + 1] end
+local calls, fails = 0, 0
+local sellers, failSellers, failRows = {}, {}, {}
+local ns, nfs, nfr = 0, 0, 0
+local function union(set, v, count)
+  for x in string.gmatch(v or '', '[^\n]+') do
+    if not set[x] then set[x] = true; count = count + 1 end
+  end
+  return count
+end
+for i = 0, buckets - 1 do
+  local id = tonumber(m[i .. ':id'] or '-1')
+  if id >= 0 and id <= cur and cur - id < buckets then
+    calls = calls + tonumber(m[i .. ':n'] or '0')
+    fails = fails + tonumber(m[i .. ':f'] or '0')
+    ns = union(sellers, m[i .. ':s'], ns)
+    nfs = union(failSellers, m[i .. ':fs'], nfs)
+    nfr = union(failRows, m[i .. ':fr'], nfr)
+  end
+end
+local needSellers = minSellers
+if ns < needSellers then needSellers = ns end
+if calls >= minCalls and fails >= ratio * calls and nfr >= minRows and nfs >= needSellers then
+  local first = tonumber(ARGV[11])
+  redis.call('HSET', KEYS[1], 'state', 'open', 'opened_at', us(now), 'interval', us(first), 'next_probe', us(now + first))
+  redis.call('HDEL', KEYS[1], 'probe_until', 'probe_id')
+  redis.call('HINCRBY', KEYS[1], 'opens', 1)
+  redis.call('PEXPIRE', KEYS[1], retention)
+  redis.call('DEL', KEYS[2])
+  return reply('open', 1, now + first, now)
+end
+return reply('closed', 0, now, 0)

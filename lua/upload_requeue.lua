@@ -1,0 +1,32 @@
+-- upload_requeue.lua: move one row of an upload from failed back to waiting,
+-- for a redrive that publishes it again. Used by uploadstatus.Store.Requeue.
+--
+-- Only a failed row moves: a row that is waiting (already requeued, or never
+-- recorded) or registered is left alone, so two redrives of the same dead
+-- letter publish it once.
+--
+-- KEYS[1]  bulkreg:upload:{<id>}:meta     HASH: field "failed" holds the count of failed rows
+-- KEYS[2]  bulkreg:upload:{<id>}:states   HASH: row number → state
+-- KEYS[3]  bulkreg:upload:{<id>}:rows     HASH: row number → JSON of the row's result
+-- KEYS[4]  bulkreg:upload:{<id>}:cells    HASH: row number → original cells (only its expiry is refreshed)
+-- ARGV[1]  row number
+-- ARGV[2]  retention in ms
+--
+-- Reply: {1, "failed", JSON of the failed result} when requeued (the row is waiting now);
+-- {0, state, ""} when the row is not failed (state "" means waiting); {-1, "", ""} when
+-- Redis knows no such upload (never created, or expired).
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return {-1, '', ''}
+end
+local prev = redis.call('HGET', KEYS[2], ARGV[1])
+if prev ~= 'failed' then
+  return {0, prev or '', ''}
+end
+local result = redis.call('HGET', KEYS[3], ARGV[1]) or ''
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
+redis.call('HINCRBY', KEYS[1], 'failed', -1)
+for i = 1, 4 do
+  redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[2]))
+end
+return {1, 'failed', result}

@@ -1,0 +1,444 @@
+package httpapi
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/bulkreg/bulkreg/producer/upload"
+	"github.com/bulkreg/bulkreg/uploadstatus"
+)
+
+// refuseCaller answers a request authenticate refused: 401 (with the
+// Bearer challenge) for no or a bad token or session, 403 for a
+// cross-origin request, 503 when the session store did not answer.
+func (s *Server) refuseCaller(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, errCrossOrigin):
+		s.log().Info("cross-origin request refused", "path", r.URL.Path, "err", err)
+		writeProblem(w, r, problem{Status: http.StatusForbidden, Code: "cross_origin", Detail: errCrossOrigin.Error()})
+	case isAuthError(err):
+		code := "bad_token"
+		if errors.Is(err, ErrNoToken) {
+			code = "no_token"
+		} else {
+			s.log().Info("token refused", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="bulkreg"`)
+		writeProblem(w, r, problem{Status: http.StatusUnauthorized, Code: code, Detail: PublicMessage(err)})
+	default:
+		s.log().Error("sign-in check failed", "err", err)
+		writeProblem(w, r, problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Detail: "the service cannot check who you are now; try again shortly"})
+	}
+}
+
+// apiCaller authenticates an API request or answers the refusal itself.
+func (s *Server) apiCaller(w http.ResponseWriter, r *http.Request, unsafe bool) (caller, bool) {
+	c, err := s.authenticate(r, unsafe)
+	if err != nil {
+		s.refuseCaller(w, r, err)
+		return caller{}, false
+	}
+	return c, true
+}
+
+// takeUploadSlot holds one of the seller's and one of the service's upload
+// slots, or answers 429 or 503 itself. release gives them back.
+func (s *Server) takeUploadSlot(w http.ResponseWriter, r *http.Request, lim *limits, seller string) (release func(), ok bool) {
+	if !lim.perSeller.take(seller) {
+		w.Header().Set("Retry-After", "5")
+		writeProblem(w, r, problem{Status: http.StatusTooManyRequests, Code: "too_many_uploads",
+			Detail: fmt.Sprintf("you have %d uploads in progress; send the next one when one of them is answered", lim.perSeller.max)})
+		return nil, false
+	}
+	select {
+	case lim.uploads <- struct{}{}:
+		return func() { <-lim.uploads; lim.perSeller.give(seller) }, true
+	default:
+		lim.perSeller.give(seller)
+		w.Header().Set("Retry-After", "2")
+		writeProblem(w, r, problem{Status: http.StatusServiceUnavailable, Code: "busy",
+			Detail: fmt.Sprintf("%d uploads are being handled; try again in a few seconds", cap(lim.uploads))})
+		return nil, false
+	}
+}
+
+// form is an upload's multipart form: the file and the CSRF token.
+type form struct {
+	name string
+	data []byte
+	csrf string
+}
+
+// readUploadForm reads the multipart body under the size limit and the
+// minimum rate, or answers the problem itself (413, 408, 415, 400).
+func (s *Server) readUploadForm(w http.ResponseWriter, r *http.Request, seller string) (form, bool) {
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
+		writeProblem(w, r, problem{Status: http.StatusUnsupportedMediaType, Code: "wrong_content_type",
+			Detail: fmt.Sprintf("send the spreadsheet as multipart/form-data with the file in the field \"file\"; got Content-Type %q", r.Header.Get("Content-Type"))})
+		return form{}, false
+	}
+	start := time.Now()
+	body := &rateReader{r: r.Body, rc: http.NewResponseController(w), start: start,
+		grace: orDefault(s.UploadGrace, DefaultUploadGrace), rate: orDefault(s.MinUploadRate, DefaultMinUploadRate)}
+	if s.ReadTimeout > 0 {
+		body.limit = start.Add(s.ReadTimeout)
+	}
+	r.Body = http.MaxBytesReader(w, struct {
+		io.Reader
+		io.Closer
+	}{body, r.Body}, s.maxFile()+multipartSlack)
+	f, err := s.readFile(r)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		var big errTooLarge
+		switch {
+		case body.timedOut:
+			s.log().Info("upload body too slow; cut off", "seller", seller, "bytes", body.n, "after", time.Since(start).Round(time.Millisecond))
+			w.Header().Set("Connection", "close")
+			writeProblem(w, r, problem{Status: http.StatusRequestTimeout, Code: "too_slow",
+				Detail: fmt.Sprintf("the file arrived slower than %d bytes per second; send it again over a faster connection", body.rate)})
+		case errors.As(err, &tooBig), errors.As(err, &big):
+			writeProblem(w, r, problem{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Detail: fmt.Sprintf("the file is larger than %d bytes", s.maxFile())})
+		default:
+			writeProblem(w, r, problem{Status: http.StatusBadRequest, Code: "bad_request", Detail: err.Error()})
+		}
+		return form{}, false
+	}
+	return f, true
+}
+
+type errTooLarge struct{}
+
+func (errTooLarge) Error() string { return "file too large" }
+
+// readFile streams the multipart body to the part named "file", keeping
+// the CSRF token field on the way (the pages' forms put it first).
+func (s *Server) readFile(r *http.Request) (form, error) {
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return form{}, fmt.Errorf("the body is not multipart/form-data: %w", err)
+	}
+	var f form
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			return form{}, errors.New(`no field "file" in the form: send the spreadsheet in a field named "file"`)
+		}
+		if err != nil {
+			return form{}, fmt.Errorf("read the form: %w", err)
+		}
+		switch part.FormName() {
+		case "file":
+			var buf bytes.Buffer
+			n, err := io.Copy(&buf, io.LimitReader(part, s.maxFile()+1))
+			if err != nil {
+				return form{}, fmt.Errorf("read the file: %w", err)
+			}
+			if n > s.maxFile() {
+				return form{}, errTooLarge{}
+			}
+			// Some browsers send the client's full path; only the name is
+			// kept, and only its start: it is stored with the upload.
+			f.name = cutUTF8(path.Base(strings.ReplaceAll(part.FileName(), `\`, "/")), maxFileNameLen)
+			f.data = buf.Bytes()
+			return f, nil
+		case "csrf_token":
+			b, err := io.ReadAll(io.LimitReader(part, 256))
+			if err != nil {
+				return form{}, fmt.Errorf("read the form: %w", err)
+			}
+			f.csrf = string(b)
+		default:
+			// Other fields (a "seller" among them) are ignored: the seller
+			// comes from the token or the session only.
+			if _, err := io.Copy(io.Discard, part); err != nil {
+				return form{}, fmt.Errorf("read the form: %w", err)
+			}
+		}
+	}
+}
+
+// UploadResponse is the answer to POST /v1/uploads.
+type UploadResponse struct {
+	UploadID  string `json:"upload_id"`
+	Duplicate bool   `json:"duplicate"`
+	Resumed   bool   `json:"resumed,omitempty"`
+	State     string `json:"state"`
+	Total     int    `json:"total"`
+	Published int    `json:"published"`
+	Invalid   int    `json:"invalid"`
+	// AlreadyRegistered: rows the seller registered before with the same
+	// content; not published again.
+	AlreadyRegistered int              `json:"already_registered"`
+	Problems          []upload.Problem `json:"problems,omitempty"`
+	Warnings          []upload.Problem `json:"warnings,omitempty"`
+	StatusURL         string           `json:"status_url"`
+}
+
+// CheckResponse is the answer to POST /v1/uploads?dry_run=true: what the
+// upload would do. Nothing is recorded or published.
+type CheckResponse struct {
+	DryRun            bool             `json:"dry_run"`
+	Total             int              `json:"total"`
+	Valid             int              `json:"valid"`
+	Invalid           int              `json:"invalid"`
+	AlreadyRegistered int              `json:"already_registered"`
+	Problems          []upload.Problem `json:"problems"`
+	Warnings          []upload.Problem `json:"warnings"`
+}
+
+func (s *Server) apiPostUpload(lim *limits) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		// Authenticate first: a request without a valid token or session
+		// must not hold a slot, nor have its body read.
+		c, ok := s.apiCaller(w, r, true)
+		if !ok {
+			return
+		}
+		q := r.URL.Query()
+		dryRun, strict := q.Get("dry_run") == "true", q.Get("strict") == "true"
+		release, ok := s.takeUploadSlot(w, r, lim, c.seller)
+		if !ok {
+			return
+		}
+		defer release()
+		f, ok := s.readUploadForm(w, r, c.seller)
+		if !ok {
+			return
+		}
+		if !c.csrfOK(r, f.csrf) {
+			writeProblem(w, r, problem{Status: http.StatusForbidden, Code: "csrf", Detail: errCSRF.Error()})
+			return
+		}
+		if dryRun {
+			chk, err := s.Uploader.Check(r.Context(), c.seller, f.data)
+			if err != nil {
+				s.uploadError(w, r, "", err)
+				return
+			}
+			writeJSON(w, http.StatusOK, CheckResponse{DryRun: true, Total: len(chk.Rows), Valid: chk.Valid, Invalid: chk.Invalid,
+				AlreadyRegistered: chk.AlreadyRegistered, Problems: chk.Problems, Warnings: chk.Warnings})
+			return
+		}
+		res, err := s.Uploader.Upload(r.Context(), upload.Request{SellerID: c.seller, FileName: f.name, Data: f.data, Strict: strict})
+		if err != nil {
+			s.uploadError(w, r, res.UploadID, err)
+			return
+		}
+		resp := UploadResponse{UploadID: res.UploadID, Duplicate: res.Duplicate, Resumed: res.Resumed, State: res.Upload.State,
+			Total: res.Upload.Total, Published: res.Published, Invalid: res.Invalid, AlreadyRegistered: res.AlreadyRegistered,
+			StatusURL: "/v1/uploads/" + res.UploadID}
+		if res.Sheet != nil {
+			resp.Warnings = upload.Problems(res.Sheet.Warnings)
+			for _, row := range res.Sheet.Rows {
+				resp.Problems = append(resp.Problems, upload.Problems(row.Problems)...)
+			}
+		}
+		code := http.StatusCreated
+		if res.Duplicate {
+			code = http.StatusOK
+		}
+		w.Header().Set("Location", resp.StatusURL)
+		writeJSON(w, code, resp)
+	}
+}
+
+// uploadError answers a failed upload or check.
+func (s *Server) uploadError(w http.ResponseWriter, r *http.Request, id string, err error) {
+	if ref, ok := upload.Refused(err); ok {
+		writeProblem(w, r, problem{Status: http.StatusUnprocessableEntity, Code: ref.Code, Detail: ref.Message, Problems: ref.Problems})
+		return
+	}
+	switch {
+	case errors.Is(err, upload.ErrInProgress):
+		writeProblem(w, r, problem{Status: http.StatusConflict, Code: "in_progress", Detail: err.Error(), UploadID: id})
+	case errors.Is(err, upload.ErrPublish):
+		// err names brokers and their errors: the log has it (Upload logged
+		// it), the seller gets what to do.
+		w.Header().Set("Retry-After", "5")
+		writeProblem(w, r, problem{Status: http.StatusServiceUnavailable, Code: "publish_failed", UploadID: id,
+			Detail: "the rows could not be queued for registration now; send the same file again in a few seconds (nothing is registered twice)"})
+	default:
+		s.log().Error("upload failed", "upload_id", id, "err", err)
+		writeProblem(w, r, problem{Status: http.StatusServiceUnavailable, Code: "unavailable", UploadID: id,
+			Detail: "the upload could not be processed now; try again shortly"})
+	}
+}
+
+// ownUpload loads the caller's upload with its finish estimate, or answers
+// 404 (another seller's upload is "not found", so ids do not leak) or 503.
+func (s *Server) ownUpload(w http.ResponseWriter, r *http.Request, seller string) (upload.Progress, bool) {
+	id := r.PathValue("id")
+	p, err := s.Uploader.Progress(r.Context(), seller, id)
+	if errors.Is(err, upload.ErrNotFound) {
+		writeProblem(w, r, problem{Status: http.StatusNotFound, Code: "not_found", Detail: fmt.Sprintf("no upload %q", id)})
+		return upload.Progress{}, false
+	}
+	if err != nil {
+		s.log().Error("read upload status", "upload_id", id, "err", err)
+		writeProblem(w, r, problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Detail: "the upload status cannot be read now; try again shortly"})
+		return upload.Progress{}, false
+	}
+	if p.Rows == nil {
+		p.Rows = []uploadstatus.RowResult{}
+	}
+	return p, true
+}
+
+func (s *Server) apiGetUpload(w http.ResponseWriter, r *http.Request) {
+	c, ok := s.apiCaller(w, r, false)
+	if !ok {
+		return
+	}
+	if p, ok := s.ownUpload(w, r, c.seller); ok {
+		writeJSON(w, http.StatusOK, p)
+	}
+}
+
+// ListResponse is the answer to GET /v1/uploads.
+type ListResponse struct {
+	Uploads []UploadSummary `json:"uploads"`
+	// NextCursor fetches the next (older) page: ?cursor=…; absent on the last page.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// UploadSummary is one upload of a listing: its fields and counts, not its rows.
+type UploadSummary struct {
+	ID                string    `json:"id"`
+	FileName          string    `json:"file_name"`
+	CreatedAt         time.Time `json:"created_at"`
+	State             string    `json:"state"`
+	Total             int       `json:"total"`
+	Registered        int       `json:"registered"`
+	AlreadyRegistered int       `json:"already_registered"`
+	Failed            int       `json:"failed"`
+	Waiting           int       `json:"waiting"`
+	URL               string    `json:"url"`
+}
+
+func summary(st uploadstatus.Status) UploadSummary {
+	return UploadSummary{ID: st.ID, FileName: st.FileName, CreatedAt: st.CreatedAt, State: st.State, Total: st.Total,
+		Registered: st.Registered, AlreadyRegistered: st.AlreadyRegistered, Failed: st.Failed, Waiting: st.Waiting, URL: "/v1/uploads/" + st.ID}
+}
+
+func (s *Server) apiListUploads(w http.ResponseWriter, r *http.Request) {
+	c, ok := s.apiCaller(w, r, false)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	size := upload.DefaultPageSize
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > upload.MaxPageSize {
+			writeProblem(w, r, problem{Status: http.StatusBadRequest, Code: "bad_limit", Detail: fmt.Sprintf("limit must be a whole number from 1 to %d, got %q", upload.MaxPageSize, v)})
+			return
+		}
+		size = n
+	}
+	page, err := s.Uploader.List(r.Context(), c.seller, q.Get("cursor"), size)
+	if errors.Is(err, upload.ErrBadCursor) {
+		writeProblem(w, r, problem{Status: http.StatusBadRequest, Code: "bad_cursor", Detail: err.Error()})
+		return
+	}
+	if err != nil {
+		s.log().Error("list uploads", "seller", c.seller, "err", err)
+		writeProblem(w, r, problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Detail: "your uploads cannot be read now; try again shortly"})
+		return
+	}
+	resp := ListResponse{Uploads: make([]UploadSummary, 0, len(page.Uploads)), NextCursor: page.Next}
+	for _, st := range page.Uploads {
+		resp.Uploads = append(resp.Uploads, summary(st))
+	}
+	if page.Next != "" {
+		next := url.Values{"cursor": {page.Next}, "limit": {strconv.Itoa(size)}}
+		w.Header().Set("Link", fmt.Sprintf(`</v1/uploads?%s>; rel="next"`, next.Encode()))
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) apiReport(lim *limits) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, ok := s.apiCaller(w, r, false)
+		if !ok {
+			return
+		}
+		select {
+		case lim.reports <- struct{}{}:
+			defer func() { <-lim.reports }()
+		default:
+			w.Header().Set("Retry-After", "2")
+			writeProblem(w, r, problem{Status: http.StatusServiceUnavailable, Code: "busy", Detail: "reports are being built for others; try again in a few seconds"})
+			return
+		}
+		st, err := s.Uploader.Status(r.Context(), c.seller, r.PathValue("id"))
+		if errors.Is(err, upload.ErrNotFound) {
+			writeProblem(w, r, problem{Status: http.StatusNotFound, Code: "not_found", Detail: fmt.Sprintf("no upload %q", r.PathValue("id"))})
+			return
+		}
+		failedOnly := r.URL.Query().Get("failed_only") == "true"
+		var rep upload.Report
+		if err == nil {
+			rep, err = s.Uploader.BuildReport(r.Context(), st, failedOnly)
+		}
+		if err != nil {
+			s.log().Error("build report", "upload_id", r.PathValue("id"), "err", err)
+			writeProblem(w, r, problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Detail: "the report cannot be built now; try again shortly"})
+			return
+		}
+		name := "bulkreg-" + st.ID + "-report.xlsx"
+		if failedOnly {
+			name = "bulkreg-" + st.ID + "-failed.xlsx"
+		}
+		w.Header().Set("Content-Type", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet")
+		w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s"`, name))
+		w.Header().Set("Cache-Control", "private, no-store")
+		w.Write(rep.XLSX)
+	}
+}
+
+func (s *Server) apiTemplate(w http.ResponseWriter, r *http.Request) {
+	var buf bytes.Buffer
+	if err := upload.WriteTemplate(&buf); err != nil {
+		writeProblem(w, r, problem{Status: http.StatusInternalServerError, Code: "template_failed", Detail: "the template could not be written"})
+		return
+	}
+	w.Header().Set("Content-Type", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet")
+	w.Header().Set("Content-Disposition", `attachment; filename="bulkreg-template.xlsx"`)
+	w.Write(buf.Bytes())
+}
+
+func (s *Server) apiCompliance(w http.ResponseWriter, r *http.Request) {
+	if s.Compliance == nil {
+		writeProblem(w, r, problem{Status: http.StatusNotFound, Code: "not_found", Detail: "this service does not serve the compliance report"})
+		return
+	}
+	s.Compliance.ServeHTTP(w, r)
+}
+
+func (s *Server) apiOpenAPI(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Write(s.openapi)
+}
+
+// cutUTF8 cuts s to at most n bytes without splitting a character.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,164 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/bulkreg/bulkreg/producer/upload"
+	"github.com/bulkreg/bulkreg/uploadstatus"
+)
+
+// ProgressEvent is the data of a "progress" event of GET
+// /v1/uploads/{id}/events.
+type ProgressEvent struct {
+	ID                string     `json:"id"`
+	State             string     `json:"state"`
+	Total             int        `json:"total"`
+	Registered        int        `json:"registered"`
+	AlreadyRegistered int        `json:"already_registered"`
+	Failed            int        `json:"failed"`
+	RowsWaiting       int        `json:"rows_waiting"`
+	Percent           int        `json:"percent"` // rows done (registered, already registered or failed) of the total
+	ETA               *time.Time `json:"eta"`     // when the last row is expected to be registered; null when none waits or no estimate
+	Done              bool       `json:"done"`
+	// FailedRows is every failed row, sent with the first event and again
+	// whenever the failed count changed; absent otherwise.
+	FailedRows []FailedRow `json:"failed_rows,omitempty"`
+}
+
+// FailedRow is a failed row and why.
+type FailedRow struct {
+	Row    int    `json:"row"`
+	Field  string `json:"field,omitempty"`
+	Code   string `json:"code,omitempty"`
+	Reason string `json:"reason"`
+}
+
+func percent(st uploadstatus.Status) int {
+	if st.Total == 0 {
+		return 0
+	}
+	return (st.Registered + st.AlreadyRegistered + st.Failed) * 100 / st.Total
+}
+
+func failedRows(st uploadstatus.Status) []FailedRow {
+	out := []FailedRow{}
+	for _, r := range st.Rows {
+		if r.State == uploadstatus.Failed {
+			out = append(out, FailedRow{Row: r.Row, Field: r.Field, Code: r.Code, Reason: r.Reason})
+		}
+	}
+	return out
+}
+
+func progressEvent(p upload.Progress) ProgressEvent {
+	return ProgressEvent{ID: p.ID, State: p.State, Total: p.Total, Registered: p.Registered, AlreadyRegistered: p.AlreadyRegistered,
+		Failed: p.Failed, RowsWaiting: p.RowsWaiting, Percent: percent(p.Status), ETA: p.ETA,
+		Done: p.Done() || p.State == uploadstatus.PublishFailed}
+}
+
+// heartbeat keeps proxies from closing a quiet stream.
+const heartbeat = 15 * time.Second
+
+// apiEvents streams the upload's progress as server-sent events: a
+// "progress" event at once and whenever the counts or the estimate change
+// (read every EventsInterval), then a "done" event when every row is done.
+// The seller's own uploads only; an EventSource's cookie works like a
+// bearer token.
+func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) {
+	c, ok := s.apiCaller(w, r, false)
+	if !ok {
+		return
+	}
+	p, ok := s.ownUpload(w, r, c.seller)
+	if !ok {
+		return
+	}
+	if !s.streams.take(c.seller) {
+		w.Header().Set("Retry-After", "10")
+		writeProblem(w, r, problem{Status: http.StatusTooManyRequests, Code: "too_many_streams",
+			Detail: fmt.Sprintf("you have %d progress streams open; close a page and try again", s.streams.max)})
+		return
+	}
+	defer s.streams.give(c.seller)
+
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // nginx: pass events on as they come
+	w.WriteHeader(http.StatusOK)
+	interval := orDefault(s.EventsInterval, DefaultEventsInterval)
+	// The server's write timeout is meant for uploads; a stream moves its
+	// own deadline before each write.
+	write := func(format string, args ...any) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(interval + heartbeat))
+		if _, err := fmt.Fprintf(w, format, args...); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !write("retry: %d\n\n", (3 * time.Second).Milliseconds()) {
+		return
+	}
+	end := time.NewTimer(orDefault(s.MaxStreamTime, DefaultMaxStreamTime))
+	defer end.Stop()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	var last ProgressEvent
+	lastFailed, lastWrite := -1, time.Now()
+	for first := true; ; first = false {
+		ev := progressEvent(p)
+		cmp := ev
+		if cmp.ETA != nil { // the estimate moves by milliseconds as it is re-read: a second is news
+			t := cmp.ETA.Round(time.Second)
+			cmp.ETA = &t
+		}
+		if changed(cmp, last) || first {
+			if ev.Failed != lastFailed {
+				ev.FailedRows = failedRows(p.Status)
+				lastFailed = ev.Failed
+			}
+			b, _ := json.Marshal(ev)
+			if !write("event: progress\ndata: %s\n\n", b) {
+				return
+			}
+			last, lastWrite = cmp, time.Now()
+		}
+		if ev.Done {
+			write("event: done\ndata: {}\n\n")
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.stop:
+			return
+		case <-end.C:
+			return
+		case <-tick.C:
+		}
+		if time.Since(lastWrite) >= heartbeat {
+			if !write(": keep-alive\n\n") {
+				return
+			}
+			lastWrite = time.Now()
+		}
+		next, err := s.Uploader.Progress(r.Context(), c.seller, p.ID)
+		if err != nil {
+			// Redis blinked, or the upload expired: keep the last state and
+			// try again at the next tick; the browser shows what it had.
+			s.log().Warn("event stream: could not read the upload's progress", "upload_id", p.ID, "err", err)
+			continue
+		}
+		p = next
+	}
+}
+
+func changed(a, b ProgressEvent) bool {
+	sameETA := (a.ETA == nil) == (b.ETA == nil) && (a.ETA == nil || a.ETA.Equal(*b.ETA))
+	return !sameETA || a.State != b.State || a.Registered != b.Registered || a.AlreadyRegistered != b.AlreadyRegistered ||
+		a.Failed != b.Failed || a.RowsWaiting != b.RowsWaiting || a.Total != b.Total || a.Done != b.Done
+}

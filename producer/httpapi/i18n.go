@@ -1,0 +1,192 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"golang.org/x/text/language"
+)
+
+// Languages of the pages: Korean, the sellers' own, and English.
+const (
+	langKO = "ko"
+	langEN = "en"
+)
+
+// langCookie keeps the seller's choice from the language switch.
+const langCookie = "bulkreg_lang"
+
+// langMatcher picks Korean or English from Accept-Language; Korean first,
+// so a browser that asks for neither gets Korean.
+var langMatcher = language.NewMatcher([]language.Tag{language.Korean, language.English})
+
+// pickLang chooses the page language: the switch (?lang=), then the
+// remembered choice, then Accept-Language.
+func pickLang(r *http.Request) string {
+	if l := r.URL.Query().Get("lang"); l == langKO || l == langEN {
+		return l
+	}
+	if c, err := r.Cookie(langCookie); err == nil && (c.Value == langKO || c.Value == langEN) {
+		return c.Value
+	}
+	tags, _, err := language.ParseAcceptLanguage(r.Header.Get("Accept-Language"))
+	if err != nil || len(tags) == 0 {
+		return langKO
+	}
+	_, i, conf := langMatcher.Match(tags...)
+	if i == 1 && conf != language.No {
+		return langEN
+	}
+	return langKO
+}
+
+// messages are the pages' words, by key, in Korean and English. A key
+// missing in one language is a test failure (TestEveryMessageInBothLanguages).
+var messages = map[string][2]string{ // [ko, en]
+	"app":                  {"bulkreg 상품 일괄 등록", "bulkreg bulk product registration"},
+	"skip":                 {"본문으로 건너뛰기", "Skip to content"},
+	"nav":                  {"주 메뉴", "Main menu"},
+	"nav.upload":           {"파일 올리기", "Upload"},
+	"nav.uploads":          {"등록 내역", "Uploads"},
+	"lang.switch":          {"언어", "Language"},
+	"signed.in.as":         {"로그인: %s", "Signed in as %s"},
+	"signout":              {"로그아웃", "Sign out"},
+	"signin.title":         {"로그인이 필요합니다", "Please sign in"},
+	"signin.body":          {"판매자 센터에서 bulkreg 로그인 링크를 열어 주세요. 링크는 한 번만, 잠깐 동안 쓸 수 있습니다.", "Open the bulkreg sign-in link from your seller center. A link works once, for a short while."},
+	"signin.bad":           {"이 로그인 링크는 만료되었거나 이미 사용되었습니다. 새 링크를 받아 주세요.", "This sign-in link has expired or was used already. Please get a new one."},
+	"signin.ok":            {"%s 판매자로 로그인했습니다.", "You are signed in as seller %s."},
+	"signin.continue":      {"등록 내역으로 이동", "Continue to your uploads"},
+	"upload.title":         {"상품 파일 올리기", "Upload a product file"},
+	"upload.intro":         {"템플릿에 상품을 한 줄에 하나씩 적어 올려 주세요. 한 파일에 최대 500개까지 등록할 수 있습니다.", "Fill in the template, one product a row, and upload it. A file holds at most 500 products."},
+	"upload.template":      {"빈 템플릿 내려받기 (.xlsx)", "Download the empty template (.xlsx)"},
+	"upload.file":          {"상품 파일 (.xlsx 또는 .csv)", "Product file (.xlsx or .csv)"},
+	"upload.drop":          {"파일을 여기에 끌어다 놓거나 선택하세요.", "Drop the file here, or choose it."},
+	"upload.hint":          {"먼저 '검사'로 오류를 확인하세요. 검사는 아무것도 등록하지 않습니다.", "Check first: it lists every problem and registers nothing."},
+	"upload.check":         {"검사", "Check"},
+	"upload.register":      {"등록", "Register"},
+	"upload.again":         {"등록하려면 파일을 다시 선택한 뒤 '등록'을 누르세요.", "To register, choose the file again and press Register."},
+	"upload.nofile":        {"파일을 선택해 주세요.", "Please choose a file."},
+	"upload.working":       {"검사 중…", "Checking…"},
+	"check.title":          {"검사 결과", "Check result"},
+	"check.summary":        {"%d행: 등록 가능 %d, 오류 %d, 이미 등록됨 %d", "%d rows: %d ready, %d with problems, %d already registered"},
+	"check.ok":             {"문제가 없습니다. '등록'을 누르면 등록을 시작합니다.", "No problems. Press Register to start."},
+	"check.problems":       {"고칠 곳", "Problems to fix"},
+	"check.warnings":       {"참고", "Worth knowing"},
+	"check.preview":        {"미리보기", "Preview"},
+	"check.row":            {"행", "Row"},
+	"check.state":          {"상태", "State"},
+	"check.norows":         {"아직 상품 행이 없습니다. 머리글 아래에 상품을 적어 주세요.", "No product rows yet: fill in the products below the header row."},
+	"check.refused":        {"이 파일은 받을 수 없습니다", "This file cannot be accepted"},
+	"row.valid":            {"등록 가능", "ready"},
+	"row.invalid":          {"오류", "problem"},
+	"row.already":          {"이미 등록됨", "already registered"},
+	"uploads.title":        {"등록 내역", "Your uploads"},
+	"uploads.none":         {"아직 올린 파일이 없습니다.", "No uploads yet."},
+	"uploads.file":         {"파일", "File"},
+	"uploads.created":      {"올린 시각", "Uploaded"},
+	"uploads.progress":     {"진행", "Progress"},
+	"uploads.older":        {"이전 내역", "Older uploads"},
+	"uploads.new":          {"새 파일 올리기", "Upload a new file"},
+	"detail.title":         {"등록 진행 상황", "Registration progress"},
+	"detail.file":          {"파일 %s, %s에 올림", "File %s, uploaded %s"},
+	"detail.duplicate":     {"이 파일은 전에 올린 적이 있어 다시 등록하지 않았습니다.", "This file was uploaded before; nothing was registered again."},
+	"detail.registered":    {"등록됨", "Registered"},
+	"detail.already":       {"이미 등록됨", "Already registered"},
+	"detail.failed":        {"실패", "Failed"},
+	"detail.waiting":       {"대기 중", "Waiting"},
+	"detail.total":         {"전체", "Total"},
+	"detail.percent":       {"%d%% 완료", "%d%% done"},
+	"detail.eta":           {"약 %s 후, %s에 마지막 행이 등록될 예정입니다.", "The last row will be registered in about %s, at %s."},
+	"detail.eta.now":       {"곧 끝납니다.", "Finishing now."},
+	"detail.eta.none":      {"완료 예상 시각을 아직 알 수 없습니다.", "No finish estimate yet."},
+	"detail.done":          {"모든 행을 처리했습니다.", "Every row is done."},
+	"detail.live":          {"진행 상황은 자동으로 갱신됩니다.", "Progress updates by itself."},
+	"detail.failedrows":    {"실패한 행", "Failed rows"},
+	"detail.nofailed":      {"실패한 행이 없습니다.", "No row failed."},
+	"detail.field":         {"항목", "Field"},
+	"detail.reason":        {"사유", "Reason"},
+	"detail.report":        {"전체 결과 내려받기 (.xlsx)", "Download the full report (.xlsx)"},
+	"detail.failedonly":    {"실패한 행만 내려받기 (고쳐서 다시 올릴 수 있습니다)", "Download the failed rows only (fix and upload them again)"},
+	"detail.publishing":    {"행을 등록 대기열에 넣는 중입니다.", "The rows are being queued for registration."},
+	"detail.publishfail":   {"행을 등록 대기열에 넣지 못했습니다. 같은 파일을 다시 올려 주세요.", "The rows could not be queued. Please upload the same file again."},
+	"state.publishing":     {"준비 중", "queuing"},
+	"state.published":      {"등록 중", "registering"},
+	"state.publish_failed": {"다시 올려 주세요", "upload again"},
+	"state.done":           {"완료", "done"},
+	"notfound.title":       {"찾을 수 없습니다", "Not found"},
+	"notfound.body":        {"이 주소의 내역이 없습니다.", "There is nothing at this address."},
+	"forbidden.title":      {"요청을 거부했습니다", "Request refused"},
+	"forbidden.body":       {"다른 사이트에서 보낸 요청이거나 페이지가 오래되었습니다. 페이지를 새로 고친 뒤 다시 시도해 주세요.", "The request came from another site, or the page is stale. Reload the page and try again."},
+	"error.title":          {"잠시 후 다시 시도해 주세요", "Please try again shortly"},
+	"dur.min":              {"%d분 %d초", "%d min %d s"},
+	"dur.sec":              {"%d초", "%d s"},
+}
+
+// problemMessages say a problem's kind in Korean by its code; the English
+// page shows the validator's own sentence, and a code without a Korean
+// sentence falls back to it.
+var problemMessages = map[string]string{
+	"required":                         "값이 비어 있습니다",
+	"not_whole_number":                 "정수가 아닙니다",
+	"out_of_range":                     "허용 범위를 벗어났습니다",
+	"too_long":                         "너무 깁니다",
+	"invalid_characters":               "쓸 수 없는 문자가 있습니다",
+	"invalid_url":                      "올바른 http/https 주소가 아닙니다",
+	"invalid_code":                     "코드는 영문, 숫자, - _ . 만 쓸 수 있습니다",
+	"duplicate_sku":                    "같은 판매자상품코드가 파일에 두 번 있습니다",
+	"date_value":                       "날짜가 아니라 값을 적어 주세요",
+	"already_registered_other_content": "이미 다른 내용으로 등록된 상품입니다",
+}
+
+func langIndex(lang string) int {
+	if lang == langEN {
+		return 1
+	}
+	return 0
+}
+
+// msg returns the page text of key in lang, formatted with args.
+func msg(lang, key string, args ...any) string {
+	m, ok := messages[key]
+	if !ok {
+		return key
+	}
+	s := m[langIndex(lang)]
+	if len(args) > 0 {
+		return fmt.Sprintf(s, args...)
+	}
+	return s
+}
+
+// fmtDuration says a wait the way a seller reads it: "3 min 12 s".
+func fmtDuration(lang string, d time.Duration) string {
+	s := int((d + time.Second/2) / time.Second)
+	if s < 60 {
+		return msg(lang, "dur.sec", s)
+	}
+	return msg(lang, "dur.min", s/60, s%60)
+}
+
+// jsMessages are the texts the progress page's script needs, as JSON.
+func jsMessages(lang string) map[string]string {
+	out := map[string]string{}
+	for _, k := range []string{"detail.eta", "detail.eta.now", "detail.eta.none", "detail.done", "detail.percent", "dur.min", "dur.sec", "detail.nofailed", "upload.nofile", "upload.working"} {
+		out[k] = msg(lang, k)
+	}
+	for _, s := range []string{"publishing", "published", "publish_failed", "done"} {
+		out["state."+s] = msg(lang, "state."+s)
+	}
+	return out
+}
+
+// problemText is a problem as the page shows it in lang.
+func problemText(lang, code, message string) string {
+	if lang == langKO {
+		if k, ok := problemMessages[code]; ok {
+			return k
+		}
+	}
+	return strings.TrimSpace(message)
+}

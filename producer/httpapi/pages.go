@@ -1,0 +1,484 @@
+package httpapi
+
+import (
+	"bytes"
+	"errors"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bulkreg/bulkreg/producer/upload"
+	"github.com/bulkreg/bulkreg/uploadstatus"
+)
+
+// parsePages parses each page's template with the layout. The templates
+// are embedded; a parse error is a build mistake the first test catches.
+func parsePages() map[string]*template.Template {
+	pages := map[string][]string{
+		"signin":  {"signin.html"},
+		"message": {"message.html"},
+		"upload":  {"upload.html", "check.html"},
+		"check":   {"check.html"},
+		"uploads": {"uploads.html"},
+		"detail":  {"detail.html"},
+	}
+	out := make(map[string]*template.Template, len(pages))
+	for name, files := range pages {
+		paths := []string{"web/templates/layout.html"}
+		for _, f := range files {
+			paths = append(paths, "web/templates/"+f)
+		}
+		out[name] = template.Must(template.New(name).ParseFS(webFiles, paths...))
+	}
+	return out
+}
+
+// pageData is what every page template gets.
+type pageData struct {
+	Lang    string
+	Title   string
+	Page    string // the nav entry to mark current
+	Seller  string
+	CSRF    string
+	Refresh string // a same-site redirect after signing in
+
+	Bad       bool   // sign-in: the link did not work
+	Again     bool   // check without script: the file must be chosen again to register
+	Duplicate bool   // detail: this file was uploaded before
+	Body      string // message page
+	Check     *checkView
+	Uploads   []uploadRow
+	Next      string
+	Detail    *detailView
+	// JSMessages are the texts the page's script shows.
+	JSMessages map[string]string
+}
+
+// T is the page text of key in the page's language.
+func (d pageData) T(key string, args ...any) string { return msg(d.Lang, key, args...) }
+
+func (s *Server) data(r *http.Request, c caller, page, titleKey string) pageData {
+	d := pageData{Lang: pickLang(r), Page: page, Seller: c.seller}
+	d.Title = msg(d.Lang, titleKey)
+	if c.session != nil {
+		d.CSRF = c.session.CSRF
+	}
+	return d
+}
+
+// render writes a page (or, with layout false, the "check" fragment).
+func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name string, d pageData) {
+	if l := r.URL.Query().Get("lang"); l == langKO || l == langEN {
+		http.SetCookie(w, &http.Cookie{Name: langCookie, Value: l, Path: "/", MaxAge: 365 * 24 * 3600, SameSite: http.SameSiteLaxMode, Secure: s.secure(r)})
+	}
+	tmpl, entry := s.pages[name], "layout"
+	if name == "check" {
+		entry = "check"
+	}
+	var buf bytes.Buffer
+	if err := tmpl.ExecuteTemplate(&buf, entry, d); err != nil {
+		s.log().Error("render page", "page", name, "err", err)
+		http.Error(w, "the page could not be shown", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Language", d.Lang)
+	w.Header().Set("Vary", "Accept-Language, Cookie")
+	w.WriteHeader(status)
+	w.Write(buf.Bytes())
+}
+
+func (s *Server) renderMessage(w http.ResponseWriter, r *http.Request, status int, titleKey, bodyKey string) {
+	d := s.data(r, caller{}, "", titleKey)
+	d.Body = msg(d.Lang, bodyKey)
+	s.render(w, r, status, "message", d)
+}
+
+// pageCaller authenticates a page request by its session, or shows the
+// sign-in page (401), the refusal of a cross-site request (403) or an
+// error page (503) itself.
+func (s *Server) pageCaller(w http.ResponseWriter, r *http.Request, unsafe bool) (caller, bool) {
+	c, err := s.authenticate(r, unsafe)
+	switch {
+	case err == nil:
+		return c, true
+	case errors.Is(err, errCrossOrigin):
+		s.log().Info("cross-origin request refused", "path", r.URL.Path, "err", err)
+		s.renderMessage(w, r, http.StatusForbidden, "forbidden.title", "forbidden.body")
+	case isAuthError(err):
+		s.render(w, r, http.StatusUnauthorized, "signin", s.data(r, caller{}, "", "signin.title"))
+	default:
+		s.log().Error("sign-in check failed", "err", err)
+		s.renderMessage(w, r, http.StatusServiceUnavailable, "error.title", "error.title")
+	}
+	return caller{}, false
+}
+
+func (s *Server) pageHome(w http.ResponseWriter, r *http.Request) {
+	http.Redirect(w, r, "/uploads", http.StatusSeeOther)
+}
+
+// pageSignIn opens a sign-in link: the token is checked (a seller's, valid
+// for at most LinkMaxAge, with a token id) and spent, a session starts and
+// its cookie is set. The answer is a page that moves on to /uploads by
+// itself: a redirect from a link followed on another site would count as
+// cross-site, and the browser would not send the SameSite=Strict cookie
+// on it.
+func (s *Server) pageSignIn(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Referrer-Policy", "no-referrer") // the URL holds the token
+	tok := r.URL.Query().Get("token")
+	d := s.data(r, caller{}, "", "signin.title")
+	if tok == "" || s.Sessions == nil {
+		s.render(w, r, http.StatusUnauthorized, "signin", d)
+		return
+	}
+	seller, jti, exp, err := s.Auth.VerifyLink(tok, orDefault(s.LinkMaxAge, DefaultLinkMaxAge))
+	if err != nil {
+		s.log().Info("sign-in link refused", "remote", r.RemoteAddr, "err", err)
+		d.Bad = true
+		s.render(w, r, http.StatusUnauthorized, "signin", d)
+		return
+	}
+	info(r).seller = seller
+	fresh, err := s.Sessions.SpendLink(r.Context(), jti, exp)
+	if err == nil && !fresh {
+		s.log().Info("sign-in link used again; refused", "seller", seller, "remote", r.RemoteAddr)
+		d.Bad = true
+		s.render(w, r, http.StatusUnauthorized, "signin", d)
+		return
+	}
+	ttl := orDefault(s.SessionTTL, DefaultSessionTTL)
+	var id string
+	var sess Session
+	if err == nil {
+		id, sess, err = s.Sessions.Create(r.Context(), seller, ttl)
+	}
+	if err != nil {
+		s.log().Error("sign-in failed", "seller", seller, "err", err)
+		s.renderMessage(w, r, http.StatusServiceUnavailable, "error.title", "error.title")
+		return
+	}
+	s.setSessionCookie(w, r, id, ttl)
+	s.log().Info("signed in", "seller", seller)
+	d = s.data(r, caller{seller: seller, session: &sess}, "", "signin.title")
+	d.Refresh = "/uploads"
+	s.render(w, r, http.StatusOK, "signin", d)
+}
+
+func (s *Server) pageSignOut(w http.ResponseWriter, r *http.Request) {
+	c, ok := s.pageCaller(w, r, true)
+	if !ok {
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+	if !c.csrfOK(r, r.PostFormValue("csrf_token")) {
+		s.renderMessage(w, r, http.StatusForbidden, "forbidden.title", "forbidden.body")
+		return
+	}
+	if c.session != nil {
+		if err := s.Sessions.Delete(r.Context(), c.id); err != nil {
+			s.log().Warn("sign-out: the session could not be ended in the store; the cookie is cleared", "err", err)
+		}
+	}
+	s.clearSessionCookie(w, r)
+	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+}
+
+func (s *Server) pageUpload(w http.ResponseWriter, r *http.Request) {
+	c, ok := s.pageCaller(w, r, false)
+	if !ok {
+		return
+	}
+	s.render(w, r, http.StatusOK, "upload", s.data(r, c, "upload", "upload.title"))
+}
+
+// pageForm authenticates a posted upload form, takes the upload slots,
+// reads the form and checks its CSRF token, or answers itself. release
+// gives the slots back.
+func (s *Server) pageForm(w http.ResponseWriter, r *http.Request, lim *limits) (caller, form, func(), bool) {
+	c, ok := s.pageCaller(w, r, true)
+	if !ok {
+		return caller{}, form{}, nil, false
+	}
+	release, ok := s.takeUploadSlot(w, r, lim, c.seller)
+	if !ok {
+		return caller{}, form{}, nil, false
+	}
+	f, ok := s.readUploadForm(w, r, c.seller)
+	if !ok {
+		release()
+		return caller{}, form{}, nil, false
+	}
+	if !c.csrfOK(r, f.csrf) {
+		release()
+		s.renderMessage(w, r, http.StatusForbidden, "forbidden.title", "forbidden.body")
+		return caller{}, form{}, nil, false
+	}
+	return c, f, release, true
+}
+
+// pageCheck checks the posted file and shows every problem by cell next to
+// a preview of the rows. The page's script asks for the result alone
+// (X-Fragment) and puts it in place, so the chosen file stays chosen.
+func (s *Server) pageCheck(lim *limits) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, f, release, ok := s.pageForm(w, r, lim)
+		if !ok {
+			return
+		}
+		defer release()
+		d := s.data(r, c, "upload", "upload.title")
+		chk, err := s.Uploader.Check(r.Context(), c.seller, f.data)
+		status := http.StatusOK
+		switch ref, refused := upload.Refused(err); {
+		case refused:
+			d.Check = refusalView(d.Lang, ref)
+			status = http.StatusUnprocessableEntity
+		case err != nil:
+			s.log().Error("check failed", "seller", c.seller, "err", err)
+			s.renderMessage(w, r, http.StatusServiceUnavailable, "error.title", "error.title")
+			return
+		default:
+			d.Check = checkedView(d.Lang, chk)
+		}
+		if r.Header.Get("X-Fragment") == "1" {
+			// The fragment replaces part of a page that shows the status
+			// already; the script reads the text whatever the code.
+			s.render(w, r, http.StatusOK, "check", d)
+			return
+		}
+		d.Again = true
+		s.render(w, r, status, "upload", d)
+	}
+}
+
+// pageRegister uploads the posted file and goes on to its progress page.
+func (s *Server) pageRegister(lim *limits) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, f, release, ok := s.pageForm(w, r, lim)
+		if !ok {
+			return
+		}
+		defer release()
+		res, err := s.Uploader.Upload(r.Context(), upload.Request{SellerID: c.seller, FileName: f.name, Data: f.data})
+		if ref, refused := upload.Refused(err); refused {
+			d := s.data(r, c, "upload", "upload.title")
+			d.Check = refusalView(d.Lang, ref)
+			s.render(w, r, http.StatusUnprocessableEntity, "upload", d)
+			return
+		}
+		if err != nil {
+			if !errors.Is(err, upload.ErrPublish) {
+				s.log().Error("upload failed", "upload_id", res.UploadID, "err", err)
+			}
+			s.renderMessage(w, r, http.StatusServiceUnavailable, "error.title", "detail.publishfail")
+			return
+		}
+		to := "/uploads/" + res.UploadID
+		if res.Duplicate {
+			to += "?duplicate=true"
+		}
+		http.Redirect(w, r, to, http.StatusSeeOther)
+	}
+}
+
+// uploadRow is one line of the history page.
+type uploadRow struct {
+	ID, FileName, Created, CreatedISO, State                   string
+	Total, Registered, Already, Failed, Waiting, Done, Percent int
+}
+
+func (s *Server) pageUploads(w http.ResponseWriter, r *http.Request) {
+	c, ok := s.pageCaller(w, r, false)
+	if !ok {
+		return
+	}
+	d := s.data(r, c, "uploads", "uploads.title")
+	page, err := s.Uploader.List(r.Context(), c.seller, r.URL.Query().Get("cursor"), upload.DefaultPageSize)
+	if errors.Is(err, upload.ErrBadCursor) {
+		page, err = s.Uploader.List(r.Context(), c.seller, "", upload.DefaultPageSize)
+	}
+	if err != nil {
+		s.log().Error("list uploads", "seller", c.seller, "err", err)
+		s.renderMessage(w, r, http.StatusServiceUnavailable, "error.title", "error.title")
+		return
+	}
+	for _, st := range page.Uploads {
+		d.Uploads = append(d.Uploads, uploadRow{ID: st.ID, FileName: orDash(st.FileName), Created: st.CreatedAt.Local().Format("2006-01-02 15:04:05"),
+			CreatedISO: st.CreatedAt.Format(time.RFC3339), State: stateText(d.Lang, st), Total: st.Total, Registered: st.Registered,
+			Already: st.AlreadyRegistered, Failed: st.Failed, Waiting: st.Waiting,
+			Done: st.Registered + st.AlreadyRegistered + st.Failed, Percent: percent(st)})
+	}
+	if page.Next != "" {
+		d.Next = url.QueryEscape(page.Next)
+	}
+	s.render(w, r, http.StatusOK, "uploads", d)
+}
+
+func stateText(lang string, st uploadstatus.Status) string {
+	if st.Done() && st.State == uploadstatus.Published {
+		return msg(lang, "state.done")
+	}
+	return msg(lang, "state."+st.State)
+}
+
+// detailView is the progress page of one upload.
+type detailView struct {
+	ID, FileName, Created, State                               string
+	Total, Registered, Already, Failed, Waiting, Done, Percent int
+	IsDone                                                     bool
+	ETAISO, ETAText                                            string
+	FailedRows                                                 []FailedRow
+}
+
+func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
+	c, ok := s.pageCaller(w, r, false)
+	if !ok {
+		return
+	}
+	p, err := s.Uploader.Progress(r.Context(), c.seller, r.PathValue("id"))
+	if errors.Is(err, upload.ErrNotFound) {
+		s.renderMessage(w, r, http.StatusNotFound, "notfound.title", "notfound.body")
+		return
+	}
+	if err != nil {
+		s.log().Error("read upload status", "upload_id", r.PathValue("id"), "err", err)
+		s.renderMessage(w, r, http.StatusServiceUnavailable, "error.title", "error.title")
+		return
+	}
+	d := s.data(r, c, "uploads", "detail.title")
+	d.Duplicate = r.URL.Query().Get("duplicate") == "true"
+	d.JSMessages = jsMessages(d.Lang)
+	ev := progressEvent(p)
+	v := &detailView{ID: p.ID, FileName: orDash(p.FileName), Created: p.CreatedAt.Local().Format("2006-01-02 15:04:05"),
+		State: stateText(d.Lang, p.Status), Total: p.Total, Registered: p.Registered, Already: p.AlreadyRegistered,
+		Failed: p.Failed, Waiting: p.RowsWaiting, Done: p.Registered + p.AlreadyRegistered + p.Failed,
+		Percent: ev.Percent, IsDone: ev.Done, FailedRows: failedRows(p.Status)}
+	switch {
+	case ev.Done:
+		v.ETAText = msg(d.Lang, "detail.done")
+	case p.State == uploadstatus.Publishing:
+		v.ETAText = msg(d.Lang, "detail.publishing")
+	case p.ETA == nil:
+		v.ETAText = msg(d.Lang, "detail.eta.none")
+	default:
+		v.ETAISO = p.ETA.Format(time.RFC3339Nano)
+		if left := time.Until(*p.ETA); left < time.Second {
+			v.ETAText = msg(d.Lang, "detail.eta.now")
+		} else {
+			v.ETAText = msg(d.Lang, "detail.eta", fmtDuration(d.Lang, left), p.ETA.Local().Format("15:04:05"))
+		}
+	}
+	if p.State == uploadstatus.PublishFailed {
+		v.ETAText = msg(d.Lang, "detail.publishfail")
+	}
+	d.Detail = v
+	s.render(w, r, http.StatusOK, "detail", d)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// checkView is a check's result as the page shows it.
+type checkView struct {
+	Refusal      string
+	NoRows       bool
+	FileProblems []string
+
+	Total, Valid, Invalid, Already int
+	Problems                       []problemView
+	Warnings                       []string
+	Header                         []colView
+	Rows                           []rowView
+}
+
+type problemView struct {
+	Row         int
+	Cell, Label string
+	Text        string
+}
+
+type colView struct{ Letter, Name string }
+
+type rowView struct {
+	Number       int
+	State, Class string
+	Cells        []cellView
+}
+
+type cellView struct{ Text, Cell, Problem string }
+
+// previewCellLen bounds a cell's text in the preview, in characters.
+const previewCellLen = 60
+
+func refusalView(lang string, ref upload.Refusal) *checkView {
+	v := &checkView{Refusal: ref.Message, NoRows: ref.Code == upload.CodeNoRows}
+	for _, p := range ref.Problems {
+		v.FileProblems = append(v.FileProblems, p.String())
+	}
+	return v
+}
+
+func checkedView(lang string, c *upload.Checked) *checkView {
+	v := &checkView{Total: len(c.Rows), Valid: c.Valid, Invalid: c.Invalid, Already: c.AlreadyRegistered}
+	labels := map[string]string{} // column letters → the seller's header
+	for i, h := range c.Header {
+		v.Header = append(v.Header, colView{Letter: c.Columns[i], Name: h})
+		labels[c.Columns[i]] = h
+	}
+	for _, p := range c.Problems {
+		v.Problems = append(v.Problems, problemView{Row: p.Row, Cell: p.Cell, Label: labels[strings.TrimRight(p.Cell, "0123456789")],
+			Text: problemText(lang, p.Code, p.Message)})
+	}
+	for _, w := range c.Warnings {
+		v.Warnings = append(v.Warnings, w.String())
+	}
+	for _, r := range c.Rows {
+		rv := rowView{Number: r.Number, Class: r.State}
+		switch r.State {
+		case upload.RowValid:
+			rv.State = msg(lang, "row.valid")
+		case upload.RowInvalid:
+			rv.State = msg(lang, "row.invalid")
+		default:
+			rv.State, rv.Class = msg(lang, "row.already"), "already"
+		}
+		bad := map[string]string{}
+		for _, p := range r.Problems {
+			if p.Cell != "" {
+				bad[p.Cell] = problemText(lang, p.Code, p.Message)
+			}
+		}
+		for i := range c.Header {
+			cell := c.Columns[i] + itoa(r.Number)
+			text := ""
+			if i < len(r.Cells) {
+				text = cutRunes(r.Cells[i], previewCellLen)
+			}
+			rv.Cells = append(rv.Cells, cellView{Text: text, Cell: cell, Problem: bad[cell]})
+		}
+		v.Rows = append(v.Rows, rv)
+	}
+	return v
+}
+
+func cutRunes(s string, n int) string {
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j] + "…"
+		}
+		i++
+	}
+	return s
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

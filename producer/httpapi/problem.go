@@ -1,0 +1,54 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/bulkreg/bulkreg/producer/upload"
+)
+
+// problem is an error answer as RFC 9457 describes it, with bulkreg's
+// extension members: a stable code to branch on, the cell problems of a
+// refused file, and the upload the error concerns.
+type problem struct {
+	Type     string           `json:"type"`
+	Title    string           `json:"title"`
+	Status   int              `json:"status"`
+	Detail   string           `json:"detail,omitempty"`
+	Instance string           `json:"instance,omitempty"`
+	Code     string           `json:"code"`
+	Problems []upload.Problem `json:"problems,omitempty"`
+	UploadID string           `json:"upload_id,omitempty"`
+}
+
+// problemType is the URI naming a kind of problem; a URN, since there is
+// no page to read at it.
+func problemType(code string) string { return "urn:bulkreg:problem:" + code }
+
+// writeProblem answers p as application/problem+json.
+func writeProblem(w http.ResponseWriter, r *http.Request, p problem) {
+	if p.Type == "" {
+		p.Type = problemType(p.Code)
+	}
+	if p.Title == "" {
+		p.Title = http.StatusText(p.Status)
+	}
+	if p.Instance == "" && r != nil {
+		p.Instance = r.URL.Path
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(p.Status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(p)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,355 @@
+// Package httpapi is the HTTP side of the upload service (`producer serve`):
+// the JSON API integrators call (problem+json errors, an OpenAPI document,
+// server-sent events), the pages sellers use (upload, check, history, live
+// progress; Korean and English), and their authentication: bearer tokens
+// (JWT) for the API, a sign-in link and a session cookie for the pages. It
+// parses, publishes and reads nothing itself: every use case is a call to
+// package upload.
+package httpapi
+
+import (
+	"context"
+	"embed"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bulkreg/bulkreg/producer/upload"
+)
+
+//go:embed web/templates/*.html web/static/* openapi.json
+var webFiles embed.FS
+
+// Server is the HTTP upload service. Set Uploader and Auth; every other
+// field's zero value means its documented default.
+type Server struct {
+	Uploader *upload.Uploader
+	Auth     Auth
+	// Sessions keeps the pages' sign-in sessions and spent sign-in links;
+	// nil: no sign-in, the pages ask to sign in and the API takes bearer
+	// tokens only.
+	Sessions SessionStore
+	// SessionTTL is how long a page session lasts after signing in. Default 8 h.
+	SessionTTL time.Duration
+	// LinkMaxAge is the longest a sign-in link may be valid (its token's
+	// exp − now); a longer-lived token is not a link. Default 15 min.
+	LinkMaxAge time.Duration
+	// SecureCookies marks the session cookie Secure (and names it with the
+	// __Host- prefix) on every answer; set it behind a proxy that ends TLS.
+	// A request that arrives over TLS gets a Secure cookie anyway.
+	SecureCookies bool
+	// MaxFileSize is the largest spreadsheet accepted; the request body may
+	// be this plus 64 KiB of multipart framing. Default 10 MiB.
+	MaxFileSize int64
+	Metrics     *Metrics
+	Logger      *slog.Logger
+	// Compliance, when set, serves GET /v1/compliance (operators).
+	Compliance http.Handler
+	// MaxUploads is the most uploads (and checks) handled at once; each
+	// holds its file in memory, so more are answered 503 with Retry-After.
+	// Default 16.
+	MaxUploads int
+	// MaxUploadsPerSeller is the most uploads of one seller handled at once;
+	// more are answered 429, so one seller cannot take every upload slot.
+	// Default 2.
+	MaxUploadsPerSeller int
+	// MinUploadRate is the slowest average rate, in bytes per second, at
+	// which an upload's body may arrive after UploadGrace; a slower client
+	// is cut off (408) and gives its slot back. Default 16 KiB/s: the
+	// 500-row template file (about 100 KB) takes a few seconds at that rate.
+	MinUploadRate int64
+	// UploadGrace is the time a body may take before MinUploadRate applies
+	// (connection set-up, a slow start). Default 10 s.
+	UploadGrace time.Duration
+	// ReadTimeout, when set, is the server's own limit on reading a request
+	// (NewHTTPServer's readTimeout): the rate deadline never extends it.
+	ReadTimeout time.Duration
+	// MaxReports is the most result reports built at once (each reads the
+	// upload's cells and builds a workbook in memory); more are answered 503.
+	// Default 4.
+	MaxReports int
+	// EventsInterval is how often an event stream reads the upload's
+	// progress; an event is sent when it changed. Default 1 s.
+	EventsInterval time.Duration
+	// MaxStreamsPerSeller is the most event streams one seller holds open;
+	// more are answered 429. Default 8.
+	MaxStreamsPerSeller int
+	// MaxStreamTime ends an event stream after this long; the browser
+	// reconnects by itself. Default 30 min.
+	MaxStreamTime time.Duration
+
+	once    sync.Once
+	handler http.Handler
+	pages   map[string]*template.Template
+	openapi []byte
+	streams *sellerSlots
+	cop     *http.CrossOriginProtection
+	stop    chan struct{} // closed by StopStreams
+	stopMu  sync.Once
+}
+
+// Defaults of Server's limits.
+const (
+	DefaultMaxUploads          = 16
+	DefaultMaxUploadsPerSeller = 2
+	DefaultMinUploadRate       = 16 << 10
+	DefaultUploadGrace         = 10 * time.Second
+	DefaultMaxReports          = 4
+	DefaultSessionTTL          = 8 * time.Hour
+	DefaultLinkMaxAge          = 15 * time.Minute
+	DefaultEventsInterval      = time.Second
+	DefaultMaxStreamsPerSeller = 8
+	DefaultMaxStreamTime       = 30 * time.Minute
+	// maxFileNameLen bounds the file name kept with an upload (in bytes).
+	maxFileNameLen = 255
+)
+
+const multipartSlack = 64 << 10
+
+func (s *Server) maxFile() int64 {
+	if s.MaxFileSize > 0 {
+		return s.MaxFileSize
+	}
+	return 10 << 20
+}
+
+func orDefault[T int | int64 | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+func (s *Server) log() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// route is one endpoint: its method and path pattern (http.ServeMux
+// syntax), the name it is counted under, and whether it belongs to the
+// JSON API (and so to the OpenAPI document) or to the pages.
+type route struct {
+	method, path, name string
+	api                bool
+	h                  http.HandlerFunc
+}
+
+// routes is every endpoint the service answers. TestOpenAPIMatchesRoutes
+// holds the API's routes and the OpenAPI document to each other.
+func (s *Server) routes() []route {
+	uploads := make(chan struct{}, orDefault(s.MaxUploads, DefaultMaxUploads))
+	perSeller := newSellerSlots(orDefault(s.MaxUploadsPerSeller, DefaultMaxUploadsPerSeller))
+	reports := make(chan struct{}, orDefault(s.MaxReports, DefaultMaxReports))
+	lim := &limits{uploads: uploads, perSeller: perSeller, reports: reports}
+	return []route{
+		{"POST", "/v1/uploads", "upload", true, s.apiPostUpload(lim)},
+		{"GET", "/v1/uploads", "list", true, s.apiListUploads},
+		{"GET", "/v1/uploads/{id}", "status", true, s.apiGetUpload},
+		{"GET", "/v1/uploads/{id}/events", "events", true, s.apiEvents},
+		{"GET", "/v1/uploads/{id}/report.xlsx", "report", true, s.apiReport(lim)},
+		{"GET", "/v1/template.xlsx", "template", true, s.apiTemplate},
+		{"GET", "/v1/compliance", "compliance", true, s.apiCompliance},
+		{"GET", "/v1/openapi.json", "openapi", true, s.apiOpenAPI},
+
+		{"GET", "/{$}", "page_home", false, s.pageHome},
+		{"GET", "/signin", "page_signin", false, s.pageSignIn},
+		{"POST", "/signout", "page_signout", false, s.pageSignOut},
+		{"GET", "/upload", "page_upload", false, s.pageUpload},
+		{"POST", "/upload/check", "page_check", false, s.pageCheck(lim)},
+		{"POST", "/upload", "page_register", false, s.pageRegister(lim)},
+		{"GET", "/uploads", "page_uploads", false, s.pageUploads},
+		{"GET", "/uploads/{id}", "page_detail", false, s.pageDetail},
+		{"GET", "/assets/{name}", "assets", false, s.assets},
+	}
+}
+
+// limits are the slots the upload and report routes share.
+type limits struct {
+	uploads   chan struct{}
+	perSeller *sellerSlots
+	reports   chan struct{}
+}
+
+// Handler routes the service. Known paths asked with another method are
+// answered 405 with Allow, unknown ones 404, both as problem documents.
+// Every request is logged once (method, route, status, duration, seller).
+func (s *Server) Handler() http.Handler {
+	s.once.Do(s.init)
+	return s.handler
+}
+
+func (s *Server) init() {
+	s.stop = make(chan struct{})
+	s.cop = http.NewCrossOriginProtection()
+	s.streams = newSellerSlots(orDefault(s.MaxStreamsPerSeller, DefaultMaxStreamsPerSeller))
+	s.pages = parsePages()
+	s.openapi, _ = webFiles.ReadFile("openapi.json")
+	mux := http.NewServeMux()
+	names := map[string]string{}
+	for _, rt := range s.routes() {
+		pattern := rt.method + " " + rt.path
+		mux.HandleFunc(pattern, rt.h)
+		names[pattern] = rt.name
+	}
+	s.handler = s.accessLog(names, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern == "" {
+			s.noRoute(w, r, mux)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
+}
+
+// StopStreams ends every event stream, so a graceful shutdown does not wait
+// for them (register it with http.Server.RegisterOnShutdown).
+func (s *Server) StopStreams() {
+	s.once.Do(s.init)
+	s.stopMu.Do(func() { close(s.stop) })
+}
+
+// noRoute answers what the mux would (404, or 405 with Allow) as a problem
+// document or, for a browser asking for a page, as a page.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request, mux *http.ServeMux) {
+	h, _ := mux.Handler(r)
+	rec := &headerRecorder{header: http.Header{}}
+	h.ServeHTTP(rec, r)
+	status := rec.status
+	if status == 0 {
+		status = http.StatusNotFound
+	}
+	if allow := rec.header.Get("Allow"); allow != "" {
+		w.Header().Set("Allow", allow)
+	}
+	if status == http.StatusMethodNotAllowed {
+		writeProblem(w, r, problem{Status: status, Code: "method_not_allowed",
+			Detail: r.Method + " is not allowed on " + r.URL.Path + "; allowed: " + rec.header.Get("Allow")})
+		return
+	}
+	if !strings.HasPrefix(r.URL.Path, "/v1/") && wantsHTML(r) {
+		s.renderMessage(w, r, http.StatusNotFound, "notfound.title", "notfound.body")
+		return
+	}
+	writeProblem(w, r, problem{Status: http.StatusNotFound, Code: "not_found", Detail: "no such endpoint: " + r.Method + " " + r.URL.Path})
+}
+
+// headerRecorder keeps only the status and headers a handler writes.
+type headerRecorder struct {
+	header http.Header
+	status int
+}
+
+func (h *headerRecorder) Header() http.Header         { return h.header }
+func (h *headerRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (h *headerRecorder) WriteHeader(code int)        { h.status = code }
+
+func wantsHTML(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/html")
+}
+
+// reqInfo is what handlers tell the access log about a request.
+type reqInfo struct {
+	seller string
+}
+
+type ctxKey struct{}
+
+func info(r *http.Request) *reqInfo {
+	if i, ok := r.Context().Value(ctxKey{}).(*reqInfo); ok {
+		return i
+	}
+	return &reqInfo{}
+}
+
+// statusRecorder keeps the status and the bytes written for the access log.
+type statusRecorder struct {
+	http.ResponseWriter
+	code  int
+	bytes int64
+}
+
+// Unwrap lets http.ResponseController reach the connection (read and write
+// deadlines, flushing the event stream).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+// accessLog logs one line per request: method, route pattern, status,
+// duration, bytes and the seller. Never the URL's query or a header: a
+// sign-in link carries its token in the query.
+func (s *Server) accessLog(names map[string]string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ri := &reqInfo{}
+		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, ri))
+		rec := &statusRecorder{ResponseWriter: w}
+		securityHeaders(rec.Header())
+		next.ServeHTTP(rec, r)
+		if rec.code == 0 {
+			rec.code = http.StatusOK
+		}
+		name := names[r.Pattern]
+		if name == "" {
+			name = "none"
+		}
+		s.Metrics.request(name, rec.code)
+		s.log().LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("method", r.Method), slog.String("route", routeOrNone(r.Pattern)),
+			slog.Int("status", rec.code), slog.Duration("duration", time.Since(start)),
+			slog.Int64("bytes", rec.bytes), slog.String("seller", ri.seller))
+	})
+}
+
+func routeOrNone(p string) string {
+	if p == "" {
+		return "(none)"
+	}
+	return p
+}
+
+// securityHeaders: the pages load nothing from elsewhere and run only
+// their own script; no page may be framed.
+func securityHeaders(h http.Header) {
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+}
+
+// assets serves the embedded stylesheet and script.
+func (s *Server) assets(w http.ResponseWriter, r *http.Request) {
+	static, _ := fs.Sub(webFiles, "web/static")
+	name := r.PathValue("name")
+	b, err := fs.ReadFile(static, name)
+	if err != nil {
+		writeProblem(w, r, problem{Status: http.StatusNotFound, Code: "not_found", Detail: "no such file: " + name})
+		return
+	}
+	switch {
+	case strings.HasSuffix(name, ".css"):
+		w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	case strings.HasSuffix(name, ".js"):
+		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+	}
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Write(b)
+}

@@ -1,0 +1,102 @@
+package upload
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/excel"
+	"github.com/bulkreg/bulkreg/uploadstatus"
+)
+
+// Row states of a check.
+const (
+	RowValid             = "valid"
+	RowInvalid           = "invalid"
+	RowAlreadyRegistered = uploadstatus.AlreadyRegistered
+)
+
+// CheckedRow is one row of a checked file.
+type CheckedRow struct {
+	Number    int       `json:"row"`
+	State     string    `json:"state"` // RowValid, RowInvalid or RowAlreadyRegistered
+	ProductID string    `json:"product_id,omitempty"`
+	Cells     []string  `json:"cells"` // aligned with Checked.Header
+	Problems  []Problem `json:"problems,omitempty"`
+}
+
+// Checked is what an upload of the file would do, without doing it.
+type Checked struct {
+	Header []string `json:"header"`
+	// Columns are the spreadsheet's column letters of Header ("A", "B", …).
+	Columns           []string     `json:"columns"`
+	Rows              []CheckedRow `json:"rows"`
+	Valid             int          `json:"valid"`              // rows that would be published
+	Invalid           int          `json:"invalid"`            // rows with a problem
+	AlreadyRegistered int          `json:"already_registered"` // rows the seller registered before, same content
+	Problems          []Problem    `json:"problems"`
+	Warnings          []Problem    `json:"warnings"`
+}
+
+// Check reads and validates the file and looks its SKUs up in the seller's
+// ledger as Upload would, and records and publishes nothing: the answer
+// lists every problem by cell. A file refused whole is an error wrapping
+// ErrRefused (see Refused).
+func (u *Uploader) Check(ctx context.Context, seller string, data []byte) (*Checked, error) {
+	if err := bulkreg.ValidSellerID(seller); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	sheet, err := u.Parser.Parse(ctx, bytes.NewReader(data))
+	if err != nil {
+		var fe *excel.FileError
+		if errors.As(err, &fe) && fe.Code != excel.CodeTimeout && fe.Code != excel.CodeCanceled {
+			return nil, fmt.Errorf("%w: %w", ErrRefused, err)
+		}
+		return nil, fmt.Errorf("read the spreadsheet: %w", err)
+	}
+	// The upload id only tells this file's own earlier rows apart, which a
+	// check does not report differently.
+	known, err := u.checkLedger(ctx, "", seller, sheet)
+	if err != nil {
+		return nil, fmt.Errorf("look up the seller's registered SKUs: %w", err)
+	}
+	c := &Checked{Header: sheet.Header, Rows: make([]CheckedRow, 0, len(sheet.Rows)),
+		Problems: []Problem{}, Warnings: Problems(sheet.Warnings)}
+	if c.Warnings == nil {
+		c.Warnings = []Problem{}
+	}
+	for i := range sheet.Header {
+		c.Columns = append(c.Columns, ColumnLetters(i))
+	}
+	for _, r := range sheet.Rows {
+		cr := CheckedRow{Number: r.Number, State: RowValid, Cells: r.Cells, Problems: Problems(r.Problems)}
+		switch k, ok := known[r.Number]; {
+		case !r.Valid():
+			cr.State = RowInvalid
+			c.Invalid++
+			c.Problems = append(c.Problems, cr.Problems...)
+		case ok:
+			cr.State, cr.ProductID = RowAlreadyRegistered, k.ProductID
+			c.AlreadyRegistered++
+		default:
+			c.Valid++
+		}
+		c.Rows = append(c.Rows, cr)
+	}
+	return c, nil
+}
+
+// ColumnLetters names the i-th column (from 0) as a spreadsheet does: A, …, Z, AA, ….
+func ColumnLetters(i int) string {
+	var b []byte
+	for i++; i > 0; i = (i - 1) / 26 {
+		b = append([]byte{byte('A' + (i-1)%26)}, b...)
+	}
+	return string(b)
+}
+
+// WriteTemplate writes the empty upload template (.xlsx).
+func WriteTemplate(w io.Writer) error { return excel.WriteTemplate(w) }

@@ -1,0 +1,71 @@
+package upload
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/excel"
+	"github.com/bulkreg/bulkreg/ledger"
+	"github.com/bulkreg/bulkreg/uploadstatus"
+)
+
+// Ledger tells which of a seller's SKUs bulkreg registered before (*ledger.Ledger).
+type Ledger interface {
+	Lookup(ctx context.Context, seller string, skus []string) (map[string]ledger.Entry, error)
+}
+
+// CodeRegisteredOtherContent is the problem code of a row whose SKU the
+// seller registered before with other content.
+const CodeRegisteredOtherContent = "already_registered_other_content"
+
+// checkLedger looks every valid row's SKU up in the seller's ledger, in one
+// round trip, before anything is published:
+//   - registered with the same content: the row is not published; it is
+//     returned as already registered (or as registered, when this very
+//     upload's row registered it: a publish that failed part way, sent again);
+//   - registered with other content: the row gets a problem on its SKU cell
+//     and is refused like any invalid row: bulk registration only adds products;
+//   - claimed or unknown: the row is published, and a consumer claims it.
+//
+// Rows of one SKU in flight in two uploads at once are both published; the
+// consumers' claim lets only one of them call.
+func (u *Uploader) checkLedger(ctx context.Context, uploadID, seller string, sheet *excel.Sheet) (map[int]uploadstatus.RowResult, error) {
+	known := map[int]uploadstatus.RowResult{}
+	if u.Ledger == nil {
+		return known, nil
+	}
+	var skus []string
+	for _, r := range sheet.Rows {
+		if r.Valid() {
+			skus = append(skus, r.Product.SellerSKU)
+		}
+	}
+	if len(skus) == 0 {
+		return known, nil
+	}
+	entries, err := u.Ledger.Lookup(ctx, seller, skus)
+	if err != nil {
+		return nil, err
+	}
+	at := u.now()
+	for i := range sheet.Rows {
+		r := &sheet.Rows[i]
+		e, ok := entries[r.Product.SellerSKU]
+		if !r.Valid() || !ok || e.State != ledger.Registered {
+			continue
+		}
+		if e.Hash != r.Product.ContentHash() {
+			r.Problems = append(r.Problems, excel.Problem{Row: r.Number, Column: excel.FieldSellerSKU,
+				Cell: sheet.FieldCell(excel.FieldSellerSKU, r.Number), Code: CodeRegisteredOtherContent,
+				Message: fmt.Sprintf("seller_sku %q is already registered as %s; bulk registration does not change existing products", r.Product.SellerSKU, e.ProductID)})
+			continue
+		}
+		rr := uploadstatus.RowResult{Row: r.Number, State: uploadstatus.AlreadyRegistered, ProductID: e.ProductID, At: at, Reason: e.AlreadyRegistered()}
+		if e.Row == bulkreg.IdempotencyKey(uploadID, r.Number) {
+			rr.State, rr.Reason = uploadstatus.Registered, ""
+		}
+		known[r.Number] = rr
+	}
+	return known, nil
+}

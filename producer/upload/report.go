@@ -1,0 +1,88 @@
+package upload
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/bulkreg/bulkreg/excel"
+	"github.com/bulkreg/bulkreg/uploadstatus"
+)
+
+// cellsNotKept explains a report row without its cells (see reportCells).
+const cellsNotKept = "the row's cells are not in this report: the upload held more text than bulkreg keeps; copy them from your file"
+
+// ReportRows joins an upload's original cells with its row results: one
+// report row per spreadsheet row, "registered", "already_registered" (the
+// reason names the existing product), "failed" (with the reason) or
+// "waiting". A failed-only report keeps the failed rows alone, so an already
+// registered row is never sent again from it.
+func ReportRows(st uploadstatus.Status, cells map[int][]string) []excel.ReportRow {
+	results := make(map[int]uploadstatus.RowResult, len(st.Rows))
+	for _, r := range st.Rows {
+		results[r.Row] = r
+	}
+	nums := make([]int, 0, len(cells))
+	for n := range cells {
+		nums = append(nums, n)
+	}
+	for n := range results {
+		if _, ok := cells[n]; !ok {
+			nums = append(nums, n)
+		}
+	}
+	slices.Sort(nums)
+	out := make([]excel.ReportRow, 0, len(nums))
+	for _, n := range nums {
+		rr := excel.ReportRow{Number: n, Cells: cells[n], Result: "waiting"}
+		if res, ok := results[n]; ok {
+			rr.Result = res.State
+			switch res.State {
+			case uploadstatus.Failed, uploadstatus.AlreadyRegistered:
+				rr.Reason = res.Reason
+			}
+		}
+		if c, ok := cells[n]; ok && len(c) == 0 && len(st.Header) > 0 {
+			rr.Reason = strings.TrimPrefix(rr.Reason+"; "+cellsNotKept, "; ")
+		}
+		out = append(out, rr)
+	}
+	return out
+}
+
+// Report is a result report, built.
+type Report struct {
+	XLSX []byte
+	// Rows is the rows written: every row of the upload, or with
+	// failedOnly its failed rows only.
+	Rows int
+}
+
+// BuildReport writes the upload's result report (.xlsx): the seller's
+// columns, then the original row, the result and the reason. failedOnly
+// keeps the failed rows, in a file the seller can fix and upload again.
+// It reads the upload's cells from the store; st says whose upload it is,
+// so callers serving sellers pass a Status from Uploader.Status.
+func (u *Uploader) BuildReport(ctx context.Context, st uploadstatus.Status, failedOnly bool) (Report, error) {
+	cells, err := u.Statuses.Cells(ctx, st.ID)
+	if err != nil {
+		return Report{}, err
+	}
+	rows := ReportRows(st, cells)
+	n := len(rows)
+	if failedOnly {
+		n = 0
+		for _, r := range rows {
+			if r.Result == excel.ResultFailed {
+				n++
+			}
+		}
+	}
+	var buf bytes.Buffer
+	if err := excel.WriteReport(&buf, st.Header, rows, failedOnly); err != nil {
+		return Report{}, fmt.Errorf("write the report of upload %s: %w", st.ID, err)
+	}
+	return Report{XLSX: buf.Bytes(), Rows: n}, nil
+}

@@ -1,0 +1,323 @@
+// Package productrules is the registration API's contract for one product,
+// field by field: whether a field is required, its type, its length or range,
+// and its format. It is the single source of truth for those rules: the
+// spreadsheet validator (package excel) and the reference API
+// (internal/sandbox) both check a product against this table, so an upload
+// is refused for a field exactly when the API would refuse it, with the same
+// field named.
+//
+// The table, in the contract's field order (lengths are characters, not bytes):
+//
+//	field          required  type          rule
+//	seller_sku     yes       text          1–100 characters, one word: no spaces, line breaks or control characters
+//	name           yes       text          1–200 characters, one line
+//	category_code  yes       text          1–64 characters: letters A–Z a–z, digits, '-', '_', '.' (an opaque marketplace code)
+//	price          yes       whole number  1 to 1,000,000,000 (won)
+//	stock          yes       whole number  0 to 1,000,000
+//	brand          no        text          at most 100 characters, one line
+//	image_url      no        text          at most 2,048 characters, an absolute http or https URL with a host, no spaces
+//	description    no        text          at most 10,000 characters; line breaks and tabs allowed
+//	shipping_fee   no (0)    whole number  0 to 1,000,000 (won)
+//
+// A text that is empty or holds only spaces is absent. Text must be valid
+// UTF-8 without control characters (line breaks and tabs only where allowed).
+//
+// What is not here is not a rule of the API: the spreadsheet validator adds
+// help a spreadsheet needs (a long number Excel shortened to 8.8E+12, a price
+// typed as "12,000원", a date where a code belongs), which explains a problem
+// better but never refuses a value the API would accept as the seller typed it.
+package productrules
+
+import (
+	"net/url"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Field names, as in the registration API's JSON body.
+const (
+	SellerSKU    = "seller_sku"
+	Name         = "name"
+	CategoryCode = "category_code"
+	Price        = "price"
+	Stock        = "stock"
+	Brand        = "brand"
+	ImageURL     = "image_url"
+	Description  = "description"
+	ShippingFee  = "shipping_fee"
+)
+
+// Type is the JSON type of a field.
+type Type int
+
+// Types.
+const (
+	Text        Type = iota + 1 // a JSON string
+	WholeNumber                 // a JSON integer literal (no fraction, no exponent)
+)
+
+// Format is what a Text field may hold beyond its length.
+type Format int
+
+// Formats.
+const (
+	// Line is one line of text: no line breaks, tabs or other control characters.
+	Line Format = iota + 1
+	// Paragraphs allows line breaks and tabs, no other control characters.
+	Paragraphs
+	// Word is one line without any space.
+	Word
+	// Code is an opaque code of ASCII letters, digits, '-', '_' and '.'.
+	Code
+	// WebURL is an absolute http or https URL with a host and without spaces.
+	WebURL
+)
+
+// Rule is the contract of one field.
+type Rule struct {
+	Field    string
+	Required bool
+	Type     Type
+	// MaxLen is the most characters (runes) a Text field may hold.
+	MaxLen int
+	// Format applies to Text fields.
+	Format Format
+	// Min and Max bound a WholeNumber field, both included.
+	Min, Max int64
+	// Default is the value of an absent optional WholeNumber field.
+	Default int64
+}
+
+// Rules returns the table, in the contract's field order. The slice is new on
+// every call; changing it changes nothing here.
+func Rules() []Rule {
+	return []Rule{
+		{Field: SellerSKU, Required: true, Type: Text, MaxLen: 100, Format: Word},
+		{Field: Name, Required: true, Type: Text, MaxLen: 200, Format: Line},
+		{Field: CategoryCode, Required: true, Type: Text, MaxLen: 64, Format: Code},
+		{Field: Price, Required: true, Type: WholeNumber, Min: 1, Max: 1_000_000_000},
+		{Field: Stock, Required: true, Type: WholeNumber, Min: 0, Max: 1_000_000},
+		{Field: Brand, Type: Text, MaxLen: 100, Format: Line},
+		{Field: ImageURL, Type: Text, MaxLen: 2048, Format: WebURL},
+		{Field: Description, Type: Text, MaxLen: 10_000, Format: Paragraphs},
+		{Field: ShippingFee, Type: WholeNumber, Min: 0, Max: 1_000_000, Default: 0},
+	}
+}
+
+// Lookup returns the rule of a field.
+func Lookup(field string) (Rule, bool) {
+	for _, r := range Rules() {
+		if r.Field == field {
+			return r, true
+		}
+	}
+	return Rule{}, false
+}
+
+// Must returns the rule of a field that is known to exist; it panics on a
+// field that is not in the table, which is a programming error.
+func Must(field string) Rule {
+	r, ok := Lookup(field)
+	if !ok {
+		panic("productrules: no field " + strconv.Quote(field))
+	}
+	return r
+}
+
+// Violation codes: what kind of rule a value broke.
+const (
+	CodeRequired       = "required"
+	CodeWrongType      = "wrong_type" // a JSON value of the wrong type (text for a number, a number for text)
+	CodeTooLong        = "too_long"
+	CodeInvalidChars   = "invalid_characters"
+	CodeNotWholeNumber = "not_whole_number"
+	CodeOutOfRange     = "out_of_range"
+	CodeInvalidURL     = "invalid_url"
+	CodeInvalidCode    = "invalid_code"
+)
+
+// Violation is one broken rule.
+type Violation struct {
+	Field   string
+	Code    string // one of the Code constants
+	Message string // a sentence that starts with the field: "price must be ..."
+}
+
+func (v *Violation) Error() string { return v.Message }
+
+func (r Rule) violation(code, msg string) *Violation {
+	return &Violation{Field: r.Field, Code: code, Message: r.Field + " " + msg}
+}
+
+// Missing is the answer for an absent field: a violation when it is required.
+func (r Rule) Missing() *Violation {
+	if !r.Required {
+		return nil
+	}
+	return r.violation(CodeRequired, "is required")
+}
+
+// WrongType refuses a value of the wrong JSON type; got describes it ("a string").
+func (r Rule) WrongType(got string) *Violation {
+	if r.Type == WholeNumber {
+		return r.violation(CodeWrongType, "must be "+r.Describe()+" written as a JSON number, got "+got)
+	}
+	return r.violation(CodeWrongType, "must be text (a JSON string), got "+got)
+}
+
+// IsBlank reports a text the table treats as absent: empty or only spaces.
+func IsBlank(s string) bool { return strings.TrimFunc(s, IsSpace) == "" }
+
+// IsSpace is every space the table knows: Unicode white space (which
+// includes the no-break and ideographic spaces Korean keyboards and web
+// copies produce) and the zero-width space and byte-order mark.
+func IsSpace(r rune) bool {
+	return unicode.IsSpace(r) || r == '\ufeff' || r == '\u200b'
+}
+
+// CheckText checks the value of a Text field. A blank value is absent.
+func (r Rule) CheckText(s string) *Violation {
+	if IsBlank(s) {
+		return r.Missing()
+	}
+	if !utf8.ValidString(s) {
+		return r.violation(CodeInvalidChars, "holds characters that are not valid text")
+	}
+	if n := utf8.RuneCountInString(s); n > r.MaxLen {
+		return r.TooLong(n)
+	}
+	return r.checkFormat(s)
+}
+
+// TooLong refuses a text of n characters; n is past MaxLen.
+func (r Rule) TooLong(n int) *Violation {
+	return r.violation(CodeTooLong, "must be at most "+Group(int64(r.MaxLen))+" characters, got "+Group(int64(n))+" characters")
+}
+
+func (r Rule) checkFormat(s string) *Violation {
+	switch r.Format {
+	case Code:
+		for i := 0; i < len(s); i++ {
+			if !isCodeByte(s[i]) {
+				return r.violation(CodeInvalidCode, "must be a code of 1 to "+strconv.Itoa(r.MaxLen)+" letters, digits, '-', '_' or '.', got "+Quote(s))
+			}
+		}
+		return nil
+	case WebURL:
+		if v := r.checkChars(s, false); v != nil {
+			return v
+		}
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.IndexFunc(s, IsSpace) >= 0 {
+			return r.violation(CodeInvalidURL, "must be a web address starting with https:// or http://, got "+Quote(s))
+		}
+		return nil
+	case Word:
+		if v := r.checkChars(s, false); v != nil {
+			return v
+		}
+		if strings.IndexFunc(s, IsSpace) >= 0 {
+			return r.violation(CodeInvalidChars, "must not contain spaces, got "+Quote(s))
+		}
+		return nil
+	case Paragraphs:
+		return r.checkChars(s, true)
+	}
+	return r.checkChars(s, false)
+}
+
+// checkChars refuses control characters; multiline allows line breaks and tabs.
+func (r Rule) checkChars(s string, multiline bool) *Violation {
+	for _, c := range s {
+		if c == '\n' || c == '\r' || c == '\t' {
+			if multiline {
+				continue
+			}
+			return r.violation(CodeInvalidChars, "must be one line, without line breaks or tabs")
+		}
+		if c == utf8.RuneError {
+			return r.violation(CodeInvalidChars, "holds characters that are not valid text")
+		}
+		if unicode.IsControl(c) {
+			return r.violation(CodeInvalidChars, "holds an invisible control character ("+strconv.QuoteRune(c)+")")
+		}
+	}
+	return nil
+}
+
+func isCodeByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
+}
+
+// CheckNumber checks the value of a WholeNumber field. shown is the value as
+// the caller received it, for the message (the seller's cell text, or the
+// JSON literal); empty means the number itself.
+func (r Rule) CheckNumber(n int64, shown string) *Violation {
+	if n < r.Min || n > r.Max {
+		return r.OutOfRange(orNumber(shown, n))
+	}
+	return nil
+}
+
+// OutOfRange refuses a whole number outside Min..Max; shown is how the value is quoted.
+func (r Rule) OutOfRange(shown string) *Violation {
+	return r.violation(CodeOutOfRange, "must be "+r.Describe()+", got "+Quote(shown))
+}
+
+// NotWhole refuses a value that is not a whole number; shown is how it is quoted.
+func (r Rule) NotWhole(shown string) *Violation {
+	return r.violation(CodeNotWholeNumber, "must be "+r.Describe()+", got "+Quote(shown))
+}
+
+func orNumber(shown string, n int64) string {
+	if shown == "" {
+		return strconv.FormatInt(n, 10)
+	}
+	return shown
+}
+
+// Describe says what a WholeNumber field accepts, for messages:
+// "a whole number greater than 0 and at most 1,000,000,000".
+func (r Rule) Describe() string {
+	switch r.Min {
+	case 0:
+		return "a whole number from 0 to " + Group(r.Max)
+	case 1:
+		return "a whole number greater than 0 and at most " + Group(r.Max)
+	}
+	return "a whole number from " + Group(r.Min) + " to " + Group(r.Max)
+}
+
+// Group writes n with thousands separators: 1048576 → "1,048,576".
+func Group(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// Quote shows a value in a message, shortened so a 1 MB value does not make a
+// 1 MB message.
+func Quote(s string) string {
+	const max = 40
+	if len(s) <= max {
+		return strconv.Quote(s)
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + "…"
+}

@@ -1,0 +1,306 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkreg/bulkreg/internal/testredis"
+)
+
+// TestASlotDoesNotOutliveItsRedis: every admitted reservation carries the
+// epoch of its hash slot; Check accepts it while that state lives and
+// refuses it once Redis lost the state (restarted empty on the same port),
+// once the slot was given back, or once the slot alone was lost (an
+// append-only file that missed its last second keeps the marker, not the slot).
+func TestASlotDoesNotOutliveItsRedis(t *testing.T) {
+	ctx := context.Background()
+	for _, kind := range []Kind{Sliding, Fixed, TokenBucket} {
+		t.Run(string(kind), func(t *testing.T) {
+			srv := startRedis(t)
+			rdb := srv.Client()
+			th := newThrottle(t, rdb, Policy{Kind: kind, Limit: 3, Window: 2 * time.Second})
+			s := seller("epoch")
+			first, second := reserve(t, th, s), reserve(t, th, s)
+			if first.Epoch == "" || second.Epoch != first.Epoch || first.Lost || !first.HeldUntil.IsZero() {
+				t.Fatalf("reservations %+v and %+v, want one non-empty epoch for both, nothing lost, no hold (the Redis was initialised)", first, second)
+			}
+			for _, r := range []Reservation{first, second} {
+				if c, err := th.Check(ctx, r); err != nil || !c.Good {
+					t.Fatalf("Check(%s) = %+v, %v before anything happened, want good", r.ID, c, err)
+				}
+			}
+			if err := th.Release(ctx, second); err != nil {
+				t.Fatal(err)
+			}
+			if c, err := th.Check(ctx, second); err != nil || c.Good {
+				t.Errorf("Check of a released slot = %+v, %v, want not good", c, err)
+			}
+			lost := reserve(t, th, s)
+			if err := rdb.ZRem(ctx, th.keys(s).log, lost.ID).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if c, err := th.Check(ctx, lost); err != nil || c.Good {
+				t.Errorf("Check of a slot missing from the log = %+v, %v, want not good", c, err)
+			}
+
+			srv.Restart() // empty, same port: the client reconnects to a Redis that never granted first
+			var c SlotCheck
+			var err error
+			waitUntil(t, 5*time.Second, func() bool { c, err = th.Check(ctx, first); return err == nil })
+			if c.Good || c.Epoch != "" {
+				t.Errorf("Check of a slot granted before the restart = %+v, want not good and no epoch (the state is gone)", c)
+			}
+			after := reserve(t, th, s)
+			if after.Epoch == "" || after.Epoch == first.Epoch || !after.Lost {
+				t.Errorf("the reservation after the restart = %+v, before it the epoch was %q: want a new epoch and Lost", after, first.Epoch)
+			}
+			if c, err := th.Check(ctx, after); err != nil || !c.Good || c.Epoch != after.Epoch {
+				t.Errorf("Check of a slot of the new epoch = %+v, %v, want good in epoch %s", c, err, after.Epoch)
+			}
+			if c, err := th.Check(ctx, first); err != nil || c.Good || c.Epoch != after.Epoch {
+				t.Errorf("Check of the old slot once a new epoch began = %+v, %v, want not good, epoch %s", c, err, after.Epoch)
+			}
+			// The check answers the Redis clock, so a caller can place its slot.
+			sent := time.Now()
+			c, err = th.Check(ctx, after)
+			if err != nil || c.Now.Before(sent.Add(-10*time.Millisecond)) || c.Now.After(time.Now().Add(10*time.Millisecond)) {
+				t.Errorf("Check answered the Redis clock %v, want within the round trip [%v, now] (same machine)", c.Now, sent)
+			}
+			srv.Stop()
+			if _, err := th.Check(ctx, after); !errors.Is(err, ErrUnavailable) {
+				t.Errorf("Check with Redis down = %v, want ErrUnavailable", err)
+			}
+		})
+	}
+}
+
+// TestALossHoldsTheSlotOneWindow (issue 11): the seller used its whole limit,
+// then Redis restarted empty. Whoever asks first finds the loss; from then on
+// no slot of the seller starts before LossHold has passed, and the limit
+// applies again from there: calls made before the loss, unknown to the new
+// Redis, are more than a window before any new slot. Without the hold the
+// empty log would admit a whole window at once (the issue's 100 × 429).
+func TestALossHoldsTheSlotOneWindow(t *testing.T) {
+	ctx := context.Background()
+	for _, kind := range []Kind{Sliding, Fixed, TokenBucket} {
+		t.Run(string(kind), func(t *testing.T) {
+			srv := startRedis(t)
+			rdb := srv.Client()
+			p := Policy{Kind: kind, Limit: 3, Window: 2 * time.Second, Margin: 50 * time.Millisecond, MaxWait: 10 * time.Second}
+			th := newThrottle(t, rdb, p)
+			if th.Policy().LossHold != p.Window+2*p.Margin {
+				t.Fatalf("default LossHold %v, want Window + 2 × Margin = %v", th.Policy().LossHold, p.Window+2*p.Margin)
+			}
+			s := seller("hold")
+			for range p.Limit {
+				if r := reserve(t, th, s); r.Wait > 100*time.Millisecond {
+					t.Fatalf("reservation before the loss waits %v, want now", r.Wait)
+				}
+			}
+			srv.Restart()
+			var first Reservation
+			waitUntil(t, 5*time.Second, func() bool {
+				var err error
+				first, err = th.Reserve(ctx, s)
+				return err == nil
+			})
+			if !first.Admitted || !first.Lost || first.HeldUntil.IsZero() {
+				t.Fatalf("first reservation after the loss = %+v, want admitted, Lost, with a hold", first)
+			}
+			found := first.At.Add(-first.Wait) // the Redis clock when the loss was found
+			if want := found.Add(th.Policy().LossHold); !first.HeldUntil.Equal(want) || first.At.Before(want) {
+				t.Errorf("hold until %v and slot at %v; want both at the moment the loss was found + LossHold = %v", first.HeldUntil, first.At, want)
+			}
+			// The rest of the window is at the hold too, nobody reports the loss
+			// again, and the limit holds from there.
+			slots := []time.Time{first.At}
+			for range p.Limit {
+				r := reserve(t, th, s)
+				if r.Lost || !r.HeldUntil.Equal(first.HeldUntil) || r.Epoch != first.Epoch {
+					t.Errorf("later reservation %+v, want the same hold and epoch, not Lost again", r)
+				}
+				slots = append(slots, r.At)
+			}
+			for i, at := range slots[:p.Limit] {
+				if at.Before(first.HeldUntil) {
+					t.Errorf("slot %d at %v, before the hold ends (%v)", i, at, first.HeldUntil)
+				}
+			}
+			if kind == Sliding {
+				if gap := slots[p.Limit].Sub(slots[0]); gap <= p.Window+p.Margin {
+					t.Errorf("slot %d is %v after slot 0, want more than W′ = %v", p.Limit, gap, p.Window+p.Margin)
+				}
+			}
+			if st, err := th.Peek(ctx, s); err != nil || st.NextFree.Before(first.HeldUntil) {
+				t.Errorf("Peek = %+v, %v, want the next free slot after the hold (%v)", st, err, first.HeldUntil)
+			}
+		})
+	}
+}
+
+// TestAFailoverOrRestartFromDiskIsHeld: a Redis restarted from its
+// append-only file keeps the markers but may miss the last second of writes.
+// The markers name the redis-server process that wrote them, so the first
+// reservation on the new process finds them foreign and holds the hash slot.
+// A Sentinel failover to a replica is found the same way (consumer's
+// TestSentinelFailover).
+func TestAFailoverOrRestartFromDiskIsHeld(t *testing.T) {
+	srv := testredis.Start(t, "--appendonly", "yes", "--appendfsync", "always")
+	rdb := srv.Client()
+	ctx := context.Background()
+	if _, err := Initialize(ctx, rdb); err != nil {
+		t.Fatal(err)
+	}
+	th := newThrottle(t, rdb, Policy{Limit: 2, Window: time.Second, Margin: 20 * time.Millisecond})
+	s := seller("aof")
+	before := reserve(t, th, s)
+	srv.Restart() // the same data from the append-only file, a new process
+	var after Reservation
+	waitUntil(t, 5*time.Second, func() bool {
+		var err error
+		after, err = th.Reserve(ctx, s)
+		return err == nil
+	})
+	if !after.Lost || after.Epoch == before.Epoch || after.Wait < th.Policy().LossHold-10*time.Millisecond {
+		t.Errorf("the reservation after a restart from disk = %+v; want Lost, a new epoch and a wait of LossHold (%v)", after, th.Policy().LossHold)
+	}
+	mk, err := th.markers.Read(ctx, rdb, "bulkreg:{s:"+s+"}:log")
+	if err != nil || len(mk) != 1 || mk[0].Cause != CauseNewServer || mk[0].Since.IsZero() {
+		t.Errorf("marker after the restart = %+v, %v; want cause %q with its time", mk, err, CauseNewServer)
+	}
+	if c, err := th.Check(ctx, before); err != nil || c.Good {
+		t.Errorf("Check of the slot granted by the old process = %+v, %v; want not good (its epoch is over)", c, err)
+	}
+}
+
+// TestMarkersLiveInTheirHashSlot: each marker's tag hashes to its slot, by
+// Redis's own rule (the CRC16 values below are Redis's), and the tags never
+// change: a new tag would make every Redis in use look as if it lost its data.
+func TestMarkersLiveInTheirHashSlot(t *testing.T) {
+	for key, want := range map[string]int{"foo": 12182, "123456789": 12739, "{user1000}.following": 3443,
+		"{user1000}.followers": 3443, "a{}b": KeySlot("a{}b"), "bulkreg:{s:x}:log": KeySlot("s:x")} {
+		if got := KeySlot(key); got != want {
+			t.Errorf("KeySlot(%q) = %d, want %d", key, got, want)
+		}
+	}
+	m := NewMarkers()
+	seen := map[string]bool{}
+	for s := range HashSlots {
+		k := m.OfSlot(s)
+		if KeySlot(k) != s || seen[k] {
+			t.Fatalf("marker %s of slot %d is in slot %d (or repeated)", k, s, KeySlot(k))
+		}
+		seen[k] = true
+	}
+	for s, want := range map[int]string{0: "bulkreg:{m2kg}:marker", 1: "bulkreg:{mdr}:marker", 16383: "bulkreg:{m6c4}:marker"} {
+		if got := m.OfSlot(s); got != want {
+			t.Errorf("marker of slot %d is %s, was %s: marker keys must never change", s, got, want)
+		}
+	}
+}
+
+// TestInitialize: a new Redis gets all its markers; initialising again
+// changes nothing; a Redis that has only some of them lost data and is
+// refused (its sellers must be held, not declared new).
+func TestInitialize(t *testing.T) {
+	ctx := context.Background()
+	srv := testredis.Start(t)
+	rdb := srv.Client()
+	res, err := Initialize(ctx, rdb)
+	if err != nil || res.Created != HashSlots || res.Present != 0 {
+		t.Fatalf("Initialize on a new Redis = %+v, %v, want %d created", res, err, HashSlots)
+	}
+	m := NewMarkers()
+	mk, err := m.Read(ctx, rdb, "bulkreg:{s:x}:log")
+	if err != nil || !mk[0].Found || mk[0].Cause != CauseInit || !mk[0].HoldUntil.IsZero() || mk[0].Server == "" {
+		t.Errorf("marker after Initialize = %+v, %v, want cause init, no hold, the server's run_id", mk, err)
+	}
+	if res, err := Initialize(ctx, rdb); err != nil || res.Created != 0 || res.Present != HashSlots {
+		t.Errorf("Initialize again = %+v, %v, want nothing created", res, err)
+	}
+	if err := rdb.Del(ctx, m.OfSlot(42)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Initialize(ctx, rdb)
+	if !errors.Is(err, ErrNotNew) || !strings.Contains(err.Error(), "16383 of its 16384") {
+		t.Errorf("Initialize with one marker gone = %v, want ErrNotNew saying 16383 of 16384", err)
+	}
+	if n := rdb.Exists(ctx, m.OfSlot(42)).Val(); n != 0 {
+		t.Errorf("the refused Initialize created the missing marker")
+	}
+}
+
+// TestLossPerClusterNode: on Redis Cluster the markers live on the node that
+// holds their slots, so a master that lost its data (FLUSHALL) holds its own
+// sellers and no other, and Initialize refuses it rather than declaring it new.
+func TestLossPerClusterNode(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	rdb := c.Client()
+	ctx := context.Background()
+	th := newThrottle(t, rdb, Policy{Limit: 5, Window: 2 * time.Second})
+	sellers := map[string]string{} // seller → address of its master
+	for i := range 12 {
+		s := seller("cluster" + string(rune('a'+i)))
+		r := reserve(t, th, s)
+		if chk, err := th.Check(ctx, r); err != nil || !chk.Good || r.Lost {
+			t.Fatalf("seller %s: %+v, Check = %+v, %v, want good and nothing lost", s, r, chk, err)
+		}
+		k := th.keys(s)
+		logSlot, err1 := rdb.ClusterKeySlot(ctx, k.log).Result()
+		markerSlot, err2 := rdb.ClusterKeySlot(ctx, k.marker).Result()
+		if err1 != nil || err2 != nil || logSlot != markerSlot {
+			t.Errorf("seller %s: log in slot %d, marker in slot %d (%v, %v): want the same slot", s, logSlot, markerSlot, err1, err2)
+		}
+		node, err := rdb.MasterForKey(ctx, k.log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sellers[s] = node.Options().Addr
+	}
+	var flushed string
+	for _, addr := range sellers {
+		flushed = addr
+		break
+	}
+	node := redis.NewClient(&redis.Options{Addr: flushed})
+	defer node.Close()
+	if err := node.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var held, free int
+	for s, addr := range sellers {
+		r := reserve(t, th, s)
+		switch {
+		case addr == flushed && (!r.Lost || r.Wait < th.Policy().LossHold-50*time.Millisecond):
+			t.Errorf("seller %s on the flushed master: %+v, want Lost and a wait of LossHold", s, r)
+		case addr != flushed && (r.Lost || !r.HeldUntil.IsZero()):
+			t.Errorf("seller %s on another master: %+v, want no loss and no hold", s, r)
+		case addr == flushed:
+			held++
+		default:
+			free++
+		}
+	}
+	t.Logf("sellers held on the flushed master: %d, free on the others: %d", held, free)
+	_, err := Initialize(ctx, rdb)
+	if !errors.Is(err, ErrNotNew) || !strings.Contains(err.Error(), flushed) {
+		t.Errorf("Initialize with a flushed master = %v, want ErrNotNew naming %s", err, flushed)
+	}
+}
+
+func waitUntil(t *testing.T, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v", within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
