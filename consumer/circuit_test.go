@@ -64,16 +64,17 @@ func dlqLen(t testing.TB, brokers []string, topic string) int {
 }
 
 // TestOutageHoldsRowsInKafka: the registration API answers 503 to everything
-// for 4 s, four times a row's retry budget (3 attempts within 1 s), in the
-// middle of an upload. While the circuit is open the consumer reads no new
+// for 4 s, twice a row's retry budget (5 attempts within 2 s: enough to
+// outlast the circuit's opening on a busy machine, where it took up to 1.1 s,
+// far too little for the outage), in the middle of an upload. While the circuit is open the consumer reads no new
 // row (a second seller's rows published meanwhile stay in Kafka), holds at
 // most the probe's throttle slot, and calls the API at most once per probe
 // interval. Afterwards every row is registered once and none was
 // dead-lettered.
 func TestOutageHoldsRowsInKafka(t *testing.T) {
 	s := newStack(t, stackOptions{partitions: 1, limit: 50, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond})
-	budget := registryclient.RetryPolicy{InitialInterval: 50 * time.Millisecond, MaxInterval: 200 * time.Millisecond, MaxElapsed: time.Second,
-		Multiplier: 2, Jitter: 0.5, MaxAttempts: 3}
+	budget := registryclient.RetryPolicy{InitialInterval: 50 * time.Millisecond, MaxInterval: 400 * time.Millisecond, MaxElapsed: 2 * time.Second,
+		Multiplier: 2, Jitter: 0.5, MaxAttempts: 5}
 	c := s.startConsumer(func(_ *Config, d *Deps) { d.Retry = budget })
 	s.waitGroupStable("registrar", 1)
 	s.publish("up-a", "a", 200)
