@@ -189,20 +189,24 @@ type result struct {
 	PeakRSSMiBMax          float64   `json:"consumer_peak_rss_mib_max"`
 }
 
-var definitions = map[string]string{
-	"lower_bound_s":                                     "(⌈rows/limit⌉ − 1) × (window + margin): the least time from a seller's first registration to its last",
-	"seller_ratio":                                      "per seller: (last − first registration at the sandbox) ÷ its lower bound; min, median and max over the sellers whose lower bound is above 0 (more rows than the limit)",
-	"registrations_per_s_sustained":                     "registered_rows ÷ first_to_last_registration_s (the sandbox's first and last 201 of the run, all sellers)",
-	"registered_rows":                                   "distinct products the sandbox registered (accepted_201 minus double registrations)",
-	"consumer_cpu_us_per_registered_row":                "user + system CPU of all consumer processes (/proc/PID/stat, 10 ms ticks) from just before publishing to 1 s after the last registration, ÷ registered_rows",
-	"redis_round_trips_per_registered_row":              "the consumers' bulkreg_consumer_redis_roundtrips_total over the same span ÷ registered_rows: one per command or pipeline a Redis node received; null when the consumer binary has no such counter",
-	"redis_commands_sent_per_registered_row":            "the consumers' bulkreg_consumer_redis_commands_total over the same span ÷ registered_rows (a script is one command)",
-	"redis_commands_executed_per_registered_row":        "redis-server's total_commands_processed over the same span ÷ registered_rows (commands run inside scripts included)",
-	"consumer_peak_rss_mib":                             "VmHWM of each consumer process at the end of the scenario",
-	"finish_windows_max":                                "per seller group: the largest (seller's last registration − the run's first registration) ÷ the app-wide window (the seller window without one)",
-	"global_limit.periods":                              "the run from its first registration to its last cut into consecutive periods of the app-wide window; accepted = 201s of all sellers in the period; seller_limits_capacity = how many the sellers' own limits alone would have allowed in it (each seller's rows left, placed as early as a sliding log of limit per window + margin allows after its earlier registrations); counted = capacity ≥ the app-wide limit, i.e. rows were waiting that only the app-wide limit held back",
-	"global_limit.window_used_fraction_while_rows_wait": "Σ accepted ÷ (app-wide limit × periods counted); the worst period's accepted ÷ limit beside it; null when no period counted",
-	"rate_limited_429":                                  "429 answers of the sandbox, every limit together",
+// definitions say how each figure of the JSON is computed; they are printed
+// with it.
+func definitions() map[string]string {
+	return map[string]string{
+		"lower_bound_s":                                     "(⌈rows/limit⌉ − 1) × (window + margin): the least time from a seller's first registration to its last",
+		"seller_ratio":                                      "per seller: (last − first registration at the sandbox) ÷ its lower bound; min, median and max over the sellers whose lower bound is above 0 (more rows than the limit)",
+		"registrations_per_s_sustained":                     "registered_rows ÷ first_to_last_registration_s (the sandbox's first and last 201 of the run, all sellers)",
+		"registered_rows":                                   "distinct products the sandbox registered (accepted_201 minus double registrations)",
+		"consumer_cpu_us_per_registered_row":                "user + system CPU of all consumer processes (/proc/PID/stat, 10 ms ticks) from just before publishing to 1 s after the last registration, ÷ registered_rows",
+		"redis_round_trips_per_registered_row":              "the consumers' bulkreg_consumer_redis_roundtrips_total over the same span ÷ registered_rows: one per command or pipeline a Redis node received; null when the consumer binary has no such counter",
+		"redis_commands_sent_per_registered_row":            "the consumers' bulkreg_consumer_redis_commands_total over the same span ÷ registered_rows (a script is one command)",
+		"redis_commands_executed_per_registered_row":        "redis-server's total_commands_processed over the same span ÷ registered_rows (commands run inside scripts included)",
+		"consumer_peak_rss_mib":                             "VmHWM of each consumer process at the end of the scenario",
+		"finish_windows_max":                                "per seller group: the largest (seller's last registration − the run's first registration) ÷ the app-wide window (the seller window without one)",
+		"global_limit.periods":                              "the run from its first registration to its last cut into consecutive periods of the app-wide window; accepted = 201s of all sellers in the period; seller_limits_capacity = how many the sellers' own limits alone would have allowed in it (each seller's rows left, placed as early as a sliding log of limit per window + margin allows after its earlier registrations); counted = capacity ≥ the app-wide limit, i.e. rows were waiting that only the app-wide limit held back",
+		"global_limit.window_used_fraction_while_rows_wait": "Σ accepted ÷ (app-wide limit × periods counted); the worst period's accepted ÷ limit beside it; null when no period counted",
+		"rate_limited_429":                                  "429 answers of the sandbox, every limit together",
+	}
 }
 
 func main() {
@@ -251,14 +255,17 @@ func main() {
 	os.RemoveAll(dir)
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
-	_ = enc.Encode(map[string]any{
+	if err := enc.Encode(map[string]any{
 		"machine":         machine(),
 		"consumer_binary": bin,
 		"note": "windows shrunk from 60 s; the broker, Redis, the sandbox and every consumer share this machine, " +
 			"so the figures include their contention",
-		"definitions": definitions,
+		"definitions": definitions(),
 		"results":     out,
-	})
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: write the JSON:", err)
+		os.Exit(1)
+	}
 }
 
 // noGlobalLimit explains why a scenario with an app-wide limit cannot run in
@@ -560,7 +567,7 @@ func run(ctx context.Context, sc scenario, bin, parent string, log *slog.Logger)
 	if haveTrips {
 		res.RoundTrips, res.RoundTripsPerRow = ptr(trips), ptr(round(perRow(trips)))
 	}
-	// −1: the INFO of the second sample is itself a command.
+	// −1: the first sample's INFO is itself a command.
 	res.CommandsExecuted = after.redisCommands - before.redisCommands - 1
 	res.CommandsExecutedPerRow = round(perRow(float64(res.CommandsExecuted)))
 	return res, nil
@@ -669,9 +676,13 @@ func commandsProcessed(ctx context.Context, rdb *redis.Client) (int64, error) {
 
 // peakRSS is a process's peak resident set size (VmHWM) in MiB.
 func peakRSS(pid int) float64 {
-	v := procField(fmt.Sprintf("/proc/%d/status", pid), "VmHWM:")
+	return kibToMiB(procField(fmt.Sprintf("/proc/%d/status", pid), "VmHWM:"))
+}
+
+// kibToMiB reads a /proc size ("1234 kB") as MiB; 0 when unreadable.
+func kibToMiB(v string) float64 {
 	kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(v, "kB")), 64)
-	return kb / 1024
+	return round(kb / 1024)
 }
 
 // cpuSeconds is the user + system CPU time a live process has used so far
@@ -714,7 +725,7 @@ func procField(path, key string) string {
 type machineInfo struct {
 	NProc     int     `json:"nproc"`
 	CPUModel  string  `json:"cpu_model"`
-	MemTotal  string  `json:"mem_total"`
+	MemMiB    float64 `json:"mem_total_mib"`
 	Kernel    string  `json:"kernel"`
 	GoVersion string  `json:"go_version_of_bench"`
 	LoadAvg1m float64 `json:"load_avg_1m_at_end"`
@@ -725,7 +736,7 @@ func machine() machineInfo {
 	return machineInfo{
 		NProc:     runtime.NumCPU(),
 		CPUModel:  procField("/proc/cpuinfo", "model name"),
-		MemTotal:  procField("/proc/meminfo", "MemTotal:"),
+		MemMiB:    kibToMiB(procField("/proc/meminfo", "MemTotal:")),
 		Kernel:    strings.TrimSpace(string(kernel)),
 		GoVersion: runtime.Version(),
 		LoadAvg1m: loadAvg(),
@@ -738,7 +749,7 @@ func loadAvg() float64 {
 	b, _ := os.ReadFile("/proc/loadavg")
 	f := strings.Fields(string(b))
 	if len(f) == 0 {
-		return math.NaN()
+		return 0 // unknown; JSON has no NaN
 	}
 	v, _ := strconv.ParseFloat(f[0], 64)
 	return v
