@@ -187,6 +187,19 @@ type result struct {
 	CommandsExecutedPerRow float64   `json:"redis_commands_executed_per_registered_row"`
 	PeakRSSMiB             []float64 `json:"consumer_peak_rss_mib"`
 	PeakRSSMiBMax          float64   `json:"consumer_peak_rss_mib_max"`
+	RedisCPUUsPerRow       float64   `json:"redis_cpu_us_per_registered_row"`
+	// Where the machine's CPU went over the scenario: the rest is other work
+	// on the machine, which skews every figure above.
+	CPU      cpuShare           `json:"machine_cpu_s"`
+	Counters map[string]float64 `json:"consumer_counters"`
+}
+
+type cpuShare struct {
+	Busy      float64 `json:"busy_all_processes"`
+	Consumers float64 `json:"consumers"`
+	Redis     float64 `json:"redis"`
+	Bench     float64 `json:"bench_process_sandbox_and_broker"`
+	Other     float64 `json:"other_processes"`
 }
 
 // definitions say how each figure of the JSON is computed; they are printed
@@ -206,6 +219,9 @@ func definitions() map[string]string {
 		"global_limit.periods":                              "the run from its first registration to its last cut into consecutive periods of the app-wide window; accepted = 201s of all sellers in the period; seller_limits_capacity = how many the sellers' own limits alone would have allowed in it (each seller's rows left, placed as early as a sliding log of limit per window + margin allows after its earlier registrations); counted = capacity ≥ the app-wide limit, i.e. rows were waiting that only the app-wide limit held back",
 		"global_limit.window_used_fraction_while_rows_wait": "Σ accepted ÷ (app-wide limit × periods counted); the worst period's accepted ÷ limit beside it; null when no period counted",
 		"rate_limited_429":                                  "429 answers of the sandbox, every limit together",
+		"redis_cpu_us_per_registered_row":                   "redis-server's user + system CPU (INFO cpu) over the same span ÷ registered_rows",
+		"machine_cpu_s":                                     "CPU seconds over the same span: busy_all_processes from /proc/stat (every CPU, idle and iowait left out), consumers as above, redis from INFO cpu, bench_process from /proc/self/stat; other_processes is the rest, work on the machine that is not this scenario's and skews it",
+		"consumer_counters":                                 "these consumer counters over the same span, summed over the consumers; one the binary lacks is left out",
 	}
 }
 
@@ -322,6 +338,14 @@ func consumerBinary(dir, given string) (binaryInfo, error) {
 		b.Path, b.BuiltByBench = filepath.Join(dir, "consumer"), true
 		if out, err := exec.Command("go", "build", "-o", b.Path, "github.com/bulkreg/bulkreg/cmd/consumer").CombinedOutput(); err != nil {
 			return b, fmt.Errorf("build cmd/consumer: %w\n%s", err, out)
+		}
+		// go build does not stamp the revision in every checkout (a git
+		// worktree here), so ask git.
+		if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
+			b.Revision = strings.TrimSpace(string(out))
+		}
+		if out, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil {
+			b.Modified = strconv.FormatBool(len(out) > 0)
 		}
 	} else {
 		abs, err := filepath.Abs(given)
@@ -567,6 +591,24 @@ func run(ctx context.Context, sc scenario, bin, parent string, log *slog.Logger)
 	if haveTrips {
 		res.RoundTrips, res.RoundTripsPerRow = ptr(trips), ptr(round(perRow(trips)))
 	}
+	redisCPU := after.redisCPUS - before.redisCPUS
+	res.RedisCPUUsPerRow = math.Round(perRow(redisCPU) * 1e6)
+	res.CPU = cpuShare{Busy: round(after.machineBusyS - before.machineBusyS), Consumers: round(cpu), Redis: round(redisCPU),
+		Bench: round(after.benchCPUS - before.benchCPUS)}
+	res.CPU.Other = round(res.CPU.Busy - res.CPU.Consumers - res.CPU.Redis - res.CPU.Bench)
+	res.Counters = map[string]float64{}
+	for _, name := range diagnostics {
+		sum, ok := 0.0, true
+		for i := range procs {
+			a, okA := after.consumers[i].metrics[name]
+			b, okB := before.consumers[i].metrics[name]
+			ok = ok && okA && okB
+			sum += a - b
+		}
+		if ok {
+			res.Counters[name] = sum
+		}
+	}
 	// −1: the first sample's INFO is itself a command.
 	res.CommandsExecuted = after.redisCommands - before.redisCommands - 1
 	res.CommandsExecutedPerRow = round(perRow(float64(res.CommandsExecuted)))
@@ -587,16 +629,31 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.ResponseWriter.WriteHeader(code)
 }
 
-// sample is the consumers' and Redis's counters at one moment.
+// sample is the consumers', Redis's and the machine's counters at one moment.
 type sample struct {
 	consumers     []consumerSample
 	redisCommands int64
+	redisCPUS     float64
+	benchCPUS     float64 // this process: the sandbox and the broker
+	machineBusyS  float64 // every CPU, every process
 }
 
 type consumerSample struct {
 	cpuS       float64
 	commands   float64
 	roundTrips *float64 // nil: the binary has no such counter
+	metrics    map[string]float64
+}
+
+// diagnostics are consumer counters printed as they are (summed over the
+// consumers, over the scenario) when the binary has them: they explain a
+// slow run (slots given back, rows handed back at a rebalance).
+var diagnostics = [...]string{
+	"bulkreg_consumer_slots_missed_total",
+	"bulkreg_consumer_rows_abandoned_total",
+	"bulkreg_consumer_rebalances_total",
+	"bulkreg_consumer_redis_unavailable_total",
+	"bulkreg_consumer_rate_limited_total",
 }
 
 func sampleAll(ctx context.Context, rdb *redis.Client, procs []*exec.Cmd, metricsAddrs []string) (sample, error) {
@@ -607,7 +664,7 @@ func sampleAll(ctx context.Context, rdb *redis.Client, procs []*exec.Cmd, metric
 		if err != nil {
 			return s, err
 		}
-		c := consumerSample{cpuS: cpuSeconds(p.Process.Pid)}
+		c := consumerSample{cpuS: cpuSeconds(fmt.Sprintf("/proc/%d/stat", p.Process.Pid)), metrics: m}
 		var ok bool
 		if c.commands, ok = m["bulkreg_consumer_redis_commands_total"]; !ok {
 			return s, fmt.Errorf("consumer %d's /metrics has no bulkreg_consumer_redis_commands_total", i)
@@ -618,8 +675,11 @@ func sampleAll(ctx context.Context, rdb *redis.Client, procs []*exec.Cmd, metric
 		s.consumers = append(s.consumers, c)
 	}
 	var err error
-	s.redisCommands, err = commandsProcessed(ctx, rdb)
-	return s, err
+	if s.redisCommands, s.redisCPUS, err = redisStats(ctx, rdb); err != nil {
+		return s, err
+	}
+	s.benchCPUS, s.machineBusyS = cpuSeconds("/proc/self/stat"), machineBusy()
+	return s, nil
 }
 
 func publish(ctx context.Context, brokers []string, topic string, sc scenario) error {
@@ -661,17 +721,56 @@ func waitStable(ctx context.Context, brokers []string, group string, n int) erro
 	return fmt.Errorf("consumer group %s did not reach %d stable members within 30 s", group, n)
 }
 
-func commandsProcessed(ctx context.Context, rdb *redis.Client) (int64, error) {
-	info, err := rdb.Info(ctx, "stats").Result()
+// redisStats is the commands Redis has processed and the CPU it has used.
+func redisStats(ctx context.Context, rdb *redis.Client) (commands int64, cpuS float64, err error) {
+	info, err := rdb.Info(ctx, "stats", "cpu").Result()
 	if err != nil {
-		return 0, fmt.Errorf("INFO stats of the bench's Redis: %w", err)
+		return 0, 0, fmt.Errorf("INFO of the bench's Redis: %w", err)
 	}
+	found := 0
 	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_commands_processed:"); ok {
-			return strconv.ParseInt(v, 10, 64)
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		switch k {
+		case "total_commands_processed":
+			commands, err = strconv.ParseInt(v, 10, 64)
+			found++
+		case "used_cpu_user", "used_cpu_sys":
+			var f float64
+			f, err = strconv.ParseFloat(v, 64)
+			cpuS += f
+			found++
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("INFO %s: %w", k, err)
 		}
 	}
-	return 0, errors.New("INFO stats has no total_commands_processed")
+	if found != 3 {
+		return 0, 0, errors.New("INFO of the bench's Redis lacks total_commands_processed, used_cpu_user or used_cpu_sys")
+	}
+	return commands, cpuS, nil
+}
+
+// machineBusy is the CPU time every CPU of the machine has spent on
+// anything but idling since boot (/proc/stat, in USER_HZ ticks of 10 ms).
+func machineBusy() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal …
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	busy := 0.0
+	for i, v := range f[1:9] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		x, _ := strconv.ParseFloat(v, 64)
+		busy += x
+	}
+	return busy / 100
 }
 
 // peakRSS is a process's peak resident set size (VmHWM) in MiB.
@@ -685,10 +784,10 @@ func kibToMiB(v string) float64 {
 	return round(kb / 1024)
 }
 
-// cpuSeconds is the user + system CPU time a live process has used so far
-// (/proc/PID/stat fields 14 and 15, in clock ticks: USER_HZ, 100 on Linux).
-func cpuSeconds(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+// cpuSeconds is the user + system CPU time a live process has used so far,
+// from its /proc/PID/stat (fields 14 and 15, in USER_HZ ticks, 100 on Linux).
+func cpuSeconds(statPath string) float64 {
+	b, err := os.ReadFile(statPath)
 	if err != nil {
 		return 0
 	}
