@@ -167,6 +167,7 @@ type result struct {
 	MaxInWindow    int   `json:"max_registrations_of_one_seller_in_any_window"`
 	APIRequests    int64 `json:"api_requests"`
 
+	PublishS          float64 `json:"publish_s"`
 	FirstToLastS      float64 `json:"first_to_last_registration_s"`
 	PublishToLastS    float64 `json:"publish_to_last_registration_s"`
 	RegistrationsPerS float64 `json:"registrations_per_s_sustained"`
@@ -210,6 +211,7 @@ func definitions() map[string]string {
 		"seller_ratio":                                      "per seller: (last − first registration at the sandbox) ÷ its lower bound; min, median and max over the sellers whose lower bound is above 0 (more rows than the limit)",
 		"registrations_per_s_sustained":                     "registered_rows ÷ first_to_last_registration_s (the sandbox's first and last 201 of the run, all sellers)",
 		"registered_rows":                                   "distinct products the sandbox registered (accepted_201 minus double registrations)",
+		"publish_s":                                         "time to publish every row to the broker (acks from all replicas); publish_to_last_registration_s counts from the same start",
 		"consumer_cpu_us_per_registered_row":                "user + system CPU of all consumer processes (/proc/PID/stat, 10 ms ticks) from just before publishing to 1 s after the last registration, ÷ registered_rows",
 		"redis_round_trips_per_registered_row":              "the consumers' bulkreg_consumer_redis_roundtrips_total over the same span ÷ registered_rows: one per command or pipeline a Redis node received; null when the consumer binary has no such counter",
 		"redis_commands_sent_per_registered_row":            "the consumers' bulkreg_consumer_redis_commands_total over the same span ÷ registered_rows (a script is one command)",
@@ -483,6 +485,7 @@ func run(ctx context.Context, sc scenario, bin, parent string, log *slog.Logger)
 	if err := publish(ctx, brokers, topic, sc); err != nil {
 		return res, err
 	}
+	res.PublishS = round(time.Since(start).Seconds())
 	total := sc.rows()
 	var longest time.Duration
 	for _, g := range sc.Groups {
