@@ -1,23 +1,37 @@
 // Command bench measures the consumer end to end and prints JSON: the
 // embedded Kafka broker, a real redis-server, the sandbox registration API
-// (in this process) and N cmd/consumer processes, with the window scaled down
-// so a run takes a minute instead of an hour.
+// (in this process) and N cmd/consumer processes, every window shrunk from
+// 60 s to 3 s so a scenario takes seconds, not an hour. It is a program, not
+// a test: everything shares the machine, so run it alone (check `uptime`).
 //
-//	go run ./bench                      # both scenarios
-//	go run ./bench -scenario one-seller # (a) only
+//	go run ./bench                                  # every scenario this build has
+//	go run ./bench -scenario many-sellers           # one; or a list: one-seller,many-sellers
+//	go run ./bench -consumer-bin /tmp/old/consumer  # measure another build of cmd/consumer
 //
-// (a) one-seller: one seller's rows; makespan ÷ lower bound, 429s, Redis
-// commands per registered row.
-// (b) many-sellers: 100 sellers × 500 rows with 4 consumers; each seller's
-// makespan ÷ lower bound, total 429s, the consumers' peak RSS.
+// Scenarios (the sandbox answers each call after 5 ms):
 //
-// The lower bound of n rows at L per window W with margin m is
-// (⌈n/L⌉ − 1) × (W + m) after the first registration.
+//	one-seller    1 seller × 500 rows, 4 consumers, 100 per 3 s, margin 50 ms
+//	many-sellers  100 sellers × 500 rows, 4 consumers, 100 per 3 s, margin 100 ms
+//	              (issue 12's target: about 3,200 registrations/s)
+//	global        20 sellers, one with 500 rows (published first) and 19 with
+//	              10, 100 per seller and 200 for the whole application per 3 s,
+//	              margin 100 ms. It needs the sandbox's app-wide limit: until
+//	              that lands, this scenario is built only with -tags globallimit
+//	              (sandbox_global.go) and `all` skips it.
+//
+// Per scenario it prints registrations/s sustained, consumer CPU µs and
+// Redis round trips and commands per registered row, each seller's ratio to
+// its lower bound (min/median/max), 429s and each consumer's peak RSS; with
+// an app-wide limit also how much of it was used while rows waited and how
+// many windows the small sellers took. The JSON's "definitions" say exactly
+// how each figure is computed; "machine" says where it ran.
 package main
 
 import (
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -28,6 +42,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,107 +59,349 @@ import (
 	"github.com/bulkreg/bulkreg/throttle"
 )
 
+// sellerGroup is Sellers sellers with RowsEach rows each.
+type sellerGroup struct {
+	Sellers  int `json:"sellers"`
+	RowsEach int `json:"rows_each"`
+}
+
 type scenario struct {
-	Name       string        `json:"name"`
-	Sellers    int           `json:"sellers"`
-	Rows       int           `json:"rows_per_seller"`
-	Consumers  int           `json:"consumers"`
-	Partitions int           `json:"partitions"`
-	Limit      int           `json:"limit"`
-	Window     time.Duration `json:"-"`
-	Margin     time.Duration `json:"-"`
-	Latency    time.Duration `json:"-"`
+	Name       string
+	Groups     []sellerGroup // published in this order
+	Consumers  int
+	Partitions int
+	Limit      int // per seller per Window
+	Window     time.Duration
+	Margin     time.Duration
+	Latency    time.Duration // the sandbox's, before it handles a call
+	// GlobalLimit per GlobalWindow for the whole application; 0: none.
+	GlobalLimit  int
+	GlobalWindow time.Duration
+}
+
+func scenarios() []scenario {
+	const w = 3 * time.Second
+	return []scenario{
+		{Name: "one-seller", Groups: []sellerGroup{{1, 500}}, Consumers: 4, Partitions: 4, Limit: 100, Window: w, Margin: 50 * time.Millisecond, Latency: 5 * time.Millisecond},
+		{Name: "many-sellers", Groups: []sellerGroup{{100, 500}}, Consumers: 4, Partitions: 8, Limit: 100, Window: w, Margin: 100 * time.Millisecond, Latency: 5 * time.Millisecond},
+		{Name: "global", Groups: []sellerGroup{{1, 500}, {19, 10}}, Consumers: 4, Partitions: 8, Limit: 100, Window: w, Margin: 100 * time.Millisecond, Latency: 5 * time.Millisecond,
+			GlobalLimit: 200, GlobalWindow: w},
+	}
+}
+
+func (sc scenario) sellers() int {
+	n := 0
+	for _, g := range sc.Groups {
+		n += g.Sellers
+	}
+	return n
+}
+
+func (sc scenario) rows() int {
+	n := 0
+	for _, g := range sc.Groups {
+		n += g.Sellers * g.RowsEach
+	}
+	return n
+}
+
+// finishWindow is the unit the sellers' finish times are given in: the
+// app-wide window when there is one, else the seller window.
+func (sc scenario) finishWindow() time.Duration {
+	if sc.GlobalLimit > 0 {
+		return sc.GlobalWindow
+	}
+	return sc.Window
+}
+
+// eachSeller calls fn for every seller with its group and rows, in
+// publishing order.
+func (sc scenario) eachSeller(fn func(id string, group, rows int)) {
+	i := 0
+	for gi, g := range sc.Groups {
+		for range g.Sellers {
+			fn(fmt.Sprintf("seller-%03d", i), gi, g.RowsEach)
+			i++
+		}
+	}
+}
+
+type settingsJSON struct {
+	Groups         []sellerGroup `json:"seller_groups"`
+	Sellers        int           `json:"sellers"`
+	Rows           int           `json:"rows"`
+	Consumers      int           `json:"consumers"`
+	Partitions     int           `json:"partitions"`
+	LimitPerSeller int           `json:"limit_per_seller"`
+	WindowS        float64       `json:"window_s"`
+	MarginS        float64       `json:"margin_s"`
+	GlobalLimit    int           `json:"global_limit,omitempty"`
+	GlobalWindowS  float64       `json:"global_window_s,omitempty"`
+	LatencyS       float64       `json:"registry_latency_s"`
+}
+
+type groupResult struct {
+	sellerGroup
+	LowerBoundS float64 `json:"lower_bound_s"`
+	Ratio       *stats  `json:"ratio,omitempty"`
+	// FinishWindowsMax: the group's slowest seller, see definitions.
+	FinishWindowsMax float64 `json:"finish_windows_max"`
+}
+
+type globalResult struct {
+	Periods           []period `json:"periods"`
+	PeriodsCounted    int      `json:"periods_counted"`
+	UsedFraction      *float64 `json:"window_used_fraction_while_rows_wait"`
+	UsedFractionWorst *float64 `json:"window_used_fraction_worst_period"`
 }
 
 type result struct {
-	scenario
-	WindowS     float64            `json:"window_s"`
-	MarginS     float64            `json:"margin_s"`
-	LatencyS    float64            `json:"registry_latency_s"`
-	LowerBoundS float64            `json:"lower_bound_s"`
-	Registered  int                `json:"registered"`
-	Products    int                `json:"products"`
-	Replays     int                `json:"replays"`
-	RateLimited int                `json:"rate_limited_429"`
-	MaxInWindow int                `json:"max_in_any_window"`
-	RatioMin    float64            `json:"ratio_min"`
-	RatioMedian float64            `json:"ratio_median"`
-	RatioMax    float64            `json:"ratio_max"`
-	Ratios      map[string]float64 `json:"ratios,omitempty"`
-	WallS       float64            `json:"wall_s"`
-	// Commands the consumers sent to Redis (a script is one), per product.
-	RedisSent   int64   `json:"redis_commands_sent"`
-	RedisPerRow float64 `json:"redis_commands_sent_per_registered_row"`
-	// Commands Redis executed, those run inside scripts included.
-	RedisCommands     int64     `json:"redis_commands_executed"`
-	RedisServerPerRow float64   `json:"redis_commands_executed_per_registered_row"`
-	APICalls          int64     `json:"api_calls"`
-	PeakRSSMiBEach    []float64 `json:"consumer_peak_rss_mib"`
-	PeakRSSMiBTotal   float64   `json:"consumer_peak_rss_mib_total"`
-	// CPU time (user + system) the consumers used, in all and in ms per
-	// registered row: what sizes a consumer's CPU request (deploy/k8s).
-	CPUSeconds  float64 `json:"consumer_cpu_s"`
-	CPUMsPerRow float64 `json:"consumer_cpu_ms_per_row"`
+	Scenario         string       `json:"scenario"`
+	Settings         settingsJSON `json:"settings"`
+	LoadAvg1mAtStart float64      `json:"load_avg_1m_at_start"`
+
+	RegisteredRows int   `json:"registered_rows"`
+	Accepted       int   `json:"accepted_201"`
+	Replays        int   `json:"replays_200"`
+	RateLimited    int   `json:"rate_limited_429"`
+	MaxInWindow    int   `json:"max_registrations_of_one_seller_in_any_window"`
+	APIRequests    int64 `json:"api_requests"`
+
+	PublishS          float64 `json:"publish_s"`
+	FirstToLastS      float64 `json:"first_to_last_registration_s"`
+	PublishToLastS    float64 `json:"publish_to_last_registration_s"`
+	RegistrationsPerS float64 `json:"registrations_per_s_sustained"`
+
+	Ratio        *stats             `json:"seller_ratio"`
+	Groups       []groupResult      `json:"seller_groups"`
+	SellerRatios map[string]float64 `json:"seller_ratios,omitempty"`
+	Global       *globalResult      `json:"global_limit,omitempty"`
+
+	CPUS        float64 `json:"consumer_cpu_s"`
+	CPUUsPerRow float64 `json:"consumer_cpu_us_per_registered_row"`
+	// Nil when the consumer binary has no round-trip counter (older builds).
+	RoundTrips             *float64  `json:"redis_round_trips"`
+	RoundTripsPerRow       *float64  `json:"redis_round_trips_per_registered_row"`
+	CommandsSent           float64   `json:"redis_commands_sent"`
+	CommandsSentPerRow     float64   `json:"redis_commands_sent_per_registered_row"`
+	CommandsExecuted       int64     `json:"redis_commands_executed"`
+	CommandsExecutedPerRow float64   `json:"redis_commands_executed_per_registered_row"`
+	PeakRSSMiB             []float64 `json:"consumer_peak_rss_mib"`
+	PeakRSSMiBMax          float64   `json:"consumer_peak_rss_mib_max"`
+	RedisCPUUsPerRow       float64   `json:"redis_cpu_us_per_registered_row"`
+	// Where the machine's CPU went over the scenario: the rest is other work
+	// on the machine, which skews every figure above.
+	CPU      cpuShare           `json:"machine_cpu_s"`
+	Counters map[string]float64 `json:"consumer_counters"`
+}
+
+type cpuShare struct {
+	Busy      float64 `json:"busy_all_processes"`
+	Consumers float64 `json:"consumers"`
+	Redis     float64 `json:"redis"`
+	Bench     float64 `json:"bench_process_sandbox_and_broker"`
+	Other     float64 `json:"other_processes"`
+}
+
+// definitions say how each figure of the JSON is computed; they are printed
+// with it.
+func definitions() map[string]string {
+	return map[string]string{
+		"lower_bound_s":                                     "(⌈rows/limit⌉ − 1) × (window + margin): the least time from a seller's first registration to its last",
+		"seller_ratio":                                      "per seller: (last − first registration at the sandbox) ÷ its lower bound; min, median and max over the sellers whose lower bound is above 0 (more rows than the limit)",
+		"registrations_per_s_sustained":                     "registered_rows ÷ first_to_last_registration_s (the sandbox's first and last 201 of the run, all sellers)",
+		"registered_rows":                                   "distinct products the sandbox registered (accepted_201 minus double registrations)",
+		"publish_s":                                         "time to publish every row to the broker (acks from all replicas); publish_to_last_registration_s counts from the same start",
+		"consumer_cpu_us_per_registered_row":                "user + system CPU of all consumer processes (/proc/PID/stat, 10 ms ticks) from just before publishing to 1 s after the last registration, ÷ registered_rows",
+		"redis_round_trips_per_registered_row":              "the consumers' bulkreg_consumer_redis_roundtrips_total over the same span ÷ registered_rows: one per command or pipeline a Redis node received; null when the consumer binary has no such counter",
+		"redis_commands_sent_per_registered_row":            "the consumers' bulkreg_consumer_redis_commands_total over the same span ÷ registered_rows (a script is one command)",
+		"redis_commands_executed_per_registered_row":        "redis-server's total_commands_processed over the same span ÷ registered_rows (commands run inside scripts included)",
+		"consumer_peak_rss_mib":                             "VmHWM of each consumer process at the end of the scenario",
+		"finish_windows_max":                                "per seller group: the largest (seller's last registration − the run's first registration) ÷ the app-wide window (the seller window without one)",
+		"global_limit.periods":                              "the run from its first registration to its last cut into consecutive periods of the app-wide window; accepted = 201s of all sellers in the period; seller_limits_capacity = how many the sellers' own limits alone would have allowed in it (each seller's rows left, placed as early as a sliding log of limit per window + margin allows after its earlier registrations); counted = capacity ≥ the app-wide limit, i.e. rows were waiting that only the app-wide limit held back",
+		"global_limit.window_used_fraction_while_rows_wait": "Σ accepted ÷ (app-wide limit × periods counted); the worst period's accepted ÷ limit beside it; null when no period counted",
+		"rate_limited_429":                                  "429 answers of the sandbox, every limit together",
+		"redis_cpu_us_per_registered_row":                   "redis-server's user + system CPU (INFO cpu) over the same span ÷ registered_rows",
+		"machine_cpu_s":                                     "CPU seconds over the same span: busy_all_processes from /proc/stat (every CPU, idle and iowait left out), consumers as above, redis from INFO cpu, bench_process from /proc/self/stat; other_processes is the rest, work on the machine that is not this scenario's and skews it",
+		"consumer_counters":                                 "these consumer counters over the same span, summed over the consumers; one the binary lacks is left out",
+	}
 }
 
 func main() {
-	which := flag.String("scenario", "all", "one-seller, many-sellers or all")
-	window := flag.Duration("window", 0, "override the scaled window of both scenarios")
+	which := flag.String("scenario", "all", "comma-separated scenarios: one-seller, many-sellers, global, or all")
+	window := flag.Duration("window", 0, "override the seller window (and an equal app-wide window) of every scenario; 0 keeps 3s")
+	consumerBin := flag.String("consumer-bin", "", "cmd/consumer binary to run, for example an older build (default: built from this tree)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
-	scenarios := []scenario{
-		{Name: "one-seller", Sellers: 1, Rows: 500, Consumers: 4, Partitions: 4, Limit: 100, Window: 3 * time.Second, Margin: 50 * time.Millisecond, Latency: 5 * time.Millisecond},
-		{Name: "many-sellers", Sellers: 100, Rows: 500, Consumers: 4, Partitions: 8, Limit: 100, Window: 20 * time.Second, Margin: 100 * time.Millisecond, Latency: 5 * time.Millisecond},
+	chosen, err := choose(*which)
+	if err == nil && *window < 0 {
+		err = fmt.Errorf("-window is %s, it must be positive (or 0 for each scenario's own)", *window)
 	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	dir, err := os.MkdirTemp("", "bulkreg-bench-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	bin, err := consumerBinary(dir, *consumerBin)
+	if err != nil {
+		os.RemoveAll(dir)
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+
 	var out []result
-	for _, sc := range scenarios {
-		if *which != "all" && *which != sc.Name {
-			continue
-		}
+	for _, sc := range chosen {
 		if *window > 0 {
+			if sc.GlobalWindow == sc.Window {
+				sc.GlobalWindow = *window
+			}
 			sc.Window = *window
 		}
-		r, err := run(context.Background(), sc, log)
+		r, err := run(context.Background(), sc, bin.Path, dir, log)
 		if err != nil {
+			os.RemoveAll(dir)
 			fmt.Fprintln(os.Stderr, "bench:", sc.Name+":", err)
 			os.Exit(1)
 		}
 		out = append(out, r)
 	}
+	os.RemoveAll(dir)
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
-	_ = enc.Encode(map[string]any{
-		"machine_cpus": numCPU(),
-		"note": "windows scaled down from 60 s so a run takes minutes; ratio = (last − first registration of a seller at the sandbox) ÷ lower bound, " +
-			"lower bound = (⌈rows/limit⌉ − 1) × (window + margin); everything (broker, Redis, sandbox, consumers) shares this machine",
-		"results": out,
-	})
+	if err := enc.Encode(map[string]any{
+		"machine":         machine(),
+		"consumer_binary": bin,
+		"note": "windows shrunk from 60 s; the broker, Redis, the sandbox and every consumer share this machine, " +
+			"so the figures include their contention",
+		"definitions": definitions(),
+		"results":     out,
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: write the JSON:", err)
+		os.Exit(1)
+	}
 }
 
-func run(ctx context.Context, sc scenario, log *slog.Logger) (result, error) {
-	dir, err := os.MkdirTemp("", "bulkreg-bench-")
+// noGlobalLimit explains why a scenario with an app-wide limit cannot run in
+// this build (sandbox_noglobal.go).
+const noGlobalLimit = "this build's sandbox has no app-wide limit; build the bench with -tags globallimit once internal/sandbox has Options.GlobalLimit"
+
+// choose resolves -scenario into scenarios, in the order given.
+func choose(which string) ([]scenario, error) {
+	all := scenarios()
+	var names []string
+	for _, sc := range all {
+		names = append(names, sc.Name)
+	}
+	if which == "all" {
+		var out []scenario
+		for _, sc := range all {
+			if sc.GlobalLimit > 0 && !sandboxHasGlobalLimit {
+				fmt.Fprintln(os.Stderr, "bench: skipping", sc.Name+":", noGlobalLimit)
+				continue
+			}
+			out = append(out, sc)
+		}
+		return out, nil
+	}
+	var out []scenario
+	for name := range strings.SplitSeq(which, ",") {
+		i := slices.IndexFunc(all, func(sc scenario) bool { return sc.Name == strings.TrimSpace(name) })
+		if i < 0 {
+			return nil, fmt.Errorf("-scenario %q: no scenario %q; choose from %s or all", which, name, strings.Join(names, ", "))
+		}
+		if all[i].GlobalLimit > 0 && !sandboxHasGlobalLimit {
+			return nil, fmt.Errorf("-scenario %s: %s", all[i].Name, noGlobalLimit)
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
+// binaryInfo says which consumer was measured.
+type binaryInfo struct {
+	Path         string `json:"path"`
+	BuiltByBench bool   `json:"built_from_this_tree_by_bench"`
+	GoVersion    string `json:"go_version,omitempty"`
+	Revision     string `json:"vcs_revision,omitempty"`
+	RevisionAt   string `json:"vcs_time,omitempty"`
+	Modified     string `json:"vcs_modified,omitempty"`
+}
+
+// consumerBinary builds cmd/consumer from this tree into dir, or checks the
+// one given with -consumer-bin, and reads what the Go toolchain stamped in it.
+func consumerBinary(dir, given string) (binaryInfo, error) {
+	b := binaryInfo{Path: given}
+	if given == "" {
+		b.Path, b.BuiltByBench = filepath.Join(dir, "consumer"), true
+		if out, err := exec.Command("go", "build", "-o", b.Path, "github.com/bulkreg/bulkreg/cmd/consumer").CombinedOutput(); err != nil {
+			return b, fmt.Errorf("build cmd/consumer: %w\n%s", err, out)
+		}
+		// go build does not stamp the revision in every checkout (a git
+		// worktree here), so ask git.
+		if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
+			b.Revision = strings.TrimSpace(string(out))
+		}
+		if out, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil {
+			b.Modified = strconv.FormatBool(len(out) > 0)
+		}
+	} else {
+		abs, err := filepath.Abs(given)
+		if err != nil {
+			return b, fmt.Errorf("-consumer-bin %s: %w", given, err)
+		}
+		st, err := os.Stat(abs)
+		if err != nil {
+			return b, fmt.Errorf("-consumer-bin: %w", err)
+		}
+		if st.IsDir() || st.Mode()&0o111 == 0 {
+			return b, fmt.Errorf("-consumer-bin %s is not an executable file", given)
+		}
+		b.Path = abs
+	}
+	if bi, err := buildinfo.ReadFile(b.Path); err == nil {
+		b.GoVersion = bi.GoVersion
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				b.Revision = s.Value
+			case "vcs.time":
+				b.RevisionAt = s.Value
+			case "vcs.modified":
+				b.Modified = s.Value
+			}
+		}
+	}
+	return b, nil
+}
+
+func run(ctx context.Context, sc scenario, bin, parent string, log *slog.Logger) (result, error) {
+	dir, err := os.MkdirTemp(parent, sc.Name+"-")
 	if err != nil {
 		return result{}, err
 	}
-	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "consumer")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/bulkreg/bulkreg/cmd/consumer").CombinedOutput(); err != nil {
-		return result{}, fmt.Errorf("build cmd/consumer: %v\n%s", err, out)
-	}
+	res := result{Scenario: sc.Name, LoadAvg1mAtStart: loadAvg(), Settings: settingsJSON{
+		Groups: sc.Groups, Sellers: sc.sellers(), Rows: sc.rows(), Consumers: sc.Consumers, Partitions: sc.Partitions,
+		LimitPerSeller: sc.Limit, WindowS: sc.Window.Seconds(), MarginS: sc.Margin.Seconds(),
+		GlobalLimit: sc.GlobalLimit, GlobalWindowS: sc.GlobalWindow.Seconds(), LatencyS: sc.Latency.Seconds(),
+	}}
 
 	topic := bulkreg.DefaultTopic
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(sc.Partitions), topic, bulkreg.DLQTopic(topic)),
 		kfake.GroupMinSessionTimeout(time.Second))
 	if err != nil {
-		return result{}, err
+		return res, err
 	}
 	defer kc.Close()
 	brokers := kc.ListenAddrs()
 
 	rp, err := redisproc.Start(ctx, dir, 0)
 	if err != nil {
-		return result{}, err
+		return res, err
 	}
 	defer rp.Stop()
 	rdb := redis.NewClient(&redis.Options{Addr: rp.Addr})
@@ -152,21 +409,31 @@ func run(ctx context.Context, sc scenario, log *slog.Logger) (result, error) {
 	// A new Redis, prepared as an operator does (producer redis-init), so
 	// the first window is not held as after a loss and the makespan measures pacing.
 	if _, err := throttle.Initialize(ctx, rdb); err != nil {
-		return result{}, err
+		return res, err
 	}
 
-	sb, err := sandbox.New(sandbox.Options{Limit: sc.Limit, Window: sc.Window, Policy: "sliding", Latency: sc.Latency, Logger: log})
-	if err != nil {
-		return result{}, err
+	opts := sandbox.Options{Limit: sc.Limit, Window: sc.Window, Policy: "sliding", Latency: sc.Latency, Logger: log}
+	if err := setGlobalLimit(&opts, sc.GlobalLimit, sc.GlobalWindow); err != nil {
+		return res, err
 	}
-	var apiCalls atomic.Int64
+	sb, err := sandbox.New(opts)
+	if err != nil {
+		return res, err
+	}
+	// Counted here so waiting for the last row does not take the sandbox's
+	// lock (Audit) every poll while 4,000 calls a second want it.
+	var requests, created atomic.Int64
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return result{}, err
+		return res, err
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		apiCalls.Add(1)
-		sb.ServeHTTP(w, r)
+		requests.Add(1)
+		rec := &statusRecorder{ResponseWriter: w}
+		sb.ServeHTTP(rec, r)
+		if rec.status == http.StatusCreated {
+			created.Add(1)
+		}
 	})}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
@@ -182,7 +449,7 @@ func run(ctx context.Context, sc scenario, log *slog.Logger) (result, error) {
 	for i := range sc.Consumers {
 		port, err := redisproc.FreePort()
 		if err != nil {
-			return result{}, err
+			return res, err
 		}
 		metricsAddr := fmt.Sprintf("127.0.0.1:%d", port)
 		metricsAddrs = append(metricsAddrs, metricsAddr)
@@ -192,112 +459,256 @@ func run(ctx context.Context, sc scenario, log *slog.Logger) (result, error) {
 			"BULKREG_REDIS_ADDRS="+rp.Addr, "BULKREG_REGISTRY_URL=http://"+ln.Addr().String(),
 			"BULKREG_LIMIT="+strconv.Itoa(sc.Limit), "BULKREG_WINDOW="+sc.Window.String(), "BULKREG_MARGIN="+sc.Margin.String(),
 			"BULKREG_SESSION_TIMEOUT=3s", "BULKREG_HEARTBEAT_INTERVAL=300ms", "BULKREG_DRAIN_TIMEOUT=2s", "BULKREG_METRICS_ADDR="+metricsAddr, "BULKREG_LOG_LEVEL=warn")
+		if sc.GlobalLimit > 0 {
+			cmd.Env = append(cmd.Env, "BULKREG_GLOBAL_LIMIT="+strconv.Itoa(sc.GlobalLimit), "BULKREG_GLOBAL_WINDOW="+sc.GlobalWindow.String())
+		}
 		logf, err := os.Create(filepath.Join(dir, fmt.Sprintf("consumer-%d.log", i)))
 		if err != nil {
-			return result{}, err
+			return res, err
 		}
 		defer logf.Close()
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {
-			return result{}, err
+			return res, fmt.Errorf("start %s: %w", bin, err)
 		}
 		procs = append(procs, cmd)
 	}
 	if err := waitStable(ctx, brokers, "bench", sc.Consumers); err != nil {
-		return result{}, err
+		return res, fmt.Errorf("%w; first consumer's log:\n%s", err, logTail(filepath.Join(dir, "consumer-0.log")))
 	}
 
-	before, err := commandsProcessed(ctx, rdb)
+	before, err := sampleAll(ctx, rdb, procs, metricsAddrs)
 	if err != nil {
-		return result{}, err
+		return res, err
 	}
 	start := time.Now()
 	if err := publish(ctx, brokers, topic, sc); err != nil {
-		return result{}, err
+		return res, err
 	}
-	total := sc.Sellers * sc.Rows
-	lower := time.Duration(math.Ceil(float64(sc.Rows)/float64(sc.Limit))-1) * (sc.Window + sc.Margin)
-	deadline := time.Now().Add(3*lower + 2*time.Minute)
+	res.PublishS = round(time.Since(start).Seconds())
+	total := sc.rows()
+	var longest time.Duration
+	for _, g := range sc.Groups {
+		longest = max(longest, lowerBound(g.RowsEach, sc.Limit, sc.Window, sc.Margin))
+	}
+	deadline := time.Now().Add(3*longest + 2*time.Minute)
 	for {
-		n := 0
-		for _, a := range sb.Audit().Sellers {
-			n += a.Products
-		}
-		if n >= total {
-			break
+		if created.Load() >= int64(total) {
+			n := 0
+			for _, a := range sb.Audit().Sellers {
+				n += a.Products
+			}
+			if n >= total {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
-			return result{}, fmt.Errorf("only %d of %d rows registered by the deadline", n, total)
+			return res, fmt.Errorf("only %d of %d rows registered (201) by the deadline; first consumer's log:\n%s",
+				created.Load(), total, logTail(filepath.Join(dir, "consumer-0.log")))
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
-	wall := time.Since(start)
-	// Let the last results be recorded before counting Redis commands.
+	// Let the last results be recorded and offsets committed: that work
+	// belongs to the rows too.
 	time.Sleep(time.Second)
-	after, err := commandsProcessed(ctx, rdb)
+	after, err := sampleAll(ctx, rdb, procs, metricsAddrs)
 	if err != nil {
-		return result{}, err
+		return res, err
 	}
 
-	res := result{scenario: sc, WindowS: sc.Window.Seconds(), MarginS: sc.Margin.Seconds(), LatencyS: sc.Latency.Seconds(),
-		LowerBoundS: lower.Seconds(), WallS: wall.Seconds(), RedisCommands: after - before - 1, APICalls: apiCalls.Load()}
+	audit := sb.Audit()
+	times, rows := map[string][]time.Time{}, map[string]int{}
+	groupRatios := make([][]float64, len(sc.Groups))
+	finish := make([]time.Duration, len(sc.Groups))
 	var ratios []float64
-	res.Ratios = map[string]float64{}
-	for seller, a := range sb.Audit().Sellers {
-		res.Registered += a.Accepted
-		res.Products += a.Products
+	sc.eachSeller(func(id string, _, n int) {
+		times[id], rows[id] = sb.AcceptedTimes(id), n
+	})
+	first, last := span(times)
+	if sc.sellers() <= 20 { // a hundred would bury the rest of the JSON
+		res.SellerRatios = map[string]float64{}
+	}
+	sc.eachSeller(func(id string, g, n int) {
+		a := audit.Sellers[id]
+		res.RegisteredRows += a.Products
+		res.Accepted += a.Accepted
 		res.Replays += a.Replays
 		res.RateLimited += a.RateLimited
 		res.MaxInWindow = max(res.MaxInWindow, a.MaxInWindow)
-		ratio := a.Last.Sub(a.First).Seconds() / lower.Seconds()
-		ratios = append(ratios, ratio)
-		if res.Ratios != nil {
-			res.Ratios[seller] = round(ratio)
+		if ts := times[id]; len(ts) > 0 {
+			finish[g] = max(finish[g], ts[len(ts)-1].Sub(first))
+		}
+		if lb := lowerBound(n, sc.Limit, sc.Window, sc.Margin); lb > 0 {
+			r := a.Last.Sub(a.First).Seconds() / lb.Seconds()
+			ratios = append(ratios, r)
+			groupRatios[g] = append(groupRatios[g], r)
+			if res.SellerRatios != nil {
+				res.SellerRatios[id] = round(r)
+			}
+		}
+	})
+	res.APIRequests = requests.Load()
+	res.Ratio = summarize(ratios)
+	for g, grp := range sc.Groups {
+		res.Groups = append(res.Groups, groupResult{sellerGroup: grp,
+			LowerBoundS:      lowerBound(grp.RowsEach, sc.Limit, sc.Window, sc.Margin).Seconds(),
+			Ratio:            summarize(groupRatios[g]),
+			FinishWindowsMax: round(finish[g].Seconds() / sc.finishWindow().Seconds()),
+		})
+	}
+	res.FirstToLastS = round(last.Sub(first).Seconds())
+	res.PublishToLastS = round(last.Sub(start).Seconds())
+	if d := last.Sub(first).Seconds(); d > 0 {
+		res.RegistrationsPerS = math.Round(float64(res.RegisteredRows) / d)
+	}
+	if sc.GlobalLimit > 0 {
+		periods, used, worst := globalUse(times, rows, sc.Limit, sc.Window, sc.Margin, sc.GlobalLimit, sc.GlobalWindow)
+		gr := &globalResult{Periods: periods}
+		for _, p := range periods {
+			if p.Counted {
+				gr.PeriodsCounted++
+			}
+		}
+		if !math.IsNaN(used) {
+			gr.UsedFraction, gr.UsedFractionWorst = ptr(round(used)), ptr(round(worst))
+		}
+		res.Global = gr
+	}
+
+	perRow := func(x float64) float64 { return x / float64(max(res.RegisteredRows, 1)) }
+	var cpu, sent, trips float64
+	haveTrips := true
+	for i := range procs {
+		cpu += after.consumers[i].cpuS - before.consumers[i].cpuS
+		sent += after.consumers[i].commands - before.consumers[i].commands
+		haveTrips = haveTrips && after.consumers[i].roundTrips != nil && before.consumers[i].roundTrips != nil
+		if haveTrips {
+			trips += *after.consumers[i].roundTrips - *before.consumers[i].roundTrips
+		}
+		mib := peakRSS(procs[i].Process.Pid)
+		res.PeakRSSMiB = append(res.PeakRSSMiB, round(mib))
+		res.PeakRSSMiBMax = max(res.PeakRSSMiBMax, round(mib))
+	}
+	res.CPUS, res.CPUUsPerRow = round(cpu), math.Round(perRow(cpu)*1e6)
+	res.CommandsSent, res.CommandsSentPerRow = sent, round(perRow(sent))
+	if haveTrips {
+		res.RoundTrips, res.RoundTripsPerRow = ptr(trips), ptr(round(perRow(trips)))
+	}
+	redisCPU := after.redisCPUS - before.redisCPUS
+	res.RedisCPUUsPerRow = math.Round(perRow(redisCPU) * 1e6)
+	res.CPU = cpuShare{Busy: round(after.machineBusyS - before.machineBusyS), Consumers: round(cpu), Redis: round(redisCPU),
+		Bench: round(after.benchCPUS - before.benchCPUS)}
+	res.CPU.Other = round(res.CPU.Busy - res.CPU.Consumers - res.CPU.Redis - res.CPU.Bench)
+	res.Counters = map[string]float64{}
+	for _, name := range diagnostics {
+		sum, ok := 0.0, true
+		for i := range procs {
+			a, okA := after.consumers[i].metrics[name]
+			b, okB := before.consumers[i].metrics[name]
+			ok = ok && okA && okB
+			sum += a - b
+		}
+		if ok {
+			res.Counters[name] = sum
 		}
 	}
-	slices.Sort(ratios)
-	res.RatioMin, res.RatioMedian, res.RatioMax = round(ratios[0]), round(ratios[len(ratios)/2]), round(ratios[len(ratios)-1])
-	res.RedisServerPerRow = round(float64(res.RedisCommands) / float64(res.Products))
-	for _, addr := range metricsAddrs {
-		n, err := scrape(addr, "bulkreg_consumer_redis_commands_total")
-		if err != nil {
-			return result{}, err
-		}
-		res.RedisSent += int64(n)
-	}
-	res.RedisPerRow = round(float64(res.RedisSent) / float64(res.Products))
-	for _, p := range procs {
-		mib := peakRSS(p.Process.Pid)
-		res.PeakRSSMiBEach = append(res.PeakRSSMiBEach, round(mib))
-		res.PeakRSSMiBTotal += mib
-		res.CPUSeconds += cpuSeconds(p.Process.Pid)
-	}
-	res.CPUMsPerRow = round(res.CPUSeconds * 1000 / float64(max(1, res.Products)))
-	res.CPUSeconds = round(res.CPUSeconds)
-	res.PeakRSSMiBTotal = round(res.PeakRSSMiBTotal)
+	// −1: the first sample's INFO is itself a command.
+	res.CommandsExecuted = after.redisCommands - before.redisCommands - 1
+	res.CommandsExecutedPerRow = round(perRow(float64(res.CommandsExecuted)))
 	return res, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// sample is the consumers', Redis's and the machine's counters at one moment.
+type sample struct {
+	consumers     []consumerSample
+	redisCommands int64
+	redisCPUS     float64
+	benchCPUS     float64 // this process: the sandbox and the broker
+	machineBusyS  float64 // every CPU, every process
+}
+
+type consumerSample struct {
+	cpuS       float64
+	commands   float64
+	roundTrips *float64 // nil: the binary has no such counter
+	metrics    map[string]float64
+}
+
+// diagnostics are consumer counters printed as they are (summed over the
+// consumers, over the scenario) when the binary has them: they explain a
+// slow run (slots given back, rows handed back at a rebalance).
+var diagnostics = [...]string{
+	"bulkreg_consumer_slots_missed_total",
+	"bulkreg_consumer_rows_abandoned_total",
+	"bulkreg_consumer_rebalances_total",
+	"bulkreg_consumer_redis_unavailable_total",
+	"bulkreg_consumer_rate_limited_total",
+}
+
+func sampleAll(ctx context.Context, rdb *redis.Client, procs []*exec.Cmd, metricsAddrs []string) (sample, error) {
+	var s sample
+	client := &http.Client{Timeout: 5 * time.Second}
+	for i, p := range procs {
+		m, err := scrape(ctx, client, metricsAddrs[i])
+		if err != nil {
+			return s, err
+		}
+		c := consumerSample{cpuS: cpuSeconds(fmt.Sprintf("/proc/%d/stat", p.Process.Pid)), metrics: m}
+		var ok bool
+		if c.commands, ok = m["bulkreg_consumer_redis_commands_total"]; !ok {
+			return s, fmt.Errorf("consumer %d's /metrics has no bulkreg_consumer_redis_commands_total", i)
+		}
+		if v, ok := m["bulkreg_consumer_redis_roundtrips_total"]; ok {
+			c.roundTrips = &v
+		}
+		s.consumers = append(s.consumers, c)
+	}
+	var err error
+	if s.redisCommands, s.redisCPUS, err = redisStats(ctx, rdb); err != nil {
+		return s, err
+	}
+	s.benchCPUS, s.machineBusyS = cpuSeconds("/proc/self/stat"), machineBusy()
+	return s, nil
 }
 
 func publish(ctx context.Context, brokers []string, topic string, sc scenario) error {
 	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, Balancer: &kafka.Hash{}, BatchSize: 500, BatchTimeout: 5 * time.Millisecond, RequiredAcks: kafka.RequireAll}
 	defer w.Close()
 	now := time.Now()
-	for s := range sc.Sellers {
-		seller := fmt.Sprintf("seller-%03d", s)
-		msgs := make([]kafka.Message, 0, sc.Rows)
-		for i := 1; i <= sc.Rows; i++ {
+	var err error
+	sc.eachSeller(func(seller string, _, rows int) {
+		if err != nil {
+			return
+		}
+		msgs := make([]kafka.Message, 0, rows)
+		for i := 1; i <= rows; i++ {
 			p := bulkreg.Product{SellerSKU: fmt.Sprintf("%s-%d", seller, i), Name: "bench product", CategoryCode: "50000001", Price: 12000, Stock: 10}
-			v, err := json.Marshal(bulkreg.NewMessage("up-"+seller, seller, i, p, now))
-			if err != nil {
-				return err
+			v, merr := json.Marshal(bulkreg.NewMessage("up-"+seller, seller, i, p, now))
+			if merr != nil {
+				err = merr
+				return
 			}
 			msgs = append(msgs, kafka.Message{Key: []byte(seller), Value: v})
 		}
-		if err := w.WriteMessages(ctx, msgs...); err != nil {
-			return fmt.Errorf("publish seller %s: %w", seller, err)
+		if werr := w.WriteMessages(ctx, msgs...); werr != nil {
+			err = fmt.Errorf("publish seller %s: %w", seller, werr)
 		}
-	}
-	return nil
+	})
+	return err
 }
 
 func waitStable(ctx context.Context, brokers []string, group string, n int) error {
@@ -313,38 +724,73 @@ func waitStable(ctx context.Context, brokers []string, group string, n int) erro
 	return fmt.Errorf("consumer group %s did not reach %d stable members within 30 s", group, n)
 }
 
-func commandsProcessed(ctx context.Context, rdb *redis.Client) (int64, error) {
-	info, err := rdb.Info(ctx, "stats").Result()
+// redisStats is the commands Redis has processed and the CPU it has used.
+func redisStats(ctx context.Context, rdb *redis.Client) (commands int64, cpuS float64, err error) {
+	info, err := rdb.Info(ctx, "stats", "cpu").Result()
 	if err != nil {
-		return 0, err
+		return 0, 0, fmt.Errorf("INFO of the bench's Redis: %w", err)
 	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_commands_processed:"); ok {
-			return strconv.ParseInt(v, 10, 64)
+	found := 0
+	for line := range strings.SplitSeq(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		switch k {
+		case "total_commands_processed":
+			commands, err = strconv.ParseInt(v, 10, 64)
+			found++
+		case "used_cpu_user", "used_cpu_sys":
+			var f float64
+			f, err = strconv.ParseFloat(v, 64)
+			cpuS += f
+			found++
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("INFO %s: %w", k, err)
 		}
 	}
-	return 0, fmt.Errorf("INFO stats has no total_commands_processed")
+	if found != 3 {
+		return 0, 0, errors.New("INFO of the bench's Redis lacks total_commands_processed, used_cpu_user or used_cpu_sys")
+	}
+	return commands, cpuS, nil
+}
+
+// machineBusy is the CPU time every CPU of the machine has spent on
+// anything but idling since boot (/proc/stat, in USER_HZ ticks of 10 ms).
+func machineBusy() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal …
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	busy := 0.0
+	for i, v := range f[1:9] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		x, _ := strconv.ParseFloat(v, 64)
+		busy += x
+	}
+	return busy / 100
 }
 
 // peakRSS is a process's peak resident set size (VmHWM) in MiB.
 func peakRSS(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
-			return kb / 1024
-		}
-	}
-	return 0
+	return kibToMiB(procField(fmt.Sprintf("/proc/%d/status", pid), "VmHWM:"))
 }
 
-// cpuSeconds is the user + system CPU time a live process has used so far
-// (/proc/PID/stat fields 14 and 15, in clock ticks of 1/100 s on Linux).
-func cpuSeconds(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+// kibToMiB reads a /proc size ("1234 kB") as MiB; 0 when unreadable.
+func kibToMiB(v string) float64 {
+	kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(v, "kB")), 64)
+	return round(kb / 1024)
+}
+
+// cpuSeconds is the user + system CPU time a live process has used so far,
+// from its /proc/PID/stat (fields 14 and 15, in USER_HZ ticks, 100 on Linux).
+func cpuSeconds(statPath string) float64 {
+	b, err := os.ReadFile(statPath)
 	if err != nil {
 		return 0
 	}
@@ -363,31 +809,87 @@ func cpuSeconds(pid int) float64 {
 	return (utime + stime) / 100
 }
 
-func numCPU() int {
-	b, err := os.ReadFile("/proc/cpuinfo")
+// procField is the value after the first line starting with key in a
+// /proc file, trimmed; "" when there is none.
+func procField(path, key string) string {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0
+		return ""
 	}
-	return strings.Count(string(b), "processor\t:")
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, key); ok {
+			return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+		}
+	}
+	return ""
 }
 
-func round(f float64) float64 { return math.Round(f*1000) / 1000 }
+type machineInfo struct {
+	NProc     int     `json:"nproc"`
+	CPUModel  string  `json:"cpu_model"`
+	MemMiB    float64 `json:"mem_total_mib"`
+	Kernel    string  `json:"kernel"`
+	GoVersion string  `json:"go_version_of_bench"`
+	LoadAvg1m float64 `json:"load_avg_1m_at_end"`
+}
 
-// scrape reads one counter from a consumer's /metrics.
-func scrape(addr, name string) (float64, error) {
-	resp, err := http.Get("http://" + addr + "/metrics")
+func machine() machineInfo {
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	return machineInfo{
+		NProc:     runtime.NumCPU(),
+		CPUModel:  procField("/proc/cpuinfo", "model name"),
+		MemMiB:    kibToMiB(procField("/proc/meminfo", "MemTotal:")),
+		Kernel:    strings.TrimSpace(string(kernel)),
+		GoVersion: runtime.Version(),
+		LoadAvg1m: loadAvg(),
+	}
+}
+
+// loadAvg is the 1-minute load average: other work on the machine skews
+// every figure, and this says how much there was.
+func loadAvg() float64 {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0 // unknown; JSON has no NaN
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}
+
+// scrape reads the plain samples (no labels) of a consumer's /metrics.
+func scrape(ctx context.Context, client *http.Client, addr string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
-		return 0, fmt.Errorf("scrape %s: %w", addr, err)
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scrape a consumer's /metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, err
+		return nil, fmt.Errorf("scrape %s/metrics: %w", addr, err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+	m := map[string]float64{}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		name, v, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(line, "#") || strings.Contains(name, "{") {
+			continue
+		}
+		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+			m[name] = f
 		}
 	}
-	return 0, fmt.Errorf("%s has no %s", addr, name)
+	return m, nil
+}
+
+// logTail is the end of a consumer's log, for an error message.
+func logTail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/compliance"
@@ -199,8 +198,12 @@ func run(args []string, getenv func(string) string) error {
 		Name: "bulkreg_consumer_redis_commands_total",
 		Help: "Commands this consumer sent to Redis (a script counts as one).",
 	})
-	metrics.MustRegister(redisCommands)
-	rdb.AddHook(countingHook{redisCommands})
+	redisRoundTrips := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bulkreg_consumer_redis_roundtrips_total",
+		Help: "Round trips this consumer made to Redis: one per command or pipeline sent to a node and answered (a pipeline to a Cluster counts once per node it reaches; setting up a connection counts too).",
+	})
+	metrics.MustRegister(redisCommands, redisRoundTrips)
+	countRedis(rdb, redisCommands, redisRoundTrips)
 	c, err := consumer.New(s.consumer, consumer.Deps{
 		Throttle:   th,
 		Registry:   reg,
@@ -261,23 +264,4 @@ func healthz(health func() error, redisOK func() bool) http.Handler {
 		w.WriteHeader(code)
 		_ = json.NewEncoder(w).Encode(status)
 	})
-}
-
-// countingHook counts the commands sent to Redis.
-type countingHook struct{ c prometheus.Counter }
-
-func (h countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.c.Inc()
-		return next(ctx, cmd)
-	}
-}
-
-func (h countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.c.Add(float64(len(cmds)))
-		return next(ctx, cmds)
-	}
 }
