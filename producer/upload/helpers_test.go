@@ -1,14 +1,9 @@
 package upload
 
 import (
-	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"os/exec"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -63,43 +58,10 @@ func newEnv(t testing.TB, brokers []string, wo WriterOptions) *env {
 	}}
 }
 
-// kcatMessage is one line of `kcat -J`.
-type kcatMessage struct {
-	Topic     string  `json:"topic"`
-	Partition int     `json:"partition"`
-	Offset    int64   `json:"offset"`
-	Key       *string `json:"key"`
-	Payload   string  `json:"payload"`
-}
-
-// consume reads every message of the topic with kcat, an independent Kafka
-// client: -e exits once the end of every partition is reached.
-func consume(t testing.TB, brokers []string) []kcatMessage {
+// consume reads every message of the rows topic with kcat (testkafka.Consume).
+func consume(t testing.TB, brokers []string) []testkafka.Message {
 	t.Helper()
-	if _, err := exec.LookPath("kcat"); err != nil {
-		t.Fatal("kcat is not installed; run `make deps` (Debian package kcat)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "kcat", "-C", "-b", strings.Join(brokers, ","), "-t", topic, "-o", "beginning", "-e", "-J", "-q")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("kcat: %v: %s", err, stderr.String())
-	}
-	var msgs []kcatMessage
-	for _, line := range bytes.Split(bytes.TrimSpace(out), []byte("\n")) {
-		if len(line) == 0 {
-			continue
-		}
-		var m kcatMessage
-		if err := json.Unmarshal(line, &m); err != nil {
-			t.Fatalf("kcat line %q: %v", line, err)
-		}
-		msgs = append(msgs, m)
-	}
-	return msgs
+	return testkafka.Consume(t, brokers, topic)
 }
 
 func sha(b []byte) string {
