@@ -57,24 +57,8 @@ func startWorld(t *testing.T, consumerEnv ...string) *world {
 	w.brokers = testkafka.Start(t, 4, topic, bulkreg.DLQTopic(topic))
 	w.redis = testredis.Start(t)
 	w.registry = freeAddr(t)
-	w.env = []string{
-		"BULKREG_KAFKA_BROKERS=" + strings.Join(w.brokers, ","),
-		"BULKREG_REDIS_ADDRS=" + w.redis.Addr,
-		"BULKREG_REGISTRY_URL=http://" + w.registry,
-		"BULKREG_LIMIT=" + strconv.Itoa(limit),
-		"BULKREG_WINDOW=" + circuitWindow.String(),
-		"BULKREG_MARGIN=" + margin.String(),
-		"BULKREG_SESSION_TIMEOUT=6s",
-		"BULKREG_POLL_INTERVAL=100ms",
-	}
-	start(t, filepath.Join(w.bin, "registry-sandbox"), "registry-sandbox", append(w.env, "BULKREG_LISTEN="+w.registry))
-	waitFor(t, 10*time.Second, "the sandbox answers /healthz", func() bool {
-		resp, err := http.Get("http://" + w.registry + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == http.StatusOK
-	})
+	w.env = stackEnv(w.brokers, w.redis.Addr, w.registry, circuitWindow, "BULKREG_POLL_INTERVAL=100ms")
+	startSandbox(t, w.bin, w.env, w.registry)
 	for i := range 4 {
 		addr := freeAddr(t)
 		w.metrics = append(w.metrics, addr)

@@ -130,6 +130,35 @@ func getJSON(url string, into any) error {
 	return json.NewDecoder(resp.Body).Decode(into)
 }
 
+// stackEnv is the settings every command of a test stack reads: the
+// embedded broker, the test's Redis, the sandbox at registry, limit per
+// window with the shared margin, and extra ones after them.
+func stackEnv(brokers []string, redisAddr, registry string, window time.Duration, extra ...string) []string {
+	return append([]string{
+		"BULKREG_KAFKA_BROKERS=" + strings.Join(brokers, ","),
+		"BULKREG_REDIS_ADDRS=" + redisAddr,
+		"BULKREG_REGISTRY_URL=http://" + registry,
+		"BULKREG_LIMIT=" + strconv.Itoa(limit),
+		"BULKREG_WINDOW=" + window.String(),
+		"BULKREG_MARGIN=" + margin.String(),
+		"BULKREG_SESSION_TIMEOUT=6s",
+	}, extra...)
+}
+
+// startSandbox runs the registry sandbox on registry with env and returns
+// once it answers /healthz.
+func startSandbox(t *testing.T, bin string, env []string, registry string) {
+	t.Helper()
+	start(t, filepath.Join(bin, "registry-sandbox"), "registry-sandbox", append(env, "BULKREG_LISTEN="+registry))
+	waitFor(t, 10*time.Second, "the sandbox answers /healthz", func() bool {
+		resp, err := http.Get("http://" + registry + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	})
+}
+
 // TestEndToEnd: three sellers upload the sample spreadsheets (500, 120 and 40
 // rows) with `producer upload --wait` while three consumer processes share
 // the work. The sandbox's audit must show every row registered once, no 429
@@ -144,24 +173,9 @@ func TestEndToEnd(t *testing.T) {
 	rs := testredis.Start(t)
 	redisInit(t, bin, rs.Addr)
 	registry := freeAddr(t)
-	env := []string{
-		"BULKREG_KAFKA_BROKERS=" + strings.Join(brokers, ","),
-		"BULKREG_REDIS_ADDRS=" + rs.Addr,
-		"BULKREG_REGISTRY_URL=http://" + registry,
-		"BULKREG_LIMIT=" + strconv.Itoa(limit),
-		"BULKREG_WINDOW=" + window.String(),
-		"BULKREG_MARGIN=" + margin.String(),
-		"BULKREG_SESSION_TIMEOUT=6s",
-	}
+	env := stackEnv(brokers, rs.Addr, registry, window)
 
-	start(t, filepath.Join(bin, "registry-sandbox"), "registry-sandbox", append(env, "BULKREG_LISTEN="+registry))
-	waitFor(t, 10*time.Second, "the sandbox answers /healthz", func() bool {
-		resp, err := http.Get("http://" + registry + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == http.StatusOK
-	})
+	startSandbox(t, bin, env, registry)
 	var consumers []*proc
 	for i := range 3 {
 		consumers = append(consumers, start(t, filepath.Join(bin, "consumer"), fmt.Sprintf("consumer-%d", i+1),

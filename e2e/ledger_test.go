@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,24 +111,8 @@ func TestReuploadAndRace(t *testing.T) {
 	rs := testredis.Start(t)
 	redisInit(t, bin, rs.Addr)
 	registry := freeAddr(t)
-	env := []string{
-		"BULKREG_KAFKA_BROKERS=" + strings.Join(brokers, ","),
-		"BULKREG_REDIS_ADDRS=" + rs.Addr,
-		"BULKREG_REGISTRY_URL=http://" + registry,
-		"BULKREG_LIMIT=" + strconv.Itoa(limit),
-		"BULKREG_WINDOW=2s",
-		"BULKREG_MARGIN=" + margin.String(),
-		"BULKREG_SESSION_TIMEOUT=6s",
-		"BULKREG_POLL_INTERVAL=100ms",
-	}
-	start(t, filepath.Join(bin, "registry-sandbox"), "registry-sandbox", append(env, "BULKREG_LISTEN="+registry))
-	waitFor(t, 10*time.Second, "the sandbox answers /healthz", func() bool {
-		resp, err := http.Get("http://" + registry + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == http.StatusOK
-	})
+	env := stackEnv(brokers, rs.Addr, registry, 2*time.Second, "BULKREG_POLL_INTERVAL=100ms")
+	startSandbox(t, bin, env, registry)
 	audit := func(seller string) sandbox.SellerAudit {
 		t.Helper()
 		var a sandbox.Audit
