@@ -34,8 +34,8 @@ import (
 // waiting, a call made late after a slow Redis answer, and a slot used after
 // the Redis that granted it lost it.
 
-// runConsumer runs one consumer until the returned stop is called (or the
-// test ends); stop waits for Run to return.
+// runConsumer builds one consumer and runs it until the returned stop is
+// called (or the test ends); stop waits for Run to return.
 func runConsumer(t *testing.T, cfg Config, deps Deps) (stop func()) {
 	t.Helper()
 	if deps.Registerer == nil {
@@ -45,6 +45,12 @@ func runConsumer(t *testing.T, cfg Config, deps Deps) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return run(t, c)
+}
+
+// run runs c until the returned stop is called or the test ends; stop
+// waits for Run to return, at most the drain timeout + 10 s.
+func run(t testing.TB, c *Consumer) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
@@ -54,7 +60,7 @@ func runConsumer(t *testing.T, cfg Config, deps Deps) (stop func()) {
 			cancel()
 			select {
 			case <-done:
-			case <-time.After(cfg.DrainTimeout + 10*time.Second):
+			case <-time.After(c.cfg.DrainTimeout + 10*time.Second):
 				t.Error("a consumer did not stop within the drain timeout + 10 s")
 			}
 		})

@@ -177,17 +177,7 @@ func (s *stack) startConsumer(opts ...func(*Config, *Deps)) *Consumer {
 		s.t.Fatal(err)
 	}
 	s.started = append(s.started, c)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	s.t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			s.t.Error("a consumer did not stop within 20 s")
-		}
-	})
+	run(s.t, c)
 	return c
 }
 

@@ -11,16 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/bulkreg/bulkreg"
-	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
-	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
@@ -55,34 +52,11 @@ func TestKeyAndValueNameDifferentSellers(t *testing.T) {
 	}
 }
 
-// startLedgerConsumer runs a consumer of the stack with the SKU ledger.
+// startLedgerConsumer runs a consumer of the stack with the SKU ledger
+// (and no circuit breaker).
 func (s *stack) startLedgerConsumer(ld *ledger.Ledger) {
 	s.t.Helper()
-	th, err := throttle.New(s.rdb, throttle.Policy{Limit: s.limit, Window: s.window, Margin: s.margin})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	rc, err := registryclient.New(registryclient.Options{BaseURL: s.api.URL, Timeout: 2 * time.Second})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	c, err := New(s.config(), Deps{Throttle: th, Registry: rc, Status: uploadstatus.New(s.rdb, time.Hour),
-		Calls: compliance.NewRecorder(s.rdb, time.Hour), Retry: s.retryPolicy(), Ledger: ld,
-		PingRedis: func(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }, Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	s.t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			s.t.Error("a consumer did not stop within 20 s")
-		}
-	})
+	s.startConsumer(func(_ *Config, d *Deps) { d.Ledger, d.Circuit = ld, nil })
 }
 
 func ledgerProduct(sku string) bulkreg.Product {
@@ -305,10 +279,7 @@ func TestLedgerUnavailableFailsClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	run(t, c)
 
 	f.publish("u1", "s1", 5)
 	waitFor(t, 10*time.Second, "the rows asking the ledger", func() bool { return ld.claims.Load() >= 10 })

@@ -273,17 +273,7 @@ func (f *fixture) start() *Consumer {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	f.t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			f.t.Error("consumer did not stop within 15 s")
-		}
-	})
+	run(f.t, c)
 	return c
 }
 
