@@ -70,6 +70,7 @@
 package circuit
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -239,42 +240,18 @@ func DefaultSettings() Settings {
 // withDefaults fills the zero fields.
 func (s Settings) withDefaults() Settings {
 	d := DefaultSettings()
-	if s.Window == 0 {
-		s.Window = d.Window
-	}
-	if s.Buckets == 0 {
-		s.Buckets = d.Buckets
-	}
-	if s.MinCalls == 0 {
-		s.MinCalls = d.MinCalls
-	}
-	if s.FailureRatio == 0 {
-		s.FailureRatio = d.FailureRatio
-	}
-	if s.MinFailedRows == 0 {
-		s.MinFailedRows = d.MinFailedRows
-	}
-	if s.MinFailedSellers == 0 {
-		s.MinFailedSellers = d.MinFailedSellers
-	}
-	if s.ProbeMin == 0 {
-		s.ProbeMin = d.ProbeMin
-	}
-	if s.ProbeMax == 0 {
-		s.ProbeMax = max(d.ProbeMax, s.ProbeMin)
-	}
-	if s.ProbeMultiplier == 0 {
-		s.ProbeMultiplier = d.ProbeMultiplier
-	}
-	if s.ProbeLease == 0 {
-		s.ProbeLease = d.ProbeLease
-	}
-	if s.Retention == 0 {
-		s.Retention = d.Retention
-	}
-	if s.PeekTimeout == 0 {
-		s.PeekTimeout = d.PeekTimeout
-	}
+	s.Window = cmp.Or(s.Window, d.Window)
+	s.Buckets = cmp.Or(s.Buckets, d.Buckets)
+	s.MinCalls = cmp.Or(s.MinCalls, d.MinCalls)
+	s.FailureRatio = cmp.Or(s.FailureRatio, d.FailureRatio)
+	s.MinFailedRows = cmp.Or(s.MinFailedRows, d.MinFailedRows)
+	s.MinFailedSellers = cmp.Or(s.MinFailedSellers, d.MinFailedSellers)
+	s.ProbeMin = cmp.Or(s.ProbeMin, d.ProbeMin)
+	s.ProbeMax = cmp.Or(s.ProbeMax, max(d.ProbeMax, s.ProbeMin))
+	s.ProbeMultiplier = cmp.Or(s.ProbeMultiplier, d.ProbeMultiplier)
+	s.ProbeLease = cmp.Or(s.ProbeLease, d.ProbeLease)
+	s.Retention = cmp.Or(s.Retention, d.Retention)
+	s.PeekTimeout = cmp.Or(s.PeekTimeout, d.PeekTimeout)
 	return s
 }
 

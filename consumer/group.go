@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -150,38 +151,27 @@ func (c Config) WithDefaults(p throttle.Policy) Config {
 		d.SellerConcurrency = p.Limit
 		d.MaxLateness = max(p.Margin/2, time.Millisecond)
 	}
-	set := func(v *time.Duration, def time.Duration) {
-		if *v == 0 {
-			*v = def
-		}
-	}
-	setInt := func(v *int, def int) {
-		if *v == 0 {
-			*v = def
-		}
-	}
-	if c.Topic == "" {
-		c.Topic = d.Topic
-	}
-	if c.Group == "" {
-		c.Group = d.Group
-	}
-	set(&c.SessionTimeout, d.SessionTimeout)
-	set(&c.HeartbeatInterval, min(d.HeartbeatInterval, c.SessionTimeout/3))
-	set(&c.RebalanceTimeout, d.RebalanceTimeout)
-	set(&c.CommitInterval, d.CommitInterval)
-	set(&c.DrainTimeout, MaxDrainTimeout(c.SessionTimeout, c.HeartbeatInterval))
-	setInt(&c.MaxInFlight, d.MaxInFlight)
-	setInt(&c.MaxInFlightPerPartition, d.MaxInFlightPerPartition)
-	setInt(&c.SellerConcurrency, d.SellerConcurrency)
-	setInt(&c.MaxConcurrentCalls, d.MaxConcurrentCalls)
-	set(&c.MaxLateness, d.MaxLateness)
-	set(&c.MissedSlotBackoffMax, d.MissedSlotBackoffMax)
-	set(&c.KeepWarm, d.KeepWarm)
-	setInt(&c.MaxRateLimited, d.MaxRateLimited)
-	set(&c.RedisRetryMin, d.RedisRetryMin)
-	set(&c.RedisRetryMax, max(d.RedisRetryMax, c.RedisRetryMin))
-	set(&c.RedisProbeInterval, d.RedisProbeInterval)
+	// cmp.Or: a zero field takes the default. The defaults of
+	// HeartbeatInterval, DrainTimeout and RedisRetryMax follow the fields
+	// set before them.
+	c.Topic = cmp.Or(c.Topic, d.Topic)
+	c.Group = cmp.Or(c.Group, d.Group)
+	c.SessionTimeout = cmp.Or(c.SessionTimeout, d.SessionTimeout)
+	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, min(d.HeartbeatInterval, c.SessionTimeout/3))
+	c.RebalanceTimeout = cmp.Or(c.RebalanceTimeout, d.RebalanceTimeout)
+	c.CommitInterval = cmp.Or(c.CommitInterval, d.CommitInterval)
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, MaxDrainTimeout(c.SessionTimeout, c.HeartbeatInterval))
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, d.MaxInFlight)
+	c.MaxInFlightPerPartition = cmp.Or(c.MaxInFlightPerPartition, d.MaxInFlightPerPartition)
+	c.SellerConcurrency = cmp.Or(c.SellerConcurrency, d.SellerConcurrency)
+	c.MaxConcurrentCalls = cmp.Or(c.MaxConcurrentCalls, d.MaxConcurrentCalls)
+	c.MaxLateness = cmp.Or(c.MaxLateness, d.MaxLateness)
+	c.MissedSlotBackoffMax = cmp.Or(c.MissedSlotBackoffMax, d.MissedSlotBackoffMax)
+	c.KeepWarm = cmp.Or(c.KeepWarm, d.KeepWarm)
+	c.MaxRateLimited = cmp.Or(c.MaxRateLimited, d.MaxRateLimited)
+	c.RedisRetryMin = cmp.Or(c.RedisRetryMin, d.RedisRetryMin)
+	c.RedisRetryMax = cmp.Or(c.RedisRetryMax, max(d.RedisRetryMax, c.RedisRetryMin))
+	c.RedisProbeInterval = cmp.Or(c.RedisProbeInterval, d.RedisProbeInterval)
 	return c
 }
 
