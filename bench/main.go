@@ -15,9 +15,7 @@
 //	              (issue 12's target: about 3,200 registrations/s)
 //	global        20 sellers, one with 500 rows (published first) and 19 with
 //	              10, 100 per seller and 200 for the whole application per 3 s,
-//	              margin 100 ms. It needs the sandbox's app-wide limit: until
-//	              that lands, this scenario is built only with -tags globallimit
-//	              (sandbox_global.go) and `all` skips it.
+//	              margin 100 ms.
 //
 // Per scenario it prints registrations/s sustained, consumer CPU µs and
 // Redis round trips and commands per registered row, each seller's ratio to
@@ -286,10 +284,6 @@ func main() {
 	}
 }
 
-// noGlobalLimit explains why a scenario with an app-wide limit cannot run in
-// this build (sandbox_noglobal.go).
-const noGlobalLimit = "this build's sandbox has no app-wide limit; build the bench with -tags globallimit once internal/sandbox has Options.GlobalLimit"
-
 // choose resolves -scenario into scenarios, in the order given.
 func choose(which string) ([]scenario, error) {
 	all := scenarios()
@@ -298,24 +292,13 @@ func choose(which string) ([]scenario, error) {
 		names = append(names, sc.Name)
 	}
 	if which == "all" {
-		var out []scenario
-		for _, sc := range all {
-			if sc.GlobalLimit > 0 && !sandboxHasGlobalLimit {
-				fmt.Fprintln(os.Stderr, "bench: skipping", sc.Name+":", noGlobalLimit)
-				continue
-			}
-			out = append(out, sc)
-		}
-		return out, nil
+		return all, nil
 	}
 	var out []scenario
 	for name := range strings.SplitSeq(which, ",") {
 		i := slices.IndexFunc(all, func(sc scenario) bool { return sc.Name == strings.TrimSpace(name) })
 		if i < 0 {
 			return nil, fmt.Errorf("-scenario %q: no scenario %q; choose from %s or all", which, name, strings.Join(names, ", "))
-		}
-		if all[i].GlobalLimit > 0 && !sandboxHasGlobalLimit {
-			return nil, fmt.Errorf("-scenario %s: %s", all[i].Name, noGlobalLimit)
 		}
 		out = append(out, all[i])
 	}
@@ -413,9 +396,7 @@ func run(ctx context.Context, sc scenario, bin, parent string, log *slog.Logger)
 	}
 
 	opts := sandbox.Options{Limit: sc.Limit, Window: sc.Window, Policy: "sliding", Latency: sc.Latency, Logger: log}
-	if err := setGlobalLimit(&opts, sc.GlobalLimit, sc.GlobalWindow); err != nil {
-		return res, err
-	}
+	opts.GlobalLimit, opts.GlobalWindow = sc.GlobalLimit, sc.GlobalWindow
 	sb, err := sandbox.New(opts)
 	if err != nil {
 		return res, err

@@ -46,6 +46,7 @@
 //	bulkreg_circuit_open_seconds   gauge    how long the circuit has been open (half-open included); 0 when closed
 //	bulkreg_circuit_refused_total  counter  calls this process did not make because the circuit refused them
 //	bulkreg_circuit_probes_total   counter  probe calls this process was given
+//	bulkreg_circuit_allowed_locally_total  counter  calls allowed without asking Redis (Settings.TrustClosed)
 //
 // Every consumer exports the same state and open seconds; alert on their max.
 //
@@ -217,6 +218,17 @@ type Settings struct {
 	// PeekTimeout bounds the Redis read the Collector makes at each scrape.
 	// Default 1 s.
 	PeekTimeout time.Duration
+	// TrustClosed is how long an answer that the circuit is closed lets this
+	// process allow calls without asking Redis. Every Report's answer
+	// renews it, so a busy process asks only when it has been idle that
+	// long, and learns that the circuit opened from the next answer of any
+	// of its calls. Asking before every call put a round trip between a
+	// row's slot and its call; on 2 cores under 3,000 calls/s that round
+	// trip was most of the rows' lateness (bench many-sellers). The cost: a
+	// process may start calls for up to TrustClosed after the fleet opened
+	// the circuit, when none of its own calls has answered since. Default
+	// 250 ms; negative asks Redis before every call.
+	TrustClosed time.Duration
 }
 
 // DefaultSettings returns the documented defaults.
@@ -234,6 +246,7 @@ func DefaultSettings() Settings {
 		ProbeLease:       15 * time.Second,
 		Retention:        24 * time.Hour,
 		PeekTimeout:      time.Second,
+		TrustClosed:      250 * time.Millisecond,
 	}
 }
 
@@ -252,6 +265,7 @@ func (s Settings) withDefaults() Settings {
 	s.ProbeLease = cmp.Or(s.ProbeLease, d.ProbeLease)
 	s.Retention = cmp.Or(s.Retention, d.Retention)
 	s.PeekTimeout = cmp.Or(s.PeekTimeout, d.PeekTimeout)
+	s.TrustClosed = cmp.Or(s.TrustClosed, d.TrustClosed)
 	return s
 }
 
@@ -351,6 +365,8 @@ type Breaker struct {
 
 	refused atomic.Int64 // Allow answers that refused a call (local and from Redis)
 	probes  atomic.Int64 // probes this process was given
+	// calls allowed without asking Redis (TrustClosed)
+	allowedLocally atomic.Int64
 
 	// ask serialises the Redis requests of Allow while the circuit is not
 	// closed: a crowd of rows whose wait ended together costs one request,
@@ -416,6 +432,9 @@ func (b *Breaker) Keys() (state, window string) { return b.keys[0], b.keys[1] }
 // Redis does not answer it refuses and the error wraps ErrUnavailable.
 func (b *Breaker) Allow(ctx context.Context) (Decision, error) {
 	if d, ok := b.refuseLocally(); ok {
+		return d, nil
+	}
+	if d, ok := b.allowLocally(); ok {
 		return d, nil
 	}
 	if !b.closedView() {
@@ -601,6 +620,24 @@ func (b *Breaker) refuseLocally() (Decision, bool) {
 	}
 	b.refused.Add(1)
 	return Decision{State: v.state, RetryAt: v.until, Wait: v.until.Sub(now), OpenFor: v.openFor + now.Sub(v.learned)}, true
+}
+
+// allowLocally allows a call without asking Redis while this process
+// learned within TrustClosed that the circuit is closed.
+func (b *Breaker) allowLocally() (Decision, bool) {
+	b.mu.Lock()
+	v := b.view
+	b.mu.Unlock()
+	if !v.known || v.state != Closed || b.s.TrustClosed <= 0 {
+		return Decision{}, false
+	}
+	age := time.Since(v.learned)
+	if age >= b.s.TrustClosed {
+		return Decision{}, false
+	}
+	at := v.at.Add(age)
+	b.allowedLocally.Add(1)
+	return Decision{State: Closed, Allowed: true, RetryAt: at, at: at}, true
 }
 
 func (b *Breaker) closedView() bool {

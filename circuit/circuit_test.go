@@ -558,7 +558,9 @@ func TestRedisDownFailsClosed(t *testing.T) {
 		t.Fatal("before the outage: refused")
 	}
 	srv.Stop()
-	// The breaker knew the circuit closed a moment ago; it still asks Redis.
+	// The breaker knew the circuit closed a moment ago: it allows from that
+	// view for TrustClosed (TestTrustClosed), then asks Redis again.
+	time.Sleep(b.s.TrustClosed)
 	var wg sync.WaitGroup
 	var allowed, unavailable atomic.Int64
 	for range 8 {
@@ -723,8 +725,8 @@ func TestCollector(t *testing.T) {
 		t.Fatalf("no metric %s", name)
 		return 0
 	}
-	if mfs, err := reg.Gather(); err != nil || len(mfs) != 4 {
-		t.Fatalf("gathered %d metric families (%v), want 4", len(mfs), err)
+	if mfs, err := reg.Gather(); err != nil || len(mfs) != 5 {
+		t.Fatalf("gathered %d metric families (%v), want 5", len(mfs), err)
 	}
 	if gauge(MetricState) != 0 || gauge(MetricOpenSeconds) != 0 {
 		t.Errorf("closed: state %v, open seconds %v; want 0, 0", gauge(MetricState), gauge(MetricOpenSeconds))
@@ -790,5 +792,85 @@ func TestAnOlderAnswerDoesNotReplaceTheView(t *testing.T) {
 	b.learn(t0, Open, time.Second, false, 0)
 	if st, _, known := b.Local(); !known || st != Open {
 		t.Errorf("after forgetting, an answer left the view %s (known %v), want open", st, known)
+	}
+}
+
+// TestTrustClosed: after an answer that the circuit is closed, Allow answers
+// from this process's view for TrustClosed, without a round trip; then it
+// asks Redis again. A circuit another process opened meanwhile is learned
+// from the next answer (here the Report of a call allowed locally), and no
+// call is allowed locally after that.
+func TestTrustClosed(t *testing.T) {
+	srv := testredis.Start(t)
+	s := fast()
+	s.TrustClosed = 300 * time.Millisecond
+	a, other := newBreaker(t, srv.Client(), s), newBreaker(t, srv.Client(), s)
+	ctx := context.Background()
+	scripts := func() int64 {
+		t.Helper()
+		info, err := srv.Client().Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for line := range strings.SplitSeq(info, "\r\n") {
+			if strings.HasPrefix(line, "cmdstat_evalsha:") || strings.HasPrefix(line, "cmdstat_eval:") {
+				var calls int64
+				if _, err := fmt.Sscanf(line[strings.Index(line, ":")+1:], "calls=%d", &calls); err != nil {
+					t.Fatalf("reading %q: %v", line, err)
+				}
+				n += calls
+			}
+		}
+		return n
+	}
+
+	call(t, a, "s1", "u:1", Success) // learns closed
+	before, began := scripts(), time.Now()
+	for range 20 {
+		if d, err := a.Allow(ctx); err != nil || !d.Allowed || d.State != Closed {
+			t.Fatalf("Allow within TrustClosed = %+v, %v; want allowed, closed", d, err)
+		}
+	}
+	if time.Since(began) < s.TrustClosed {
+		if n := scripts() - before; n != 0 {
+			t.Errorf("20 Allows within TrustClosed of a closed answer ran %d scripts in Redis, want 0", n)
+		}
+	}
+	if got := a.allowedLocally.Load(); got != 20 {
+		t.Errorf("allowed locally: %d, want 20", got)
+	}
+
+	time.Sleep(s.TrustClosed)
+	before = scripts()
+	if d, err := a.Allow(ctx); err != nil || !d.Allowed {
+		t.Fatalf("Allow after TrustClosed = %+v, %v; want allowed", d, err)
+	}
+	if n := scripts() - before; n != 1 {
+		t.Errorf("Allow once TrustClosed had passed ran %d scripts, want 1 (it asks Redis)", n)
+	}
+
+	// The fleet opens the circuit while a's view is still fresh: the call a
+	// allows locally is reported, and the Report's answer says open.
+	call(t, a, "s1", "u:2", Success)
+	trip(t, other)
+	d, st := call(t, a, "s2", "u:3", Success)
+	if !d.Allowed || st.State != Open {
+		t.Fatalf("the call a allowed from its fresh view: allowed %v, its Report answered %s; want allowed, open", d.Allowed, st.State)
+	}
+	if d, err := a.Allow(ctx); err != nil || d.Allowed {
+		t.Errorf("Allow after a Report answered open = %+v, %v; want refused", d, err)
+	}
+
+	s.TrustClosed, s.Name = -1, "never" // a circuit of its own, closed
+	never := newBreaker(t, srv.Client(), s)
+	if _, err := never.Report(ctx, Decision{}, Call{Seller: "s1", Row: "u:9", Outcome: Answered}); err != nil {
+		t.Fatal(err)
+	}
+	before = scripts()
+	never.Allow(ctx)
+	never.Allow(ctx)
+	if n := scripts() - before; n != 2 || never.allowedLocally.Load() != 0 {
+		t.Errorf("with TrustClosed negative, 2 Allows ran %d scripts and %d were local; want 2 and 0", n, never.allowedLocally.Load())
 	}
 }

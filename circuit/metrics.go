@@ -12,6 +12,7 @@ const (
 	MetricOpenSeconds = "bulkreg_circuit_open_seconds"
 	MetricRefused     = "bulkreg_circuit_refused_total"
 	MetricProbes      = "bulkreg_circuit_probes_total"
+	MetricLocal       = "bulkreg_circuit_allowed_locally_total"
 )
 
 var (
@@ -23,6 +24,8 @@ var (
 		"Registration calls this consumer did not make because the circuit breaker was open or a probe was out.", nil, nil)
 	descProbes = prometheus.NewDesc(MetricProbes,
 		"Probe calls this consumer made to test whether the registration API answers again.", nil, nil)
+	descLocal = prometheus.NewDesc(MetricLocal,
+		"Calls this consumer allowed without asking Redis, because it had learned within TrustClosed that the circuit is closed.", nil, nil)
 )
 
 // collector exports a Breaker's state and counters.
@@ -39,6 +42,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descOpen
 	ch <- descRefused
 	ch <- descProbes
+	ch <- descLocal
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -56,4 +60,5 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descOpen, prometheus.GaugeValue, openFor)
 	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(c.b.Refused()))
 	ch <- prometheus.MustNewConstMetric(descProbes, prometheus.CounterValue, float64(c.b.Probes()))
+	ch <- prometheus.MustNewConstMetric(descLocal, prometheus.CounterValue, float64(c.b.allowedLocally.Load()))
 }

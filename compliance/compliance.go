@@ -22,6 +22,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,6 +72,19 @@ type Recorder struct {
 	added map[string]time.Time // sellers added to SellersKey by this recorder, and when
 
 	markers func() *throttle.Markers // computed on the first report
+
+	// globalLimit and globalWindow are the API's app-wide limit
+	// (SetGlobal); 0: Report has no app-wide line.
+	globalLimit  int
+	globalWindow time.Duration
+}
+
+// SetGlobal makes every Report judge the app-wide limit as well: limit
+// accepted calls of all sellers together in any trailing window. A limit of
+// 0 leaves the app-wide line out. Call it before the recorder is shared.
+func (r *Recorder) SetGlobal(limit int, window time.Duration) *Recorder {
+	r.globalLimit, r.globalWindow = limit, window
+	return r
 }
 
 // sellerRefresh is how often a recorder adds a seller it already added to
@@ -151,11 +165,18 @@ type SellerReport struct {
 	// MaxInWindow is the most accepted calls inside any trailing window over the
 	// retained history, by the time each call was sent.
 	MaxInWindow int `json:"max_in_window"`
-	// CurrentWindow is the accepted calls in the window ending now.
+	// MaxCounted is the most the API's policy counted against its limit at
+	// once: sliding, MaxInWindow; fixed, the most accepted calls in one
+	// window aligned to the Unix epoch; token-bucket, the most tokens taken
+	// at once (the smallest bucket that would have accepted every call).
+	MaxCounted int `json:"max_counted"`
+	// CurrentWindow is the accepted calls in the window ending now (fixed:
+	// in the aligned window holding now).
 	CurrentWindow int `json:"current_window"`
 	// RateLimited counts the 429 answers.
 	RateLimited int `json:"rate_limited"`
-	// Exceeded is MaxInWindow > limit.
+	// Exceeded is MaxCounted > the limit (the bucket's capacity for
+	// token-bucket).
 	Exceeded bool `json:"exceeded"`
 	// First and Last are the first and last call in the history.
 	First time.Time `json:"first"`
@@ -188,6 +209,8 @@ type Report struct {
 	At        time.Time      `json:"at"` // Redis clock
 	Limit     int            `json:"limit"`
 	Window    time.Duration  `json:"window_ns"`
+	Policy    throttle.Kind  `json:"policy"`          // how the API counts the limit
+	Burst     int            `json:"burst,omitempty"` // token-bucket: the bucket's capacity
 	Retention time.Duration  `json:"retention_ns"`
 	Sellers   []SellerReport `json:"sellers"` // by seller id
 	Exceeded  bool           `json:"exceeded"`
@@ -199,13 +222,43 @@ type Report struct {
 	// (SellersKey) may miss sellers: a seller whose history survived
 	// elsewhere on Redis Cluster but who made no call since is not listed.
 	SellersUncovered *Gap `json:"sellers_uncovered,omitempty"`
+	// App is the app-wide limit's line, from every seller's history
+	// together; nil when no app-wide limit is configured (SetGlobal). Its
+	// Exceeded counts in the report's.
+	App *AppReport `json:"app,omitempty"`
 }
 
-// Report computes, for every seller, the counts above against limit calls per
-// window.
-func (r *Recorder) Report(ctx context.Context, limit int, window time.Duration) (Report, error) {
+// AppReport judges the calls of all sellers together against the API's
+// app-wide limit.
+type AppReport struct {
+	Limit  int           `json:"limit"`
+	Window time.Duration `json:"window_ns"`
+	// Accepted counts the 201 answers of every seller in the histories.
+	Accepted int `json:"accepted"`
+	// MaxInWindow is the most accepted calls of all sellers inside any
+	// trailing Window over the retained histories.
+	MaxInWindow int `json:"max_in_window"`
+	// CurrentWindow is the accepted calls of all sellers in the Window ending now.
+	CurrentWindow int  `json:"current_window"`
+	Exceeded      bool `json:"exceeded"` // MaxInWindow > Limit
+}
+
+// Report computes, for every seller, the counts above against the API's
+// limit as policy counts it: its Kind, Limit, Window and Burst (the
+// throttle's margin plays no part: the API counts calls, not slots); with
+// SetGlobal also the app-wide line (Report.App), always a sliding window.
+func (r *Recorder) Report(ctx context.Context, policy throttle.Policy) (Report, error) {
+	limit, window := policy.Limit, policy.Window
 	if limit <= 0 || window <= 0 {
 		return Report{}, fmt.Errorf("compliance report: limit (%d) and window (%s) must be greater than 0", limit, window)
+	}
+	if policy.Kind == "" {
+		policy.Kind = throttle.Sliding
+	}
+	if policy.Kind != throttle.TokenBucket {
+		policy.Burst = 0
+	} else if policy.Burst <= 0 {
+		policy.Burst = limit
 	}
 	now, err := r.rdb.Time(ctx).Result()
 	if err != nil {
@@ -216,7 +269,7 @@ func (r *Recorder) Report(ctx context.Context, limit int, window time.Duration) 
 		return Report{}, fmt.Errorf("compliance report: list the sellers: %w", redisfail.Wrap(err))
 	}
 	slices.Sort(sellers)
-	rep := Report{At: now, Limit: limit, Window: window, Retention: r.retention, Complete: true}
+	rep := Report{At: now, Limit: limit, Window: window, Policy: policy.Kind, Burst: policy.Burst, Retention: r.retention, Complete: true}
 	keys := []string{SellersKey}
 	for _, seller := range sellers {
 		keys = append(keys, CallsKey(seller))
@@ -230,6 +283,7 @@ func (r *Recorder) Report(ctx context.Context, limit int, window time.Duration) 
 		g.Reason = "the list of sellers with a history: " + g.Reason + "; a seller who made no call since is missing from this report"
 		rep.SellersUncovered, rep.Complete = g, false
 	}
+	var accepted []time.Time // every seller's, for the app-wide line
 	for i, seller := range sellers {
 		calls, err := r.history(ctx, seller, now)
 		if err != nil {
@@ -242,13 +296,37 @@ func (r *Recorder) Report(ctx context.Context, limit int, window time.Duration) 
 			}
 			continue
 		}
-		sr := summarize(seller, calls, limit, window, now)
+		sr := summarize(seller, calls, policy, now)
 		sr.Uncovered = gap(markers[i+1], from, now)
 		rep.Complete = rep.Complete && sr.Uncovered == nil
 		rep.Exceeded = rep.Exceeded || sr.Exceeded
 		rep.Sellers = append(rep.Sellers, sr)
+		if r.globalLimit > 0 {
+			for _, c := range calls {
+				if c.Status == 201 {
+					accepted = append(accepted, c.At)
+				}
+			}
+		}
+	}
+	if r.globalLimit > 0 {
+		rep.App = summarizeApp(accepted, r.globalLimit, r.globalWindow, now)
+		rep.Exceeded = rep.Exceeded || rep.App.Exceeded
 	}
 	return rep, nil
+}
+
+// summarizeApp judges every seller's accepted calls together.
+func summarizeApp(accepted []time.Time, limit int, window time.Duration, now time.Time) *AppReport {
+	slices.SortFunc(accepted, func(a, b time.Time) int { return a.Compare(b) })
+	a := &AppReport{Limit: limit, Window: window, Accepted: len(accepted), MaxInWindow: MaxInWindow(accepted, window)}
+	for _, at := range accepted {
+		if at.After(now.Add(-window)) && !at.After(now) {
+			a.CurrentWindow++
+		}
+	}
+	a.Exceeded = a.MaxInWindow > limit
+	return a
 }
 
 // gap is the part of [from, now] that data in the hash slot of marker m
@@ -309,8 +387,10 @@ func parseMember(m string) (Call, bool) {
 	return Call{Status: status, Class: parts[1], Key: parts[2]}, true
 }
 
-// summarize computes one seller's line from its calls, oldest first.
-func summarize(seller string, calls []Call, limit int, window time.Duration, now time.Time) SellerReport {
+// summarize computes one seller's line from its calls, oldest first, as
+// p counts them (its Kind and Burst filled in).
+func summarize(seller string, calls []Call, p throttle.Policy, now time.Time) SellerReport {
+	window := p.Window
 	sr := SellerReport{Seller: seller, Calls: len(calls)}
 	if len(calls) > 0 {
 		sr.First, sr.Last = calls[0].At, calls[len(calls)-1].At
@@ -326,13 +406,73 @@ func summarize(seller string, calls []Call, limit int, window time.Duration, now
 	}
 	sr.Accepted = len(accepted)
 	sr.MaxInWindow = MaxInWindow(accepted, window)
+	from := now.Add(-window)
+	if p.Kind == throttle.Fixed {
+		from = time.Unix(0, alignedWindow(now, window)*window.Nanoseconds()-1)
+	}
 	for _, at := range accepted {
-		if at.After(now.Add(-window)) && !at.After(now) {
+		if at.After(from) && !at.After(now) {
 			sr.CurrentWindow++
 		}
 	}
-	sr.Exceeded = sr.MaxInWindow > limit
+	capacity := p.Limit
+	switch p.Kind {
+	case throttle.Fixed:
+		sr.MaxCounted = maxInAlignedWindow(accepted, window)
+	case throttle.TokenBucket:
+		sr.MaxCounted, capacity = maxTokens(accepted, window, p.Limit), p.Burst
+	default:
+		sr.MaxCounted = sr.MaxInWindow
+	}
+	sr.Exceeded = sr.MaxCounted > capacity
 	return sr
+}
+
+// maxInAlignedWindow is the most of the sorted times in one window [kW,
+// (k+1)W) aligned to the Unix epoch, as a fixed-window API counts.
+func maxInAlignedWindow(times []time.Time, window time.Duration) int {
+	best, n := 0, 0
+	for i, t := range times {
+		if i > 0 && alignedWindow(t, window) == alignedWindow(times[i-1], window) {
+			n++
+		} else {
+			n = 1
+		}
+		best = max(best, n)
+	}
+	return best
+}
+
+// alignedWindow is the number of the window of t, counted from the Unix
+// epoch (time.Truncate counts from year 1, which only agrees for windows
+// that divide a day).
+func alignedWindow(t time.Time, window time.Duration) int64 {
+	ns, w := t.UnixNano(), window.Nanoseconds()
+	k := ns / w
+	if ns%w < 0 {
+		k--
+	}
+	return k
+}
+
+// maxTokens is the most tokens a bucket refilled at limit per window had
+// taken at once over the sorted times, each call's own included: the
+// smallest bucket that accepts them all. It replays the calls as GCRA, the
+// bucket's other form: each call moves the theoretical arrival time a
+// token's worth past the later of itself and the call, which is then as
+// many tokens ahead of the call as are taken.
+func maxTokens(times []time.Time, window time.Duration, limit int) int {
+	if len(times) == 0 {
+		return 0
+	}
+	perToken := window.Seconds() / float64(limit)
+	best, tat := 0, 0.0
+	for _, t := range times {
+		at := t.Sub(times[0]).Seconds()
+		tat = math.Max(tat, at) + perToken
+		best = max(best, int(math.Ceil((tat-at)/perToken-1e-9))) // the epsilon forgives float rounding
+	}
+	return best
 }
 
 // MaxInWindow is the most times inside any half-open window [t, t+window),

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bulkreg/bulkreg/internal/testredis"
+	"github.com/bulkreg/bulkreg/throttle"
 )
 
 func TestMaxInWindow(t *testing.T) {
@@ -76,7 +77,7 @@ func TestRecordAndReport(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rep, err := r.Report(ctx, 2, time.Second)
+	rep, err := r.Report(ctx, throttle.Policy{Limit: 2, Window: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func TestRetentionTrimsHistoryAndSellers(t *testing.T) {
 	if ttl := rdb.PTTL(ctx, CallsKey("fresh")).Val(); ttl <= 0 || ttl > 4*time.Second {
 		t.Errorf("history TTL is %v, want about the retention (2 s) + 1 s", ttl)
 	}
-	rep, err := r.Report(ctx, 100, time.Minute)
+	rep, err := r.Report(ctx, throttle.Policy{Limit: 100, Window: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func TestRecordAndReportOnCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rep, err := r.Report(ctx, 100, time.Minute)
+	rep, err := r.Report(ctx, throttle.Policy{Limit: 100, Window: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,4 +186,103 @@ func FuzzParseMember(f *testing.F) {
 			t.Errorf("round trip of (%d, %q, %q) gave %+v, ok=%v", status, class, key, c, ok)
 		}
 	})
+}
+
+// TestReportCountsAsThePolicy: the same calls, 2 at the end of one aligned
+// second and 2 at the start of the next, judged against 2 per second as
+// each policy counts: a sliding window sees 4, a fixed window 2, a bucket
+// of 2 refilled at 2 a second runs dry and one of 4 does not.
+func TestReportCountsAsThePolicy(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Start(t).Client()
+	r := NewRecorder(rdb, time.Hour)
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	edge := time.Unix(now.Unix()-10, 0) // a whole second, a window boundary for every policy
+	for i, ms := range []int{-100, -50, 0, 50} {
+		c := Call{At: edge.Add(time.Duration(ms) * time.Millisecond), Status: 201, Class: "registered", Key: fmt.Sprint("u:", i)}
+		if err := r.Record(ctx, "a", c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		policy     throttle.Policy
+		maxCounted int
+		exceeded   bool
+	}{
+		{throttle.Policy{Limit: 2, Window: time.Second}, 4, true},
+		{throttle.Policy{Kind: throttle.Fixed, Limit: 2, Window: time.Second}, 2, false},
+		{throttle.Policy{Kind: throttle.TokenBucket, Limit: 2, Window: time.Second}, 4, true},
+		{throttle.Policy{Kind: throttle.TokenBucket, Limit: 2, Window: time.Second, Burst: 4}, 4, false},
+	} {
+		rep, err := r.Report(ctx, tc.policy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := rep.Sellers[0]
+		if a.MaxInWindow != 4 || a.MaxCounted != tc.maxCounted || a.Exceeded != tc.exceeded || rep.Exceeded != tc.exceeded {
+			t.Errorf("%s (burst %d): max in window %d, counted %d, exceeded %v; want 4, %d, %v",
+				tc.policy.Kind, tc.policy.Burst, a.MaxInWindow, a.MaxCounted, a.Exceeded, tc.maxCounted, tc.exceeded)
+		}
+		if want := tc.policy.Kind; rep.Policy != want && !(want == "" && rep.Policy == throttle.Sliding) {
+			t.Errorf("the report says it counted %q, want %q", rep.Policy, want)
+		}
+	}
+}
+
+// TestAppWideLine: with the app-wide limit configured the report judges all
+// sellers' accepted calls together; each seller alone can be within its
+// limit while the application is not.
+func TestAppWideLine(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Start(t).Client()
+	r := NewRecorder(rdb, time.Hour)
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := now.Add(-10 * time.Second)
+	// Three sellers, 2 accepted each within 300 ms (their limit: 2 per
+	// second), a 429 and a replay that do not count.
+	for i, seller := range []string{"a", "b", "c"} {
+		for j, c := range []Call{
+			{Status: 201, Class: "registered"},
+			{Status: 201, Class: "registered"},
+			{Status: 429, Class: "rate_limited"},
+			{Status: 200, Class: "replayed"},
+		} {
+			c.At = start.Add(time.Duration(100*i+10*j) * time.Millisecond)
+			c.Key = fmt.Sprintf("u%d:%d", i, j)
+			if err := r.Record(ctx, seller, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rep, err := r.Report(ctx, throttle.Policy{Limit: 2, Window: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Exceeded || rep.App != nil {
+		t.Fatalf("without an app-wide limit: exceeded %v, app line %+v; want neither", rep.Exceeded, rep.App)
+	}
+	for _, tc := range []struct {
+		limit    int
+		exceeded bool
+	}{{6, false}, {5, true}} {
+		rep, err := r.SetGlobal(tc.limit, time.Second).Report(ctx, throttle.Policy{Limit: 2, Window: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := AppReport{Limit: tc.limit, Window: time.Second, Accepted: 6, MaxInWindow: 6, Exceeded: tc.exceeded}
+		if rep.App == nil || *rep.App != want || rep.Exceeded != tc.exceeded {
+			t.Errorf("app-wide limit %d: line %+v, report exceeded %v; want %+v", tc.limit, rep.App, rep.Exceeded, want)
+		}
+		for _, s := range rep.Sellers {
+			if s.Exceeded {
+				t.Errorf("seller %s exceeded its own limit: %+v", s.Seller, s)
+			}
+		}
+	}
 }

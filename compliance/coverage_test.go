@@ -38,7 +38,7 @@ func TestReportSaysWhatItCannotVouchFor(t *testing.T) {
 	}
 	report := func() Report {
 		t.Helper()
-		rep, err := rec.Report(ctx, 10, time.Second)
+		rep, err := rec.Report(ctx, throttle.Policy{Limit: 10, Window: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

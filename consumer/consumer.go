@@ -29,6 +29,9 @@ type Throttle interface {
 	Reserve(ctx context.Context, seller string) (throttle.Reservation, error)
 	Release(ctx context.Context, r throttle.Reservation) error
 	Block(ctx context.Context, seller string, retryAfter time.Duration) error
+	// BlockGlobal is Block for the API's app-wide limit (a 429 whose scope
+	// is the application): no seller's slot starts before Retry-After.
+	BlockGlobal(ctx context.Context, retryAfter time.Duration) error
 	// Check tells, shortly before the call, whether a slot may still be
 	// used: not when the Redis that granted it has since lost the seller's
 	// state (its epoch), so others may hold the same place in the window.
@@ -71,6 +74,11 @@ type Deps struct {
 	Ledger Ledger
 	// PingRedis tells whether Redis answers (redis.UniversalClient.Ping).
 	PingRedis func(context.Context) error
+	// RedisTime reads Redis's clock in a round trip of its own, not queued
+	// behind other commands (redis.UniversalClient.Time, outside any
+	// batching); nil: the clock is learned from the throttle's answers
+	// only. See Config.ClockSync.
+	RedisTime func(context.Context) (time.Time, error)
 	// DeadLetters receives rows that will not be registered; nil writes them
 	// to bulkreg.DLQTopic(Config.Topic) on Config.Brokers.
 	DeadLetters DeadLetterWriter
@@ -93,8 +101,16 @@ type Consumer struct {
 	dlq   DeadLetterWriter
 	close func() error
 	calls chan struct{} // one token per registry call in progress
+	// now is one token per row asking the throttle or holding a slot due
+	// now (see reserve).
+	now   chan struct{}
 	warm  *warmth
 	turn  *probeTurn // one row at a time goes for the circuit's probe
+	asks  *askGates  // a seller's rows do not ask for slots the throttle just refused
+	clock *redisClock
+	// reserving counts rows between asking for a slot and calling: the
+	// clock is read on its own only while some row needs it (syncClock).
+	reserving atomic.Int64
 
 	running atomic.Bool
 }
@@ -119,7 +135,7 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	c := &Consumer{cfg: cfg, deps: deps, log: log, dlq: deps.DeadLetters, close: func() error { return nil }, calls: make(chan struct{}, cfg.MaxConcurrentCalls), warm: &warmth{}, turn: newProbeTurn()}
+	c := &Consumer{cfg: cfg, deps: deps, log: log, dlq: deps.DeadLetters, close: func() error { return nil }, calls: make(chan struct{}, cfg.MaxConcurrentCalls), now: make(chan struct{}, cfg.MaxDueNow), warm: &warmth{}, turn: newProbeTurn(), asks: newAskGates(), clock: newRedisClock()}
 	c.m = newMetrics(reg, func() float64 {
 		if t := c.group.oldestUnfinished(); !t.IsZero() {
 			return time.Since(t).Seconds()
@@ -161,6 +177,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	go c.redis.run(probeCtx)
 	if w, ok := c.deps.Registry.(Warmer); ok && c.cfg.KeepWarm > 0 {
 		go c.keepWarm(probeCtx, w)
+	}
+	if c.deps.RedisTime != nil && c.cfg.ClockSync > 0 {
+		go c.syncClock(probeCtx)
 	}
 	err := c.group.run(ctx)
 	if cerr := c.close(); cerr != nil && err == nil {
@@ -277,12 +296,12 @@ func (c *Consumer) process(r *row) {
 			if firstFailure.IsZero() {
 				firstFailure = time.Now()
 			}
-			log.Warn("429 from the registration API: blocking the seller", "retry_after", res.RetryAfter, "attempt", attempts)
+			log.Warn("429 from the registration API: blocking the limit it names", "scope", res.Scope, "retry_after", res.RetryAfter, "attempt", attempts)
 			if rateLimited > c.cfg.MaxRateLimited {
 				c.deadLetter(r, deadLetterOf(r, res, attempts, firstFailure), log)
 				return
 			}
-			c.block(r, res.RetryAfter, log)
+			c.block(r, res.RetryAfter, res.Scope, log)
 			// No backoff of our own: the block moved the seller's next slot past Retry-After.
 		default: // Transient
 			if firstFailure.IsZero() {
@@ -327,20 +346,45 @@ type slot struct {
 	// bound is never after the slot: the request's send + the time left to
 	// the slot by the Redis clock. Lateness is measured from it, an upper
 	// bound: a slow answer (a retransmit, a stalled host) or a timer that
-	// fired late on a busy machine counts in full.
+	// fired late on a busy machine counts in full. With an app-wide limit
+	// it is the earlier of the seller's and the app-wide slot (At − Spread):
+	// the call is made at the later, so the earlier log sees it late.
 	bound time.Time
+	// now: the row holds a token of Consumer.now until its call starts.
+	now bool
 }
 
 // place narrows due and bound with one round trip that read the Redis clock
-// (redisNow) between sent and arrived.
-func (s *slot) place(sent, arrived, redisNow time.Time) {
+// (redisNow) between sent and arrived, and with what clock has learned of
+// the Redis clock from every answer (clock.go), usually much tighter.
+func (s *slot) place(clock *redisClock, sent, arrived, redisNow time.Time) {
 	left := s.At.Sub(redisNow)
-	if d := arrived.Add(left); s.due.IsZero() || d.Before(s.due) {
-		s.due = d
+	due, bound := arrived.Add(left), sent.Add(left)
+	clock.observe(sent, arrived, redisNow)
+	if earliest, latest, ok := clock.place(s.At); ok {
+		due, bound = minTime(due, latest), maxTime(bound, earliest)
 	}
-	if b := sent.Add(left); b.After(s.bound) {
-		s.bound = b
+	bound = bound.Add(-s.Spread)
+	if s.due.IsZero() || due.Before(s.due) {
+		s.due = due
 	}
+	if bound.After(s.bound) {
+		s.bound = bound
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // redisNow is the time on the Redis clock, from the slot.
@@ -355,13 +399,41 @@ func (c *Consumer) reserve(r *row, log *slog.Logger) (slot, bool) {
 	redisRetry := c.redisBackOff()
 	c.m.waiting.Inc()
 	defer c.m.waiting.Dec()
+	c.reserving.Add(1)
+	defer c.reserving.Add(-1)
 	start := time.Now()
 	for {
 		if !c.redis.wait(ctx) {
 			return slot{}, false
 		}
+		leave, ok := c.asks.enter(ctx, r.m.SellerID)
+		if !ok {
+			return slot{}, false
+		}
+		// A row asks with a token of c.now and keeps it while its slot is
+		// due now, until its call starts: this consumer holds at most
+		// MaxDueNow slots it has yet to call. Without it, the first rows of
+		// many sellers (or every row after an outage) all took slots due
+		// at once, far more than the machine could call within
+		// MaxLateness; most went by unused (each one a slot lost to the
+		// seller, since the next window's slots are already placed after
+		// it) and the rows took new ones, over and over.
+		select {
+		case c.now <- struct{}{}:
+		case <-ctx.Done():
+			leave(time.Time{})
+			return slot{}, false
+		}
 		sent := time.Now()
 		res, err := c.deps.Throttle.Reserve(ctx, r.m.SellerID)
+		if err == nil && !res.Admitted {
+			leave(time.Now().Add(res.Wait))
+		} else {
+			leave(time.Time{})
+		}
+		if err != nil || !res.Admitted || ctx.Err() != nil {
+			<-c.now
+		}
 		if ctx.Err() != nil {
 			if err == nil && res.Admitted { // the slot came just as the row was revoked
 				c.release(slot{Reservation: res})
@@ -405,13 +477,14 @@ func (c *Consumer) reserve(r *row, log *slog.Logger) (slot, bool) {
 			}
 			continue
 		}
-		s := slot{Reservation: res}
-		s.place(sent, arrived, res.At.Add(-res.Wait))
+		s := slot{Reservation: res, now: true}
+		s.place(c.clock, sent, arrived, res.At.Add(-res.Wait))
 		// Shortly before the slot (a jittered lead, so the rows of one
 		// window do not all ask at once) the throttle confirms the slot. A
 		// slot due sooner than that was granted just now: the reservation
 		// itself vouches for its epoch.
 		if lead := c.checkLead(); time.Until(s.due) > lead {
+			c.notNow(&s)
 			if !sleep(ctx, time.Until(s.due.Add(-lead))) {
 				c.release(s)
 				return slot{}, false
@@ -425,6 +498,7 @@ func (c *Consumer) reserve(r *row, log *slog.Logger) (slot, bool) {
 			}
 		}
 		if !sleep(ctx, time.Until(s.due)) {
+			c.notNow(&s)
 			c.release(s)
 			return slot{}, false
 		}
@@ -432,10 +506,19 @@ func (c *Consumer) reserve(r *row, log *slog.Logger) (slot, bool) {
 		if !c.redis.healthy() {
 			// Redis went down while the row slept towards its slot: fail
 			// closed. The slot is given back if Redis answers that.
+			c.notNow(&s)
 			c.release(s)
 			continue
 		}
 		return s, true
+	}
+}
+
+// notNow gives back the row's token of c.now, if it holds one.
+func (c *Consumer) notNow(s *slot) {
+	if s.now {
+		s.now = false
+		<-c.now
 	}
 }
 
@@ -464,11 +547,14 @@ func (c *Consumer) call(r *row, s slot, cb *rowCircuit, log *slog.Logger) (res r
 	defer budget.Stop()
 	select {
 	case c.calls <- struct{}{}:
+		c.notNow(&s)
 	case <-budget.C:
+		c.notNow(&s)
 		c.m.late.Inc()
 		c.release(s)
 		return res, false
 	case <-r.ctx().Done():
+		c.notNow(&s)
 		c.release(s)
 		return res, false
 	}
@@ -544,7 +630,7 @@ func (c *Consumer) current(ctx context.Context, s *slot, log *slog.Logger) bool 
 			"slot", s.At, "epoch", s.Epoch, "current_epoch", chk.Epoch)
 		return false
 	}
-	s.place(sent, time.Now(), chk.Now)
+	s.place(c.clock, sent, time.Now(), chk.Now)
 	return true
 }
 
@@ -570,14 +656,18 @@ func (c *Consumer) release(s slot) {
 	}
 }
 
-// block tells the throttle the API refused the seller until Retry-After.
-func (c *Consumer) block(r *row, retryAfter time.Duration, log *slog.Logger) {
+// block tells the throttle the API refused the seller, or with an
+// app-wide 429 the whole application, until Retry-After.
+func (c *Consumer) block(r *row, retryAfter time.Duration, scope registryclient.Scope, log *slog.Logger) {
 	if retryAfter <= 0 {
 		retryAfter = time.Second
 	}
-	if err := c.untilRedis(r.ctx(), "block the seller in the throttle", log,
-		func(ctx context.Context) error { return c.deps.Throttle.Block(ctx, r.m.SellerID, retryAfter) }); err != nil {
-		log.Warn("could not block the seller in the throttle", "err", err)
+	what, block := "the seller", func(ctx context.Context) error { return c.deps.Throttle.Block(ctx, r.m.SellerID, retryAfter) }
+	if scope == registryclient.ScopeApp {
+		what, block = "the app-wide limit", func(ctx context.Context) error { return c.deps.Throttle.BlockGlobal(ctx, retryAfter) }
+	}
+	if err := c.untilRedis(r.ctx(), "block "+what+" in the throttle", log, block); err != nil {
+		log.Warn("could not block "+what+" in the throttle", "err", err)
 	}
 }
 

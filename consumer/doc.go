@@ -17,11 +17,14 @@
 // reserving at most MaxWait ahead (a session timeout by default) keeps the
 // slots of a crashed consumer, which stay in the log unused, from delaying
 // its successor by more than one window. A call must start within
-// MaxLateness of its slot (half the throttle's margin): when more rows are
-// due than MaxConcurrentCalls can serve, a late row gives its slot back and
-// takes a new one after a jittered backoff, instead of calling late and
-// shrinking the gap the API sees between two windows. Lateness is measured
-// from the reservation's send time, so a slow Redis answer counts too.
+// MaxLateness of its slot (half the throttle's margin): a late row gives its
+// slot back and takes a new one after a jittered backoff, instead of calling
+// late and shrinking the gap the API sees between two windows. Lateness is
+// measured from the earliest the slot can be on this clock (a slow Redis
+// answer counts too), which Redis's TIME, read every ClockSync in a round
+// trip of its own, keeps within a few milliseconds of the truth. So that
+// rows are seldom late, a consumer holds at most MaxDueNow slots due now
+// that it has not yet called; the other rows wait without one.
 // Shortly before the slot the throttle confirms that the slot's epoch is
 // current (Throttle.Check): a slot granted by a Redis that has since lost
 // the seller's state is not used. When Redis lost it, the throttle holds the

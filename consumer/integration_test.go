@@ -49,6 +49,7 @@ type stack struct {
 	limit   int
 	window  time.Duration
 	margin  time.Duration
+	global  throttle.Global
 	started []*Consumer
 }
 
@@ -60,6 +61,7 @@ type stackOptions struct {
 	latency    time.Duration
 	jitter     time.Duration
 	failRate   float64
+	global     throttle.Global // the API's app-wide limit, enforced by the sandbox and kept by the throttle
 }
 
 // callLog records every request the registration API receives, whatever
@@ -106,11 +108,12 @@ func (l *callLog) maxPerKey() (string, int) {
 
 func newStack(t *testing.T, o stackOptions) *stack {
 	t.Helper()
-	s := &stack{t: t, topic: bulkreg.DefaultTopic, limit: o.limit, window: o.window, margin: o.margin, calls: &callLog{byKey: map[string]int{}}}
+	s := &stack{t: t, topic: bulkreg.DefaultTopic, limit: o.limit, window: o.window, margin: o.margin, global: o.global, calls: &callLog{byKey: map[string]int{}}}
 	s.brokers = startBroker(t, o.partitions, s.topic, bulkreg.DLQTopic(s.topic))
 	s.redis = startRedis(t)
 	s.rdb = s.redis.Client()
-	sb, err := sandbox.New(sandbox.Options{Limit: o.limit, Window: o.window, Policy: "sliding", Latency: o.latency, Jitter: o.jitter, FailRate: o.failRate, Logger: testLogger(t)})
+	sb, err := sandbox.New(sandbox.Options{Limit: o.limit, Window: o.window, Policy: "sliding", GlobalLimit: o.global.Limit, GlobalWindow: o.global.Window,
+		Latency: o.latency, Jitter: o.jitter, FailRate: o.failRate, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +161,7 @@ func (s *stack) config() Config {
 // change its settings or parts before it starts.
 func (s *stack) startConsumer(opts ...func(*Config, *Deps)) *Consumer {
 	s.t.Helper()
-	th, err := throttle.New(s.rdb, throttle.Policy{Limit: s.limit, Window: s.window, Margin: s.margin})
+	th, err := throttle.New(s.rdb, throttle.Policy{Limit: s.limit, Window: s.window, Margin: s.margin, Global: s.global})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -268,7 +271,7 @@ func TestPacedOneSeller(t *testing.T) {
 		t.Errorf("the last registration came %v after the first, want ≤ %v (1.05 × lower bound + latency, + a window when slots were missed: %v)", took, limit, missed)
 	}
 	// The compliance report agrees: every call recorded, none over the limit.
-	rep, err := compliance.NewRecorder(s.rdb, time.Hour).Report(context.Background(), s.limit, s.window)
+	rep, err := compliance.NewRecorder(s.rdb, time.Hour).Report(context.Background(), throttle.Policy{Limit: s.limit, Window: s.window})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -136,7 +136,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 	s := newLossStack(t, config.Config{RedisAddrs: []string{srv.Addr}}, 3*time.Second)
 	lostAt := s.run("seller-a", 150, func() { srv.Restart() })
 
-	rep, err := compliance.NewRecorder(s.admin, time.Hour).Report(context.Background(), s.limit, s.window)
+	rep, err := compliance.NewRecorder(s.admin, time.Hour).Report(context.Background(), throttle.Policy{Limit: s.limit, Window: s.window})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -132,7 +132,8 @@ func getJSON(url string, into any) error {
 
 // stackEnv is the settings every command of a test stack reads: the
 // embedded broker, the test's Redis, the sandbox at registry, limit per
-// window with the shared margin, and extra ones after them.
+// window with the shared margin, and extra ones after them. An extra setting
+// replaces the same one above: os/exec keeps the last value of a key.
 func stackEnv(brokers []string, redisAddr, registry string, window time.Duration, extra ...string) []string {
 	return append([]string{
 		"BULKREG_KAFKA_BROKERS=" + strings.Join(brokers, ","),

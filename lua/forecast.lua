@@ -1,17 +1,24 @@
 #!lua flags=no-writes
 -- forecast.lua: when would a seller's next rows get their slots, writing
 -- nothing. A seller's finish estimate: the rows still waiting take the slots
--- held ahead first, in order, and then the slots reserve.lua would give them
--- one after another, t = max(now, blocked_until, s(n-L+1) + W' + 1µs) over the
--- log with each new slot added. Used by throttle.Throttle.Forecast.
+-- held ahead first, in order, and then the slots the policy's reserve script
+-- would give them one after another, each new slot counted before the next:
+--   sliding       t = max(now, blocked_until, s(n-L+1) + W' + 1µs) over the log (reserve.lua)
+--   fixed         the first aligned window with room, before its last margin (reserve_fixed.lua)
+--   token-bucket  t = max(now, blocked_until, tat - tolerance) (reserve_token_bucket.lua)
+-- Used by throttle.Throttle.Forecast.
 --
--- KEYS[1]  bulkreg:{s:<seller>}:log    ZSET, member = reservation id, score = slot in µs (as in reserve.lua)
+-- KEYS[1]  the policy's log: bulkreg:{s:<seller>}:log (sliding), :fixed or :tb; ZSET as in reserve*.lua
 -- KEYS[2]  bulkreg:{s:<seller>}:block  STRING, blocked until, µs
 -- KEYS[3]  the seller's hash-slot marker (slot_guard.lua): its hold, after a loss of Redis's data, delays every slot;
 --          a marker not yet written (a Redis never initialised) is not foreseen
+-- KEYS[4]  bulkreg:{s:<seller>}:tb:tat  STRING, token bucket only (pass it for every kind; unused otherwise)
 -- ARGV[1]  L, slots per window
 -- ARGV[2]  W' = window + margin, in µs
 -- ARGV[3]  n, the rows to place (at most 100000)
+-- ARGV[4]  kind: "sliding", "fixed" or "token-bucket"
+-- ARGV[5]  fixed: W, the API's window in µs; token bucket: the emission interval in µs
+-- ARGV[6]  token bucket: the tolerance in µs
 --
 -- Reply: {now, held, last}; times are µs as strings on the Redis clock.
 --   held  slots in the log at or after now: rows that hold a slot and wait for it
@@ -24,7 +31,7 @@
 -- may be placed up to one window late, never early.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local limit, win, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local limit, win, n, kind = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local function us(x) return string.format('%.0f', x) end
 if n > 100000 then
   return redis.error_reply('forecast.lua: n must be at most 100000, got ' .. n)
@@ -51,6 +58,35 @@ if KEYS[3] then
   if hold > blocked then blocked = hold end
 end
 local last = now
+if kind == 'fixed' then
+  -- the log's slots per aligned window, then each row in the first window with room
+  local W = tonumber(ARGV[5])
+  local count = {}
+  for _, v in ipairs(s) do
+    local k = math.floor(v / W)
+    count[k] = (count[k] or 0) + 1
+  end
+  local earliest = math.max(now, blocked)
+  local k = math.floor(earliest / W)
+  if earliest >= k * W + W - (win - W) then k = k + 1 end
+  for _ = 1, n - #held do
+    while (count[k] or 0) >= limit do k = k + 1 end
+    count[k] = (count[k] or 0) + 1
+    last = math.max(last, earliest, k * W)
+  end
+  return {us(now), #held, us(last)}
+elseif kind == 'token-bucket' then
+  local T, tolerance = tonumber(ARGV[5]), tonumber(ARGV[6])
+  local tat = math.max(now, tonumber(redis.call('GET', KEYS[4]) or '0'))
+  for _ = 1, n - #held do
+    local at = math.max(now, blocked, math.ceil(tat - tolerance))
+    tat = math.max(tat, at) + T
+    last = math.max(last, at)
+  end
+  return {us(now), #held, us(last)}
+elseif kind ~= 'sliding' then
+  return redis.error_reply('forecast.lua: unknown kind ' .. tostring(kind))
+end
 for _ = 1, n - #held do
   local at = math.max(now, blocked)
   if #s >= limit then

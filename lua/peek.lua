@@ -11,14 +11,15 @@
 -- ARGV[1]  kind: "sliding", "fixed" or "token-bucket"
 -- ARGV[2]  L, slots per window
 -- ARGV[3]  W' = window + margin, in µs
--- ARGV[4]  B, the burst (token bucket only)
+-- ARGV[4]  fixed: W, the API's window in µs; token bucket: the emission interval in µs (unused here)
+-- ARGV[5]  token bucket: the tolerance in µs (as in reserve_token_bucket.lua)
 --
 -- Reply: {now, in_window, next_free, blocked_until}; times are µs as strings on the Redis clock,
 -- in_window counts slots in [now - W', now], blocked_until is "0" when the seller is not blocked.
 -- A hold after a loss counts in next_free; a loss no reservation has found yet does not (nothing is written here).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local kind, limit, win, burst = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local kind, limit, win = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local function us(x) return string.format('%.0f', x) end
 
 local blocked = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -33,14 +34,16 @@ if kind == 'sliding' then
     next_free = math.max(next_free, tonumber(s[2]) + win + 1)
   end
 elseif kind == 'fixed' then
-  local start = math.floor(next_free / win) * win
-  while redis.call('ZCOUNT', KEYS[1], us(start), '(' .. us(start + win)) >= limit do
-    start = start + win
+  local W = tonumber(ARGV[4])
+  local start = math.floor(next_free / W) * W
+  if next_free >= start + W - (win - W) then start = start + W end
+  while redis.call('ZCOUNT', KEYS[1], us(start), '(' .. us(start + W)) >= limit do
+    start = start + W
   end
   next_free = math.max(next_free, start)
 elseif kind == 'token-bucket' then
   local tat = tonumber(redis.call('GET', KEYS[3]) or '0')
-  next_free = math.max(next_free, math.ceil(tat - (burst - 1) * win / limit))
+  next_free = math.max(next_free, math.ceil(tat - tonumber(ARGV[5])))
 else
   return redis.error_reply('peek.lua: unknown kind ' .. tostring(kind))
 end

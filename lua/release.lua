@@ -5,7 +5,7 @@
 -- KEYS[1]  the policy's log: bulkreg:{s:<seller>}:log (sliding), :fixed or :tb (token bucket); ZSET as in reserve*.lua
 -- KEYS[2]  token bucket only: bulkreg:{s:<seller>}:tb:tat, STRING, theoretical arrival time in µs
 -- ARGV[1]  reservation id
--- ARGV[2]  token bucket only: emission interval W'/L in µs, credited back to the bucket
+-- ARGV[2]  token bucket only: the emission interval in µs (reserve_token_bucket.lua), credited back to the bucket
 --
 -- Reply: 1 when the id held a slot and it was removed, 0 when it held none.
 local removed = redis.call('ZREM', KEYS[1], ARGV[1])

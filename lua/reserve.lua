@@ -15,6 +15,8 @@
 -- ARGV[3]  max wait in µs: a slot farther ahead than this is not taken
 -- ARGV[4]  reservation id (caller-generated, unique)
 -- ARGV[5]  hold after a loss, in µs: how long no slot starts once Redis is found to have lost the hash slot's state
+-- ARGV[6]  optional: not before, µs on the Redis clock: the slot is at or after it (the app-wide slot a
+--          throttle with an app-wide limit must match; "0" or absent: no bound)
 --
 -- Reply: {admitted, at, now, in_window, epoch, lost, hold_until}
 --   admitted   1: the slot at `at` is held under the id; 0: nothing was written to the log
@@ -47,6 +49,8 @@ local epoch, hold_until, lost = slot_guard(KEYS[3], now, tonumber(ARGV[5]), id)
 -- slots older than now - W' can no longer share a window with a new slot
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. us(now - win))
 local at = now
+local not_before = tonumber(ARGV[6] or '0') or 0
+if not_before > at then at = not_before end
 local blocked = tonumber(redis.call('GET', KEYS[2]) or '0')
 if blocked > at then at = blocked end
 if hold_until > at then at = hold_until end

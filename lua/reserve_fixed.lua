@@ -1,9 +1,12 @@
 -- reserve_fixed.lua: take a seller's next slot under a fixed window (policy
--- "fixed"): what a counter per window with INCR + EXPIRE admits. Windows are
--- aligned on multiples of W' since the Unix epoch; the slot is in the first
--- window, from the one holding max(now, blocked_until), with fewer than L
--- slots. Up to 2L calls can fall inside one trailing W' (the end of one
--- window and the start of the next): kept to mirror APIs that count this way.
+-- "fixed"), mirroring an API that counts L calls per window [kW, (k+1)W)
+-- aligned to the Unix epoch on its clock (INCR + EXPIRE on a key named by
+-- floor(now / W)). A call reaches the API up to the margin W' - W after its
+-- slot, so the slots of window k are kept in [kW, (k+1)W - margin): the slot
+-- is in the first window, from the one holding max(now, blocked_until), with
+-- room left before that edge and fewer than L slots. Up to 2L calls can fall
+-- inside one trailing W (the end of one window and the start of the next):
+-- a strict sliding-window API refuses them.
 -- Used by throttle.Throttle.Reserve.
 --
 -- KEYS[1]  bulkreg:{s:<seller>}:fixed  ZSET, member = reservation id, score = slot in µs (Redis clock)
@@ -14,6 +17,8 @@
 -- ARGV[3]  max wait in µs: a slot farther ahead than this is not taken
 -- ARGV[4]  reservation id (caller-generated, unique)
 -- ARGV[5]  hold after a loss, in µs, as in reserve.lua
+-- ARGV[6]  W, the API's window, in µs (less than W')
+-- ARGV[7]  optional: not before, µs, as in reserve.lua (ARGV[6] there)
 --
 -- Reply: {admitted, at, now, in_window, epoch, lost, hold_until}, as in reserve.lua (in_window counts
 -- the trailing [at - W', at], so it shows when a fixed window lets more than L through).
@@ -21,6 +26,7 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local limit, win, maxwait, id = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local W = tonumber(ARGV[6])
 local function us(x) return string.format('%.0f', x) end
 
 local held = redis.call('ZSCORE', KEYS[1], id)
@@ -32,21 +38,25 @@ local epoch, hold_until, lost = slot_guard(KEYS[3], now, tonumber(ARGV[5]), id)
 
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. us(now - win))
 local earliest = now
+local not_before = tonumber(ARGV[7] or '0') or 0
+if not_before > earliest then earliest = not_before end
 local blocked = tonumber(redis.call('GET', KEYS[2]) or '0')
 if blocked > earliest then earliest = blocked end
 if hold_until > earliest then earliest = hold_until end
-local start = math.floor(earliest / win) * win
+local start = math.floor(earliest / W) * W
+-- the last margin of a window is not used: a call slotted there could reach the API in the next one
+if earliest >= start + W - (win - W) then start = start + W end
 local at
 while true do
   local first = math.max(earliest, start)
   if first - now > maxwait then
     return {0, us(first - maxwait), us(now), 0, epoch, lost, us(hold_until)}
   end
-  if redis.call('ZCOUNT', KEYS[1], us(start), '(' .. us(start + win)) < limit then
+  if redis.call('ZCOUNT', KEYS[1], us(start), '(' .. us(start + W)) < limit then
     at = first
     break
   end
-  start = start + win
+  start = start + W
 end
 redis.call('ZADD', KEYS[1], us(at), id)
 local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')

@@ -1,12 +1,14 @@
 -- reserve_token_bucket.lua: take a seller's next slot under a token bucket
--- with a burst, kept as GCRA (policy "token-bucket"). The bucket refills one
--- token every T = W'/L and holds B tokens: B calls back to back, then one per
--- T. In the W' after a burst up to B + L calls fall: kept to mirror APIs that
--- count this way, never exact against a strict sliding window.
--- Used by throttle.Throttle.Reserve.
+-- (policy "token-bucket"), mirroring an API whose bucket holds B tokens and
+-- refills L per window: GCRA with emission interval T = W/L and tolerance
+-- tau = (B-1)T. Calls reach the API with up to the margin of spread, so the
+-- throttle runs GCRA with the tolerance less the margin (or, when tau is
+-- smaller than the margin, the interval plus what is missing): throttle.Policy
+-- computes both. In the W after a burst up to B + L calls fall: a strict
+-- sliding-window API refuses them. Used by throttle.Throttle.Reserve.
 --
 -- GCRA: with tat the theoretical arrival time (tat >= now), the slot is
--- t = max(now, blocked_until, tat - (B-1)T) and tat becomes max(tat, t) + T.
+-- t = max(now, blocked_until, tat - tolerance) and tat becomes max(tat, t) + interval.
 --
 -- KEYS[1]  bulkreg:{s:<seller>}:tb      ZSET, member = reservation id, score = slot in µs (Redis clock);
 --          kept for idempotency, Release and the in-window count
@@ -18,14 +20,16 @@
 -- ARGV[3]  max wait in µs: a slot farther ahead than this is not taken
 -- ARGV[4]  reservation id (caller-generated, unique)
 -- ARGV[5]  hold after a loss, in µs, as in reserve.lua
--- ARGV[6]  B, the burst (tokens in a full bucket)
+-- ARGV[6]  the emission interval in µs (fractional)
+-- ARGV[7]  the tolerance in µs (fractional)
+-- ARGV[8]  optional: not before, µs, as in reserve.lua (ARGV[6] there)
 --
 -- Reply: {admitted, at, now, in_window, epoch, lost, hold_until}, as in reserve.lua. Idempotent per
 -- id, and the loss of the hash slot's state is handled, as in reserve.lua.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local limit, win, maxwait, id = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-local burst = tonumber(ARGV[6])
+local T, tolerance = tonumber(ARGV[6]), tonumber(ARGV[7])
 local function us(x) return string.format('%.0f', x) end
 
 local held = redis.call('ZSCORE', KEYS[1], id)
@@ -35,11 +39,12 @@ if held then
 end
 local epoch, hold_until, lost = slot_guard(KEYS[4], now, tonumber(ARGV[5]), id)
 
-local T = win / limit
 local tat = tonumber(redis.call('GET', KEYS[3]) or '0')
 if tat < now then tat = now end
-local at = math.ceil(tat - (burst - 1) * T)
+local at = math.ceil(tat - tolerance)
 if at < now then at = now end
+local not_before = tonumber(ARGV[8] or '0') or 0
+if not_before > at then at = not_before end
 local blocked = tonumber(redis.call('GET', KEYS[2]) or '0')
 if blocked > at then at = blocked end
 if hold_until > at then at = hold_until end

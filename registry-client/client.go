@@ -74,11 +74,30 @@ type Result struct {
 	// RetryAfter is set for RateLimited: how long the API asked to wait,
 	// at least one second.
 	RetryAfter time.Duration
+	// Scope is set for RateLimited: which limit refused the call, the
+	// seller's own (ScopeSeller, also when the API does not say) or the
+	// application's over all sellers (ScopeApp). Block that one.
+	Scope Scope
 	// Latency is the time from sending the request to reading the answer.
 	Latency time.Duration
 	// Err explains every class but Registered and Replayed as a sentence.
 	Err error
 }
+
+// Scope names the limit a 429 was answered for.
+type Scope string
+
+const (
+	// ScopeSeller: the seller's own limit (the contract's 429).
+	ScopeSeller Scope = "seller"
+	// ScopeApp: the API's limit for the whole application, all sellers
+	// together: the X-RateLimit-Scope header says "app", or the error code
+	// is "app_rate_limited".
+	ScopeApp Scope = "app"
+)
+
+// ScopeHeader is the answer header that names the limit of a 429.
+const ScopeHeader = "X-RateLimit-Scope"
 
 // OK reports whether the product is registered (new or replayed).
 func (r Result) OK() bool { return r.Class == Registered || r.Class == Replayed }
@@ -271,7 +290,14 @@ func (c *Client) classify(res Result, h http.Header, raw []byte) Result {
 		res.Class = RateLimited
 		res.RetryAfter = c.parseRetryAfter(h.Get("Retry-After"))
 		apiError(&res, raw)
-		res.Err = fmt.Errorf("the registration API refused the seller's rate (429); retry after %v", res.RetryAfter)
+		res.Scope = ScopeSeller
+		switch v := strings.ToLower(strings.TrimSpace(h.Get(ScopeHeader))); {
+		case v == string(ScopeApp), v == "" && res.Code == "app_rate_limited":
+			res.Scope = ScopeApp
+			res.Err = fmt.Errorf("the registration API refused the application's rate, all sellers together (429); retry after %v", res.RetryAfter)
+		default:
+			res.Err = fmt.Errorf("the registration API refused the seller's rate (429); retry after %v", res.RetryAfter)
+		}
 	case code >= 300 && code < 400:
 		// Not followed (see New). Transient, not the row's fault: rows are
 		// retried, then dead-lettered for an operator to replay once the

@@ -32,6 +32,7 @@ func TestClassifyAnswers(t *testing.T) {
 		code       string
 		field      string
 		retryAfter time.Duration
+		scope      Scope
 		errHas     string
 	}{
 		{name: "201", status: 201, body: `{"product_id":"p-1","seller_sku":"SKU-1"}`, class: Registered, productID: "p-1"},
@@ -41,7 +42,13 @@ func TestClassifyAnswers(t *testing.T) {
 			class: Permanent, code: "invalid_price", field: "price", errHas: "price: price must be"},
 		{name: "409", status: 409, body: `{"error":{"code":"idempotency_conflict","message":"key reused with another body"}}`, class: Permanent, code: "idempotency_conflict"},
 		{name: "400 without JSON", status: 400, body: "bad", class: Permanent, code: "http_400", errHas: `body "bad"`},
-		{name: "429 seconds", status: 429, header: map[string]string{"Retry-After": "7"}, class: RateLimited, retryAfter: 7 * time.Second},
+		{name: "429 seconds", status: 429, header: map[string]string{"Retry-After": "7"}, class: RateLimited, retryAfter: 7 * time.Second, scope: ScopeSeller},
+		{name: "429 app-wide by header", status: 429, header: map[string]string{"Retry-After": "3", "X-RateLimit-Scope": "App"}, class: RateLimited, retryAfter: 3 * time.Second,
+			scope: ScopeApp, errHas: "application's rate"},
+		{name: "429 app-wide by code", status: 429, body: `{"error":{"code":"app_rate_limited","message":"the application reached its limit"}}`, class: RateLimited,
+			code: "app_rate_limited", retryAfter: 1500 * time.Millisecond, scope: ScopeApp},
+		{name: "429 the seller's by header", status: 429, header: map[string]string{"X-RateLimit-Scope": "seller"}, body: `{"error":{"code":"app_rate_limited"}}`, class: RateLimited,
+			code: "app_rate_limited", retryAfter: 1500 * time.Millisecond, scope: ScopeSeller, errHas: "seller's rate"},
 		{name: "429 HTTP-date", status: 429, header: map[string]string{"Retry-After": now.Add(90 * time.Second).Format(http.TimeFormat)}, class: RateLimited, retryAfter: 90 * time.Second},
 		{name: "429 date in the past", status: 429, header: map[string]string{"Retry-After": now.Add(-time.Minute).Format(http.TimeFormat)}, class: RateLimited, retryAfter: time.Second},
 		{name: "429 zero seconds", status: 429, header: map[string]string{"Retry-After": "0"}, class: RateLimited, retryAfter: time.Second},
@@ -77,6 +84,12 @@ func TestClassifyAnswers(t *testing.T) {
 			}
 			if res.OK() != (res.Err == nil) {
 				t.Errorf("OK() %v but err %v", res.OK(), res.Err)
+			}
+			if tt.scope == "" && tt.class == RateLimited {
+				tt.scope = ScopeSeller // the contract's 429 says nothing: the seller's limit
+			}
+			if res.Scope != tt.scope {
+				t.Errorf("scope %q, want %q", res.Scope, tt.scope)
 			}
 			if tt.errHas != "" && (res.Err == nil || !strings.Contains(res.Err.Error(), tt.errHas)) {
 				t.Errorf("error %v does not contain %q", res.Err, tt.errHas)

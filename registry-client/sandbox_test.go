@@ -253,3 +253,33 @@ func BenchmarkRegister(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
 }
+
+// TestSandboxAppWideLimit: the sandbox's app-wide 429 is told apart from
+// the seller's, by the answer alone.
+func TestSandboxAppWideLimit(t *testing.T) {
+	sb, c := startSandbox(t, sandbox.Options{Limit: 2, Window: time.Minute, GlobalLimit: 3, GlobalWindow: time.Minute})
+	ctx := context.Background()
+	for i, want := range []struct {
+		seller string
+		class  registryclient.Class
+		scope  registryclient.Scope
+	}{
+		{"s1", registryclient.Registered, ""},
+		{"s1", registryclient.Registered, ""},
+		{"s1", registryclient.RateLimited, registryclient.ScopeSeller},
+		{"s2", registryclient.Registered, ""},
+		{"s2", registryclient.RateLimited, registryclient.ScopeApp},
+		{"s3", registryclient.RateLimited, registryclient.ScopeApp},
+	} {
+		res := c.Register(ctx, want.seller, fmt.Sprintf("u:%d", i), item(i))
+		if res.Class != want.class || res.Scope != want.scope {
+			t.Errorf("call %d of %s: %v scope %q (%v), want %v scope %q", i, want.seller, res.Class, res.Scope, res.Err, want.class, want.scope)
+		}
+		if res.Class == registryclient.RateLimited && (res.RetryAfter < 59*time.Second || res.RetryAfter > 60*time.Second) {
+			t.Errorf("call %d: Retry-After %v, want the window's rest, about 60 s", i, res.RetryAfter)
+		}
+	}
+	if a := sb.Audit(); a.App == nil || a.App.RateLimited != 2 || a.App.Accepted != 3 || a.Sellers["s1"].AppRateLimited != 0 || a.Sellers["s1"].RateLimited != 1 {
+		t.Errorf("audit %+v %+v, want 2 app-wide 429s and 3 accepted; s1 refused once by its own limit", a.App, a.Sellers["s1"])
+	}
+}

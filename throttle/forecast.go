@@ -23,9 +23,9 @@ type Forecast struct {
 	Last time.Time
 }
 
-// Forecast tells when the seller's next n rows would get their slots (the
-// sliding log only): the rows take the slots held ahead first, in order, and
-// then the slots Reserve would give them one after another. It reads the
+// Forecast tells when the seller's next n rows would get their slots, under
+// the throttle's policy: the rows take the slots held ahead first, in order,
+// and then the slots Reserve would give them one after another. It reads the
 // log and writes nothing, so the answer is exact for as long as no slot is
 // given back, blocked or taken by a row not counted in n. A slot that has
 // begun is not held (the log cannot tell a call under way from one done):
@@ -35,16 +35,14 @@ func (t *Throttle) Forecast(ctx context.Context, seller string, n int) (Forecast
 	if seller == "" {
 		return Forecast{}, errors.New("throttle: seller id must not be empty")
 	}
-	if t.p.Kind != Sliding {
-		return Forecast{}, fmt.Errorf("throttle: a forecast needs the %q policy, this throttle counts %q", Sliding, t.p.Kind)
-	}
 	if n < 0 || n > 100000 {
 		return Forecast{}, fmt.Errorf("throttle: forecast: n must be between 0 and 100000, got %d", n)
 	}
 	k := t.keys(seller)
 	// Made here, not in New, so the throttle's own fields stay as they are;
 	// hashing the script costs microseconds.
-	v, err := redis.NewScript(lua.Script("forecast.lua")).Run(ctx, t.rdb, []string{k.log, k.block, k.marker}, t.p.Limit, t.p.span().Microseconds(), n).Slice()
+	args := append([]any{t.p.Limit, t.p.span().Microseconds(), n, string(t.p.Kind)}, t.p.kindArgs()...)
+	v, err := redis.NewScript(lua.Script("forecast.lua")).Run(ctx, t.rdb, []string{k.log, k.block, k.marker, k.tat}, args...).Slice()
 	if err != nil {
 		return Forecast{}, t.fail(ctx, "forecast", seller, err)
 	}

@@ -7,8 +7,10 @@
 // slots (reservations ahead included), and sleeps until it. The extra
 // microsecond keeps L+1 slots more than W′ apart, so the API may count its
 // window closed or half-open. It is the only policy exact against an API
-// that refuses the (L+1)-th call inside any trailing window. A fixed window
-// and a token bucket are there to mirror APIs that count that way.
+// that refuses the (L+1)-th call inside any trailing window, and it keeps
+// the two other ways an API may count too. Fixed and TokenBucket are for an
+// API that counts one of those ways: they mirror its count exactly, so they
+// are faster, and against a strict sliding window they are refused.
 //
 // A seller's keys share the hash tag {s:<seller>}: bulkreg:{s:<seller>}:log
 // (the sliding log; :fixed and :tb for the other policies) and :block (set
@@ -62,13 +64,21 @@ type Kind string
 
 const (
 	// Sliding is a sliding log with reservations: never more than Limit
-	// slots in any trailing Window + Margin. The default.
+	// slots in any trailing Window + Margin. The default, and the
+	// registration API's contract.
 	Sliding Kind = "sliding"
-	// Fixed counts per window aligned on multiples of Window + Margin, as
-	// INCR + EXPIRE does: up to 2 × Limit can fall inside one trailing window.
+	// Fixed mirrors an API that counts Limit calls per window [kW, (k+1)W)
+	// aligned to the Unix epoch on its clock, as INCR + EXPIRE on a key
+	// named by ⌊now / W⌋ does. Slots of window k fall in [kW, (k+1)W −
+	// Margin), so a call the API counts within Margin of its slot is counted
+	// in that window. The API's clock and Redis's must agree (NTP) to well
+	// within Margin. Up to 2 × Limit calls can fall inside one trailing
+	// window: a sliding-window API refuses them.
 	Fixed Kind = "fixed"
-	// TokenBucket is GCRA with a burst of Burst: Burst calls back to back,
-	// then one every (Window + Margin) / Limit.
+	// TokenBucket mirrors an API with a bucket of Burst tokens refilled at
+	// Limit per Window, full when idle: GCRA at the bucket's own rate, with
+	// Margin taken off its burst tolerance, so calls that reach the API up
+	// to Margin apart from their slots' spacing never find it empty.
 	TokenBucket Kind = "token-bucket"
 )
 
@@ -79,7 +89,7 @@ type Policy struct {
 	Window  time.Duration // the API's trailing window; > 0
 	Margin  time.Duration // added to Window (W′ = Window + Margin) to cover the spread of network delay between consumers and the API; >= 0
 	MaxWait time.Duration // a slot farther ahead than this is not taken and the answer says when to ask again; 0 = 2 × W′
-	Burst   int           // TokenBucket only: calls admitted back to back from a full bucket; 0 = Limit
+	Burst   int           // TokenBucket only: the bucket's capacity, calls admitted back to back when full; 0 = Limit, at most Limit
 	// ReleaseTimeout bounds the give-back of a slot whose caller's context
 	// ended or whose answer was lost to a timeout; 0 = 1 s.
 	ReleaseTimeout time.Duration
@@ -92,6 +102,9 @@ type Policy struct {
 	// MaxLateness or more; with MaxLateness at its default (Margin / 2) the
 	// default is exactly that.
 	LossHold time.Duration
+	// Global is the app-wide limit, besides this per-seller one: a call
+	// needs a slot under both. Its zero value is no app-wide limit.
+	Global Global
 }
 
 // PerMinute is n calls per seller in any trailing minute, with a 250 ms
@@ -115,6 +128,15 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("throttle: Policy.MaxWait must not be negative (0 means 2 × (Window + Margin)), got %s", p.MaxWait)
 	case p.Burst < 0:
 		return fmt.Errorf("throttle: Policy.Burst must not be negative (0 means Limit), got %d", p.Burst)
+	case p.Burst > p.Limit:
+		// A loss of Redis's data holds sellers one window (LossHold): a
+		// bucket larger than Limit would not be full again by then. The same
+		// bucket fits with Limit = Burst and Window scaled alike.
+		return fmt.Errorf("throttle: Policy.Burst (%d) must not exceed Policy.Limit (%d): for a bucket of C tokens refilled at R per second use Limit C and Window C/R", p.Burst, p.Limit)
+	case p.Burst != 0 && p.Kind != TokenBucket:
+		return fmt.Errorf("throttle: Policy.Burst is for the %q policy only, got %d with %q", TokenBucket, p.Burst, p.kind())
+	case p.Kind == Fixed && p.Margin >= p.Window:
+		return fmt.Errorf("throttle: Policy.Margin (%s) must be shorter than Policy.Window (%s) with the %q policy: slots keep Margin clear of each window's end", p.Margin, p.Window, Fixed)
 	case p.ReleaseTimeout < 0:
 		return fmt.Errorf("throttle: Policy.ReleaseTimeout must not be negative (0 means 1 s), got %s", p.ReleaseTimeout)
 	case (p.Window+p.Margin)/time.Microsecond < 1:
@@ -122,11 +144,47 @@ func (p Policy) Validate() error {
 	case p.LossHold != 0 && p.LossHold < p.span():
 		return fmt.Errorf("throttle: Policy.LossHold must be 0 (Window + 2 × Margin) or at least Window + Margin (%s): calls made before a loss must leave the window first, got %s", p.span(), p.LossHold)
 	}
-	return nil
+	return p.Global.validate(p.Margin)
 }
 
 // span is W′ = Window + Margin.
 func (p Policy) span() time.Duration { return p.Window + p.Margin }
+
+func (p Policy) kind() Kind {
+	if p.Kind == "" {
+		return Sliding
+	}
+	return p.Kind
+}
+
+// gcra is the token bucket's schedule in µs: one slot every interval, up to
+// tolerance ahead of that pace. The API's bucket is GCRA with T = W/L and a
+// tolerance of (Burst − 1)T; calls reach it with up to Margin of spread
+// between them, which the throttle takes off the tolerance, or, when the
+// tolerance is smaller than Margin, adds to the interval.
+func (p Policy) gcra() (interval, tolerance float64) {
+	burst := p.Burst
+	if burst == 0 {
+		burst = p.Limit
+	}
+	t := float64(p.Window.Microseconds()) / float64(p.Limit)
+	tau, m := float64(burst-1)*t, float64(p.Margin.Microseconds())
+	return t + max(0, m-tau), max(0, tau-m)
+}
+
+// kindArgs are the arguments the reserve, peek and forecast scripts take
+// after their own for the policy's kind: the API's window for Fixed, the
+// GCRA interval and tolerance for TokenBucket.
+func (p Policy) kindArgs() []any {
+	switch p.Kind {
+	case Fixed:
+		return []any{p.Window.Microseconds()}
+	case TokenBucket:
+		interval, tolerance := p.gcra()
+		return []any{strconv.FormatFloat(interval, 'f', 3, 64), strconv.FormatFloat(tolerance, 'f', 3, 64)}
+	}
+	return nil
+}
 
 // Reservation is the throttle's answer to one request for a slot.
 type Reservation struct {
@@ -144,8 +202,23 @@ type Reservation struct {
 	// once per loss and hash slot, to whichever caller found it.
 	Lost bool
 	// HeldUntil is the seller's hash slot's hold after its last loss: no
-	// slot starts before it. Zero when it never had one.
+	// slot starts before it. Zero when it never had one. With an app-wide
+	// limit, the later of that and the app-wide log's hold.
 	HeldUntil time.Time
+
+	// Global is the app-wide slot held with the seller's (Policy.Global);
+	// its zero value when there is no app-wide limit. When !Admitted
+	// because of the app-wide limit, only Waiting and Share are set.
+	Global GlobalSlot
+	// Spread is how far At is after the earlier of the seller's slot and
+	// the app-wide slot, once both are ahead of Redis's clock (at most
+	// Policy.Global.Tolerance; 0 without an app-wide limit). The call is
+	// made at At, so the earlier log sees it this much late: a caller
+	// counts it in the call's lateness.
+	Spread time.Duration
+	// Capped: not admitted because the seller holds its fair share of the
+	// app-wide slots ahead (Policy.Global); At is when that share frees up.
+	Capped bool
 }
 
 // Status is a seller's throttle state, for metrics and operators.
@@ -167,6 +240,7 @@ type Throttle struct {
 	block   *redis.Script
 	peek    *redis.Script
 	check   *redis.Script
+	global  *globalScripts // nil without an app-wide limit
 }
 
 // New returns a throttle over rdb (one Redis or a Redis Cluster: every key of
@@ -194,7 +268,7 @@ func New(rdb redis.UniversalClient, p Policy) (*Throttle, error) {
 	if p.MaxWait == 0 {
 		p.MaxWait = 2 * p.span()
 	}
-	if p.Burst == 0 {
+	if p.Burst == 0 && p.Kind == TokenBucket {
 		p.Burst = p.Limit
 	}
 	if p.ReleaseTimeout == 0 {
@@ -203,6 +277,7 @@ func New(rdb redis.UniversalClient, p Policy) (*Throttle, error) {
 	if p.LossHold == 0 {
 		p.LossHold = p.Window + 2*p.Margin
 	}
+	p.Global = p.Global.withDefaults(p.Margin)
 	reserve := "reserve.lua"
 	switch p.Kind {
 	case Fixed:
@@ -210,7 +285,7 @@ func New(rdb redis.UniversalClient, p Policy) (*Throttle, error) {
 	case TokenBucket:
 		reserve = "reserve_token_bucket.lua"
 	}
-	return &Throttle{
+	th := &Throttle{
 		rdb:     rdb,
 		p:       p,
 		markers: NewMarkers(),
@@ -220,7 +295,11 @@ func New(rdb redis.UniversalClient, p Policy) (*Throttle, error) {
 		block:   redis.NewScript(lua.Script("block.lua")),
 		peek:    redis.NewScript(lua.Script("peek.lua")),
 		check:   redis.NewScript(lua.Script("check.lua")),
-	}, nil
+	}
+	if p.Global.On() {
+		th.global = newGlobalScripts(th.markers)
+	}
+	return th, nil
 }
 
 // Policy returns the policy in force, defaults filled in.
@@ -250,21 +329,23 @@ func (t *Throttle) Reserve(ctx context.Context, seller string) (Reservation, err
 	if seller == "" {
 		return Reservation{}, errors.New("throttle: seller id must not be empty")
 	}
+	if t.global != nil {
+		return t.reserveBoth(ctx, seller, rand.Text())
+	}
 	return t.reserveID(ctx, seller, rand.Text())
 }
 
 // reserveID is Reserve with the reservation id given; asking again with the
 // same id answers the same slot.
 func (t *Throttle) reserveID(ctx context.Context, seller, id string) (Reservation, error) {
-	k := t.keys(seller)
-	args := []any{t.p.Limit, t.p.span().Microseconds(), t.p.MaxWait.Microseconds(), id, t.p.LossHold.Microseconds()}
-	ks := []string{k.log, k.block}
-	if t.p.Kind == TokenBucket {
-		args = append(args, t.p.Burst)
-		ks = append(ks, k.tat)
-	}
-	ks = append(ks, k.marker)
-	v, err := t.reserve.Run(ctx, t.rdb, ks, args...).Slice()
+	return t.reserveSeller(ctx, seller, id, time.Time{})
+}
+
+// reserveSeller takes the seller's slot at or after notBefore (zero: no
+// bound), as reserveID.
+func (t *Throttle) reserveSeller(ctx context.Context, seller, id string, notBefore time.Time) (Reservation, error) {
+	c := t.reserveCall(seller, id, notBefore)
+	v, err := c.script.Run(ctx, t.rdb, c.keys, c.args...).Slice()
 	if err != nil {
 		if ctx.Err() != nil || isTimeout(err) {
 			// The request may have reached Redis and the script run, its
@@ -352,22 +433,35 @@ func (t *Throttle) Wait(ctx context.Context, seller string) (Reservation, error)
 // slot that is not held (already released, expired, not admitted) does
 // nothing.
 func (t *Throttle) Release(ctx context.Context, r Reservation) error {
-	if r.ID == "" {
+	if r.ID == "" && r.Global.ID == "" {
 		return nil
 	}
 	if r.Seller == "" {
 		return errors.New("throttle: release: the reservation has no seller id")
 	}
-	k := t.keys(r.Seller)
-	ks, args := []string{k.log}, []any{r.ID}
-	if t.p.Kind == TokenBucket {
-		ks = append(ks, k.tat)
-		args = append(args, (t.p.span() / time.Duration(t.p.Limit)).Microseconds())
+	var calls []scriptCall
+	if r.ID != "" {
+		calls = append(calls, t.releaseCall(r.Seller, r.ID))
 	}
-	if err := t.release.Run(ctx, t.rdb, ks, args...).Err(); err != nil {
+	if r.Global.ID != "" && t.global != nil {
+		calls = append(calls, t.global.releaseCall(r.Seller, r.Global.ID))
+	}
+	if _, err := t.runAll(ctx, calls...); err != nil {
 		return t.fail(ctx, "release a slot", r.Seller, err)
 	}
 	return nil
+}
+
+// releaseCall gives back the seller's slot id.
+func (t *Throttle) releaseCall(seller, id string) scriptCall {
+	k := t.keys(seller)
+	ks, args := []string{k.log}, []any{id}
+	if t.p.Kind == TokenBucket {
+		ks = append(ks, k.tat)
+		interval, _ := t.p.gcra()
+		args = append(args, strconv.FormatFloat(interval, 'f', 3, 64))
+	}
+	return scriptCall{t.release, ks, args}
 }
 
 // SlotCheck is the throttle's answer about a slot it granted.
@@ -382,6 +476,10 @@ type SlotCheck struct {
 	// Now is the Redis clock when the check ran: with the local times the
 	// check was sent and answered, it places the slot on the caller's clock.
 	Now time.Time
+	// GlobalEpoch is the current epoch of the app-wide log's hash slot
+	// when the reservation holds an app-wide slot ("" otherwise, or when
+	// that marker is gone); Good needs it to be the slot's too.
+	GlobalEpoch string
 }
 
 // Check tells whether r's slot may still be used (SlotCheck.Good). Ask
@@ -396,19 +494,47 @@ func (t *Throttle) Check(ctx context.Context, r Reservation) (SlotCheck, error) 
 		return SlotCheck{}, errors.New("throttle: check: the reservation has no seller id")
 	}
 	k := t.keys(r.Seller)
-	v, err := t.check.Run(ctx, t.rdb, []string{k.log, k.marker}, r.ID, r.Epoch).Slice()
+	calls := []scriptCall{{t.check, []string{k.log, k.marker}, []any{r.ID, r.Epoch}}}
+	if r.Global.ID != "" && t.global != nil {
+		if r.Global.Epoch == "" {
+			return SlotCheck{}, errors.New("throttle: check: the reservation's app-wide slot has no epoch")
+		}
+		calls = append(calls, t.global.checkCall(r.Global))
+	}
+	cmds, err := t.runAll(ctx, calls...)
 	if err != nil {
 		return SlotCheck{}, t.fail(ctx, "check a slot", r.Seller, err)
 	}
+	var c SlotCheck
+	for i, cmd := range cmds {
+		good, epoch, now, err := parseCheck(cmd)
+		if err != nil {
+			return SlotCheck{}, fmt.Errorf("throttle: check a slot for seller %q: %w: %w", r.Seller, ErrUnavailable, err)
+		}
+		if i == 0 {
+			c = SlotCheck{Good: good, Epoch: epoch, Now: now}
+			continue
+		}
+		c.Good = c.Good && good
+		c.GlobalEpoch = epoch
+	}
+	return c, nil
+}
+
+func parseCheck(cmd *redis.Cmd) (good bool, epoch string, now time.Time, err error) {
+	v, err := cmd.Slice()
+	if err != nil {
+		return false, "", time.Time{}, err
+	}
 	if len(v) == 3 {
-		good, ok1 := v[0].(int64)
-		epoch, ok2 := v[1].(string)
-		now, err := micros(v[2])
+		g, ok1 := v[0].(int64)
+		e, ok2 := v[1].(string)
+		us, err := micros(v[2])
 		if ok1 && ok2 && err == nil {
-			return SlotCheck{Good: good == 1, Epoch: epoch, Now: time.UnixMicro(now)}, nil
+			return g == 1, e, time.UnixMicro(us), nil
 		}
 	}
-	return SlotCheck{}, fmt.Errorf("throttle: check a slot for seller %q: %w: the check script answered %v, want {0|1, epoch, µs}", r.Seller, ErrUnavailable, v)
+	return false, "", time.Time{}, fmt.Errorf("the check script answered %v, want {0|1, epoch, µs}", v)
 }
 
 // releaseDetached releases r after ctx ended or a reservation's answer was
@@ -454,7 +580,7 @@ func (t *Throttle) Peek(ctx context.Context, seller string) (Status, error) {
 	}
 	k := t.keys(seller)
 	v, err := t.peek.Run(ctx, t.rdb, []string{k.log, k.block, k.tat, k.marker},
-		string(t.p.Kind), t.p.Limit, t.p.span().Microseconds(), t.p.Burst).Slice()
+		append([]any{string(t.p.Kind), t.p.Limit, t.p.span().Microseconds()}, t.p.kindArgs()...)...).Slice()
 	if err != nil {
 		return Status{}, t.fail(ctx, "peek", seller, err)
 	}

@@ -24,6 +24,16 @@ func bindCircuit(b *config.Binder, s *circuit.Settings) {
 	b.Duration(&s.ProbeMax, "circuit-probe-max", "circuit breaker: longest wait between two probe calls while the registration API stays down")
 	b.Float(&s.ProbeMultiplier, "circuit-probe-multiplier", "circuit breaker: growth of the wait between probes after each failed probe (at least 1)")
 	b.Duration(&s.ProbeLease, "circuit-probe-lease", "circuit breaker: a probe not answered within this long passes to the next consumer; above --registry-timeout")
+	b.Duration(&s.TrustClosed, "circuit-trust-closed", "circuit breaker: how long an answer that the circuit is closed lets this consumer call without asking Redis first; 0 asks before every call")
+}
+
+// circuitSettings is s as circuit.New takes it: the flag's 0 (ask before
+// every call) is the package's negative.
+func circuitSettings(s circuit.Settings) circuit.Settings {
+	if s.TrustClosed == 0 {
+		s.TrustClosed = -1
+	}
+	return s
 }
 
 // checkCircuit names every circuit setting that cannot work. Zero would
@@ -55,6 +65,9 @@ func checkCircuit(s circuit.Settings, registryTimeout time.Duration) error {
 	}
 	if !(s.ProbeMultiplier >= 1) || math.IsInf(s.ProbeMultiplier, 0) {
 		bad("circuit-probe-multiplier", "must be at least 1, got %v", s.ProbeMultiplier)
+	}
+	if s.TrustClosed < 0 {
+		bad("circuit-trust-closed", "must not be negative (0 asks Redis before every call), got %s", s.TrustClosed)
 	}
 	if s.ProbeMax > 0 && s.ProbeMax < s.ProbeMin {
 		bad("circuit-probe-max", "(%s) must not be below --circuit-probe-min (%s)", s.ProbeMax, s.ProbeMin)

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -27,6 +28,7 @@ import (
 	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/consumer"
+	"github.com/bulkreg/bulkreg/internal/autopipe"
 	"github.com/bulkreg/bulkreg/internal/buildinfo"
 	"github.com/bulkreg/bulkreg/internal/config"
 	"github.com/bulkreg/bulkreg/ledger"
@@ -41,6 +43,33 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+const usageHeader = `Usage: consumer [flags]
+       consumer --version
+
+Every flag is also the BULKREG_* environment variable named in its help; a flag wins.
+
+--policy is how the registration API counts its limit; its documentation on rate
+limits says which:
+  sliding       (the default, the contract) at most --limit calls in any trailing
+                --window. Compliant with the two below as well (a bucket holding
+                at least --limit), but slower at each window's start: after a
+                seller's first --limit calls the next waits --window + --margin.
+  fixed         the count starts over at fixed times: "--limit per minute, reset at
+                the start of each minute" (windows aligned to the clock from the
+                Unix epoch). --limit calls at once, the next at the next window's
+                start; each window's last --margin stays unused. Redis's clock and
+                the API's must agree (NTP) well within --margin.
+  token-bucket  a bucket of capacity C refilled at R per second: --limit and
+                --window give R (--limit 120 --window 1m for 2 a second), --burst C
+                (at most --limit; a larger bucket is --limit C --window C/R).
+                C calls at once, less --margin's worth, then one every
+                --window / --limit.
+A wrong choice costs 429s: fixed and token-bucket put more than --limit calls in
+some trailing window, which a sliding-window API refuses. Set --policy alike for
+every consumer and the producer (its finish estimate and compliance report).
+
+`
 
 // settings are the consumer's own settings, next to the shared ones.
 type settings struct {
@@ -84,7 +113,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (setting
 	fs := flag.NewFlagSet("consumer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "Usage: consumer [flags]\n       consumer --version\n\nEvery flag is also the BULKREG_* environment variable named in its help; a flag wins.\n\n")
+		fmt.Fprint(fs.Output(), usageHeader)
 		fs.PrintDefaults()
 	}
 	b := config.NewBinder(fs, getenv)
@@ -97,11 +126,13 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (setting
 	b.Duration(&s.shutdownTimeout, "shutdown-timeout", "after SIGTERM/SIGINT, exit after at most this long even if calls are still in progress")
 	b.Int(&c.MaxInFlight, "max-in-flight", "most rows read and not finished, over all partitions; reading pauses at the cap")
 	b.Int(&c.MaxInFlightPerPartition, "max-in-flight-per-partition", "most rows read and not finished per partition; keep it well above one upload (500 rows)")
+	b.Int(&c.MaxDueNow, "max-due-now", "most slots due now that a consumer holds before calling; about what it can call within the maximum lateness (half the margin)")
 	b.Int(&c.SellerConcurrency, "seller-concurrency", "most rows of one seller holding a throttle slot or calling at once (0 = the limit)")
 	b.Int(&c.MaxRateLimited, "max-rate-limited", "429 answers one row may get before it is dead-lettered")
 	b.Duration(&c.RedisRetryMin, "redis-retry-min", "first wait before asking Redis again when it does not answer")
 	b.Duration(&c.RedisRetryMax, "redis-retry-max", "longest wait between attempts while Redis does not answer")
 	b.Duration(&c.RedisProbeInterval, "redis-probe-interval", "how often Redis is pinged; no registry call is made while it does not answer")
+	b.Duration(&c.ClockSync, "clock-sync", "how often Redis's clock is read in a round trip of its own, to place slots on this machine's clock; negative: never")
 	b.Duration(&s.registryTimeout, "registry-timeout", "timeout of one call to the registration API")
 	b.Secret(&s.registryAuth, "registry-auth-header", `a header sent with every registry call, written "Name: value" (for example "Authorization: Bearer <token>"); empty sends none; needs an https registry URL`)
 	b.Bool(&s.registryPlain, "registry-insecure-auth", "allow the auth header over plain http to a loopback registry URL (a sandbox on this machine)")
@@ -141,6 +172,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (setting
 	c.Brokers, c.Topic, c.Group, c.SessionTimeout = s.shared.KafkaBrokers, s.shared.Topic, s.shared.Group, s.shared.SessionTimeout
 	c.MaxConcurrentCalls = s.registryConns
 	s.policy = c.ThrottlePolicy(s.shared.Limit, s.shared.Window, s.shared.Margin)
+	s.policy.Kind, s.policy.Burst = throttle.Kind(s.shared.Policy), s.shared.Burst
+	s.policy.Global = throttle.Global{Limit: s.shared.GlobalLimit, Window: s.shared.GlobalWindow}
 	if s.maxWait != 0 {
 		s.policy.MaxWait = s.maxWait
 	}
@@ -180,6 +213,9 @@ func run(args []string, getenv func(string) string) error {
 
 	rdb := s.shared.RedisClient()
 	defer rdb.Close()
+	// First, so the hooks after it (the command counter) see the pipelines
+	// it sends: the commands of hundreds of rows share round trips.
+	autopipe.Install(rdb, autopipe.Options{MaxInFlight: 4, MaxBatch: 64})
 	th, err := throttle.New(rdb, s.policy)
 	if err != nil {
 		return fmt.Errorf("throttle: %w", err)
@@ -188,7 +224,7 @@ func run(args []string, getenv func(string) string) error {
 	if err != nil {
 		return fmt.Errorf("registry client: %w", err)
 	}
-	breaker, err := circuit.New(rdb, s.circuit)
+	breaker, err := circuit.New(rdb, circuitSettings(s.circuit))
 	if err != nil {
 		return fmt.Errorf("circuit breaker: %w", err)
 	}
@@ -212,6 +248,7 @@ func run(args []string, getenv func(string) string) error {
 		Ledger:     ledger.New(rdb, s.ledger),
 		Retry:      s.retry,
 		PingRedis:  func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+		RedisTime:  func(ctx context.Context) (time.Time, error) { return rdb.Time(autopipe.Direct(ctx)).Result() },
 		Registerer: metrics,
 		Circuit:    breaker,
 	})
@@ -226,6 +263,12 @@ func run(args []string, getenv func(string) string) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.Handle("/healthz", healthz(c.Health, c.RedisHealthy))
+	// Profiles on the operators' listener, beside /metrics: where a row's
+	// CPU goes is what sizes a consumer (go tool pprof http://…/debug/pprof/profile).
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
@@ -233,7 +276,8 @@ func run(args []string, getenv func(string) string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	log.Info("consumer starting", "group", s.shared.Group, "topic", s.shared.Topic, "brokers", s.shared.KafkaBrokers,
-		"limit", s.shared.Limit, "window", s.shared.Window, "margin", s.shared.Margin, "metrics", ln.Addr().String())
+		"limit", s.shared.Limit, "window", s.shared.Window, "margin", s.shared.Margin, "policy", s.shared.Policy, "burst", s.shared.Burst,
+		"global_limit", s.shared.GlobalLimit, "global_window", s.shared.GlobalWindow, "metrics", ln.Addr().String())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	select {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bulkreg/bulkreg/circuit"
+	"github.com/bulkreg/bulkreg/throttle"
 )
 
 func TestParse(t *testing.T) {
@@ -51,6 +52,37 @@ func TestParse(t *testing.T) {
 					t.Errorf("brokers %v", s.consumer.Brokers)
 				}
 			}},
+		{name: "the sliding window by default", check: func(t *testing.T, s settings) {
+			if s.policy.Kind != throttle.Sliding || s.policy.Burst != 0 {
+				t.Errorf("throttle kind %q, burst %d; want sliding, none", s.policy.Kind, s.policy.Burst)
+			}
+		}},
+		{name: "a token bucket from the environment", env: map[string]string{"BULKREG_POLICY": "token-bucket", "BULKREG_BURST": "40"}, check: func(t *testing.T, s settings) {
+			if s.policy.Kind != throttle.TokenBucket || s.policy.Burst != 40 || s.policy.Validate() != nil {
+				t.Errorf("throttle policy %+v (%v), want a valid token bucket of 40", s.policy, s.policy.Validate())
+			}
+		}},
+		{name: "fixed windows", args: []string{"--policy", "fixed"}, check: func(t *testing.T, s settings) {
+			if s.policy.Kind != throttle.Fixed || s.policy.Validate() != nil {
+				t.Errorf("throttle policy %+v (%v), want valid fixed windows", s.policy, s.policy.Validate())
+			}
+		}},
+		{name: "unknown policy", args: []string{"--policy", "gcra"}, wantErr: `--policy (BULKREG_POLICY): must be sliding, fixed, token-bucket, got "gcra"`},
+		{name: "no app-wide limit by default", check: func(t *testing.T, s settings) {
+			if s.policy.Global.On() {
+				t.Errorf("app-wide limit %+v by default, want none", s.policy.Global)
+			}
+		}},
+		{name: "the app-wide limit reaches the throttle", env: map[string]string{"BULKREG_GLOBAL_LIMIT": "200", "BULKREG_GLOBAL_WINDOW": "3s"},
+			check: func(t *testing.T, s settings) {
+				if s.policy.Global.Limit != 200 || s.policy.Global.Window != 3*time.Second {
+					t.Errorf("throttle's app-wide limit %+v, want 200 per 3s", s.policy.Global)
+				}
+				if err := s.policy.Validate(); err != nil {
+					t.Errorf("the policy with the app-wide limit: %v", err)
+				}
+			}},
+		{name: "app-wide limit needs a window", args: []string{"--global-limit", "200", "--global-window", "0s"}, wantErr: "--global-window (BULKREG_GLOBAL_WINDOW)"},
 		{name: "malformed environment value is named", env: map[string]string{"BULKREG_DRAIN_TIMEOUT": "soon"}, wantErr: "BULKREG_DRAIN_TIMEOUT"},
 		{name: "shutdown must outlast the drain", args: []string{"--drain-timeout", "5s", "--shutdown-timeout", "5s"}, wantErr: "--shutdown-timeout"},
 		// Heartbeats stop while a member drains: a drain the session does not
@@ -178,6 +210,12 @@ func TestHelpPrintsNoSecrets(t *testing.T) {
 		}
 		if args[0] == "-h" && !strings.Contains(text, "-registry-auth-header") {
 			t.Errorf("consumer -h does not list -registry-auth-header:\n%s", text)
+		}
+		// -h says when to choose each policy.
+		for _, want := range []string{"-policy", "-burst", "sliding ", "fixed ", "token-bucket ", "slower at each window's start", "aligned to the clock", "a bucket of capacity C refilled at R"} {
+			if args[0] == "-h" && !strings.Contains(text, want) {
+				t.Errorf("consumer -h does not say %q:\n%s", want, text)
+			}
 		}
 	}
 }

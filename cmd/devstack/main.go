@@ -62,7 +62,7 @@ type settings struct {
 
 func parse(cmd string, args []string, stderr io.Writer, getenv func(string) string) (settings, error) {
 	s := settings{
-		opts:       devstack.Options{Host: "127.0.0.1", Redis: "auto", Consumers: 3, Limit: 100, Window: time.Minute, Margin: 250 * time.Millisecond, SessionTimeout: 10 * time.Second},
+		opts:       devstack.Options{Host: "127.0.0.1", Redis: "auto", Consumers: 3, Limit: 100, Window: time.Minute, Margin: 250 * time.Millisecond, Policy: "sliding", SessionTimeout: 10 * time.Second},
 		partitions: 6,
 		testdata:   "testdata/demo",
 		interval:   2 * time.Second,
@@ -88,6 +88,10 @@ func parse(cmd string, args []string, stderr io.Writer, getenv func(string) stri
 	b.Int(&o.Limit, "limit", "registrations per seller per window, enforced by the sandbox and kept by the throttle")
 	b.Duration(&o.Window, "window", "the API's trailing window")
 	b.Duration(&o.Margin, "margin", "added to the window for network delay spread")
+	b.String(&o.Policy, "policy", "how the sandbox counts the limit and the consumers keep it: sliding (any trailing window), fixed (windows aligned to the clock) or token-bucket (consumer -h says when each fits)")
+	b.Int(&o.Burst, "burst", "with --policy token-bucket: the bucket's capacity (0 = --limit)")
+	b.Int(&o.GlobalLimit, "global-limit", "registrations of all sellers together per --global-window, enforced by the sandbox and kept by the throttle (0 = no app-wide limit)")
+	b.Duration(&o.GlobalWindow, "global-window", "the app-wide limit's trailing window (0 = --window)")
 	b.Duration(&o.SessionTimeout, "session-timeout", "consumer group session timeout")
 	b.Duration(&o.RegistryLatency, "registry-latency", "the sandbox's answer delay")
 	b.Duration(&o.RegistryJitter, "registry-jitter", "random extra answer delay, up to this")
@@ -104,6 +108,9 @@ func parse(cmd string, args []string, stderr io.Writer, getenv func(string) stri
 		return s, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if err := b.Err(); err != nil {
+		return s, err
+	}
+	if err := config.ValidatePolicy(o.Policy, o.Burst, o.Limit, o.Window, o.Margin); err != nil {
 		return s, err
 	}
 	if s.partitions < 1 || s.partitions > 1000 {
@@ -207,10 +214,10 @@ func printAddresses(w io.Writer, s *devstack.Stack) {
 	fmt.Fprintf(w, `
   kafka (kfake)      %s   topic %s (%d partitions) and %s.dlq
   redis              %s   %s
-  registry sandbox   %s   limit %d per %v
+  registry sandbox   %s   limit %d per %v, counted %s
   producer service   %s   (metrics and health: %s)
   consumers          %d in group bulkreg-registrar, margin %v, session timeout %v
-`, s.Brokers[0], s.Topic, o.Partitions, s.Topic, s.RedisAddr, redis, s.RegistryURL, o.Limit, o.Window, s.ProducerURL, s.AdminURL, o.Consumers, o.Margin, o.SessionTimeout)
+`, s.Brokers[0], s.Topic, o.Partitions, s.Topic, s.RedisAddr, redis, s.RegistryURL, o.Limit, o.Window, devstack.Counting(o), s.ProducerURL, s.AdminURL, o.Consumers, o.Margin, o.SessionTimeout)
 }
 
 // demoSeller is the seller `devstack up` signs in and its examples upload as.

@@ -23,6 +23,8 @@ func TestUsage(t *testing.T) {
 		{name: "bad window", args: []string{"demo", "--window", "soon"}, code: 2, want: "-window"},
 		{name: "bad window from the environment", args: []string{"demo"}, env: map[string]string{"BULKREG_WINDOW": "soon"}, code: 2, want: "BULKREG_WINDOW"},
 		{name: "partitions", args: []string{"up", "--partitions", "0"}, code: 2, want: "--partitions"},
+		{name: "policy", args: []string{"demo", "--policy", "leaky"}, code: 2, want: "--policy (BULKREG_POLICY): must be sliding, fixed, token-bucket"},
+		{name: "burst without a bucket", args: []string{"up"}, env: map[string]string{"BULKREG_BURST": "5"}, code: 2, want: "--burst"},
 		{name: "log level", args: []string{"demo", "--log-level", "loud"}, code: 2, want: "--log-level"},
 		{name: "stray argument", args: []string{"demo", "extra"}, code: 2, want: `unexpected argument "extra"`},
 		{name: "missing sample files", args: []string{"demo", "--testdata", "/nonexistent"}, code: 2, want: "sample spreadsheet missing"},

@@ -466,7 +466,7 @@ func cmdCompliance(ctx context.Context, e *cli, args []string) int {
 	}
 	rdb := s.redis()
 	defer rdb.Close()
-	rep, err := compliance.NewRecorder(rdb, retention).Report(ctx, s.shared.Limit, s.shared.Window)
+	rep, err := compliance.NewRecorder(rdb, retention).SetGlobal(s.shared.GlobalLimit, s.shared.GlobalWindow).Report(ctx, s.policy())
 	if err != nil {
 		return e.errorf("%v", err)
 	}
@@ -527,7 +527,7 @@ func cmdServe(ctx context.Context, e *cli, args []string) int {
 		MaxFileSize:   int64(s.maxFileSize), Metrics: httpapi.NewMetrics(reg), Logger: log,
 		MaxUploads: s.maxUploads, MaxUploadsPerSeller: s.maxUploadsPerSeller, MinUploadRate: int64(s.minUploadRate),
 		UploadGrace: s.uploadGrace, ReadTimeout: s.readTimeout, MaxReports: s.maxReports, EventsInterval: s.eventsInterval,
-		Compliance: httpapi.ComplianceHandler(auth, compliance.NewRecorder(rdb, compliance.DefaultRetention), s.shared.Limit, s.shared.Window),
+		Compliance: httpapi.ComplianceHandler(auth, compliance.NewRecorder(rdb, compliance.DefaultRetention).SetGlobal(s.shared.GlobalLimit, s.shared.GlobalWindow), s.policy()),
 	}
 	hs := httpapi.NewHTTPServer(s.addr, srv.Handler(), s.readTimeout, s.httpWriteTimeout)
 	hs.RegisterOnShutdown(srv.StopStreams)

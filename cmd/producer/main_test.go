@@ -452,6 +452,14 @@ func TestComplianceCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != exitFailed || !rep.Exceeded || rep.Sellers[0].MaxInWindow != 3 {
 		t.Errorf("compliance over the limit: exit %d, %+v, %v; want exit 1 and exceeded", r.code, rep, err)
 	}
+	// It counts as the consumers' --policy says the API does.
+	r = runCLI(map[string]string{"BULKREG_REDIS_ADDRS": rs.Addr, "BULKREG_POLICY": "token-bucket"}, "compliance", "--limit", "5", "--burst", "3")
+	if r.code != exitOK || !strings.Contains(r.stdout, "a token bucket of 3") || !regexp.MustCompile(`MOST TOKENS TAKEN.*\n"seller-x"\s+3\s+3\s+3\s`).MatchString(r.stdout) {
+		t.Errorf("compliance of a token bucket: %+v", r)
+	}
+	if r := runCLI(env, "compliance", "--policy", "leaky"); r.code != exitUsage || !strings.Contains(r.stderr, "--policy (BULKREG_POLICY)") {
+		t.Errorf("compliance --policy leaky: exit %d, %s; want a usage error naming the flag", r.code, r.stderr)
+	}
 	// --call-retention is a BULKREG_* variable like every setting.
 	bad := map[string]string{"BULKREG_REDIS_ADDRS": rs.Addr, "BULKREG_CALL_RETENTION": "soon"}
 	if r := runCLI(bad, "compliance"); r.code != exitUsage || !strings.Contains(r.stderr, "BULKREG_CALL_RETENTION") {

@@ -100,7 +100,7 @@ type group int
 const (
 	gKafka group = 1 << iota // brokers and topic
 	gRedis
-	gLimit // the API's limit and window (the compliance report)
+	gLimit // the API's limit, window and counting policy (the compliance report, the finish estimate)
 	gPublish
 	gStatus
 	gWait // --wait's polling (upload, status)
@@ -131,6 +131,9 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 	if groups&gLimit != 0 {
 		b.Int(&s.shared.Limit, "limit", "registrations per seller per window (the API's limit)")
 		b.Duration(&s.shared.Window, "window", "the registration API's trailing window")
+		b.String(&s.shared.Policy, "policy", "how the API counts its limit, as the consumers' --policy: sliding, fixed or token-bucket; the compliance report and the finish estimate count the same way")
+		b.Int(&s.shared.Burst, "burst", "with --policy token-bucket: the API's bucket capacity, as the consumers' --burst (0 = --limit)")
+		s.shared.BindGlobal(b)
 	}
 	if groups&gPublish != 0 {
 		b.Duration(&s.writeTimeout, "write-timeout", "timeout of one produce request to Kafka")
@@ -337,8 +340,14 @@ func (s *settings) uploader(log *slog.Logger) (*upload.Uploader, func(), error) 
 	return up, func() { w.Close(); rdb.Close() }, nil
 }
 
+// policy is the consumers' throttle policy as far as the producer needs it:
+// the API's limit, window and counting policy, and the margin.
+func (s *settings) policy() throttle.Policy {
+	return throttle.Policy{Kind: throttle.Kind(s.shared.Policy), Limit: s.shared.Limit, Window: s.shared.Window, Margin: s.shared.Margin, Burst: s.shared.Burst}
+}
+
 // throttle reads the sellers' slots for the finish estimate, with the
-// consumers' limit, window and margin (it takes none).
+// consumers' policy (it takes none).
 func (s *settings) throttle(rdb redis.UniversalClient) (*throttle.Throttle, error) {
-	return throttle.New(rdb, throttle.Policy{Limit: s.shared.Limit, Window: s.shared.Window, Margin: s.shared.Margin})
+	return throttle.New(rdb, s.policy())
 }

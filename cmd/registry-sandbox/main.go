@@ -78,8 +78,11 @@ consumers call, for tests, the demo and docker-compose:
   GET  /metrics                           Prometheus metrics
 
 It accepts at most --limit registrations per seller in any trailing --window
-(sliding; --policy fixed or token-bucket to compare), answers 429 with
-Retry-After beyond, replays a known Idempotency-Key with 200 and refuses it
+(sliding; --policy fixed or token-bucket for an API that counts that way,
+and to see what a client tuned for another API does) and, with --global-limit,
+at most that many of all sellers together in any trailing --global-window
+(sliding); beyond either it answers 429 with Retry-After and
+X-RateLimit-Scope (seller or app), replays a known Idempotency-Key with 200 and refuses it
 with 409 for a different product. The fault flags make it misbehave on
 purpose so clients can be tested against a bad day.
 
@@ -94,7 +97,8 @@ Usage: registry-sandbox [flags]
 // naming the flag; -h prints the usage to out and returns flag.ErrHelp.
 func parse(args []string, getenv func(string) string, out io.Writer) (settings, error) {
 	shared := config.Default()
-	s := settings{listen: "127.0.0.1:8081", opts: sandbox.Options{Limit: shared.Limit, Window: shared.Window, Policy: sandbox.PolicySliding},
+	s := settings{listen: "127.0.0.1:8081", opts: sandbox.Options{Limit: shared.Limit, Window: shared.Window, Policy: sandbox.PolicySliding,
+		GlobalLimit: shared.GlobalLimit, GlobalWindow: shared.GlobalWindow},
 		timeouts: defaultTimeouts()}
 	logLevel := "info"
 	fs := flag.NewFlagSet("registry-sandbox", flag.ContinueOnError)
@@ -108,7 +112,10 @@ func parse(args []string, getenv func(string) string, out io.Writer) (settings, 
 	b.String(&s.listen, "listen", "listen address; loopback by default, 0.0.0.0:8081 in a container")
 	b.Int(&o.Limit, "limit", "registrations accepted per seller in any trailing window")
 	b.Duration(&o.Window, "window", "the trailing window the limit applies to")
-	b.String(&o.Policy, "policy", "how the limit is counted: sliding (the contract), fixed (windows aligned to the epoch) or token-bucket")
+	b.String(&o.Policy, "policy", "how the limit is counted: sliding (the contract), fixed (--limit per --window aligned to the Unix epoch) or token-bucket (a bucket of --burst tokens refilled at --limit per --window)")
+	b.Int(&o.Burst, "burst", "--policy token-bucket: the bucket's capacity (0 = --limit)")
+	b.Int(&o.GlobalLimit, "global-limit", "registrations accepted for all sellers together in any trailing --global-window (sliding); 0 = no app-wide limit")
+	b.Duration(&o.GlobalWindow, "global-window", "the trailing window the app-wide limit applies to")
 	b.Duration(&o.Latency, "latency", "delay added to every answer, before the request is handled")
 	b.Duration(&o.Jitter, "jitter", "random extra delay in [0, jitter) added to the latency")
 	var envErrs []error
@@ -143,10 +150,22 @@ func parse(args []string, getenv func(string) string, out io.Writer) (settings, 
 	if o.Window <= 0 {
 		bad("window", "must be greater than 0, got %s", o.Window)
 	}
+	if o.GlobalLimit < 0 {
+		bad("global-limit", "must not be negative (0 means no app-wide limit), got %d", o.GlobalLimit)
+	}
+	if o.GlobalLimit > 0 && o.GlobalWindow <= 0 {
+		bad("global-window", "must be greater than 0 when --global-limit is set, got %s", o.GlobalWindow)
+	}
 	switch o.Policy {
 	case sandbox.PolicySliding, sandbox.PolicyFixed, sandbox.PolicyTokenBucket:
 	default:
 		bad("policy", "must be sliding, fixed or token-bucket, got %q", o.Policy)
+	}
+	switch {
+	case o.Burst < 0:
+		bad("burst", "must not be negative (0 means --limit), got %d", o.Burst)
+	case o.Burst > 0 && o.Policy != sandbox.PolicyTokenBucket:
+		bad("burst", "is the bucket of --policy token-bucket, but --policy is %q", o.Policy)
 	}
 	for _, d := range []struct {
 		name string
@@ -224,7 +243,8 @@ func serve(ctx context.Context, ln net.Listener, o sandbox.Options, tm timeouts,
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
-	log.Info("registry sandbox listening", "addr", ln.Addr().String(), "limit", o.Limit, "window", o.Window, "policy", o.Policy,
+	log.Info("registry sandbox listening", "addr", ln.Addr().String(), "limit", o.Limit, "window", o.Window, "policy", o.Policy, "burst", o.Burst,
+		"global_limit", o.GlobalLimit, "global_window", o.GlobalWindow,
 		"latency", o.Latency, "jitter", o.Jitter, "fail_rate", o.FailRate, "slow_rate", o.SlowRate, "slow_delay", o.SlowDelay, "drop_rate", o.DropRate)
 	select {
 	case err := <-done:

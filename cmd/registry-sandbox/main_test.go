@@ -52,10 +52,30 @@ func TestParse(t *testing.T) {
 					t.Errorf("settings %+v %v", o, s.logLevel)
 				}
 			}},
+		{name: "the app-wide limit, off by default", check: func(t *testing.T, s settings) {
+			if s.opts.GlobalLimit != 0 {
+				t.Errorf("app-wide limit %d by default, want 0 (off)", s.opts.GlobalLimit)
+			}
+		}},
+		{name: "the app-wide limit", env: map[string]string{"BULKREG_GLOBAL_LIMIT": "200", "BULKREG_GLOBAL_WINDOW": "3s"},
+			check: func(t *testing.T, s settings) {
+				if s.opts.GlobalLimit != 200 || s.opts.GlobalWindow != 3*time.Second {
+					t.Errorf("app-wide %d per %v, want 200 per 3s", s.opts.GlobalLimit, s.opts.GlobalWindow)
+				}
+			}},
+		{name: "negative app-wide limit", args: []string{"--global-limit", "-5"}, wantErr: "--global-limit (BULKREG_GLOBAL_LIMIT)"},
+		{name: "app-wide limit without a window", args: []string{"--global-limit", "5", "--global-window", "0s"}, wantErr: "--global-window (BULKREG_GLOBAL_WINDOW)"},
 		{name: "fail rate above 1", args: []string{"--fail-rate", "1.5"}, wantErr: "--fail-rate (BULKREG_FAIL_RATE): must be a fraction between 0 and 1, got 1.5"},
 		{name: "drop rate from the environment", env: map[string]string{"BULKREG_DROP_RATE": "-0.1"}, wantErr: "--drop-rate"},
 		{name: "malformed rate in the environment", env: map[string]string{"BULKREG_SLOW_RATE": "lots"}, wantErr: "BULKREG_SLOW_RATE"},
 		{name: "unknown policy", args: []string{"--policy", "leaky"}, wantErr: "--policy"},
+		{name: "a token bucket of the environment's size", env: map[string]string{"BULKREG_POLICY": "token-bucket", "BULKREG_BURST": "7"},
+			check: func(t *testing.T, s settings) {
+				if s.opts.Policy != "token-bucket" || s.opts.Burst != 7 {
+					t.Errorf("policy %q, burst %d; want token-bucket, 7", s.opts.Policy, s.opts.Burst)
+				}
+			}},
+		{name: "a burst without a bucket", args: []string{"--policy", "fixed", "--burst", "7"}, wantErr: "--burst (BULKREG_BURST)"},
 		{name: "zero limit", args: []string{"--limit", "0"}, wantErr: "--limit"},
 		{name: "negative latency", args: []string{"--latency", "-1s"}, wantErr: "--latency"},
 		{name: "listen without port", args: []string{"--listen", "localhost"}, wantErr: "--listen"},
@@ -94,7 +114,7 @@ func TestHelp(t *testing.T) {
 		t.Fatalf("error %v, want flag.ErrHelp", err)
 	}
 	for _, want := range []string{"registration API", "/audit", "Retry-After",
-		"-listen", "BULKREG_LISTEN", "-limit", "-window", "-policy", "-latency", "-jitter",
+		"-listen", "BULKREG_LISTEN", "-limit", "-window", "-policy", "-burst", "-latency", "-jitter",
 		"-fail-rate", "BULKREG_FAIL_RATE", "-slow-rate", "-slow-delay", "-drop-rate", "-log-level",
 		"-shutdown-timeout", "BULKREG_SHUTDOWN_TIMEOUT", "-read-timeout", "-write-timeout", "-idle-timeout", "-read-header-timeout"} {
 		if !strings.Contains(out.String(), want) {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,10 @@ type Config struct {
 	Limit          int           // registrations per seller per window
 	Window         time.Duration // the API's trailing window
 	Margin         time.Duration // added to the window for the spread of network delay
+	Policy         string        // how the API counts its limit: one of Policies
+	Burst          int           // Policy "token-bucket": the bucket's capacity; 0 = Limit
+	GlobalLimit    int           // registrations of all sellers together per GlobalWindow; 0: no app-wide limit
+	GlobalWindow   time.Duration // the app-wide limit's trailing window
 	SessionTimeout time.Duration // consumer-group session timeout
 	MetricsAddr    string        // where /metrics and /healthz listen
 
@@ -66,6 +71,8 @@ func Default() Config {
 		Limit:          100,
 		Window:         60 * time.Second,
 		Margin:         250 * time.Millisecond,
+		Policy:         "sliding",
+		GlobalWindow:   60 * time.Second,
 		SessionTimeout: 10 * time.Second,
 		MetricsAddr:    ":9464",
 	}
@@ -240,10 +247,54 @@ func (c *Config) Bind(b *Binder) {
 	b.Int(&c.Limit, "limit", "registrations per seller per window")
 	b.Duration(&c.Window, "window", "the registration API's trailing window")
 	b.Duration(&c.Margin, "margin", "added to the window to cover the spread of network delay")
+	c.BindPolicy(b)
+	c.BindGlobal(b)
 	b.Duration(&c.SessionTimeout, "session-timeout", "consumer-group session timeout: how soon a dead consumer's partitions move")
 	b.String(&c.MetricsAddr, "metrics-addr", "listen address of /metrics and /healthz")
 	c.BindKafkaAuth(b)
 	c.BindRedisAuth(b)
+}
+
+// Policies are the ways an API may count its limit, the throttle's kinds
+// (throttle.Kind) and the sandbox's policies by the same names.
+var Policies = []string{"sliding", "fixed", "token-bucket"}
+
+// BindPolicy registers how the API counts its limit (--policy, --burst).
+func (c *Config) BindPolicy(b *Binder) {
+	b.String(&c.Policy, "policy", "how the registration API counts --limit per --window: sliding (any trailing window, the contract), fixed (windows aligned to the clock) or token-bucket (a bucket of --burst refilled at --limit per --window)")
+	b.Int(&c.Burst, "burst", "with --policy token-bucket: the bucket's capacity, the calls the API accepts back to back (0 = --limit; at most --limit)")
+}
+
+// ValidatePolicy refuses a counting policy the throttle cannot keep, naming
+// the flag: an unknown policy, a burst without a bucket or larger than the
+// limit (a loss of Redis's data holds sellers one window, which would not
+// refill it), a fixed window no longer than its margin.
+func ValidatePolicy(policy string, burst, limit int, window, margin time.Duration) error {
+	var errs []error
+	bad := func(flagName, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--%s (%s): %s", flagName, EnvName(flagName), fmt.Sprintf(format, args...)))
+	}
+	if !slices.Contains(Policies, policy) {
+		bad("policy", "must be %s, got %q", strings.Join(Policies, ", "), policy)
+	}
+	switch {
+	case burst < 0:
+		bad("burst", "must not be negative (0 means --limit), got %d", burst)
+	case burst > 0 && policy != "token-bucket":
+		bad("burst", "is the bucket of --policy token-bucket, but --policy is %q", policy)
+	case limit > 0 && burst > limit:
+		bad("burst", "must not exceed --limit (%d), got %d: for a bucket of C tokens refilled at R per second set --limit C and --window C/R", limit, burst)
+	}
+	if policy == "fixed" && window > 0 && margin >= window {
+		bad("margin", "must be shorter than --window (%s) with --policy fixed, which keeps each window's last margin free, got %s", window, margin)
+	}
+	return errors.Join(errs...)
+}
+
+// BindGlobal registers the app-wide limit: --global-limit and --global-window.
+func (c *Config) BindGlobal(b *Binder) {
+	b.Int(&c.GlobalLimit, "global-limit", "registrations of all sellers together per --global-window, the API's app-wide limit, besides --limit per seller (0 = none)")
+	b.Duration(&c.GlobalWindow, "global-window", "the registration API's trailing window of the app-wide limit")
 }
 
 // BindRedisAuth registers the Redis authentication and TLS settings.
@@ -316,9 +367,16 @@ func (c Config) Validate() error {
 	if c.Margin < 0 {
 		bad("margin", "must not be negative, got %s", c.Margin)
 	}
+	if c.GlobalLimit < 0 {
+		bad("global-limit", "must not be negative (0 means no app-wide limit), got %d", c.GlobalLimit)
+	}
+	if c.GlobalLimit > 0 && c.GlobalWindow <= 0 {
+		bad("global-window", "must be greater than 0 when --global-limit is set, got %s", c.GlobalWindow)
+	}
 	if c.SessionTimeout <= 0 {
 		bad("session-timeout", "must be greater than 0, got %s", c.SessionTimeout)
 	}
+	errs = append(errs, ValidatePolicy(c.Policy, c.Burst, c.Limit, c.Window, c.Margin))
 	return errors.Join(errs...)
 }
 

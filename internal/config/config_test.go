@@ -5,11 +5,15 @@ import (
 	"flag"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkreg/bulkreg/internal/sandbox"
+	"github.com/bulkreg/bulkreg/throttle"
 )
 
 func parse(t *testing.T, env map[string]string, args ...string) (Config, error) {
@@ -52,6 +56,22 @@ func TestEnvThenFlagOverride(t *testing.T) {
 	}
 }
 
+// The app-wide limit is off unless set; set, from the environment or a flag.
+func TestGlobalLimit(t *testing.T) {
+	c, err := parse(t, nil)
+	if err != nil || c.GlobalLimit != 0 || c.GlobalWindow != time.Minute {
+		t.Fatalf("defaults %d per %v (%v), want off (0) with a 1 m window", c.GlobalLimit, c.GlobalWindow, err)
+	}
+	c, err = parse(t, map[string]string{"BULKREG_GLOBAL_LIMIT": "200", "BULKREG_GLOBAL_WINDOW": "3s"}, "--global-limit", "300")
+	if err != nil || c.GlobalLimit != 300 || c.GlobalWindow != 3*time.Second {
+		t.Errorf("got %d per %v (%v), want 300 per 3s", c.GlobalLimit, c.GlobalWindow, err)
+	}
+	// a window without a limit is harmless: the limit is off
+	if _, err := parse(t, nil, "--global-window", "0s"); err != nil {
+		t.Errorf("a zero window with the limit off: %v", err)
+	}
+}
+
 func TestBadSettingsNameTheFlag(t *testing.T) {
 	cases := []struct {
 		env  map[string]string
@@ -65,6 +85,15 @@ func TestBadSettingsNameTheFlag(t *testing.T) {
 		{nil, []string{"--kafka-brokers", ""}, "--kafka-brokers"},
 		{map[string]string{"BULKREG_LIMIT": "ten"}, nil, "BULKREG_LIMIT"},
 		{map[string]string{"BULKREG_WINDOW": "60"}, nil, "BULKREG_WINDOW"},
+		{nil, []string{"--policy", "leaky"}, `--policy (BULKREG_POLICY): must be sliding, fixed, token-bucket, got "leaky"`},
+		{map[string]string{"BULKREG_POLICY": "fixed"}, []string{"--burst", "5"}, "--burst (BULKREG_BURST): is the bucket of --policy token-bucket"},
+		{nil, []string{"--policy", "token-bucket", "--burst", "-1"}, "--burst"},
+		{nil, []string{"--policy", "token-bucket", "--burst", "101"}, "--burst (BULKREG_BURST): must not exceed --limit (100)"},
+		{nil, []string{"--policy", "fixed", "--window", "1s", "--margin", "1s"}, "--margin (BULKREG_MARGIN): must be shorter than --window"},
+		{map[string]string{"BULKREG_BURST": "many"}, nil, "BULKREG_BURST"},
+		{nil, []string{"--global-limit", "-1"}, "--global-limit (BULKREG_GLOBAL_LIMIT): must not be negative"},
+		{nil, []string{"--global-limit", "200", "--global-window", "0s"}, "--global-window (BULKREG_GLOBAL_WINDOW): must be greater than 0 when --global-limit is set"},
+		{map[string]string{"BULKREG_GLOBAL_LIMIT": "many"}, nil, "BULKREG_GLOBAL_LIMIT"},
 	}
 	for _, c := range cases {
 		_, err := parse(t, c.env, c.args...)
@@ -103,5 +132,28 @@ func TestRedisClientFailsFast(t *testing.T) {
 	defer cluster.Close()
 	if _, ok := cluster.(*redis.ClusterClient); !ok {
 		t.Errorf("two addresses gave a %T, want *redis.ClusterClient", cluster)
+	}
+}
+
+func TestPolicyFromTheEnvironment(t *testing.T) {
+	c, err := parse(t, map[string]string{"BULKREG_POLICY": "token-bucket", "BULKREG_BURST": "40"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Policy != "token-bucket" || c.Burst != 40 {
+		t.Errorf("policy %q, burst %d; want token-bucket, 40", c.Policy, c.Burst)
+	}
+	if d := Default(); d.Policy != "sliding" || d.Burst != 0 {
+		t.Errorf("default policy %q, burst %d; want sliding (the contract), 0", d.Policy, d.Burst)
+	}
+}
+
+// The names an operator sets are the throttle's kinds and the sandbox's
+// policies, which both binaries take as they are.
+func TestPoliciesAreTheThrottlesAndTheSandboxs(t *testing.T) {
+	kinds := []string{string(throttle.Sliding), string(throttle.Fixed), string(throttle.TokenBucket)}
+	sandboxes := []string{sandbox.PolicySliding, sandbox.PolicyFixed, sandbox.PolicyTokenBucket}
+	if !slices.Equal(Policies, kinds) || !slices.Equal(Policies, sandboxes) {
+		t.Errorf("policies %v, the throttle's kinds %v, the sandbox's %v: want the same names", Policies, kinds, sandboxes)
 	}
 }

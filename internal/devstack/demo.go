@@ -59,7 +59,7 @@ func (o Outcome) OK() error {
 			problems = append(problems, fmt.Sprintf("%s: the registry answered %d × 429", seller, a.RateLimited))
 		}
 		if a.Exceeded {
-			problems = append(problems, fmt.Sprintf("%s: the registry saw %d registrations in one window (limit %d)", seller, a.MaxInWindow, o.Audit.Limit))
+			problems = append(problems, fmt.Sprintf("%s: the registry counted %d at once as %s counts (limit %d)", seller, a.MaxCounted, o.Audit.Policy, o.Audit.Limit))
 		}
 	}
 	if o.Compliance.Exceeded {
@@ -69,6 +69,21 @@ func (o Outcome) OK() error {
 		return fmt.Errorf("the demo did not end well:\n  %s", strings.Join(problems, "\n  "))
 	}
 	return nil
+}
+
+// Counting says in words how the registry counts its limit.
+func Counting(o Options) string {
+	switch o.Policy {
+	case "fixed":
+		return "in fixed windows aligned to the clock"
+	case "token-bucket":
+		burst := o.Burst
+		if burst == 0 {
+			burst = o.Limit
+		}
+		return fmt.Sprintf("as a token bucket of %d", burst)
+	}
+	return "in any trailing window"
 }
 
 // Demo uploads the files through the producer's HTTP service as their
@@ -104,9 +119,9 @@ func (s *Stack) Demo(ctx context.Context, out io.Writer, uploads []Upload, inter
 		fmt.Fprintf(out, "  %-9s %s\n", j.Seller, link)
 	}
 	o := s.Options
-	fmt.Fprintf(out, "\nthe registry takes %d registrations per seller in any %v; %d consumers share the work.\n", o.Limit, o.Window, o.Consumers)
+	fmt.Fprintf(out, "\nthe registry takes %d registrations per seller per %v, counted %s; %d consumers share the work.\n", o.Limit, o.Window, Counting(o), o.Consumers)
 	for _, j := range jobs {
-		if st, err := s.status(ctx, j.token, j.id); err == nil && st.Valid > o.Limit {
+		if st, err := s.status(ctx, j.token, j.id); err == nil && st.Valid > o.Limit && o.Policy == "sliding" {
 			lower := time.Duration((st.Valid+o.Limit-1)/o.Limit-1) * (o.Window + o.Margin)
 			fmt.Fprintf(out, "%s's %d rows cannot finish sooner than %v after its first call (window + margin %v between each %d).\n",
 				j.Seller, st.Valid, lower, o.Window+o.Margin, o.Limit)
@@ -190,8 +205,16 @@ func (s *Stack) registryInWindow(seller string) int {
 }
 
 func writeAudit(out io.Writer, a sandbox.Audit) {
+	// The most the registry counted at once, as its policy counts.
+	most, capacity := "MAX IN ANY WINDOW", a.Limit
+	switch a.Policy {
+	case sandbox.PolicyFixed:
+		most = "MAX IN A FIXED WINDOW"
+	case sandbox.PolicyTokenBucket:
+		most, capacity = "MOST TOKENS TAKEN", a.Burst
+	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SELLER\tPRODUCTS\tACCEPTED\tREPLAYS\t429s\tMAX IN ANY WINDOW\tFIRST → LAST")
+	fmt.Fprintf(tw, "SELLER\tPRODUCTS\tACCEPTED\tREPLAYS\t429s\t%s\tFIRST → LAST\n", most)
 	sellers := make([]string, 0, len(a.Sellers))
 	for s := range a.Sellers {
 		sellers = append(sellers, s)
@@ -199,7 +222,7 @@ func writeAudit(out io.Writer, a sandbox.Audit) {
 	slices.Sort(sellers)
 	for _, s := range sellers {
 		x := a.Sellers[s]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d of %d\t%s\n", s, x.Products, x.Accepted, x.Replays, x.RateLimited, x.MaxInWindow, a.Limit,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d of %d\t%s\n", s, x.Products, x.Accepted, x.Replays, x.RateLimited, x.MaxCounted, capacity,
 			x.Last.Sub(x.First).Round(10*time.Millisecond))
 	}
 	tw.Flush()

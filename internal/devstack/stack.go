@@ -24,6 +24,7 @@ import (
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/consumer"
 	"github.com/bulkreg/bulkreg/excel"
+	"github.com/bulkreg/bulkreg/internal/autopipe"
 	"github.com/bulkreg/bulkreg/internal/config"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 	"github.com/bulkreg/bulkreg/ledger"
@@ -49,7 +50,11 @@ type Options struct {
 	Limit          int           // the API's limit per window (default 100)
 	Window         time.Duration // the API's window (default 60 s)
 	Margin         time.Duration // the throttle's margin (default 250 ms)
+	Policy         string        // how the sandbox counts the limit and the consumers keep it (config.Policies; default "sliding")
+	Burst          int           // Policy "token-bucket": the bucket's capacity (0: Limit)
 	SessionTimeout time.Duration // consumer group session timeout (default 10 s)
+	GlobalLimit    int           // the API's app-wide limit per GlobalWindow, enforced by the sandbox and kept by the throttle (default 0: none)
+	GlobalWindow   time.Duration // the app-wide limit's window (default Window)
 
 	RegistryLatency, RegistryJitter time.Duration // the sandbox's answer delay
 	// Circuit configures the consumers' circuit breaker; zero fields take
@@ -85,6 +90,12 @@ func (o *Options) defaults() error {
 	if o.Margin == 0 {
 		o.Margin = 250 * time.Millisecond
 	}
+	if o.Policy == "" {
+		o.Policy = "sliding"
+	}
+	if o.GlobalWindow == 0 {
+		o.GlobalWindow = o.Window
+	}
 	if o.SessionTimeout == 0 {
 		o.SessionTimeout = 10 * time.Second
 	}
@@ -104,10 +115,17 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("--window must be positive, got %v", o.Window)
 	case o.Margin < 0:
 		return fmt.Errorf("--margin must not be negative, got %v", o.Margin)
+	case o.GlobalLimit < 0:
+		return fmt.Errorf("--global-limit must not be negative (0 means no app-wide limit), got %d", o.GlobalLimit)
+	case o.GlobalWindow < 0:
+		return fmt.Errorf("--global-window must not be negative, got %v", o.GlobalWindow)
 	case o.SessionTimeout < 6*time.Second:
 		// The embedded broker refuses a shorter one at every join (Kafka's
 		// group.min.session.timeout.ms), and the consumers would never start.
 		return fmt.Errorf("--session-timeout must be at least 6s (the embedded broker's minimum), got %v", o.SessionTimeout)
+	}
+	if err := config.ValidatePolicy(o.Policy, o.Burst, o.Limit, o.Window, o.Margin); err != nil {
+		return err
 	}
 	if err := o.Circuit.Validate(); err != nil {
 		return err
@@ -176,12 +194,14 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if _, err := throttle.Initialize(ctx, s.Redis); err != nil {
 		return nil, fmt.Errorf("prepare Redis for the throttle: %w", err)
 	}
-	if s.Throttle, err = throttle.New(s.Redis, s.consumerConfig(o, nil).ThrottlePolicy(o.Limit, o.Window, o.Margin)); err != nil {
+	if s.Throttle, err = throttle.New(s.Redis, o.throttlePolicy(s.consumerConfig(o, nil))); err != nil {
 		return nil, err
 	}
 
-	s.Sandbox, err = sandbox.New(sandbox.Options{Limit: o.Limit, Window: o.Window, Latency: o.RegistryLatency, Jitter: o.RegistryJitter,
-		Logger: log.With("part", "sandbox")})
+	// The sandbox counts as the consumers do: the API they are set up for.
+	s.Sandbox, err = sandbox.New(sandbox.Options{Limit: o.Limit, Window: o.Window, Policy: o.Policy, Burst: o.Burst,
+		GlobalLimit: o.GlobalLimit, GlobalWindow: o.GlobalWindow,
+		Latency: o.RegistryLatency, Jitter: o.RegistryJitter, Logger: log.With("part", "sandbox")})
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +210,8 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	s.RegistryURL = "http://" + addr
-	log.Info("registry: sandbox listening", "url", s.RegistryURL, "limit", o.Limit, "window", o.Window)
+	log.Info("registry: sandbox listening", "url", s.RegistryURL, "limit", o.Limit, "window", o.Window, "policy", o.Policy, "burst", o.Burst,
+		"global_limit", o.GlobalLimit, "global_window", o.GlobalWindow)
 
 	if err := s.startProducer(o, log); err != nil {
 		return nil, err
@@ -247,7 +268,7 @@ func (s *Stack) startProducer(o Options, log *slog.Logger) error {
 	auth := httpapi.Auth{Secret: s.Secret, OperatorSecret: s.OperatorSecret, Leeway: 30 * time.Second}
 	srv := &httpapi.Server{Uploader: up, Auth: auth, Sessions: httpapi.NewRedisSessions(rdb), LinkMaxAge: LinkTTL,
 		Metrics: httpapi.NewMetrics(reg), Logger: plog, EventsInterval: o.EventsInterval,
-		Compliance: httpapi.ComplianceHandler(auth, compliance.NewRecorder(rdb, compliance.DefaultRetention), o.Limit, o.Window),
+		Compliance: httpapi.ComplianceHandler(auth, compliance.NewRecorder(rdb, compliance.DefaultRetention).SetGlobal(o.GlobalLimit, o.GlobalWindow), s.Throttle.Policy()),
 	}
 	if b, err := circuit.New(rdb, o.Circuit); err == nil {
 		up.Marketplace = b
@@ -272,12 +293,21 @@ func (s *Stack) SignInLink(seller string) (string, error) {
 	return httpapi.Minter{Secret: s.Secret}.Link(s.ProducerURL, seller, LinkTTL, time.Now())
 }
 
+// throttlePolicy is the consumers' throttle policy, as cmd/consumer makes it.
+func (o Options) throttlePolicy(cfg consumer.Config) throttle.Policy {
+	p := cfg.ThrottlePolicy(o.Limit, o.Window, o.Margin)
+	p.Kind, p.Burst = throttle.Kind(o.Policy), o.Burst
+	p.Global = throttle.Global{Limit: o.GlobalLimit, Window: o.GlobalWindow}
+	return p
+}
+
 // startConsumer runs one consumer until ctx ends, with its own connections,
 // configured as cmd/consumer configures itself from the same settings.
 func (s *Stack) startConsumer(ctx context.Context, n int, o Options, log *slog.Logger) error {
 	rdb := s.redisClient()
+	autopipe.Install(rdb, autopipe.Options{})
 	cfg := s.consumerConfig(o, log.With("part", "consumer", "consumer", n))
-	th, err := throttle.New(rdb, cfg.ThrottlePolicy(o.Limit, o.Window, o.Margin))
+	th, err := throttle.New(rdb, o.throttlePolicy(cfg))
 	if err != nil {
 		rdb.Close()
 		return err

@@ -67,9 +67,21 @@ func TestDemo(t *testing.T) {
 
 // The in-process stand-in runs the same Lua scripts, so `make demo` works on
 // a machine without redis-server. It is only for the demo; this test checks
-// just that the stack starts on it and a throttle slot can be taken.
+// just that the stack starts on it and a throttle slot can be taken under
+// each policy, with the sandbox counting the way the consumers keep it.
 func TestStandInRedisRunsTheScripts(t *testing.T) {
 	ctx := context.Background()
+	for _, policy := range []string{"fixed", "token-bucket"} {
+		s, err := Start(ctx, Options{Redis: "memory", Consumers: 1, Partitions: 1, Policy: policy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Throttle.Reserve(ctx, "seller-x")
+		if a := s.Sandbox.Audit(); err != nil || !r.Admitted || string(s.Throttle.Policy().Kind) != policy || a.Policy != policy {
+			t.Errorf("%s: reservation %+v, %v; the throttle counts %q, the sandbox %q", policy, r, err, s.Throttle.Policy().Kind, a.Policy)
+		}
+		s.Close()
+	}
 	s, err := Start(ctx, Options{Redis: "memory", Consumers: 1, Partitions: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -103,6 +115,8 @@ func TestOptionsNameTheFlag(t *testing.T) {
 		{Options{Limit: -1}, "--limit"},
 		{Options{Window: -time.Second}, "--window"},
 		{Options{Margin: -time.Second}, "--margin"},
+		{Options{Policy: "leaky"}, "--policy"},
+		{Options{Policy: "fixed", Burst: 3}, "--burst"},
 		{Options{SessionTimeout: time.Second}, "--session-timeout"},
 		{Options{Secret: []byte("short")}, "secret"},
 	} {

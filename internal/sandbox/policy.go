@@ -6,13 +6,15 @@ import (
 	"time"
 )
 
-// The counting policies. Sliding is the contract; fixed and token-bucket
-// exist to show what a client tuned for one API does against another: both
-// admit more than the limit in some trailing window.
+// The counting policies, as an API may count its limit; each is one of
+// the throttle's (throttle.Kind). Sliding is the contract; fixed and
+// token-bucket stand for APIs that count that way, and show what a client
+// tuned for one API does against another: both admit more than the limit
+// in some trailing window.
 const (
 	PolicySliding     = "sliding"      // at most Limit in any trailing Window
 	PolicyFixed       = "fixed"        // at most Limit per Window aligned to the Unix epoch
-	PolicyTokenBucket = "token-bucket" // capacity Limit, refilled continuously at Limit per Window
+	PolicyTokenBucket = "token-bucket" // capacity Burst (default Limit), refilled continuously at Limit per Window, full at first
 )
 
 // seller is everything the API knows about one seller. Every field is
@@ -33,6 +35,7 @@ type seller struct {
 	bucketOK bool // the bucket has been filled once
 
 	rateLimited, replays, conflicts, invalid, failed int
+	appRateLimited                                   int // of rateLimited, those for the app-wide limit
 }
 
 // registration is what one Idempotency-Key registered, kept to answer replays
@@ -48,7 +51,7 @@ func newSeller() *seller {
 
 // admit decides whether a registration at now fits the policy and, if it
 // does, counts it. When it does not, wait is how long until one would fit.
-func (sl *seller) admit(policy string, limit int, window time.Duration, now time.Time) (ok bool, wait time.Duration) {
+func (sl *seller) admit(policy string, limit, burst int, window time.Duration, now time.Time) (ok bool, wait time.Duration) {
 	switch policy {
 	case PolicyFixed:
 		w := window.Nanoseconds()
@@ -63,10 +66,10 @@ func (sl *seller) admit(policy string, limit int, window time.Duration, now time
 	case PolicyTokenBucket:
 		perToken := window.Seconds() / float64(limit)
 		if !sl.bucketOK {
-			sl.tokens, sl.bucketAt, sl.bucketOK = float64(limit), now, true
+			sl.tokens, sl.bucketAt, sl.bucketOK = float64(burst), now, true
 		}
 		if elapsed := now.Sub(sl.bucketAt); elapsed > 0 {
-			sl.tokens = math.Min(float64(limit), sl.tokens+elapsed.Seconds()/perToken)
+			sl.tokens = math.Min(float64(burst), sl.tokens+elapsed.Seconds()/perToken)
 			sl.bucketAt = now
 		}
 		// The epsilon keeps a token that is whole but for float rounding
@@ -85,6 +88,21 @@ func (sl *seller) admit(policy string, limit int, window time.Duration, now time
 		}
 	}
 	sl.record(now)
+	return true, 0
+}
+
+// room reports whether a registration at now fits the app-wide limit (a
+// sliding window, like the seller's), and if not how long until one would.
+// It counts nothing: the caller records the registration once the seller's
+// limit admitted it too.
+func (a *appLimit) room(now time.Time) (ok bool, wait time.Duration) {
+	if a.limit <= 0 {
+		return true, 0
+	}
+	lo, hi := a.accepted.inWindow(now, a.window)
+	if n := hi - lo; n >= a.limit {
+		return false, a.accepted.accepted[lo+n-a.limit].Add(a.window).Sub(now)
+	}
 	return true, 0
 }
 
@@ -133,6 +151,42 @@ func maxInWindow(times []time.Time, window time.Duration) int {
 			lo++
 		}
 		best = max(best, hi-lo+1)
+	}
+	return best
+}
+
+// maxInAlignedWindow is the most times in one window [kW, (k+1)W) aligned
+// to the Unix epoch, as a fixed-window API counts.
+func maxInAlignedWindow(times []time.Time, window time.Duration) int {
+	best, n := 0, 0
+	w := window.Nanoseconds()
+	for i, t := range times {
+		if i > 0 && floorDiv(t.UnixNano(), w) == floorDiv(times[i-1].UnixNano(), w) {
+			n++
+		} else {
+			n = 1
+		}
+		best = max(best, n)
+	}
+	return best
+}
+
+// maxTokens is the most tokens a bucket refilled at limit per window had
+// taken at once over the sorted times, this call's included: the smallest
+// bucket that accepts every one. It replays the times as GCRA, the bucket's
+// other form: each call moves the theoretical arrival time a token's worth
+// past max(itself, the call), and the tokens taken are how far it is ahead.
+func maxTokens(times []time.Time, window time.Duration, limit int) int {
+	if len(times) == 0 {
+		return 0
+	}
+	perToken := window.Seconds() / float64(limit)
+	best, tat := 0, 0.0
+	for _, t := range times {
+		at := t.Sub(times[0]).Seconds()
+		tat = math.Max(tat, at) + perToken
+		// The epsilon forgives float rounding, as admit does.
+		best = max(best, int(math.Ceil((tat-at)/perToken-1e-9)))
 	}
 	return best
 }

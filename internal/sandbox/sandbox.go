@@ -5,7 +5,8 @@
 //
 // It registers products per seller with an Idempotency-Key, counts 201s with
 // a strict sliding window (or, to compare, a fixed window or a token bucket),
-// answers 429 with Retry-After beyond the limit, and can inject latency,
+// optionally also for all sellers together (an app-wide limit, sliding),
+// answers 429 with Retry-After beyond either limit (X-RateLimit-Scope says which), and can inject latency,
 // 503s, slow answers and dropped connections. GET /audit reports what it
 // counted, so a test can judge the client by the API's own numbers.
 package sandbox
@@ -46,6 +47,16 @@ type Options struct {
 	// Policy is how the limit is counted: "sliding" (the contract, and the
 	// default when empty), "fixed" or "token-bucket".
 	Policy string
+	// Burst is the token bucket's capacity; 0 means Limit. Only with
+	// Policy "token-bucket".
+	Burst int
+	// GlobalLimit is the most accepted registrations of all sellers together
+	// in any trailing GlobalWindow, counted as a sliding window whatever
+	// Policy says; a registration needs room under both limits. 0: no
+	// app-wide limit.
+	GlobalLimit int
+	// GlobalWindow is the app-wide limit's trailing window. 0 means Window.
+	GlobalWindow time.Duration
 	// Latency is added to every answer, plus a uniform random part in
 	// [0, Jitter). It is spent before the request is handled, like the trip
 	// to a distant API, so the moment a registration is counted moves with it.
@@ -77,7 +88,30 @@ type Audit struct {
 	Policy        string                 `json:"policy"`
 	Limit         int                    `json:"limit"`
 	WindowSeconds float64                `json:"window_seconds"`
+	Burst         int                    `json:"burst,omitempty"` // the token bucket's capacity
+	// App is what the app-wide limit counted; absent without one.
+	App *AppAudit `json:"app,omitempty"`
 }
+
+// AppAudit is what the API counted against its app-wide limit.
+type AppAudit struct {
+	Limit         int     `json:"limit"`
+	WindowSeconds float64 `json:"window_seconds"`
+	Accepted      int     `json:"accepted"`     // 201s of all sellers
+	RateLimited   int     `json:"rate_limited"` // 429s answered for the app-wide limit (X-RateLimit-Scope: app)
+	// MaxInWindow is the most 201s of all sellers in any trailing window.
+	MaxInWindow int  `json:"max_in_window"`
+	Exceeded    bool `json:"exceeded"` // MaxInWindow > Limit
+}
+
+// The values of the X-RateLimit-Scope header of a 429: which limit refused.
+const (
+	ScopeSeller = "seller" // the seller's limit (error code "rate_limited")
+	ScopeApp    = "app"    // the app-wide limit (error code "app_rate_limited")
+)
+
+// ScopeHeader names the limit a 429 was answered for.
+const ScopeHeader = "X-RateLimit-Scope"
 
 // SellerAudit counts one seller's answers.
 type SellerAudit struct {
@@ -86,17 +120,29 @@ type SellerAudit struct {
 	// equals Accepted unless one product was registered twice under two
 	// Idempotency-Keys, which is exactly the double registration to catch.
 	Products    int `json:"products"`
-	RateLimited int `json:"rate_limited"` // 429s
+	RateLimited int `json:"rate_limited"` // 429s, for either limit
 	Replays     int `json:"replays"`      // 200s: a key already registered, same product
 	Conflicts   int `json:"conflicts"`    // 409s: a key already registered, other product
 	Invalid     int `json:"invalid"`      // 400, 413, 415 and 422: the request itself was refused
 	Failed      int `json:"failed"`       // injected 503s and dropped connections
 	// MaxInWindow is the most 201s in any trailing Window, computed from the
 	// acceptance times whatever the policy.
-	MaxInWindow int       `json:"max_in_window"`
-	First       time.Time `json:"first,omitzero"` // first 201
-	Last        time.Time `json:"last,omitzero"`  // last 201
-	Exceeded    bool      `json:"exceeded"`       // MaxInWindow > Limit
+	MaxInWindow int `json:"max_in_window"`
+	// MaxCounted is the most the policy counted against its limit at once,
+	// computed again from the acceptance times: sliding, MaxInWindow; fixed,
+	// the most 201s in one window aligned to the Unix epoch; token-bucket,
+	// the most tokens taken at once (the smallest bucket that would have
+	// accepted every 201).
+	MaxCounted int       `json:"max_counted"`
+	First      time.Time `json:"first,omitzero"` // first 201
+	Last       time.Time `json:"last,omitzero"`  // last 201
+	// Exceeded: MaxCounted is above the limit (the bucket's capacity for
+	// token-bucket), which the sandbox's own refusals must never allow.
+	Exceeded bool `json:"exceeded"`
+
+	// AppRateLimited is the part of RateLimited answered for the app-wide
+	// limit; the rest were for the seller's own.
+	AppRateLimited int `json:"app_rate_limited"`
 }
 
 // faults are the injected misbehaviours; SetFaults changes them at runtime.
@@ -121,6 +167,7 @@ type Server struct {
 	limit   int
 	window  time.Duration
 	policy  string
+	burst   int // the token bucket's capacity
 	maxBody int64
 	log     *slog.Logger
 	now     func() time.Time
@@ -138,6 +185,15 @@ type Server struct {
 	faults   faults
 	sellers  map[string]*seller
 	products int // product ids handed out
+	app      appLimit
+}
+
+// appLimit is the app-wide limit's state. Guarded by Server.mu.
+type appLimit struct {
+	limit       int // 0: none
+	window      time.Duration
+	accepted    seller // only its accepted times: every 201 of every seller, ascending
+	rateLimited int
 }
 
 // New validates o and returns a Server with no registrations.
@@ -155,6 +211,12 @@ func New(o Options) (*Server, error) {
 	default:
 		bad("Policy is %q, it must be %q, %q or %q", o.Policy, PolicySliding, PolicyFixed, PolicyTokenBucket)
 	}
+	switch {
+	case o.Burst < 0:
+		bad("Burst is %d, it must be 0 (the limit) or more", o.Burst)
+	case o.Burst > 0 && o.Policy != PolicyTokenBucket:
+		bad("Burst is %d, but only the %q policy has a bucket (Policy is %q)", o.Burst, PolicyTokenBucket, o.Policy)
+	}
 	for _, r := range []struct {
 		name string
 		v    float64
@@ -171,6 +233,12 @@ func New(o Options) (*Server, error) {
 			bad("%s is %s, it must not be negative", d.name, d.v)
 		}
 	}
+	if o.GlobalLimit < 0 {
+		bad("GlobalLimit is %d, it must be 0 (no app-wide limit) or more", o.GlobalLimit)
+	}
+	if o.GlobalWindow < 0 {
+		bad("GlobalWindow is %s, it must be 0 (the seller's Window) or more", o.GlobalWindow)
+	}
 	if o.MaxBody < 0 {
 		bad("MaxBody is %d, it must be 0 (the default %d) or more", o.MaxBody, DefaultMaxBody)
 	}
@@ -179,7 +247,7 @@ func New(o Options) (*Server, error) {
 	}
 
 	s := &Server{
-		limit: o.Limit, window: o.Window, policy: o.Policy, maxBody: o.MaxBody, log: o.Logger, now: o.Now,
+		limit: o.Limit, window: o.Window, policy: o.Policy, burst: o.Burst, maxBody: o.MaxBody, log: o.Logger, now: o.Now,
 		faults:  faults{fail: o.FailRate, slow: o.SlowRate, drop: o.DropRate, latency: o.Latency, jitter: o.Jitter, slowDelay: o.SlowDelay},
 		sellers: map[string]*seller{},
 	}
@@ -191,6 +259,13 @@ func New(o Options) (*Server, error) {
 	}
 	if s.policy == "" {
 		s.policy = PolicySliding
+	}
+	if s.burst == 0 && s.policy == PolicyTokenBucket {
+		s.burst = s.limit
+	}
+	s.app.limit, s.app.window = o.GlobalLimit, o.GlobalWindow
+	if s.app.window == 0 {
+		s.app.window = s.window
 	}
 	if s.maxBody == 0 {
 		s.maxBody = DefaultMaxBody
@@ -266,18 +341,32 @@ func (s *Server) SetFaults(fail, slow, drop float64, latency, jitter time.Durati
 func (s *Server) Audit() Audit {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	a := Audit{Sellers: make(map[string]SellerAudit, len(s.sellers)), Policy: s.policy, Limit: s.limit, WindowSeconds: s.window.Seconds()}
+	a := Audit{Sellers: make(map[string]SellerAudit, len(s.sellers)), Policy: s.policy, Limit: s.limit, WindowSeconds: s.window.Seconds(), Burst: s.burst}
 	for id, sl := range s.sellers {
 		sa := SellerAudit{
 			Accepted: len(sl.accepted), Products: len(sl.skus),
-			RateLimited: sl.rateLimited, Replays: sl.replays, Conflicts: sl.conflicts, Invalid: sl.invalid, Failed: sl.failed,
+			RateLimited: sl.rateLimited, AppRateLimited: sl.appRateLimited, Replays: sl.replays, Conflicts: sl.conflicts, Invalid: sl.invalid, Failed: sl.failed,
 			MaxInWindow: maxInWindow(sl.accepted, s.window),
 		}
 		if n := len(sl.accepted); n > 0 {
 			sa.First, sa.Last = sl.accepted[0], sl.accepted[n-1]
 		}
-		sa.Exceeded = sa.MaxInWindow > s.limit
+		capacity := s.limit
+		switch s.policy {
+		case PolicyFixed:
+			sa.MaxCounted = maxInAlignedWindow(sl.accepted, s.window)
+		case PolicyTokenBucket:
+			sa.MaxCounted, capacity = maxTokens(sl.accepted, s.window, s.limit), s.burst
+		default:
+			sa.MaxCounted = sa.MaxInWindow
+		}
+		sa.Exceeded = sa.MaxCounted > capacity
 		a.Sellers[id] = sa
+	}
+	if s.app.limit > 0 {
+		a.App = &AppAudit{Limit: s.app.limit, WindowSeconds: s.app.window.Seconds(), Accepted: len(s.app.accepted.accepted),
+			RateLimited: s.app.rateLimited, MaxInWindow: maxInWindow(s.app.accepted.accepted, s.app.window)}
+		a.App.Exceeded = a.App.MaxInWindow > s.app.limit
 	}
 	return a
 }
@@ -297,7 +386,8 @@ func (s *Server) AcceptedTimes(sellerID string) []time.Time {
 type answer struct {
 	status     int
 	body       []byte
-	retryAfter int // seconds; 0: no Retry-After header
+	retryAfter int    // seconds; 0: no Retry-After header
+	scope      string // of a 429: ScopeSeller or ScopeApp
 }
 
 func errorAnswer(status int, e *apiError) answer {
@@ -398,13 +488,28 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, sellerID, key st
 	// The clock is read under the lock, so acceptance times are in the
 	// order the limit was checked in.
 	now := s.now()
-	if ok, wait := sl.admit(s.policy, s.limit, s.window, now); !ok {
+	// The app-wide limit is asked first: it only reads, while admitting
+	// under the seller's policy counts the registration.
+	if ok, wait := s.app.room(now); !ok {
+		sl.rateLimited++
+		sl.appRateLimited++
+		s.app.rateLimited++
+		secs := retryAfterSeconds(wait)
+		a := errorAnswer(http.StatusTooManyRequests, &apiError{Code: "app_rate_limited",
+			Message: fmt.Sprintf("the application reached its limit of %d registrations per %s for all sellers together; retry after %d s", s.app.limit, s.app.window, secs)})
+		a.retryAfter, a.scope = secs, ScopeApp
+		return a
+	}
+	if ok, wait := sl.admit(s.policy, s.limit, s.burst, s.window, now); !ok {
 		sl.rateLimited++
 		secs := retryAfterSeconds(wait)
 		a := errorAnswer(http.StatusTooManyRequests, &apiError{Code: "rate_limited",
 			Message: fmt.Sprintf("seller %s reached the limit of %d registrations per %s; retry after %d s", sellerID, s.limit, s.window, secs)})
-		a.retryAfter = secs
+		a.retryAfter, a.scope = secs, ScopeSeller
 		return a
+	}
+	if s.app.limit > 0 {
+		s.app.accepted.record(now)
 	}
 	s.products++
 	id := "p-" + strconv.Itoa(s.products)
@@ -437,6 +542,9 @@ func (s *Server) write(w http.ResponseWriter, a answer) {
 	w.Header().Set("Content-Type", "application/json")
 	if a.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(a.retryAfter))
+	}
+	if a.scope != "" {
+		w.Header().Set(ScopeHeader, a.scope)
 	}
 	w.WriteHeader(a.status)
 	_, _ = w.Write(a.body)

@@ -162,9 +162,9 @@ func TestAnswerClasses(t *testing.T) {
 	}
 	a := srv.Audit()
 	want := map[string]SellerAudit{
-		"s1": {Accepted: 1, Products: 1, Replays: 1, Conflicts: 1, RateLimited: 1, MaxInWindow: 1},
-		"s2": {Accepted: 1, Products: 1, MaxInWindow: 1},
-		"s3": {Accepted: 1, Products: 1, Invalid: 7, MaxInWindow: 1},
+		"s1": {Accepted: 1, Products: 1, Replays: 1, Conflicts: 1, RateLimited: 1, MaxInWindow: 1, MaxCounted: 1},
+		"s2": {Accepted: 1, Products: 1, MaxInWindow: 1, MaxCounted: 1},
+		"s3": {Accepted: 1, Products: 1, Invalid: 7, MaxInWindow: 1, MaxCounted: 1},
 		"s4": {Invalid: 2},
 	}
 	for id, w := range want {
@@ -301,20 +301,25 @@ func TestPolicies(t *testing.T) {
 	bursts := []time.Duration{9 * time.Second, 10 * time.Second, 18900 * time.Millisecond, 19 * time.Second}
 	for _, tc := range []struct {
 		policy     string
+		burst      int
 		accepted   []int // per burst
 		retryAfter []int // of the burst's last 429, 0 if none
 		maxIn      int
+		maxCounted int // as the policy counts: in one aligned window, or tokens taken at once
 	}{
 		// At 19 s the first burst, at exactly 9 s, is no longer in (9 s, 19 s].
-		{PolicySliding, []int{10, 0, 0, 10}, []int{0, 9, 1, 0}, 10},
+		{PolicySliding, 0, []int{10, 0, 0, 10}, []int{0, 9, 1, 0}, 10, 10},
 		// A new window opens at 10 s: 20 registrations within one second.
-		{PolicyFixed, []int{10, 10, 0, 0}, []int{0, 0, 2, 1}, 20},
+		{PolicyFixed, 0, []int{10, 10, 0, 0}, []int{0, 0, 2, 1}, 20, 10},
 		// The bucket refills one token a second: 1 at 10 s, 8 more by 18.9 s.
-		{PolicyTokenBucket, []int{10, 1, 8, 1}, []int{0, 1, 1, 1}, 19},
+		{PolicyTokenBucket, 0, []int{10, 1, 8, 1}, []int{0, 1, 1, 1}, 19, 10},
+		// A bucket of 4: 4 at once, 1 a second later, 4 by 18.9 s (a full
+		// bucket holds no more), none at 19 s.
+		{PolicyTokenBucket, 4, []int{4, 1, 4, 0}, []int{1, 1, 1, 1}, 9, 4},
 	} {
-		t.Run(tc.policy, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s-%d", tc.policy, tc.burst), func(t *testing.T) {
 			clock := &fakeClock{}
-			srv, ts := start(t, Options{Limit: 10, Window: 10 * time.Second, Policy: tc.policy, Now: clock.Now})
+			srv, ts := start(t, Options{Limit: 10, Window: 10 * time.Second, Policy: tc.policy, Burst: tc.burst, Now: clock.Now})
 			c := ts.Client()
 			total := 0
 			for b, at := range bursts {
@@ -338,8 +343,8 @@ func TestPolicies(t *testing.T) {
 				}
 			}
 			a := srv.Audit().Sellers["s"]
-			if a.Accepted != total || a.RateLimited != 40-total || a.MaxInWindow != tc.maxIn || a.Exceeded != (tc.maxIn > 10) {
-				t.Errorf("audit %+v, want %d accepted, %d rate limited, max in window %d", a, total, 40-total, tc.maxIn)
+			if a.Accepted != total || a.RateLimited != 40-total || a.MaxInWindow != tc.maxIn || a.MaxCounted != tc.maxCounted || a.Exceeded {
+				t.Errorf("audit %+v, want %d accepted, %d rate limited, max in window %d, %d counted at most, not exceeded", a, total, 40-total, tc.maxIn, tc.maxCounted)
 			}
 			times := srv.AcceptedTimes("s")
 			if len(times) != total || !times[0].Equal(base.Add(bursts[0])) {
@@ -650,11 +655,15 @@ func TestNewValidates(t *testing.T) {
 		{Options{Limit: -1}, "Limit"},
 		{Options{Window: -time.Second}, "Window"},
 		{Options{Policy: "leaky"}, "Policy"},
+		{Options{Policy: PolicyTokenBucket, Burst: -1}, "Burst"},
+		{Options{Policy: PolicyFixed, Burst: 5}, "Burst"},
 		{Options{FailRate: 1.5}, "FailRate"},
 		{Options{SlowRate: -0.1}, "SlowRate"},
 		{Options{DropRate: 2}, "DropRate"},
 		{Options{Latency: -1}, "Latency"},
 		{Options{MaxBody: -1}, "MaxBody"},
+		{Options{GlobalLimit: -1}, "GlobalLimit"},
+		{Options{GlobalWindow: -time.Second}, "GlobalWindow"},
 	} {
 		if _, err := New(tc.o); err == nil || !strings.Contains(err.Error(), tc.field+" is") {
 			t.Errorf("New(%+v): error %v, want one naming %s", tc.o, err, tc.field)
@@ -691,4 +700,88 @@ func BenchmarkRegister(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+}
+
+// TestAppWideLimit: with an app-wide limit the API refuses a registration
+// when either limit is full, says which in X-RateLimit-Scope and the error
+// code, counts the app-wide window as a sliding one, and audits both.
+func TestAppWideLimit(t *testing.T) {
+	clock := &fakeClock{}
+	base := time.Unix(1_700_000_000, 0)
+	clock.Set(base)
+	srv, ts := start(t, Options{Limit: 3, Window: 10 * time.Second, GlobalLimit: 5, GlobalWindow: 20 * time.Second, Now: clock.Now})
+	c := ts.Client()
+	n := 0
+	post := func(seller string) reply {
+		n++
+		key := fmt.Sprintf("k%d", n)
+		return mustCall(t, c, ts.URL, seller, key, productJSON(key))
+	}
+	refused := func(r reply, scope, code string, retryAfter int) {
+		t.Helper()
+		if r.status != 429 || r.header.Get(ScopeHeader) != scope || r.apiErr(t).Code != code || r.header.Get("Retry-After") != strconv.Itoa(retryAfter) {
+			t.Fatalf("answer %d, scope %q, Retry-After %q, body %s; want 429 for the %s limit (%s), Retry-After %d",
+				r.status, r.header.Get(ScopeHeader), r.header.Get("Retry-After"), r.body, scope, code, retryAfter)
+		}
+	}
+	for range 3 {
+		if r := post("a"); r.status != 201 || r.header.Get(ScopeHeader) != "" {
+			t.Fatalf("a's registration: %d %s (scope %q)", r.status, r.body, r.header.Get(ScopeHeader))
+		}
+	}
+	refused(post("a"), ScopeSeller, "rate_limited", 10)
+	for range 2 {
+		if r := post("b"); r.status != 201 {
+			t.Fatalf("b's registration: %d %s", r.status, r.body)
+		}
+	}
+	// Five in the app-wide window: b and c are refused for the application.
+	refused(post("b"), ScopeApp, "app_rate_limited", 20)
+	refused(post("c"), ScopeApp, "app_rate_limited", 20)
+	// a's own window is over, the application's is not.
+	clock.Set(base.Add(10 * time.Second))
+	refused(post("a"), ScopeApp, "app_rate_limited", 10)
+	// Exactly a window later the first five leave it: (now − window, now].
+	clock.Set(base.Add(20 * time.Second))
+	for _, s := range []string{"a", "c", "c", "c", "b"} {
+		if r := post(s); r.status != 201 {
+			t.Fatalf("%s after the app-wide window: %d %s", s, r.status, r.body)
+		}
+	}
+	refused(post("b"), ScopeApp, "app_rate_limited", 20)
+	a := srv.Audit()
+	want := AppAudit{Limit: 5, WindowSeconds: 20, Accepted: 10, RateLimited: 4, MaxInWindow: 5}
+	if a.App == nil || *a.App != want {
+		t.Errorf("app-wide audit %+v, want %+v", a.App, want)
+	}
+	for seller, w := range map[string][2]int{"a": {2, 1}, "b": {2, 2}, "c": {1, 1}} {
+		if got := a.Sellers[seller]; got.RateLimited != w[0] || got.AppRateLimited != w[1] {
+			t.Errorf("seller %s: %d × 429, %d of them app-wide; want %d and %d", seller, got.RateLimited, got.AppRateLimited, w[0], w[1])
+		}
+	}
+	// Counted as a sliding window whatever the seller's policy: 6 within
+	// one trailing window is over the limit, and the audit says so.
+	srv2, ts2 := start(t, Options{Limit: 100, Window: time.Second, Policy: PolicyFixed, GlobalLimit: 2, Now: clock.Now})
+	clock.Set(base.Add(900 * time.Millisecond))
+	for i := range 3 {
+		r := mustCall(t, ts2.Client(), ts2.URL, "s", fmt.Sprintf("f%d", i), productJSON(fmt.Sprintf("f%d", i)))
+		if want := []int{201, 201, 429}[i]; r.status != want {
+			t.Fatalf("registration %d: %d, want %d", i, r.status, want)
+		}
+	}
+	clock.Set(base.Add(1100 * time.Millisecond)) // a new fixed window for the seller, not for the application
+	if r := mustCall(t, ts2.Client(), ts2.URL, "s", "f3", productJSON("f3")); r.status != 429 || r.header.Get(ScopeHeader) != ScopeApp {
+		t.Errorf("after the seller's fixed window rolled over: %d (scope %q), want an app-wide 429", r.status, r.header.Get(ScopeHeader))
+	}
+	if a := srv2.Audit(); a.App == nil || a.App.WindowSeconds != 1 || a.App.MaxInWindow != 2 {
+		t.Errorf("app-wide audit %+v, want the seller's window (1 s) by default and 2 in it", a.App)
+	}
+	if a := srvWithout(t).Audit(); a.App != nil {
+		t.Errorf("no app-wide limit, yet the audit has %+v", a.App)
+	}
+}
+
+func srvWithout(t *testing.T) *Server {
+	s, _ := start(t, Options{})
+	return s
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bulkreg/bulkreg/compliance"
+	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
@@ -52,9 +53,17 @@ func ProgressBar(s uploadstatus.Status, width int) string {
 
 // ComplianceTable prints the report as a table, one seller a line.
 func ComplianceTable(w io.Writer, rep compliance.Report) {
-	fmt.Fprintf(w, "compliance at %s: limit %d per %s, history of %s\n", rep.At.Local().Format(time.DateTime), rep.Limit, rep.Window, rep.Retention)
+	// MAX is what the API's policy counts against the limit.
+	counted, most := "", "MAX IN WINDOW"
+	switch rep.Policy {
+	case throttle.Fixed:
+		counted, most = ", fixed windows", "MAX IN A FIXED WINDOW"
+	case throttle.TokenBucket:
+		counted, most = fmt.Sprintf(", a token bucket of %d", rep.Burst), "MOST TOKENS TAKEN"
+	}
+	fmt.Fprintf(w, "compliance at %s: limit %d per %s%s, history of %s\n", rep.At.Local().Format(time.DateTime), rep.Limit, rep.Window, counted, rep.Retention)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SELLER\tCALLS\tACCEPTED\tMAX IN WINDOW\tCURRENT WINDOW\t429s\tEXCEEDED")
+	fmt.Fprintf(tw, "SELLER\tCALLS\tACCEPTED\t%s\tCURRENT WINDOW\t429s\tEXCEEDED\n", most)
 	for _, s := range rep.Sellers {
 		ex := "no"
 		if s.Exceeded {
@@ -62,11 +71,19 @@ func ComplianceTable(w io.Writer, rep compliance.Report) {
 		}
 		// Quoted: a seller id is never trusted to be one harmless word,
 		// whatever wrote it into the call history.
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", strconv.Quote(s.Seller), s.Calls, s.Accepted, s.MaxInWindow, s.CurrentWindow, s.RateLimited, ex)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", strconv.Quote(s.Seller), s.Calls, s.Accepted, s.MaxCounted, s.CurrentWindow, s.RateLimited, ex)
 	}
 	tw.Flush()
 	if len(rep.Sellers) == 0 {
 		fmt.Fprintln(w, "no calls in the history")
+	}
+	if a := rep.App; a != nil {
+		ex := "no"
+		if a.Exceeded {
+			ex = "YES"
+		}
+		fmt.Fprintf(w, "app-wide: limit %d per %s, %d accepted, max %d in any window, %d in the current one, exceeded: %s\n",
+			a.Limit, a.Window, a.Accepted, a.MaxInWindow, a.CurrentWindow, ex)
 	}
 	// What the history cannot vouch for, said plainly: a lost history is
 	// not a compliant one.

@@ -9,17 +9,19 @@ import (
 	"time"
 
 	"github.com/bulkreg/bulkreg/compliance"
+	"github.com/bulkreg/bulkreg/throttle"
 )
 
 // ComplianceReporter builds the compliance report (*compliance.Recorder).
 type ComplianceReporter interface {
-	Report(ctx context.Context, limit int, window time.Duration) (compliance.Report, error)
+	Report(ctx context.Context, policy throttle.Policy) (compliance.Report, error)
 }
 
 // ComplianceHandler serves GET /v1/compliance to operators: the report of
 // every seller, so a seller's token is refused (403: an operator endpoint).
-// ?limit= and ?window= override the configured limit and window.
-func ComplianceHandler(auth Auth, rep ComplianceReporter, limit int, window time.Duration) http.Handler {
+// The report counts as policy does (the API's limit, window, counting
+// policy and bucket); ?limit= and ?window= override its limit and window.
+func ComplianceHandler(auth Auth, rep ComplianceReporter, policy throttle.Policy) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := auth.Operator(r); err != nil {
 			switch {
@@ -32,7 +34,7 @@ func ComplianceHandler(auth Auth, rep ComplianceReporter, limit int, window time
 			}
 			return
 		}
-		l, win := limit, window
+		l, win := policy.Limit, policy.Window
 		if v := r.URL.Query().Get("limit"); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n <= 0 {
@@ -49,7 +51,9 @@ func ComplianceHandler(auth Auth, rep ComplianceReporter, limit int, window time
 			}
 			win = d
 		}
-		report, err := rep.Report(r.Context(), l, win)
+		p := policy
+		p.Limit, p.Window = l, win
+		report, err := rep.Report(r.Context(), p)
 		if err != nil {
 			writeProblem(w, r, problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Detail: "the compliance report cannot be read now: " + err.Error()})
 			return

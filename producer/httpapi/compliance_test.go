@@ -10,6 +10,7 @@ import (
 
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/testredis"
+	"github.com/bulkreg/bulkreg/throttle"
 )
 
 var operatorSecret = []byte("operator-secret-operator-secret-0123456789")
@@ -28,7 +29,7 @@ func TestComplianceHandler(t *testing.T) {
 		}
 	}
 	auth := Auth{Secret: secret, OperatorSecret: operatorSecret}
-	h := ComplianceHandler(auth, rec, 3, time.Minute)
+	h := ComplianceHandler(auth, rec, throttle.Policy{Limit: 3, Window: time.Minute})
 	op, _ := MintOperatorToken(operatorSecret, "ops", time.Hour, now)
 	// Whoever can mint sellers' tokens can write "role": "operator" into one.
 	forged, _ := MintOperatorToken(secret, "ops", time.Hour, now)

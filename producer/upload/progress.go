@@ -12,7 +12,7 @@ import (
 )
 
 // Slots tells when a seller's next rows get their throttle slots
-// (*throttle.Throttle, with the consumers' limit, window and margin).
+// (*throttle.Throttle, with the consumers' policy).
 type Slots interface {
 	Forecast(ctx context.Context, seller string, n int) (throttle.Forecast, error)
 }
@@ -79,11 +79,11 @@ func (u *Uploader) Progress(ctx context.Context, seller, id string) (Progress, e
 
 // Estimate adds the finish estimate to a status.
 //
-// The throttle knows the seller's slots: with L slots per W′, the rows
-// waiting take the slots already held (or being called) first, in order,
-// then each the slot the reserve script would give it,
-// max(now, blocked, s(n−L+1) + W′), so the last row's slot is computed from
-// the log, not guessed from a rate. The rows of the seller's earlier
+// The throttle knows the seller's slots: the rows waiting take the slots
+// already held (or being called) first, in order, then each the slot the
+// policy's reserve script would give it (sliding: max(now, blocked,
+// s(n−L+1) + W′)), so the last row's slot is computed from the log, not
+// guessed from a rate. The rows of the seller's earlier
 // uploads still waiting come first (one seller's rows share one partition,
 // read in order). Asked again as rows finish, it stays true: a row that
 // failed or found its SKU registered frees its place.

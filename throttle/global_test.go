@@ -1,0 +1,312 @@
+package throttle
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestGlobalPolicyValidate(t *testing.T) {
+	ok := Policy{Limit: 100, Window: time.Minute, Margin: 100 * time.Millisecond, Global: Global{Limit: 1000, Window: time.Minute}}
+	for _, tc := range []struct {
+		name  string
+		edit  func(*Policy)
+		field string // "" = valid
+	}{
+		{"valid", func(*Policy) {}, ""},
+		{"off", func(p *Policy) { p.Global = Global{} }, ""},
+		{"off with a window", func(p *Policy) { p.Global = Global{Window: time.Second} }, ""},
+		{"negative limit", func(p *Policy) { p.Global.Limit = -1 }, "Global.Limit"},
+		{"no window", func(p *Policy) { p.Global.Window = 0 }, "Global.Window"},
+		{"negative window", func(p *Policy) { p.Global.Window = -time.Second }, "Global.Window"},
+		{"tolerance above the margin", func(p *Policy) { p.Global.Tolerance = 200 * time.Millisecond }, "Global.Tolerance"},
+		{"negative tolerance", func(p *Policy) { p.Global.Tolerance = -time.Millisecond }, "Global.Tolerance"},
+		{"negative grace", func(p *Policy) { p.Global.Grace = -time.Millisecond }, "Global.Grace"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := ok
+			tc.edit(&p)
+			err := p.Validate()
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "Policy."+tc.field) {
+				t.Fatalf("Validate() = %v, want an error naming Policy.%s", err, tc.field)
+			}
+		})
+	}
+	th := newThrottle(t, redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), ok)
+	if g := th.Policy().Global; g.Tolerance != 25*time.Millisecond || g.Grace != (time.Minute+100*time.Millisecond)/10 {
+		t.Errorf("defaults filled in: %+v, want a tolerance of a quarter of the margin and a grace of a tenth of W′", g)
+	}
+	if g := newThrottle(t, redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), Policy{Limit: 1, Window: time.Second}).Policy().Global; g != (Global{}) {
+		t.Errorf("no app-wide limit, yet the policy has %+v", g)
+	}
+}
+
+// globalLog reads the app-wide log: member → slot.
+func globalLog(t *testing.T, rdb redis.UniversalClient) map[string]time.Time {
+	t.Helper()
+	zs, err := rdb.ZRangeWithScores(context.Background(), GlobalLogKey, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]time.Time{}
+	for _, z := range zs {
+		out[z.Member.(string)] = time.UnixMicro(int64(z.Score))
+	}
+	return out
+}
+
+func sellerLog(t *testing.T, th *Throttle, rdb redis.UniversalClient, s string) map[string]time.Time {
+	t.Helper()
+	zs, err := rdb.ZRangeWithScores(context.Background(), th.keys(s).log, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]time.Time{}
+	for _, z := range zs {
+		out[z.Member.(string)] = time.UnixMicro(int64(z.Score))
+	}
+	return out
+}
+
+// TestAppWideLimitMovesTheSellerSlot: two sellers share an app-wide limit of
+// 3 per window. The fourth call needs the app-wide log's next slot, a window
+// after the first: the seller's own slot, free now, moves there, so both
+// logs hold the call at one time, and the slot taken at first is given back.
+func TestAppWideLimitMovesTheSellerSlot(t *testing.T) {
+	srv := startRedis(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	const window = time.Second
+	p := Policy{Limit: 10, Window: window, Margin: 40 * time.Millisecond, MaxWait: 5 * window, Global: Global{Limit: 3, Window: window}}
+	th := newThrottle(t, rdb, p)
+	a, b := seller("wide-a"), seller("wide-b")
+	var got []Reservation
+	for _, s := range []string{a, a, b, b} {
+		got = append(got, reserve(t, th, s))
+	}
+	for i, r := range got {
+		if !r.Admitted || r.Global.ID == "" || r.Global.Epoch == "" || r.Spread != 0 {
+			t.Fatalf("reservation %d = %+v, want admitted with an app-wide slot equal to the seller's", i, r)
+		}
+		// Slots due now are taken one round trip apart (the seller's
+		// first); the call is at the later, At.
+		if !r.At.Equal(r.Global.At) {
+			t.Errorf("reservation %d at %v, its app-wide slot at %v: want one time", i, r.At, r.Global.At)
+		}
+	}
+	for i, r := range got[:3] {
+		logged := sellerLog(t, th, rdb, r.Seller)[r.ID]
+		if d := r.At.Sub(logged); d < 0 || d > 100*time.Millisecond {
+			t.Errorf("reservation %d: seller slot %v, call at %v; want the call at most a round trip after", i, logged, r.At)
+		}
+	}
+	span := window + p.Margin
+	if want := got[0].Global.At.Add(span + time.Microsecond); !got[3].At.Equal(want) {
+		t.Errorf("the 4th call (3 per window app-wide) at %v, want W′ + 1µs after the first: %v", got[3].At, want)
+	}
+	if got[3].Wait < span-200*time.Millisecond || got[3].Global.InWindow != 3 {
+		t.Errorf("the 4th call waits %v with %d app-wide slots in its window, want about W′ and 3", got[3].Wait, got[3].Global.InWindow)
+	}
+	// b's log holds its two calls, the 4th at the app-wide slot: the seller
+	// slot it took now at first was given back.
+	logB := sellerLog(t, th, rdb, b)
+	if _, ok := logB[got[2].ID]; len(logB) != 2 || !ok || !logB[got[3].ID].Equal(got[3].At) {
+		t.Errorf("seller b's log = %v, want exactly its two slots %s and %s@%v", logB, got[2].ID, got[3].ID, got[3].At)
+	}
+	if g := globalLog(t, rdb); len(g) != 4 {
+		t.Errorf("the app-wide log holds %d slots, want 4", len(g))
+	}
+	for i, r := range got {
+		if c, err := th.Check(ctx, r); err != nil || !c.Good || c.GlobalEpoch != r.Global.Epoch {
+			t.Errorf("Check(reservation %d) = %+v, %v, want good in both epochs", i, c, err)
+		}
+	}
+	// Release gives back both halves: the next caller gets the app-wide slot.
+	if err := th.Release(ctx, got[3]); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := globalLog(t, rdb)[got[3].Global.ID]; ok {
+		t.Errorf("the released app-wide slot is still in the app-wide log")
+	}
+	if _, ok := sellerLog(t, th, rdb, b)[got[3].ID]; ok {
+		t.Errorf("the released seller slot is still in the seller's log")
+	}
+	if c, err := th.Check(ctx, got[3]); err != nil || c.Good {
+		t.Errorf("Check of a released reservation = %+v, %v, want not good", c, err)
+	}
+	if r := reserve(t, th, a); !r.At.Equal(got[3].At) {
+		t.Errorf("after the release the next slot is at %v, want the freed %v", r.At, got[3].At)
+	}
+}
+
+// TestTheSellerLimitMovesTheAppWideSlot: a seller's own limit is the later
+// one; the app-wide slot is taken at the seller's, not now.
+func TestTheSellerLimitMovesTheAppWideSlot(t *testing.T) {
+	srv := startRedis(t)
+	rdb := srv.Client()
+	p := Policy{Limit: 1, Window: time.Second, Margin: 20 * time.Millisecond, MaxWait: 5 * time.Second, Global: Global{Limit: 100, Window: time.Second}}
+	th := newThrottle(t, rdb, p)
+	s := seller("own")
+	first, second := reserve(t, th, s), reserve(t, th, s)
+	if want := sellerLog(t, th, rdb, s)[first.ID].Add(p.span() + time.Microsecond); !second.At.Equal(want) || !second.Global.At.Equal(want) {
+		t.Errorf("second slot %v, app-wide %v; want both at the seller's next slot %v", second.At, second.Global.At, want)
+	}
+	if g := globalLog(t, rdb); len(g) != 2 || !g[second.Global.ID].Equal(second.At) {
+		t.Errorf("the app-wide log = %v, want the two calls' slots", g)
+	}
+}
+
+// TestAnAppWideSlotBeyondMaxWaitHoldsNothing: the app-wide log is full for
+// longer than MaxWait; nothing is held in either log and the answer says
+// when to ask again.
+func TestAnAppWideSlotBeyondMaxWaitHoldsNothing(t *testing.T) {
+	srv := startRedis(t)
+	rdb := srv.Client()
+	const window = time.Second
+	th := newThrottle(t, rdb, Policy{Limit: 10, Window: window, MaxWait: 300 * time.Millisecond, Global: Global{Limit: 1, Window: window}})
+	a, b := seller("full-a"), seller("full-b")
+	first := reserve(t, th, a)
+	r := reserve(t, th, b)
+	if r.Admitted || r.ID != "" || r.Global.ID != "" || r.Capped {
+		t.Fatalf("a slot a window ahead with a 300 ms max wait: %+v, want nothing held and not capped", r)
+	}
+	if want := first.Global.At.Add(window + time.Microsecond - 300*time.Millisecond); !r.At.Equal(want) {
+		t.Errorf("ask again at %v, want %v", r.At, want)
+	}
+	if n := len(sellerLog(t, th, rdb, b)); n != 0 {
+		t.Errorf("seller b's log holds %d slots after a refusal, want 0: the seller slot taken first must be given back", n)
+	}
+	if g := globalLog(t, rdb); len(g) != 1 {
+		t.Errorf("the app-wide log holds %v, want only the first call", g)
+	}
+	w, err := th.Wait(context.Background(), b)
+	if err != nil || !w.Admitted || w.At.Before(first.At.Add(window)) {
+		t.Errorf("Wait = %+v, %v; want the app-wide slot a window after the first", w, err)
+	}
+}
+
+// TestBlockGlobalMovesEverySeller: an app-wide 429 blocks the app-wide log
+// for every seller; a seller's own 429 blocks only that seller.
+func TestBlockGlobalMovesEverySeller(t *testing.T) {
+	srv := startRedis(t)
+	ctx := context.Background()
+	p := Policy{Limit: 100, Window: time.Second, MaxWait: 5 * time.Second, Global: Global{Limit: 1000, Window: time.Second}}
+	th := newThrottle(t, srv.Client(), p)
+	a, b := seller("gblock-a"), seller("gblock-b")
+	if err := th.Block(ctx, a, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if r := reserve(t, th, b); r.Wait > 100*time.Millisecond {
+		t.Errorf("seller b waits %v after seller a's 429, want none", r.Wait)
+	}
+	if r := reserve(t, th, a); r.Wait < 1900*time.Millisecond || !r.Global.At.Equal(r.At) {
+		t.Errorf("seller a after its own 429: %+v, want both slots 2 s ahead", r)
+	}
+	if err := th.BlockGlobal(ctx, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{b, seller("gblock-c")} {
+		if r := reserve(t, th, s); r.Wait < 900*time.Millisecond || !r.At.Equal(r.Global.At) {
+			t.Errorf("seller %s after an app-wide 429: %+v, want both slots 1 s ahead", s, r)
+		}
+	}
+	if err := th.BlockGlobal(ctx, 0); err == nil || !strings.Contains(err.Error(), "retryAfter") {
+		t.Errorf("BlockGlobal(0) = %v, want an error naming retryAfter", err)
+	}
+	plain := newThrottle(t, srv.Client(), Policy{Limit: 1, Window: time.Second})
+	if err := plain.BlockGlobal(ctx, time.Second); err == nil || !strings.Contains(err.Error(), "Global.Limit") {
+		t.Errorf("BlockGlobal without an app-wide limit = %v, want an error saying there is none", err)
+	}
+}
+
+// TestTheAppWideLogHasItsOwnLossProtection: the marker of {g}'s hash slot
+// guards the app-wide log as a seller's marker guards its log. With only
+// that marker gone (on Cluster: the node holding {g} lost its data), the
+// next reservation finds the loss, no app-wide slot starts before the hold,
+// and a slot granted before fails Check while its seller half is fine.
+func TestTheAppWideLogHasItsOwnLossProtection(t *testing.T) {
+	srv := startRedis(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	p := Policy{Limit: 10, Window: time.Second, Margin: 20 * time.Millisecond, MaxWait: 5 * time.Second, Global: Global{Limit: 5, Window: 2 * time.Second}}
+	th := newThrottle(t, rdb, p)
+	before := reserve(t, th, seller("gloss"))
+	if before.Lost || before.Global.Lost {
+		t.Fatalf("reservation on an initialised Redis = %+v, want nothing lost", before)
+	}
+	marker := th.global.marker
+	if KeySlot(marker) != KeySlot(GlobalLogKey) || marker == th.keys(before.Seller).marker {
+		t.Fatalf("the app-wide marker %s is not in the app-wide log's hash slot", marker)
+	}
+	if err := rdb.Del(ctx, marker, GlobalLogKey).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := th.Check(ctx, before); err != nil || c.Good || c.GlobalEpoch != "" || c.Epoch != before.Epoch {
+		t.Errorf("Check after the app-wide state was lost = %+v, %v; want not good, no app-wide epoch, the seller's epoch unchanged", c, err)
+	}
+	after := reserve(t, th, seller("gloss"))
+	hold := p.LossHold
+	if hold == 0 {
+		hold = p.Window + 2*p.Margin
+	}
+	globalHold := hold - p.Window + p.Global.Window
+	if !after.Global.Lost || !after.Lost || after.Wait < globalHold-20*time.Millisecond || after.HeldUntil.IsZero() {
+		t.Errorf("the reservation after the app-wide loss = %+v; want it Lost, held %v (the app-wide window's hold)", after, globalHold)
+	}
+	if after.Global.Epoch == before.Global.Epoch {
+		t.Errorf("the app-wide epoch did not change after the loss: %s", after.Global.Epoch)
+	}
+	if c, err := th.Check(ctx, after); err != nil || !c.Good {
+		t.Errorf("Check of the new reservation = %+v, %v; want good", c, err)
+	}
+}
+
+// TestACappedSellerAsksTheAppWideLogFirst: two sellers share an app-wide
+// limit of 2, so each may hold one app-wide slot ahead. Seller a's second
+// slot ahead is refused (capped) and its seller slot given back; from then
+// on a's requests ask the app-wide log first, so the next refusal is one
+// script call that takes no seller slot at all.
+func TestACappedSellerAsksTheAppWideLogFirst(t *testing.T) {
+	srv := startRedis(t)
+	hook := &scriptCalls{}
+	rdb := srv.Client()
+	rdb.AddHook(hook)
+	th := newThrottle(t, rdb, Policy{Limit: 10, Window: time.Second, MaxWait: 5 * time.Second, Global: Global{Limit: 2, Window: time.Second}})
+	a, b := seller("capped-a"), seller("capped-b")
+	reserve(t, th, a)
+	reserve(t, th, b) // the app-wide window is full now; two sellers wait
+	ahead := reserve(t, th, a)
+	if !ahead.Admitted || ahead.Wait < 800*time.Millisecond || ahead.Global.Share != 1 || ahead.Global.Waiting != 2 {
+		t.Fatalf("a's slot ahead = %+v, want admitted a window ahead with a share of 1 of 2 waiting", ahead)
+	}
+	before := len(sellerLog(t, th, rdb, a))
+	// Another consumer, which has not seen a's app-wide limit bind yet.
+	th = newThrottle(t, rdb, th.Policy())
+	hook.take()
+	capped := reserve(t, th, a)
+	if capped.Admitted || !capped.Capped || !capped.At.Equal(ahead.At) {
+		t.Fatalf("a's next request = %+v, want capped and told to come back at its held slot %v", capped, ahead.At)
+	}
+	if got := hook.take(); len(got) != 3 {
+		t.Errorf("the first capped request sent %v, want 3 scripts (seller slot, app-wide refusal, give-back)", got)
+	}
+	again := reserve(t, th, a)
+	if again.Admitted || !again.Capped {
+		t.Fatalf("a's request after a refusal = %+v, want capped", again)
+	}
+	if got := hook.take(); len(got) != 1 {
+		t.Errorf("a capped request after a capped one sent %v, want 1 script (the app-wide log first)", got)
+	}
+	if n := len(sellerLog(t, th, rdb, a)); n != before {
+		t.Errorf("a's log holds %d slots after two refusals, had %d: a refused request must leave none", n, before)
+	}
+}
