@@ -2,6 +2,7 @@ package registryclient
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,16 +15,20 @@ import (
 )
 
 // TestWarmOpensConnectionsTheCallsReuse: Warm(n) leaves n connections open,
-// registers nothing, and n calls at once afterwards open none.
+// registers nothing, and n calls at once afterwards open none. The server
+// answers the warming requests at once, so nothing but Warm itself keeps
+// them on n connections.
 func TestWarmOpensConnectionsTheCallsReuse(t *testing.T) {
-	var opened, posts, heads atomic.Int64
-	release := make(chan struct{})
+	var opened, posts atomic.Int64
+	var mu sync.Mutex
+	warmedOn := map[string]int{} // warming requests per client connection
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.Method {
-		case http.MethodHead:
-			heads.Add(1)
-			<-release // hold every warming request until all n are in, so each needs its own connection
-			w.WriteHeader(http.StatusNotFound)
+		case http.MethodGet, http.MethodHead:
+			mu.Lock()
+			warmedOn[r.RemoteAddr]++
+			mu.Unlock()
+			http.NotFound(w, r)
 		case http.MethodPost:
 			posts.Add(1)
 			time.Sleep(20 * time.Millisecond)
@@ -43,33 +48,38 @@ func TestWarmOpensConnectionsTheCallsReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 4
-	done := make(chan int)
-	go func() { done <- c.Warm(context.Background(), n) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for heads.Load() < n && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+	callAll := func(round int) {
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				res := c.Register(context.Background(), "s", fmt.Sprintf("u%d:%d", round, i), bulkreg.Product{SellerSKU: "a"})
+				if !res.OK() {
+					t.Errorf("Register: %+v", res)
+				}
+			})
+		}
+		wg.Wait()
 	}
-	close(release)
-	if got := <-done; got != n {
-		t.Fatalf("Warm(%d) answered %d", n, got)
+	for round := range 3 {
+		if got := c.Warm(context.Background(), n); got != n {
+			t.Fatalf("round %d: Warm(%d) answered %d", round, n, got)
+		}
+		mu.Lock()
+		touched := len(warmedOn)
+		clear(warmedOn)
+		mu.Unlock()
+		if touched != n {
+			t.Errorf("round %d: Warm(%d) went over %d connections, want %d (each idle connection touched once)", round, n, touched, n)
+		}
+		if got := opened.Load(); got != n {
+			t.Fatalf("round %d: %d connections open after Warm(%d), want %d", round, got, n, n)
+		}
+		callAll(round)
+		if got := opened.Load(); got != n {
+			t.Errorf("round %d: %d calls after Warm(%d) opened %d more connections, want none", round, n, n, got-n)
+		}
 	}
-	if got := opened.Load(); got != n {
-		t.Fatalf("Warm(%d) opened %d connections", n, got)
-	}
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			res := c.Register(context.Background(), "s", "u:"+string(rune('1'+i)), bulkreg.Product{SellerSKU: "a"})
-			if !res.OK() {
-				t.Errorf("Register: %+v", res)
-			}
-		})
-	}
-	wg.Wait()
-	if got := opened.Load(); got != n {
-		t.Errorf("%d calls after Warm(%d) opened %d more connections, want none", n, n, got-n)
-	}
-	if posts.Load() != n {
-		t.Errorf("%d registrations, want the %d calls only (warming registers nothing)", posts.Load(), n)
+	if posts.Load() != 3*n {
+		t.Errorf("%d registrations, want the %d calls only (warming registers nothing)", posts.Load(), 3*n)
 	}
 }

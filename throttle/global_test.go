@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -308,5 +309,58 @@ func TestACappedSellerAsksTheAppWideLogFirst(t *testing.T) {
 	}
 	if n := len(sellerLog(t, th, rdb, a)); n != before {
 		t.Errorf("a's log holds %d slots after two refusals, had %d: a refused request must leave none", n, before)
+	}
+}
+
+// TestAFreePlaceNowIsNotLostToSlotsBookedAhead: two sellers booked their
+// next window's app-wide slots (at their own, later slots) while the
+// app-wide window still had room. The log then holds the limit's count of
+// slots, but another seller asking now gets the room now, not a place
+// behind the booked slots; once no place is left, slots go after them. No
+// trailing W′ of the app-wide log ever holds more than the limit.
+func TestAFreePlaceNowIsNotLostToSlotsBookedAhead(t *testing.T) {
+	srv := startRedis(t)
+	rdb := srv.Client()
+	const window = time.Second
+	p := Policy{Limit: 1, Window: window, Margin: 20 * time.Millisecond, MaxWait: 5 * window, Global: Global{Limit: 4, Window: window}}
+	th := newThrottle(t, rdb, p)
+	a, e, b, c := seller("ahead-a"), seller("ahead-e"), seller("ahead-b"), seller("ahead-c")
+	a1, a2 := reserve(t, th, a), reserve(t, th, a)
+	e1, e2 := reserve(t, th, e), reserve(t, th, e)
+	// X1.At is the later of the first call's two slots, a round trip after its seller slot.
+	for _, r := range [][2]Reservation{{a1, a2}, {e1, e2}} {
+		if r[1].Global.At.Before(r[0].At.Add(p.span() - 100*time.Millisecond)) {
+			t.Fatalf("a seller's second slot at %v, want it a window after its first (%v): its own limit is 1", r[1].Global.At, r[0].At)
+		}
+	}
+	// Four slots in the app-wide log, two now and two a window ahead: one
+	// more fits now (every trailing W′ then holds at most 4).
+	rb := reserve(t, th, b)
+	if !rb.Admitted || rb.At.Sub(e1.At) > 200*time.Millisecond {
+		t.Errorf("seller b asked with app-wide room now and got %v (%v after the last slot due now), want it now", rb.At, rb.At.Sub(e1.At))
+	}
+	// Now the trailing W′ ending at a's booked slot would hold 5.
+	rc := reserve(t, th, c)
+	if want := e1.Global.At.Add(p.span()); !rc.Admitted || rc.At.Before(want) {
+		t.Errorf("seller c asked with no app-wide room before the booked slots and got %v, want at or after %v", rc.At, want)
+	}
+	var slots []time.Time
+	for _, at := range globalLog(t, rdb) {
+		slots = append(slots, at)
+	}
+	slices.SortFunc(slots, time.Time.Compare)
+	if len(slots) != 6 {
+		t.Fatalf("the app-wide log holds %d slots, want 6", len(slots))
+	}
+	for j, end := range slots {
+		in := 0
+		for _, at := range slots[:j+1] {
+			if !at.Before(end.Add(-p.span())) {
+				in++
+			}
+		}
+		if in > p.Global.Limit {
+			t.Errorf("the trailing W′ ending at slot %d (%v) holds %d app-wide slots, more than %d: %v", j, end, in, p.Global.Limit, slots)
+		}
 	}
 }
