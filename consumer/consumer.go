@@ -103,7 +103,7 @@ type Consumer struct {
 	calls chan struct{} // one token per registry call in progress
 	// now is one token per row asking the throttle or holding a slot due
 	// now (see reserve).
-	now   chan struct{}
+	now   *dueNow
 	warm  *warmth
 	turn  *probeTurn // one row at a time goes for the circuit's probe
 	asks  *askGates  // a seller's rows do not ask for slots the throttle just refused
@@ -135,7 +135,7 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	c := &Consumer{cfg: cfg, deps: deps, log: log, dlq: deps.DeadLetters, close: func() error { return nil }, calls: make(chan struct{}, cfg.MaxConcurrentCalls), now: make(chan struct{}, cfg.MaxDueNow), warm: &warmth{}, turn: newProbeTurn(), asks: newAskGates(), clock: newRedisClock()}
+	c := &Consumer{cfg: cfg, deps: deps, log: log, dlq: deps.DeadLetters, close: func() error { return nil }, calls: make(chan struct{}, cfg.MaxConcurrentCalls), now: newDueNow(cfg.MaxDueNow, deps.Throttle.Policy().Window+deps.Throttle.Policy().Margin), warm: &warmth{}, turn: newProbeTurn(), asks: newAskGates(), clock: newRedisClock()}
 	c.m = newMetrics(reg, func() float64 {
 		if t := c.group.oldestUnfinished(); !t.IsZero() {
 			return time.Since(t).Seconds()
@@ -418,9 +418,8 @@ func (c *Consumer) reserve(r *row, log *slog.Logger) (slot, bool) {
 		// MaxLateness; most went by unused (each one a slot lost to the
 		// seller, since the next window's slots are already placed after
 		// it) and the rows took new ones, over and over.
-		select {
-		case c.now <- struct{}{}:
-		case <-ctx.Done():
+		// The tokens go to the seller that started asking first (duenow.go).
+		if !c.now.acquire(ctx, r.m.SellerID) {
 			leave(time.Time{})
 			return slot{}, false
 		}
@@ -432,7 +431,7 @@ func (c *Consumer) reserve(r *row, log *slog.Logger) (slot, bool) {
 			leave(time.Time{})
 		}
 		if err != nil || !res.Admitted || ctx.Err() != nil {
-			<-c.now
+			c.now.release(r.m.SellerID)
 		}
 		if ctx.Err() != nil {
 			if err == nil && res.Admitted { // the slot came just as the row was revoked
@@ -518,7 +517,7 @@ func (c *Consumer) reserve(r *row, log *slog.Logger) (slot, bool) {
 func (c *Consumer) notNow(s *slot) {
 	if s.now {
 		s.now = false
-		<-c.now
+		c.now.release(s.Seller)
 	}
 }
 

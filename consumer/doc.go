@@ -24,7 +24,9 @@
 // answer counts too), which Redis's TIME, read every ClockSync in a round
 // trip of its own, keeps within a few milliseconds of the truth. So that
 // rows are seldom late, a consumer holds at most MaxDueNow slots due now
-// that it has not yet called; the other rows wait without one.
+// that it has not yet called; the other rows wait without one, and the
+// tokens go to the seller that started asking first, so a seller's window
+// is not spread over everyone's (duenow.go).
 // Shortly before the slot the throttle confirms that the slot's epoch is
 // current (Throttle.Check): a slot granted by a Redis that has since lost
 // the seller's state is not used. When Redis lost it, the throttle holds the

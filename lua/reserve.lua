@@ -2,10 +2,13 @@
 -- (policy "sliding", the default). Used by throttle.Throttle.Reserve.
 --
 -- With the log's scores sorted s1 <= ... <= sn (future reservations included),
--- the slot is t = max(now, blocked_until, s(n-L+1) + W' + 1µs). The extra
--- microsecond keeps two slots L apart strictly more than W' apart, so no
--- window of length W' holds more than L slots whether the API counts its
--- window closed or half-open.
+-- the slot is the earliest t >= max(now, blocked_until) at which no window
+-- of length W' holds more than L slots: t itself when it fits between the
+-- slots already booked (fits.lua, prepended; a slot given back after its
+-- seller's next window was booked leaves such room), else s(n-L+1) + W' + 1µs.
+-- The extra microsecond keeps two slots L apart strictly more than W' apart,
+-- so no window of length W' holds more than L slots whether the API counts
+-- its window closed or half-open.
 --
 -- KEYS[1]  bulkreg:{s:<seller>}:log    ZSET, member = reservation id, score = slot in µs (Redis clock)
 -- KEYS[2]  bulkreg:{s:<seller>}:block  STRING, blocked until, µs (set by block.lua after a 429)
@@ -58,6 +61,7 @@ local n = redis.call('ZCARD', KEYS[1])
 if n >= limit then
   local s = redis.call('ZRANGE', KEYS[1], n - limit, n - limit, 'WITHSCORES')
   local bound = tonumber(s[2]) + win + 1
+  if bound > at and fits(KEYS[1], limit, win, at) then bound = at end
   if bound > at then at = bound end
 end
 if at - now > maxwait then

@@ -6,7 +6,7 @@
 --
 -- The slot is the earliest t >= max(now, not_before, blocked_until, hold_until) at which every
 -- trailing W' holds fewer than G slots: t itself when it fits between the slots already
--- booked (fits, below), else s(n-G+1) + W' + 1µs over the log's sorted slots, as in reserve.lua.
+-- booked (fits.lua, prepended), else s(n-G+1) + W' + 1µs over the log's sorted slots, as in reserve.lua.
 --
 -- Fairness (max-min between the sellers waiting): a seller counts as waiting while it asked
 -- within the grace, or was refused below and told to come back (then until that time + the
@@ -53,29 +53,6 @@ local function expire(key, extra)
   end
 end
 
--- fits: may a slot go at `a` although later slots are booked? Appending after the log's
--- last G slots is always allowed, but it wastes the current window when slots ahead were
--- booked at their sellers' own (later) slots while it still had room: a seller with 500
--- rows books its next window before the small sellers' rows arrive, and they would all
--- wait a window behind it. A slot at `a` is allowed when every window [x - W', x] that
--- would hold it (x from a to a + W') holds fewer than G: the one ending at a, and the ones
--- ending at each booked slot in (a, a + W']. Read only when the window ending at a has
--- room (not while the limit binds), it scans at most the log's 2G slots around a.
-local function fits(a)
-  if redis.call('ZCOUNT', KEYS[1], us(a - win), us(a)) >= limit then return false end
-  local r = redis.call('ZRANGEBYSCORE', KEYS[1], us(a - win), us(a + win), 'WITHSCORES')
-  local s = {}
-  for i = 2, #r, 2 do s[#s + 1] = tonumber(r[i]) end
-  local lo = 1
-  for j = 1, #s do
-    if s[j] > a then
-      while s[lo] < s[j] - win do lo = lo + 1 end
-      if j - lo + 1 >= limit then return false end
-    end
-  end
-  return true
-end
-
 if replace ~= '' then
   redis.call('ZREM', KEYS[1], replace)
   redis.call('ZREM', KEYS[4], replace)
@@ -104,7 +81,7 @@ local n = redis.call('ZCARD', KEYS[1])
 if n >= limit then
   local s = redis.call('ZRANGE', KEYS[1], n - limit, n - limit, 'WITHSCORES')
   local bound = tonumber(s[2]) + win + 1
-  if bound > at and fits(at) then bound = at end
+  if bound > at and fits(KEYS[1], limit, win, at) then bound = at end
   if bound > at then at = bound end
 end
 

@@ -74,7 +74,7 @@ func evalshaRate(ctx context.Context, rdb *redis.Client, port, n, clients, selle
 	if _, err := exec.LookPath("redis-benchmark"); err != nil {
 		return 0, fmt.Errorf("redis-benchmark is not on PATH (Debian: redis-tools; `make deps` installs it): %w", err)
 	}
-	sha, err := rdb.ScriptLoad(ctx, lua.Script("slot_guard.lua")+lua.Script("reserve.lua")).Result()
+	sha, err := rdb.ScriptLoad(ctx, lua.Script("slot_guard.lua")+lua.Script("fits.lua")+lua.Script("reserve.lua")).Result()
 	if err != nil {
 		return 0, fmt.Errorf("load reserve.lua: %w", err)
 	}

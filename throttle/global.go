@@ -195,7 +195,7 @@ func (ts *turns) lock(ctx context.Context, key string) (unlock func(), err error
 
 func newGlobalScripts(m *Markers) *globalScripts {
 	return &globalScripts{
-		reserve: redis.NewScript(lua.Script("slot_guard.lua") + lua.Script("reserve_global.lua")),
+		reserve: redis.NewScript(lua.Script("slot_guard.lua") + lua.Script("fits.lua") + lua.Script("reserve_global.lua")),
 		release: redis.NewScript(lua.Script("release_global.lua")),
 		check:   redis.NewScript(lua.Script("check.lua")),
 		block:   redis.NewScript(lua.Script("block.lua")),

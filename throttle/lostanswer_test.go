@@ -97,7 +97,7 @@ func TestALostAnswerIsNotReplayedBlindly(t *testing.T) {
 	direct := srv.Client()
 	ctx := context.Background()
 	// loaded beforehand, so the first EVALSHA runs the script (no NOSCRIPT)
-	if err := direct.ScriptLoad(ctx, lua.Script("slot_guard.lua")+lua.Script("reserve.lua")).Err(); err != nil {
+	if err := direct.ScriptLoad(ctx, lua.Script("slot_guard.lua")+lua.Script("fits.lua")+lua.Script("reserve.lua")).Err(); err != nil {
 		t.Fatal(err)
 	}
 	proxy := startDropProxy(t, srv.Addr)

@@ -289,8 +289,9 @@ func New(rdb redis.UniversalClient, p Policy) (*Throttle, error) {
 		rdb:     rdb,
 		p:       p,
 		markers: NewMarkers(),
-		// slot_guard.lua defines the marker check every reserve script runs first.
-		reserve: redis.NewScript(lua.Script("slot_guard.lua") + lua.Script(reserve)),
+		// slot_guard.lua defines the marker check every reserve script runs
+		// first, fits.lua the sliding logs' check for room before booked slots.
+		reserve: redis.NewScript(lua.Script("slot_guard.lua") + lua.Script("fits.lua") + lua.Script(reserve)),
 		release: redis.NewScript(lua.Script("release.lua")),
 		block:   redis.NewScript(lua.Script("block.lua")),
 		peek:    redis.NewScript(lua.Script("peek.lua")),

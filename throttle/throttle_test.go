@@ -716,3 +716,44 @@ func TestReleasesKeepTheInvariant(t *testing.T) {
 		t.Errorf("%d slots in one window (limit %d) after %d releases", got, limit, released)
 	}
 }
+
+// TestAGivenBackSlotIsRefilledNowDespiteSlotsBookedAhead (sliding): a call
+// could not start in time and gave its slot back after the seller's next
+// window had begun to be booked. The log then holds the limit's count of
+// slots, yet the window has room now: the next ask gets it now, where
+// appending after the last L slots put it a window later (one window more
+// for the seller's upload). Once no room is left, slots go after.
+func TestAGivenBackSlotIsRefilledNowDespiteSlotsBookedAhead(t *testing.T) {
+	srv := startRedis(t)
+	const window = 2 * time.Second
+	p := Policy{Limit: 3, Window: window, Margin: 20 * time.Millisecond, MaxWait: 5 * window}
+	th := newThrottle(t, srv.Client(), p)
+	s := seller("refill")
+	ctx := context.Background()
+	r1, r2, _ := reserve(t, th, s), reserve(t, th, s), reserve(t, th, s)
+	r4 := reserve(t, th, s) // the next window's first
+	if r4.Wait < window/2 {
+		t.Fatalf("the fourth slot with a limit of 3 is %v away, want about a window", r4.Wait)
+	}
+	if err := th.Release(ctx, r2); err != nil {
+		t.Fatal(err)
+	}
+	again := reserve(t, th, s)
+	if again.Wait > 200*time.Millisecond {
+		t.Errorf("after a slot due now was given back the next ask waits %v, want the room now", again.Wait)
+	}
+	full := reserve(t, th, s)
+	if want := r1.At.Add(p.span()); full.At.Before(want) {
+		t.Errorf("with the window full again the next slot is %v, want at or after %v", full.At, want)
+	}
+	var at []time.Time
+	for _, a := range sellerLog(t, th, srv.Client(), s) {
+		at = append(at, a)
+	}
+	if len(at) != 5 {
+		t.Fatalf("the seller's log holds %d slots, want 5", len(at))
+	}
+	if got := maxInWindow(at, p.span()); got > p.Limit {
+		t.Errorf("%d slots in one window of %v, limit %d: %v", got, p.span(), p.Limit, at)
+	}
+}

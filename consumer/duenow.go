@@ -1,0 +1,152 @@
+package consumer
+
+import (
+	"container/heap"
+	"context"
+	"sync"
+	"time"
+)
+
+// dueNow hands out the consumer's MaxDueNow tokens (see reserve), a seller
+// that started asking first before the others.
+//
+// A seller's time from first registration to last is set by its first
+// window: each later window repeats its slots a window later. When the first
+// windows of many sellers fall due at once (an upload burst, the end of an
+// outage) and the tokens went to rows in the order they asked, every seller's
+// first window was spread over the whole burst: measured with 100 sellers ×
+// 500 rows on 4 consumers (bench many-sellers, 2 cores), the worst seller
+// took 1.10–1.12 × its lower bound. Served one seller after the other, each
+// seller's window takes only as long as its own calls, and a seller that
+// starts later is not slower: its time counts from its first registration.
+type dueNow struct {
+	mu    sync.Mutex
+	free  int
+	seq   uint64
+	queue waiters
+	// keep is how long a seller keeps its rank after its last row gave its
+	// token back: rows of one upload reach the consumer in several fetches,
+	// and the later ones belong to the burst the first ones started (ranked
+	// last, seller 1 of 100 took 1.10 × its lower bound: 19 rows at once,
+	// the other 81 a second later).
+	keep  time.Duration
+	ranks map[string]*rank
+}
+
+// rank of a seller: the order in which it started asking.
+type rank struct {
+	order uint64
+	users int       // rows holding or waiting for a token
+	idle  time.Time // when users last fell to 0
+}
+
+type waiter struct {
+	rank, seq uint64
+	ready     chan struct{} // closed when the token is handed over
+	index     int           // in the heap; -1 once handed a token
+}
+
+func newDueNow(n int, keep time.Duration) *dueNow {
+	return &dueNow{free: n, keep: keep, ranks: map[string]*rank{}}
+}
+
+// acquire waits for a token for a row of seller; false when ctx ended first
+// (then it holds none).
+func (d *dueNow) acquire(ctx context.Context, seller string) bool {
+	d.mu.Lock()
+	d.seq++
+	now := time.Now()
+	r := d.ranks[seller]
+	if r == nil || r.users == 0 && now.Sub(r.idle) > d.keep {
+		if d.seq%1024 == 0 {
+			d.forget(now)
+		}
+		r = &rank{order: d.seq}
+		d.ranks[seller] = r
+	}
+	r.users++
+	if d.free > 0 {
+		d.free--
+		d.mu.Unlock()
+		return true
+	}
+	w := &waiter{rank: r.order, seq: d.seq, ready: make(chan struct{})}
+	heap.Push(&d.queue, w)
+	d.mu.Unlock()
+
+	select {
+	case <-w.ready:
+		return true
+	case <-ctx.Done():
+	}
+	d.mu.Lock()
+	if w.index >= 0 {
+		heap.Remove(&d.queue, w.index)
+		d.left(seller)
+		d.mu.Unlock()
+		return false
+	}
+	d.mu.Unlock()
+	d.release(seller) // handed a token just as ctx ended
+	return false
+}
+
+// release gives back a token of a row of seller: to the best-ranked waiter.
+func (d *dueNow) release(seller string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.left(seller)
+	if d.queue.Len() == 0 {
+		d.free++
+		return
+	}
+	w := heap.Pop(&d.queue).(*waiter)
+	close(w.ready)
+}
+
+// left: one row of seller no longer holds or waits for a token.
+func (d *dueNow) left(seller string) {
+	if r := d.ranks[seller]; r != nil {
+		if r.users--; r.users == 0 {
+			r.idle = time.Now()
+		}
+	}
+}
+
+// forget drops the ranks kept longer than keep, so the map holds the
+// sellers of the last keep only.
+func (d *dueNow) forget(now time.Time) {
+	for s, r := range d.ranks {
+		if r.users == 0 && now.Sub(r.idle) > d.keep {
+			delete(d.ranks, s)
+		}
+	}
+}
+
+// waiters is a heap by (rank, seq): the earliest seller's earliest row.
+type waiters []*waiter
+
+func (q waiters) Len() int { return len(q) }
+func (q waiters) Less(i, j int) bool {
+	if q[i].rank != q[j].rank {
+		return q[i].rank < q[j].rank
+	}
+	return q[i].seq < q[j].seq
+}
+func (q waiters) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].index, q[j].index = i, j
+}
+func (q *waiters) Push(x any) {
+	w := x.(*waiter)
+	w.index = len(*q)
+	*q = append(*q, w)
+}
+func (q *waiters) Pop() any {
+	old := *q
+	w := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	w.index = -1
+	return w
+}
