@@ -217,18 +217,12 @@ func (c *Consumer) dispatch(r *row) {
 // process is the life of one decoded row: take a slot → call → classify →
 // record → finished. It runs in the seller's lane.
 func (c *Consumer) process(r *row) {
-	m := r.m
-	log := c.log.With("seller", m.SellerID, "upload_id", m.UploadID, "row", m.Row, "partition", r.msg.Partition, "offset", r.msg.Offset)
+	log := rowLogger(c.log, r)
 	if r.ctx().Err() != nil { // the partition was revoked while the row sat in its lane
 		r.giveBack()
 		return
 	}
-	// The retry budget starts at the first transient failure: time spent
-	// waiting for slots, for Redis or behind a 429 is not a failure.
-	var retry backoff.BackOff
-	var missed backoff.BackOff
-	var attempts, rateLimited int
-	var firstFailure time.Time
+	var t tries
 	// ── SKU ledger (consumer/ledger.go): claim before each slot, settle at the end.
 	sku := c.newSKUClaim(r, log)
 	defer sku.settle()
@@ -248,7 +242,7 @@ func (c *Consumer) process(r *row) {
 		if met {
 			// The row met an outage: its failures so far were the
 			// outage's, and the wait may have outlasted its SKU claim.
-			retry = nil
+			t.retry = nil
 			if !sku.claim() {
 				return
 			}
@@ -259,76 +253,100 @@ func (c *Consumer) process(r *row) {
 			r.giveBack()
 			return
 		}
-		res, made := c.call(r, slot, cb, log)
-		cb.done()
-		if !made && cb.refused {
-			continue // the circuit refused the call: no attempt spent, back to waiting for it
-		}
-		if !made {
-			// The slot went by before a call could start: more rows are due
-			// now than this consumer can call. Back off (jittered, growing)
-			// before taking a new slot so the rows spread out instead of
-			// all coming back at once.
-			if missed == nil {
-				missed = c.missedBackOff()
-			}
-			if !sleep(r.ctx(), missed.NextBackOff()) {
-				r.giveBack()
-				return
-			}
-			continue
-		}
-		attempts++
-		if !counted(res.Class) {
-			c.release(slot)
-		}
-		switch res.Class {
-		case registryclient.Registered, registryclient.Replayed:
-			sku.registered(res, attempts) // ledger, then the upload's status
+		wait, again := c.attempt(r, &t, slot, cb, sku, log)
+		if !again {
 			return
-		case registryclient.Permanent:
-			log.Info("row refused by the registration API", "status", res.Status, "code", res.Code, "field", res.Field, "err", res.Err)
-			c.record(r, sku.refused(res, attempts), "failed", log) // releases the SKU's claim
-			return
-		case registryclient.RateLimited:
-			c.m.rateLimited.Inc()
-			rateLimited++
-			if firstFailure.IsZero() {
-				firstFailure = time.Now()
-			}
-			log.Warn("429 from the registration API: blocking the limit it names", "scope", res.Scope, "retry_after", res.RetryAfter, "attempt", attempts)
-			if rateLimited > c.cfg.MaxRateLimited {
-				c.deadLetter(r, deadLetterOf(r, res, attempts, firstFailure), log)
-				return
-			}
-			c.block(r, res.RetryAfter, res.Scope, log)
-			// No backoff of our own: the block moved the seller's next slot past Retry-After.
-		default: // Transient
-			if firstFailure.IsZero() {
-				firstFailure = time.Now()
-			}
-			if cb.outage {
-				// The API is down for everyone: not the row's failure. No
-				// backoff of its own either: the circuit decides when to call.
-				log.Info("transient registration failure during an outage of the registration API; the row waits for the circuit to close", "attempt", attempts, "status", res.Status, "err", res.Err)
-				retry = nil
-				continue
-			}
-			if retry == nil {
-				retry = c.deps.Retry.NewBackOff()
-			}
-			wait := retry.NextBackOff()
-			if wait == backoff.Stop {
-				log.Error("registration failed after the last attempt: sending the row to the dead-letter topic", "attempts", attempts, "err", res.Err)
-				c.deadLetter(r, deadLetterOf(r, res, attempts, firstFailure), log)
-				return
-			}
-			log.Warn("transient registration failure, retrying", "attempt", attempts, "in", wait, "status", res.Status, "err", res.Err)
-			if !sleep(r.ctx(), wait) {
-				r.giveBack()
-				return
-			}
 		}
+		if wait > 0 && !sleep(r.ctx(), wait) {
+			r.giveBack()
+			return
+		}
+	}
+}
+
+// attempt calls the API with the slot and acts on the answer: the row is
+// done (again false), or it tries again after wait.
+//
+//go:noinline
+func (c *Consumer) attempt(r *row, t *tries, slot *slot, cb *rowCircuit, sku *skuClaim, log *slog.Logger) (wait time.Duration, again bool) {
+	res, made := c.call(r, slot, cb, log)
+	cb.done()
+	if !made && cb.refused {
+		return 0, true // the circuit refused the call: no attempt spent, back to waiting for it
+	}
+	if !made {
+		// The slot went by before a call could start: more rows are due
+		// now than this consumer can call. Back off (jittered, growing)
+		// before taking a new slot so the rows spread out instead of
+		// all coming back at once.
+		if t.missed == nil {
+			t.missed = c.missedBackOff()
+		}
+		return t.missed.NextBackOff(), true
+	}
+	t.attempts++
+	if !counted(res.Class) {
+		c.release(slot)
+	}
+	return c.conclude(r, t, &res, cb, sku, log)
+}
+
+// tries is what one row's attempts have met so far.
+type tries struct {
+	// The retry budget starts at the first transient failure: time spent
+	// waiting for slots, for Redis or behind a 429 is not a failure.
+	retry, missed         backoff.BackOff
+	attempts, rateLimited int
+	firstFailure          time.Time
+}
+
+// conclude acts on the answer to a call that was made: the row is done
+// (again false), or it tries again after wait.
+func (c *Consumer) conclude(r *row, t *tries, res *registryclient.Result, cb *rowCircuit, sku *skuClaim, log *slog.Logger) (wait time.Duration, again bool) {
+	switch res.Class {
+	case registryclient.Registered, registryclient.Replayed:
+		sku.registered(*res, t.attempts) // ledger, then the upload's status
+		return 0, false
+	case registryclient.Permanent:
+		log.Info("row refused by the registration API", "status", res.Status, "code", res.Code, "field", res.Field, "err", res.Err)
+		c.record(r, sku.refused(*res, t.attempts), "failed", log) // releases the SKU's claim
+		return 0, false
+	case registryclient.RateLimited:
+		c.m.rateLimited.Inc()
+		t.rateLimited++
+		if t.firstFailure.IsZero() {
+			t.firstFailure = time.Now()
+		}
+		log.Warn("429 from the registration API: blocking the limit it names", "scope", res.Scope, "retry_after", res.RetryAfter, "attempt", t.attempts)
+		if t.rateLimited > c.cfg.MaxRateLimited {
+			c.deadLetter(r, deadLetterOf(r, *res, t.attempts, t.firstFailure), log)
+			return 0, false
+		}
+		c.block(r, res.RetryAfter, res.Scope, log)
+		// No backoff of our own: the block moved the seller's next slot past Retry-After.
+		return 0, true
+	default: // Transient
+		if t.firstFailure.IsZero() {
+			t.firstFailure = time.Now()
+		}
+		if cb.outage {
+			// The API is down for everyone: not the row's failure. No
+			// backoff of its own either: the circuit decides when to call.
+			log.Info("transient registration failure during an outage of the registration API; the row waits for the circuit to close", "attempt", t.attempts, "status", res.Status, "err", res.Err)
+			t.retry = nil
+			return 0, true
+		}
+		if t.retry == nil {
+			t.retry = c.deps.Retry.NewBackOff()
+		}
+		wait := t.retry.NextBackOff()
+		if wait == backoff.Stop {
+			log.Error("registration failed after the last attempt: sending the row to the dead-letter topic", "attempts", t.attempts, "err", res.Err)
+			c.deadLetter(r, deadLetterOf(r, *res, t.attempts, t.firstFailure), log)
+			return 0, false
+		}
+		log.Warn("transient registration failure, retrying", "attempt", t.attempts, "in", wait, "status", res.Status, "err", res.Err)
+		return wait, true
 	}
 }
 
@@ -388,13 +406,13 @@ func maxTime(a, b time.Time) time.Time {
 }
 
 // redisNow is the time on the Redis clock, from the slot.
-func (s slot) redisNow() time.Time { return s.At.Add(time.Since(s.due)) }
+func (s *slot) redisNow() time.Time { return s.At.Add(time.Since(s.due)) }
 
 // reserve takes a throttle slot for the row and sleeps on a timer until it.
 // While Redis does not answer it waits (no call without a slot) and tries
 // again. It reports false when the row must be given back (rebalance,
 // shutdown); a slot it held is given back then.
-func (c *Consumer) reserve(r *row, log *slog.Logger) (slot, bool) {
+func (c *Consumer) reserve(r *row, log *slog.Logger) (*slot, bool) {
 	ctx := r.ctx()
 	redisRetry := c.redisBackOff()
 	c.m.waiting.Inc()
@@ -404,113 +422,127 @@ func (c *Consumer) reserve(r *row, log *slog.Logger) (slot, bool) {
 	start := time.Now()
 	for {
 		if !c.redis.wait(ctx) {
-			return slot{}, false
+			return nil, false
 		}
-		leave, ok := c.asks.enter(ctx, r.m.SellerID)
+		s, wait, ok := c.ask(ctx, r, redisRetry, log)
 		if !ok {
-			return slot{}, false
+			return nil, false
 		}
-		// A row asks with a token of c.now and keeps it while its slot is
-		// due now, until its call starts: this consumer holds at most
-		// MaxDueNow slots it has yet to call. Without it, the first rows of
-		// many sellers (or every row after an outage) all took slots due
-		// at once, far more than the machine could call within
-		// MaxLateness; most went by unused (each one a slot lost to the
-		// seller, since the next window's slots are already placed after
-		// it) and the rows took new ones, over and over.
-		// The tokens go to the seller that started asking first (duenow.go).
-		if !c.now.acquire(ctx, r.m.SellerID) {
-			leave(time.Time{})
-			return slot{}, false
-		}
-		sent := time.Now()
-		res, err := c.deps.Throttle.Reserve(ctx, r.m.SellerID)
-		if err == nil && !res.Admitted {
-			leave(time.Now().Add(res.Wait))
-		} else {
-			leave(time.Time{})
-		}
-		if err != nil || !res.Admitted || ctx.Err() != nil {
-			c.now.release(r.m.SellerID)
-		}
-		if ctx.Err() != nil {
-			if err == nil && res.Admitted { // the slot came just as the row was revoked
-				c.release(slot{Reservation: res})
-			}
-			return slot{}, false
-		}
-		if err != nil {
-			if unavailable(err) {
-				c.redis.down(err)
-			} else {
-				log.Error("taking a throttle slot failed, retrying", "err", err)
-			}
-			if !sleep(ctx, redisRetry.NextBackOff()) {
-				return slot{}, false
+		if s == nil {
+			if !sleep(ctx, wait) {
+				return nil, false
 			}
 			continue
 		}
-		// Redis computed Wait when it ran the script, somewhere between sent
-		// and now. Under load nearly all of a round trip is the script
-		// queueing in Redis before it runs; the answer comes back right after.
-		// So the slot is due Wait after the answer arrived, not after sent:
-		// measured with 100 sellers × 500 rows and 4 consumers on 2 cores
-		// (bench, 100 ms margin), counting from sent brought 241 × 429 in
-		// 50,000 calls, the midpoint of the round trip 77, counting from the
-		// answer 0 (three runs). But an answer can also be late for reasons
-		// that are not queueing (a retransmit, a stalled host, up to the read
-		// timeout): then arrival + Wait is after the slot, and a call judged
-		// from it could be late unseen. So lateness is judged from sent +
-		// Wait (slot.bound), which is never after the slot.
-		arrived := time.Now()
-		if res.Lost {
-			c.m.stateLost.Inc()
-			log.Warn("Redis had lost the throttle's state of this seller's hash slot (restarted empty, flushed, or a new server after a restart or failover): no seller there gets a slot before the hold ends",
-				"held_until", res.HeldUntil, "hold", time.Until(res.HeldUntil).Round(time.Millisecond))
-		}
-		if !res.Admitted {
-			// The next free slot was beyond the throttle's MaxWait: nothing
-			// is held, ask again when it is near.
-			if !sleep(ctx, time.Until(arrived.Add(res.Wait))) {
-				return slot{}, false
-			}
-			continue
-		}
-		s := slot{Reservation: res, now: true}
-		s.place(c.clock, sent, arrived, res.At.Add(-res.Wait))
 		// Shortly before the slot (a jittered lead, so the rows of one
 		// window do not all ask at once) the throttle confirms the slot. A
 		// slot due sooner than that was granted just now: the reservation
 		// itself vouches for its epoch.
 		if lead := c.checkLead(); time.Until(s.due) > lead {
-			c.notNow(&s)
+			c.notNow(s)
 			if !sleep(ctx, time.Until(s.due.Add(-lead))) {
 				c.release(s)
-				return slot{}, false
+				return nil, false
 			}
-			if !c.current(ctx, &s, log) {
+			if !c.current(ctx, s, log) {
 				c.release(s)
 				if ctx.Err() != nil {
-					return slot{}, false
+					return nil, false
 				}
 				continue
 			}
 		}
 		if !sleep(ctx, time.Until(s.due)) {
-			c.notNow(&s)
+			c.notNow(s)
 			c.release(s)
-			return slot{}, false
+			return nil, false
 		}
 		c.m.throttleWait.Observe(time.Since(start).Seconds())
 		if !c.redis.healthy() {
 			// Redis went down while the row slept towards its slot: fail
 			// closed. The slot is given back if Redis answers that.
-			c.notNow(&s)
+			c.notNow(s)
 			c.release(s)
 			continue
 		}
 		return s, true
 	}
+}
+
+// ask asks the throttle once for the row's slot: a slot placed on this
+// machine's clock, or nil and how long to wait before asking again; ok is
+// false when the row must be given back. A function of its own, like
+// conclude, so that a row sleeping towards its slot keeps a small stack.
+//
+//go:noinline
+func (c *Consumer) ask(ctx context.Context, r *row, redisRetry backoff.BackOff, log *slog.Logger) (s *slot, wait time.Duration, ok bool) {
+	leave, ok := c.asks.enter(ctx, r.m.SellerID)
+	if !ok {
+		return nil, 0, false
+	}
+	// A row asks with a token of c.now and keeps it while its slot is
+	// due now, until its call starts: this consumer holds at most
+	// MaxDueNow slots it has yet to call. Without it, the first rows of
+	// many sellers (or every row after an outage) all took slots due
+	// at once, far more than the machine could call within
+	// MaxLateness; most went by unused (each one a slot lost to the
+	// seller, since the next window's slots are already placed after
+	// it) and the rows took new ones, over and over.
+	// The tokens go to the seller that started asking first (duenow.go).
+	if !c.now.acquire(ctx, r.m.SellerID) {
+		leave(time.Time{})
+		return nil, 0, false
+	}
+	sent := time.Now()
+	res, err := c.deps.Throttle.Reserve(ctx, r.m.SellerID)
+	if err == nil && !res.Admitted {
+		leave(time.Now().Add(res.Wait))
+	} else {
+		leave(time.Time{})
+	}
+	if err != nil || !res.Admitted || ctx.Err() != nil {
+		c.now.release(r.m.SellerID)
+	}
+	if ctx.Err() != nil {
+		if err == nil && res.Admitted { // the slot came just as the row was revoked
+			c.release(&slot{Reservation: res})
+		}
+		return nil, 0, false
+	}
+	if err != nil {
+		if unavailable(err) {
+			c.redis.down(err)
+		} else {
+			log.Error("taking a throttle slot failed, retrying", "err", err)
+		}
+		return nil, redisRetry.NextBackOff(), true
+	}
+	// Redis computed Wait when it ran the script, somewhere between sent
+	// and now. Under load nearly all of a round trip is the script
+	// queueing in Redis before it runs; the answer comes back right after.
+	// So the slot is due Wait after the answer arrived, not after sent:
+	// measured with 100 sellers × 500 rows and 4 consumers on 2 cores
+	// (bench, 100 ms margin), counting from sent brought 241 × 429 in
+	// 50,000 calls, the midpoint of the round trip 77, counting from the
+	// answer 0 (three runs). But an answer can also be late for reasons
+	// that are not queueing (a retransmit, a stalled host, up to the read
+	// timeout): then arrival + Wait is after the slot, and a call judged
+	// from it could be late unseen. So lateness is judged from sent +
+	// Wait (slot.bound), which is never after the slot.
+	arrived := time.Now()
+	if res.Lost {
+		c.m.stateLost.Inc()
+		log.Warn("Redis had lost the throttle's state of this seller's hash slot (restarted empty, flushed, or a new server after a restart or failover): no seller there gets a slot before the hold ends",
+			"held_until", res.HeldUntil, "hold", time.Until(res.HeldUntil).Round(time.Millisecond))
+	}
+	if !res.Admitted {
+		// The next free slot was beyond the throttle's MaxWait: nothing
+		// is held, ask again when it is near.
+		return nil, time.Until(arrived.Add(res.Wait)), true
+	}
+	s = &slot{Reservation: res, now: true}
+	s.place(c.clock, sent, arrived, res.At.Add(-res.Wait))
+	return s, 0, true
 }
 
 // notNow gives back the row's token of c.now, if it holds one.
@@ -539,21 +571,21 @@ func (c *Consumer) checkLead() time.Duration {
 // margin only covers a small delay between the slot and the API counting the
 // call, and a late call would shrink the gap to the next window's calls. Its
 // slot is given back and the row takes a new one (made is false).
-func (c *Consumer) call(r *row, s slot, cb *rowCircuit, log *slog.Logger) (res registryclient.Result, made bool) {
+func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res registryclient.Result, made bool) {
 	// Wait for a turn only as long as the lateness allows; waiting longer
 	// would only queue behind rows that are late already.
 	budget := time.NewTimer(max(0, c.cfg.MaxLateness-time.Since(s.bound)))
 	defer budget.Stop()
 	select {
 	case c.calls <- struct{}{}:
-		c.notNow(&s)
+		c.notNow(s)
 	case <-budget.C:
-		c.notNow(&s)
+		c.notNow(s)
 		c.m.late.Inc()
 		c.release(s)
 		return res, false
 	case <-r.ctx().Done():
-		c.notNow(&s)
+		c.notNow(s)
 		c.release(s)
 		return res, false
 	}
@@ -647,7 +679,7 @@ func counted(c registryclient.Class) bool {
 }
 
 // release gives a used slot back to the throttle; best effort.
-func (c *Consumer) release(s slot) {
+func (c *Consumer) release(s *slot) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := c.deps.Throttle.Release(ctx, s.Reservation); err != nil {
