@@ -153,6 +153,9 @@ type rowCircuit struct {
 	outage bool
 }
 
+// Not inlined: on the heap it keeps the sleeping row's stack small (process).
+//
+//go:noinline
 func (c *Consumer) newRowCircuit(r *row, log *slog.Logger) *rowCircuit {
 	return &rowCircuit{c: c, r: r, log: log}
 }

@@ -230,24 +230,9 @@ func (c *Consumer) process(r *row) {
 	cb := c.newRowCircuit(r, log)
 	defer cb.done()
 	for {
-		if !sku.claim() {
+		if !c.claimAndWait(r, &t, sku, cb) {
 			return
 		}
-		// ── end SKU ledger
-		met, ok := cb.wait()
-		if !ok {
-			r.giveBack()
-			return
-		}
-		if met {
-			// The row met an outage: its failures so far were the
-			// outage's, and the wait may have outlasted its SKU claim.
-			t.retry = nil
-			if !sku.claim() {
-				return
-			}
-		}
-		// ── end circuit breaker
 		slot, ok := c.reserve(r, log)
 		if !ok {
 			r.giveBack()
@@ -262,6 +247,32 @@ func (c *Consumer) process(r *row) {
 			return
 		}
 	}
+}
+
+// claimAndWait claims the row's SKU and waits while the API is down for
+// everyone; false when the row is done or given back.
+//
+//go:noinline
+func (c *Consumer) claimAndWait(r *row, t *tries, sku *skuClaim, cb *rowCircuit) bool {
+	if !sku.claim() {
+		return false
+	}
+	// ── end SKU ledger
+	met, ok := cb.wait()
+	if !ok {
+		r.giveBack()
+		return false
+	}
+	if met {
+		// The row met an outage: its failures so far were the
+		// outage's, and the wait may have outlasted its SKU claim.
+		t.retry = nil
+		if !sku.claim() {
+			return false
+		}
+	}
+	// ── end circuit breaker
+	return true
 }
 
 // attempt calls the API with the slot and acts on the answer: the row is
@@ -823,11 +834,11 @@ func (c *Consumer) redisBackOff() backoff.BackOff {
 // sleep waits d on a timer; false when ctx ended first.
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
 	case <-ctx.Done():
+		t.Stop()
 		return false
 	}
 }

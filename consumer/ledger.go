@@ -46,6 +46,9 @@ type skuClaim struct {
 	held bool // the row holds a claim it has not settled yet
 }
 
+// Not inlined: on the heap it keeps the sleeping row's stack small (process).
+//
+//go:noinline
 func (c *Consumer) newSKUClaim(r *row, log *slog.Logger) *skuClaim {
 	return &skuClaim{c: c, r: r, log: log, own: bulkreg.IdempotencyKey(r.m.UploadID, r.m.Row), hash: r.m.Product.ContentHash()}
 }
