@@ -36,6 +36,10 @@ type Throttle interface {
 	// used: not when the Redis that granted it has since lost the seller's
 	// state (its epoch), so others may hold the same place in the window.
 	Check(ctx context.Context, r throttle.Reservation) (throttle.SlotCheck, error)
+	// Settle moves the slot of a call the API answered to the time of the
+	// answer on the Redis clock, when later: the next window's slots are
+	// then placed a window after the API's count, however late it counted.
+	Settle(ctx context.Context, r throttle.Reservation, at time.Time) error
 	// Policy is the throttle's policy: the consumer's defaults derive from
 	// it (Config.WithDefaults).
 	Policy() throttle.Policy
@@ -298,6 +302,8 @@ func (c *Consumer) attempt(r *row, t *tries, slot *slot, cb *rowCircuit, sku *sk
 	t.attempts++
 	if !counted(res.Class) {
 		c.release(slot)
+	} else {
+		c.settle(slot)
 	}
 	return c.conclude(r, t, &res, cb, sku, log)
 }
@@ -381,6 +387,8 @@ type slot struct {
 	bound time.Time
 	// now: the row holds a token of Consumer.now until its call starts.
 	now bool
+	// answered: when the call's answer came, on the Redis clock (call).
+	answered time.Time
 }
 
 // place narrows due and bound with one round trip that read the Redis clock
@@ -633,6 +641,7 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 	m := r.m
 	at := s.redisNow()
 	res = c.deps.Registry.Register(r.finishCtx(), m.SellerID, m.IdempotencyKey, m.Product)
+	s.answered = s.redisNow()
 	<-c.calls
 	holding = false
 	cb.report(res, r.finishCtx().Err() != nil)
@@ -687,6 +696,16 @@ func counted(c registryclient.Class) bool {
 		return false
 	}
 	return true
+}
+
+// settle moves a counted call's slot to its answer (Throttle.Settle); best
+// effort: a slot not settled keeps its place, as before settling existed.
+func (c *Consumer) settle(s *slot) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := c.deps.Throttle.Settle(ctx, s.Reservation, s.answered); err != nil {
+		c.log.Debug("could not settle a slot at its answer", "seller", s.Seller, "err", err)
+	}
 }
 
 // release gives a used slot back to the throttle; best effort.

@@ -41,6 +41,7 @@ type memThrottle struct {
 
 	reserves     atomic.Int64 // Reserve calls
 	reservesDown atomic.Int64 // Reserve calls refused while down
+	settles      atomic.Int64 // Settle calls
 
 	mu       sync.Mutex
 	slots    map[string][]time.Time
@@ -98,6 +99,12 @@ func (m *memThrottle) Check(ctx context.Context, r throttle.Reservation) (thrott
 	defer m.mu.Unlock()
 	held := slices.ContainsFunc(m.slots[r.Seller], func(t time.Time) bool { return t.Equal(r.At) })
 	return throttle.SlotCheck{Good: held, Epoch: "1", Now: time.Now()}, nil
+}
+
+// Settle counts: slots are named by their time here, so they keep it.
+func (m *memThrottle) Settle(ctx context.Context, r throttle.Reservation, at time.Time) error {
+	m.settles.Add(1)
+	return nil
 }
 
 func (m *memThrottle) Release(ctx context.Context, r throttle.Reservation) error {
@@ -398,6 +405,12 @@ func TestOutcomes(t *testing.T) {
 	}
 	if got := rows["u1:5"]; got.State != "failed" || got.Attempts != 4 || got.Code != "transient" {
 		t.Errorf("row 5 = %+v, want failed as transient after 4 attempts (the retry policy's limit)", got)
+	}
+	// Settled at their answers: the calls the API may have counted (201s
+	// and 503s: rows 1, 3, 6 once, row 4 three times, row 5 four), not the
+	// 422 or the 429.
+	if got := f.throttle.settles.Load(); got != 10 {
+		t.Errorf("%d slots settled at their answers, want 10 (every counted call, no refusal)", got)
 	}
 	if f.throttle.blocks != 1 {
 		t.Errorf("the throttle was blocked %d times, want 1 (one 429)", f.throttle.blocks)

@@ -364,3 +364,23 @@ func TestAFreePlaceNowIsNotLostToSlotsBookedAhead(t *testing.T) {
 		}
 	}
 }
+
+// TestSettleMovesTheAppWideSlotToo: the app-wide log is a sliding log; a
+// call settled at its answer is settled there as well.
+func TestSettleMovesTheAppWideSlotToo(t *testing.T) {
+	srv := startRedis(t)
+	rdb := srv.Client()
+	p := Policy{Limit: 10, Window: time.Second, Margin: 20 * time.Millisecond, MaxWait: 5 * time.Second, Global: Global{Limit: 100, Window: time.Second}}
+	th := newThrottle(t, rdb, p)
+	r := reserve(t, th, seller("settle-g"))
+	answered := r.At.Add(200 * time.Millisecond)
+	if err := th.Settle(context.Background(), r, answered); err != nil {
+		t.Fatal(err)
+	}
+	if got := globalLog(t, rdb)[r.Global.ID]; !got.Equal(answered) {
+		t.Errorf("the app-wide slot is at %v after the settle, want the answer %v", got, answered)
+	}
+	if got := sellerLog(t, th, rdb, r.Seller)[r.ID]; !got.Equal(answered) {
+		t.Errorf("the seller slot is at %v after the settle, want the answer %v", got, answered)
+	}
+}

@@ -757,3 +757,60 @@ func TestAGivenBackSlotIsRefilledNowDespiteSlotsBookedAhead(t *testing.T) {
 		t.Errorf("%d slots in one window of %v, limit %d: %v", got, p.span(), p.Limit, at)
 	}
 }
+
+// TestSettleMovesASlotToItsAnswer: a call answered 300 ms after its slot
+// (the API counted it somewhere in between) is settled at the answer; the
+// next window's slot is then placed a window after the answer, not the
+// slot. A settle never moves a slot earlier, never brings back one given
+// back, and leaves a fixed window's log alone.
+func TestSettleMovesASlotToItsAnswer(t *testing.T) {
+	srv := startRedis(t)
+	ctx := context.Background()
+	const window = 2 * time.Second
+	p := Policy{Limit: 1, Window: window, Margin: 20 * time.Millisecond, MaxWait: 5 * window}
+	one := newThrottle(t, srv.Client(), p)
+	s := seller("settle")
+	r1 := reserve(t, one, s)
+	answered := r1.At.Add(300 * time.Millisecond)
+	if err := one.Settle(ctx, r1, answered); err != nil {
+		t.Fatal(err)
+	}
+	if got := sellerLog(t, one, srv.Client(), s)[r1.ID]; !got.Equal(answered) {
+		t.Errorf("the settled slot is at %v, want its answer %v", got, answered)
+	}
+	if r2 := reserve(t, one, s); r2.At.Before(answered.Add(p.span())) {
+		t.Errorf("the next window's slot is at %v, want at or after the answer + W′ (%v)", r2.At, answered.Add(p.span()))
+	}
+
+	p.Limit = 3
+	three := newThrottle(t, srv.Client(), p)
+	s = seller("settle-3")
+	a, b := reserve(t, three, s), reserve(t, three, s)
+	if err := three.Settle(ctx, a, a.At.Add(-time.Second)); err != nil { // earlier: ignored
+		t.Fatal(err)
+	}
+	if err := three.Release(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := three.Settle(ctx, b, b.At.Add(time.Second)); err != nil { // given back: stays out
+		t.Fatal(err)
+	}
+	log := sellerLog(t, three, srv.Client(), s)
+	if got := log[a.ID]; !got.Equal(a.At) {
+		t.Errorf("a settle to an earlier time moved the slot to %v, want it kept at %v", got, a.At)
+	}
+	if _, ok := log[b.ID]; ok || len(log) != 1 {
+		t.Errorf("the log is %v: a settle brought back a slot given back", log)
+	}
+
+	fixed := newThrottle(t, srv.Client(), Policy{Kind: Fixed, Limit: 3, Window: 20 * time.Second, MaxWait: time.Minute})
+	fs := seller("settle-fixed")
+	f1 := reserve(t, fixed, fs)
+	if err := fixed.Settle(ctx, f1, f1.At.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	score, err := srv.Client().ZScore(ctx, fixed.keys(fs).log, f1.ID).Result()
+	if err != nil || time.UnixMicro(int64(score)).After(f1.At.Add(time.Millisecond)) {
+		t.Errorf("a fixed window's slot moved to %v (%v), want it left at %v", time.UnixMicro(int64(score)), err, f1.At)
+	}
+}
