@@ -1,6 +1,6 @@
--- fits.lua: may a slot go at a time earlier than the end of a sliding log? throttle.New
--- prepends this file to reserve.lua and reserve_global.lua: it takes no KEYS[1] or ARGV[1]
--- of its own and has no Reply; it defines fits(log, limit, win, a) for them.
+-- fits.lua: where the next slot of a sliding log goes. throttle.New prepends this file to
+-- reserve.lua and reserve_global.lua: it takes no KEYS[1] or ARGV[1] of its own and has no
+-- Reply; it defines earliest(log, limit, win, at) and fits(log, limit, win, a) for them.
 --
 -- Appending after the log's last `limit` slots (s(n-L+1) + W' + 1µs) is always allowed, but
 -- it loses room the log still has before slots booked ahead:
@@ -29,4 +29,16 @@ local function fits(log, limit, win, a)
     end
   end
   return true
+end
+
+-- earliest: the earliest slot at or after `at` that keeps every window of W' at fewer than
+-- `limit` + 1 slots of `log` (scores sorted s1 <= ... <= sn, slots booked ahead included):
+-- `at` when fewer than `limit` slots are left or `at` fits, else s(n-L+1) + W' + 1µs.
+local function earliest(log, limit, win, at)
+  local n = redis.call('ZCARD', log)
+  if n < limit then return at end
+  local s = redis.call('ZRANGE', log, n - limit, n - limit, 'WITHSCORES')
+  local bound = tonumber(s[2]) + win + 1
+  if bound <= at or fits(log, limit, win, at) then return at end
+  return bound
 end

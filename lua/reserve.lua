@@ -57,13 +57,7 @@ if not_before > at then at = not_before end
 local blocked = tonumber(redis.call('GET', KEYS[2]) or '0')
 if blocked > at then at = blocked end
 if hold_until > at then at = hold_until end
-local n = redis.call('ZCARD', KEYS[1])
-if n >= limit then
-  local s = redis.call('ZRANGE', KEYS[1], n - limit, n - limit, 'WITHSCORES')
-  local bound = tonumber(s[2]) + win + 1
-  if bound > at and fits(KEYS[1], limit, win, at) then bound = at end
-  if bound > at then at = bound end
-end
+at = earliest(KEYS[1], limit, win, at)
 if at - now > maxwait then
   return {0, us(at - maxwait), us(now), 0, epoch, lost, us(hold_until)}
 end

@@ -446,17 +446,7 @@ func (t *Throttle) moveSeller(ctx context.Context, seller, old, id string, notBe
 	if err != nil {
 		return Reservation{}, t.fail(ctx, "move a slot to the app-wide slot", seller, err)
 	}
-	r, err := parseReservation(v)
-	if err != nil {
-		return Reservation{}, fmt.Errorf("throttle: move a slot to the app-wide slot for seller %q: %w: %w", seller, ErrUnavailable, err)
-	}
-	r.Seller = seller
-	if r.Admitted {
-		r.ID = id
-	} else {
-		r.Epoch = ""
-	}
-	return r, nil
+	return sellerReservation(v, seller, id, "move a slot to the app-wide slot")
 }
 
 // spreadOf is how far the later of two slots is after the earlier, where a

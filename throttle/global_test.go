@@ -54,20 +54,18 @@ func TestGlobalPolicyValidate(t *testing.T) {
 // globalLog reads the app-wide log: member → slot.
 func globalLog(t *testing.T, rdb redis.UniversalClient) map[string]time.Time {
 	t.Helper()
-	zs, err := rdb.ZRangeWithScores(context.Background(), GlobalLogKey, 0, -1).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]time.Time{}
-	for _, z := range zs {
-		out[z.Member.(string)] = time.UnixMicro(int64(z.Score))
-	}
-	return out
+	return slotsOf(t, rdb, GlobalLogKey)
 }
 
+// sellerLog reads the seller's log under th's policy: member → slot.
 func sellerLog(t *testing.T, th *Throttle, rdb redis.UniversalClient, s string) map[string]time.Time {
 	t.Helper()
-	zs, err := rdb.ZRangeWithScores(context.Background(), th.keys(s).log, 0, -1).Result()
+	return slotsOf(t, rdb, th.keys(s).log)
+}
+
+func slotsOf(t *testing.T, rdb redis.UniversalClient, key string) map[string]time.Time {
+	t.Helper()
+	zs, err := rdb.ZRangeWithScores(context.Background(), key, 0, -1).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

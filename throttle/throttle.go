@@ -357,9 +357,15 @@ func (t *Throttle) reserveSeller(ctx context.Context, seller, id string, notBefo
 		}
 		return Reservation{}, t.fail(ctx, "reserve a slot", seller, err)
 	}
+	return sellerReservation(v, seller, id, "reserve a slot")
+}
+
+// sellerReservation reads a reserve script's reply v for the seller's
+// request id; op names the step in an error.
+func sellerReservation(v []any, seller, id, op string) (Reservation, error) {
 	r, err := parseReservation(v)
 	if err != nil {
-		return Reservation{}, fmt.Errorf("throttle: reserve a slot for seller %q: %w: %w", seller, ErrUnavailable, err)
+		return Reservation{}, fmt.Errorf("throttle: %s for seller %q: %w: %w", op, seller, ErrUnavailable, err)
 	}
 	r.Seller = seller
 	if r.Admitted {
