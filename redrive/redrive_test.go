@@ -319,7 +319,7 @@ func TestScanIsBounded(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		w := &kafka.Writer{Addr: kafka.TCP(f.brokers...), Topic: f.dlq, Balancer: &kafka.RoundRobin{}, BatchTimeout: time.Millisecond}
+		w := &kafka.Writer{Addr: kafka.TCP(f.brokers...), Topic: f.dlq, Balancer: &kafka.RoundRobin{}, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll} // acked: no race with the reads that follow
 		defer w.Close()
 		for ctx.Err() == nil {
 			_ = w.WriteMessages(ctx, f.letters[0])

@@ -44,7 +44,9 @@ func TestRedriveCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: bulkreg.DLQTopic(topic), BatchTimeout: time.Millisecond}
+	// RequireAll: a literal Writer defaults to no acks, and WriteMessages
+	// returned before the broker had stored the letters the scan then missed.
+	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: bulkreg.DLQTopic(topic), BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
 	if err := w.WriteMessages(ctx, letters...); err != nil {
 		t.Fatal(err)
 	}
