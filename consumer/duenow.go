@@ -31,6 +31,7 @@ type dueNow struct {
 	// the other 81 a second later).
 	keep  time.Duration
 	ranks map[string]*rank
+	now   func() time.Time // time.Now; a test's clock
 }
 
 // rank of a seller: the order in which it started asking.
@@ -47,7 +48,7 @@ type waiter struct {
 }
 
 func newDueNow(n int, keep time.Duration) *dueNow {
-	return &dueNow{free: n, keep: keep, ranks: map[string]*rank{}}
+	return &dueNow{free: n, keep: keep, ranks: map[string]*rank{}, now: time.Now}
 }
 
 // acquire waits for a token for a row of seller; false when ctx ended first
@@ -55,7 +56,7 @@ func newDueNow(n int, keep time.Duration) *dueNow {
 func (d *dueNow) acquire(ctx context.Context, seller string) bool {
 	d.mu.Lock()
 	d.seq++
-	now := time.Now()
+	now := d.now()
 	r := d.ranks[seller]
 	if r == nil || r.users == 0 && now.Sub(r.idle) > d.keep {
 		if d.seq%1024 == 0 {
@@ -108,7 +109,7 @@ func (d *dueNow) release(seller string) {
 func (d *dueNow) left(seller string) {
 	if r := d.ranks[seller]; r != nil {
 		if r.users--; r.users == 0 {
-			r.idle = time.Now()
+			r.idle = d.now()
 		}
 	}
 }

@@ -40,14 +40,22 @@ func granted(ch <-chan bool) bool {
 	}
 }
 
-// stillWaiting tells that an acquire has not returned (it waited 20 ms).
-func stillWaiting(ch <-chan bool) bool {
-	select {
-	case <-ch:
-		return false
-	case <-time.After(20 * time.Millisecond):
-		return true
+// stillWaiting tells that the acquire behind ch holds no token: it has not
+// returned, and d has n rows queued and no token free. A queued row cannot
+// return before release hands it the token (under d.mu), so nothing here
+// waits on time.
+func stillWaiting(d *dueNow, n int, ch ...<-chan bool) bool {
+	d.mu.Lock()
+	queued, free := d.queue.Len(), d.free
+	d.mu.Unlock()
+	for _, c := range ch {
+		select {
+		case <-c:
+			return false
+		default:
+		}
 	}
+	return queued == n && free == 0
 }
 
 // TestDueNowServesTheSellerThatStartedFirst: a token freed goes to the
@@ -66,7 +74,7 @@ func TestDueNowServesTheSellerThatStartedFirst(t *testing.T) {
 	if !granted(a2) {
 		t.Fatal("the freed token did not go to seller a's next row (a started first)")
 	}
-	if !stillWaiting(b1) || !stillWaiting(a3) {
+	if !stillWaiting(d, 2, b1, a3) {
 		t.Fatal("a freed token went to two rows")
 	}
 	d.release("a")
@@ -93,9 +101,11 @@ func TestDueNowKeepsARankForItsKeep(t *testing.T) {
 		name    string
 		pause   time.Duration
 		aBefore bool
-	}{{"within keep", 0, true}, {"after keep", 3 * keep, false}} {
+	}{{"within keep", keep, true}, {"after keep", keep + time.Millisecond, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newDueNow(1, keep)
+			clock := time.Unix(1_700_000_000, 0)
+			d.now = func() time.Time { return clock }
 			if !d.acquire(ctx, "a") { // a starts first
 				t.Fatal("no free token")
 			}
@@ -103,7 +113,7 @@ func TestDueNowKeepsARankForItsKeep(t *testing.T) {
 			if !d.acquire(ctx, "b") {
 				t.Fatal("no free token")
 			}
-			time.Sleep(tc.pause)
+			clock = clock.Add(tc.pause) // before the rows below start: they read it in acquire
 			b2 := acquireAsync(t, d, ctx, "b")
 			a2 := acquireAsync(t, d, ctx, "a")
 			d.release("b")
@@ -114,7 +124,7 @@ func TestDueNowKeepsARankForItsKeep(t *testing.T) {
 			if !granted(first) {
 				t.Fatalf("after a pause of %v the wrong seller got the token (want a first: %v)", tc.pause, tc.aBefore)
 			}
-			if !stillWaiting(second) {
+			if !stillWaiting(d, 1, second) {
 				t.Fatal("two rows hold the one token")
 			}
 		})
