@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/throttle"
 )
@@ -39,14 +41,21 @@ func TestMaxInWindow(t *testing.T) {
 	}
 }
 
-func TestRecordAndReport(t *testing.T) {
-	ctx := context.Background()
+// newRecorder starts a redis-server with a recorder keeping retention of
+// history, and answers Redis's clock now.
+func newRecorder(t *testing.T, retention time.Duration) (*redis.Client, *Recorder, time.Time) {
+	t.Helper()
 	rdb := testredis.Start(t).Client()
-	r := NewRecorder(rdb, time.Hour)
-	now, err := rdb.Time(ctx).Result()
+	now, err := rdb.Time(context.Background()).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rdb, NewRecorder(rdb, retention), now
+}
+
+func TestRecordAndReport(t *testing.T) {
+	ctx := context.Background()
+	_, r, now := newRecorder(t, time.Hour)
 	// seller a: 3 accepted inside 1 s, then a 429, a replay and a 503, then one
 	// accepted 2 s later; with limit 2 per second it exceeded.
 	start := now.Add(-10 * time.Second)
@@ -106,12 +115,7 @@ func TestRecordAndReport(t *testing.T) {
 
 func TestRetentionTrimsHistoryAndSellers(t *testing.T) {
 	ctx := context.Background()
-	rdb := testredis.Start(t).Client()
-	r := NewRecorder(rdb, 2*time.Second)
-	now, err := rdb.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rdb, r, now := newRecorder(t, 2*time.Second)
 	for i := range 5 {
 		if err := r.Record(ctx, "old", Call{At: now.Add(-time.Minute), Status: 201, Class: "registered", Key: fmt.Sprint("k:", i)}); err != nil {
 			t.Fatal(err)
@@ -194,12 +198,7 @@ func FuzzParseMember(f *testing.F) {
 // of 2 refilled at 2 a second runs dry and one of 4 does not.
 func TestReportCountsAsThePolicy(t *testing.T) {
 	ctx := context.Background()
-	rdb := testredis.Start(t).Client()
-	r := NewRecorder(rdb, time.Hour)
-	now, err := rdb.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, r, now := newRecorder(t, time.Hour)
 	edge := time.Unix(now.Unix()-10, 0) // a whole second, a window boundary for every policy
 	for i, ms := range []int{-100, -50, 0, 50} {
 		c := Call{At: edge.Add(time.Duration(ms) * time.Millisecond), Status: 201, Class: "registered", Key: fmt.Sprint("u:", i)}
@@ -237,12 +236,7 @@ func TestReportCountsAsThePolicy(t *testing.T) {
 // limit while the application is not.
 func TestAppWideLine(t *testing.T) {
 	ctx := context.Background()
-	rdb := testredis.Start(t).Client()
-	r := NewRecorder(rdb, time.Hour)
-	now, err := rdb.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, r, now := newRecorder(t, time.Hour)
 	start := now.Add(-10 * time.Second)
 	// Three sellers, 2 accepted each within 300 ms (their limit: 2 per
 	// second), a 429 and a replay that do not count.

@@ -30,16 +30,7 @@ func TestGlobalPolicyValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := ok
 			tc.edit(&p)
-			err := p.Validate()
-			if tc.field == "" {
-				if err != nil {
-					t.Fatalf("Validate() = %v, want nil", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), "Policy."+tc.field) {
-				t.Fatalf("Validate() = %v, want an error naming Policy.%s", err, tc.field)
-			}
+			checkValidate(t, p, tc.field)
 		})
 	}
 	th := newThrottle(t, redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), ok)

@@ -32,6 +32,25 @@ func maxInWindow(times []time.Time, w time.Duration) int {
 	return most
 }
 
+// checkValidate: with field "" p is valid; otherwise Validate names
+// Policy.<field> and New refuses p.
+func checkValidate(t *testing.T, p Policy, field string) {
+	t.Helper()
+	err := p.Validate()
+	if field == "" {
+		if err != nil {
+			t.Fatalf("Validate() = %v, want nil", err)
+		}
+		return
+	}
+	if err == nil || !strings.Contains(err.Error(), "Policy."+field) {
+		t.Fatalf("Validate() = %v, want an error naming Policy.%s", err, field)
+	}
+	if _, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), p); err == nil {
+		t.Fatalf("New accepted a policy with a bad %s", field)
+	}
+}
+
 func TestMaxInWindow(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(ms ...int) []time.Time {
@@ -129,19 +148,7 @@ func TestPolicyValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := ok
 			tc.edit(&p)
-			err := p.Validate()
-			if tc.field == "" {
-				if err != nil {
-					t.Fatalf("Validate() = %v, want nil", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), "Policy."+tc.field) {
-				t.Fatalf("Validate() = %v, want an error naming Policy.%s", err, tc.field)
-			}
-			if _, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), p); err == nil {
-				t.Fatalf("New accepted a policy with a bad %s", tc.field)
-			}
+			checkValidate(t, p, tc.field)
 		})
 	}
 	if got := PerMinute(100); got != (Policy{Kind: Sliding, Limit: 100, Window: time.Minute, Margin: 250 * time.Millisecond}) {
