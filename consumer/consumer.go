@@ -218,41 +218,6 @@ func (c *Consumer) dispatch(r *row) {
 	c.lanes.add(m.SellerID, r)
 }
 
-// process is the life of one decoded row: take a slot → call → classify →
-// record → finished. It runs in the seller's lane.
-func (c *Consumer) process(r *row) {
-	log := rowLogger(c.log, r)
-	if r.ctx().Err() != nil { // the partition was revoked while the row sat in its lane
-		r.giveBack()
-		return
-	}
-	var t tries
-	// ── SKU ledger (consumer/ledger.go): claim before each slot, settle at the end.
-	sku := c.newSKUClaim(r, log)
-	defer sku.settle()
-	// ── circuit breaker (consumer/circuit.go): wait while the API is down for everyone.
-	cb := c.newRowCircuit(r, log)
-	defer cb.done()
-	for {
-		if !c.claimAndWait(r, &t, sku, cb) {
-			return
-		}
-		slot, ok := c.reserve(r, log)
-		if !ok {
-			r.giveBack()
-			return
-		}
-		wait, again := c.attempt(r, &t, slot, cb, sku, log)
-		if !again {
-			return
-		}
-		if wait > 0 && !sleep(r.ctx(), wait) {
-			r.giveBack()
-			return
-		}
-	}
-}
-
 // claimAndWait claims the row's SKU and waits while the API is down for
 // everyone; false when the row is done or given back.
 //
@@ -427,91 +392,26 @@ func maxTime(a, b time.Time) time.Time {
 // redisNow is the time on the Redis clock, from the slot.
 func (s *slot) redisNow() time.Time { return s.At.Add(time.Since(s.due)) }
 
-// reserve takes a throttle slot for the row and sleeps on a timer until it.
-// While Redis does not answer it waits (no call without a slot) and tries
-// again. It reports false when the row must be given back (rebalance,
-// shutdown); a slot it held is given back then.
-func (c *Consumer) reserve(r *row, log *slog.Logger) (*slot, bool) {
-	ctx := r.ctx()
-	redisRetry := c.redisBackOff()
-	c.m.waiting.Inc()
-	defer c.m.waiting.Dec()
-	c.reserving.Add(1)
-	defer c.reserving.Add(-1)
-	start := time.Now()
-	for {
-		if !c.redis.wait(ctx) {
-			return nil, false
-		}
-		s, wait, ok := c.ask(ctx, r, redisRetry, log)
-		if !ok {
-			return nil, false
-		}
-		if s == nil {
-			if !sleep(ctx, wait) {
-				return nil, false
-			}
-			continue
-		}
-		// Shortly before the slot (a jittered lead, so the rows of one
-		// window do not all ask at once) the throttle confirms the slot. A
-		// slot due sooner than that was granted just now: the reservation
-		// itself vouches for its epoch.
-		if lead := c.checkLead(); time.Until(s.due) > lead {
-			c.notNow(s)
-			if !sleep(ctx, time.Until(s.due.Add(-lead))) {
-				c.release(s)
-				return nil, false
-			}
-			if !c.current(ctx, s, log) {
-				c.release(s)
-				if ctx.Err() != nil {
-					return nil, false
-				}
-				continue
-			}
-		}
-		if !sleep(ctx, time.Until(s.due)) {
-			c.notNow(s)
-			c.release(s)
-			return nil, false
-		}
-		c.m.throttleWait.Observe(time.Since(start).Seconds())
-		if !c.redis.healthy() {
-			// Redis went down while the row slept towards its slot: fail
-			// closed. The slot is given back if Redis answers that.
-			c.notNow(s)
-			c.release(s)
-			continue
-		}
-		return s, true
-	}
-}
-
-// ask asks the throttle once for the row's slot: a slot placed on this
-// machine's clock, or nil and how long to wait before asking again; ok is
-// false when the row must be given back. A function of its own, like
-// conclude, so that a row sleeping towards its slot keeps a small stack.
+// ask asks the throttle once for the row's slot, once the row may ask
+// (askGates) and holds a token of c.now (job.go takes both): a slot placed
+// on this machine's clock, or nil and how long to wait before asking again;
+// ok is false when the row must be given back. leave ends the row's turn at
+// the seller's ask gate.
+//
+// A row asks with a token of c.now and keeps it while its slot is due now,
+// until its call starts: this consumer holds at most MaxDueNow slots it has
+// yet to call. Without it, the first rows of many sellers (or every row
+// after an outage) all took slots due at once, far more than the machine
+// could call within MaxLateness; most went by unused (each one a slot lost
+// to the seller, since the next window's slots are already placed after it)
+// and the rows took new ones, over and over. The tokens go to the seller
+// that started asking first (duenow.go).
+//
+// A function of its own, like conclude, so that a row sleeping towards its
+// slot keeps a small stack.
 //
 //go:noinline
-func (c *Consumer) ask(ctx context.Context, r *row, redisRetry backoff.BackOff, log *slog.Logger) (s *slot, wait time.Duration, ok bool) {
-	leave, ok := c.asks.enter(ctx, r.m.SellerID)
-	if !ok {
-		return nil, 0, false
-	}
-	// A row asks with a token of c.now and keeps it while its slot is
-	// due now, until its call starts: this consumer holds at most
-	// MaxDueNow slots it has yet to call. Without it, the first rows of
-	// many sellers (or every row after an outage) all took slots due
-	// at once, far more than the machine could call within
-	// MaxLateness; most went by unused (each one a slot lost to the
-	// seller, since the next window's slots are already placed after
-	// it) and the rows took new ones, over and over.
-	// The tokens go to the seller that started asking first (duenow.go).
-	if !c.now.acquire(ctx, r.m.SellerID) {
-		leave(time.Time{})
-		return nil, 0, false
-	}
+func (c *Consumer) ask(ctx context.Context, r *row, leave func(time.Time), redisRetry backoff.BackOff, log *slog.Logger) (s *slot, wait time.Duration, ok bool) {
 	sent := time.Now()
 	res, err := c.deps.Throttle.Reserve(ctx, r.m.SellerID)
 	if err == nil && !res.Admitted {

@@ -43,8 +43,10 @@ type rank struct {
 
 type waiter struct {
 	rank, seq uint64
-	ready     chan struct{} // closed when the token is handed over
-	index     int           // in the heap; -1 once handed a token
+	seller    string
+	grant     func(ok bool) // told once: the token was handed over, or ctx ended first
+	stop      func() bool   // unregisters the ctx watch
+	index     int           // in the heap; -1 once out of it
 }
 
 func newDueNow(n int, keep time.Duration) *dueNow {
@@ -54,6 +56,19 @@ func newDueNow(n int, keep time.Duration) *dueNow {
 // acquire waits for a token for a row of seller; false when ctx ended first
 // (then it holds none).
 func (d *dueNow) acquire(ctx context.Context, seller string) bool {
+	got := make(chan bool, 1)
+	if d.acquireOr(ctx, seller, func(ok bool) { got <- ok }) {
+		return true
+	}
+	return <-got
+}
+
+// acquireOr takes a token for a row of seller at once (true), or queues the
+// row without a goroutine (false): grant is then called once, on another
+// goroutine, with true when the token is handed over, false when ctx ended
+// first (then the row holds none). A consumer queues thousands of rows here
+// when many sellers' first windows fall due at once.
+func (d *dueNow) acquireOr(ctx context.Context, seller string, grant func(ok bool)) bool {
 	d.mu.Lock()
 	d.seq++
 	now := d.now()
@@ -71,38 +86,45 @@ func (d *dueNow) acquire(ctx context.Context, seller string) bool {
 		d.mu.Unlock()
 		return true
 	}
-	w := &waiter{rank: r.order, seq: d.seq, ready: make(chan struct{})}
+	w := &waiter{rank: r.order, seq: d.seq, seller: seller, grant: grant}
 	heap.Push(&d.queue, w)
+	// Registered under the lock, so release (which takes it) never sees
+	// a waiter without its stop.
+	w.stop = context.AfterFunc(ctx, func() { d.cancel(w) })
 	d.mu.Unlock()
+	return false
+}
 
-	select {
-	case <-w.ready:
-		return true
-	case <-ctx.Done():
-	}
+// cancel takes w out of the queue when its ctx ended before it was handed a
+// token. One handed over as ctx ended is given back.
+func (d *dueNow) cancel(w *waiter) {
 	d.mu.Lock()
 	if w.index >= 0 {
 		heap.Remove(&d.queue, w.index)
-		d.left(seller)
+		d.left(w.seller)
 		d.mu.Unlock()
-		return false
+		w.grant(false)
+		return
 	}
 	d.mu.Unlock()
-	d.release(seller) // handed a token just as ctx ended
-	return false
+	d.release(w.seller) // handed a token just as ctx ended: release could not stop this call
+	w.grant(false)
 }
 
 // release gives back a token of a row of seller: to the best-ranked waiter.
 func (d *dueNow) release(seller string) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.left(seller)
 	if d.queue.Len() == 0 {
 		d.free++
+		d.mu.Unlock()
 		return
 	}
 	w := heap.Pop(&d.queue).(*waiter)
-	close(w.ready)
+	d.mu.Unlock()
+	if w.stop() { // else its ctx ended and cancel gives the token back
+		go w.grant(true)
+	}
 }
 
 // left: one row of seller no longer holds or waits for a token.

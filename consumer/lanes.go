@@ -13,7 +13,10 @@ import "sync"
 // in-flight token for it.
 type lanes struct {
 	concurrency int
-	run         func(*row) // the pipeline; returns when the row is finished or given back
+	// run is the pipeline. It returns true when the row is finished or
+	// given back, false when the row parked (job.go): then it calls done,
+	// on another goroutine, when the row ends.
+	run func(r *row, done func()) bool
 
 	mu       sync.Mutex
 	bySeller map[string]*lane
@@ -28,7 +31,7 @@ type lane struct {
 	active int
 }
 
-func newLanes(concurrency int, run func(*row), onQueued, onActive func(int)) *lanes {
+func newLanes(concurrency int, run func(*row, func()) bool, onQueued, onActive func(int)) *lanes {
 	return &lanes{concurrency: max(1, concurrency), run: run, bySeller: map[string]*lane{}, onQueued: onQueued, onActive: onActive}
 }
 
@@ -53,29 +56,39 @@ func (ls *lanes) add(seller string, r *row) {
 	go ls.work(seller, ln, r)
 }
 
-// work runs rows of one lane until its queue is empty.
+// work runs rows of one lane until its queue is empty or a row parks; the
+// parked row's end goes on with the lane's queue on its own goroutine.
 func (ls *lanes) work(seller string, ln *lane, r *row) {
-	for {
-		ls.run(r)
-		ls.mu.Lock()
-		if len(ln.queue) == 0 {
-			ln.active--
-			if ln.active == 0 {
-				delete(ls.bySeller, seller)
-				ls.onActive(-1)
-			}
-			ls.mu.Unlock()
+	for r != nil {
+		if !ls.run(r, func() { ls.work(seller, ln, ls.next(seller, ln)) }) {
 			return
 		}
-		r = ln.queue[0]
-		ln.queue[0] = nil
-		ln.queue = ln.queue[1:]
-		if len(ln.queue) == 0 {
-			ln.queue = nil // let the drained backing array go
+		r = ls.next(seller, ln)
+	}
+}
+
+// next takes the lane's next queued row for a worker whose row ended, or
+// retires the worker (nil) when the queue is empty.
+func (ls *lanes) next(seller string, ln *lane) *row {
+	ls.mu.Lock()
+	if len(ln.queue) == 0 {
+		ln.active--
+		if ln.active == 0 {
+			delete(ls.bySeller, seller)
+			ls.onActive(-1)
 		}
 		ls.mu.Unlock()
-		ls.onQueued(-1)
+		return nil
 	}
+	r := ln.queue[0]
+	ln.queue[0] = nil
+	ln.queue = ln.queue[1:]
+	if len(ln.queue) == 0 {
+		ln.queue = nil // let the drained backing array go
+	}
+	ls.mu.Unlock()
+	ls.onQueued(-1)
+	return r
 }
 
 // rowsBySeller counts each seller's rows in this consumer: queued, waiting for

@@ -17,7 +17,7 @@ func TestLanes(t *testing.T) {
 	peak := map[string]int{}
 	var order []int64
 	var done sync.WaitGroup
-	ls := newLanes(3, func(r *row) {
+	ls := newLanes(3, func(r *row, _ func()) bool {
 		seller := string(r.msg.Key)
 		mu.Lock()
 		running[seller]++
@@ -33,6 +33,7 @@ func TestLanes(t *testing.T) {
 		running[seller]--
 		mu.Unlock()
 		done.Done()
+		return true
 	}, func(d int) { queued.Add(int64(d)) }, func(d int) { active.Add(int64(d)) })
 
 	mk := func(seller string, off int64) *row {
@@ -65,6 +66,63 @@ func TestLanes(t *testing.T) {
 	if peak["slow"] != 3 || peak["fast"] > 3 {
 		t.Errorf("peak concurrency slow %d fast %d, want 3 and ≤ 3", peak["slow"], peak["fast"])
 	}
+	if queued.Load() != 0 || active.Load() != 0 {
+		t.Errorf("after the end: queued %d, active sellers %d, want 0", queued.Load(), active.Load())
+	}
+}
+
+// TestLanesParkedRows: a row that parks (run returns false) keeps its place
+// in the lane's concurrency without its worker; the lane goes on with its
+// queue only when the parked row ends, on the goroutine that ends it.
+func TestLanesParkedRows(t *testing.T) {
+	var queued, active atomic.Int64
+	var mu sync.Mutex
+	var parked []func()
+	var ran []int64
+	ls := newLanes(2, func(r *row, done func()) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		ran = append(ran, r.msg.Offset)
+		if r.msg.Offset%2 == 0 { // even rows park, odd ones end at once
+			parked = append(parked, done)
+			return false
+		}
+		return true
+	}, func(d int) { queued.Add(int64(d)) }, func(d int) { active.Add(int64(d)) })
+	for i := range 6 {
+		r := &row{}
+		r.msg.Offset = int64(i)
+		ls.add("s", r)
+	}
+	ranNow := func() []int64 { mu.Lock(); defer mu.Unlock(); return append([]int64(nil), ran...) }
+	parkedNow := func() int { mu.Lock(); defer mu.Unlock(); return len(parked) }
+	// Rows 0 and 1 start; 1 ends at once and its worker takes 2, which
+	// parks: two rows parked, the lane is full, rows 3 to 5 stay queued.
+	waitFor(t, 2*time.Second, "rows 0 and 2 parked", func() bool { return parkedNow() == 2 })
+	time.Sleep(50 * time.Millisecond) // a worker that wrongly went on would have taken row 3 by now
+	if got := ranNow(); len(got) != 3 {
+		t.Fatalf("ran %v while two rows were parked, want only rows 0, 1 and 2", got)
+	}
+	if q := queued.Load(); q != 3 {
+		t.Errorf("queued = %d while two rows were parked, want 3", q)
+	}
+	// Ending a parked row goes on with the queue: row 3 ends at once, 4
+	// parks.
+	mu.Lock()
+	first := parked[0]
+	mu.Unlock()
+	go first()
+	waitFor(t, 2*time.Second, "row 4 parked", func() bool { return parkedNow() == 3 })
+	if got := ranNow(); len(got) != 5 || got[3] != 3 || got[4] != 4 {
+		t.Fatalf("after ending the first parked row ran %v, want rows 0 to 4 in order", got)
+	}
+	mu.Lock()
+	rest := append([]func(){}, parked[1:]...)
+	mu.Unlock()
+	for _, done := range rest {
+		go done()
+	}
+	waitFor(t, 2*time.Second, "row 5 run and the lane gone", func() bool { return len(ranNow()) == 6 && ls.sellers() == 0 })
 	if queued.Load() != 0 || active.Load() != 0 {
 		t.Errorf("after the end: queued %d, active sellers %d, want 0", queued.Load(), active.Load())
 	}
