@@ -173,7 +173,9 @@ type result struct {
 	Ratio        *stats             `json:"seller_ratio"`
 	Groups       []groupResult      `json:"seller_groups"`
 	SellerRatios map[string]float64 `json:"seller_ratios,omitempty"`
-	Global       *globalResult      `json:"global_limit,omitempty"`
+	// times: each seller's accepted registrations, seconds from the run's first (-times)
+	times  map[string][]float64
+	Global *globalResult `json:"global_limit,omitempty"`
 
 	CPUS        float64 `json:"consumer_cpu_s"`
 	CPUUsPerRow float64 `json:"consumer_cpu_us_per_registered_row"`
@@ -229,6 +231,7 @@ func main() {
 	which := flag.String("scenario", "all", "comma-separated scenarios: one-seller, many-sellers, global, or all")
 	window := flag.Duration("window", 0, "override the seller window (and an equal app-wide window) of every scenario; 0 keeps 3s")
 	consumerBin := flag.String("consumer-bin", "", "cmd/consumer binary to run, for example an older build (default: built from this tree)")
+	timesDir := flag.String("times", "", "also write each scenario's registration times, per seller in seconds from the run's first, to DIR/<scenario>-times.json (to see where a slow seller lost its time)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
@@ -265,6 +268,13 @@ func main() {
 			os.RemoveAll(dir)
 			fmt.Fprintln(os.Stderr, "bench:", sc.Name+":", err)
 			os.Exit(1)
+		}
+		if *timesDir != "" {
+			if err := writeTimes(filepath.Join(*timesDir, sc.Name+"-times.json"), r.times); err != nil {
+				os.RemoveAll(dir)
+				fmt.Fprintln(os.Stderr, "bench:", err)
+				os.Exit(1)
+			}
 		}
 		out = append(out, r)
 	}
@@ -506,6 +516,12 @@ func run(ctx context.Context, sc scenario, bin, parent string, log *slog.Logger)
 		times[id], rows[id] = sb.AcceptedTimes(id), n
 	})
 	first, last := span(times)
+	res.times = map[string][]float64{}
+	for id, ts := range times {
+		for _, t := range ts {
+			res.times[id] = append(res.times[id], round(t.Sub(first).Seconds()))
+		}
+	}
 	if sc.sellers() <= 20 { // a hundred would bury the rest of the JSON
 		res.SellerRatios = map[string]float64{}
 	}
@@ -873,4 +889,16 @@ func logTail(path string) string {
 		b = b[len(b)-2000:]
 	}
 	return string(b)
+}
+
+// writeTimes writes what -times asks for.
+func writeTimes(path string, times map[string][]float64) error {
+	b, err := json.Marshal(times)
+	if err != nil {
+		return fmt.Errorf("encode the registration times: %w", err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("write the registration times (-times): %w", err)
+	}
+	return nil
 }

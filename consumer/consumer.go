@@ -500,6 +500,7 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 		c.notNow(s)
 	case <-budget.C:
 		c.notNow(s)
+		c.m.lateness.Observe(time.Since(s.bound).Seconds())
 		c.m.late.Inc()
 		c.release(s)
 		return res, false
@@ -525,7 +526,9 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 		c.release(s)
 		return res, false
 	}
-	if late := time.Since(s.bound); late > c.cfg.MaxLateness {
+	late := time.Since(s.bound)
+	c.m.lateness.Observe(late.Seconds())
+	if late > c.cfg.MaxLateness {
 		cb.abandon()
 		c.m.late.Inc()
 		c.release(s)

@@ -469,8 +469,13 @@ func TestALateRedisAnswerTakesANewSlot(t *testing.T) {
 	if late > lateness+20*time.Millisecond {
 		t.Errorf("the call started %v after its slot, want within the %v lateness: a slow answer hid the lateness", late, lateness)
 	}
-	if missed := gathered(t, reg, "bulkreg_consumer_slots_missed_total"); missed < 1 {
+	missed := gathered(t, reg, "bulkreg_consumer_slots_missed_total")
+	if missed < 1 {
 		t.Errorf("no slot was given back while Redis answered %v late", delay)
+	}
+	// Every call about to start is measured, the ones not made too.
+	if n := gathered(t, reg, "bulkreg_consumer_call_lateness_seconds"); n != missed+1 {
+		t.Errorf("%v lateness observations, want %v (each missed slot and the call made)", n, missed+1)
 	}
 }
 

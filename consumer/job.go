@@ -145,6 +145,7 @@ func (j *job) run() bool {
 				continue
 			}
 			c.m.throttleWait.Observe(time.Since(j.start).Seconds())
+			c.m.uncertainty.Observe(s.due.Sub(s.bound).Seconds())
 			if !c.redis.healthy() {
 				// Redis went down while the row slept towards its slot: fail
 				// closed. The slot is given back if Redis answers that.

@@ -14,6 +14,8 @@ type metrics struct {
 	calls         *prometheus.CounterVec   // class of every registry call
 	latency       *prometheus.HistogramVec // class
 	throttleWait  prometheus.Histogram
+	lateness      prometheus.Histogram
+	uncertainty   prometheus.Histogram
 	rateLimited   prometheus.Counter
 	inFlight      prometheus.Gauge
 	waiting       prometheus.Gauge
@@ -47,6 +49,16 @@ func newMetrics(reg prometheus.Registerer, oldest func() float64) *metrics {
 			Name:    "bulkreg_consumer_throttle_wait_seconds",
 			Help:    "Time a row waited for its throttle slot, per attempt.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
+		}),
+		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "bulkreg_consumer_call_lateness_seconds",
+			Help:    "How late after its slot a call was about to start, as far as the consumer can tell (an upper bound: the slot's place on this machine's clock is known only within the round trips that placed it). A call later than --max-lateness is not made: its slot is counted in bulkreg_consumer_slots_missed_total.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 12),
+		}),
+		uncertainty: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "bulkreg_consumer_slot_uncertainty_seconds",
+			Help:    "How far apart the earliest and the latest time at which a row's slot could fall on this machine's clock were when the row woke for it. The row wakes at the latest and counts its lateness from the earliest, so this eats into --max-lateness.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 12),
 		}),
 		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "bulkreg_consumer_rate_limited_total",
@@ -102,7 +114,7 @@ func newMetrics(reg prometheus.Registerer, oldest func() float64) *metrics {
 		Help: "Age of the oldest unfinished row in this consumer, since it was produced; 0 when none.",
 	}, oldest)
 	m.initLabels()
-	reg.MustRegister(m.rows, m.calls, m.latency, m.throttleWait, m.rateLimited, m.inFlight, m.waiting,
+	reg.MustRegister(m.rows, m.calls, m.latency, m.throttleWait, m.lateness, m.uncertainty, m.rateLimited, m.inFlight, m.waiting,
 		m.activeSellers, m.commits, m.rebalances, m.dlqWrites, m.redisDown, m.abandoned, m.late, m.stale, m.stateLost, oldestAge)
 	return m
 }

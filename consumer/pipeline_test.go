@@ -506,6 +506,8 @@ func gathered(t testing.TB, reg *prometheus.Registry, name string) float64 {
 				sum += m.Counter.GetValue()
 			case m.Gauge != nil:
 				sum += m.Gauge.GetValue()
+			case m.Histogram != nil:
+				sum += float64(m.Histogram.GetSampleCount())
 			}
 		}
 	}
