@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -725,8 +726,8 @@ func TestCollector(t *testing.T) {
 		t.Fatalf("no metric %s", name)
 		return 0
 	}
-	if mfs, err := reg.Gather(); err != nil || len(mfs) != 5 {
-		t.Fatalf("gathered %d metric families (%v), want 5", len(mfs), err)
+	if mfs, err := reg.Gather(); err != nil || len(mfs) != 6 {
+		t.Fatalf("gathered %d metric families (%v), want 6", len(mfs), err)
 	}
 	if gauge(MetricState) != 0 || gauge(MetricOpenSeconds) != 0 {
 		t.Errorf("closed: state %v, open seconds %v; want 0, 0", gauge(MetricState), gauge(MetricOpenSeconds))
@@ -850,13 +851,21 @@ func TestTrustClosed(t *testing.T) {
 		t.Errorf("Allow once TrustClosed had passed ran %d scripts, want 1 (it asks Redis)", n)
 	}
 
-	// The fleet opens the circuit while a's view is still fresh: the call a
-	// allows locally is reported, and the Report's answer says open.
-	call(t, a, "s1", "u:2", Success)
-	trip(t, other)
+	// The fleet opens the circuit while a's view is still fresh. a's
+	// answered calls are counted in its unsent batch, answered from its
+	// view, until the batch is half a TrustClosed old: the report that
+	// then sends it answers open.
+	call(t, a, "s1", "u:2", Success) // asks Redis (the trust ran out above): fresh again
+	before = scripts()
 	d, st := call(t, a, "s2", "u:3", Success)
+	if n := scripts() - before; n != 0 || !d.Allowed || st.State != Closed {
+		t.Errorf("an answered call within TrustClosed of a closed answer: allowed %v, answered %s, %d scripts; want allowed, closed, 0 (counted in the batch)", d.Allowed, st.State, n)
+	}
+	time.Sleep(s.TrustClosed / 2)
+	trip(t, other)
+	d, st = call(t, a, "s2", "u:4", Success)
 	if !d.Allowed || st.State != Open {
-		t.Fatalf("the call a allowed from its fresh view: allowed %v, its Report answered %s; want allowed, open", d.Allowed, st.State)
+		t.Fatalf("the report once the batch was TrustClosed/2 old: allowed %v, answered %s; want allowed, open", d.Allowed, st.State)
 	}
 	if d, err := a.Allow(ctx); err != nil || d.Allowed {
 		t.Errorf("Allow after a Report answered open = %+v, %v; want refused", d, err)
@@ -872,5 +881,87 @@ func TestTrustClosed(t *testing.T) {
 	never.Allow(ctx)
 	if n := scripts() - before; n != 2 || never.allowedLocally.Load() != 0 {
 		t.Errorf("with TrustClosed negative, 2 Allows ran %d scripts and %d were local; want 2 and 0", n, never.allowedLocally.Load())
+	}
+}
+
+// TestAnsweredCallsAreSentInBatches: while a process trusts that the
+// circuit is closed, its answered calls are counted locally and sent with
+// its next report that goes to Redis (a failure, or the first answered call
+// once the batch is TrustClosed/2 old): the window counts every call, and
+// the sellers the batch saw, as if each had been reported.
+func TestAnsweredCallsAreSentInBatches(t *testing.T) {
+	srv := testredis.Start(t)
+	s := fast()
+	s.TrustClosed = time.Second
+	s.MinFailedSellers = 3 // the window keeps this many distinct sellers per bucket: a, b and c
+	b := newBreaker(t, srv.Client(), s)
+	ctx := context.Background()
+	_, window := b.Keys()
+	counted := func() (calls int, sellers map[string]bool) {
+		t.Helper()
+		m, err := srv.Client().HGetAll(ctx, window).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sellers = map[string]bool{}
+		for k, v := range m {
+			switch {
+			case strings.HasSuffix(k, ":n"):
+				n, _ := strconv.Atoi(v)
+				calls += n
+			case strings.HasSuffix(k, ":s"):
+				for x := range strings.SplitSeq(v, "\n") {
+					if x != "" {
+						sellers[x] = true
+					}
+				}
+			}
+		}
+		return calls, sellers
+	}
+
+	call(t, b, "a", "a:0", Success) // its Allow learned that the circuit is closed: counted in the batch
+	for i := range 30 {
+		o := Success
+		if i%3 == 0 {
+			o = Answered
+		}
+		call(t, b, "b", fmt.Sprintf("b:%d", i), o)
+	}
+	if n, _ := counted(); n != 0 {
+		t.Fatalf("the window counts %d calls after 31 answered within TrustClosed/2, want 0 (they wait in the batch)", n)
+	}
+	if got := b.batched.Load(); got != 31 {
+		t.Errorf("%d calls counted in the batch, want 31", got)
+	}
+	call(t, b, "c", "c:0", Failure)
+	n, sellers := counted()
+	if n != 32 {
+		t.Errorf("after a failure the window counts %d calls, want 32 (the batch of 31 + the failure)", n)
+	}
+	if !sellers["a"] || !sellers["b"] || !sellers["c"] {
+		t.Errorf("sellers in the window %v, want a, b and c (a's and b's calls came in the batch)", sellers)
+	}
+
+	// With no failure, the batch goes with the first answered call once it
+	// is TrustClosed/2 old.
+	call(t, b, "d", "d:0", Success)
+	time.Sleep(s.TrustClosed / 2)
+	call(t, b, "d", "d:1", Success)
+	if n, _ := counted(); n != 34 {
+		t.Errorf("the window counts %d calls once the batch was TrustClosed/2 old, want 34", n)
+	}
+
+	// A probe's answer is never batched: it closes the circuit for everyone.
+	s.Name = "probe" // a circuit of its own, with an empty window
+	p := newBreaker(t, srv.Client(), s)
+	trip(t, p)
+	time.Sleep(s.ProbeMin)
+	d, st := call(t, p, "e", "e:0", Success)
+	if !d.Probe || st.State != Closed {
+		t.Fatalf("the probe: %+v, answered %s; want a probe whose report closes the circuit", d, st.State)
+	}
+	if got := peek(t, p); got.State != Closed {
+		t.Errorf("after the probe succeeded Redis holds %s, want closed", got.State)
 	}
 }

@@ -13,6 +13,7 @@ const (
 	MetricRefused     = "bulkreg_circuit_refused_total"
 	MetricProbes      = "bulkreg_circuit_probes_total"
 	MetricLocal       = "bulkreg_circuit_allowed_locally_total"
+	MetricBatched     = "bulkreg_circuit_reports_batched_total"
 )
 
 var (
@@ -26,6 +27,8 @@ var (
 		"Probe calls this consumer made to test whether the registration API answers again.", nil, nil)
 	descLocal = prometheus.NewDesc(MetricLocal,
 		"Calls this consumer allowed without asking Redis, because it had learned within TrustClosed that the circuit is closed.", nil, nil)
+	descBatched = prometheus.NewDesc(MetricBatched,
+		"Answered calls this consumer counted in a batch sent with its next report, instead of reporting each to Redis, while it knew the circuit closed.", nil, nil)
 )
 
 // collector exports a Breaker's state and counters.
@@ -43,6 +46,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descRefused
 	ch <- descProbes
 	ch <- descLocal
+	ch <- descBatched
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -61,4 +65,5 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(c.b.Refused()))
 	ch <- prometheus.MustNewConstMetric(descProbes, prometheus.CounterValue, float64(c.b.Probes()))
 	ch <- prometheus.MustNewConstMetric(descLocal, prometheus.CounterValue, float64(c.b.allowedLocally.Load()))
+	ch <- prometheus.MustNewConstMetric(descBatched, prometheus.CounterValue, float64(c.b.batched.Load()))
 }

@@ -106,7 +106,7 @@ type Consumer struct {
 	close func() error
 	calls chan struct{} // one token per registry call in progress
 	// now is one token per row asking the throttle or holding a slot due
-	// now (see reserve).
+	// now (see ask).
 	now   *dueNow
 	warm  *warmth
 	turn  *probeTurn // one row at a time goes for the circuit's probe

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// dueNow hands out the consumer's MaxDueNow tokens (see reserve), a seller
+// dueNow hands out the consumer's MaxDueNow tokens (see Consumer.ask), a seller
 // that started asking first before the others.
 //
 // A seller's time from first registration to last is set by its first

@@ -34,6 +34,9 @@
 -- ARGV[12] longest probe interval in µs
 -- ARGV[13] probe interval multiplier
 -- ARGV[14] retention of the state hash in ms
+-- ARGV[15] optional: answered calls of the caller's process not reported one by one (circuit.Breaker
+--          counts them while it knows the circuit is closed and sends them with its next report)
+-- ARGV[16] optional: their distinct sellers, "\n"-separated, at most min distinct failed sellers
 --
 -- Reply: {state, changed (0|1), retry_at µs, now µs, opened_at µs (0 when closed)}, the state
 -- after this report; changed is 1 when this report opened or closed the circuit.
@@ -82,7 +85,10 @@ if state ~= 'closed' then
   return reply(state, 0, tonumber(h[3] or now), opened)
 end
 
-if outcome == 'abandoned' then
+local unsent = tonumber(ARGV[15] or '0') or 0
+local counted = 1
+if outcome == 'abandoned' then counted = 0 end
+if counted + unsent == 0 then
   return reply('closed', 0, now, 0)
 end
 
@@ -109,8 +115,9 @@ local function capadd(field, member, cap)
 end
 local minCalls, ratio = tonumber(ARGV[7]), tonumber(ARGV[8])
 local minRows, minSellers = tonumber(ARGV[9]), tonumber(ARGV[10])
-redis.call('HINCRBY', KEYS[2], f('n'), 1)
-capadd(f('s'), seller, minSellers)
+redis.call('HINCRBY', KEYS[2], f('n'), counted + unsent)
+if counted == 1 then capadd(f('s'), seller, minSellers) end
+for s in string.gmatch(ARGV[16] or '', '[^\n]+') do capadd(f('s'), s, minSellers) end
 if outcome == 'failure' then
   redis.call('HINCRBY', KEYS[2], f('f'), 1)
   capadd(f('fs'), seller, minSellers)
