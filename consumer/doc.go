@@ -9,7 +9,7 @@
 //	  ─▶ seller lane (bounded concurrency per seller)
 //	  ─▶ SKU claim (ledger.go: registered before → recorded, no slot, no call)
 //	  ─▶ circuit breaker (circuit.go: wait while the API is down for everyone)
-//	  ─▶ throttle slot (one Redis call; sleep on a timer until the slot)
+//	  ─▶ throttle slot (one Redis call; the row parks on a timer until the slot, job.go)
 //	  ─▶ Allow ─▶ registration API ─▶ Report ─▶ classify
 //	  ─▶ record (upload status + compliance history) ─▶ offset finished
 //
