@@ -542,6 +542,7 @@ func (b *Breaker) Report(ctx context.Context, d Decision, c Call) (Status, error
 		unsent.calls, strings.Join(unsent.sellers, "\n")).Slice()
 	if err != nil {
 		b.forget()
+		b.putBack(unsent)
 		return Status{}, b.fail(ctx, "report a call's outcome", err)
 	}
 	st, err := parseReport(v)
@@ -680,6 +681,27 @@ func (b *Breaker) takeUnsent() batch {
 		return batch{}
 	}
 	return u
+}
+
+// putBack returns a batch whose report failed to the unsent one, for the
+// next report (the script may have run with it: then its calls count twice,
+// which only makes a failure ratio look lower for a window).
+func (b *Breaker) putBack(u batch) {
+	if u.calls == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	cur := &b.unsent
+	if cur.calls == 0 || u.since.Before(cur.since) {
+		cur.since = u.since
+	}
+	cur.calls += u.calls
+	for _, s := range u.sellers {
+		if len(cur.sellers) < b.s.MinFailedSellers && !slices.Contains(cur.sellers, s) {
+			cur.sellers = append(cur.sellers, s)
+		}
+	}
 }
 
 // refuseLocally answers a refusal from the view when the view says the

@@ -952,6 +952,20 @@ func TestAnsweredCallsAreSentInBatches(t *testing.T) {
 		t.Errorf("the window counts %d calls once the batch was TrustClosed/2 old, want 34", n)
 	}
 
+	// A report that fails (Redis down) keeps its batch for the next one.
+	for i := range 5 {
+		call(t, b, "f", fmt.Sprintf("f:%d", i), Success)
+	}
+	srv.Stop()
+	if _, err := b.Report(ctx, Decision{State: Closed, Allowed: true}, Call{Seller: "f", Row: "f:x", Outcome: Failure}); err == nil {
+		t.Fatal("a report with Redis stopped answered no error")
+	}
+	srv.Restart() // empty: the window starts again
+	call(t, b, "f", "f:9", Failure)
+	if n, _ := counted(); n != 6 {
+		t.Errorf("after a failed report and Redis's restart the window counts %d calls, want 6 (the kept batch of 5 + the failure)", n)
+	}
+
 	// A probe's answer is never batched: it closes the circuit for everyone.
 	s.Name = "probe" // a circuit of its own, with an empty window
 	p := newBreaker(t, srv.Client(), s)

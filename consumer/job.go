@@ -178,8 +178,8 @@ func (j *job) run() bool {
 		case stepGiveBack:
 			return j.giveBack()
 
-		default: // stepFinished: a wake-up after the end; cannot happen
-			return true
+		default: // stepFinished: a wake-up after the end, which cannot happen; the lane was told already
+			return false
 		}
 	}
 }
