@@ -404,6 +404,13 @@ type batch struct {
 	since   time.Time
 }
 
+// addSeller adds seller unless the batch has it or holds most sellers.
+func (u *batch) addSeller(seller string, most int) {
+	if len(u.sellers) < most && !slices.Contains(u.sellers, seller) {
+		u.sellers = append(u.sellers, seller)
+	}
+}
+
 // view is what this process last learned of the circuit, in local time.
 type view struct {
 	known   bool // false until the first answer, and after Redis failed
@@ -662,9 +669,7 @@ func (b *Breaker) countLocally(seller string) (Status, bool) {
 		return Status{}, false
 	}
 	u.calls++
-	if len(u.sellers) < b.s.MinFailedSellers && !slices.Contains(u.sellers, seller) {
-		u.sellers = append(u.sellers, seller)
-	}
+	u.addSeller(seller, b.s.MinFailedSellers)
 	b.batched.Add(1)
 	at := v.at.Add(now.Sub(v.learned))
 	return Status{State: Closed, RetryAt: at, Now: at}, true
@@ -698,9 +703,7 @@ func (b *Breaker) putBack(u batch) {
 	}
 	cur.calls += u.calls
 	for _, s := range u.sellers {
-		if len(cur.sellers) < b.s.MinFailedSellers && !slices.Contains(cur.sellers, s) {
-			cur.sellers = append(cur.sellers, s)
-		}
+		cur.addSeller(s, b.s.MinFailedSellers)
 	}
 }
 

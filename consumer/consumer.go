@@ -407,8 +407,8 @@ func (s *slot) redisNow() time.Time { return s.At.Add(time.Since(s.due)) }
 // and the rows took new ones, over and over. The tokens go to the seller
 // that started asking first (duenow.go).
 //
-// A function of its own, like conclude, so that a row sleeping towards its
-// slot keeps a small stack.
+// A function of its own, like conclude, so that a row sleeping the last
+// stretch to its slot in job.run (stepDue) keeps a small stack.
 //
 //go:noinline
 func (c *Consumer) ask(ctx context.Context, r *row, leave func(time.Time), redisRetry backoff.BackOff, log *slog.Logger) (s *slot, wait time.Duration, ok bool) {

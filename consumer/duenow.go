@@ -53,16 +53,6 @@ func newDueNow(n int, keep time.Duration) *dueNow {
 	return &dueNow{free: n, keep: keep, ranks: map[string]*rank{}, now: time.Now}
 }
 
-// acquire waits for a token for a row of seller; false when ctx ended first
-// (then it holds none).
-func (d *dueNow) acquire(ctx context.Context, seller string) bool {
-	got := make(chan bool, 1)
-	if d.acquireOr(ctx, seller, func(ok bool) { got <- ok }) {
-		return true
-	}
-	return <-got
-}
-
 // acquireOr takes a token for a row of seller at once (true), or queues the
 // row without a goroutine (false): grant is then called once, on another
 // goroutine, with true when the token is handed over, false when ctx ended

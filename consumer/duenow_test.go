@@ -6,6 +6,16 @@ import (
 	"time"
 )
 
+// acquire waits for a token for a row of seller, as a row parked in
+// acquireOr does; false when ctx ended first (then it holds none).
+func (d *dueNow) acquire(ctx context.Context, seller string) bool {
+	got := make(chan bool, 1)
+	if d.acquireOr(ctx, seller, func(ok bool) { got <- ok }) {
+		return true
+	}
+	return <-got
+}
+
 // acquireAsync starts acquire for seller and returns a channel that reports
 // its result; it waits until the waiter is queued so the order is known.
 func acquireAsync(t *testing.T, d *dueNow, ctx context.Context, seller string) <-chan bool {

@@ -57,7 +57,6 @@ const (
 	stepCall                  // call the API with the slot and act on the answer
 	stepUnreserve             // the row was revoked while it held a slot: give the slot back, then the row
 	stepGiveBack              // the row was revoked while it waited: give it back
-	stepFinished              // the row is finished or given back
 )
 
 // process starts a decoded row in its seller's lane. It reports true when
@@ -175,11 +174,8 @@ func (j *job) run() bool {
 			j.slot = nil
 			return j.giveBack()
 
-		case stepGiveBack:
+		default: // stepGiveBack
 			return j.giveBack()
-
-		default: // stepFinished: a wake-up after the end, which cannot happen; the lane was told already
-			return false
 		}
 	}
 }
@@ -214,19 +210,24 @@ func (j *job) end() bool {
 	j.endReserve()
 	j.sku.settle()
 	j.cb.done()
-	j.next = stepFinished
 	return true
 }
 
 // granted resumes a job that queued for a token of c.now (acquireOr).
 func (j *job) granted(ok bool) {
-	if ok {
-		j.next = stepAsk
-	} else {
+	if !ok {
 		j.leave(time.Time{})
 		j.leave = nil
-		j.next = stepGiveBack
+		j.resume(stepGiveBack)
+		return
 	}
+	j.resume(stepAsk)
+}
+
+// resume goes on with a parked job at next, on the calling goroutine, and
+// tells the lane when the row ends.
+func (j *job) resume(next step) {
+	j.next = next
 	if j.run() {
 		j.done()
 	}
@@ -260,8 +261,5 @@ func (j *job) wake(next step, byCtx bool) {
 	}
 	j.timer, j.stopCtx = nil, nil
 	j.mu.Unlock()
-	j.next = next
-	if j.run() {
-		j.done()
-	}
+	j.resume(next)
 }

@@ -79,14 +79,23 @@ func TestLanesParkedRows(t *testing.T) {
 	var mu sync.Mutex
 	var parked []func()
 	var ran []int64
+	var holding, peak int // rows started and not ended (parked ones included), and the most at once
 	ls := newLanes(2, func(r *row, done func()) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		ran = append(ran, r.msg.Offset)
+		holding++
+		peak = max(peak, holding)
 		if r.msg.Offset%2 == 0 { // even rows park, odd ones end at once
-			parked = append(parked, done)
+			parked = append(parked, func() {
+				mu.Lock()
+				holding--
+				mu.Unlock()
+				done()
+			})
 			return false
 		}
+		holding--
 		return true
 	}, func(d int) { queued.Add(int64(d)) }, func(d int) { active.Add(int64(d)) })
 	for i := range 6 {
@@ -99,7 +108,6 @@ func TestLanesParkedRows(t *testing.T) {
 	// Rows 0 and 1 start; 1 ends at once and its worker takes 2, which
 	// parks: two rows parked, the lane is full, rows 3 to 5 stay queued.
 	waitFor(t, 2*time.Second, "rows 0 and 2 parked", func() bool { return parkedNow() == 2 })
-	time.Sleep(50 * time.Millisecond) // a worker that wrongly went on would have taken row 3 by now
 	if got := ranNow(); len(got) != 3 {
 		t.Fatalf("ran %v while two rows were parked, want only rows 0, 1 and 2", got)
 	}
@@ -125,5 +133,12 @@ func TestLanesParkedRows(t *testing.T) {
 	waitFor(t, 2*time.Second, "row 5 run and the lane gone", func() bool { return len(ranNow()) == 6 && ls.sellers() == 0 })
 	if queued.Load() != 0 || active.Load() != 0 {
 		t.Errorf("after the end: queued %d, active sellers %d, want 0", queued.Load(), active.Load())
+	}
+	// A worker that went on after its row parked would have started a third
+	// row while two were parked, whenever it did.
+	mu.Lock()
+	defer mu.Unlock()
+	if peak != 2 {
+		t.Errorf("at most %d rows started and not ended at once, want the lane's concurrency, 2", peak)
 	}
 }
