@@ -32,6 +32,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkreg/bulkreg/internal/redisfail"
+	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/lua"
 	"github.com/bulkreg/bulkreg/throttle"
 )
@@ -66,6 +67,7 @@ type Call struct {
 type Recorder struct {
 	rdb       redis.UniversalClient
 	retention time.Duration
+	batch     *scriptbatch.Runner // RecordWith's combined scripts
 	script    *redis.Script
 
 	mu    sync.Mutex
@@ -96,12 +98,19 @@ func NewRecorder(rdb redis.UniversalClient, retention time.Duration) *Recorder {
 	if retention <= 0 {
 		retention = DefaultRetention
 	}
-	return &Recorder{rdb: rdb, retention: retention, script: redis.NewScript(lua.Script("compliance_record.lua")), added: map[string]time.Time{},
+	return &Recorder{rdb: rdb, retention: retention, script: redis.NewScript(lua.Script("compliance_record.lua")), batch: scriptbatch.New(), added: map[string]time.Time{},
 		markers: sync.OnceValue(throttle.NewMarkers)}
 }
 
 // Record appends c to the seller's history and trims it to the retention.
 func (r *Recorder) Record(ctx context.Context, seller string, c Call) error {
+	return r.RecordWith(ctx, seller, c)
+}
+
+// RecordWith is Record, running steps after it in the same script: the
+// call's other writes on the seller's hash tag (its slot settled, its SKU
+// marked in the ledger), one command instead of one each.
+func (r *Recorder) RecordWith(ctx context.Context, seller string, c Call, steps ...scriptbatch.Step) error {
 	if seller == "" {
 		return errors.New("record a call: the seller id is empty")
 	}
@@ -118,7 +127,16 @@ func (r *Recorder) Record(ctx context.Context, seller string, c Call) error {
 		id = nonce()
 	}
 	member := fmt.Sprintf("%d|%s|%s|%s", c.Status, sanitize(c.Class), sanitize(c.Key), id)
-	v, err := r.script.Run(ctx, r.rdb, []string{CallsKey(seller)}, atMicros, member, r.retention.Microseconds()).Slice()
+	keys, args := []string{CallsKey(seller)}, []any{atMicros, member, r.retention.Microseconds()}
+	var v []any
+	var err error
+	if len(steps) == 0 {
+		v, err = r.script.Run(ctx, r.rdb, keys, args...).Slice()
+	} else {
+		record := scriptbatch.Step{Script: "compliance_record.lua", Keys: keys, Args: args,
+			Reply: func(reply any) error { v, _ = reply.([]any); return nil }}
+		err = r.batch.Run(ctx, r.rdb, append([]scriptbatch.Step{record}, steps...)...)
+	}
 	if err != nil {
 		return fmt.Errorf("record a call of seller %q in the compliance history: %w", seller, redisfail.Wrap(err))
 	}

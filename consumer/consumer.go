@@ -15,6 +15,8 @@ import (
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
+	"github.com/bulkreg/bulkreg/internal/scriptbatch"
+	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
@@ -265,12 +267,8 @@ func (c *Consumer) attempt(r *row, t *tries, slot *slot, cb *rowCircuit, sku *sk
 		return t.missed.NextBackOff(), true
 	}
 	t.attempts++
-	if !counted(res.Class) {
-		c.release(slot)
-	} else {
-		c.settle(slot)
-	}
-	return c.conclude(r, t, &res, cb, sku, log)
+	mk := c.afterCall(r, slot, res, sku, log)
+	return c.conclude(r, t, &res, cb, sku, mk, log)
 }
 
 // tries is what one row's attempts have met so far.
@@ -284,10 +282,10 @@ type tries struct {
 
 // conclude acts on the answer to a call that was made: the row is done
 // (again false), or it tries again after wait.
-func (c *Consumer) conclude(r *row, t *tries, res *registryclient.Result, cb *rowCircuit, sku *skuClaim, log *slog.Logger) (wait time.Duration, again bool) {
+func (c *Consumer) conclude(r *row, t *tries, res *registryclient.Result, cb *rowCircuit, sku *skuClaim, mk marked, log *slog.Logger) (wait time.Duration, again bool) {
 	switch res.Class {
 	case registryclient.Registered, registryclient.Replayed:
-		sku.registered(*res, t.attempts) // ledger, then the upload's status
+		sku.registered(*res, t.attempts, mk) // ledger, then the upload's status
 		return 0, false
 	case registryclient.Permanent:
 		log.Info("row refused by the registration API", "status", res.Status, "code", res.Code, "field", res.Field, "err", res.Err)
@@ -352,8 +350,9 @@ type slot struct {
 	bound time.Time
 	// now: the row holds a token of Consumer.now until its call starts.
 	now bool
-	// answered: when the call's answer came, on the Redis clock (call).
-	answered time.Time
+	// called and answered: when the call was sent and when its answer came,
+	// on the Redis clock (call).
+	called, answered time.Time
 }
 
 // place narrows due and bound with one round trip that read the Redis clock
@@ -547,17 +546,86 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 	s.answered = s.redisNow()
 	<-c.calls
 	holding = false
+	s.called = at
 	cb.report(res, r.finishCtx().Err() != nil)
 	class := res.Class.String()
 	c.m.calls.WithLabelValues(class).Inc()
 	c.m.latency.WithLabelValues(class).Observe(res.Latency.Seconds())
-	call := compliance.Call{At: at, Status: res.Status, Class: class, Key: m.IdempotencyKey}
-	if err := c.untilRedis(r.finishCtx(), "record the call in the compliance history", log,
-		func(ctx context.Context) error { return c.deps.Calls.Record(ctx, m.SellerID, call) }); err != nil {
+	return res, true
+}
+
+// Redis stores that can write a call's traces as one script on the seller's
+// hash tag (internal/scriptbatch): compliance.Recorder, throttle.Throttle,
+// ledger.Ledger. A store without it (a test's fake) is written on its own.
+type (
+	stepRecorder interface {
+		RecordWith(ctx context.Context, seller string, c compliance.Call, steps ...scriptbatch.Step) error
+	}
+	slotSteps interface {
+		SettleStep(r throttle.Reservation, at time.Time) (scriptbatch.Step, bool)
+		ReleaseStep(r throttle.Reservation) (scriptbatch.Step, bool)
+	}
+	markSteps interface {
+		MarkStep(seller, sku, row, hash, productID string, into *ledger.Entry) (scriptbatch.Step, error)
+	}
+)
+
+// afterCall writes what a call that was made leaves in Redis: the call in
+// the seller's compliance history, its slot settled at the answer (the API
+// counted it) or given back (it did not), and a registration's SKU in the
+// ledger (marked). These are one script on the seller's hash tag, one
+// command instead of three: per-script overhead was most of Redis's time per
+// row. Only the app-wide slot, on another hash tag, is settled on its own.
+// The history is written before the drain ends or the call is logged as
+// missing from it; the slot is best effort, as everywhere.
+func (c *Consumer) afterCall(r *row, s *slot, res registryclient.Result, sku *skuClaim, log *slog.Logger) (mk marked) {
+	m := r.m
+	class := res.Class.String()
+	call := compliance.Call{At: s.called, Status: res.Status, Class: class, Key: m.IdempotencyKey}
+	count := counted(res.Class)
+	rest := s.Reservation // what Settle or Release still has to do
+	rec, batch := c.deps.Calls.(stepRecorder)
+	var steps []scriptbatch.Step
+	if batch {
+		if th, ok := c.deps.Throttle.(slotSteps); ok {
+			var st scriptbatch.Step
+			if count {
+				st, ok = th.SettleStep(s.Reservation, s.answered)
+			} else {
+				st, ok = th.ReleaseStep(s.Reservation)
+			}
+			if ok {
+				steps = append(steps, st)
+				rest = rest.AppWide()
+			}
+		}
+		if st, ok := sku.markStep(res, &mk); ok {
+			steps = append(steps, st)
+		}
+	}
+	err := c.untilRedis(r.finishCtx(), "record the call in the compliance history", log, func(ctx context.Context) error {
+		if batch {
+			return rec.RecordWith(ctx, m.SellerID, call, steps...)
+		}
+		return c.deps.Calls.Record(ctx, m.SellerID, call)
+	})
+	if err != nil {
 		log.Error("a registry call is missing from the compliance history: Redis did not take it before the drain ended",
 			"status", res.Status, "class", class, "err", err)
+		rest = s.Reservation // the batch's steps did not run: try the slot on its own
+		if mk.pending {
+			mk.pending, mk.failed = false, true
+		}
 	}
-	return res, true
+	if mk.pending {
+		mk.pending, mk.done = false, true
+	}
+	if count {
+		c.settle(rest, s.answered)
+	} else {
+		c.release(&slot{Reservation: rest})
+	}
+	return mk
 }
 
 // current asks the throttle whether the slot may still be used: the epoch
@@ -603,11 +671,11 @@ func counted(c registryclient.Class) bool {
 
 // settle moves a counted call's slot to its answer (Throttle.Settle); best
 // effort: a slot not settled keeps its place, as before settling existed.
-func (c *Consumer) settle(s *slot) {
+func (c *Consumer) settle(r throttle.Reservation, answered time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := c.deps.Throttle.Settle(ctx, s.Reservation, s.answered); err != nil {
-		c.log.Debug("could not settle a slot at its answer", "seller", s.Seller, "err", err)
+	if err := c.deps.Throttle.Settle(ctx, r, answered); err != nil {
+		c.log.Debug("could not settle a slot at its answer", "seller", r.Seller, "err", err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/uploadstatus"
@@ -122,31 +123,26 @@ func (s *skuClaim) claim() bool {
 // Idempotency-Key), the row is already registered. If Redis does not answer
 // before the drain timeout the row is given back; its redelivery claims
 // again and the call becomes a replay.
-func (s *skuClaim) registered(res registryclient.Result, attempts int) {
+func (s *skuClaim) registered(res registryclient.Result, attempts int, mk marked) {
 	c, r := s.c, s.r
 	if c.deps.Ledger == nil {
 		c.record(r, registered(res, attempts), res.Class.String(), s.log)
 		return
 	}
-	// A 201 is this row's registration; a 200 replays the first call made
-	// with the key, whoever's row that was.
-	by := s.own
-	if res.Class == registryclient.Replayed {
-		by = r.m.IdempotencyKey
+	e, err := mk.e, error(nil)
+	switch {
+	case mk.failed:
+		err = errors.New("the call's writes did not reach Redis")
+	case !mk.done:
+		err = c.untilRedis(r.finishCtx(), "mark the SKU registered in the ledger", s.log, func(ctx context.Context) error {
+			var err error
+			e, err = c.deps.Ledger.Mark(ctx, r.m.SellerID, r.m.Product.SellerSKU, s.by(res), s.hash, res.ProductID)
+			if errors.Is(err, ledger.ErrInvalid) {
+				e, err = s.unmarkable(res, err), nil
+			}
+			return err
+		})
 	}
-	var e ledger.Entry
-	err := c.untilRedis(r.finishCtx(), "mark the SKU registered in the ledger", s.log, func(ctx context.Context) error {
-		var err error
-		e, err = c.deps.Ledger.Mark(ctx, r.m.SellerID, r.m.Product.SellerSKU, by, s.hash, res.ProductID)
-		if errors.Is(err, ledger.ErrInvalid) {
-			// The registration happened; the seller must see it even though
-			// the ledger cannot hold it (a product id with a tab). Asking
-			// again would not help.
-			s.log.Error("the ledger cannot hold this registration; a re-upload of this SKU would register it again", "product_id", res.ProductID, "err", err)
-			e, err = ledger.Entry{State: ledger.Registered, Row: by, ProductID: res.ProductID}, nil
-		}
-		return err
-	})
 	if err != nil {
 		s.log.Error("could not record the registration in the ledger before the drain ended; the row will be read again", "product_id", res.ProductID, "err", err)
 		r.giveBack()
@@ -158,6 +154,49 @@ func (s *skuClaim) registered(res registryclient.Result, attempts int) {
 		result = uploadstatus.AlreadyRegistered
 	}
 	c.record(r, s.registeredAs(e, attempts), result, s.log)
+}
+
+// marked is a registration's mark in the ledger, when afterCall made it in
+// the call's batch: done (e is the ledger's entry) or failed (the batch did
+// not reach Redis before the drain ended). Neither: registered marks it.
+type marked struct {
+	pending, done, failed bool
+	e                     ledger.Entry
+}
+
+// markStep adds the ledger's mark of a registration to the call's batch
+// (afterCall); false when there is nothing to mark there: no registration,
+// no ledger, or one that takes no steps.
+func (s *skuClaim) markStep(res registryclient.Result, mk *marked) (scriptbatch.Step, bool) {
+	l, ok := s.c.deps.Ledger.(markSteps)
+	if !ok || (res.Class != registryclient.Registered && res.Class != registryclient.Replayed) {
+		return scriptbatch.Step{}, false
+	}
+	st, err := l.MarkStep(s.r.m.SellerID, s.r.m.Product.SellerSKU, s.by(res), s.hash, res.ProductID, &mk.e)
+	if err != nil {
+		mk.done, mk.e = true, s.unmarkable(res, err)
+		return st, false
+	}
+	mk.pending = true
+	return st, true
+}
+
+// by is the Idempotency-Key a registration is recorded under: a 201 is this
+// row's registration; a 200 replays the first call made with the key,
+// whoever's row that was.
+func (s *skuClaim) by(res registryclient.Result) string {
+	if res.Class == registryclient.Replayed {
+		return s.r.m.IdempotencyKey
+	}
+	return s.own
+}
+
+// unmarkable is the entry of a registration the ledger refuses to hold (a
+// product id with a tab): the registration happened, and the seller must see
+// it. Asking again would not help.
+func (s *skuClaim) unmarkable(res registryclient.Result, err error) ledger.Entry {
+	s.log.Error("the ledger cannot hold this registration; a re-upload of this SKU would register it again", "product_id", res.ProductID, "err", err)
+	return ledger.Entry{State: ledger.Registered, Row: s.by(res), ProductID: res.ProductID}
 }
 
 // refused releases the claim of a row the API refused permanently and

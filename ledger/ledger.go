@@ -31,6 +31,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkreg/bulkreg/internal/redisfail"
+	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/lua"
 )
 
@@ -254,18 +255,31 @@ func (l *Ledger) Claim(ctx context.Context, seller, sku, row, hash string) (Clai
 // caller compares the returned Entry.Row with its own key to tell its own
 // registration from another row's.
 func (l *Ledger) Mark(ctx context.Context, seller, sku, row, hash, productID string) (Entry, error) {
-	if err := check(seller, sku, row, hash); err != nil {
+	if err := checkMark(seller, sku, row, hash, productID); err != nil {
 		return Entry{}, err
 	}
-	if productID == "" || strings.ContainsAny(productID, "\t\n") {
-		return Entry{}, fmt.Errorf("%w: mark seller_sku %s of seller %s registered: product id %q is empty or holds a tab or newline", ErrInvalid, sku, seller, productID)
-	}
-	res, err := l.mark.Run(ctx, l.rdb, []string{Key(seller)}, sku, row, hash, productID, l.opts.Retention.Milliseconds()).Slice()
+	res, err := l.mark.Run(ctx, l.rdb, []string{Key(seller)}, sku, row, hash, productID, l.opts.Retention.Milliseconds()).Result()
 	if err != nil {
 		return Entry{}, fmt.Errorf("mark seller_sku %s of seller %s registered in the ledger: %w", sku, seller, redisfail.Wrap(err))
 	}
+	return markReply(seller, sku, res)
+}
+
+func checkMark(seller, sku, row, hash, productID string) error {
+	if err := check(seller, sku, row, hash); err != nil {
+		return err
+	}
+	if productID == "" || strings.ContainsAny(productID, "\t\n") {
+		return fmt.Errorf("%w: mark seller_sku %s of seller %s registered: product id %q is empty or holds a tab or newline", ErrInvalid, sku, seller, productID)
+	}
+	return nil
+}
+
+// markReply reads ledger_mark.lua's reply: {marked, entry}.
+func markReply(seller, sku string, v any) (Entry, error) {
+	res, _ := v.([]any)
 	if len(res) != 2 {
-		return Entry{}, fmt.Errorf("mark seller_sku %s of seller %s: unexpected reply %v", sku, seller, res)
+		return Entry{}, fmt.Errorf("mark seller_sku %s of seller %s: unexpected reply %v", sku, seller, v)
 	}
 	s, _ := res[1].(string)
 	e, err := parse(s)
@@ -273,6 +287,22 @@ func (l *Ledger) Mark(ctx context.Context, seller, sku, row, hash, productID str
 		return Entry{}, fmt.Errorf("mark seller_sku %s of seller %s: %w", sku, seller, err)
 	}
 	return e, nil
+}
+
+// MarkStep is Mark as a step to run in one script with other writes on the
+// seller's hash tag (internal/scriptbatch). Once the batch has run, *into
+// holds the entry Mark would have returned. The error is Mark's for input it
+// refuses (ErrInvalid).
+func (l *Ledger) MarkStep(seller, sku, row, hash, productID string, into *Entry) (scriptbatch.Step, error) {
+	if err := checkMark(seller, sku, row, hash, productID); err != nil {
+		return scriptbatch.Step{}, err
+	}
+	return scriptbatch.Step{Script: "ledger_mark.lua", Keys: []string{Key(seller)}, Args: []any{sku, row, hash, productID, l.opts.Retention.Milliseconds()},
+		Reply: func(v any) error {
+			e, err := markReply(seller, sku, v)
+			*into = e
+			return err
+		}}, nil
 }
 
 // Release gives up the claim of the row whose own Idempotency-Key is row.

@@ -50,6 +50,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkreg/bulkreg/internal/redisfail"
+	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/lua"
 )
 
@@ -497,6 +498,35 @@ func (t *Throttle) Settle(ctx context.Context, r Reservation, at time.Time) erro
 		return settle(GlobalLogKey, r.Global.ID)
 	}
 	return nil
+}
+
+// AppWide is r without its seller's slot: what Settle and Release have left
+// to do once a SettleStep or ReleaseStep took care of the seller's log.
+func (r Reservation) AppWide() Reservation {
+	r.ID = ""
+	return r
+}
+
+// SettleStep is Settle's part in the seller's own log, as a step to run in
+// one script with the call's other writes on the seller's hash tag
+// (internal/scriptbatch). ok is false when there is no such part (no seller
+// slot, or a policy that is not settled); the rest of r (the app-wide slot)
+// is Settle's to do, with r.AppWide().
+func (t *Throttle) SettleStep(r Reservation, at time.Time) (s scriptbatch.Step, ok bool) {
+	if r.ID == "" || t.p.Kind != Sliding || r.Seller == "" {
+		return s, false
+	}
+	return scriptbatch.Step{Script: "settle.lua", Keys: []string{t.keys(r.Seller).log}, Args: []any{at.UnixMicro(), r.ID}}, true
+}
+
+// ReleaseStep is Release's part in the seller's own log as a step (see
+// SettleStep).
+func (t *Throttle) ReleaseStep(r Reservation) (s scriptbatch.Step, ok bool) {
+	if r.ID == "" || r.Seller == "" {
+		return s, false
+	}
+	c := t.releaseCall(r.Seller, r.ID)
+	return scriptbatch.Step{Script: "release.lua", Keys: c.keys, Args: c.args}, true
 }
 
 // releaseCall gives back the seller's slot id.

@@ -1,0 +1,143 @@
+package consumer
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bulkreg/bulkreg/compliance"
+	"github.com/bulkreg/bulkreg/internal/scriptbatch"
+	"github.com/bulkreg/bulkreg/ledger"
+	"github.com/bulkreg/bulkreg/lua"
+	"github.com/bulkreg/bulkreg/throttle"
+	"github.com/bulkreg/bulkreg/uploadstatus"
+	"github.com/redis/go-redis/v9"
+)
+
+// commandLog counts the commands Redis ran for a client (answered without
+// an error: a NOSCRIPT followed by EVAL counts once), scripts by their SHA1.
+type commandLog struct {
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func (h *commandLog) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *commandLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			h.add(c, c.Err())
+		}
+		return err
+	}
+}
+func (h *commandLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.add(cmd, err)
+		return err
+	}
+}
+
+// add counts c unless it failed. err is what the hook chain returned: in a
+// hook, go-redis v9.23 shows a NOSCRIPT EVALSHA's Err() as nil.
+func (h *commandLog) add(c redis.Cmder, err error) {
+	if err != nil {
+		return
+	}
+	name := c.Name()
+	if args := c.Args(); (name == "evalsha" || name == "eval") && len(args) > 1 {
+		name, _ = args[1].(string)
+		if c.Name() == "eval" {
+			name = sha(name)
+		}
+	}
+	h.mu.Lock()
+	h.seen[name]++
+	h.mu.Unlock()
+}
+
+func (h *commandLog) count(name string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.seen[name]
+}
+
+func sha(body string) string { s := sha1.Sum([]byte(body)); return hex.EncodeToString(s[:]) }
+
+// TestACallLeavesOneScript: what a registered row writes after its call
+// (the call in the compliance history, its slot settled at the answer, its
+// SKU in the ledger) is one script per row, and all of it is there.
+func TestACallLeavesOneScript(t *testing.T) {
+	const rows = 40
+	s := newStack(t, stackOptions{partitions: 2, limit: 100, window: time.Second, margin: 50 * time.Millisecond, latency: 5 * time.Millisecond})
+	log := &commandLog{seen: map[string]int{}}
+	rdb := s.redis.Client()
+	rdb.AddHook(log)
+	s.startConsumer(func(_ *Config, d *Deps) {
+		th, err := throttle.New(rdb, throttle.Policy{Limit: s.limit, Window: s.window, Margin: s.margin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Throttle, d.Calls, d.Status = th, compliance.NewRecorder(rdb, time.Hour), uploadstatus.New(rdb, time.Hour)
+		d.Ledger = ledger.New(rdb, ledger.Options{})
+	})
+	s.waitGroupStable("registrar", 1)
+	s.publish("up-1", "seller-1", rows)
+	s.waitProducts("seller-1", rows, 20*time.Second)
+	s.checkCompliant("seller-1", rows)
+
+	ctx := context.Background()
+	waitFor(t, 5*time.Second, "every call in the compliance history and every registration in the ledger", func() bool {
+		e, err := ledger.New(s.rdb, ledger.Options{}).Lookup(ctx, "seller-1", skus("up-1", rows))
+		if err != nil || len(e) != rows || s.rdb.ZCard(ctx, compliance.CallsKey("seller-1")).Val() != rows {
+			return false
+		}
+		for _, x := range e {
+			if x.State != ledger.Registered {
+				return false
+			}
+		}
+		return true
+	})
+	body, err := scriptbatch.Compose("compliance_record.lua", "settle.lua", "ledger_mark.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := log.count(sha(body)); n != rows {
+		t.Errorf("the call's writes ran as one script %d times for %d rows", n, rows)
+	}
+	for _, alone := range []string{"compliance_record.lua", "ledger_mark.lua"} {
+		if n := log.count(sha(lua.Script(alone))); n != 0 {
+			t.Errorf("%s ran on its own %d times", alone, n)
+		}
+	}
+	if n := log.count("zadd"); n != 0 {
+		t.Errorf("%d slots settled with a ZADD of their own", n)
+	}
+	// Settled: every slot in the log moved to its call's answer, 5 ms after
+	// the call was sent; unsettled, a slot is at or before its call. Sorted,
+	// the k-th answer is then after the k-th call, whatever the pairing.
+	slots := s.rdb.ZRangeWithScores(ctx, "bulkreg:{s:seller-1}:log", 0, -1).Val()
+	calls := s.rdb.ZRangeWithScores(ctx, compliance.CallsKey("seller-1"), 0, -1).Val()
+	if len(slots) != rows || len(calls) != rows {
+		t.Fatalf("%d slots and %d calls, want %d each", len(slots), len(calls), rows)
+	}
+	for i := range slots {
+		if slots[i].Score <= calls[i].Score {
+			t.Errorf("slot %d at %.0f µs is not after its call was sent (%.0f µs): not settled", i, slots[i].Score, calls[i].Score)
+		}
+	}
+}
+
+func skus(upload string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = upload + "-" + strconv.Itoa(i+1)
+	}
+	return out
+}

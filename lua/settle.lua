@@ -1,0 +1,11 @@
+-- settle.lua: move a slot of a sliding log to the time the API answered its
+-- call, when that is later. Used by throttle.Throttle.SettleStep, in a batch
+-- (internal/scriptbatch) with the call's other writes; Throttle.Settle sends
+-- the same ZADD on its own.
+--
+-- KEYS[1]  bulkreg:{s:<seller>}:log   ZSET as in reserve.lua
+-- ARGV[1]  the answer's time in µs on the Redis clock
+-- ARGV[2]  reservation id
+--
+-- Reply: 0 (ZADD XX GT adds nothing; a slot no longer in the log stays out).
+return redis.call('ZADD', KEYS[1], 'XX', 'GT', ARGV[1], ARGV[2])
