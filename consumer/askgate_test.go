@@ -10,7 +10,7 @@ import (
 func TestAskGateLetsRowsAskAtOnceUntilARefusal(t *testing.T) {
 	gs := newAskGates()
 	ctx := context.Background()
-	var leaves []func(time.Time)
+	var leaves []func(time.Time, int)
 	for range 5 {
 		leave, ok := gs.enter(ctx, "s")
 		if !ok {
@@ -19,7 +19,7 @@ func TestAskGateLetsRowsAskAtOnceUntilARefusal(t *testing.T) {
 		leaves = append(leaves, leave) // all five hold an ask at once
 	}
 	for _, l := range leaves {
-		l(time.Time{})
+		l(time.Time{}, unknownRoom)
 	}
 	if len(gs.m) != 0 {
 		t.Errorf("%d gates left after every row left, want 0", len(gs.m))
@@ -32,7 +32,7 @@ func TestAskGateAfterARefusalRowsAskOneAtATimeNotBeforeTheTime(t *testing.T) {
 	holder, _ := gs.enter(ctx, "s") // keeps the gate alive
 	first, _ := gs.enter(ctx, "s")
 	askAgain := time.Now().Add(150 * time.Millisecond)
-	first(askAgain) // refused: ask again in 150 ms
+	first(askAgain, 0) // refused: ask again in 150 ms
 
 	var asking, most atomic.Int32
 	done := make(chan time.Time, 3)
@@ -49,7 +49,7 @@ func TestAskGateAfterARefusalRowsAskOneAtATimeNotBeforeTheTime(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond) // the ask's round trip
 			asking.Add(-1)
-			leave(time.Time{}) // admitted: the next goes at once
+			leave(time.Time{}, unknownRoom) // admitted, room not known: the next goes at once
 			done <- at
 		}()
 	}
@@ -65,15 +65,15 @@ func TestAskGateAfterARefusalRowsAskOneAtATimeNotBeforeTheTime(t *testing.T) {
 	if m := most.Load(); m != 1 {
 		t.Errorf("%d rows asked at once after a refusal, want 1", m)
 	}
-	holder(time.Time{})
+	holder(time.Time{}, unknownRoom)
 }
 
 func TestAskGateEnterEndsWithTheContext(t *testing.T) {
 	gs := newAskGates()
 	keep, _ := gs.enter(context.Background(), "s") // the gate lives while a row is in it
-	defer keep(time.Time{})
+	defer keep(time.Time{}, unknownRoom)
 	refused, _ := gs.enter(context.Background(), "s")
-	refused(time.Now().Add(time.Hour))
+	refused(time.Now().Add(time.Hour), 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -82,5 +82,90 @@ func TestAskGateEnterEndsWithTheContext(t *testing.T) {
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("enter returned %s after its context ended", d)
+	}
+}
+
+// After a refusal one row asks; a slot admitted with room for n more lets n
+// rows ask together (a window's reservations take one round trip, not one
+// each); the next refusal lets one ask again.
+func TestAskGateOpensAsWideAsTheWindowHasRoom(t *testing.T) {
+	gs := newAskGates()
+	ctx := context.Background()
+	holder, _ := gs.enter(ctx, "s") // keeps the gate alive
+	defer holder(time.Time{}, unknownRoom)
+	first, _ := gs.enter(ctx, "s")
+	first(time.Now(), 0) // refused: serial, one at a time
+
+	// concurrently asks rows at once, each answered with room, and reports
+	// how many held a place together at most.
+	concurrently := func(rows int, room func(i int) int) int32 {
+		var asking, most atomic.Int32
+		done := make(chan struct{}, rows)
+		for i := range rows {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				leave, ok := gs.enter(ctx, "s")
+				if !ok {
+					t.Error("a row was refused entry")
+					return
+				}
+				n := asking.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				time.Sleep(20 * time.Millisecond) // the ask's round trip
+				asking.Add(-1)
+				leave(time.Time{}, room(i))
+			}()
+		}
+		for range rows {
+			<-done
+		}
+		return most.Load()
+	}
+	// The first answer says 10 places are left: up to 10 ask at once.
+	if m := concurrently(12, func(int) int { return 10 }); m < 2 || m > 10 {
+		t.Errorf("after an answer with room for 10, %d rows asked at once; want 2..10", m)
+	}
+	// A refusal narrows the gate to one again.
+	refused, _ := gs.enter(ctx, "s")
+	refused(time.Now(), 0)
+	if m := concurrently(4, func(int) int { return unknownRoom }); m != 1 {
+		t.Errorf("after a refusal %d rows asked at once, want 1", m)
+	}
+}
+
+// A slot given back lifts the refusal's time: the place is free now, and a
+// row waiting at the gate asks at once instead of at the next window.
+func TestAskGateReopensWhenASlotIsGivenBack(t *testing.T) {
+	gs := newAskGates()
+	ctx := context.Background()
+	holder, _ := gs.enter(ctx, "s")
+	defer holder(time.Time{}, unknownRoom)
+	refused, _ := gs.enter(ctx, "s")
+	refused(time.Now().Add(time.Hour), 0)
+
+	entered := make(chan time.Duration, 1)
+	start := time.Now()
+	go func() {
+		leave, ok := gs.enter(ctx, "s")
+		if ok {
+			leave(time.Time{}, unknownRoom)
+		}
+		entered <- time.Since(start)
+	}()
+	time.Sleep(30 * time.Millisecond)
+	select {
+	case d := <-entered:
+		t.Fatalf("a row asked %s after a refusal that said in an hour", d)
+	default:
+	}
+	gs.reopen("s")
+	select {
+	case d := <-entered:
+		if d < 30*time.Millisecond {
+			t.Errorf("the row asked after %s, before the slot was given back", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the row did not ask within 5 s of a slot given back")
 	}
 }

@@ -410,13 +410,16 @@ func (s *slot) redisNow() time.Time { return s.At.Add(time.Since(s.due)) }
 // stretch to its slot in job.run (stepDue) keeps a small stack.
 //
 //go:noinline
-func (c *Consumer) ask(ctx context.Context, r *row, leave func(time.Time), redisRetry backoff.BackOff, log *slog.Logger) (s *slot, wait time.Duration, ok bool) {
+func (c *Consumer) ask(ctx context.Context, r *row, leave func(time.Time, int), redisRetry backoff.BackOff, log *slog.Logger) (s *slot, wait time.Duration, ok bool) {
 	sent := time.Now()
 	res, err := c.deps.Throttle.Reserve(ctx, r.m.SellerID)
-	if err == nil && !res.Admitted {
-		leave(time.Now().Add(res.Wait))
-	} else {
-		leave(time.Time{})
+	switch {
+	case err != nil:
+		leave(time.Time{}, unknownRoom)
+	case !res.Admitted:
+		leave(time.Now().Add(res.Wait), 0)
+	default:
+		leave(time.Time{}, c.deps.Throttle.Policy().Limit-res.InWindow)
 	}
 	if err != nil || !res.Admitted || ctx.Err() != nil {
 		c.now.release(r.m.SellerID)
@@ -679,13 +682,15 @@ func (c *Consumer) settle(r throttle.Reservation, answered time.Time) {
 	}
 }
 
-// release gives a used slot back to the throttle; best effort.
+// release gives a used slot back to the throttle; best effort. The seller's
+// rows waiting at its ask gate may then ask at once: the place is free now.
 func (c *Consumer) release(s *slot) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := c.deps.Throttle.Release(ctx, s.Reservation); err != nil {
 		c.log.Debug("could not give a slot back to the throttle", "seller", s.Seller, "err", err)
 	}
+	c.asks.reopen(s.Seller)
 }
 
 // block tells the throttle the API refused the seller, or with an

@@ -32,7 +32,7 @@ type job struct {
 
 	// While the row takes a slot (stepReserve to stepCall).
 	slot       *slot
-	leave      func(askAgain time.Time) // the turn at the seller's ask gate, while the row holds it
+	leave      func(askAgain time.Time, room int) // the row's place at the seller's ask gate, while it holds one
 	redisRetry backoff.BackOff
 	start      time.Time
 	reserving  bool
@@ -216,7 +216,7 @@ func (j *job) end() bool {
 // granted resumes a job that queued for a token of c.now (acquireOr).
 func (j *job) granted(ok bool) {
 	if !ok {
-		j.leave(time.Time{})
+		j.leave(time.Time{}, unknownRoom)
 		j.leave = nil
 		j.resume(stepGiveBack)
 		return

@@ -777,8 +777,12 @@ func TestRowsDueAtOnceTakeOnlySlotsTheyCanCall(t *testing.T) {
 	f.publish("u", "s", rows)
 	waitFor(t, 20*time.Second, "every row registered", func() bool { return f.registeredCount("u") == rows })
 	took := time.Since(start)
-	if missed := gathered(t, f.reg, "bulkreg_consumer_slots_missed_total"); missed != 0 {
-		t.Errorf("%v slots missed, want 0: rows took slots due now that no call could take", missed)
+	// Without the tokens most of each window's slots were missed. With them
+	// none is on an idle machine; a starved one still starts a few calls
+	// late (old and new code alike: 1 to 3 runs in 8 missed up to 10 slots
+	// with three busy loops beside the test), so a tenth is allowed.
+	if missed := gathered(t, f.reg, "bulkreg_consumer_slots_missed_total"); missed > rows/10 {
+		t.Errorf("%v slots missed, want at most %d: rows took slots due now that no call could take", missed, rows/10)
 	}
 	// Every call was a 201, so the throttle kept exactly one slot per call and
 	// dropped the missed ones. If each call started within the lateness of
