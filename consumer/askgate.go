@@ -45,10 +45,10 @@ type askGate struct {
 	changed chan struct{} // closed when a place came free, the width grew, or until was lifted
 }
 
-// Room is what an ask's answer tells the gate about the seller's next asks
-// (leave): more says how many more slots the window of an admitted slot has
-// room for; 0 after a refusal, unknownRoom when the answer said nothing
-// (the ask failed, or the row left without asking).
+// unknownRoom is the room a row reports when it leaves the gate without an
+// answer that tells it (the ask failed, or the row left without asking). An
+// admitted slot reports the places its window has left (limit − InWindow),
+// a refusal 0.
 const unknownRoom = -1
 
 func newAskGates() *askGates { return &askGates{m: map[string]*askGate{}} }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -87,8 +88,10 @@ func TestSlowSellerDoesNotDelayOthers(t *testing.T) {
 
 	// A third upload of A's is refused at once, before its body is read.
 	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ct, body := multipartBody(t, "file", xlsx(t, "a3", validRows(1)...), nil)
+	for probe := 0; ; probe++ {
+		// Each probe is a new file: once one went through, the same file
+		// again is a duplicate, answered 200 before any slot is asked for.
+		ct, body := multipartBody(t, "file", xlsx(t, "a3-"+strconv.Itoa(probe), validRows(1)...), nil)
 		resp, b := h.do(t, "POST", "/v1/uploads", tokA, ct, body)
 		if resp.StatusCode == http.StatusTooManyRequests {
 			if errorCode(t, b) != "too_many_uploads" || resp.Header.Get("Retry-After") == "" {
@@ -97,8 +100,7 @@ func TestSlowSellerDoesNotDelayOthers(t *testing.T) {
 			break
 		}
 		if resp.StatusCode == http.StatusCreated {
-			// The trickles had not taken their slots yet; a second file
-			// keeps the probe from being a duplicate.
+			// The trickles had not taken their slots yet.
 			t.Logf("probe went through before both trickles held a slot")
 		}
 		if time.Now().After(deadline) {
