@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -36,13 +37,20 @@ type askGates struct {
 
 // askGate is one seller's; every field is guarded by askGates.mu.
 type askGate struct {
-	serial  bool          // a refusal was seen: asks take places, at most width at once
-	until   time.Time     // no ask before it
-	users   int           // rows in enter..leave; the gate goes with the last
-	asking  int           // rows holding a place (serial mode)
-	width   int           // places: how many rows may ask at once (serial mode)
-	waiting int           // rows waiting for a place or for until
-	changed chan struct{} // closed when a place came free, the width grew, or until was lifted
+	serial bool          // a refusal was seen: asks take places, at most width at once
+	until  time.Time     // no ask before it
+	users  int           // rows in enter..leave, queued ones included; the gate goes with the last
+	asking int           // rows holding a place (serial mode)
+	width  int           // places: how many rows may ask at once (serial mode)
+	queue  []*gateWaiter // rows parked for a place, first come first served
+	timer  *time.Timer   // hands places out when until passes, while rows are queued
+}
+
+// gateWaiter is a row parked at a gate: it holds no goroutine (a consumer
+// parks hundreds there, one stack each cost megabytes), and admit resumes it.
+type gateWaiter struct {
+	admit func(leave func(askAgain time.Time, room int), ok bool)
+	stop  func() bool // unregisters the ctx watch
 }
 
 // unknownRoom is the room a row reports when it leaves the gate without an
@@ -53,59 +61,90 @@ const unknownRoom = -1
 
 func newAskGates() *askGates { return &askGates{m: map[string]*askGate{}} }
 
-// enter waits until the row may ask the throttle for the seller's next slot.
-// leave must be called once the answer is known, with the time the answer
-// said to ask again (zero when a slot was admitted or the ask failed) and
-// the room it reported (unknownRoom when none). ok is false when ctx ended
-// first; leave is then nil.
-func (gs *askGates) enter(ctx context.Context, seller string) (leave func(askAgain time.Time, room int), ok bool) {
+// enterOr lets the row ask the throttle for the seller's next slot at once
+// (parked false), or parks it (true): admit is then called once, on another
+// goroutine, with the row's leave when it may ask, or with ok false when ctx
+// ended first. leave must be called once the answer is known, with the time
+// the answer said to ask again (zero when a slot was admitted or the ask
+// failed) and the room it reported (unknownRoom when none).
+func (gs *askGates) enterOr(ctx context.Context, seller string, admit func(leave func(askAgain time.Time, room int), ok bool)) (leave func(askAgain time.Time, room int), parked bool) {
 	gs.mu.Lock()
+	defer gs.mu.Unlock()
 	g := gs.m[seller]
 	if g == nil {
 		g = &askGate{width: 1}
 		gs.m[seller] = g
 	}
 	g.users++
-	serial := g.serial
-	gs.mu.Unlock()
+	if !g.serial {
+		return gs.leaveFunc(seller, g, false), false
+	}
+	if len(g.queue) == 0 && !time.Now().Before(g.until) && g.asking < g.width {
+		g.asking++
+		return gs.leaveFunc(seller, g, true), false
+	}
+	w := &gateWaiter{admit: admit}
+	g.queue = append(g.queue, w)
+	// Registered under the lock, so admitLocked (which holds it) never sees
+	// a waiter without its stop.
+	w.stop = context.AfterFunc(ctx, func() { gs.cancel(seller, g, w) })
+	gs.admitLocked(seller, g) // sets the timer for until
+	return nil, true
+}
 
-	if !serial {
-		return func(askAgain time.Time, room int) { gs.leave(seller, g, askAgain, room, false) }, true
-	}
+func (gs *askGates) leaveFunc(seller string, g *askGate, held bool) func(time.Time, int) {
+	return func(askAgain time.Time, room int) { gs.leave(seller, g, askAgain, room, held) }
+}
+
+// cancel takes a parked row whose ctx ended out of the queue. One that
+// admitLocked took already is told there.
+func (gs *askGates) cancel(seller string, g *askGate, w *gateWaiter) {
 	gs.mu.Lock()
-	for {
-		wait := time.Until(g.until)
-		if wait <= 0 && g.asking < g.width {
-			break
-		}
-		if g.changed == nil {
-			g.changed = make(chan struct{})
-		}
-		changed := g.changed
-		g.waiting++
+	i := slices.Index(g.queue, w)
+	if i < 0 {
 		gs.mu.Unlock()
-		var timeout <-chan time.Time
-		if wait > 0 {
-			timer := time.NewTimer(wait)
-			defer timer.Stop() // on return: a row waits out few untils
-			timeout = timer.C
-		}
-		select {
-		case <-changed:
-		case <-timeout:
-		case <-ctx.Done():
-			gs.mu.Lock()
-			g.waiting--
-			gs.mu.Unlock()
-			gs.leave(seller, g, time.Time{}, unknownRoom, false)
-			return nil, false
-		}
-		gs.mu.Lock()
-		g.waiting--
+		return
 	}
-	g.asking++
+	g.queue = slices.Delete(g.queue, i, i+1)
 	gs.mu.Unlock()
-	return func(askAgain time.Time, room int) { gs.leave(seller, g, askAgain, room, true) }, true
+	gs.leave(seller, g, time.Time{}, unknownRoom, false)
+	w.admit(nil, false)
+}
+
+// admitLocked hands the places that are free to the rows queued first, or
+// sets the timer for until. Under gs.mu; the admitted rows resume on
+// goroutines of their own.
+func (gs *askGates) admitLocked(seller string, g *askGate) {
+	if len(g.queue) == 0 {
+		return
+	}
+	if wait := time.Until(g.until); wait > 0 {
+		if g.timer == nil {
+			g.timer = time.AfterFunc(wait, func() {
+				gs.mu.Lock()
+				defer gs.mu.Unlock()
+				g.timer = nil
+				gs.admitLocked(seller, g)
+			})
+		}
+		return
+	}
+	for len(g.queue) > 0 && g.asking < g.width {
+		w := g.queue[0]
+		g.queue = g.queue[1:]
+		if !w.stop() {
+			// Its ctx ended and cancel, waiting for the lock, will not find
+			// it in the queue: it leaves here.
+			g.users--
+			if g.users == 0 {
+				delete(gs.m, seller)
+			}
+			go w.admit(nil, false)
+			continue
+		}
+		g.asking++
+		go w.admit(gs.leaveFunc(seller, g, true), true)
+	}
 }
 
 // reopen lets the seller's waiting rows ask now: this consumer gave a slot
@@ -120,16 +159,11 @@ func (gs *askGates) reopen(seller string) {
 	if g := gs.m[seller]; g != nil {
 		g.until = time.Time{}
 		g.width = 1 // one place came free: one row asks, and its answer tells the room
-		g.wake()
-	}
-}
-
-// wake tells the rows waiting at g that a place or the time may have come.
-// Under askGates.mu.
-func (g *askGate) wake() {
-	if g.changed != nil && g.waiting > 0 {
-		close(g.changed)
-		g.changed = nil
+		if g.timer != nil {
+			g.timer.Stop()
+			g.timer = nil
+		}
+		gs.admitLocked(seller, g)
 	}
 }
 
@@ -149,9 +183,9 @@ func (gs *askGates) leave(seller string, g *askGate, askAgain time.Time, room in
 	if held {
 		g.asking--
 	}
-	g.wake() // a place came free, or the width grew
 	g.users--
 	if g.users == 0 {
 		delete(gs.m, seller)
 	}
+	gs.admitLocked(seller, g) // a place came free, or the width grew
 }

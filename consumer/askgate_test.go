@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -167,5 +168,57 @@ func TestAskGateReopensWhenASlotIsGivenBack(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the row did not ask within 5 s of a slot given back")
+	}
+}
+
+// enter is enterOr blocking until the row may ask, as the tests above use it.
+func (gs *askGates) enter(ctx context.Context, seller string) (func(time.Time, int), bool) {
+	type admitted struct {
+		leave func(time.Time, int)
+		ok    bool
+	}
+	ch := make(chan admitted, 1)
+	leave, parked := gs.enterOr(ctx, seller, func(l func(time.Time, int), ok bool) { ch <- admitted{l, ok} })
+	if !parked {
+		return leave, true
+	}
+	a := <-ch
+	return a.leave, a.ok
+}
+
+// Rows parked at a gate hold no goroutine, and a context that ends tells
+// each of them once.
+func TestAskGateParkedRowsHoldNoGoroutine(t *testing.T) {
+	gs := newAskGates()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	holder, _ := gs.enter(context.Background(), "s")
+	refused, _ := gs.enter(context.Background(), "s")
+	refused(time.Now().Add(time.Hour), 0)
+
+	before := runtime.NumGoroutine()
+	var told, refusedEntry atomic.Int32
+	for range 200 {
+		_, parked := gs.enterOr(ctx, "s", func(_ func(time.Time, int), ok bool) {
+			told.Add(1)
+			if !ok {
+				refusedEntry.Add(1)
+			}
+		})
+		if !parked {
+			t.Fatal("a row went ahead although the refusal said in an hour")
+		}
+	}
+	if n := runtime.NumGoroutine() - before; n > 10 {
+		t.Errorf("200 parked rows hold %d goroutines", n)
+	}
+	cancel()
+	waitFor(t, 5*time.Second, "every parked row told its context ended", func() bool { return told.Load() == 200 })
+	if refusedEntry.Load() != 200 {
+		t.Errorf("%d of 200 rows were let in after their context ended", 200-refusedEntry.Load())
+	}
+	holder(time.Time{}, unknownRoom)
+	if len(gs.m) != 0 {
+		t.Errorf("%d gates left after every row left", len(gs.m))
 	}
 }

@@ -50,7 +50,8 @@ type step uint8
 
 const (
 	stepClaim     step = iota // claim the SKU, wait while the circuit is open
-	stepReserve               // wait for the turn to ask for a slot
+	stepReserve               // wait for a place at the seller's ask gate
+	stepToken                 // wait for a token for a slot due now
 	stepAsk                   // ask the throttle for a slot
 	stepCheck                 // confirm the slot shortly before it
 	stepDue                   // wait out the last stretch to the slot
@@ -93,12 +94,15 @@ func (j *job) run() bool {
 			if !c.redis.wait(ctx) {
 				return j.giveBack()
 			}
-			leave, ok := c.asks.enter(ctx, r.m.SellerID)
-			if !ok {
-				return j.giveBack()
+			leave, parked := c.asks.enterOr(ctx, r.m.SellerID, j.admitted)
+			if parked {
+				return false // parked until admitted
 			}
 			j.leave = leave
-			if !c.now.acquireOr(ctx, r.m.SellerID, j.granted) {
+			j.next = stepToken
+
+		case stepToken:
+			if !c.now.acquireOr(r.ctx(), r.m.SellerID, j.granted) {
 				return false // parked until granted
 			}
 			j.next = stepAsk
@@ -211,6 +215,16 @@ func (j *job) end() bool {
 	j.sku.settle()
 	j.cb.done()
 	return true
+}
+
+// admitted resumes a job that parked at its seller's ask gate (enterOr).
+func (j *job) admitted(leave func(askAgain time.Time, room int), ok bool) {
+	if !ok {
+		j.resume(stepGiveBack)
+		return
+	}
+	j.leave = leave
+	j.resume(stepToken)
 }
 
 // granted resumes a job that queued for a token of c.now (acquireOr).
