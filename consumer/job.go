@@ -11,7 +11,8 @@ import (
 
 // job is one row's way through the pipeline (take a slot → call → classify →
 // record). Most of a row's life is waiting: for its slot to come near (up to
-// the throttle's MaxWait), for a slot beyond MaxWait, for a retry. A row that
+// the throttle's MaxWait), for a slot beyond MaxWait, for a place at its
+// seller's ask gate, for a due-now token, for a retry. A row that
 // waits long parks: it holds a timer and this struct, not a goroutine. With
 // a window's worth of slots booked per seller, a consumer holds thousands of
 // waiting rows, and their goroutine stacks were most of its memory (bench
