@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -88,51 +89,70 @@ func TestAskGateEnterEndsWithTheContext(t *testing.T) {
 
 // After a refusal one row asks; a slot admitted with room for n more lets n
 // rows ask together (a window's reservations take one round trip, not one
-// each); the next refusal lets one ask again.
+// each); the next refusal lets one ask again. Parked rows are counted as the
+// gate admits them, so nothing here depends on timing.
 func TestAskGateOpensAsWideAsTheWindowHasRoom(t *testing.T) {
 	gs := newAskGates()
 	ctx := context.Background()
 	holder, _ := gs.enter(ctx, "s") // keeps the gate alive
 	defer holder(time.Time{}, unknownRoom)
-	first, _ := gs.enter(ctx, "s")
-	first(time.Now(), 0) // refused: serial, one at a time
-
-	// concurrently asks rows at once, each answered with room, and reports
-	// how many held a place together at most.
-	concurrently := func(rows int, room func(i int) int) int32 {
-		var asking, most atomic.Int32
-		done := make(chan struct{}, rows)
-		for i := range rows {
-			go func() {
-				defer func() { done <- struct{}{} }()
-				leave, ok := gs.enter(ctx, "s")
-				if !ok {
-					t.Error("a row was refused entry")
-					return
-				}
-				n := asking.Add(1)
-				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-				}
-				time.Sleep(20 * time.Millisecond) // the ask's round trip
-				asking.Add(-1)
-				leave(time.Time{}, room(i))
-			}()
-		}
-		for range rows {
-			<-done
-		}
-		return most.Load()
-	}
-	// The first answer says 10 places are left: up to 10 ask at once.
-	if m := concurrently(12, func(int) int { return 10 }); m < 2 || m > 10 {
-		t.Errorf("after an answer with room for 10, %d rows asked at once; want 2..10", m)
-	}
-	// A refusal narrows the gate to one again.
 	refused, _ := gs.enter(ctx, "s")
-	refused(time.Now(), 0)
-	if m := concurrently(4, func(int) int { return unknownRoom }); m != 1 {
-		t.Errorf("after a refusal %d rows asked at once, want 1", m)
+	refused(time.Now(), 0) // refused: serial, one place
+
+	var mu sync.Mutex
+	var admitted []func(time.Time, int)
+	admit := func(leave func(time.Time, int), ok bool) {
+		if !ok {
+			t.Error("a row was refused entry")
+			return
+		}
+		mu.Lock()
+		admitted = append(admitted, leave)
+		mu.Unlock()
 	}
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(admitted) }
+	first, parked := gs.enterOr(ctx, "s", admit)
+	if parked {
+		t.Fatal("the one place after a refusal went to no row")
+	}
+	for range 12 {
+		if _, parked := gs.enterOr(ctx, "s", admit); !parked {
+			t.Fatal("a second row asked while the first held the one place")
+		}
+	}
+	first(time.Time{}, 10) // admitted with room for 10 more: 10 places
+	waitFor(t, 5*time.Second, "10 rows admitted", func() bool { return count() >= 10 })
+	if n := count(); n != 10 {
+		t.Fatalf("%d rows admitted after an answer with room for 10, want 10", n)
+	}
+	mu.Lock()
+	leaves := admitted
+	admitted = nil
+	mu.Unlock()
+	leaves[0](time.Now(), 0) // a refusal: one place again, and 9 still held
+	for _, leave := range leaves[1:9] {
+		leave(time.Time{}, unknownRoom)
+	}
+	gs.mu.Lock()
+	asking, queued := gs.m["s"].asking, len(gs.m["s"].queue)
+	gs.mu.Unlock()
+	if asking != 1 || queued != 2 {
+		t.Fatalf("%d rows asking and %d queued while the one place was held, want 1 and 2", asking, queued)
+	}
+	leaves[9](time.Time{}, unknownRoom) // the last place comes free: one row
+	waitFor(t, 5*time.Second, "one row admitted", func() bool { return count() >= 1 })
+	if n := count(); n != 1 {
+		t.Errorf("%d rows admitted after a refusal, want 1", n)
+	}
+	mu.Lock()
+	rest := admitted
+	mu.Unlock()
+	rest[0](time.Time{}, unknownRoom)
+	waitFor(t, 5*time.Second, "the last parked row admitted", func() bool { return count() == 2 })
+	mu.Lock()
+	rest = admitted
+	mu.Unlock()
+	rest[1](time.Time{}, unknownRoom)
 }
 
 // A slot given back lifts the refusal's time: the place is free now, and a
@@ -145,27 +165,18 @@ func TestAskGateReopensWhenASlotIsGivenBack(t *testing.T) {
 	refused, _ := gs.enter(ctx, "s")
 	refused(time.Now().Add(time.Hour), 0)
 
-	entered := make(chan time.Duration, 1)
-	start := time.Now()
-	go func() {
-		leave, ok := gs.enter(ctx, "s")
+	entered := make(chan func(time.Time, int), 1)
+	if _, parked := gs.enterOr(ctx, "s", func(leave func(time.Time, int), ok bool) {
 		if ok {
-			leave(time.Time{}, unknownRoom)
+			entered <- leave
 		}
-		entered <- time.Since(start)
-	}()
-	time.Sleep(30 * time.Millisecond)
-	select {
-	case d := <-entered:
-		t.Fatalf("a row asked %s after a refusal that said in an hour", d)
-	default:
+	}); !parked {
+		t.Fatal("a row asked after a refusal that said in an hour")
 	}
 	gs.reopen("s")
 	select {
-	case d := <-entered:
-		if d < 30*time.Millisecond {
-			t.Errorf("the row asked after %s, before the slot was given back", d)
-		}
+	case leave := <-entered:
+		leave(time.Time{}, unknownRoom)
 	case <-time.After(5 * time.Second):
 		t.Fatal("the row did not ask within 5 s of a slot given back")
 	}

@@ -589,6 +589,7 @@ func (c *Consumer) afterCall(r *row, s *slot, res registryclient.Result, sku *sk
 	rest := s.Reservation // what Settle or Release still has to do
 	rec, batch := c.deps.Calls.(stepRecorder)
 	var steps []scriptbatch.Step
+	marking := false // the ledger's mark is a step of the batch
 	if batch {
 		if th, ok := c.deps.Throttle.(slotSteps); ok {
 			var st scriptbatch.Step
@@ -602,7 +603,8 @@ func (c *Consumer) afterCall(r *row, s *slot, res registryclient.Result, sku *sk
 				rest = rest.AppWide()
 			}
 		}
-		if st, ok := sku.markStep(res, &mk); ok {
+		var st scriptbatch.Step
+		if st, marking = sku.markStep(res, &mk); marking {
 			steps = append(steps, st)
 		}
 	}
@@ -616,12 +618,9 @@ func (c *Consumer) afterCall(r *row, s *slot, res registryclient.Result, sku *sk
 		log.Error("a registry call is missing from the compliance history: Redis did not take it before the drain ended",
 			"status", res.Status, "class", class, "err", err)
 		rest = s.Reservation // the batch's steps did not run: try the slot on its own
-		if mk.pending {
-			mk.pending, mk.failed = false, true
-		}
 	}
-	if mk.pending {
-		mk.pending, mk.done = false, true
+	if marking {
+		mk.done, mk.failed = err == nil, err != nil
 	}
 	if count {
 		c.settle(rest, s.answered)

@@ -160,24 +160,24 @@ func (s *skuClaim) registered(res registryclient.Result, attempts int, mk marked
 // the call's batch: done (e is the ledger's entry) or failed (the batch did
 // not reach Redis before the drain ended). Neither: registered marks it.
 type marked struct {
-	pending, done, failed bool
-	e                     ledger.Entry
+	done, failed bool
+	e            ledger.Entry
 }
 
 // markStep adds the ledger's mark of a registration to the call's batch
-// (afterCall); false when there is nothing to mark there: no registration,
-// no ledger, or one that takes no steps.
-func (s *skuClaim) markStep(res registryclient.Result, mk *marked) (scriptbatch.Step, bool) {
+// (afterCall): ok when the step is to run (mk.e is filled when it has);
+// false when there is nothing to mark there (no registration, no ledger, or
+// one that takes no steps) or the ledger refused the mark (mk.done then).
+func (s *skuClaim) markStep(res registryclient.Result, mk *marked) (st scriptbatch.Step, ok bool) {
 	l, ok := s.c.deps.Ledger.(markSteps)
 	if !ok || (res.Class != registryclient.Registered && res.Class != registryclient.Replayed) {
-		return scriptbatch.Step{}, false
+		return st, false
 	}
 	st, err := l.MarkStep(s.r.m.SellerID, s.r.m.Product.SellerSKU, s.by(res), s.hash, res.ProductID, &mk.e)
 	if err != nil {
 		mk.done, mk.e = true, s.unmarkable(res, err)
 		return st, false
 	}
-	mk.pending = true
 	return st, true
 }
 
