@@ -412,10 +412,18 @@ func (g *group) startGeneration(gen *kafka.Generation) {
 	ids := make([]int, 0, len(assigned))
 	var readers sync.WaitGroup
 	parts := make([]*partition, 0, len(assigned))
+	// What the group has committed is the assignment's offset. Taken here,
+	// before any reader starts: a commit loop that read the commit points
+	// when it got to run could find rows already finished and never commit
+	// them.
+	committed := map[int]int64{}
 	for _, pa := range assigned {
 		p := g.newPartition(pa)
 		parts = append(parts, p)
 		ids = append(ids, pa.ID)
+		if pa.Offset >= 0 {
+			committed[pa.ID] = pa.Offset
+		}
 		readers.Add(1)
 		gen.Start(func(ctx context.Context) {
 			defer readers.Done()
@@ -429,7 +437,7 @@ func (g *group) startGeneration(gen *kafka.Generation) {
 	}
 	g.mu.Unlock()
 	g.log.Info("consumer group: generation started", "group", g.cfg.Group, "generation", gen.ID, "member", gen.MemberID, "partitions", ids)
-	gen.Start(func(ctx context.Context) { g.commitLoop(ctx, gen, parts, &readers) })
+	gen.Start(func(ctx context.Context) { g.commitLoop(ctx, gen, parts, committed, &readers) })
 }
 
 func (g *group) newPartition(pa kafka.PartitionAssignment) *partition {
@@ -547,14 +555,8 @@ func (g *group) drain(p *partition) {
 
 // commitLoop commits each partition's commit point every CommitInterval
 // and once more after the partitions drained, while the generation still
-// holds them.
-func (g *group) commitLoop(ctx context.Context, gen *kafka.Generation, parts []*partition, readers *sync.WaitGroup) {
-	committed := map[int]int64{}
-	for _, p := range parts {
-		if cp, ok := p.offs.commitPoint(); ok {
-			committed[p.id] = cp
-		}
-	}
+// holds them. committed holds what the group has committed already.
+func (g *group) commitLoop(ctx context.Context, gen *kafka.Generation, parts []*partition, committed map[int]int64, readers *sync.WaitGroup) {
 	tick := time.NewTicker(g.cfg.CommitInterval)
 	defer tick.Stop()
 	for {
