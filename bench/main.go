@@ -180,15 +180,18 @@ type result struct {
 	CPUS        float64 `json:"consumer_cpu_s"`
 	CPUUsPerRow float64 `json:"consumer_cpu_us_per_registered_row"`
 	// Nil when the consumer binary has no round-trip counter (older builds).
-	RoundTrips             *float64  `json:"redis_round_trips"`
-	RoundTripsPerRow       *float64  `json:"redis_round_trips_per_registered_row"`
-	CommandsSent           float64   `json:"redis_commands_sent"`
-	CommandsSentPerRow     float64   `json:"redis_commands_sent_per_registered_row"`
-	CommandsExecuted       int64     `json:"redis_commands_executed"`
-	CommandsExecutedPerRow float64   `json:"redis_commands_executed_per_registered_row"`
-	PeakRSSMiB             []float64 `json:"consumer_peak_rss_mib"`
-	PeakRSSMiBMax          float64   `json:"consumer_peak_rss_mib_max"`
-	RedisCPUUsPerRow       float64   `json:"redis_cpu_us_per_registered_row"`
+	RoundTrips             *float64 `json:"redis_round_trips"`
+	RoundTripsPerRow       *float64 `json:"redis_round_trips_per_registered_row"`
+	CommandsSent           float64  `json:"redis_commands_sent"`
+	CommandsSentPerRow     float64  `json:"redis_commands_sent_per_registered_row"`
+	CommandsExecuted       int64    `json:"redis_commands_executed"`
+	CommandsExecutedPerRow float64  `json:"redis_commands_executed_per_registered_row"`
+	// Which commands those were, inside scripts included: where Redis's
+	// CPU goes.
+	CommandsExecutedByName map[string]float64 `json:"redis_commands_executed_per_registered_row_by_command"`
+	PeakRSSMiB             []float64          `json:"consumer_peak_rss_mib"`
+	PeakRSSMiBMax          float64            `json:"consumer_peak_rss_mib_max"`
+	RedisCPUUsPerRow       float64            `json:"redis_cpu_us_per_registered_row"`
 	// Where the machine's CPU went over the scenario: the rest is other work
 	// on the machine, which skews every figure above.
 	CPU      cpuShare           `json:"machine_cpu_s"`
@@ -207,23 +210,24 @@ type cpuShare struct {
 // with it.
 func definitions() map[string]string {
 	return map[string]string{
-		"lower_bound_s":                                     "(⌈rows/limit⌉ − 1) × (window + margin): the least time from a seller's first registration to its last",
-		"seller_ratio":                                      "per seller: (last − first registration at the sandbox) ÷ its lower bound; min, median and max over the sellers whose lower bound is above 0 (more rows than the limit)",
-		"registrations_per_s_sustained":                     "registered_rows ÷ first_to_last_registration_s (the sandbox's first and last 201 of the run, all sellers)",
-		"registered_rows":                                   "distinct products the sandbox registered (accepted_201 minus double registrations)",
-		"publish_s":                                         "time to publish every row to the broker (acks from all replicas); publish_to_last_registration_s counts from the same start",
-		"consumer_cpu_us_per_registered_row":                "user + system CPU of all consumer processes (/proc/PID/stat, 10 ms ticks) from just before publishing to 1 s after the last registration, ÷ registered_rows",
-		"redis_round_trips_per_registered_row":              "the consumers' bulkreg_consumer_redis_roundtrips_total over the same span ÷ registered_rows: one per command or pipeline a Redis node received; null when the consumer binary has no such counter",
-		"redis_commands_sent_per_registered_row":            "the consumers' bulkreg_consumer_redis_commands_total over the same span ÷ registered_rows (a script is one command)",
-		"redis_commands_executed_per_registered_row":        "redis-server's total_commands_processed over the same span ÷ registered_rows (commands run inside scripts included)",
-		"consumer_peak_rss_mib":                             "VmHWM of each consumer process at the end of the scenario",
-		"finish_windows_max":                                "per seller group: the largest (seller's last registration − the run's first registration) ÷ the app-wide window (the seller window without one)",
-		"global_limit.periods":                              "the run from its first registration to its last cut into consecutive periods of the app-wide window; accepted = 201s of all sellers in the period; seller_limits_capacity = how many the sellers' own limits alone would have allowed in it (each seller's rows left, placed as early as a sliding log of limit per window + margin allows after its earlier registrations); counted = capacity ≥ the app-wide limit, i.e. rows were waiting that only the app-wide limit held back",
-		"global_limit.window_used_fraction_while_rows_wait": "Σ accepted ÷ (app-wide limit × periods counted); the worst period's accepted ÷ limit beside it; null when no period counted",
-		"rate_limited_429":                                  "429 answers of the sandbox, every limit together",
-		"redis_cpu_us_per_registered_row":                   "redis-server's user + system CPU (INFO cpu) over the same span ÷ registered_rows",
-		"machine_cpu_s":                                     "CPU seconds over the same span: busy_all_processes from /proc/stat (every CPU, idle and iowait left out), consumers as above, redis from INFO cpu, bench_process from /proc/self/stat; other_processes is the rest, work on the machine that is not this scenario's and skews it",
-		"consumer_counters":                                 "these consumer counters over the same span, summed over the consumers; one the binary lacks is left out",
+		"lower_bound_s":                                         "(⌈rows/limit⌉ − 1) × (window + margin): the least time from a seller's first registration to its last",
+		"seller_ratio":                                          "per seller: (last − first registration at the sandbox) ÷ its lower bound; min, median and max over the sellers whose lower bound is above 0 (more rows than the limit)",
+		"registrations_per_s_sustained":                         "registered_rows ÷ first_to_last_registration_s (the sandbox's first and last 201 of the run, all sellers)",
+		"registered_rows":                                       "distinct products the sandbox registered (accepted_201 minus double registrations)",
+		"publish_s":                                             "time to publish every row to the broker (acks from all replicas); publish_to_last_registration_s counts from the same start",
+		"consumer_cpu_us_per_registered_row":                    "user + system CPU of all consumer processes (/proc/PID/stat, 10 ms ticks) from just before publishing to 1 s after the last registration, ÷ registered_rows",
+		"redis_round_trips_per_registered_row":                  "the consumers' bulkreg_consumer_redis_roundtrips_total over the same span ÷ registered_rows: one per command or pipeline a Redis node received; null when the consumer binary has no such counter",
+		"redis_commands_sent_per_registered_row":                "the consumers' bulkreg_consumer_redis_commands_total over the same span ÷ registered_rows (a script is one command)",
+		"redis_commands_executed_per_registered_row":            "redis-server's total_commands_processed over the same span ÷ registered_rows (commands run inside scripts included)",
+		"redis_commands_executed_per_registered_row_by_command": "the same, per command, from INFO commandstats (calls); the sampling INFOs themselves show as info",
+		"consumer_peak_rss_mib":                                 "VmHWM of each consumer process at the end of the scenario",
+		"finish_windows_max":                                    "per seller group: the largest (seller's last registration − the run's first registration) ÷ the app-wide window (the seller window without one)",
+		"global_limit.periods":                                  "the run from its first registration to its last cut into consecutive periods of the app-wide window; accepted = 201s of all sellers in the period; seller_limits_capacity = how many the sellers' own limits alone would have allowed in it (each seller's rows left, placed as early as a sliding log of limit per window + margin allows after its earlier registrations); counted = capacity ≥ the app-wide limit, i.e. rows were waiting that only the app-wide limit held back",
+		"global_limit.window_used_fraction_while_rows_wait":     "Σ accepted ÷ (app-wide limit × periods counted); the worst period's accepted ÷ limit beside it; null when no period counted",
+		"rate_limited_429":                                      "429 answers of the sandbox, every limit together",
+		"redis_cpu_us_per_registered_row":                       "redis-server's user + system CPU (INFO cpu) over the same span ÷ registered_rows",
+		"machine_cpu_s":                                         "CPU seconds over the same span: busy_all_processes from /proc/stat (every CPU, idle and iowait left out), consumers as above, redis from INFO cpu, bench_process from /proc/self/stat; other_processes is the rest, work on the machine that is not this scenario's and skews it",
+		"consumer_counters":                                     "these consumer counters over the same span, summed over the consumers; one the binary lacks is left out",
 	}
 }
 
@@ -238,6 +242,13 @@ func main() {
 	chosen, err := choose(*which)
 	if err == nil && *window < 0 {
 		err = fmt.Errorf("-window is %s, it must be positive (or 0 for each scenario's own)", *window)
+	}
+	if err == nil && *timesDir != "" {
+		// Made before the runs, so a directory that cannot be written
+		// fails now and not after minutes of work.
+		if mkErr := os.MkdirAll(*timesDir, 0o755); mkErr != nil {
+			err = fmt.Errorf("-times: %w", mkErr)
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -612,6 +623,12 @@ func run(ctx context.Context, sc scenario, bin, parent string, log *slog.Logger)
 	// −1: the first sample's INFO is itself a command.
 	res.CommandsExecuted = after.redisCommands - before.redisCommands - 1
 	res.CommandsExecutedPerRow = round(perRow(float64(res.CommandsExecuted)))
+	res.CommandsExecutedByName = map[string]float64{}
+	for name, calls := range after.redisByCommand {
+		if per := round(perRow(float64(calls - before.redisByCommand[name]))); per > 0 {
+			res.CommandsExecutedByName[name] = per
+		}
+	}
 	return res, nil
 }
 
@@ -631,11 +648,12 @@ func (r *statusRecorder) WriteHeader(code int) {
 
 // sample is the consumers', Redis's and the machine's counters at one moment.
 type sample struct {
-	consumers     []consumerSample
-	redisCommands int64
-	redisCPUS     float64
-	benchCPUS     float64 // this process: the sandbox and the broker
-	machineBusyS  float64 // every CPU, every process
+	consumers      []consumerSample
+	redisCommands  int64
+	redisByCommand map[string]int64 // calls, from INFO commandstats
+	redisCPUS      float64
+	benchCPUS      float64 // this process: the sandbox and the broker
+	machineBusyS   float64 // every CPU, every process
 }
 
 type consumerSample struct {
@@ -676,6 +694,9 @@ func sampleAll(ctx context.Context, rdb *redis.Client, procs []*exec.Cmd, metric
 	}
 	var err error
 	if s.redisCommands, s.redisCPUS, err = redisStats(ctx, rdb); err != nil {
+		return s, err
+	}
+	if s.redisByCommand, err = redisCommandCalls(ctx, rdb); err != nil {
 		return s, err
 	}
 	s.benchCPUS, s.machineBusyS = cpuSeconds("/proc/self/stat"), machineBusy()
@@ -748,6 +769,33 @@ func redisStats(ctx context.Context, rdb *redis.Client) (commands int64, cpuS fl
 		return 0, 0, errors.New("INFO of the bench's Redis lacks total_commands_processed, used_cpu_user or used_cpu_sys")
 	}
 	return commands, cpuS, nil
+}
+
+// redisCommandCalls is how often Redis has run each command (INFO
+// commandstats: "cmdstat_zadd:calls=12,usec=…"), subcommands as "client|setname".
+func redisCommandCalls(ctx context.Context, rdb *redis.Client) (map[string]int64, error) {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, fmt.Errorf("INFO commandstats of the bench's Redis: %w", err)
+	}
+	out := map[string]int64{}
+	for line := range strings.SplitSeq(info, "\n") {
+		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
+		name, isCmd := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !isCmd {
+			continue
+		}
+		for field := range strings.SplitSeq(stats, ",") {
+			if v, ok := strings.CutPrefix(field, "calls="); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return nil, fmt.Errorf("INFO commandstats %s: %w", name, err)
+				}
+				out[name] = n
+			}
+		}
+	}
+	return out, nil
 }
 
 // machineBusy is the CPU time every CPU of the machine has spent on
