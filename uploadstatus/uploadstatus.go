@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -73,7 +74,27 @@ type Store struct {
 	create    *redis.Script
 	record    *redis.Script
 	state     *redis.Script
+
+	mu      sync.Mutex
+	writing map[string]*recordQueue // uploads with a record call on the wire
 }
+
+// A recordQueue holds the rows of one upload that finished while a record
+// call of that upload was on the wire; the next call carries them all.
+type recordQueue struct {
+	rows []*queuedRow
+}
+
+type queuedRow struct {
+	row  int
+	args []any // state and result, as the script takes them
+	ctx  context.Context
+	done chan error // buffered: the writer never waits for the caller
+}
+
+// maxRecordBatch caps the rows of one record call. The script runs about
+// six commands per row, and Redis runs nothing else meanwhile.
+const maxRecordBatch = 100
 
 // New returns a Store whose keys expire retention after the upload's last change.
 func New(rdb redis.UniversalClient, retention time.Duration) *Store {
@@ -86,6 +107,7 @@ func New(rdb redis.UniversalClient, retention time.Duration) *Store {
 		create:    redis.NewScript(lua.Script("upload_create.lua")),
 		record:    redis.NewScript(lua.Script("upload_record.lua")),
 		state:     redis.NewScript(lua.Script("upload_state.lua")),
+		writing:   map[string]*recordQueue{},
 	}
 }
 
@@ -238,48 +260,94 @@ func (s *Store) move(ctx context.Context, id, to, reason string, stale time.Dura
 // row recorded twice counts once, and the first "registered" or
 // "already_registered" is final: it wins over an earlier or later "failed"
 // and is never replaced.
+//
+// A consumer finishes a window's rows of one upload within milliseconds of
+// each other, and each used to cost a script call. Rows of one upload that
+// finish while a record call of that upload is on the wire now wait for it
+// and go together in the next call (a group commit): one script call and
+// one expiry refresh for all of them, and no added wait when nothing else is
+// being written. A row whose ctx ends before its call leaves is not sent.
 func (s *Store) RecordRow(ctx context.Context, uploadID string, r RowResult) error {
 	args, err := s.recordArgs(uploadID, r)
 	if err != nil {
 		return err
 	}
-	if err := s.record.Run(ctx, s.rdb, recordKeys(uploadID), args...).Err(); err != nil {
-		return fmt.Errorf("record row %d of upload %s in Redis: %w", r.Row, uploadID, redisfail.Wrap(err))
+	q := &queuedRow{row: r.Row, args: args, ctx: ctx, done: make(chan error, 1)}
+	s.mu.Lock()
+	queue, busy := s.writing[uploadID]
+	if !busy {
+		queue = &recordQueue{}
+		s.writing[uploadID] = queue
 	}
-	return nil
+	queue.rows = append(queue.rows, q)
+	s.mu.Unlock()
+	if !busy {
+		// A writer of its own, not this caller: the rows queued behind this
+		// one are others', and this caller returns once its row is written.
+		// It runs until the upload's queue is empty, under a context that
+		// outlives this caller's; each row still leaves when its own ctx ends.
+		go s.writeQueued(context.WithoutCancel(ctx), uploadID, queue)
+	}
+	select {
+	case err := <-q.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("record row %d of upload %s: %w", r.Row, uploadID, ctx.Err())
+	}
 }
 
-// RecordRows records many rows in one round trip (the producer's refused rows).
-func (s *Store) RecordRows(ctx context.Context, uploadID string, rs []RowResult) error {
-	if len(rs) == 0 {
-		return nil
-	}
-	// Load the script once so the pipeline can use EVALSHA throughout.
-	if err := s.record.Load(ctx, s.rdb).Err(); err != nil {
-		return fmt.Errorf("record rows of upload %s: load script: %w", uploadID, redisfail.Wrap(err))
-	}
-	pipe := s.rdb.Pipeline()
-	for _, r := range rs {
-		args, err := s.recordArgs(uploadID, r)
-		if err != nil {
-			return err
+// writeQueued sends the upload's queued rows, a batch per call, until none
+// are left; then the next row of the upload starts a call of its own.
+func (s *Store) writeQueued(ctx context.Context, uploadID string, queue *recordQueue) {
+	for {
+		s.mu.Lock()
+		var batch []*queuedRow
+		for len(queue.rows) > 0 && len(batch) < maxRecordBatch {
+			q := queue.rows[0]
+			queue.rows = queue.rows[1:]
+			if q.ctx.Err() != nil {
+				q.done <- q.ctx.Err()
+				continue
+			}
+			batch = append(batch, q)
 		}
-		s.record.EvalSha(ctx, pipe, recordKeys(uploadID), args...)
-	}
-	_, err := pipe.Exec(ctx)
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		// Redis lost its script cache between the load and the pipeline (a
-		// restart or failover): record the rows one by one, each call
-		// loading the script again as needed. Recording is idempotent.
-		for _, r := range rs {
-			if err := s.RecordRow(ctx, uploadID, r); err != nil {
-				return err
+		if len(batch) == 0 {
+			delete(s.writing, uploadID)
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		args := make([]any, 0, 1+2*len(batch))
+		args = append(args, s.ms())
+		for _, q := range batch {
+			args = append(args, q.args...)
+		}
+		err := s.record.Run(ctx, s.rdb, recordKeys(uploadID), args...).Err()
+		for _, q := range batch {
+			if err != nil {
+				q.done <- fmt.Errorf("record row %d of upload %s in Redis: %w", q.row, uploadID, redisfail.Wrap(err))
+			} else {
+				q.done <- nil
 			}
 		}
-		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("record %d rows of upload %s in Redis: %w", len(rs), uploadID, redisfail.Wrap(err))
+}
+
+// RecordRows records many rows (the producer's refused rows): up to
+// maxRecordBatch rows per script call.
+func (s *Store) RecordRows(ctx context.Context, uploadID string, rs []RowResult) error {
+	for chunk := range slices.Chunk(rs, maxRecordBatch) {
+		args := []any{s.ms()}
+		for _, r := range chunk {
+			a, err := s.recordArgs(uploadID, r)
+			if err != nil {
+				return err
+			}
+			args = append(args, a...)
+		}
+		if err := s.record.Run(ctx, s.rdb, recordKeys(uploadID), args...).Err(); err != nil {
+			return fmt.Errorf("record %d rows of upload %s in Redis: %w", len(rs), uploadID, redisfail.Wrap(err))
+		}
 	}
 	return nil
 }
@@ -305,7 +373,7 @@ func (s *Store) recordArgs(uploadID string, r RowResult) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("record row %d of upload %s: %w", r.Row, uploadID, err)
 	}
-	return []any{r.Row, r.State, string(b), s.ms()}, nil
+	return []any{r.Row, r.State, string(b)}, nil
 }
 
 // Get returns the upload, its counts and every recorded row. An upload whose

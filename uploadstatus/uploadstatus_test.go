@@ -376,48 +376,167 @@ func TestRedisDown(t *testing.T) {
 	}
 }
 
-// flushBeforePipeline empties Redis's script cache just before the first
-// pipeline, as a restart between loading the script and using it would.
-type flushBeforePipeline struct {
-	rdb  *redis.Client
-	done bool
+// flushBeforeEvalSha empties Redis's script cache just before the first
+// EVALSHA, as a restart between loading the script and using it would.
+type flushBeforeEvalSha struct {
+	rdb   *redis.Client
+	armed bool // after the setup's own scripts
+	done  bool
 }
 
-func (h *flushBeforePipeline) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *flushBeforePipeline) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return next
-}
-func (h *flushBeforePipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		// The connection's own setup is a pipeline too: wait for the rows'.
-		if !h.done && len(cmds) > 0 && cmds[0].Name() == "evalsha" {
+func (h *flushBeforeEvalSha) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *flushBeforeEvalSha) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.armed && !h.done && cmd.Name() == "evalsha" {
 			h.done = true
 			if err := h.rdb.ScriptFlush(ctx).Err(); err != nil {
 				return err
 			}
 		}
-		return next(ctx, cmds)
+		return next(ctx, cmd)
 	}
+}
+func (h *flushBeforeEvalSha) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 func TestRecordRowsAfterScriptCacheLoss(t *testing.T) {
 	ctx := context.Background()
 	srv := testredis.Start(t)
 	rdb := srv.Client()
-	hook := &flushBeforePipeline{rdb: srv.Client()}
+	hook := &flushBeforeEvalSha{rdb: srv.Client()}
 	rdb.AddHook(hook)
 	s := New(rdb, time.Hour)
 	if _, err := s.Create(ctx, newUpload("f", 3)); err != nil {
 		t.Fatal(err)
 	}
+	// The record script in Redis's cache, as after an earlier upload.
+	if err := s.record.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	hook.armed = true
 	rs := []RowResult{{Row: 2, State: Failed, Reason: "a"}, {Row: 3, State: Failed, Reason: "b"}}
 	if err := s.RecordRows(ctx, "f", rs); err != nil {
 		t.Fatalf("RecordRows after the script cache was flushed: %v", err)
 	}
 	if !hook.done {
-		t.Fatal("the script cache was never flushed before the rows' pipeline")
+		t.Fatal("the script cache was never flushed before the rows' script call")
 	}
 	if st, _ := s.Get(ctx, "f"); st.Failed != 2 || st.Waiting != 1 {
 		t.Errorf("failed %d waiting %d, want 2 and 1", st.Failed, st.Waiting)
 	}
+}
+
+// holdFirstRecord holds the first record call on the wire until release is
+// closed, and counts the record calls Redis was sent.
+type holdFirstRecord struct {
+	release chan struct{}
+	mu      sync.Mutex
+	calls   int
+	rows    []int // rows per call
+}
+
+func (h *holdFirstRecord) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *holdFirstRecord) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); n == "evalsha" || n == "eval" {
+			h.mu.Lock()
+			h.calls++
+			first := h.calls == 1
+			// EVALSHA sha numkeys k1..k4 retention then three per row.
+			h.rows = append(h.rows, (len(cmd.Args())-8)/3)
+			h.mu.Unlock()
+			if first {
+				<-h.release
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *holdFirstRecord) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// Rows of one upload that finish while its record call is on the wire go
+// together in the next call; a queued row whose caller gave up is not sent.
+func TestRowsFinishingTogetherShareARecordCall(t *testing.T) {
+	ctx := context.Background()
+	srv := testredis.Start(t)
+	s := New(srv.Client(), time.Hour)
+	if _, err := s.Create(ctx, newUpload("g", 200)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.record.Load(ctx, srv.Client()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb := srv.Client()
+	hook := &holdFirstRecord{release: make(chan struct{})}
+	rdb.AddHook(hook)
+	s = New(rdb, time.Hour)
+
+	errs := make(chan error, 200)
+	record := func(ctx context.Context, row int) {
+		errs <- s.RecordRow(ctx, "g", RowResult{Row: row, State: Registered, ProductID: fmt.Sprint("P", row)})
+	}
+	queued := func() int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if q := s.writing["g"]; q != nil {
+			return len(q.rows)
+		}
+		return 0
+	}
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	go record(ctx, 2) // its call is held on the wire
+	waitUntil("the first call on the wire", func() bool { hook.mu.Lock(); defer hook.mu.Unlock(); return hook.calls == 1 })
+	gone, giveUp := context.WithCancel(ctx)
+	go record(gone, 3) // its caller gives up while it waits
+	waitUntil("row 3 queued", func() bool { return queued() == 1 })
+	giveUp()
+	if err := <-errs; !errors.Is(err, context.Canceled) {
+		t.Fatalf("row 3, whose caller gave up: %v, want context.Canceled", err)
+	}
+	for row := 4; row < 4+150; row++ {
+		go record(ctx, row)
+	}
+	waitUntil("150 rows queued behind the call", func() bool { return queued() == 151 })
+	close(hook.release)
+	for range 151 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	hook.mu.Lock()
+	calls, rows := hook.calls, hook.rows
+	hook.mu.Unlock()
+	// 1 + 150 rows: the held call, then 100 and 50 (a call carries at most 100).
+	if calls != 3 || rows[0] != 1 || rows[1] != 100 || rows[2] != 50 {
+		t.Errorf("record calls %d carrying %v rows, want 3 carrying [1 100 50]", calls, rows)
+	}
+	st, err := s.Get(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Registered != 151 || st.Waiting != 49 {
+		t.Errorf("registered %d waiting %d, want 151 and 49 (row 3 not recorded)", st.Registered, st.Waiting)
+	}
+	for _, r := range st.Rows {
+		if r.Row == 3 {
+			t.Errorf("row 3 was recorded after its caller gave up: %+v", r)
+		}
+		if r.ProductID != fmt.Sprint("P", r.Row) {
+			t.Errorf("row %d has product %q, want P%d: rows mixed up in a shared call", r.Row, r.ProductID, r.Row)
+		}
+	}
+	// The writer leaves once the queue is empty: the next row starts a call.
+	waitUntil("the upload's queue gone", func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.writing) == 0 })
 }
