@@ -7,6 +7,7 @@
 //	go run ./bench                                  # every scenario this build has
 //	go run ./bench -scenario many-sellers           # one; or a list: one-seller,many-sellers
 //	go run ./bench -consumer-bin /tmp/old/consumer  # measure another build of cmd/consumer
+//	go run ./bench -scenario many-sellers -sellers 40 -consumer-bin /tmp/old/consumer  # a load an older build can finish
 //
 // Scenarios (the sandbox answers each call after 5 ms):
 //
@@ -235,6 +236,7 @@ func main() {
 	which := flag.String("scenario", "all", "comma-separated scenarios: one-seller, many-sellers, global, or all")
 	window := flag.Duration("window", 0, "override the seller window (and an equal app-wide window) of every scenario; 0 keeps 3s")
 	consumerBin := flag.String("consumer-bin", "", "cmd/consumer binary to run, for example an older build (default: built from this tree)")
+	manySellers := flag.Int("sellers", 0, "override the number of sellers of many-sellers (500 rows each); 0 keeps 100. A lighter load lets an older, slower consumer finish, so CPU per row can be compared in the same session")
 	timesDir := flag.String("times", "", "also write each scenario's registration times, per seller in seconds from the run's first, to DIR/<scenario>-times.json (to see where a slow seller lost its time)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -242,6 +244,9 @@ func main() {
 	chosen, err := choose(*which)
 	if err == nil && *window < 0 {
 		err = fmt.Errorf("-window is %s, it must be positive (or 0 for each scenario's own)", *window)
+	}
+	if err == nil && *manySellers < 0 {
+		err = fmt.Errorf("-sellers is %d, it must be positive (or 0 for 100)", *manySellers)
 	}
 	if err == nil && *timesDir != "" {
 		// Made before the runs, so a directory that cannot be written
@@ -268,6 +273,9 @@ func main() {
 
 	var out []result
 	for _, sc := range chosen {
+		if *manySellers > 0 && sc.Name == "many-sellers" {
+			sc.Groups = []sellerGroup{{*manySellers, sc.Groups[0].RowsEach}}
+		}
 		if *window > 0 {
 			if sc.GlobalWindow == sc.Window {
 				sc.GlobalWindow = *window

@@ -30,6 +30,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkreg/bulkreg/internal/groupcommit"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/lua"
@@ -162,7 +163,23 @@ type Ledger struct {
 	claim   *redis.Script
 	mark    *redis.Script
 	release *redis.Script
+	// The rows of one seller that claim while a claim call of that seller
+	// is on the wire share the next call: a window's rows start together,
+	// and a call each put their claims between other sellers' calls, one
+	// by one.
+	claims *groupcommit.Group[string, claimArgs, claimReply]
 }
+
+type claimArgs struct{ sku, row, hash string }
+
+type claimReply struct {
+	verdict, entry string
+	now            int64 // ms, Redis clock
+}
+
+// maxClaimBatch caps the claims of one call; a seller's window is 100
+// rows at most with the default limit.
+const maxClaimBatch = 128
 
 // New returns a Ledger over rdb with o's zero fields set to their defaults.
 func New(rdb redis.UniversalClient, o Options) *Ledger {
@@ -172,13 +189,15 @@ func New(rdb redis.UniversalClient, o Options) *Ledger {
 	if o.Lease <= 0 {
 		o.Lease = DefaultLease
 	}
-	return &Ledger{
+	l := &Ledger{
 		rdb:     rdb,
 		opts:    o,
 		claim:   redis.NewScript(lua.Script("ledger_claim.lua")),
 		mark:    redis.NewScript(lua.Script("ledger_mark.lua")),
 		release: redis.NewScript(lua.Script("ledger_release.lua")),
 	}
+	l.claims = groupcommit.New(maxClaimBatch, l.writeClaims)
+	return l
 }
 
 // Options returns the options in effect, defaults filled in.
@@ -219,21 +238,20 @@ func (l *Ledger) Claim(ctx context.Context, seller, sku, row, hash string) (Clai
 	if err := check(seller, sku, row, hash); err != nil {
 		return Claim{}, err
 	}
-	res, err := l.claim.Run(ctx, l.rdb, []string{Key(seller)}, sku, row, hash,
-		l.opts.Lease.Milliseconds(), l.opts.Retention.Milliseconds()).StringSlice()
+	res, err := l.claims.Do(ctx, seller, claimArgs{sku: sku, row: row, hash: hash})
 	if err != nil {
-		return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s in the ledger: %w", sku, seller, redisfail.Wrap(err))
+		return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s in the ledger: %w", sku, seller, err)
 	}
-	if len(res) != 3 {
-		return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s: unexpected reply %q", sku, seller, res)
+	if res.verdict == "error" {
+		return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s: %w: %s", sku, seller, ErrUnreadable, res.entry)
 	}
-	e, err := parse(res[1])
+	e, err := parse(res.entry)
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s: %w", sku, seller, err)
 	}
-	now, _ := strconv.ParseInt(res[2], 10, 64)
+	now := res.now
 	c := Claim{Entry: e}
-	switch res[0] {
+	switch res.verdict {
 	case "call":
 		c.Verdict, c.CallKey = Call, e.CallKey
 	case "wait":
@@ -244,9 +262,34 @@ func (l *Ledger) Claim(ctx context.Context, seller, sku, row, hash string) (Clai
 	case "conflict":
 		c.Verdict = Conflict
 	default:
-		return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s: unknown verdict %q", sku, seller, res[0])
+		return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s: unknown verdict %q", sku, seller, res.verdict)
 	}
 	return c, nil
+}
+
+// writeClaims is one claim call for claims of one seller.
+func (l *Ledger) writeClaims(ctx context.Context, seller string, claims []claimArgs) ([]claimReply, error) {
+	args := make([]any, 0, 2+3*len(claims))
+	args = append(args, l.opts.Lease.Milliseconds(), l.opts.Retention.Milliseconds())
+	for _, c := range claims {
+		args = append(args, c.sku, c.row, c.hash)
+	}
+	res, err := l.claim.Run(ctx, l.rdb, []string{Key(seller)}, args...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("Redis did not take the claim: %w", redisfail.Wrap(err))
+	}
+	if len(res) != 1+2*len(claims) {
+		return nil, fmt.Errorf("unexpected reply to %d claims: %q", len(claims), res)
+	}
+	now, err := strconv.ParseInt(res[0], 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("unexpected reply to %d claims: time %q", len(claims), res[0])
+	}
+	out := make([]claimReply, len(claims))
+	for i := range out {
+		out[i] = claimReply{verdict: res[1+2*i], entry: res[2+2*i], now: now}
+	}
+	return out, nil
 }
 
 // Mark records that the API registered seller's sku as productID, by the

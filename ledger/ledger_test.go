@@ -328,3 +328,43 @@ func TestAlreadyRegisteredNamesTheProduct(t *testing.T) {
 		}
 	}
 }
+
+// Claims that share a call are decided in order, as one call each would be:
+// the second row of a SKU waits for the first, and a malformed entry fails
+// its own claim only.
+func TestClaimsSharingACall(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Start(t).Client()
+	l := New(rdb, Options{Lease: time.Minute, Retention: time.Hour})
+	if err := rdb.HSet(ctx, Key("s1"), "SKU-BAD", "garbage").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Persist(ctx, Key("s1")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := l.writeClaims(ctx, "s1", []claimArgs{
+		{"SKU-A", rowA, hashA}, {"SKU-A", rowB, hashA}, {"SKU-BAD", rowA, hashA}, {"SKU-B", rowB, hashB},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"call", "wait", "error", "call"}
+	for i, r := range got {
+		if r.verdict != want[i] {
+			t.Errorf("claim %d: verdict %q, want %q (entry %q)", i, r.verdict, want[i], r.entry)
+		}
+	}
+	if !strings.Contains(got[2].entry, "SKU-BAD") {
+		t.Errorf("the malformed entry's message %q does not name its SKU", got[2].entry)
+	}
+	if e, err := parse(got[1].entry); err != nil || e.Row != rowA {
+		t.Errorf("the waiting claim names %+v (%v), want the claim of %s", e, err, rowA)
+	}
+	if ttl := rdb.PTTL(ctx, Key("s1")).Val(); ttl <= 59*time.Minute {
+		t.Errorf("ledger TTL %v after claims, want the retention (1 h)", ttl)
+	}
+	// Through Claim, the malformed entry is ErrUnreadable naming the SKU.
+	if _, err := l.Claim(ctx, "s1", "SKU-BAD", rowA, hashA); !errors.Is(err, ErrUnreadable) || !strings.Contains(err.Error(), "SKU-BAD") {
+		t.Errorf("Claim of a malformed entry: %v, want ErrUnreadable naming SKU-BAD", err)
+	}
+}

@@ -1,16 +1,18 @@
--- ledger_claim.lua: claim one of a seller's SKUs for a row before the row takes a throttle slot.
--- Used by ledger.Ledger.Claim.
+-- ledger_claim.lua: claim seller's SKUs for rows before the rows take throttle slots.
+-- Used by ledger.Ledger.Claim (the rows of one seller that claim together share a call).
 --
 -- KEYS[1]  bulkreg:{s:<seller>}:ledger   HASH: seller_sku → entry, six tab-separated fields:
 --            claimed:    c, content hash, claimer's Idempotency-Key, Idempotency-Key to call with, "", lease end (ms)
 --            registered: r, content hash, Idempotency-Key of the row that registered it, "", product id, marked at (ms)
--- ARGV[1]  seller_sku
--- ARGV[2]  the claiming row's own Idempotency-Key (<upload_id>:<row>)
--- ARGV[3]  the content hash of the row's product
--- ARGV[4]  lease in ms: how long the claim holds without being claimed again by its row
--- ARGV[5]  retention in ms: the whole ledger expires this long after its last write
+-- ARGV[1]  lease in ms: how long a claim holds without being claimed again by its row
+-- ARGV[2]  retention in ms: the whole ledger expires this long after its last write
+-- ARGV[3], ARGV[4], ARGV[5]  the first claim: the seller_sku, the claiming row's own Idempotency-Key
+--          (<upload_id>:<row>) and the content hash of the row's product; every further claim adds three
+--          more, in order. Claims are decided in order, so two rows of one SKU in one call are decided
+--          as in two calls: the first claims, the second waits.
 --
--- Reply: {verdict, entry, now in ms on the Redis clock}, verdict one of
+-- Reply: {now in ms on the Redis clock, verdict, entry, verdict, entry, ...}, a verdict and an entry per
+-- claim, in order, the verdict one of
 --   "call"        the row holds the claim (new, renewed, or taken over from a lapsed lease); entry is the
 --                 claim, its 4th field the Idempotency-Key to call the API with. A claim taken over keeps the
 --                 key its first claimer called with, so every call for one SKU uses one key and the API's
@@ -18,7 +20,8 @@
 --   "wait"        another row holds a live claim; entry is that claim (its lease end says until when).
 --   "registered"  registered before with this content; entry names the product and the row.
 --   "conflict"    registered before with other content; entry names the product.
--- A malformed entry is an error reply naming the SKU; nothing is written.
+--   "error"       the SKU's entry is malformed; entry is the message naming the SKU. Nothing is written
+--                 for that claim, and the others are decided as usual.
 local function split(v)
   local out, i = {}, 1
   while true do
@@ -32,37 +35,50 @@ local function split(v)
   end
 end
 
-local sku, owner, hash = ARGV[1], ARGV[2], ARGV[3]
-local lease, retention = tonumber(ARGV[4]), tonumber(ARGV[5])
+local lease, retention = tonumber(ARGV[1]), tonumber(ARGV[2])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local nowText = string.format('%.0f', now)
+local leaseEnd = string.format('%.0f', now + lease)
+local wrote = false
 
-local function claim(callKey)
-  local e = table.concat({'c', hash, owner, callKey, '', string.format('%.0f', now + lease)}, '\t')
+local function claim(sku, owner, hash, callKey)
+  local e = table.concat({'c', hash, owner, callKey, '', leaseEnd}, '\t')
   redis.call('HSET', KEYS[1], sku, e)
-  redis.call('PEXPIRE', KEYS[1], retention)
-  return {'call', e, nowText}
+  wrote = true
+  return 'call', e
 end
 
-local v = redis.call('HGET', KEYS[1], sku)
-if not v then
-  return claim(owner)
-end
-local f = split(v)
-if #f < 6 then
-  return redis.error_reply('ledger entry of seller_sku ' .. sku .. ' is malformed: ' .. v)
-end
-if f[1] == 'r' then
-  if f[2] == hash then
-    return {'registered', v, nowText}
+local function decide(sku, owner, hash)
+  local v = redis.call('HGET', KEYS[1], sku)
+  if not v then
+    return claim(sku, owner, hash, owner)
   end
-  return {'conflict', v, nowText}
+  local f = split(v)
+  if #f < 6 then
+    return 'error', 'ledger entry of seller_sku ' .. sku .. ' is malformed: ' .. v
+  end
+  if f[1] == 'r' then
+    if f[2] == hash then
+      return 'registered', v
+    end
+    return 'conflict', v
+  end
+  if f[1] ~= 'c' then
+    return 'error', 'ledger entry of seller_sku ' .. sku .. ' has unknown state ' .. f[1]
+  end
+  if f[3] == owner or (tonumber(f[6]) or 0) <= now then
+    return claim(sku, owner, hash, f[4])
+  end
+  return 'wait', v
 end
-if f[1] ~= 'c' then
-  return redis.error_reply('ledger entry of seller_sku ' .. sku .. ' has unknown state ' .. f[1])
+
+local out = {string.format('%.0f', now)}
+for i = 3, #ARGV - 2, 3 do
+  local verdict, entry = decide(ARGV[i], ARGV[i + 1], ARGV[i + 2])
+  out[#out + 1] = verdict
+  out[#out + 1] = entry
 end
-if f[3] == owner or (tonumber(f[6]) or 0) <= now then
-  return claim(f[4])
+if wrote then
+  redis.call('PEXPIRE', KEYS[1], retention)
 end
-return {'wait', v, nowText}
+return out

@@ -29,11 +29,11 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkreg/bulkreg/internal/groupcommit"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
 	"github.com/bulkreg/bulkreg/lua"
 )
@@ -75,21 +75,10 @@ type Store struct {
 	record    *redis.Script
 	state     *redis.Script
 
-	mu      sync.Mutex
-	writing map[string]*recordQueue // uploads with a record call on the wire
-}
-
-// A recordQueue holds the rows of one upload that finished while a record
-// call of that upload was on the wire; the next call carries them all.
-type recordQueue struct {
-	rows []*queuedRow
-}
-
-type queuedRow struct {
-	row  int
-	args []any // state and result, as the script takes them
-	ctx  context.Context
-	done chan error // buffered: the writer never waits for the caller
+	// Rows of one upload that finish while a record call of that upload is
+	// on the wire share the next call: one script call, one lost-record
+	// check and one expiry refresh for all of them.
+	records *groupcommit.Group[string, []any, struct{}]
 }
 
 // maxRecordBatch caps the rows of one record call. The script runs about
@@ -101,14 +90,15 @@ func New(rdb redis.UniversalClient, retention time.Duration) *Store {
 	if retention <= 0 {
 		retention = 7 * 24 * time.Hour
 	}
-	return &Store{
+	s := &Store{
 		rdb:       rdb,
 		retention: retention,
 		create:    redis.NewScript(lua.Script("upload_create.lua")),
 		record:    redis.NewScript(lua.Script("upload_record.lua")),
 		state:     redis.NewScript(lua.Script("upload_state.lua")),
-		writing:   map[string]*recordQueue{},
 	}
+	s.records = groupcommit.New(maxRecordBatch, s.writeRecords)
+	return s
 }
 
 // Upload is what the producer knows of an upload when it creates it.
@@ -272,65 +262,23 @@ func (s *Store) RecordRow(ctx context.Context, uploadID string, r RowResult) err
 	if err != nil {
 		return err
 	}
-	q := &queuedRow{row: r.Row, args: args, ctx: ctx, done: make(chan error, 1)}
-	s.mu.Lock()
-	queue, busy := s.writing[uploadID]
-	if !busy {
-		queue = &recordQueue{}
-		s.writing[uploadID] = queue
+	if _, err := s.records.Do(ctx, uploadID, args); err != nil {
+		return fmt.Errorf("record row %d of upload %s: %w", r.Row, uploadID, err)
 	}
-	queue.rows = append(queue.rows, q)
-	s.mu.Unlock()
-	if !busy {
-		// A writer of its own, not this caller: the rows queued behind this
-		// one are others', and this caller returns once its row is written.
-		// It runs until the upload's queue is empty, under a context that
-		// outlives this caller's; each row still leaves when its own ctx ends.
-		go s.writeQueued(context.WithoutCancel(ctx), uploadID, queue)
-	}
-	select {
-	case err := <-q.done:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("record row %d of upload %s: %w", r.Row, uploadID, ctx.Err())
-	}
+	return nil
 }
 
-// writeQueued sends the upload's queued rows, a batch per call, until none
-// are left; then the next row of the upload starts a call of its own.
-func (s *Store) writeQueued(ctx context.Context, uploadID string, queue *recordQueue) {
-	for {
-		s.mu.Lock()
-		var batch []*queuedRow
-		for len(queue.rows) > 0 && len(batch) < maxRecordBatch {
-			q := queue.rows[0]
-			queue.rows = queue.rows[1:]
-			if q.ctx.Err() != nil {
-				q.done <- q.ctx.Err()
-				continue
-			}
-			batch = append(batch, q)
-		}
-		if len(batch) == 0 {
-			delete(s.writing, uploadID)
-			s.mu.Unlock()
-			return
-		}
-		s.mu.Unlock()
-		args := make([]any, 0, 1+2*len(batch))
-		args = append(args, s.ms())
-		for _, q := range batch {
-			args = append(args, q.args...)
-		}
-		err := s.record.Run(ctx, s.rdb, recordKeys(uploadID), args...).Err()
-		for _, q := range batch {
-			if err != nil {
-				q.done <- fmt.Errorf("record row %d of upload %s in Redis: %w", q.row, uploadID, redisfail.Wrap(err))
-			} else {
-				q.done <- nil
-			}
-		}
+// writeRecords is one record call for rows of one upload.
+func (s *Store) writeRecords(ctx context.Context, uploadID string, rows [][]any) ([]struct{}, error) {
+	args := make([]any, 0, 1+3*len(rows))
+	args = append(args, s.ms())
+	for _, a := range rows {
+		args = append(args, a...)
 	}
+	if err := s.record.Run(ctx, s.rdb, recordKeys(uploadID), args...).Err(); err != nil {
+		return nil, fmt.Errorf("Redis did not take the write: %w", redisfail.Wrap(err))
+	}
+	return make([]struct{}, len(rows)), nil
 }
 
 // RecordRows records many rows (the producer's refused rows): up to

@@ -478,14 +478,7 @@ func TestRowsFinishingTogetherShareARecordCall(t *testing.T) {
 	record := func(ctx context.Context, row int) {
 		errs <- s.RecordRow(ctx, "g", RowResult{Row: row, State: Registered, ProductID: fmt.Sprint("P", row)})
 	}
-	queued := func() int {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if q := s.writing["g"]; q != nil {
-			return len(q.rows)
-		}
-		return 0
-	}
+	queued := func() int { return s.records.Queued("g") }
 	waitUntil := func(what string, cond func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
@@ -538,5 +531,5 @@ func TestRowsFinishingTogetherShareARecordCall(t *testing.T) {
 		}
 	}
 	// The writer leaves once the queue is empty: the next row starts a call.
-	waitUntil("the upload's queue gone", func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.writing) == 0 })
+	waitUntil("the upload's writer gone", func() bool { return !s.records.Writing("g") })
 }

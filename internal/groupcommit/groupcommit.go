@@ -1,0 +1,129 @@
+// Package groupcommit lets callers that write under the same key share one
+// write: items that arrive while a write of their key is on the wire wait for
+// it, and the next write carries them all.
+//
+// A consumer finishes or starts a window of a seller's rows within
+// milliseconds, and each row used to cost its own script call on the
+// seller's (or the upload's) hash tag. Sharing a call saves Redis the
+// script's fixed work per row, and the rows of one key come back together
+// instead of one by one between other keys' calls. Nothing waits for a batch
+// to fill: a write that finds nothing on the wire leaves at once, so a lone
+// caller is as fast as before, and a busy key batches exactly as much as the
+// write on the wire lets it.
+package groupcommit
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+// Group batches the items of each key. Its zero value is not usable: use New.
+type Group[K comparable, T, R any] struct {
+	write func(ctx context.Context, key K, items []T) ([]R, error)
+	max   int
+
+	mu     sync.Mutex
+	queues map[K][]*waiter[T, R] // keys with a write on the wire: what waits for the next
+}
+
+type waiter[T, R any] struct {
+	ctx  context.Context
+	item T
+	done chan result[R] // buffered: the writer never waits for its caller
+}
+
+type result[R any] struct {
+	r   R
+	err error
+}
+
+// New returns a Group whose writes carry at most maxItems items (at least
+// 1). write returns one result per item, in order, or an error for all.
+func New[K comparable, T, R any](maxItems int, write func(ctx context.Context, key K, items []T) ([]R, error)) *Group[K, T, R] {
+	return &Group[K, T, R]{write: write, max: max(1, maxItems), queues: map[K][]*waiter[T, R]{}}
+}
+
+// Do writes item under key, with the other items of key that are waiting
+// when its write leaves, and returns its own result. When ctx ends before
+// the item's write leaves, the item is not written and Do returns ctx's
+// error; once the write left, Do still returns at once with ctx's error,
+// and the item may have been written.
+func (g *Group[K, T, R]) Do(ctx context.Context, key K, item T) (R, error) {
+	w := &waiter[T, R]{ctx: ctx, item: item, done: make(chan result[R], 1)}
+	g.mu.Lock()
+	q, busy := g.queues[key]
+	g.queues[key] = append(q, w)
+	g.mu.Unlock()
+	if !busy {
+		// A writer of its own, not this caller: the items queued behind
+		// this one are others', and this caller returns once its own is
+		// written. It runs until the key's queue is empty, under a context
+		// that outlives this caller's; each item still leaves when its own
+		// ctx ends.
+		go g.drain(context.WithoutCancel(ctx), key)
+	}
+	select {
+	case res := <-w.done:
+		return res.r, res.err
+	case <-ctx.Done():
+		var zero R
+		return zero, ctx.Err()
+	}
+}
+
+// drain writes key's queued items, at most max per write, until none are
+// left; the next item of key then starts a writer of its own.
+func (g *Group[K, T, R]) drain(ctx context.Context, key K) {
+	for {
+		g.mu.Lock()
+		q := g.queues[key]
+		batch := make([]*waiter[T, R], 0, min(len(q), g.max))
+		n := 0
+		for ; n < len(q) && len(batch) < g.max; n++ {
+			if err := q[n].ctx.Err(); err != nil {
+				q[n].done <- result[R]{err: err}
+				continue
+			}
+			batch = append(batch, q[n])
+		}
+		if len(batch) == 0 {
+			delete(g.queues, key)
+			g.mu.Unlock()
+			return
+		}
+		g.queues[key] = q[n:]
+		g.mu.Unlock()
+
+		items := make([]T, len(batch))
+		for i, w := range batch {
+			items[i] = w.item
+		}
+		rs, err := g.write(ctx, key, items)
+		if err == nil && len(rs) != len(batch) {
+			err = fmt.Errorf("a shared write of %d items returned %d results", len(batch), len(rs))
+		}
+		for i, w := range batch {
+			if err != nil {
+				w.done <- result[R]{err: err}
+			} else {
+				w.done <- result[R]{r: rs[i]}
+			}
+		}
+	}
+}
+
+// Queued is how many items of key wait for the next write (for tests).
+func (g *Group[K, T, R]) Queued(key K) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.queues[key])
+}
+
+// Writing reports whether key has a writer (for tests).
+func (g *Group[K, T, R]) Writing(key K) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.queues[key]
+	return ok
+}

@@ -1,0 +1,196 @@
+package groupcommit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// heldWrites records every write and holds those of a key until released.
+type heldWrites struct {
+	mu      sync.Mutex
+	writes  map[string][][]int
+	hold    map[string]chan struct{}
+	fail    error
+	results int // results to return per write; 0: one per item
+}
+
+func (h *heldWrites) write(_ context.Context, key string, items []int) ([]string, error) {
+	h.mu.Lock()
+	h.writes[key] = append(h.writes[key], items)
+	hold := h.hold[key]
+	fail, n := h.fail, h.results
+	h.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
+	if fail != nil {
+		return nil, fail
+	}
+	if n == 0 {
+		n = len(items)
+	}
+	out := make([]string, n)
+	for i := range min(n, len(items)) {
+		out[i] = fmt.Sprint(key, "/", items[i])
+	}
+	return out, nil
+}
+
+func (h *heldWrites) count(key string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.writes[key])
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+type outcome struct {
+	item int
+	r    string
+	err  error
+}
+
+func TestGroup(t *testing.T) {
+	tests := []struct {
+		name    string
+		queued  int   // items that arrive while the first write is held
+		cancel  []int // of those, items whose ctx ends before the next write
+		fail    error
+		results int
+		// want
+		writes  [][]int
+		wantErr func(item int, err error) bool
+	}{
+		{
+			name: "a lone item leaves at once, alone", queued: 0,
+			writes: [][]int{{0}},
+		},
+		{
+			name: "items behind a write share the next, at most max each", queued: 7,
+			writes: [][]int{{0}, {1, 2, 3}, {4, 5, 6}, {7}},
+		},
+		{
+			name: "an item whose caller gave up is not written", queued: 4, cancel: []int{2},
+			writes: [][]int{{0}, {1, 3, 4}},
+			wantErr: func(item int, err error) bool {
+				return (item == 2) == errors.Is(err, context.Canceled)
+			},
+		},
+		{
+			name: "a failed write fails each of its items", queued: 2, fail: errors.New("redis is down"),
+			writes:  [][]int{{0}, {1, 2}},
+			wantErr: func(_ int, err error) bool { return err != nil && err.Error() == "redis is down" },
+		},
+		{
+			name: "a write that answers fewer results than items fails them", queued: 2, results: 1,
+			writes:  [][]int{{0}, {1, 2}},
+			wantErr: func(item int, err error) bool { return (item == 0) == (err == nil) },
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			release := make(chan struct{})
+			h := &heldWrites{writes: map[string][][]int{}, hold: map[string]chan struct{}{"k": release}, fail: tc.fail, results: tc.results}
+			g := New(3, h.write)
+			out := make(chan outcome, 1+tc.queued)
+			do := func(ctx context.Context, item int) {
+				r, err := g.Do(ctx, "k", item)
+				out <- outcome{item, r, err}
+			}
+			go do(context.Background(), 0)
+			waitUntil(t, "the first write on the wire", func() bool { return h.count("k") == 1 })
+			cancels := map[int]context.CancelFunc{}
+			for _, i := range tc.cancel {
+				cancels[i] = nil
+			}
+			for i := 1; i <= tc.queued; i++ {
+				ctx := context.Background()
+				if _, ok := cancels[i]; ok {
+					ctx, cancels[i] = context.WithCancel(ctx)
+				}
+				go do(ctx, i)
+				waitUntil(t, fmt.Sprint("item ", i, " queued"), func() bool { return g.Queued("k") == i })
+			}
+			for _, cancel := range cancels {
+				cancel()
+			}
+			h.mu.Lock()
+			h.hold = nil // only the first write is held
+			h.mu.Unlock()
+			close(release)
+			for range 1 + tc.queued {
+				o := <-out
+				switch {
+				case tc.wantErr != nil:
+					if !tc.wantErr(o.item, o.err) {
+						t.Errorf("item %d: unexpected error %v", o.item, o.err)
+					}
+				case o.err != nil:
+					t.Errorf("item %d: %v", o.item, o.err)
+				}
+				if o.err == nil && o.r != fmt.Sprint("k/", o.item) {
+					t.Errorf("item %d got result %q, want k/%d: results mixed up", o.item, o.r, o.item)
+				}
+			}
+			waitUntil(t, "the writer gone", func() bool { return !g.Writing("k") })
+			h.mu.Lock()
+			got := fmt.Sprint(h.writes["k"])
+			h.mu.Unlock()
+			if want := fmt.Sprint(tc.writes); got != want {
+				t.Errorf("writes %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+// One key's slow write does not hold back another key's items.
+func TestKeysDoNotWaitForEachOther(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	h := &heldWrites{writes: map[string][][]int{}, hold: map[string]chan struct{}{"slow": release}}
+	g := New(10, h.write)
+	go func() { _, _ = g.Do(context.Background(), "slow", 1) }()
+	waitUntil(t, "the slow key's write on the wire", func() bool { return h.count("slow") == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := g.Do(ctx, "fast", 2)
+	if err != nil || r != "fast/2" {
+		t.Fatalf("the other key's item: %q, %v; want fast/2 while the slow key's write is held", r, err)
+	}
+}
+
+// A caller whose ctx ends after its write left returns at once; the write
+// goes on for the others.
+func TestCallerLeavesWhileItsWriteIsOnTheWire(t *testing.T) {
+	release := make(chan struct{})
+	h := &heldWrites{writes: map[string][][]int{}, hold: map[string]chan struct{}{"k": release}}
+	g := New(10, h.write)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { _, err := g.Do(ctx, "k", 1); errc <- err }()
+	waitUntil(t, "the write on the wire", func() bool { return h.count("k") == 1 })
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the caller waited for a write after its ctx ended")
+	}
+	close(release)
+	waitUntil(t, "the writer gone", func() bool { return !g.Writing("k") })
+}
