@@ -248,6 +248,9 @@ func main() {
 	if err == nil && *manySellers < 0 {
 		err = fmt.Errorf("-sellers is %d, it must be positive (or 0 for 100)", *manySellers)
 	}
+	if err == nil && *manySellers > 0 && !slices.ContainsFunc(chosen, func(sc scenario) bool { return sc.Name == "many-sellers" }) {
+		err = errors.New("-sellers changes the many-sellers scenario, which -scenario does not run")
+	}
 	if err == nil && *timesDir != "" {
 		// Made before the runs, so a directory that cannot be written
 		// fails now and not after minutes of work.
@@ -628,8 +631,9 @@ func run(ctx context.Context, sc scenario, bin, parent string, log *slog.Logger)
 			res.Counters[name] = sum
 		}
 	}
-	// −1: the first sample's INFO is itself a command.
-	res.CommandsExecuted = after.redisCommands - before.redisCommands - 1
+	// −2: the first sample's INFO commandstats, sent after its INFO stats
+	// was answered, is counted within the span.
+	res.CommandsExecuted = after.redisCommands - before.redisCommands - 2
 	res.CommandsExecutedPerRow = round(perRow(float64(res.CommandsExecuted)))
 	res.CommandsExecutedByName = map[string]float64{}
 	for name, calls := range after.redisByCommand {

@@ -165,8 +165,8 @@ type Ledger struct {
 	release *redis.Script
 	// The rows of one seller that claim while a claim call of that seller
 	// is on the wire share the next call: a window's rows start together,
-	// and a call each put their claims between other sellers' calls, one
-	// by one.
+	// and with a call each, their claims went out one by one between other
+	// sellers' calls.
 	claims *groupcommit.Group[string, claimArgs, claimReply]
 }
 
@@ -242,10 +242,10 @@ func (l *Ledger) Claim(ctx context.Context, seller, sku, row, hash string) (Clai
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s in the ledger: %w", sku, seller, err)
 	}
-	if res.verdict == "error" {
-		return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s: %w: %s", sku, seller, ErrUnreadable, res.entry)
+	e, err := parse(res.entry) // an "error" verdict carries the entry that cannot be read
+	if err == nil && res.verdict == "error" {
+		err = fmt.Errorf("%w: %q", ErrUnreadable, res.entry)
 	}
-	e, err := parse(res.entry)
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s: %w", sku, seller, err)
 	}
@@ -276,7 +276,7 @@ func (l *Ledger) writeClaims(ctx context.Context, seller string, claims []claimA
 	}
 	res, err := l.claim.Run(ctx, l.rdb, []string{Key(seller)}, args...).StringSlice()
 	if err != nil {
-		return nil, fmt.Errorf("Redis did not take the claim: %w", redisfail.Wrap(err))
+		return nil, fmt.Errorf("the claim script did not run: %w", redisfail.Wrap(err))
 	}
 	if len(res) != 1+2*len(claims) {
 		return nil, fmt.Errorf("unexpected reply to %d claims: %q", len(claims), res)

@@ -20,8 +20,8 @@
 --   "wait"        another row holds a live claim; entry is that claim (its lease end says until when).
 --   "registered"  registered before with this content; entry names the product and the row.
 --   "conflict"    registered before with other content; entry names the product.
---   "error"       the SKU's entry is malformed; entry is the message naming the SKU. Nothing is written
---                 for that claim, and the others are decided as usual.
+--   "error"       the SKU's entry is malformed; entry is that entry, as stored. Nothing is written for
+--                 that claim, and the others are decided as usual.
 local function split(v)
   local out, i = {}, 1
   while true do
@@ -55,7 +55,7 @@ local function decide(sku, owner, hash)
   end
   local f = split(v)
   if #f < 6 then
-    return 'error', 'ledger entry of seller_sku ' .. sku .. ' is malformed: ' .. v
+    return 'error', v
   end
   if f[1] == 'r' then
     if f[2] == hash then
@@ -64,7 +64,7 @@ local function decide(sku, owner, hash)
     return 'conflict', v
   end
   if f[1] ~= 'c' then
-    return 'error', 'ledger entry of seller_sku ' .. sku .. ' has unknown state ' .. f[1]
+    return 'error', v
   end
   if f[3] == owner or (tonumber(f[6]) or 0) <= now then
     return claim(sku, owner, hash, f[4])

@@ -251,12 +251,12 @@ func (s *Store) move(ctx context.Context, id, to, reason string, stale time.Dura
 // "already_registered" is final: it wins over an earlier or later "failed"
 // and is never replaced.
 //
-// A consumer finishes a window's rows of one upload within milliseconds of
-// each other, and each used to cost a script call. Rows of one upload that
-// finish while a record call of that upload is on the wire now wait for it
-// and go together in the next call (a group commit): one script call and
-// one expiry refresh for all of them, and no added wait when nothing else is
-// being written. A row whose ctx ends before its call leaves is not sent.
+// Rows of one upload that finish while a record call of that upload is on
+// the wire wait for it and go together in the next call (a group commit):
+// a consumer finishes a window's rows of one upload within milliseconds of
+// each other, and they share one script call and one expiry refresh. A row
+// that finds no call on the wire leaves at once; one whose ctx ends before
+// its call leaves is not sent.
 func (s *Store) RecordRow(ctx context.Context, uploadID string, r RowResult) error {
 	args, err := s.recordArgs(uploadID, r)
 	if err != nil {
@@ -276,7 +276,7 @@ func (s *Store) writeRecords(ctx context.Context, uploadID string, rows [][]any)
 		args = append(args, a...)
 	}
 	if err := s.record.Run(ctx, s.rdb, recordKeys(uploadID), args...).Err(); err != nil {
-		return nil, fmt.Errorf("Redis did not take the write: %w", redisfail.Wrap(err))
+		return nil, fmt.Errorf("the record script did not run: %w", redisfail.Wrap(err))
 	}
 	return make([]struct{}, len(rows)), nil
 }
@@ -284,6 +284,7 @@ func (s *Store) writeRecords(ctx context.Context, uploadID string, rows [][]any)
 // RecordRows records many rows (the producer's refused rows): up to
 // maxRecordBatch rows per script call.
 func (s *Store) RecordRows(ctx context.Context, uploadID string, rs []RowResult) error {
+	done := 0
 	for chunk := range slices.Chunk(rs, maxRecordBatch) {
 		args := []any{s.ms()}
 		for _, r := range chunk {
@@ -294,8 +295,10 @@ func (s *Store) RecordRows(ctx context.Context, uploadID string, rs []RowResult)
 			args = append(args, a...)
 		}
 		if err := s.record.Run(ctx, s.rdb, recordKeys(uploadID), args...).Err(); err != nil {
-			return fmt.Errorf("record %d rows of upload %s in Redis: %w", len(rs), uploadID, redisfail.Wrap(err))
+			return fmt.Errorf("record rows %d to %d of upload %s in Redis (%d of %d rows recorded before): %w",
+				chunk[0].Row, chunk[len(chunk)-1].Row, uploadID, done, len(rs), redisfail.Wrap(err))
 		}
+		done += len(chunk)
 	}
 	return nil
 }

@@ -48,7 +48,8 @@ func New[K comparable, T, R any](maxItems int, write func(ctx context.Context, k
 // when its write leaves, and returns its own result. When ctx ends before
 // the item's write leaves, the item is not written and Do returns ctx's
 // error; once the write left, Do still returns at once with ctx's error,
-// and the item may have been written.
+// and the item may have been written. ctx does not bound the write itself
+// (it is shared), and its values do not reach it.
 func (g *Group[K, T, R]) Do(ctx context.Context, key K, item T) (R, error) {
 	w := &waiter[T, R]{ctx: ctx, item: item, done: make(chan result[R], 1)}
 	g.mu.Lock()
@@ -58,10 +59,11 @@ func (g *Group[K, T, R]) Do(ctx context.Context, key K, item T) (R, error) {
 	if !busy {
 		// A writer of its own, not this caller: the items queued behind
 		// this one are others', and this caller returns once its own is
-		// written. It runs until the key's queue is empty, under a context
-		// that outlives this caller's; each item still leaves when its own
-		// ctx ends.
-		go g.drain(context.WithoutCancel(ctx), key)
+		// written. It runs until the key's queue is empty. Its writes carry
+		// many callers' items, so no caller's context (deadline or values)
+		// is theirs: a write is bounded by the client's own timeouts, and
+		// each item still leaves when its own ctx ends.
+		go g.drain(context.Background(), key)
 	}
 	select {
 	case res := <-w.done:
@@ -92,7 +94,11 @@ func (g *Group[K, T, R]) drain(ctx context.Context, key K) {
 			g.mu.Unlock()
 			return
 		}
-		g.queues[key] = q[n:]
+		if n == len(q) {
+			g.queues[key] = nil // the sent waiters are not kept reachable while the key stays busy
+		} else {
+			g.queues[key] = q[n:]
+		}
 		g.mu.Unlock()
 
 		items := make([]T, len(batch))

@@ -148,9 +148,18 @@ func TestGroup(t *testing.T) {
 			waitUntil(t, "the writer gone", func() bool { return !g.Writing("k") })
 			h.mu.Lock()
 			got := fmt.Sprint(h.writes["k"])
+			h.fail = nil
 			h.mu.Unlock()
 			if want := fmt.Sprint(tc.writes); got != want {
 				t.Errorf("writes %s, want %s", got, want)
+			}
+			// The next item after the writer left starts a writer of its
+			// own and is written alone.
+			if r, err := g.Do(context.Background(), "k", 99); err != nil || r != "k/99" {
+				t.Errorf("an item after the writer left: %q, %v", r, err)
+			}
+			if n := h.count("k"); n != len(tc.writes)+1 {
+				t.Errorf("%d writes after one more item, want %d", n, len(tc.writes)+1)
 			}
 		})
 	}
