@@ -631,9 +631,8 @@ func run(ctx context.Context, sc scenario, bin, parent string, log *slog.Logger)
 			res.Counters[name] = sum
 		}
 	}
-	// −2: the first sample's INFO commandstats, sent after its INFO stats
-	// was answered, is counted within the span.
-	res.CommandsExecuted = after.redisCommands - before.redisCommands - 2
+	// −1: the first sample's INFO is itself a command.
+	res.CommandsExecuted = after.redisCommands - before.redisCommands - 1
 	res.CommandsExecutedPerRow = round(perRow(float64(res.CommandsExecuted)))
 	res.CommandsExecutedByName = map[string]float64{}
 	for name, calls := range after.redisByCommand {
@@ -705,10 +704,7 @@ func sampleAll(ctx context.Context, rdb *redis.Client, procs []*exec.Cmd, metric
 		s.consumers = append(s.consumers, c)
 	}
 	var err error
-	if s.redisCommands, s.redisCPUS, err = redisStats(ctx, rdb); err != nil {
-		return s, err
-	}
-	if s.redisByCommand, err = redisCommandCalls(ctx, rdb); err != nil {
+	if s.redisCommands, s.redisCPUS, s.redisByCommand, err = redisStats(ctx, rdb); err != nil {
 		return s, err
 	}
 	s.benchCPUS, s.machineBusyS = cpuSeconds("/proc/self/stat"), machineBusy()
@@ -754,13 +750,16 @@ func waitStable(ctx context.Context, brokers []string, group string, n int) erro
 	return fmt.Errorf("consumer group %s did not reach %d stable members within 30 s", group, n)
 }
 
-// redisStats is the commands Redis has processed and the CPU it has used.
-func redisStats(ctx context.Context, rdb *redis.Client) (commands int64, cpuS float64, err error) {
-	info, err := rdb.Info(ctx, "stats", "cpu").Result()
+// redisStats reads, from one INFO, the commands Redis has processed, the
+// CPU it has used, and how often it has run each command (commandstats:
+// "cmdstat_zadd:calls=12,usec=…", subcommands as "client|setname").
+func redisStats(ctx context.Context, rdb *redis.Client) (commands int64, cpuS float64, byCommand map[string]int64, err error) {
+	info, err := rdb.Info(ctx, "stats", "cpu", "commandstats").Result()
 	if err != nil {
-		return 0, 0, fmt.Errorf("INFO of the bench's Redis: %w", err)
+		return 0, 0, nil, fmt.Errorf("INFO of the bench's Redis: %w", err)
 	}
 	found := 0
+	byCommand = map[string]int64{}
 	for line := range strings.SplitSeq(info, "\n") {
 		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
 		switch k {
@@ -772,42 +771,20 @@ func redisStats(ctx context.Context, rdb *redis.Client) (commands int64, cpuS fl
 			f, err = strconv.ParseFloat(v, 64)
 			cpuS += f
 			found++
+		default:
+			if name, ok := strings.CutPrefix(k, "cmdstat_"); ok {
+				calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
+				byCommand[name], err = strconv.ParseInt(calls, 10, 64)
+			}
 		}
 		if err != nil {
-			return 0, 0, fmt.Errorf("INFO %s: %w", k, err)
+			return 0, 0, nil, fmt.Errorf("INFO %s: %w", k, err)
 		}
 	}
 	if found != 3 {
-		return 0, 0, errors.New("INFO of the bench's Redis lacks total_commands_processed, used_cpu_user or used_cpu_sys")
+		return 0, 0, nil, errors.New("INFO of the bench's Redis lacks total_commands_processed, used_cpu_user or used_cpu_sys")
 	}
-	return commands, cpuS, nil
-}
-
-// redisCommandCalls is how often Redis has run each command (INFO
-// commandstats: "cmdstat_zadd:calls=12,usec=…"), subcommands as "client|setname".
-func redisCommandCalls(ctx context.Context, rdb *redis.Client) (map[string]int64, error) {
-	info, err := rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return nil, fmt.Errorf("INFO commandstats of the bench's Redis: %w", err)
-	}
-	out := map[string]int64{}
-	for line := range strings.SplitSeq(info, "\n") {
-		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
-		name, isCmd := strings.CutPrefix(name, "cmdstat_")
-		if !ok || !isCmd {
-			continue
-		}
-		for field := range strings.SplitSeq(stats, ",") {
-			if v, ok := strings.CutPrefix(field, "calls="); ok {
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					return nil, fmt.Errorf("INFO commandstats %s: %w", name, err)
-				}
-				out[name] = n
-			}
-		}
-	}
-	return out, nil
+	return commands, cpuS, byCommand, nil
 }
 
 // machineBusy is the CPU time every CPU of the machine has spent on
