@@ -249,14 +249,13 @@ func (l *Ledger) Claim(ctx context.Context, seller, sku, row, hash string) (Clai
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s: %w", sku, seller, err)
 	}
-	now := res.now
 	c := Claim{Entry: e}
 	switch res.verdict {
 	case "call":
 		c.Verdict, c.CallKey = Call, e.CallKey
 	case "wait":
 		c.Verdict = Wait
-		c.RetryIn = max(0, time.Duration(e.At.UnixMilli()-now)*time.Millisecond)
+		c.RetryIn = max(0, time.Duration(e.At.UnixMilli()-res.now)*time.Millisecond)
 	case "registered":
 		c.Verdict = Done
 	case "conflict":

@@ -284,21 +284,20 @@ func (s *Store) writeRecords(ctx context.Context, uploadID string, rows [][]any)
 // RecordRows records many rows (the producer's refused rows): up to
 // maxRecordBatch rows per script call.
 func (s *Store) RecordRows(ctx context.Context, uploadID string, rs []RowResult) error {
-	done := 0
-	for chunk := range slices.Chunk(rs, maxRecordBatch) {
-		args := []any{s.ms()}
-		for _, r := range chunk {
-			a, err := s.recordArgs(uploadID, r)
-			if err != nil {
-				return err
-			}
-			args = append(args, a...)
+	rows := make([][]any, len(rs))
+	for i, r := range rs {
+		a, err := s.recordArgs(uploadID, r)
+		if err != nil {
+			return err
 		}
-		if err := s.record.Run(ctx, s.rdb, recordKeys(uploadID), args...).Err(); err != nil {
-			return fmt.Errorf("record rows %d to %d of upload %s in Redis (%d of %d rows recorded before): %w",
-				chunk[0].Row, chunk[len(chunk)-1].Row, uploadID, done, len(rs), redisfail.Wrap(err))
+		rows[i] = a
+	}
+	for i, chunk := range slices.Collect(slices.Chunk(rows, maxRecordBatch)) {
+		if _, err := s.writeRecords(ctx, uploadID, chunk); err != nil {
+			first := i * maxRecordBatch
+			return fmt.Errorf("record rows %d to %d of upload %s (%d of %d rows recorded before): %w",
+				rs[first].Row, rs[first+len(chunk)-1].Row, uploadID, first, len(rs), err)
 		}
-		done += len(chunk)
 	}
 	return nil
 }

@@ -81,6 +81,7 @@ func (g *Group[K, T, R]) drain(ctx context.Context, key K) {
 		g.mu.Lock()
 		q := g.queues[key]
 		batch := make([]*waiter[T, R], 0, min(len(q), g.max))
+		items := make([]T, 0, cap(batch))
 		n := 0
 		for ; n < len(q) && len(batch) < g.max; n++ {
 			if err := q[n].ctx.Err(); err != nil {
@@ -88,6 +89,7 @@ func (g *Group[K, T, R]) drain(ctx context.Context, key K) {
 				continue
 			}
 			batch = append(batch, q[n])
+			items = append(items, q[n].item)
 		}
 		if len(batch) == 0 {
 			delete(g.queues, key)
@@ -101,10 +103,6 @@ func (g *Group[K, T, R]) drain(ctx context.Context, key K) {
 		}
 		g.mu.Unlock()
 
-		items := make([]T, len(batch))
-		for i, w := range batch {
-			items[i] = w.item
-		}
 		rs, err := g.write(ctx, key, items)
 		if err == nil && len(rs) != len(batch) {
 			err = fmt.Errorf("a shared write of %d items returned %d results", len(batch), len(rs))
