@@ -131,6 +131,7 @@ func (gs *askGates) admitLocked(seller string, g *askGate) {
 	}
 	for len(g.queue) > 0 && g.asking < g.width {
 		w := g.queue[0]
+		g.queue[0] = nil // the row and its job are not kept reachable by the gate
 		g.queue = g.queue[1:]
 		if !w.stop() {
 			// Its ctx ended and cancel, waiting for the lock, will not find
@@ -157,8 +158,13 @@ func (gs *askGates) reopen(seller string) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	if g := gs.m[seller]; g != nil {
+		if time.Now().Before(g.until) {
+			// The gate was shut by a refusal: one place came free, so one
+			// row asks, and its answer tells the room. An open gate keeps
+			// the width its last answer gave.
+			g.width = 1
+		}
 		g.until = time.Time{}
-		g.width = 1 // one place came free: one row asks, and its answer tells the room
 		if g.timer != nil {
 			g.timer.Stop()
 			g.timer = nil

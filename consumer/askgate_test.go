@@ -120,7 +120,17 @@ func TestAskGateOpensAsWideAsTheWindowHasRoom(t *testing.T) {
 			t.Fatal("a second row asked while the first held the one place")
 		}
 	}
+	gateState := func() (asking, queued int) {
+		gs.mu.Lock()
+		defer gs.mu.Unlock()
+		return gs.m["s"].asking, len(gs.m["s"].queue)
+	}
 	first(time.Time{}, 10) // admitted with room for 10 more: 10 places
+	// The gate hands places out under its lock before the rows resume:
+	// its state says how many went in, whatever the goroutines did yet.
+	if asking, queued := gateState(); asking != 10 || queued != 2 {
+		t.Fatalf("%d rows asking and %d queued after an answer with room for 10, want 10 and 2", asking, queued)
+	}
 	waitFor(t, 5*time.Second, "10 rows admitted", func() bool { return count() >= 10 })
 	if n := count(); n != 10 {
 		t.Fatalf("%d rows admitted after an answer with room for 10, want 10", n)
@@ -133,13 +143,13 @@ func TestAskGateOpensAsWideAsTheWindowHasRoom(t *testing.T) {
 	for _, leave := range leaves[1:9] {
 		leave(time.Time{}, unknownRoom)
 	}
-	gs.mu.Lock()
-	asking, queued := gs.m["s"].asking, len(gs.m["s"].queue)
-	gs.mu.Unlock()
-	if asking != 1 || queued != 2 {
+	if asking, queued := gateState(); asking != 1 || queued != 2 {
 		t.Fatalf("%d rows asking and %d queued while the one place was held, want 1 and 2", asking, queued)
 	}
 	leaves[9](time.Time{}, unknownRoom) // the last place comes free: one row
+	if asking, queued := gateState(); asking != 1 || queued != 1 {
+		t.Fatalf("%d rows asking and %d queued after one place came free, want 1 and 1", asking, queued)
+	}
 	waitFor(t, 5*time.Second, "one row admitted", func() bool { return count() >= 1 })
 	if n := count(); n != 1 {
 		t.Errorf("%d rows admitted after a refusal, want 1", n)
@@ -179,6 +189,35 @@ func TestAskGateReopensWhenASlotIsGivenBack(t *testing.T) {
 		leave(time.Time{}, unknownRoom)
 	case <-time.After(5 * time.Second):
 		t.Fatal("the row did not ask within 5 s of a slot given back")
+	}
+}
+
+// A slot given back while the gate is open (no refusal pending) does not
+// narrow it: the width its last answer gave still stands.
+func TestAskGateReopenKeepsAnOpenGatesWidth(t *testing.T) {
+	gs := newAskGates()
+	ctx := context.Background()
+	holder, _ := gs.enter(ctx, "s")
+	defer holder(time.Time{}, unknownRoom)
+	refused, _ := gs.enter(ctx, "s")
+	refused(time.Now(), 0) // serial, and the refusal's time has passed
+	admitted, _ := gs.enter(ctx, "s")
+	admitted(time.Time{}, 10) // room for 10
+	gs.reopen("s")
+	gs.mu.Lock()
+	width := gs.m["s"].width
+	gs.mu.Unlock()
+	if width != 10 {
+		t.Errorf("width %d after a slot given back to an open gate, want 10", width)
+	}
+	shut, _ := gs.enter(ctx, "s")
+	shut(time.Now().Add(time.Hour), 0) // a refusal for an hour: one place
+	gs.reopen("s")
+	gs.mu.Lock()
+	width, until := gs.m["s"].width, gs.m["s"].until
+	gs.mu.Unlock()
+	if width != 1 || !until.IsZero() {
+		t.Errorf("width %d, until %v after a slot given back to a shut gate, want 1 and no wait", width, until)
 	}
 }
 

@@ -622,9 +622,15 @@ func (c *Consumer) afterCall(r *row, s *slot, res registryclient.Result, sku *sk
 	if marking {
 		mk.done, mk.failed = err == nil, err != nil
 	}
-	if count {
+	switch {
+	case count:
 		c.settle(rest, s.answered)
-	} else {
+	case res.Class == registryclient.RateLimited:
+		// The API refused for the seller's limit: the slot goes back, but
+		// the seller's gate stays shut until the block that follows says
+		// when to ask again.
+		c.unreserve(&slot{Reservation: rest})
+	default:
 		c.release(&slot{Reservation: rest})
 	}
 	return mk
@@ -681,15 +687,24 @@ func (c *Consumer) settle(r throttle.Reservation, answered time.Time) {
 	}
 }
 
-// release gives a used slot back to the throttle; best effort. The seller's
-// rows waiting at its ask gate may then ask at once: the place is free now.
+// release gives a used slot back to the throttle; best effort. Once it is
+// back, the seller's rows waiting at its ask gate may ask at once: the
+// place is free now.
 func (c *Consumer) release(s *slot) {
+	if c.unreserve(s) {
+		c.asks.reopen(s.Seller)
+	}
+}
+
+// unreserve gives the slot back to the throttle and reports whether it did.
+func (c *Consumer) unreserve(s *slot) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := c.deps.Throttle.Release(ctx, s.Reservation); err != nil {
 		c.log.Debug("could not give a slot back to the throttle", "seller", s.Seller, "err", err)
+		return false
 	}
-	c.asks.reopen(s.Seller)
+	return true
 }
 
 // block tells the throttle the API refused the seller, or with an
