@@ -459,11 +459,12 @@ func run(ctx context.Context, sc scenario, bin, parent string, log *slog.Logger)
 			_ = p.Wait()
 		}
 	}()
-	for i := range sc.Consumers {
-		port, err := redisproc.FreePort()
-		if err != nil {
-			return res, err
-		}
+	// All at once: ports taken one by one may repeat.
+	ports, err := redisproc.FreePorts(sc.Consumers)
+	if err != nil {
+		return res, err
+	}
+	for i, port := range ports {
 		metricsAddr := fmt.Sprintf("127.0.0.1:%d", port)
 		metricsAddrs = append(metricsAddrs, metricsAddr)
 		cmd := exec.Command(bin)

@@ -68,12 +68,13 @@ func startWorld(t *testing.T, consumerEnv ...string) *world {
 	topic := bulkreg.DefaultTopic
 	w.brokers = testkafka.Start(t, 4, topic, bulkreg.DLQTopic(topic))
 	w.redis = testredis.Start(t)
-	w.registry = freeAddr(t)
+	addrs := freeAddrs(t, 5)
+	w.registry = addrs[0]
 	w.env = stackEnv(w.brokers, w.redis.Addr, w.registry, circuitWindow, "BULKREG_POLL_INTERVAL=100ms",
 		"BULKREG_MARGIN="+circuitMargin.String())
 	startSandbox(t, w.bin, w.env, w.registry)
 	for i := range 4 {
-		addr := freeAddr(t)
+		addr := addrs[1+i]
 		w.metrics = append(w.metrics, addr)
 		env := append(append([]string{}, w.env...), "BULKREG_METRICS_ADDR="+addr, "BULKREG_HEARTBEAT_INTERVAL=1s", "BULKREG_REGISTRY_TIMEOUT=2s",
 			"BULKREG_CIRCUIT_WINDOW="+circuitWindow.String(), "BULKREG_CIRCUIT_PROBE_LEASE=3s")

@@ -111,11 +111,23 @@ func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	port, err := redisproc.FreePort()
+	return freeAddrs(t, 1)[0]
+}
+
+// freeAddrs gives n distinct free addresses. A test that starts several
+// servers takes all their addresses in one call: addresses taken one by one
+// may repeat, and a consumer then exits on "address already in use".
+func freeAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	ports, err := redisproc.FreePorts(n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return "127.0.0.1:" + strconv.Itoa(port)
+	addrs := make([]string, n)
+	for i, p := range ports {
+		addrs[i] = "127.0.0.1:" + strconv.Itoa(p)
+	}
+	return addrs
 }
 
 func getJSON(url string, into any) error {
@@ -173,14 +185,15 @@ func TestEndToEnd(t *testing.T) {
 	brokers := testkafka.Start(t, 6, topic, bulkreg.DLQTopic(topic))
 	rs := testredis.Start(t)
 	redisInit(t, bin, rs.Addr)
-	registry := freeAddr(t)
+	addrs := freeAddrs(t, 4)
+	registry := addrs[0]
 	env := stackEnv(brokers, rs.Addr, registry, window)
 
 	startSandbox(t, bin, env, registry)
 	var consumers []*proc
 	for i := range 3 {
 		consumers = append(consumers, start(t, filepath.Join(bin, "consumer"), fmt.Sprintf("consumer-%d", i+1),
-			append(env, "BULKREG_METRICS_ADDR="+freeAddr(t), "BULKREG_HEARTBEAT_INTERVAL=1s")))
+			append(env, "BULKREG_METRICS_ADDR="+addrs[1+i], "BULKREG_HEARTBEAT_INTERVAL=1s")))
 	}
 	waitGroupStable(t, brokers, "bulkreg-registrar", 3)
 

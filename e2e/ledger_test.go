@@ -110,7 +110,8 @@ func TestReuploadAndRace(t *testing.T) {
 	brokers := testkafka.Start(t, 4, topic, bulkreg.DLQTopic(topic))
 	rs := testredis.Start(t)
 	redisInit(t, bin, rs.Addr)
-	registry := freeAddr(t)
+	addrs := freeAddrs(t, 5)
+	registry := addrs[0]
 	env := stackEnv(brokers, rs.Addr, registry, 2*time.Second, "BULKREG_POLL_INTERVAL=100ms")
 	startSandbox(t, bin, env, registry)
 	audit := func(seller string) sandbox.SellerAudit {
@@ -147,7 +148,7 @@ func TestReuploadAndRace(t *testing.T) {
 	}
 	for i := range 4 {
 		start(t, filepath.Join(bin, "consumer"), fmt.Sprintf("consumer-%d", i+1),
-			append(env, "BULKREG_METRICS_ADDR="+freeAddr(t), "BULKREG_HEARTBEAT_INTERVAL=1s"))
+			append(env, "BULKREG_METRICS_ADDR="+addrs[1+i], "BULKREG_HEARTBEAT_INTERVAL=1s"))
 	}
 	var race [2]uploadstatus.Status
 	waitFor(t, 60*time.Second, "both race uploads done", func() bool {

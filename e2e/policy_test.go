@@ -61,7 +61,8 @@ func runPolicy(t *testing.T, api string, kind throttle.Kind, burst int, done fun
 	brokers := testkafka.Start(t, 1, topic, bulkreg.DLQTopic(topic))
 	rs := testredis.Start(t)
 	redisInit(t, bin, rs.Addr)
-	registry := freeAddr(t)
+	addrs := freeAddrs(t, 2)
+	registry, metrics := addrs[0], addrs[1]
 	env := []string{
 		"BULKREG_KAFKA_BROKERS=" + strings.Join(brokers, ","),
 		"BULKREG_REDIS_ADDRS=" + rs.Addr,
@@ -83,7 +84,6 @@ func runPolicy(t *testing.T, api string, kind throttle.Kind, burst int, done fun
 		}
 		return err == nil && resp.StatusCode == http.StatusOK
 	})
-	metrics := freeAddr(t)
 	consumerEnv := append(env[:len(env):len(env)], "BULKREG_METRICS_ADDR="+metrics, "BULKREG_HEARTBEAT_INTERVAL=1s", "BULKREG_POLICY="+string(kind))
 	if kind == throttle.TokenBucket && burst > 0 {
 		consumerEnv = append(consumerEnv, "BULKREG_BURST="+strconv.Itoa(burst))

@@ -159,12 +159,28 @@ func (p *Proc) Restart(ctx context.Context) error {
 
 // FreePort asks the kernel for a port nobody listens on.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := FreePorts(1)
 	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
+		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
+}
+
+// FreePorts asks the kernel for n distinct ports nobody listens on. It holds
+// every port until it has all n: a port closed and then asked for again may
+// come back (bind prefers half of the ephemeral range), and two servers told
+// the same port lose a test to "address already in use".
+func FreePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free port: %w", err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
 
 func tail(s string) string {
