@@ -38,9 +38,10 @@ type Throttle interface {
 	// used: not when the Redis that granted it has since lost the seller's
 	// state (its epoch), so others may hold the same place in the window.
 	Check(ctx context.Context, r throttle.Reservation) (throttle.SlotCheck, error)
-	// Settle moves the slot of a call the API answered to the time of the
-	// answer on the Redis clock, when later: the next window's slots are
-	// then placed a window after the API's count, however late it counted.
+	// Settle moves the slot of a call the API answered (at: on the Redis
+	// clock, never before the answer) to a margin before the answer, when
+	// later: the next window's slots are then placed a window after the
+	// API's count, however late it counted.
 	Settle(ctx context.Context, r throttle.Reservation, at time.Time) error
 	// Policy is the throttle's policy: the consumer's defaults derive from
 	// it (Config.WithDefaults).
@@ -350,8 +351,9 @@ type slot struct {
 	bound time.Time
 	// now: the row holds a token of Consumer.now until its call starts.
 	now bool
-	// called and answered: when the call was sent and when its answer came,
-	// on the Redis clock (call).
+	// called: when the call was sent, on the Redis clock, never after it.
+	// answered: when its answer came, on the Redis clock, never before it
+	// (a settle must not move the slot short of the API's count).
 	called, answered time.Time
 }
 
@@ -388,7 +390,8 @@ func maxTime(a, b time.Time) time.Time {
 	return a
 }
 
-// redisNow is the time on the Redis clock, from the slot.
+// redisNow is the time on the Redis clock, from the slot; never later than
+// the true one (due is the latest place of the slot on this clock).
 func (s *slot) redisNow() time.Time { return s.At.Add(time.Since(s.due)) }
 
 // ask asks the throttle once for the row's slot, once the row may ask
@@ -546,7 +549,7 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 	m := r.m
 	at := s.redisNow()
 	res = c.deps.Registry.Register(r.finishCtx(), m.SellerID, m.IdempotencyKey, m.Product)
-	s.answered = s.redisNow()
+	s.answered = s.At.Add(time.Since(s.bound))
 	<-c.calls
 	holding = false
 	s.called = at

@@ -355,7 +355,7 @@ func TestAFreePlaceNowIsNotLostToSlotsBookedAhead(t *testing.T) {
 }
 
 // TestSettleMovesTheAppWideSlotToo: the app-wide log is a sliding log; a
-// call settled at its answer is settled there as well.
+// call settled a margin before its answer is settled there as well.
 func TestSettleMovesTheAppWideSlotToo(t *testing.T) {
 	srv := startRedis(t)
 	rdb := srv.Client()
@@ -366,10 +366,11 @@ func TestSettleMovesTheAppWideSlotToo(t *testing.T) {
 	if err := th.Settle(context.Background(), r, answered); err != nil {
 		t.Fatal(err)
 	}
-	if got := globalLog(t, rdb)[r.Global.ID]; !got.Equal(answered) {
-		t.Errorf("the app-wide slot is at %v after the settle, want the answer %v", got, answered)
+	want := answered.Add(-p.Margin)
+	if got := globalLog(t, rdb)[r.Global.ID]; !got.Equal(want) {
+		t.Errorf("the app-wide slot is at %v after the settle, want a margin before the answer, %v", got, want)
 	}
-	if got := sellerLog(t, th, rdb, r.Seller)[r.ID]; !got.Equal(answered) {
-		t.Errorf("the seller slot is at %v after the settle, want the answer %v", got, answered)
+	if got := sellerLog(t, th, rdb, r.Seller)[r.ID]; !got.Equal(want) {
+		t.Errorf("the seller slot is at %v after the settle, want a margin before the answer, %v", got, want)
 	}
 }

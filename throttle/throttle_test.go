@@ -765,12 +765,14 @@ func TestAGivenBackSlotIsRefilledNowDespiteSlotsBookedAhead(t *testing.T) {
 	}
 }
 
-// TestSettleMovesASlotToItsAnswer: a call answered 300 ms after its slot
-// (the API counted it somewhere in between) is settled at the answer; the
-// next window's slot is then placed a window after the answer, not the
-// slot. A settle never moves a slot earlier, never brings back one given
-// back, and leaves a fixed window's log alone.
-func TestSettleMovesASlotToItsAnswer(t *testing.T) {
+// TestSettleMovesASlotToAMarginBeforeItsAnswer: a call answered 300 ms
+// after its slot (the API counted it somewhere in between) is settled a
+// margin before the answer; the next window's slot is then placed a window
+// after the answer, not W′ after the slot. A call answered within the margin
+// of its slot moves nothing and needs no step. A settle never moves a slot
+// earlier, never brings back one given back, and leaves a fixed window's log
+// alone.
+func TestSettleMovesASlotToAMarginBeforeItsAnswer(t *testing.T) {
 	srv := startRedis(t)
 	ctx := context.Background()
 	const window = 2 * time.Second
@@ -779,14 +781,30 @@ func TestSettleMovesASlotToItsAnswer(t *testing.T) {
 	s := seller("settle")
 	r1 := reserve(t, one, s)
 	answered := r1.At.Add(300 * time.Millisecond)
+	if _, ok := one.SettleStep(r1, answered); !ok {
+		t.Error("SettleStep has nothing to do for a call answered 300 ms after its slot, with a 20 ms margin")
+	}
 	if err := one.Settle(ctx, r1, answered); err != nil {
 		t.Fatal(err)
 	}
-	if got := sellerLog(t, one, srv.Client(), s)[r1.ID]; !got.Equal(answered) {
-		t.Errorf("the settled slot is at %v, want its answer %v", got, answered)
+	if got, want := sellerLog(t, one, srv.Client(), s)[r1.ID], answered.Add(-p.Margin); !got.Equal(want) {
+		t.Errorf("the settled slot is at %v, want a margin before its answer, %v", got, want)
 	}
-	if r2 := reserve(t, one, s); r2.At.Before(answered.Add(p.span())) {
-		t.Errorf("the next window's slot is at %v, want at or after the answer + W′ (%v)", r2.At, answered.Add(p.span()))
+	if r2 := reserve(t, one, s); !r2.At.After(answered.Add(window)) {
+		t.Errorf("the next window's slot is at %v, want after the answer + the window (%v)", r2.At, answered.Add(window))
+	}
+
+	s = seller("settle-quick")
+	q := reserve(t, one, s)
+	quick := q.At.Add(p.Margin) // answered exactly a margin after the slot
+	if st, ok := one.SettleStep(q, quick); ok {
+		t.Errorf("SettleStep for a call answered within the margin of its slot: %+v, want none", st)
+	}
+	if err := one.Settle(ctx, q, quick); err != nil {
+		t.Fatal(err)
+	}
+	if got := sellerLog(t, one, srv.Client(), s)[q.ID]; !got.Equal(q.At) {
+		t.Errorf("a call answered within the margin moved its slot to %v, want it kept at %v", got, q.At)
 	}
 
 	p.Limit = 3
