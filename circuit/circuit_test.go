@@ -813,17 +813,7 @@ func TestTrustClosed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var n int64
-		for line := range strings.SplitSeq(info, "\r\n") {
-			if strings.HasPrefix(line, "cmdstat_evalsha:") || strings.HasPrefix(line, "cmdstat_eval:") {
-				var calls int64
-				if _, err := fmt.Sscanf(line[strings.Index(line, ":")+1:], "calls=%d", &calls); err != nil {
-					t.Fatalf("reading %q: %v", line, err)
-				}
-				n += calls
-			}
-		}
-		return n
+		return evalCalls(t, info)
 	}
 
 	call(t, a, "s1", "u:1", Success) // learns closed
@@ -833,7 +823,7 @@ func TestTrustClosed(t *testing.T) {
 			t.Fatalf("Allow within TrustClosed = %+v, %v; want allowed, closed", d, err)
 		}
 	}
-	if time.Since(began) < s.TrustClosed {
+	if time.Since(began) < s.TrustClosed/2 { // then a renewal reads the state (TestABusyProcessRenewsItsClosedView)
 		if n := scripts() - before; n != 0 {
 			t.Errorf("20 Allows within TrustClosed of a closed answer ran %d scripts in Redis, want 0", n)
 		}
@@ -978,4 +968,65 @@ func TestAnsweredCallsAreSentInBatches(t *testing.T) {
 	if got := peek(t, p); got.State != Closed {
 		t.Errorf("after the probe succeeded Redis holds %s, want closed", got.State)
 	}
+}
+
+// TestABusyProcessRenewsItsClosedView: a process that keeps allowing calls
+// renews its closed view in the background before it runs out, so no call
+// waits for a round trip of its own; and a crowd of callers that find the
+// view run out (an idle process) costs one request, not one each.
+func TestABusyProcessRenewsItsClosedView(t *testing.T) {
+	srv := testredis.Start(t)
+	s := fast()
+	s.TrustClosed = 200 * time.Millisecond
+	b := newBreaker(t, srv.Client(), s)
+	ctx := context.Background()
+	call(t, b, "s1", "u:1", Success) // learns closed
+
+	// Busy: an Allow every 10 ms for five times TrustClosed. Without the
+	// renewal the view runs out after TrustClosed and an Allow asks Redis.
+	local := b.allowedLocally.Load()
+	n := 0
+	for end := time.Now().Add(5 * s.TrustClosed); time.Now().Before(end); n++ {
+		if d, err := b.Allow(ctx); err != nil || !d.Allowed {
+			t.Fatalf("Allow %d: %+v, %v; want allowed", n, d, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := b.allowedLocally.Load() - local; got != int64(n) {
+		t.Errorf("%d of %d Allows over %v were answered from the view, want all: the view ran out while the process was busy", got, n, 5*s.TrustClosed)
+	}
+
+	// Idle for TrustClosed, then a crowd: one request, the others read
+	// its answer.
+	time.Sleep(s.TrustClosed)
+	before := srv.Client().Info(ctx, "commandstats").Val()
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			if d, err := b.Allow(ctx); err != nil || !d.Allowed {
+				t.Errorf("Allow in the crowd: %+v, %v; want allowed", d, err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := evalCalls(t, srv.Client().Info(ctx, "commandstats").Val()) - evalCalls(t, before); got != 1 {
+		t.Errorf("20 Allows on a view that had run out ran %d scripts, want 1", got)
+	}
+}
+
+// evalCalls is how many scripts (EVAL and EVALSHA) an INFO commandstats
+// counts.
+func evalCalls(t *testing.T, info string) int64 {
+	t.Helper()
+	var n int64
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if strings.HasPrefix(line, "cmdstat_evalsha:") || strings.HasPrefix(line, "cmdstat_eval:") {
+			var calls int64
+			if _, err := fmt.Sscanf(line[strings.Index(line, ":")+1:], "calls=%d", &calls); err != nil {
+				t.Fatalf("reading %q: %v", line, err)
+			}
+			n += calls
+		}
+	}
+	return n
 }
