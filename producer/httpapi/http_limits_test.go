@@ -29,6 +29,12 @@ type trickler struct {
 
 func startTrickle(t *testing.T, srvURL, tok string, every time.Duration) *trickler {
 	t.Helper()
+	return startTrickleOf(t, srvURL, tok, every, 100000)
+}
+
+// startTrickleOf is startTrickle announcing a body of length bytes.
+func startTrickleOf(t *testing.T, srvURL, tok string, every time.Duration, length int) *trickler {
+	t.Helper()
 	u, _ := url.Parse(srvURL)
 	conn, err := net.Dial("tcp", u.Host)
 	if err != nil {
@@ -37,7 +43,7 @@ func startTrickle(t *testing.T, srvURL, tok string, every time.Duration) *trickl
 	tr := &trickler{conn: conn, status: make(chan int, 1), stop: make(chan struct{})}
 	t.Cleanup(func() { close(tr.stop); conn.Close() })
 	head := "POST /v1/uploads HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + tok +
-		"\r\nContent-Type: multipart/form-data; boundary=XX\r\nContent-Length: 100000\r\n\r\n" +
+		"\r\nContent-Type: multipart/form-data; boundary=XX\r\nContent-Length: " + strconv.Itoa(length) + "\r\n\r\n" +
 		"--XX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"slow.xlsx\"\r\n\r\nPK"
 	if _, err := conn.Write([]byte(head)); err != nil {
 		t.Fatal(err)
@@ -83,12 +89,23 @@ func limitedServer(t *testing.T, s *Server) (*httpEnv, *Server) {
 func TestSlowSellerDoesNotDelayOthers(t *testing.T) {
 	h, _ := limitedServer(t, &Server{MaxUploads: 3, MaxUploadsPerSeller: 2, UploadGrace: time.Minute})
 	tokA := token(t, "seller-a")
-	a1 := startTrickle(t, h.srv.URL, tokA, 100*time.Millisecond)
-	a2 := startTrickle(t, h.srv.URL, tokA, 100*time.Millisecond)
+	trickles := []*trickler{startTrickle(t, h.srv.URL, tokA, 100*time.Millisecond), startTrickle(t, h.srv.URL, tokA, 100*time.Millisecond)}
 
 	// A third upload of A's is refused at once, before its body is read.
 	deadline := time.Now().Add(5 * time.Second)
 	for probe := 0; ; probe++ {
+		// A trickle that reached the server while a probe held one of A's
+		// two slots was refused (429): it holds none, so start it again.
+		// Probes go one at a time, so a probe is refused only once both
+		// trickles in the list hold their slots.
+		for i, tr := range trickles {
+			select {
+			case c := <-tr.status:
+				t.Logf("trickle %d was answered %d before it held a slot; starting it again", i, c)
+				trickles[i] = startTrickle(t, h.srv.URL, tokA, 100*time.Millisecond)
+			default:
+			}
+		}
 		// Each probe is a new file: once one went through, the same file
 		// again is a duplicate, answered 200 before any slot is asked for.
 		ct, body := multipartBody(t, "file", xlsx(t, "a3-"+strconv.Itoa(probe), validRows(1)...), nil)
@@ -98,10 +115,6 @@ func TestSlowSellerDoesNotDelayOthers(t *testing.T) {
 				t.Errorf("A's third upload: %d %s, want too_many_uploads with Retry-After", resp.StatusCode, b)
 			}
 			break
-		}
-		if resp.StatusCode == http.StatusCreated {
-			// The trickles had not taken their slots yet.
-			t.Logf("probe went through before both trickles held a slot")
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("A's third upload: %d %s while two of A's uploads trickle, want 429", resp.StatusCode, b)
@@ -119,12 +132,35 @@ func TestSlowSellerDoesNotDelayOthers(t *testing.T) {
 	if took > 3*time.Second {
 		t.Errorf("seller B's upload took %s while A trickles, want well under 3 s", took)
 	}
-	for _, tr := range []*trickler{a1, a2} {
+	for _, tr := range trickles {
 		select {
 		case c := <-tr.status:
 			t.Errorf("a trickling upload was answered %d before it finished sending", c)
 		default:
 		}
+	}
+}
+
+// An upload refused before its body is read (the seller's uploads are all
+// in progress) is answered at once, even while its body still trickles in:
+// net/http would otherwise read up to 256 KiB of the unread body before it
+// sends the answer, and a slow client waited for its 429 as long as its
+// body took (TestSlowSellerDoesNotDelayOthers hung on it under load).
+func TestARefusedUploadIsAnsweredBeforeItsBody(t *testing.T) {
+	h, _ := limitedServer(t, &Server{MaxUploads: 3, MaxUploadsPerSeller: 1, UploadGrace: time.Minute})
+	tok := token(t, "seller-a")
+	// Two trickles of one seller with one slot: one holds it, the other is
+	// refused; which one is a race. Each announces less than 256 KiB.
+	a, b := startTrickleOf(t, h.srv.URL, tok, 100*time.Millisecond, 100000), startTrickleOf(t, h.srv.URL, tok, 100*time.Millisecond, 100000)
+	var c int
+	select {
+	case c = <-a.status:
+	case c = <-b.status:
+	case <-time.After(5 * time.Second):
+		t.Fatal("neither of two trickling uploads of a seller with one upload slot was answered within 5 s, want the refused one answered at once")
+	}
+	if c != http.StatusTooManyRequests {
+		t.Errorf("the refused trickle was answered %d, want 429", c)
 	}
 }
 
