@@ -109,11 +109,6 @@ func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	return freeAddrs(t, 1)[0]
-}
-
 // freeAddrs gives n distinct free addresses. A test that starts several
 // servers takes all their addresses in one call: addresses taken one by one
 // may repeat, and a consumer then exits on "address already in use".
