@@ -680,8 +680,9 @@ func counted(c registryclient.Class) bool {
 	return true
 }
 
-// settle moves a counted call's slot to its answer (Throttle.Settle); best
-// effort: a slot not settled keeps its place, as before settling existed.
+// settle moves a counted call's slot to a margin before its answer
+// (Throttle.Settle), when that is later; best effort: a slot not settled
+// keeps its place, as before settling existed.
 func (c *Consumer) settle(r throttle.Reservation, answered time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
