@@ -11,6 +11,7 @@ import (
 
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
+	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/ledger"
 	"github.com/bulkreg/bulkreg/lua"
 	"github.com/bulkreg/bulkreg/throttle"
@@ -105,7 +106,7 @@ func TestACallLeavesOneScript(t *testing.T) {
 			s.checkCompliant("seller-1", rows)
 
 			ctx := context.Background()
-			waitFor(t, 5*time.Second, "every call in the compliance history and every registration in the ledger", func() bool {
+			testwait.For(t, 5*time.Second, "every call in the compliance history and every registration in the ledger", func() bool {
 				e, err := ledger.New(s.rdb, ledger.Options{}).Lookup(ctx, "seller-1", skus("up-1", rows))
 				if err != nil || len(e) != rows || s.rdb.ZCard(ctx, compliance.CallsKey("seller-1")).Val() != rows {
 					return false

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/bulkreg/bulkreg/internal/testwait"
 )
 
 func TestAskGateLetsRowsAskAtOnceUntilARefusal(t *testing.T) {
@@ -131,7 +133,7 @@ func TestAskGateOpensAsWideAsTheWindowHasRoom(t *testing.T) {
 	if asking, queued := gateState(); asking != 10 || queued != 2 {
 		t.Fatalf("%d rows asking and %d queued after an answer with room for 10, want 10 and 2", asking, queued)
 	}
-	waitFor(t, 5*time.Second, "10 rows admitted", func() bool { return count() >= 10 })
+	testwait.For(t, 5*time.Second, "10 rows admitted", func() bool { return count() >= 10 })
 	if n := count(); n != 10 {
 		t.Fatalf("%d rows admitted after an answer with room for 10, want 10", n)
 	}
@@ -150,7 +152,7 @@ func TestAskGateOpensAsWideAsTheWindowHasRoom(t *testing.T) {
 	if asking, queued := gateState(); asking != 1 || queued != 1 {
 		t.Fatalf("%d rows asking and %d queued after one place came free, want 1 and 1", asking, queued)
 	}
-	waitFor(t, 5*time.Second, "one row admitted", func() bool { return count() >= 1 })
+	testwait.For(t, 5*time.Second, "one row admitted", func() bool { return count() >= 1 })
 	if n := count(); n != 1 {
 		t.Errorf("%d rows admitted after a refusal, want 1", n)
 	}
@@ -158,7 +160,7 @@ func TestAskGateOpensAsWideAsTheWindowHasRoom(t *testing.T) {
 	rest := admitted
 	mu.Unlock()
 	rest[0](time.Time{}, unknownRoom)
-	waitFor(t, 5*time.Second, "the last parked row admitted", func() bool { return count() == 2 })
+	testwait.For(t, 5*time.Second, "the last parked row admitted", func() bool { return count() == 2 })
 	mu.Lock()
 	rest = admitted
 	mu.Unlock()
@@ -263,7 +265,7 @@ func TestAskGateParkedRowsHoldNoGoroutine(t *testing.T) {
 		t.Errorf("200 parked rows hold %d goroutines", n)
 	}
 	cancel()
-	waitFor(t, 5*time.Second, "every parked row told its context ended", func() bool { return told.Load() == 200 })
+	testwait.For(t, 5*time.Second, "every parked row told its context ended", func() bool { return told.Load() == 200 })
 	if refusedEntry.Load() != 200 {
 		t.Errorf("%d of 200 rows were let in after their context ended", 200-refusedEntry.Load())
 	}

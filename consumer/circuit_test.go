@@ -10,6 +10,7 @@ import (
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
+	"github.com/bulkreg/bulkreg/internal/testwait"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 )
 
@@ -90,7 +91,7 @@ func TestOutageHoldsRowsInKafka(t *testing.T) {
 	down := time.Now()
 	watch := s.breaker()
 	var open circuit.Status
-	waitFor(t, 5*time.Second, "the circuit opens", func() bool {
+	testwait.For(t, 5*time.Second, "the circuit opens", func() bool {
 		st, err := watch.Peek(context.Background())
 		open = st
 		return err == nil && st.State != circuit.Closed
@@ -137,7 +138,7 @@ func TestOutageHoldsRowsInKafka(t *testing.T) {
 	t.Logf("the API refused %d requests: %d before the circuit opened, %d probes in %v while open",
 		report.Refused, report.Refused-len(probes), len(probes), up.Sub(openedAt).Round(time.Millisecond))
 
-	waitFor(t, 20*time.Second, "every row registered or dead-lettered", func() bool {
+	testwait.For(t, 20*time.Second, "every row registered or dead-lettered", func() bool {
 		return s.audit("a").Products+s.audit("b").Products+dlqLen(t, s.brokers, s.topic) >= 230
 	})
 	if n := dlqLen(t, s.brokers, s.topic); n != 0 {

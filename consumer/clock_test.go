@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/bulkreg/bulkreg/internal/testwait"
 )
 
 // redisAt is the Redis clock's reading at local instant t, for a Redis clock
@@ -101,7 +103,7 @@ func TestSyncClockReadsRedisOnItsOwn(t *testing.T) {
 	done := make(chan struct{})
 	start := time.Now()
 	go func() { defer close(done); c.syncClock(ctx) }()
-	waitFor(t, 5*time.Second, "10 reads of Redis's clock", func() bool { return reads.Load() >= 10 })
+	testwait.For(t, 5*time.Second, "10 reads of Redis's clock", func() bool { return reads.Load() >= 10 })
 	elapsed := time.Since(start)
 	cancel()
 	select {

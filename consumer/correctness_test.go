@@ -24,6 +24,7 @@ import (
 	"github.com/bulkreg/bulkreg/internal/config"
 	"github.com/bulkreg/bulkreg/internal/testproxy"
 	"github.com/bulkreg/bulkreg/internal/testredis"
+	"github.com/bulkreg/bulkreg/internal/testwait"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
@@ -174,7 +175,7 @@ func TestARowIsFinishedOnlyOnceRecorded(t *testing.T) {
 				PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }}
 			stop := runConsumer(t, cfg, deps)
 			publishRows(t, brokers, topic, "u", "s", 1)
-			waitFor(t, 10*time.Second, "the row called and Redis broken", broken.Load)
+			testwait.For(t, 10*time.Second, "the row called and Redis broken", broken.Load)
 			time.Sleep(5 * cfg.CommitInterval) // a finished row would be committed by now
 			stop()                             // a rebalance or SIGTERM: the drain runs out while Redis refuses
 			if off := committedOffsets(t, brokers, group, topic, 1)[0]; off > 0 {
@@ -182,11 +183,11 @@ func TestARowIsFinishedOnlyOnceRecorded(t *testing.T) {
 			}
 
 			tc.fixRedis(t, srv, admin)
-			waitFor(t, 10*time.Second, "Redis takes writes again", func() bool {
+			testwait.For(t, 10*time.Second, "Redis takes writes again", func() bool {
 				return rdb.Set(context.Background(), "probe", "1", time.Second).Err() == nil
 			})
 			runConsumer(t, cfg, deps)
-			waitFor(t, 15*time.Second, "the row read again and recorded", func() bool {
+			testwait.For(t, 15*time.Second, "the row read again and recorded", func() bool {
 				st, err := status.Get(context.Background(), "u")
 				return err == nil && len(st.Rows) == 1
 			})
@@ -201,7 +202,7 @@ func TestARowIsFinishedOnlyOnceRecorded(t *testing.T) {
 			if calls != 2 || products != 1 {
 				t.Errorf("%d calls and %d products at the API, want 2 calls (201, then a 200 replay) and 1 product", calls, products)
 			}
-			waitFor(t, 5*time.Second, "the row committed", func() bool { return committedOffsets(t, brokers, group, topic, 1)[0] == 1 })
+			testwait.For(t, 5*time.Second, "the row committed", func() bool { return committedOffsets(t, brokers, group, topic, 1)[0] == 1 })
 		})
 	}
 }
@@ -239,9 +240,9 @@ func TestADrainCannotOutliveTheSession(t *testing.T) {
 	runConsumer(t, cfg, deps)
 	waitGroupStable(t, brokers, group, 1)
 	publishRows(t, brokers, topic, "u", "s", 1)
-	waitFor(t, 5*time.Second, "the first call in progress", func() bool { return reg.started.Load() == 1 })
+	testwait.For(t, 5*time.Second, "the first call in progress", func() bool { return reg.started.Load() == 1 })
 	runConsumer(t, cfg, deps) // a second member joins: a rebalance while the call is in progress
-	waitFor(t, 20*time.Second, "the row registered", func() bool { return reg.products.Load() >= 1 })
+	testwait.For(t, 20*time.Second, "the row registered", func() bool { return reg.products.Load() >= 1 })
 	time.Sleep(reg.first) // any call still in progress ends
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
@@ -301,7 +302,7 @@ func (o *overlapRegistry) Register(ctx context.Context, seller, key string, p bu
 func waitGroupStable(t *testing.T, brokers []string, group string, n int) {
 	t.Helper()
 	client := &kafka.Client{Addr: kafka.TCP(brokers...)}
-	waitFor(t, 20*time.Second, fmt.Sprintf("group %s stable with %d members", group, n), func() bool {
+	testwait.For(t, 20*time.Second, fmt.Sprintf("group %s stable with %d members", group, n), func() bool {
 		resp, err := client.DescribeGroups(context.Background(), &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
 		return err == nil && len(resp.Groups) == 1 && resp.Groups[0].GroupState == "Stable" && len(resp.Groups[0].Members) == n
 	})
@@ -323,7 +324,7 @@ func TestWaitingDoesNotUseUpTheRetryBudget(t *testing.T) {
 		MaxElapsed: 300 * time.Millisecond, Multiplier: 2, MaxAttempts: 4}
 	f.start()
 	f.publish("u", "s", 3)
-	waitFor(t, 10*time.Second, "3 rows recorded", func() bool { return len(f.status.snapshot()) == 3 })
+	testwait.For(t, 10*time.Second, "3 rows recorded", func() bool { return len(f.status.snapshot()) == 3 })
 	rows := f.status.snapshot()
 	for _, k := range []string{"u:2", "u:3"} {
 		if r := rows[k]; r.State != uploadstatus.Registered || r.Attempts != 2 {
@@ -453,10 +454,10 @@ func TestALateRedisAnswerTakesANewSlot(t *testing.T) {
 		PingRedis: func(ctx context.Context) error { return direct.Ping(ctx).Err() }})
 	proxy.delay.Store(int64(delay))
 	f.publish("u", "s", 1)
-	waitFor(t, 10*time.Second, "a slot granted", func() bool { rt.mu.Lock(); defer rt.mu.Unlock(); return len(rt.granted) > 0 })
+	testwait.For(t, 10*time.Second, "a slot granted", func() bool { rt.mu.Lock(); defer rt.mu.Unlock(); return len(rt.granted) > 0 })
 	time.Sleep(time.Second)
 	proxy.delay.Store(0)
-	waitFor(t, 10*time.Second, "the row registered", func() bool { return f.registeredCount("u") == 1 })
+	testwait.For(t, 10*time.Second, "the row registered", func() bool { return f.registeredCount("u") == 1 })
 	kept := rt.kept()
 	f.registry.mu.Lock()
 	calls := slices.Clone(f.registry.callTimes)
@@ -501,7 +502,7 @@ func TestASlotDoesNotOutliveARedisRestart(t *testing.T) {
 		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, Registerer: reg,
 		PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 	f.publish("u", "s", limit+1)
-	waitFor(t, 10*time.Second, "the first window's rows registered", func() bool { return f.registeredCount("u") == limit })
+	testwait.For(t, 10*time.Second, "the first window's rows registered", func() bool { return f.registeredCount("u") == limit })
 	srv.Restart()
 	time.Sleep(500 * time.Millisecond)
 	other, err := throttle.New(config.Config{RedisAddrs: []string{srv.Addr}}.RedisClient(), policy)
@@ -520,7 +521,7 @@ func TestASlotDoesNotOutliveARedisRestart(t *testing.T) {
 			first = r
 		}
 	}
-	waitFor(t, 10*time.Second, "the last row registered", func() bool { return f.registeredCount("u") == limit+1 })
+	testwait.For(t, 10*time.Second, "the last row registered", func() bool { return f.registeredCount("u") == limit+1 })
 	f.registry.mu.Lock()
 	last := f.registry.callTimes[len(f.registry.callTimes)-1]
 	f.registry.mu.Unlock()
@@ -581,7 +582,7 @@ func TestConnectionsStayWarmBetweenWindows(t *testing.T) {
 				Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }})
 			start := time.Now()
 			f.publish("u", "s", 10)
-			waitFor(t, 10*time.Second, "10 rows registered", func() bool { return f.registeredCount("u") == 10 })
+			testwait.For(t, 10*time.Second, "10 rows registered", func() bool { return f.registeredCount("u") == 10 })
 			mu.Lock()
 			second := 0
 			for _, at := range opened {

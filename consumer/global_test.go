@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkreg/bulkreg/internal/testwait"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
 )
@@ -30,7 +31,7 @@ func TestAnAppWide429BlocksTheApplication(t *testing.T) {
 	f := newFixture(t, 1, script)
 	f.start()
 	f.publish("u1", "s1", 2)
-	waitFor(t, 10*time.Second, "2 rows registered", func() bool { return f.registeredCount("u1") == 2 })
+	testwait.For(t, 10*time.Second, "2 rows registered", func() bool { return f.registeredCount("u1") == 2 })
 	f.throttle.mu.Lock()
 	defer f.throttle.mu.Unlock()
 	if f.throttle.globalBlocks != 1 || f.throttle.blocks != 1 {

@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/bulkreg/bulkreg/internal/testwait"
 )
 
 // startBroker runs the embedded broker like testkafka.Start, but accepts the
@@ -93,17 +95,6 @@ func committedOffsets(t testing.TB, brokers []string, group, topic string, parti
 	return out
 }
 
-func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestGroupCommitsOnlyFinishedPrefix runs the Kafka side alone: rows finish
 // in random order; the committed offset never passes an unfinished row, and
 // after the member stops, a new member reads only what was not finished.
@@ -142,7 +133,7 @@ func TestGroupCommitsOnlyFinishedPrefix(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.run(ctx) }()
-	waitFor(t, 10*time.Second, "all rows read", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == n })
+	testwait.For(t, 10*time.Second, "all rows read", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == n })
 	time.Sleep(3 * cfg.CommitInterval)
 	cancel()
 	select {
@@ -187,8 +178,8 @@ func TestGroupCommitsOnlyFinishedPrefix(t *testing.T) {
 	}
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	go func() { done <- g2.run(ctx2) }()
-	waitFor(t, 10*time.Second, "the held rows read again", func() bool { mu.Lock(); defer mu.Unlock(); return again["150"] && again["151"] })
-	waitFor(t, 10*time.Second, "every row committed", func() bool {
+	testwait.For(t, 10*time.Second, "the held rows read again", func() bool { mu.Lock(); defer mu.Unlock(); return again["150"] && again["151"] })
+	testwait.For(t, 10*time.Second, "every row committed", func() bool {
 		total := int64(0)
 		for _, off := range committedOffsets(t, brokers, cfg.Group, topic, 2) {
 			total += off

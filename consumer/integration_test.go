@@ -26,6 +26,7 @@ import (
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 	"github.com/bulkreg/bulkreg/internal/testredis"
+	"github.com/bulkreg/bulkreg/internal/testwait"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
@@ -189,7 +190,7 @@ func (s *stack) startConsumer(opts ...func(*Config, *Deps)) *Consumer {
 func (s *stack) waitGroupStable(group string, n int) {
 	s.t.Helper()
 	client := &kafka.Client{Addr: kafka.TCP(s.brokers...)}
-	waitFor(s.t, 20*time.Second, fmt.Sprintf("group %s stable with %d members", group, n), func() bool {
+	testwait.For(s.t, 20*time.Second, fmt.Sprintf("group %s stable with %d members", group, n), func() bool {
 		resp, err := client.DescribeGroups(context.Background(), &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
 		if err != nil || len(resp.Groups) != 1 {
 			return false
@@ -218,7 +219,7 @@ func (s *stack) audit(seller string) sandbox.SellerAudit { return s.sandbox.Audi
 
 func (s *stack) waitProducts(seller string, n int, within time.Duration) {
 	s.t.Helper()
-	waitFor(s.t, within, fmt.Sprintf("%d products of seller %s at the sandbox", n, seller), func() bool { return s.audit(seller).Products >= n })
+	testwait.For(s.t, within, fmt.Sprintf("%d products of seller %s at the sandbox", n, seller), func() bool { return s.audit(seller).Products >= n })
 }
 
 // checkCompliant asserts the sandbox's and the compliance report's view of
@@ -314,7 +315,7 @@ func TestRedisDownMidRun(t *testing.T) {
 	for _, seller := range sellers {
 		s.publish("up-"+seller, seller, 100)
 	}
-	waitFor(t, 10*time.Second, "40 products", func() bool {
+	testwait.For(t, 10*time.Second, "40 products", func() bool {
 		n := 0
 		for _, seller := range sellers {
 			n += s.audit(seller).Products
@@ -487,7 +488,7 @@ func TestCrashOneConsumer(t *testing.T) {
 		want[seller] = 200
 		s.publish("up-"+seller, seller, 200)
 	}
-	waitFor(t, 10*time.Second, "every seller started", func() bool {
+	testwait.For(t, 10*time.Second, "every seller started", func() bool {
 		for _, seller := range sellers {
 			if s.audit(seller).Products < 50 {
 				return false
@@ -552,7 +553,7 @@ func TestCrashAllConsumers(t *testing.T) {
 	for _, seller := range sellers {
 		s.publish("up-"+seller, seller, want[seller])
 	}
-	waitFor(t, 10*time.Second, "the small uploads done and the big ones under way", func() bool {
+	testwait.For(t, 10*time.Second, "the small uploads done and the big ones under way", func() bool {
 		for _, seller := range sellers {
 			if s.audit(seller).Products < min(want[seller], 60) {
 				return false

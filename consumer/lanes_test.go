@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/bulkreg/bulkreg/internal/testwait"
 )
 
 // TestLanes: a lane runs at most its concurrency at once, in arrival order,
@@ -49,12 +51,12 @@ func TestLanes(t *testing.T) {
 	for i := range 10 {
 		ls.add("fast", mk("fast", int64(100+i)))
 	}
-	waitFor(t, 2*time.Second, "the fast seller's 10 rows", func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 10 })
+	testwait.For(t, 2*time.Second, "the fast seller's 10 rows", func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 10 })
 	if got := queued.Load(); got != 17 {
 		t.Errorf("queued = %d, want 17 (20 slow rows, 3 running)", got)
 	}
 	// The fast seller is done and its lane gone; the slow one holds its 3.
-	waitFor(t, time.Second, "only the slow seller active", func() bool { return active.Load() == 1 && ls.sellers() == 1 })
+	testwait.For(t, time.Second, "only the slow seller active", func() bool { return active.Load() == 1 && ls.sellers() == 1 })
 	purged := ls.purge(func(r *row) bool { return r.msg.Offset >= 15 && string(r.msg.Key) == "slow" })
 	if len(purged) != 5 {
 		t.Errorf("purged %d rows, want 5 (offsets 15-19)", len(purged))
@@ -62,7 +64,7 @@ func TestLanes(t *testing.T) {
 	done.Add(-5)
 	close(release)
 	done.Wait()
-	waitFor(t, time.Second, "lanes removed", func() bool { return ls.sellers() == 0 })
+	testwait.For(t, time.Second, "lanes removed", func() bool { return ls.sellers() == 0 })
 	if peak["slow"] != 3 || peak["fast"] > 3 {
 		t.Errorf("peak concurrency slow %d fast %d, want 3 and ≤ 3", peak["slow"], peak["fast"])
 	}
@@ -107,7 +109,7 @@ func TestLanesParkedRows(t *testing.T) {
 	parkedNow := func() int { mu.Lock(); defer mu.Unlock(); return len(parked) }
 	// Rows 0 and 1 start; 1 ends at once and its worker takes 2, which
 	// parks: two rows parked, the lane is full, rows 3 to 5 stay queued.
-	waitFor(t, 2*time.Second, "rows 0 and 2 parked", func() bool { return parkedNow() == 2 })
+	testwait.For(t, 2*time.Second, "rows 0 and 2 parked", func() bool { return parkedNow() == 2 })
 	if got := ranNow(); len(got) != 3 {
 		t.Fatalf("ran %v while two rows were parked, want only rows 0, 1 and 2", got)
 	}
@@ -120,7 +122,7 @@ func TestLanesParkedRows(t *testing.T) {
 	first := parked[0]
 	mu.Unlock()
 	go first()
-	waitFor(t, 2*time.Second, "row 4 parked", func() bool { return parkedNow() == 3 })
+	testwait.For(t, 2*time.Second, "row 4 parked", func() bool { return parkedNow() == 3 })
 	if got := ranNow(); len(got) != 5 || got[3] != 3 || got[4] != 4 {
 		t.Fatalf("after ending the first parked row ran %v, want rows 0 to 4 in order", got)
 	}
@@ -130,7 +132,7 @@ func TestLanesParkedRows(t *testing.T) {
 	for _, done := range rest {
 		go done()
 	}
-	waitFor(t, 2*time.Second, "row 5 run and the lane gone", func() bool { return len(ranNow()) == 6 && ls.sellers() == 0 })
+	testwait.For(t, 2*time.Second, "row 5 run and the lane gone", func() bool { return len(ranNow()) == 6 && ls.sellers() == 0 })
 	if queued.Load() != 0 || active.Load() != 0 {
 		t.Errorf("after the end: queued %d, active sellers %d, want 0", queued.Load(), active.Load())
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
 	"github.com/bulkreg/bulkreg/internal/testredis"
+	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/uploadstatus"
@@ -33,7 +34,7 @@ func TestKeyAndValueNameDifferentSellers(t *testing.T) {
 	produce(t, f.brokers, f.topic, kafka.Message{Key: []byte("seller-b"), Value: v})
 	f.publish("u2", "seller-a", 1) // a good row behind it, so the test knows the bad one was read
 
-	waitFor(t, 10*time.Second, "the good row recorded", func() bool { return len(f.status.snapshot()) == 1 })
+	testwait.For(t, 10*time.Second, "the good row recorded", func() bool { return len(f.status.snapshot()) == 1 })
 	dl := f.dlq(1)
 	if len(dl) != 1 || header(dl[0], HeaderErrorClass) != ClassBadMessage || !bytes.Equal(dl[0].Value, v) || string(dl[0].Key) != "seller-b" {
 		t.Fatalf("dead letters %+v, want the original message with class %s", dl, ClassBadMessage)
@@ -80,7 +81,7 @@ func (s *stack) publishSKUs(upload, seller string, skus []string) {
 func (s *stack) waitDone(store *uploadstatus.Store, upload string, rows int) uploadstatus.Status {
 	s.t.Helper()
 	var st uploadstatus.Status
-	waitFor(s.t, 30*time.Second, fmt.Sprintf("%d rows of %s recorded", rows, upload), func() bool {
+	testwait.For(s.t, 30*time.Second, fmt.Sprintf("%d rows of %s recorded", rows, upload), func() bool {
 		var err error
 		st, err = store.Get(context.Background(), upload)
 		return err == nil && st.Registered+st.AlreadyRegistered+st.Failed >= rows
@@ -282,12 +283,12 @@ func TestLedgerUnavailableFailsClosed(t *testing.T) {
 	run(t, c)
 
 	f.publish("u1", "s1", 5)
-	waitFor(t, 10*time.Second, "the rows asking the ledger", func() bool { return ld.claims.Load() >= 10 })
+	testwait.For(t, 10*time.Second, "the rows asking the ledger", func() bool { return ld.claims.Load() >= 10 })
 	if calls, _ := f.registry.count(); calls != 0 || len(f.status.snapshot()) != 0 || f.throttle.reserves.Load() != 0 {
 		t.Fatalf("while the ledger is down: %d calls, %d rows recorded, %d slots asked for; want none", calls, len(f.status.snapshot()), f.throttle.reserves.Load())
 	}
 	ld.down.Store(false)
-	waitFor(t, 10*time.Second, "5 rows registered", func() bool { return f.registeredCount("u1") == 5 })
+	testwait.For(t, 10*time.Second, "5 rows registered", func() bool { return f.registeredCount("u1") == 5 })
 	if calls, products := f.registry.count(); calls != 5 || products != 5 {
 		t.Errorf("%d calls for %d products, want 5 and 5", calls, products)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
+	"github.com/bulkreg/bulkreg/internal/testwait"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
@@ -390,7 +391,7 @@ func TestOutcomes(t *testing.T) {
 	f.publish("u1", "s1", 6)
 	produce(t, f.brokers, f.topic, kafka.Message{Key: []byte("s1"), Value: []byte("{not json")})
 
-	waitFor(t, 10*time.Second, "6 rows recorded", func() bool { return len(f.status.snapshot()) == 6 })
+	testwait.For(t, 10*time.Second, "6 rows recorded", func() bool { return len(f.status.snapshot()) == 6 })
 	rows := f.status.snapshot()
 	for _, r := range []int{1, 3, 4, 6} {
 		if got := rows["u1:"+strconv.Itoa(r)]; got.State != "registered" || got.ProductID == "" {
@@ -477,7 +478,7 @@ func TestOutcomes(t *testing.T) {
 		t.Errorf("rate-limited metric %v, want 1", got)
 	}
 	// Everything was finished, so the commits reach the end of each partition.
-	waitFor(t, 5*time.Second, "offsets committed to the end", func() bool {
+	testwait.For(t, 5*time.Second, "offsets committed to the end", func() bool {
 		sum := int64(0)
 		for _, off := range committedOffsets(t, f.brokers, f.cfg.Group, f.topic, 2) {
 			if off > 0 {
@@ -534,7 +535,7 @@ func TestNoHeadOfLineBlocking(t *testing.T) {
 	f.publish("ua", "a", 200) // 10 windows of a's limit
 	f.publish("ub", "b", 10)
 	start := time.Now()
-	waitFor(t, 2*time.Second, "seller b's 10 rows registered", func() bool { return f.registeredCount("ub") == 10 })
+	testwait.For(t, 2*time.Second, "seller b's 10 rows registered", func() bool { return f.registeredCount("ub") == 10 })
 	t.Logf("seller b done %v after publishing, seller a has %d of 200", time.Since(start), f.registeredCount("ua"))
 	if got := f.registeredCount("ua"); got >= 200 {
 		t.Errorf("seller a finished too (%d rows): the test did not show b overtaking a", got)
@@ -549,7 +550,7 @@ func TestRedisDownNoCalls(t *testing.T) {
 	f.cfg.SellerConcurrency = 10
 	f.start()
 	f.publish("u", "s", 60)
-	waitFor(t, 5*time.Second, "some rows registered", func() bool { return f.registeredCount("u") >= 5 })
+	testwait.For(t, 5*time.Second, "some rows registered", func() bool { return f.registeredCount("u") >= 5 })
 	downErr := errors.New("dial tcp: connection refused")
 	f.pingErr.Store(&downErr)
 	f.throttle.down.Store(true)
@@ -570,7 +571,7 @@ func TestRedisDownNoCalls(t *testing.T) {
 	if max := int64(2 * f.cfg.SellerConcurrency); asked > max {
 		t.Errorf("%d reservations tried while Redis was down, want ≤ %d: rows poll Redis instead of waiting with backoff", asked, max)
 	}
-	waitFor(t, 10*time.Second, "all 60 rows registered after Redis came back", func() bool { return f.registeredCount("u") == 60 })
+	testwait.For(t, 10*time.Second, "all 60 rows registered after Redis came back", func() bool { return f.registeredCount("u") == 60 })
 	if got := gathered(t, f.reg, "bulkreg_consumer_redis_unavailable_total"); got < 1 {
 		t.Errorf("redis unavailable metric %v, want ≥ 1", got)
 	}
@@ -596,7 +597,7 @@ func TestShutdownGivesSlotsBack(t *testing.T) {
 	go func() { done <- c.Run(ctx) }()
 	f.publish("u", "s", 20)
 	// 5 calls in progress, the other 15 rows wait for their slots.
-	waitFor(t, 5*time.Second, "5 calls in progress, 15 rows waiting for slots", func() bool {
+	testwait.For(t, 5*time.Second, "5 calls in progress, 15 rows waiting for slots", func() bool {
 		f.throttle.mu.Lock()
 		defer f.throttle.mu.Unlock()
 		return len(f.throttle.slots["s"]) == 20 && f.registry.started.Load() == 5
@@ -662,7 +663,7 @@ func TestInFlightCapPausesReading(t *testing.T) {
 				f.publish("u"+s, s, 100)
 			}
 			capped := min(tc.total, int(tc.partitions)*tc.perPartition)
-			waitFor(t, 5*time.Second, "rows in flight at the cap", func() bool {
+			testwait.For(t, 5*time.Second, "rows in flight at the cap", func() bool {
 				return gathered(t, f.reg, "bulkreg_consumer_rows_in_flight") == float64(capped)
 			})
 			time.Sleep(300 * time.Millisecond) // reading would go on here if it did not pause
@@ -707,12 +708,12 @@ func TestRebalanceLosesNothing(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- first.Run(ctx) }()
 	go func() { <-stopFirst; cancel() }()
-	waitFor(t, 5*time.Second, "100 rows registered", func() bool { _, p := f.registry.count(); return p >= 100 })
+	testwait.For(t, 5*time.Second, "100 rows registered", func() bool { _, p := f.registry.count(); return p >= 100 })
 	f.start() // the second member joins: a rebalance
-	waitFor(t, 5*time.Second, "200 rows registered", func() bool { _, p := f.registry.count(); return p >= 200 })
+	testwait.For(t, 5*time.Second, "200 rows registered", func() bool { _, p := f.registry.count(); return p >= 200 })
 	close(stopFirst) // the first leaves: another rebalance
 	<-done
-	waitFor(t, 15*time.Second, "all 360 rows registered", func() bool { return len(f.status.snapshot()) == 360 })
+	testwait.For(t, 15*time.Second, "all 360 rows registered", func() bool { return len(f.status.snapshot()) == 360 })
 	calls, products := f.registry.count()
 	if products != 360 {
 		t.Errorf("%d products at the registry, want 360", products)
@@ -775,7 +776,7 @@ func TestRowsDueAtOnceTakeOnlySlotsTheyCanCall(t *testing.T) {
 	f.start()
 	start := time.Now()
 	f.publish("u", "s", rows)
-	waitFor(t, 20*time.Second, "every row registered", func() bool { return f.registeredCount("u") == rows })
+	testwait.For(t, 20*time.Second, "every row registered", func() bool { return f.registeredCount("u") == rows })
 	took := time.Since(start)
 	// Without the tokens most of each window's slots were missed. With them
 	// none is on an idle machine; a starved one still starts a few calls
@@ -854,8 +855,8 @@ func TestDeadLetterAckedBeforeFinished(t *testing.T) {
 	f.start()
 	produce(t, f.brokers, f.topic, kafka.Message{Key: []byte("s"), Value: []byte("{not json")}) // offset 0
 	f.publish("u", "s", 5)                                                                      // offsets 1-5; row 1 always 503
-	waitFor(t, 5*time.Second, "rows 2-5 registered", func() bool { return f.registeredCount("u") == 4 })
-	waitFor(t, 5*time.Second, "both dead letters refused more than once", func() bool { return dlq.attempts.Load() >= 4 })
+	testwait.For(t, 5*time.Second, "rows 2-5 registered", func() bool { return f.registeredCount("u") == 4 })
+	testwait.For(t, 5*time.Second, "both dead letters refused more than once", func() bool { return dlq.attempts.Load() >= 4 })
 	time.Sleep(3 * f.cfg.CommitInterval)
 	if off := committedOffsets(t, f.brokers, f.cfg.Group, f.topic, 1)[0]; off > 0 {
 		t.Errorf("committed offset %d while the dead-letter writes fail, want ≤ 0 (the undecodable message at 0 is not finished)", off)
@@ -867,7 +868,7 @@ func TestDeadLetterAckedBeforeFinished(t *testing.T) {
 		t.Errorf("DLQ writes metric %v while every write failed, want 0", got)
 	}
 	dlq.failing.Store(false)
-	waitFor(t, 5*time.Second, "offsets committed past both dead letters", func() bool {
+	testwait.For(t, 5*time.Second, "offsets committed past both dead letters", func() bool {
 		return committedOffsets(t, f.brokers, f.cfg.Group, f.topic, 1)[0] == 6
 	})
 	if r := f.status.snapshot()["u:1"]; r.State != "failed" || r.Attempts != 4 {

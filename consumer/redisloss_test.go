@@ -19,6 +19,7 @@ import (
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 	"github.com/bulkreg/bulkreg/internal/testproxy"
 	"github.com/bulkreg/bulkreg/internal/testredis"
+	"github.com/bulkreg/bulkreg/internal/testwait"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
@@ -171,14 +172,14 @@ func TestSentinelFailover(t *testing.T) {
 	if _, err := throttle.Initialize(context.Background(), s.admin); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the replica holding the markers", func() bool {
+	testwait.For(t, 10*time.Second, "the replica holding the markers", func() bool {
 		c := sent.Replicas[0].Client()
 		return c.Exists(context.Background(), throttle.NewMarkers().OfSeller("seller-b")).Val() == 1
 	})
 	link.cut()
 	s.run("seller-b", 150, func() {
 		sent.Primary.Stop()
-		waitFor(t, 20*time.Second, "a sentinel naming the replica as the primary", func() bool {
+		testwait.For(t, 20*time.Second, "a sentinel naming the replica as the primary", func() bool {
 			addr, err := sent.MasterAddr(context.Background())
 			return err == nil && addr == sent.Replicas[0].Addr
 		})

@@ -9,6 +9,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/internal/testwait"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 )
 
@@ -42,7 +43,7 @@ func TestBadSellerIDsAreDeadLettered(t *testing.T) {
 			t.Errorf("no dead letter for seller %q", id)
 		}
 	}
-	waitFor(t, 10*time.Second, "the valid row registered", func() bool { return f.registeredCount("ok") == 1 })
+	testwait.For(t, 10*time.Second, "the valid row registered", func() bool { return f.registeredCount("ok") == 1 })
 	f.registry.mu.Lock()
 	defer f.registry.mu.Unlock()
 	for key := range f.registry.calls {

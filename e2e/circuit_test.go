@@ -22,6 +22,7 @@ import (
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testredis"
+	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/producer/upload"
 	"github.com/bulkreg/bulkreg/redrive"
 	"github.com/bulkreg/bulkreg/uploadstatus"
@@ -235,13 +236,13 @@ func TestOutageThenRecovery(t *testing.T) {
 		}
 		return n
 	}
-	waitFor(t, 20*time.Second, "600 rows registered", func() bool { return registered() >= 600 })
+	testwait.For(t, 20*time.Second, "600 rows registered", func() bool { return registered() >= 600 })
 
 	w.outage(`{"all": true}`)
 	wentDown := time.Now()
 	before := registered()
 	var open circuit.Status
-	waitFor(t, 8*time.Second, "the circuit opens", func() bool {
+	testwait.For(t, 8*time.Second, "the circuit opens", func() bool {
 		open = w.circuit()
 		return open.State != circuit.Closed
 	})
@@ -296,7 +297,7 @@ func TestOutageThenRecovery(t *testing.T) {
 		report.Refused, down, report.Refused-len(probes), len(probes), back.Sub(openedAt).Round(time.Millisecond))
 
 	final := make([]uploadstatus.Status, len(ids))
-	waitFor(t, 30*time.Second, "every upload done", func() bool {
+	testwait.For(t, 30*time.Second, "every upload done", func() bool {
 		for i, id := range ids {
 			if final[i] = statusOf(t, w.bin, w.env, id); !final[i].Done() {
 				return false
@@ -342,7 +343,7 @@ func TestPoisonRowsThenRedrive(t *testing.T) {
 	other := w.upload(sellers[1], "Q", 150)
 
 	var st uploadstatus.Status
-	waitFor(t, 30*time.Second, "the upload done", func() bool {
+	testwait.For(t, 30*time.Second, "the upload done", func() bool {
 		st = statusOf(t, w.bin, w.env, id)
 		return st.Done()
 	})
@@ -357,7 +358,7 @@ func TestPoisonRowsThenRedrive(t *testing.T) {
 	if a := w.audit(sellers[0]); a.Accepted != 197 || a.RateLimited != 0 {
 		t.Errorf("the sandbox registered %d of the upload's rows (%d × 429), want the 197 good ones, no 429", a.Accepted, a.RateLimited)
 	}
-	waitFor(t, 10*time.Second, "the other seller's upload done", func() bool { return statusOf(t, w.bin, w.env, other).Succeeded() })
+	testwait.For(t, 10*time.Second, "the other seller's upload done", func() bool { return statusOf(t, w.bin, w.env, other).Succeeded() })
 	dl := w.deadLetters()
 	refusedCalls := w.refused().Refused
 	if len(dl) != 3 {
@@ -390,7 +391,7 @@ func TestPoisonRowsThenRedrive(t *testing.T) {
 	if sent.code != 0 || !strings.Contains(sent.stderr, "3 rows sent") {
 		t.Fatalf("redrive: exit %d\n%s%s", sent.code, sent.stdout, sent.stderr)
 	}
-	waitFor(t, 15*time.Second, "the redriven rows registered", func() bool {
+	testwait.For(t, 15*time.Second, "the redriven rows registered", func() bool {
 		st = statusOf(t, w.bin, w.env, id)
 		return st.Succeeded()
 	})

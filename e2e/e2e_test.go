@@ -26,6 +26,7 @@ import (
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testredis"
+	"github.com/bulkreg/bulkreg/internal/testwait"
 )
 
 const (
@@ -98,17 +99,6 @@ func tail(s string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // freeAddrs gives n distinct free addresses. A test that starts several
 // servers takes all their addresses in one call: addresses taken one by one
 // may repeat, and a consumer then exits on "address already in use".
@@ -158,7 +148,7 @@ func stackEnv(brokers []string, redisAddr, registry string, window time.Duration
 func startSandbox(t *testing.T, bin string, env []string, registry string) {
 	t.Helper()
 	start(t, filepath.Join(bin, "registry-sandbox"), "registry-sandbox", append(env, "BULKREG_LISTEN="+registry))
-	waitFor(t, 10*time.Second, "the sandbox answers /healthz", func() bool {
+	testwait.For(t, 10*time.Second, "the sandbox answers /healthz", func() bool {
 		resp, err := http.Get("http://" + registry + "/healthz")
 		if err == nil {
 			resp.Body.Close()
@@ -317,7 +307,7 @@ func flagsOf(env []string) []string {
 func waitGroupStable(t *testing.T, brokers []string, group string, n int) {
 	t.Helper()
 	client := &kafka.Client{Addr: kafka.TCP(brokers...)}
-	waitFor(t, 30*time.Second, fmt.Sprintf("group %s stable with %d members", group, n), func() bool {
+	testwait.For(t, 30*time.Second, fmt.Sprintf("group %s stable with %d members", group, n), func() bool {
 		resp, err := client.DescribeGroups(context.Background(), &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
 		if err != nil || len(resp.Groups) != 1 {
 			return false

@@ -20,6 +20,7 @@ import (
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testredis"
+	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
@@ -151,7 +152,7 @@ func TestReuploadAndRace(t *testing.T) {
 			append(env, "BULKREG_METRICS_ADDR="+addrs[1+i], "BULKREG_HEARTBEAT_INTERVAL=1s"))
 	}
 	var race [2]uploadstatus.Status
-	waitFor(t, 60*time.Second, "both race uploads done", func() bool {
+	testwait.For(t, 60*time.Second, "both race uploads done", func() bool {
 		for i, id := range raceIDs {
 			race[i] = statusOf(t, bin, env, id)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testredis"
+	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
@@ -77,7 +78,7 @@ func runPolicy(t *testing.T, api string, kind throttle.Kind, burst int, done fun
 		sandboxEnv = append(sandboxEnv, "BULKREG_BURST="+strconv.Itoa(burst))
 	}
 	start(t, filepath.Join(bin, "registry-sandbox"), "registry-sandbox", sandboxEnv)
-	waitFor(t, 10*time.Second, "the sandbox answers /healthz", func() bool {
+	testwait.For(t, 10*time.Second, "the sandbox answers /healthz", func() bool {
 		resp, err := http.Get("http://" + registry + "/healthz")
 		if err == nil {
 			resp.Body.Close()
@@ -122,7 +123,7 @@ func runPolicy(t *testing.T, api string, kind throttle.Kind, burst int, done fun
 		t.Fatalf("the upload took until %v, after the block ended (%v): this machine is too slow for this test's timing", time.Now(), first)
 	}
 	var run policyRun
-	waitFor(t, time.Minute, "the sandbox's audit final", func() bool {
+	testwait.For(t, time.Minute, "the sandbox's audit final", func() bool {
 		var a sandbox.Audit
 		if err := getJSON("http://"+registry+"/audit", &a); err != nil {
 			t.Fatal(err)
@@ -133,7 +134,7 @@ func runPolicy(t *testing.T, api string, kind throttle.Kind, burst int, done fun
 	run.first = first
 	run.missed, _ = metric(t, metrics, "bulkreg_consumer_slots_missed_total")
 	id := strings.TrimSpace(r.stdout)
-	waitFor(t, 10*time.Second, "the upload's status final", func() bool {
+	testwait.For(t, 10*time.Second, "the upload's status final", func() bool {
 		run.upload = statusOf(t, bin, env, id)
 		return run.upload.Done()
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkreg/bulkreg/internal/testredis"
+	"github.com/bulkreg/bulkreg/internal/testwait"
 )
 
 // TestASlotDoesNotOutliveItsRedis: every admitted reservation carries the
@@ -51,7 +52,7 @@ func TestASlotDoesNotOutliveItsRedis(t *testing.T) {
 			srv.Restart() // empty, same port: the client reconnects to a Redis that never granted first
 			var c SlotCheck
 			var err error
-			waitUntil(t, 5*time.Second, func() bool { c, err = th.Check(ctx, first); return err == nil })
+			testwait.For(t, 5*time.Second, "Check answered after the restart", func() bool { c, err = th.Check(ctx, first); return err == nil })
 			if c.Good || c.Epoch != "" {
 				t.Errorf("Check of a slot granted before the restart = %+v, want not good and no epoch (the state is gone)", c)
 			}
@@ -104,7 +105,7 @@ func TestALossHoldsTheSlotOneWindow(t *testing.T) {
 			}
 			srv.Restart()
 			var first Reservation
-			waitUntil(t, 5*time.Second, func() bool {
+			testwait.For(t, 5*time.Second, "Reserve answered after the restart", func() bool {
 				var err error
 				first, err = th.Reserve(ctx, s)
 				return err == nil
@@ -161,7 +162,7 @@ func TestAFailoverOrRestartFromDiskIsHeld(t *testing.T) {
 	before := reserve(t, th, s)
 	srv.Restart() // the same data from the append-only file, a new process
 	var after Reservation
-	waitUntil(t, 5*time.Second, func() bool {
+	testwait.For(t, 5*time.Second, "Reserve answered after the restart", func() bool {
 		var err error
 		after, err = th.Reserve(ctx, s)
 		return err == nil
@@ -291,16 +292,5 @@ func TestLossPerClusterNode(t *testing.T) {
 	_, err := Initialize(ctx, rdb)
 	if !errors.Is(err, ErrNotNew) || !strings.Contains(err.Error(), flushed) {
 		t.Errorf("Initialize with a flushed master = %v, want ErrNotNew naming %s", err, flushed)
-	}
-}
-
-func waitUntil(t *testing.T, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", within)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

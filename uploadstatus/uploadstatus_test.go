@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkreg/bulkreg/internal/testredis"
+	"github.com/bulkreg/bulkreg/internal/testwait"
 )
 
 func newUpload(id string, total int) Upload {
@@ -479,21 +480,11 @@ func TestRowsFinishingTogetherShareARecordCall(t *testing.T) {
 		errs <- s.RecordRow(ctx, "g", RowResult{Row: row, State: Registered, ProductID: fmt.Sprint("P", row)})
 	}
 	queued := func() int { return s.records.Queued("g") }
-	waitUntil := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
 	go record(ctx, 2) // its call is held on the wire
-	waitUntil("the first call on the wire", func() bool { hook.mu.Lock(); defer hook.mu.Unlock(); return hook.calls == 1 })
+	testwait.For(t, 5*time.Second, "the first call on the wire", func() bool { hook.mu.Lock(); defer hook.mu.Unlock(); return hook.calls == 1 })
 	gone, giveUp := context.WithCancel(ctx)
 	go record(gone, 3) // its caller gives up while it waits
-	waitUntil("row 3 queued", func() bool { return queued() == 1 })
+	testwait.For(t, 5*time.Second, "row 3 queued", func() bool { return queued() == 1 })
 	giveUp()
 	if err := <-errs; !errors.Is(err, context.Canceled) {
 		t.Fatalf("row 3, whose caller gave up: %v, want context.Canceled", err)
@@ -501,7 +492,7 @@ func TestRowsFinishingTogetherShareARecordCall(t *testing.T) {
 	for row := 4; row < 4+150; row++ {
 		go record(ctx, row)
 	}
-	waitUntil("150 rows queued behind the call", func() bool { return queued() == 151 })
+	testwait.For(t, 5*time.Second, "150 rows queued behind the call", func() bool { return queued() == 151 })
 	close(hook.release)
 	for range 151 {
 		if err := <-errs; err != nil {
@@ -531,5 +522,5 @@ func TestRowsFinishingTogetherShareARecordCall(t *testing.T) {
 		}
 	}
 	// The writer leaves once the queue is empty: the next row starts a call.
-	waitUntil("the upload's writer gone", func() bool { return !s.records.Writing("g") })
+	testwait.For(t, 5*time.Second, "the upload's writer gone", func() bool { return !s.records.Writing("g") })
 }

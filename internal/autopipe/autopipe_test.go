@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkreg/bulkreg/internal/testredis"
+	"github.com/bulkreg/bulkreg/internal/testwait"
 )
 
 // slowRedis starts a redis-server whose DEBUG SLEEP holds a pipeline on the
@@ -27,7 +28,7 @@ func hold(t *testing.T, rdb *redis.Client, h *Hook, d time.Duration) <-chan erro
 	before := h.Stats().Pipelines
 	done := make(chan error, 1)
 	go func() { done <- rdb.Do(context.Background(), "DEBUG", "SLEEP", d.Seconds()).Err() }()
-	waitFor(t, func() bool { return h.Stats().Pipelines > before })
+	testwait.For(t, 5*time.Second, "a pipeline sent", func() bool { return h.Stats().Pipelines > before })
 	return done
 }
 
@@ -59,17 +60,6 @@ func TestCommandsIssuedWhileOneIsInFlightShareOnePipeline(t *testing.T) {
 	// pipelines at most (one when all queued before the sleep came back)
 	if st.Commands != n+1 || st.Pipelines > 4 {
 		t.Errorf("sent %d commands in %d pipelines, want %d commands in at most 4", st.Commands, st.Pipelines, n+1)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5 s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bulkreg/bulkreg/internal/testwait"
 )
 
 // heldWrites records every write and holds those of a key until released.
@@ -44,17 +46,6 @@ func (h *heldWrites) count(key string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.writes[key])
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 type outcome struct {
@@ -111,7 +102,7 @@ func TestGroup(t *testing.T) {
 				out <- outcome{item, r, err}
 			}
 			go do(context.Background(), 0)
-			waitUntil(t, "the first write on the wire", func() bool { return h.count("k") == 1 })
+			testwait.For(t, 5*time.Second, "the first write on the wire", func() bool { return h.count("k") == 1 })
 			cancels := map[int]context.CancelFunc{}
 			for _, i := range tc.cancel {
 				cancels[i] = nil
@@ -122,7 +113,7 @@ func TestGroup(t *testing.T) {
 					ctx, cancels[i] = context.WithCancel(ctx)
 				}
 				go do(ctx, i)
-				waitUntil(t, fmt.Sprint("item ", i, " queued"), func() bool { return g.Queued("k") == i })
+				testwait.For(t, 5*time.Second, fmt.Sprint("item ", i, " queued"), func() bool { return g.Queued("k") == i })
 			}
 			for _, cancel := range cancels {
 				cancel()
@@ -145,7 +136,7 @@ func TestGroup(t *testing.T) {
 					t.Errorf("item %d got result %q, want k/%d: results mixed up", o.item, o.r, o.item)
 				}
 			}
-			waitUntil(t, "the writer gone", func() bool { return !g.Writing("k") })
+			testwait.For(t, 5*time.Second, "the writer gone", func() bool { return !g.Writing("k") })
 			h.mu.Lock()
 			got := fmt.Sprint(h.writes["k"])
 			h.fail = nil
@@ -172,7 +163,7 @@ func TestKeysDoNotWaitForEachOther(t *testing.T) {
 	h := &heldWrites{writes: map[string][][]int{}, hold: map[string]chan struct{}{"slow": release}}
 	g := New(10, h.write)
 	go func() { _, _ = g.Do(context.Background(), "slow", 1) }()
-	waitUntil(t, "the slow key's write on the wire", func() bool { return h.count("slow") == 1 })
+	testwait.For(t, 5*time.Second, "the slow key's write on the wire", func() bool { return h.count("slow") == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	r, err := g.Do(ctx, "fast", 2)
@@ -190,7 +181,7 @@ func TestCallerLeavesWhileItsWriteIsOnTheWire(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { _, err := g.Do(ctx, "k", 1); errc <- err }()
-	waitUntil(t, "the write on the wire", func() bool { return h.count("k") == 1 })
+	testwait.For(t, 5*time.Second, "the write on the wire", func() bool { return h.count("k") == 1 })
 	cancel()
 	select {
 	case err := <-errc:
@@ -201,5 +192,5 @@ func TestCallerLeavesWhileItsWriteIsOnTheWire(t *testing.T) {
 		t.Fatal("the caller waited for a write after its ctx ended")
 	}
 	close(release)
-	waitUntil(t, "the writer gone", func() bool { return !g.Writing("k") })
+	testwait.For(t, 5*time.Second, "the writer gone", func() bool { return !g.Writing("k") })
 }
