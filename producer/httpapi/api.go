@@ -52,15 +52,11 @@ func (s *Server) apiCaller(w http.ResponseWriter, r *http.Request, unsafe bool) 
 }
 
 // takeUploadSlot holds one of the seller's and one of the service's upload
-// slots, or answers 429 or 503 itself. release gives them back.
-//
-// A refusal closes the connection: its body is not read, and net/http reads
-// up to 256 KiB of an unread body before it sends the answer of a
-// connection it keeps, so a client sending slowly waited for its 429 as
-// long as its body took.
+// slots, or answers 429 or 503 itself. release gives them back. A refusal
+// closes the connection, as every refusal before the body is read
+// (statusRecorder.WriteHeader).
 func (s *Server) takeUploadSlot(w http.ResponseWriter, r *http.Request, lim *limits, seller string) (release func(), ok bool) {
 	if !lim.perSeller.take(seller) {
-		w.Header().Set("Connection", "close")
 		w.Header().Set("Retry-After", "5")
 		writeProblem(w, r, problem{Status: http.StatusTooManyRequests, Code: "too_many_uploads",
 			Detail: fmt.Sprintf("you have %d uploads in progress; send the next one when one of them is answered", lim.perSeller.max)})
@@ -71,7 +67,6 @@ func (s *Server) takeUploadSlot(w http.ResponseWriter, r *http.Request, lim *lim
 		return func() { <-lim.uploads; lim.perSeller.give(seller) }, true
 	default:
 		lim.perSeller.give(seller)
-		w.Header().Set("Connection", "close")
 		w.Header().Set("Retry-After", "2")
 		writeProblem(w, r, problem{Status: http.StatusServiceUnavailable, Code: "busy",
 			Detail: fmt.Sprintf("%d uploads are being handled; try again in a few seconds", cap(lim.uploads))})

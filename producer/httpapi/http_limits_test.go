@@ -29,11 +29,13 @@ type trickler struct {
 
 func startTrickle(t *testing.T, srvURL, tok string, every time.Duration) *trickler {
 	t.Helper()
-	return startTrickleOf(t, srvURL, tok, every, 100000)
+	return startTrickleAs(t, srvURL, tok, "multipart/form-data; boundary=XX", every)
 }
 
-// startTrickleOf is startTrickle announcing a body of length bytes.
-func startTrickleOf(t *testing.T, srvURL, tok string, every time.Duration, length int) *trickler {
+// startTrickleAs is startTrickle with the given Content-Type. The body it
+// announces is under 256 KiB: net/http would read that much of an unread
+// body before answering (TestARefusalBeforeTheBodyIsAnsweredAtOnce).
+func startTrickleAs(t *testing.T, srvURL, tok, contentType string, every time.Duration) *trickler {
 	t.Helper()
 	u, _ := url.Parse(srvURL)
 	conn, err := net.Dial("tcp", u.Host)
@@ -43,7 +45,7 @@ func startTrickleOf(t *testing.T, srvURL, tok string, every time.Duration, lengt
 	tr := &trickler{conn: conn, status: make(chan int, 1), stop: make(chan struct{})}
 	t.Cleanup(func() { close(tr.stop); conn.Close() })
 	head := "POST /v1/uploads HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + tok +
-		"\r\nContent-Type: multipart/form-data; boundary=XX\r\nContent-Length: " + strconv.Itoa(length) + "\r\n\r\n" +
+		"\r\nContent-Type: " + contentType + "\r\nContent-Length: 100000\r\n\r\n" +
 		"--XX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"slow.xlsx\"\r\n\r\nPK"
 	if _, err := conn.Write([]byte(head)); err != nil {
 		t.Fatal(err)
@@ -141,26 +143,52 @@ func TestSlowSellerDoesNotDelayOthers(t *testing.T) {
 	}
 }
 
-// An upload refused before its body is read (the seller's uploads are all
-// in progress) is answered at once, even while its body still trickles in:
-// net/http would otherwise read up to 256 KiB of the unread body before it
-// sends the answer, and a slow client waited for its 429 as long as its
-// body took (TestSlowSellerDoesNotDelayOthers hung on it under load).
-func TestARefusedUploadIsAnsweredBeforeItsBody(t *testing.T) {
+// A refusal sent before the request's body is read (no token, the wrong
+// content type, the seller's uploads all in progress) reaches a client that
+// is still sending its body: net/http would otherwise read up to 256 KiB of
+// the unread body before it sends the answer, and a slow client waited for
+// its refusal as long as its body took (TestSlowSellerDoesNotDelayOthers
+// hung on it under load).
+func TestARefusalBeforeTheBodyIsAnsweredAtOnce(t *testing.T) {
 	h, _ := limitedServer(t, &Server{MaxUploads: 3, MaxUploadsPerSeller: 1, UploadGrace: time.Minute})
 	tok := token(t, "seller-a")
-	// Two trickles of one seller with one slot: one holds it, the other is
-	// refused; which one is a race. Each announces less than 256 KiB.
-	a, b := startTrickleOf(t, h.srv.URL, tok, 100*time.Millisecond, 100000), startTrickleOf(t, h.srv.URL, tok, 100*time.Millisecond, 100000)
-	var c int
-	select {
-	case c = <-a.status:
-	case c = <-b.status:
-	case <-time.After(5 * time.Second):
-		t.Fatal("neither of two trickling uploads of a seller with one upload slot was answered within 5 s, want the refused one answered at once")
-	}
-	if c != http.StatusTooManyRequests {
-		t.Errorf("the refused trickle was answered %d, want 429", c)
+	const multipart = "multipart/form-data; boundary=XX"
+	for _, tc := range []struct {
+		name        string
+		tokens      []string // one trickle each, at once
+		contentType string
+		want        int
+	}{
+		{"no token", []string{""}, multipart, http.StatusUnauthorized},
+		{"wrong content type", []string{tok}, "text/plain", http.StatusUnsupportedMediaType},
+		// Two uploads of a seller with one slot: one holds it, the other
+		// is refused; which one is a race.
+		{"too many uploads", []string{tok, tok}, multipart, http.StatusTooManyRequests},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var trickles []*trickler
+			for _, tk := range tc.tokens {
+				trickles = append(trickles, startTrickleAs(t, h.srv.URL, tk, tc.contentType, 100*time.Millisecond))
+			}
+			answered := make(chan int, len(trickles))
+			for _, tr := range trickles {
+				go func() {
+					select {
+					case c := <-tr.status:
+						answered <- c
+					case <-tr.stop:
+					}
+				}()
+			}
+			select {
+			case c := <-answered:
+				if c != tc.want {
+					t.Errorf("answered %d, want %d", c, tc.want)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("no answer within 5 s while the body still trickles, want %d at once", tc.want)
+			}
+		})
 	}
 }
 

@@ -11,11 +11,13 @@ import (
 	"context"
 	"embed"
 	"html/template"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bulkreg/bulkreg/producer/upload"
@@ -271,15 +273,35 @@ type statusRecorder struct {
 	http.ResponseWriter
 	code  int
 	bytes int64
+	body  *watchedBody // the request's body; nil when it has none
+}
+
+// watchedBody notes whether the handler began reading a request's body.
+type watchedBody struct {
+	io.ReadCloser
+	read atomic.Bool
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	b.read.Store(true)
+	return b.ReadCloser.Read(p)
 }
 
 // Unwrap lets http.ResponseController reach the connection (read and write
 // deadlines, flushing the event stream).
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
+// WriteHeader closes the connection after a refusal sent before the
+// request's body was read (no token, too many uploads, the wrong content
+// type): net/http reads up to 256 KiB of an unread body before it sends
+// the answer on a connection it keeps, so a client sending slowly waited
+// for its refusal as long as its body took.
 func (r *statusRecorder) WriteHeader(code int) {
 	if r.code == 0 {
 		r.code = code
+	}
+	if code >= 400 && r.body != nil && !r.body.read.Load() {
+		r.Header().Set("Connection", "close")
 	}
 	r.ResponseWriter.WriteHeader(code)
 }
@@ -302,6 +324,10 @@ func (s *Server) accessLog(names map[string]string, next http.Handler) http.Hand
 		ri := &reqInfo{}
 		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, ri))
 		rec := &statusRecorder{ResponseWriter: w}
+		if r.Body != nil && r.Body != http.NoBody {
+			rec.body = &watchedBody{ReadCloser: r.Body}
+			r.Body = rec.body
+		}
 		securityHeaders(rec.Header())
 		next.ServeHTTP(rec, r)
 		if rec.code == 0 {
