@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkreg/bulkreg/internal/testredis"
+	"github.com/bulkreg/bulkreg/internal/testwait"
 )
 
 // fast are settings shrunk for tests: the same shape as the defaults.
@@ -977,7 +978,9 @@ func TestAnsweredCallsAreSentInBatches(t *testing.T) {
 func TestABusyProcessRenewsItsClosedView(t *testing.T) {
 	srv := testredis.Start(t)
 	s := fast()
-	s.TrustClosed = 200 * time.Millisecond
+	// A renewal starts at half the trust and has the other half to come
+	// back: 200 ms on a machine busy with the rest of the suite.
+	s.TrustClosed = 400 * time.Millisecond
 	b := newBreaker(t, srv.Client(), s)
 	ctx := context.Background()
 	call(t, b, "s1", "u:1", Success) // learns closed
@@ -996,9 +999,15 @@ func TestABusyProcessRenewsItsClosedView(t *testing.T) {
 		t.Errorf("%d of %d Allows over %v were answered from the view, want all: the view ran out while the process was busy", got, n, 5*s.TrustClosed)
 	}
 
-	// Idle for TrustClosed, then a crowd: one request, the others read
-	// its answer.
-	time.Sleep(s.TrustClosed)
+	// Idle until the view has run out (and no renewal started by the
+	// busy loop is still on its way), then a crowd: one request, the
+	// others read its answer.
+	testwait.For(t, 5*time.Second, "the closed view run out", func() bool {
+		b.mu.Lock()
+		learned := b.view.learned
+		b.mu.Unlock()
+		return !b.renewing.Load() && time.Since(learned) >= s.TrustClosed
+	})
 	before := srv.Client().Info(ctx, "commandstats").Val()
 	var wg sync.WaitGroup
 	for range 20 {
