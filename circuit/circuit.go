@@ -231,12 +231,13 @@ type Settings struct {
 	// at least every TrustClosed/2 (its answered calls go in batches). So
 	// it asks before a call only when it has been idle that long, and
 	// learns that the circuit opened within about TrustClosed/2 and a round
-	// trip, or at once from a failure's answer. Asking before every call put a round trip between a
-	// row's slot and its call; on 2 cores under 3,000 calls/s that round
-	// trip was most of the rows' lateness (bench many-sellers). The cost: a
-	// process may start calls for up to TrustClosed after the fleet opened
-	// the circuit, when none of its reports went to Redis since. Default
-	// 250 ms; negative asks Redis before every call.
+	// trip, or at once from a failure's answer. Asking before every call
+	// put a round trip between a row's slot and its call; on 2 cores under
+	// 3,000 calls/s that round trip was most of the rows' lateness (bench
+	// many-sellers). The cost: a process may start calls for up to
+	// TrustClosed after the fleet opened the circuit, when none of its
+	// reports went to Redis since. Default 250 ms; negative asks Redis
+	// before every call.
 	TrustClosed time.Duration
 }
 

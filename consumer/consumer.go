@@ -394,6 +394,10 @@ func maxTime(a, b time.Time) time.Time {
 // the true one (due is the latest place of the slot on this clock).
 func (s *slot) redisNow() time.Time { return s.At.Add(time.Since(s.due)) }
 
+// redisNowLatest is redisNow from the other end: never earlier than the
+// true time (bound is the earliest place of the slot).
+func (s *slot) redisNowLatest() time.Time { return s.At.Add(time.Since(s.bound)) }
+
 // ask asks the throttle once for the row's slot, once the row may ask
 // (askGates) and holds a token of c.now (job.go takes both): a slot placed
 // on this machine's clock, or nil and how long to wait before asking again;
@@ -549,7 +553,7 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 	m := r.m
 	at := s.redisNow()
 	res = c.deps.Registry.Register(r.finishCtx(), m.SellerID, m.IdempotencyKey, m.Product)
-	s.answered = s.At.Add(time.Since(s.bound))
+	s.answered = s.redisNowLatest()
 	<-c.calls
 	holding = false
 	s.called = at
