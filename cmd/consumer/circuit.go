@@ -24,7 +24,7 @@ func bindCircuit(b *config.Binder, s *circuit.Settings) {
 	b.Duration(&s.ProbeMax, "circuit-probe-max", "circuit breaker: longest wait between two probe calls while the registration API stays down")
 	b.Float(&s.ProbeMultiplier, "circuit-probe-multiplier", "circuit breaker: growth of the wait between probes after each failed probe (at least 1)")
 	b.Duration(&s.ProbeLease, "circuit-probe-lease", "circuit breaker: a probe not answered within this long passes to the next consumer; above --registry-timeout")
-	b.Duration(&s.TrustClosed, "circuit-trust-closed", "circuit breaker: how long an answer that the circuit is closed lets this consumer call without asking Redis first, and report answered calls in batches sent at least every half of it; 0 asks before every call and reports each")
+	b.Duration(&s.TrustClosed, "circuit-trust-closed", "circuit breaker: how long an answer that the circuit is closed lets this consumer call without asking Redis first (a busy consumer renews it in the background once half of it has passed), and report answered calls in batches sent at least every half of it; 0 asks before every call and reports each")
 }
 
 // circuitSettings is s as circuit.New takes it: the flag's 0 (ask before
