@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkreg/bulkreg/internal/testredis"
+	"github.com/bulkreg/bulkreg/internal/testwait"
 )
 
 // maxInWindow is the sliding-window checker: the most calls inside any
@@ -487,21 +488,16 @@ func TestRedisDownFailsClosed(t *testing.T) {
 	srv.Restart() // empty: the script cache too, so this also covers NOSCRIPT → EVAL
 	restarted := time.Now()
 	defer func() { t.Logf("answered again %s after the restart", time.Since(restarted)) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r, err := th.Reserve(ctx, s)
-		if err == nil {
-			// Restarted empty, it lost the seller's window: the seller is
-			// held LossHold from the first reservation (epoch_test.go).
-			if !r.Admitted || !r.Lost || r.Wait != th.Policy().LossHold {
-				t.Fatalf("after the restart: %+v, want a slot after the hold (%v)", r, th.Policy().LossHold)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Reserve still fails 10 s after Redis restarted: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var r Reservation
+	testwait.For(t, 10*time.Second, "Reserve answered by the restarted Redis", func() bool {
+		var err error
+		r, err = th.Reserve(ctx, s)
+		return err == nil
+	})
+	// Restarted empty, it lost the seller's window: the seller is held
+	// LossHold from the first reservation (epoch_test.go).
+	if !r.Admitted || !r.Lost || r.Wait != th.Policy().LossHold {
+		t.Fatalf("after the restart: %+v, want a slot after the hold (%v)", r, th.Policy().LossHold)
 	}
 }
 

@@ -189,17 +189,10 @@ func TestRetention(t *testing.T) {
 			t.Errorf("%s: TTL %v, want within (0, 2s]", key("r", part), ttl)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.For(t, 5*time.Second, "the upload gone after its 2 s retention", func() bool {
 		_, err := s.Get(ctx, "r")
-		if errors.Is(err, ErrNotFound) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("upload still there 5s after a 2s retention: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return errors.Is(err, ErrNotFound)
+	})
 	if n := rdb.Exists(ctx, key("r", "states"), key("r", "rows"), key("r", "cells")).Val(); n != 0 {
 		t.Errorf("%d keys of the expired upload remain", n)
 	}
@@ -255,20 +248,13 @@ func TestPublishStates(t *testing.T) {
 	if _, err := s.Create(ctx, newUpload("stale", 1)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for {
+	testwait.For(t, 3*time.Second, "a publishing state 200 ms old taken over", func() bool {
 		ok, _, err := s.BeginPublish(ctx, "stale", 200*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a publishing state 200ms old was never taken over")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return ok
+	})
 	if err := s.SetState(ctx, "p", "bogus", ""); err == nil {
 		t.Error("SetState accepted an unknown state")
 	}
