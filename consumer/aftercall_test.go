@@ -80,15 +80,20 @@ func TestACallLeavesOneScript(t *testing.T) {
 	const rows = 40
 	for _, tc := range []struct {
 		name    string
-		latency time.Duration // the API's, before it answers; the margin is 50 ms
+		margin  time.Duration
+		latency time.Duration // the API's, before it answers
 		scripts []string      // the one script each row runs after its call
 		settled bool
 	}{
-		{"answered within the margin", 5 * time.Millisecond, []string{"compliance_record.lua", "ledger_mark.lua"}, false},
-		{"answered later than the margin", 80 * time.Millisecond, []string{"compliance_record.lua", "settle.lua", "ledger_mark.lua"}, true},
+		// A row calls at most half the margin after its slot (MaxLateness)
+		// and its answer is placed an upper estimate of the clock's
+		// uncertainty later: a 200 ms margin leaves 95 ms of that to a busy
+		// machine before a 5 ms answer counts as late.
+		{"answered within the margin", 200 * time.Millisecond, 5 * time.Millisecond, []string{"compliance_record.lua", "ledger_mark.lua"}, false},
+		{"answered later than the margin", 50 * time.Millisecond, 80 * time.Millisecond, []string{"compliance_record.lua", "settle.lua", "ledger_mark.lua"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStack(t, stackOptions{partitions: 2, limit: 100, window: time.Second, margin: 50 * time.Millisecond, latency: tc.latency})
+			s := newStack(t, stackOptions{partitions: 2, limit: 100, window: time.Second, margin: tc.margin, latency: tc.latency})
 			log := &commandLog{seen: map[string]int{}}
 			rdb := s.redis.Client()
 			rdb.AddHook(log)
@@ -133,9 +138,9 @@ func TestACallLeavesOneScript(t *testing.T) {
 			if n := log.count("zadd"); n != 0 {
 				t.Errorf("%d slots settled with a ZADD of their own", n)
 			}
-			// Settled: every slot in the log moved to a margin before its
-			// call's answer, 80 ms after the call was sent, so after the
-			// call; unsettled, a slot is at or before its call. Sorted, the
+			// Settled: every slot in the log moved to a margin (50 ms)
+			// before its call's answer, 80 ms after the call was sent, so
+			// after the call; unsettled, a slot is at or before its call. Sorted, the
 			// k-th slot is then after (or not after) the k-th call,
 			// whatever the pairing.
 			slots := s.rdb.ZRangeWithScores(ctx, "bulkreg:{s:seller-1}:log", 0, -1).Val()
