@@ -475,10 +475,12 @@ func (b *Breaker) Allow(ctx context.Context) (Decision, error) {
 	if d, ok := b.allowLocally(); ok {
 		return d, nil
 	}
-	if !b.closedView() || b.s.TrustClosed > 0 {
-		// Not closed, or closed longer ago than this process trusts: one
-		// request at a time from this process; whoever waited reads the
-		// answer from the view first.
+	if b.s.TrustClosed > 0 || !b.closedView() {
+		// Not closed, or closed longer ago than this process trusts (the
+		// view failed allowLocally): one request at a time from this
+		// process; whoever waited reads the answer from the view first.
+		// Only a process that asks before every call (TrustClosed ≤ 0)
+		// asks concurrently while the circuit is closed.
 		select {
 		case b.ask <- struct{}{}:
 		case <-ctx.Done():
