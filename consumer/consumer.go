@@ -688,6 +688,12 @@ func counted(c registryclient.Class) bool {
 // (Throttle.Settle), when that is later; best effort: a slot not settled
 // keeps its place, as before settling existed.
 func (c *Consumer) settle(r throttle.Reservation, answered time.Time) {
+	if r.ID == "" && r.Global.ID == "" {
+		// The call's script settled the seller's slot and there is no
+		// app-wide one: nothing is left, and no timer is made for it on
+		// every registered row.
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := c.deps.Throttle.Settle(ctx, r, answered); err != nil {
