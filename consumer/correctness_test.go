@@ -22,6 +22,7 @@ import (
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/config"
+	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testproxy"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/internal/testwait"
@@ -238,7 +239,7 @@ func TestADrainCannotOutliveTheSession(t *testing.T) {
 		cfg.DrainTimeout = MaxDrainTimeout(cfg.SessionTimeout, cfg.HeartbeatInterval)
 	}
 	runConsumer(t, cfg, deps)
-	waitGroupStable(t, brokers, group, 1)
+	testkafka.WaitGroupStable(t, brokers, group, 1, 20*time.Second)
 	publishRows(t, brokers, topic, "u", "s", 1)
 	testwait.For(t, 5*time.Second, "the first call in progress", func() bool { return reg.started.Load() == 1 })
 	runConsumer(t, cfg, deps) // a second member joins: a rebalance while the call is in progress
@@ -297,15 +298,6 @@ func (o *overlapRegistry) Register(ctx context.Context, seller, key string, p bu
 		return registryclient.Result{Class: registryclient.Replayed, Status: 200, ProductID: "p-" + key}
 	}
 	return registryclient.Result{Class: registryclient.Registered, Status: 201, ProductID: "p-" + key}
-}
-
-func waitGroupStable(t *testing.T, brokers []string, group string, n int) {
-	t.Helper()
-	client := &kafka.Client{Addr: kafka.TCP(brokers...)}
-	testwait.For(t, 20*time.Second, fmt.Sprintf("group %s stable with %d members", group, n), func() bool {
-		resp, err := client.DescribeGroups(context.Background(), &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
-		return err == nil && len(resp.Groups) == 1 && resp.Groups[0].GroupState == "Stable" && len(resp.Groups[0].Members) == n
-	})
 }
 
 // TestWaitingDoesNotUseUpTheRetryBudget (issue 15, item 3): rows that waited

@@ -25,6 +25,7 @@ import (
 	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
+	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
@@ -185,21 +186,6 @@ func (s *stack) startConsumer(opts ...func(*Config, *Deps)) *Consumer {
 	return c
 }
 
-// waitGroupStable waits until the group has n members and is stable, so a
-// test's timing is not disturbed by the rebalances of members joining.
-func (s *stack) waitGroupStable(group string, n int) {
-	s.t.Helper()
-	client := &kafka.Client{Addr: kafka.TCP(s.brokers...)}
-	testwait.For(s.t, 20*time.Second, fmt.Sprintf("group %s stable with %d members", group, n), func() bool {
-		resp, err := client.DescribeGroups(context.Background(), &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
-		if err != nil || len(resp.Groups) != 1 {
-			return false
-		}
-		g := resp.Groups[0]
-		return g.GroupState == "Stable" && len(g.Members) == n
-	})
-}
-
 // publish sends rows 1..n of one upload, keyed by seller.
 func (s *stack) publish(upload, seller string, n int) {
 	s.t.Helper()
@@ -216,6 +202,12 @@ func (s *stack) publish(upload, seller string, n int) {
 }
 
 func (s *stack) audit(seller string) sandbox.SellerAudit { return s.sandbox.Audit().Sellers[seller] }
+
+// waitGroupStable waits until the group has n members and is stable.
+func (s *stack) waitGroupStable(group string, n int) {
+	s.t.Helper()
+	testkafka.WaitGroupStable(s.t, s.brokers, group, n, 20*time.Second)
+}
 
 func (s *stack) waitProducts(seller string, n int, within time.Duration) {
 	s.t.Helper()

@@ -81,7 +81,7 @@ func startWorld(t *testing.T, consumerEnv ...string) *world {
 			"BULKREG_CIRCUIT_WINDOW="+circuitWindow.String(), "BULKREG_CIRCUIT_PROBE_LEASE=3s")
 		start(t, filepath.Join(w.bin, "consumer"), fmt.Sprintf("consumer-%d", i+1), append(env, consumerEnv...))
 	}
-	waitGroupStable(t, w.brokers, "bulkreg-registrar", 4)
+	testkafka.WaitGroupStable(t, w.brokers, "bulkreg-registrar", 4, 30*time.Second)
 	t.Logf("built in %v, the four consumers in a stable group %v later", built.Sub(began).Round(time.Millisecond), time.Since(built).Round(time.Millisecond))
 	return w
 }

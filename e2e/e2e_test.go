@@ -19,8 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/internal/redisproc"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
@@ -180,7 +178,7 @@ func TestEndToEnd(t *testing.T) {
 		consumers = append(consumers, start(t, filepath.Join(bin, "consumer"), fmt.Sprintf("consumer-%d", i+1),
 			append(env, "BULKREG_METRICS_ADDR="+addrs[1+i], "BULKREG_HEARTBEAT_INTERVAL=1s")))
 	}
-	waitGroupStable(t, brokers, "bulkreg-registrar", 3)
+	testkafka.WaitGroupStable(t, brokers, "bulkreg-registrar", 3, 30*time.Second)
 
 	uploads := map[string]struct {
 		file string
@@ -302,17 +300,4 @@ func flagsOf(env []string) []string {
 		}
 	}
 	return args
-}
-
-func waitGroupStable(t *testing.T, brokers []string, group string, n int) {
-	t.Helper()
-	client := &kafka.Client{Addr: kafka.TCP(brokers...)}
-	testwait.For(t, 30*time.Second, fmt.Sprintf("group %s stable with %d members", group, n), func() bool {
-		resp, err := client.DescribeGroups(context.Background(), &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
-		if err != nil || len(resp.Groups) != 1 {
-			return false
-		}
-		g := resp.Groups[0]
-		return g.GroupState == "Stable" && len(g.Members) == n
-	})
 }

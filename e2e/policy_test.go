@@ -90,7 +90,7 @@ func runPolicy(t *testing.T, api string, kind throttle.Kind, burst int, done fun
 		consumerEnv = append(consumerEnv, "BULKREG_BURST="+strconv.Itoa(burst))
 	}
 	start(t, filepath.Join(bin, "consumer"), "consumer", consumerEnv)
-	waitGroupStable(t, brokers, "bulkreg-registrar", 1)
+	testkafka.WaitGroupStable(t, brokers, "bulkreg-registrar", 1, 30*time.Second)
 
 	// Block the seller until the middle of a window at least 4 s ahead, time
 	// enough to publish the rows on a busy machine.
