@@ -85,7 +85,8 @@ type Config struct {
 	// after it) and the row takes another. Measured with 100 sellers × 500
 	// rows and 4 consumers on 2 cores (bench many-sellers): 32 gave 345 to
 	// 494 missed slots in 50,000 calls; 128, 6,734. 0: 32. It is never
-	// more than MaxConcurrentCalls.
+	// more than MaxConcurrentCalls. It also caps the SKU claims this
+	// consumer has asked the ledger for and not had answered (Consumer.claims).
 	MaxDueNow int
 	// MaxLateness is how late after its slot a call may still start (waiting
 	// for one of MaxConcurrentCalls, or a late timer under load). The

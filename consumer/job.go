@@ -37,6 +37,7 @@ type job struct {
 	redisRetry backoff.BackOff
 	start      time.Time
 	reserving  bool
+	claimTok   bool // holds a token of c.claims (stepClaim until the ledger's first answer)
 
 	// A park's two wake-ups (the timer, the row's context ending): the
 	// first one to take the lock resumes the row, the other does nothing.
@@ -84,7 +85,18 @@ func (j *job) run() bool {
 	for {
 		switch j.next {
 		case stepClaim:
-			if !c.claimAndWait(r, &j.t, j.sku, j.cb) {
+			if c.deps.Ledger != nil && !j.claimTok {
+				if !c.claims.acquireOr(r.ctx(), r.m.SellerID, j.claimGranted) {
+					return false // parked until granted
+				}
+				j.claimTok = true
+			}
+			if j.claimTok {
+				j.sku.answered = j.claimDone
+			}
+			ok := c.claimAndWait(r, &j.t, j.sku, j.cb)
+			j.claimDone() // the claim gave up before asking the ledger
+			if !ok {
 				return j.end()
 			}
 			j.beginReserve()
@@ -212,6 +224,7 @@ func (j *job) giveBack() bool {
 // end settles what the row holds (its SKU claim, its place at the circuit)
 // and tells the lane.
 func (j *job) end() bool {
+	j.claimDone()
 	j.endReserve()
 	j.sku.settle()
 	j.cb.done()
@@ -226,6 +239,25 @@ func (j *job) admitted(leave func(askAgain time.Time, room int), ok bool) {
 	}
 	j.leave = leave
 	j.resume(stepToken)
+}
+
+// claimGranted resumes a job that queued for a token of c.claims.
+func (j *job) claimGranted(ok bool) {
+	if !ok {
+		j.resume(stepGiveBack)
+		return
+	}
+	j.claimTok = true
+	j.resume(stepClaim)
+}
+
+// claimDone gives the job's token of c.claims back, if it holds one.
+func (j *job) claimDone() {
+	if j.claimTok {
+		j.claimTok = false
+		j.sku.answered = nil
+		j.c.claims.release(j.r.m.SellerID)
+	}
 }
 
 // granted resumes a job that queued for a token of c.now (acquireOr).

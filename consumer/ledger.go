@@ -45,6 +45,10 @@ type skuClaim struct {
 	own  string
 	hash string
 	held bool // the row holds a claim it has not settled yet
+	// answered is called once the ledger first answered this claim (or
+	// the claim gave up before), then cleared: the row's job gives its
+	// token of c.claims back. Nil when the row holds none.
+	answered func()
 }
 
 // Not inlined: on the heap it keeps the sleeping row's stack small (process).
@@ -72,6 +76,7 @@ func (s *skuClaim) claim() bool {
 			return false
 		}
 		cl, err := c.deps.Ledger.Claim(ctx, r.m.SellerID, r.m.Product.SellerSKU, s.own, s.hash)
+		s.claimAnswered()
 		if ctx.Err() != nil {
 			r.giveBack()
 			return false
@@ -114,6 +119,14 @@ func (s *skuClaim) claim() bool {
 				"failed", s.log)
 			return false
 		}
+	}
+}
+
+// claimAnswered calls answered, once.
+func (s *skuClaim) claimAnswered() {
+	if f := s.answered; f != nil {
+		s.answered = nil
+		f()
 	}
 }
 
