@@ -2,11 +2,17 @@ package consumer
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
+	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/ledger"
@@ -19,20 +25,25 @@ import (
 type gatedLedger struct {
 	*ledger.Ledger
 	pass    chan struct{} // nil: no gate
+	delay   time.Duration // each claim takes this long, so claims asked together overlap
 	waitFor atomic.Pointer[string]
-	waits   atomic.Int64 // Wait answers given
 
 	mu           sync.Mutex
+	waited       map[string]bool // rows told Wait
 	asking, most int
 	order        []string // sellers, in the order their claims reached the gate
 }
 
 func (l *gatedLedger) Claim(ctx context.Context, seller, sku, row, hash string) (ledger.Claim, error) {
+	l.mu.Lock()
 	if w := l.waitFor.Load(); w != nil && *w == seller {
-		l.waits.Add(1)
+		if l.waited == nil {
+			l.waited = map[string]bool{}
+		}
+		l.waited[row] = true
+		l.mu.Unlock()
 		return ledger.Claim{Verdict: ledger.Wait, RetryIn: 10 * time.Millisecond}, nil
 	}
-	l.mu.Lock()
 	l.asking++
 	l.most = max(l.most, l.asking)
 	l.order = append(l.order, seller)
@@ -42,6 +53,9 @@ func (l *gatedLedger) Claim(ctx context.Context, seller, sku, row, hash string) 
 		l.asking--
 		l.mu.Unlock()
 	}()
+	if l.delay > 0 {
+		time.Sleep(l.delay)
+	}
 	if l.pass != nil {
 		select {
 		case <-l.pass:
@@ -56,6 +70,30 @@ func (l *gatedLedger) seen() (asking, most int, order []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.asking, l.most, append([]string(nil), l.order...)
+}
+
+func (l *gatedLedger) rowsWaited() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.waited)
+}
+
+// publishInterleaved publishes rows rows of each seller in one batch, the
+// sellers' rows taking turns (a1 b1 a2 b2 ...), so they reach a consumer
+// mixed and only the pool's ranking can put them in seller order.
+func (f *fixture) publishInterleaved(rows int, sellers ...string) {
+	var msgs []kafka.Message
+	for i := 1; i <= rows; i++ {
+		for _, s := range sellers {
+			m := bulkreg.NewMessage("u"+s, s, i, bulkreg.Product{SellerSKU: fmt.Sprint("sku-", i), Name: "n", CategoryCode: "c", Price: 1000, Stock: 1}, time.Now())
+			v, err := json.Marshal(m)
+			if err != nil {
+				f.t.Fatal(err)
+			}
+			msgs = append(msgs, kafka.Message{Key: []byte(s), Value: v})
+		}
+	}
+	produce(f.t, f.brokers, f.topic, msgs...)
 }
 
 func (f *fixture) startWithLedger(l Ledger) {
@@ -77,8 +115,7 @@ func TestClaimsInFlightAreCappedAndGoSellerBySeller(t *testing.T) {
 	f := newFixture(t, 1, nil)
 	f.cfg.MaxDueNow = 2
 	l := &gatedLedger{Ledger: ledger.New(testredis.Start(t).Client(), ledger.Options{}), pass: make(chan struct{})}
-	f.publish("ua", "a", rows)
-	f.publish("ub", "b", rows)
+	f.publishInterleaved(rows, "a", "b")
 	f.startWithLedger(l)
 
 	testwait.For(t, 10*time.Second, "exactly MaxDueNow = 2 claims at the ledger", func() bool { asking, _, _ := l.seen(); return asking == 2 })
@@ -86,9 +123,12 @@ func TestClaimsInFlightAreCappedAndGoSellerBySeller(t *testing.T) {
 		l.pass <- struct{}{}
 		testwait.For(t, 10*time.Second, "the next claim at the ledger", func() bool {
 			asking, _, order := l.seen()
-			return len(order) == 2*rows || len(order) >= i+3 && asking == 2
+			return len(order) >= 2*rows || len(order) >= i+3 && asking == 2
 		})
 	}
+	// A row that missed its slot on a busy machine claims again: let any
+	// such claim through rather than hang.
+	close(l.pass)
 	testwait.For(t, 10*time.Second, "every row registered", func() bool {
 		return f.registeredCount("ua") == rows && f.registeredCount("ub") == rows
 	})
@@ -98,13 +138,14 @@ func TestClaimsInFlightAreCappedAndGoSellerBySeller(t *testing.T) {
 	}
 	// The first two claims are whichever rows came first; after them the
 	// seller that asked first keeps the tokens until its claims are done.
+	// Served in the order they asked, the rows would take turns.
 	changes := 0
-	for i := 3; i < len(order); i++ {
+	for i := 3; i < min(len(order), 2*rows); i++ {
 		if order[i] != order[i-1] {
 			changes++
 		}
 	}
-	if len(order) != 2*rows || changes > 1 {
+	if len(order) < 2*rows || changes > 1 {
 		t.Errorf("claims reached the ledger in the seller order %v, want the two sellers' claims after the first two one seller after the other", order)
 	}
 }
@@ -123,9 +164,110 @@ func TestARowWaitingForAnotherRowsClaimHoldsNoToken(t *testing.T) {
 	f.startWithLedger(l)
 
 	testwait.For(t, 10*time.Second, "seller b's 3 rows registered while seller a's 4 wait", func() bool { return f.registeredCount("ub") == 3 })
-	if n := f.registeredCount("ua"); n != 0 || l.waits.Load() < 4 {
-		t.Fatalf("seller a: %d rows registered and %d Wait answers while its SKUs were held; want 0 rows and at least 4 answers", n, l.waits.Load())
+	testwait.For(t, 10*time.Second, "each of seller a's 4 rows told to wait", func() bool { return l.rowsWaited() == 4 })
+	if n := f.registeredCount("ua"); n != 0 {
+		t.Fatalf("seller a: %d rows registered while its SKUs were held; want 0", n)
 	}
 	l.waitFor.Store(nil)
 	testwait.For(t, 10*time.Second, "seller a's 4 rows registered once its SKUs are free", func() bool { return f.registeredCount("ua") == 4 })
+}
+
+// reset forgets the claims seen so far.
+func (l *gatedLedger) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.most, l.order = l.asking, nil
+}
+
+// heldOpen is a circuit breaker the test opens and closes: while it is open
+// no row gets past WaitReady (no probe either), and once it is closed every
+// call is allowed.
+type heldOpen struct {
+	mu      sync.Mutex
+	open    bool
+	changed chan struct{}
+}
+
+func newHeldOpen() *heldOpen { return &heldOpen{changed: make(chan struct{})} }
+
+func (b *heldOpen) set(open bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.open = open
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
+func (b *heldOpen) WaitReady(ctx context.Context) error {
+	for {
+		b.mu.Lock()
+		open, changed := b.open, b.changed
+		b.mu.Unlock()
+		if !open {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+func (b *heldOpen) Allow(context.Context) (circuit.Decision, error) {
+	return circuit.Decision{State: circuit.Closed, Allowed: true}, nil
+}
+func (b *heldOpen) Report(context.Context, circuit.Decision, circuit.Call) (circuit.Status, error) {
+	return circuit.Status{}, nil
+}
+func (b *heldOpen) Local() (circuit.State, time.Duration, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.open {
+		return circuit.Open, time.Second, true
+	}
+	return circuit.Closed, 0, true
+}
+func (b *heldOpen) Changed() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.changed
+}
+
+// TestRowsBackFromAnOutageClaimWithTokens: the rows that waited out an
+// outage all claim their SKU again when the API comes back, and they take
+// claim tokens for it like any claim: at most MaxDueNow at the ledger at
+// once, not every waiting row together.
+func TestRowsBackFromAnOutageClaimWithTokens(t *testing.T) {
+	const rows = 8
+	f := newFixture(t, 1, nil)
+	f.cfg.MaxDueNow = 2
+	l := &gatedLedger{Ledger: ledger.New(testredis.Start(t).Client(), ledger.Options{}), pass: make(chan struct{}), delay: 20 * time.Millisecond}
+	b := newHeldOpen()
+	f.publish("u1", "s1", rows)
+	c, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: l, Circuit: b,
+		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, c)
+
+	// The rows are read and claiming when the API goes down (a consumer
+	// reads no row while the circuit is open); they claim, then wait.
+	testwait.For(t, 10*time.Second, "the rows read and two claims at the ledger", func() bool {
+		asking, _, _ := l.seen()
+		return asking == 2 && c.lanes.rowsBySeller()["s1"] == rows
+	})
+	b.set(true)
+	close(l.pass)
+	testwait.For(t, 10*time.Second, "every row claimed once", func() bool {
+		asking, _, order := l.seen()
+		return len(order) == rows && asking == 0
+	})
+	l.reset()
+	b.set(false)
+	testwait.For(t, 10*time.Second, "every row registered after the outage", func() bool { return f.registeredCount("u1") == rows })
+	_, most, order := l.seen()
+	if most > 2 || len(order) < rows/2 {
+		t.Errorf("after the outage: %d claims, at most %d at the ledger at once; want the waiting rows to claim again, at most MaxDueNow = 2 at once", len(order), most)
+	}
 }

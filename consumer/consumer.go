@@ -118,11 +118,12 @@ type Consumer struct {
 	// consumer sent some 2,500 claims together, and the first sellers'
 	// slots and calls queued in Redis behind the later sellers' claims
 	// (bench many-sellers, 100 sellers × 500 rows, 4 consumers, 2 cores:
-	// Redis answered in 40 to 100 ms, and in 3 runs of 7 991 to 1,820
+	// Redis answered in 40 to 100 ms, and in 4 runs of 7 991 to 1,820
 	// slots went by unused, one run also got 89 × 429; with the tokens at
-	// most 207 in 13 runs). A row gives its token back with the
-	// claim's first answer, so a row waiting for another row's claim on its
-	// SKU holds none.
+	// most 207 in 13 runs). A row takes a token for the first ask of each
+	// claim and gives it back with the ledger's answer: a row told that
+	// another row holds its SKU asks again without one, so it holds none
+	// while it waits.
 	claims *dueNow
 	warm   *warmth
 	turn   *probeTurn // one row at a time goes for the circuit's probe
@@ -235,30 +236,34 @@ func (c *Consumer) dispatch(r *row) {
 	c.lanes.add(m.SellerID, r)
 }
 
-// claimAndWait claims the row's SKU and waits while the API is down for
-// everyone; false when the row is done or given back.
+// claimAndWait claims the row's SKU and, unless it just did (waited), waits
+// while the API is down for everyone; ok is false when the row is done or
+// given back. again is true when the row met an outage: the wait may have
+// outlasted its SKU claim, so the row claims again (waited then true), with
+// a token of c.claims like any claim (job.go), since every row that waited
+// asks at once when the API comes back.
 //
 //go:noinline
-func (c *Consumer) claimAndWait(r *row, t *tries, sku *skuClaim, cb *rowCircuit) bool {
+func (c *Consumer) claimAndWait(r *row, t *tries, sku *skuClaim, cb *rowCircuit, waited bool) (ok, again bool) {
 	if !sku.claim() {
-		return false
+		return false, false
 	}
 	// ── end SKU ledger
+	if waited {
+		return true, false
+	}
 	met, ok := cb.wait()
 	if !ok {
 		r.giveBack()
-		return false
+		return false, false
 	}
 	if met {
-		// The row met an outage: its failures so far were the
-		// outage's, and the wait may have outlasted its SKU claim.
+		// Its failures so far were the outage's.
 		t.retry = nil
-		if !sku.claim() {
-			return false
-		}
+		return true, true
 	}
 	// ── end circuit breaker
-	return true
+	return true, false
 }
 
 // attempt calls the API with the slot and acts on the answer: the row is

@@ -85,8 +85,10 @@ type Config struct {
 	// after it) and the row takes another. Measured with 100 sellers × 500
 	// rows and 4 consumers on 2 cores (bench many-sellers): 32 gave 345 to
 	// 494 missed slots in 50,000 calls; 128, 6,734. 0: 32. It is never
-	// more than MaxConcurrentCalls. It also caps the SKU claims this
-	// consumer has asked the ledger for and not had answered (Consumer.claims).
+	// more than MaxConcurrentCalls. It also caps the rows asking the
+	// ledger for their SKU claim at once (Consumer.claims): a row's first
+	// ask of each claim; one told to wait for another row's claim asks
+	// again without a token.
 	MaxDueNow int
 	// MaxLateness is how late after its slot a call may still start (waiting
 	// for one of MaxConcurrentCalls, or a late timer under load). The

@@ -11,8 +11,9 @@ import (
 
 // job is one row's way through the pipeline (take a slot → call → classify →
 // record). Most of a row's life is waiting: for its slot to come near (up to
-// the throttle's MaxWait), for a slot beyond MaxWait, for a place at its
-// seller's ask gate, for a due-now token, for a retry. A row that
+// the throttle's MaxWait), for a slot beyond MaxWait, for a token to claim
+// its SKU, for a place at its seller's ask gate, for a due-now token, for a
+// retry. A row that
 // waits long parks: it holds a timer and this struct, not a goroutine. With
 // a window's worth of slots booked per seller, a consumer holds thousands of
 // waiting rows, and their goroutine stacks were most of its memory (bench
@@ -38,6 +39,7 @@ type job struct {
 	start      time.Time
 	reserving  bool
 	claimTok   bool // holds a token of c.claims (stepClaim until the ledger's first answer)
+	waited     bool // stepClaim claims again after waiting out an outage, and does not wait again
 
 	// A park's two wake-ups (the timer, the row's context ending): the
 	// first one to take the lock resumes the row, the other does nothing.
@@ -51,7 +53,7 @@ type job struct {
 type step uint8
 
 const (
-	stepClaim     step = iota // claim the SKU, wait while the circuit is open
+	stepClaim     step = iota // wait for a claim token, claim the SKU, wait while the circuit is open
 	stepReserve               // wait for a place at the seller's ask gate
 	stepToken                 // wait for a token for a slot due now
 	stepAsk                   // ask the throttle for a slot
@@ -94,10 +96,14 @@ func (j *job) run() bool {
 			if j.claimTok {
 				j.sku.answered = j.claimDone
 			}
-			ok := c.claimAndWait(r, &j.t, j.sku, j.cb)
+			ok, again := c.claimAndWait(r, &j.t, j.sku, j.cb, j.waited)
 			j.claimDone() // the claim gave up before asking the ledger
+			j.waited = again
 			if !ok {
 				return j.end()
+			}
+			if again {
+				continue // claim again, after the outage, and go on (holding the probe's turn if it took it)
 			}
 			j.beginReserve()
 			j.next = stepReserve

@@ -45,9 +45,10 @@ type skuClaim struct {
 	own  string
 	hash string
 	held bool // the row holds a claim it has not settled yet
-	// answered is called once the ledger first answered this claim (or
-	// the claim gave up before), then cleared: the row's job gives its
-	// token of c.claims back. Nil when the row holds none.
+	// answered is called, then cleared, when the ledger first answers
+	// this claim: the row's job gives its token of c.claims back. Nil when
+	// the row holds none. A claim that gives up before asking leaves it to
+	// the job (job.go, stepClaim).
 	answered func()
 }
 

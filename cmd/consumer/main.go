@@ -126,7 +126,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (setting
 	b.Duration(&s.shutdownTimeout, "shutdown-timeout", "after SIGTERM/SIGINT, exit after at most this long even if calls are still in progress")
 	b.Int(&c.MaxInFlight, "max-in-flight", "most rows read and not finished, over all partitions; reading pauses at the cap")
 	b.Int(&c.MaxInFlightPerPartition, "max-in-flight-per-partition", "most rows read and not finished per partition; keep it well above one upload (500 rows)")
-	b.Int(&c.MaxDueNow, "max-due-now", "most slots due now that a consumer holds before calling; about what it can call within the maximum lateness (half the margin). Also the most SKU claims it asks the ledger for at once")
+	b.Int(&c.MaxDueNow, "max-due-now", "most slots due now that a consumer holds before calling; about what it can call within the maximum lateness (half the margin). Also the most rows it lets ask the ledger for their SKU claim at once")
 	b.Int(&c.SellerConcurrency, "seller-concurrency", "most rows of one seller holding a throttle slot or calling at once (0 = the limit)")
 	b.Int(&c.MaxRateLimited, "max-rate-limited", "429 answers one row may get before it is dead-lettered")
 	b.Duration(&c.RedisRetryMin, "redis-retry-min", "first wait before asking Redis again when it does not answer")
