@@ -2,8 +2,6 @@ package consumer
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,7 +9,6 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/internal/testwait"
@@ -85,24 +82,20 @@ func (f *fixture) publishInterleaved(rows int, sellers ...string) {
 	var msgs []kafka.Message
 	for i := 1; i <= rows; i++ {
 		for _, s := range sellers {
-			m := bulkreg.NewMessage("u"+s, s, i, bulkreg.Product{SellerSKU: fmt.Sprint("sku-", i), Name: "n", CategoryCode: "c", Price: 1000, Stock: 1}, time.Now())
-			v, err := json.Marshal(m)
-			if err != nil {
-				f.t.Fatal(err)
-			}
-			msgs = append(msgs, kafka.Message{Key: []byte(s), Value: v})
+			msgs = append(msgs, rowMessage("u"+s, s, i))
 		}
 	}
 	produce(f.t, f.brokers, f.topic, msgs...)
 }
 
 func (f *fixture) startWithLedger(l Ledger) {
-	c, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: l,
-		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	run(f.t, c)
+	runConsumer(f.t, f.cfg, f.ledgerDeps(l))
+}
+
+// ledgerDeps are the fixture's dependencies with the SKU ledger l.
+func (f *fixture) ledgerDeps(l Ledger) Deps {
+	return Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: l,
+		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }}
 }
 
 // TestClaimsInFlightAreCappedAndGoSellerBySeller: a consumer asks the ledger
@@ -244,8 +237,9 @@ func TestRowsBackFromAnOutageClaimWithTokens(t *testing.T) {
 	l := &gatedLedger{Ledger: ledger.New(testredis.Start(t).Client(), ledger.Options{}), pass: make(chan struct{}), delay: 20 * time.Millisecond}
 	b := newHeldOpen()
 	f.publish("u1", "s1", rows)
-	c, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: l, Circuit: b,
-		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }})
+	deps := f.ledgerDeps(l)
+	deps.Circuit = b
+	c, err := New(f.cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,6 @@ type job struct {
 	redisRetry backoff.BackOff
 	start      time.Time
 	reserving  bool
-	claimTok   bool // holds a token of c.claims (stepClaim until the ledger's first answer)
 	waited     bool // stepClaim claims again after waiting out an outage, and does not wait again
 
 	// A park's two wake-ups (the timer, the row's context ending): the
@@ -87,17 +86,14 @@ func (j *job) run() bool {
 	for {
 		switch j.next {
 		case stepClaim:
-			if c.deps.Ledger != nil && !j.claimTok {
+			if c.deps.Ledger != nil && !j.sku.token {
 				if !c.claims.acquireOr(r.ctx(), r.m.SellerID, j.claimGranted) {
 					return false // parked until granted
 				}
-				j.claimTok = true
-			}
-			if j.claimTok {
-				j.sku.answered = j.claimDone
+				j.sku.token = true
 			}
 			ok, again := c.claimAndWait(r, &j.t, j.sku, j.cb, j.waited)
-			j.claimDone() // the claim gave up before asking the ledger
+			j.sku.giveToken() // the claim gave up before asking the ledger
 			j.waited = again
 			if !ok {
 				return j.end()
@@ -230,7 +226,7 @@ func (j *job) giveBack() bool {
 // end settles what the row holds (its SKU claim, its place at the circuit)
 // and tells the lane.
 func (j *job) end() bool {
-	j.claimDone()
+	j.sku.giveToken()
 	j.endReserve()
 	j.sku.settle()
 	j.cb.done()
@@ -253,17 +249,8 @@ func (j *job) claimGranted(ok bool) {
 		j.resume(stepGiveBack)
 		return
 	}
-	j.claimTok = true
+	j.sku.token = true
 	j.resume(stepClaim)
-}
-
-// claimDone gives the job's token of c.claims back, if it holds one.
-func (j *job) claimDone() {
-	if j.claimTok {
-		j.claimTok = false
-		j.sku.answered = nil
-		j.c.claims.release(j.r.m.SellerID)
-	}
 }
 
 // granted resumes a job that queued for a token of c.now (acquireOr).

@@ -45,11 +45,9 @@ type skuClaim struct {
 	own  string
 	hash string
 	held bool // the row holds a claim it has not settled yet
-	// answered is called, then cleared, when the ledger first answers
-	// this claim: the row's job gives its token of c.claims back. Nil when
-	// the row holds none. A claim that gives up before asking leaves it to
-	// the job (job.go, stepClaim).
-	answered func()
+	// token: the row holds a token of c.claims (job.go, stepClaim), given
+	// back with the ledger's first answer to this claim (giveToken).
+	token bool
 }
 
 // Not inlined: on the heap it keeps the sleeping row's stack small (process).
@@ -77,7 +75,7 @@ func (s *skuClaim) claim() bool {
 			return false
 		}
 		cl, err := c.deps.Ledger.Claim(ctx, r.m.SellerID, r.m.Product.SellerSKU, s.own, s.hash)
-		s.claimAnswered()
+		s.giveToken()
 		if ctx.Err() != nil {
 			r.giveBack()
 			return false
@@ -123,11 +121,11 @@ func (s *skuClaim) claim() bool {
 	}
 }
 
-// claimAnswered calls answered, once.
-func (s *skuClaim) claimAnswered() {
-	if f := s.answered; f != nil {
-		s.answered = nil
-		f()
+// giveToken gives the row's token of c.claims back, if it holds one.
+func (s *skuClaim) giveToken() {
+	if s.token {
+		s.token = false
+		s.c.claims.release(s.r.m.SellerID)
 	}
 }
 

@@ -310,11 +310,16 @@ func (r registryclientRetry) NewBackOff() backoff.BackOff { return &countingBack
 func (f *fixture) publish(upload, seller string, rows int) {
 	var msgs []kafka.Message
 	for i := 1; i <= rows; i++ {
-		m := bulkreg.NewMessage(upload, seller, i, bulkreg.Product{SellerSKU: fmt.Sprint("sku-", i), Name: "n", CategoryCode: "c", Price: 1000, Stock: 1}, time.Now())
-		v, _ := json.Marshal(m)
-		msgs = append(msgs, kafka.Message{Key: []byte(seller), Value: v})
+		msgs = append(msgs, rowMessage(upload, seller, i))
 	}
 	produce(f.t, f.brokers, f.topic, msgs...)
+}
+
+// rowMessage is row i of a test upload: SKU sku-i.
+func rowMessage(upload, seller string, i int) kafka.Message {
+	m := bulkreg.NewMessage(upload, seller, i, bulkreg.Product{SellerSKU: fmt.Sprint("sku-", i), Name: "n", CategoryCode: "c", Price: 1000, Stock: 1}, time.Now())
+	v, _ := json.Marshal(m)
+	return kafka.Message{Key: []byte(seller), Value: v}
 }
 
 func (f *fixture) dlq(n int) []kafka.Message { return readDLQ(f.t, f.brokers, f.topic, n) }
