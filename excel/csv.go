@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/text/encoding/korean"
+	"golang.org/x/text/encoding/unicode"
 )
 
 var (
@@ -16,18 +17,26 @@ var (
 )
 
 // decodeText turns an upload that is not a workbook into UTF-8 text, or
-// refuses it. The rule: a UTF-8 byte-order mark means UTF-8; bytes that are
-// valid UTF-8 are UTF-8; anything else is decoded as CP949 (the Korean
-// Windows code page, a superset of EUC-KR, which Korean Excel writes for
-// "CSV (쉼표로 분리)") and refused if that fails too. Korean text in CP949 is
-// practically never valid UTF-8 (its lead bytes 0xB0–0xC8 would need
-// continuation bytes 0x80–0xBF, and its trail bytes are 0xA1–0xFE), and text
-// that is plain ASCII reads the same either way. A NUL byte means binary data
-// (or UTF-16, which Excel writes for "Unicode text"): refused.
+// refuses it. The rule: a UTF-16 byte-order mark means UTF-16 (Excel's
+// "Unicode text", little-endian, and some exports big-endian); a UTF-8
+// byte-order mark means UTF-8; bytes that are valid UTF-8 are UTF-8; anything
+// else is decoded as CP949 (the Korean Windows code page, a superset of
+// EUC-KR, which Korean Excel writes for "CSV (쉼표로 분리)" and "텍스트 (탭으로
+// 분리)") and refused if that fails too. Korean text in CP949 is practically
+// never valid UTF-8 (its lead bytes 0xB0–0xC8 would need continuation bytes
+// 0x80–0xBF, and its trail bytes are 0xA1–0xFE), and text that is plain ASCII
+// reads the same either way. Otherwise a NUL byte means binary data: refused.
 func decodeText(data []byte) ([]byte, *FileError) {
 	switch {
 	case bytes.HasPrefix(data, utf16LEBOM) || bytes.HasPrefix(data, utf16BEBOM):
-		return nil, fileErr(CodeNotXLSX, "the file is UTF-16 text (Excel's \"Unicode text\"); save it as \"CSV UTF-8 (쉼표로 분리)\" or as an Excel workbook (.xlsx)")
+		// UseBOM reads the order from the mark and drops it; an odd last
+		// byte or a lone surrogate decodes to U+FFFD, which a seller's text
+		// read from a spreadsheet never holds.
+		out, err := unicode.UTF16(unicode.LittleEndian, unicode.UseBOM).NewDecoder().Bytes(data)
+		if err != nil || bytes.ContainsRune(out, utf8.RuneError) || bytes.IndexByte(out, 0) >= 0 {
+			return nil, fileErr(CodeNotXLSX, "the file starts as UTF-16 text (Excel's \"Unicode text\") but is damaged; save it again from Excel, or as \"CSV UTF-8 (쉼표로 분리)\"")
+		}
+		return out, nil
 	case bytes.IndexByte(data, 0) >= 0:
 		return nil, fileErr(CodeNotXLSX, "the file is neither an Excel workbook (.xlsx) nor a CSV file; save it from Excel as \"Excel Workbook (.xlsx)\" or \"CSV UTF-8 (쉼표로 분리)\"")
 	case bytes.HasPrefix(data, utf8BOM):
@@ -46,16 +55,72 @@ func decodeText(data []byte) ([]byte, *FileError) {
 	return out, nil
 }
 
+// separators are the field separators a text upload may use, in the order
+// they are tried: the comma of every CSV; the tab of Excel's "Unicode text"
+// and "Text (Tab delimited)" and of Google Sheets' .tsv; the semicolon Excel
+// writes for CSV where the list separator is one (most of Europe), as
+// LibreOffice may.
+const separators = ",\t;"
+
+// separatorOf is the first of separators that splits one of the first
+// HeaderSearchRows records into a header row (two or more known column
+// names), or a comma when none does, so that the file gets the comma's
+// "no header" answer. A file that reads with commas today is read the same:
+// the comma is tried first and kept whenever it finds a header.
+func separatorOf(text []byte, maxCell int) byte {
+	f := boundedText{max: maxCell}
+	for i := range len(separators) {
+		sep := separators[i]
+		if sep != ',' && bytes.IndexByte(text, sep) < 0 {
+			continue
+		}
+		pos := 0
+		for row := 1; row <= HeaderSearchRows && pos < len(text); row++ {
+			var cells []string
+			for {
+				f.reset()
+				var ok bool
+				if pos, ok = scanField(text, pos, sep, &f); !ok {
+					break // damaged: reading the file says where
+				}
+				cells = append(cells, string(f.buf))
+				if pos < len(text) && text[pos] == sep {
+					pos++
+					continue
+				}
+				pos = skipLineEnd(text, pos)
+				break
+			}
+			if headerScore(cells) >= 2 {
+				return sep
+			}
+		}
+	}
+	return ','
+}
+
+// skipLineEnd passes one line end (CRLF, LF or CR) at pos, if there is one.
+func skipLineEnd(text []byte, pos int) int {
+	if pos < len(text) && text[pos] == '\r' {
+		pos++
+	}
+	if pos < len(text) && text[pos] == '\n' {
+		pos++
+	}
+	return pos
+}
+
 // readCSV reads a CSV file as Excel opens one: records separated by commas
-// and line ends (CRLF, LF or CR), a field in double quotes may hold commas,
-// line ends and doubled quotes, and text after a closing quote is kept as
-// Excel keeps it. Every record is a row, a blank line too, so rows are
-// numbered as Excel shows them.
+// (or the tabs or semicolons separatorOf finds) and line ends (CRLF, LF or
+// CR), a field in double quotes may hold separators, line ends and doubled
+// quotes, and text after a closing quote is kept as Excel keeps it. Every
+// record is a row, a blank line too, so rows are numbered as Excel shows them.
 func (p *Parser) readCSV(ctx context.Context, data []byte) (*Sheet, error) {
 	text, ferr := decodeText(data)
 	if ferr != nil {
 		return nil, ferr
 	}
+	sep := separatorOf(text, p.opts.MaxCellBytes)
 	budget := &textBudget{limit: p.opts.MaxTextBytes}
 	g := newGrid(p.opts, budget, FormatCSV, "")
 	field := boundedText{max: p.opts.MaxCellBytes}
@@ -74,7 +139,7 @@ func (p *Parser) readCSV(ctx context.Context, data []byte) (*Sheet, error) {
 		for col := 1; ; col++ {
 			field.reset()
 			var ok bool
-			if pos, ok = scanField(text, pos, &field); !ok {
+			if pos, ok = scanField(text, pos, sep, &field); !ok {
 				return nil, fileErr(CodeDamaged, "the CSV file is damaged: the quoted cell %s is never closed; save it again from Excel", cellName(min(col, maxSheetCol), row))
 			}
 			if !field.cut {
@@ -86,17 +151,11 @@ func (p *Parser) readCSV(ctx context.Context, data []byte) (*Sheet, error) {
 				}
 				cells = append(cells, cell{col: col, text: string(field.buf), runes: field.runes, cut: field.cut})
 			}
-			if pos < len(text) && text[pos] == ',' {
+			if pos < len(text) && text[pos] == sep {
 				pos++
 				continue
 			}
-			// The end of the record: one line end.
-			if pos < len(text) && text[pos] == '\r' {
-				pos++
-			}
-			if pos < len(text) && text[pos] == '\n' {
-				pos++
-			}
+			pos = skipLineEnd(text, pos) // the end of the record
 			break
 		}
 		err := g.add(row, false, cells)
@@ -115,9 +174,9 @@ func (p *Parser) readCSV(ctx context.Context, data []byte) (*Sheet, error) {
 }
 
 // scanField reads one field from text[pos:] into f and returns where it
-// ends (at a comma, a line end or the end of the text). ok is false for a
+// ends (at sep, a line end or the end of the text). ok is false for a
 // quoted field that is never closed.
-func scanField(text []byte, pos int, f *boundedText) (end int, ok bool) {
+func scanField(text []byte, pos int, sep byte, f *boundedText) (end int, ok bool) {
 	if pos < len(text) && text[pos] == '"' {
 		pos++
 		for {
@@ -135,9 +194,9 @@ func scanField(text []byte, pos int, f *boundedText) (end int, ok bool) {
 			break
 		}
 	}
-	// Unquoted text, or what follows a closing quote: up to a comma or a line end.
+	// Unquoted text, or what follows a closing quote: up to sep or a line end.
 	i := pos
-	for i < len(text) && text[i] != ',' && text[i] != '\n' && text[i] != '\r' {
+	for i < len(text) && text[i] != sep && text[i] != '\n' && text[i] != '\r' {
 		i++
 	}
 	f.write(text[pos:i])

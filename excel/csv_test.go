@@ -3,9 +3,11 @@ package excel
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf16"
 
 	"golang.org/x/text/encoding/korean"
 )
@@ -30,11 +32,14 @@ func sameSheet(t *testing.T, what string, got, want *Sheet) {
 	}
 }
 
-// The fixtures korean-headers-cp949.csv and korean-headers-utf8-bom.csv hold
-// korean-headers.xlsx as Korean Excel saves it in its two CSV formats.
+// The korean-headers-* text fixtures hold korean-headers.xlsx as Korean Excel
+// saves it in its two CSV formats, its two text formats (Unicode text:
+// UTF-16LE with tabs; tab-delimited text: CP949), and as a CSV where the list
+// separator is a semicolon.
 func TestCSVFixturesSameAsXLSX(t *testing.T) {
 	want := mustParse(t, fixture(t, "korean-headers.xlsx"))
-	for _, name := range []string{"korean-headers-cp949.csv", "korean-headers-utf8-bom.csv"} {
+	for _, name := range []string{"korean-headers-cp949.csv", "korean-headers-utf8-bom.csv",
+		"korean-headers-unicode-text.txt", "korean-headers-tab-cp949.txt", "korean-headers-semicolon.csv"} {
 		data := fixture(t, name)
 		got := mustParse(t, data)
 		if got.Format != FormatCSV || want.Format != FormatXLSX {
@@ -44,6 +49,54 @@ func TestCSVFixturesSameAsXLSX(t *testing.T) {
 	}
 	if cp := fixture(t, "korean-headers-cp949.csv"); bytes.Contains(cp, []byte("판매자")) {
 		t.Errorf("the CP949 fixture holds UTF-8 text")
+	}
+}
+
+// utf16Text is s in UTF-16 in the byte order o, after its byte-order mark.
+func utf16Text(o binary.AppendByteOrder, s string) []byte {
+	out := o.AppendUint16(nil, 0xFEFF)
+	for _, u := range utf16.Encode([]rune(s)) {
+		out = o.AppendUint16(out, u)
+	}
+	return out
+}
+
+// Which separator a text file is read with: the one that splits a header row
+// out of its first rows, the comma first; a separator inside a field is text.
+func TestTextSeparators(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want [][]string // each data row's first three cells
+	}{
+		{"tabs, a quoted tab and line end in a cell", []byte("판매자상품코드\t상품명\t상세설명\t판매가\t재고수량\t카테고리코드\r\n" +
+			"A-1\t셔츠, 화이트\t\"첫 줄\t탭\r\n둘째 줄\"\t1000\t1\tC-1\r\nA-2\t\"a \"\"b\"\"\"\t;\t1000\t1\tC-1\n"),
+			[][]string{{"A-1", "셔츠, 화이트", "첫 줄\t탭\n둘째 줄"}, {"A-2", `a "b"`, ";"}}},
+		{"commas, with tabs and semicolons in cells", []byte("판매자상품코드,상품명,상세설명,판매가,재고수량,카테고리코드\r\n" +
+			"A-1,a;b,x;y\tz,1000,1,C-1\r\n"),
+			[][]string{{"A-1", "a;b", "x;y\tz"}}},
+		{"semicolons, a comma in an unquoted cell", []byte("sku;name;description;price;stock;category_code\n" +
+			"A-1;셔츠, 화이트;\"a;b\";1000;1;C-1\n"),
+			[][]string{{"A-1", "셔츠, 화이트", "a;b"}}},
+		{"tabs after a title row whose commas split nothing", []byte("2026년 11월, 신상품\r\n\r\nsku\tname\tdescription\tprice\tstock\tcategory_code\r\nA-1\tn\td\t1000\t1\tC-1\r\n"),
+			[][]string{{"A-1", "n", "d"}}},
+		{"UTF-16 big-endian with tabs", utf16Text(binary.BigEndian, "sku\tname\tdescription\tprice\tstock\tcategory_code\r\nA-1\t바지\t설명\t1000\t1\tC-1\r\n"),
+			[][]string{{"A-1", "바지", "설명"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := mustParse(t, tc.data)
+			if s.Format != FormatCSV || len(s.Rows) != len(tc.want) {
+				t.Fatalf("read as %s with %d rows, want csv with %d", s.Format, len(s.Rows), len(tc.want))
+			}
+			for i, w := range tc.want {
+				if got := s.Rows[i].Cells[:3]; strings.Join(got, "|") != strings.Join(w, "|") {
+					t.Errorf("row %d: cells %q, want %q", s.Rows[i].Number, got, w)
+				}
+				if len(s.Rows[i].Problems) != 0 {
+					t.Errorf("row %d: problems %v", s.Rows[i].Number, s.Rows[i].Problems)
+				}
+			}
+		})
 	}
 }
 
@@ -130,7 +183,12 @@ func TestCSVRefused(t *testing.T) {
 		code    string
 		message string
 	}{
-		{"UTF-16", append([]byte{0xFF, 0xFE}, "a\x00b\x00"...), CodeNotXLSX, `the file is UTF-16 text (Excel's "Unicode text"); save it as "CSV UTF-8 (쉼표로 분리)" or as an Excel workbook (.xlsx)`},
+		{"UTF-16 with an odd last byte", append(utf16Text(binary.LittleEndian, header), 'x'), CodeNotXLSX, `the file starts as UTF-16 text (Excel's "Unicode text") but is damaged; save it again from Excel, or as "CSV UTF-8 (쉼표로 분리)"`},
+		{"UTF-16 with a lone surrogate", append(utf16Text(binary.LittleEndian, header), 0x00, 0xD8, 'a', 0), CodeNotXLSX, `the file starts as UTF-16 text (Excel's "Unicode text") but is damaged; save it again from Excel, or as "CSV UTF-8 (쉼표로 분리)"`},
+		{"UTF-16 holding NUL", append(utf16Text(binary.BigEndian, header), 0, 0), CodeNotXLSX, `the file starts as UTF-16 text (Excel's "Unicode text") but is damaged; save it again from Excel, or as "CSV UTF-8 (쉼표로 분리)"`},
+		{"UTF-16 without a header", utf16Text(binary.LittleEndian, "a\tb\r\n1\t2\r\n"), CodeNoHeader, ""},
+		{"tabs, quote never closed", []byte(strings.ReplaceAll(header, ",", "\t") + "A-1\t\"셔츠\t50000803\t1000\t1\r\n"), CodeDamaged, `the CSV file is damaged: the quoted cell B2 is never closed; save it again from Excel`},
+		{"semicolons, missing column", []byte("판매자상품코드;상품명;카테고리코드\r\nA;b;1\r\n"), CodeMissingColumn, `the header row (row 1 of the CSV file) lacks the required columns 판매가 (price) and 재고수량 (stock); add them or start from the template`},
 		{"binary", []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"), CodeNotXLSX, `the file is neither an Excel workbook (.xlsx) nor a CSV file; save it from Excel as "Excel Workbook (.xlsx)" or "CSV UTF-8 (쉼표로 분리)"`},
 		{"neither UTF-8 nor CP949", []byte("sku,name\r\n\xff\xff,\x80\r\n"), CodeNotXLSX, `the file is not an Excel workbook (.xlsx), and as text it is neither UTF-8 nor CP949 (EUC-KR); save it from Excel as "Excel Workbook (.xlsx)" or "CSV UTF-8 (쉼표로 분리)"`},
 		{"BOM then not UTF-8", append([]byte{0xEF, 0xBB, 0xBF}, cp949(t, header)...), CodeNotXLSX, `the file starts as UTF-8 text but holds bytes that are not UTF-8; save it again from Excel as "CSV UTF-8 (쉼표로 분리)"`},

@@ -59,11 +59,15 @@
 // because counting stops; 4,500 cells showing one 1 MiB shared string are
 // refused in about 10 ms and 9 MiB.
 //
-// A CSV file is UTF-8, with or without a byte-order mark, or CP949 (EUC-KR),
-// which Korean Excel writes for "CSV (쉼표로 분리)": a file that is not valid
-// UTF-8 is decoded as CP949, and refused when that fails too. Its records are
-// rows as Excel numbers them (a blank line is a row), so cells are named as
-// in the .xlsx (D17), and the same header names, rules and limits apply.
+// A CSV file is UTF-8, with or without a byte-order mark, UTF-16 after a
+// byte-order mark (Excel's "Unicode text"), or CP949 (EUC-KR), which Korean
+// Excel writes for "CSV (쉼표로 분리)": a file that is not valid UTF-8 is
+// decoded as CP949, and refused when that fails too. Its fields are separated
+// by commas, or by the tabs or semicolons that split its header row out (Excel
+// writes tabs for its text formats, semicolons for CSV in much of Europe).
+// Its records are rows as Excel numbers them (a blank line is a row), so
+// cells are named as in the .xlsx (D17), and the same header names, rules and
+// limits apply.
 package excel
 
 import (

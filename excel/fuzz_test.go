@@ -183,6 +183,11 @@ func FuzzCSV(f *testing.F) {
 	f.Add(append([]byte{0xEF, 0xBB, 0xBF}, "sku,name,category,price,stock\nA,\"a\nb\",1,2,3\n\n,,,,\nB,b,1,2"...))
 	f.Add([]byte("\xc6\xc7\xb8\xc5\xc0\xda,name,category,price,stock\r\nA,\xc0\xcc\xb8\xa7,1,2,3\r\n"))
 	f.Add([]byte("sku,name,category,price,stock\n\"A"))
+	f.Add([]byte("sku\tname\tcategory\tprice\tstock\r\nA\t\"a\tb\"\t1\t2\t3\r\n"))
+	f.Add([]byte("sku;name;category;price;stock\nA;a, b;1;2;3\n"))
+	for _, name := range []string{"korean-headers-unicode-text.txt", "korean-headers-tab-cp949.txt"} {
+		f.Add(fixture(f, name))
+	}
 	p := NewParser(Options{MaxFileSize: 1 << 20, ParseTimeout: 3 * time.Second, MaxConcurrent: 1, MaxCellBytes: 16, MaxTextBytes: 1024})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := p.ParseBytes(context.Background(), data)

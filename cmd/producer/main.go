@@ -45,8 +45,10 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"upload", "--seller S [--strict] [--wait] FILE", "validate FILE, publish its valid rows and print the upload id",
-			`FILE is an .xlsx workbook or a CSV file (UTF-8, with or without a byte-order
-mark, or CP949 as Korean Excel saves "CSV"); the type is told by the content.
+			`FILE is an .xlsx workbook or a text file Excel saves: CSV, or separated by
+tabs ("Unicode text", "Text (Tab delimited)") or semicolons; in UTF-8 (with or
+without a byte-order mark), UTF-16 after a byte-order mark, or CP949 as Korean
+Excel saves "CSV"; the type is told by the content.
 Each valid row becomes one message on the rows topic (key = the seller),
 acknowledged by all in-sync replicas; invalid rows are listed on stderr and
 recorded as failed with their reasons (--strict refuses the whole file instead).
@@ -104,7 +106,7 @@ exit status: 0 written; 1 FILE cannot be written; 2 bad arguments.`, cmdTemplate
   /upload (check and register a file), /uploads (history), /uploads/{id} (live progress)
 API (the seller comes from the bearer token or the session, never from the form;
 errors are application/problem+json; the OpenAPI 3.1 document is at /v1/openapi.json):
-  POST /v1/uploads                   multipart/form-data, the file (.xlsx or .csv) in the field "file"; ?strict=true, ?dry_run=true
+  POST /v1/uploads                   multipart/form-data, the file (.xlsx, .csv or tab-separated .txt) in the field "file"; ?strict=true, ?dry_run=true
   GET  /v1/uploads                   the seller's uploads, newest first; ?limit=, ?cursor=
   GET  /v1/uploads/{id}              the upload's status, with eta and rows_waiting
   GET  /v1/uploads/{id}/events       the upload's progress as server-sent events

@@ -144,6 +144,12 @@ func TestCheck(t *testing.T) {
 	if r := runCLI(nil, "check", renamed); r.code != exitOK || !strings.Contains(r.stdout, "5 rows: 5 valid") {
 		t.Errorf("check of a CP949 CSV file: %+v", r)
 	}
+	// Excel's "Unicode text": UTF-16 with tabs, saved as .txt.
+	for _, name := range []string{"korean-headers-unicode-text.txt", "korean-headers-semicolon.csv"} {
+		if r := runCLI(nil, "check", filepath.Join("..", "..", "testdata", name)); r.code != exitOK || !strings.Contains(r.stdout, "5 rows: 5 valid") {
+			t.Errorf("check of %s: %+v", name, r)
+		}
+	}
 	bad := writeSheet(t, "1000", "12,000원", "")
 	r := runCLI(nil, "check", "--json", bad)
 	if r.code != exitFailed {

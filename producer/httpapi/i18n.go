@@ -61,7 +61,7 @@ var messages = map[string][2]string{ // [ko, en]
 	"upload.title":         {"상품 파일 올리기", "Upload a product file"},
 	"upload.intro":         {"템플릿에 상품을 한 줄에 하나씩 적어 올려 주세요. 한 파일에 최대 500개까지 등록할 수 있습니다.", "Fill in the template, one product a row, and upload it. A file holds at most 500 products."},
 	"upload.template":      {"빈 템플릿 내려받기 (.xlsx)", "Download the empty template (.xlsx)"},
-	"upload.file":          {"상품 파일 (.xlsx 또는 .csv)", "Product file (.xlsx or .csv)"},
+	"upload.file":          {"상품 파일 (.xlsx, .csv 또는 .txt)", "Product file (.xlsx, .csv or .txt)"},
 	"upload.drop":          {"파일을 여기에 끌어다 놓거나 선택하세요.", "Drop the file here, or choose it."},
 	"upload.hint":          {"먼저 '검사'로 오류를 확인하세요. 검사는 아무것도 등록하지 않습니다.", "Check first: it lists every problem and registers nothing."},
 	"upload.check":         {"검사", "Check"},

@@ -25,6 +25,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf16"
 
 	"github.com/xuri/excelize/v2"
 	"golang.org/x/text/encoding/korean"
@@ -61,8 +62,11 @@ func fixtures() []fixture {
 		{"valid-500.xlsx", "500 valid rows under the template header", func() ([]byte, error) { return products("P", 500, nil) }},
 		{"rows-501.xlsx", "501 valid rows: one too many", func() ([]byte, error) { return products("P", 501, nil) }},
 		{"korean-headers.xlsx", "title rows, then Korean headers with (필수), *, spaces and an unknown column", koreanHeaders},
-		{"korean-headers-cp949.csv", "korean-headers.xlsx as Korean Excel saves \"CSV (쉼표로 분리)\": CP949, CRLF", func() ([]byte, error) { return koreanHeadersCSV(true) }},
-		{"korean-headers-utf8-bom.csv", "korean-headers.xlsx as \"CSV UTF-8 (쉼표로 분리)\": a byte-order mark, CRLF", func() ([]byte, error) { return koreanHeadersCSV(false) }},
+		{"korean-headers-cp949.csv", "korean-headers.xlsx as Korean Excel saves \"CSV (쉼표로 분리)\": CP949, CRLF", func() ([]byte, error) { return koreanHeadersText(cp949, ',') }},
+		{"korean-headers-utf8-bom.csv", "korean-headers.xlsx as \"CSV UTF-8 (쉼표로 분리)\": a byte-order mark, CRLF", func() ([]byte, error) { return koreanHeadersText(utf8BOM, ',') }},
+		{"korean-headers-unicode-text.txt", "korean-headers.xlsx as \"유니코드 텍스트\" (Unicode text): UTF-16LE after a byte-order mark, tabs, CRLF", func() ([]byte, error) { return koreanHeadersText(utf16LE, '\t') }},
+		{"korean-headers-tab-cp949.txt", "korean-headers.xlsx as \"텍스트 (탭으로 분리)\": CP949, tabs, CRLF", func() ([]byte, error) { return koreanHeadersText(cp949, '\t') }},
+		{"korean-headers-semicolon.csv", "korean-headers.xlsx as Excel saves \"CSV UTF-8\" where the list separator is a semicolon: a byte-order mark, semicolons, CRLF", func() ([]byte, error) { return koreanHeadersText(utf8BOM, ';') }},
 		{"english-headers.xlsx", "English headers in another order, mixed case", englishHeaders},
 		{"missing-column.xlsx", "no 판매가 and no 재고수량 column", missingColumn},
 		{"bad-values.xlsx", "a bad value in every field, one row per rule", badValues},
@@ -168,11 +172,20 @@ func koreanHeaderRows() [][]any {
 	return rows
 }
 
-// koreanHeadersCSV writes koreanHeaderRows as Excel writes a CSV file: every
-// line as wide as the widest, CRLF line ends, quotes only where needed; in
-// CP949 for "CSV (쉼표로 분리)", in UTF-8 after a byte-order mark for
-// "CSV UTF-8 (쉼표로 분리)".
-func koreanHeadersCSV(cp949 bool) ([]byte, error) {
+// textEncoding is how Excel encodes a text export.
+type textEncoding int
+
+const (
+	cp949   textEncoding = iota // "CSV (쉼표로 분리)", "텍스트 (탭으로 분리)"
+	utf8BOM                     // "CSV UTF-8 (쉼표로 분리)"
+	utf16LE                     // "유니코드 텍스트": UTF-16LE after a byte-order mark
+)
+
+// koreanHeadersText writes koreanHeaderRows as Excel writes a text export:
+// fields separated by sep, every line as wide as the widest, CRLF line ends,
+// quotes only where needed (a field holding sep, a quote or a line end), in
+// the encoding enc.
+func koreanHeadersText(enc textEncoding, sep byte) ([]byte, error) {
 	rows := koreanHeaderRows()
 	width := 0
 	for _, r := range rows {
@@ -182,11 +195,11 @@ func koreanHeadersCSV(cp949 bool) ([]byte, error) {
 	for _, r := range rows {
 		for i := range width {
 			if i > 0 {
-				b.WriteByte(',')
+				b.WriteByte(sep)
 			}
 			if i < len(r) {
 				v := fmt.Sprint(r[i])
-				if strings.ContainsAny(v, ",\"\r\n") {
+				if strings.ContainsAny(v, string(sep)+"\"\r\n") {
 					v = `"` + strings.ReplaceAll(v, `"`, `""`) + `"`
 				}
 				b.WriteString(v)
@@ -194,8 +207,15 @@ func koreanHeadersCSV(cp949 bool) ([]byte, error) {
 		}
 		b.WriteString("\r\n")
 	}
-	if cp949 {
+	switch enc {
+	case cp949:
 		return korean.EUCKR.NewEncoder().Bytes([]byte(b.String()))
+	case utf16LE:
+		out := []byte{0xFF, 0xFE}
+		for _, u := range utf16.Encode([]rune(b.String())) {
+			out = binary.LittleEndian.AppendUint16(out, u)
+		}
+		return out, nil
 	}
 	return append([]byte{0xEF, 0xBB, 0xBF}, b.String()...), nil
 }
