@@ -2,12 +2,14 @@ package excel
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"golang.org/x/text/encoding/korean"
-	"golang.org/x/text/encoding/unicode"
 )
 
 var (
@@ -29,14 +31,7 @@ var (
 func decodeText(data []byte) ([]byte, *FileError) {
 	switch {
 	case bytes.HasPrefix(data, utf16LEBOM) || bytes.HasPrefix(data, utf16BEBOM):
-		// UseBOM reads the order from the mark and drops it; an odd last
-		// byte or a lone surrogate decodes to U+FFFD, which a seller's text
-		// read from a spreadsheet never holds.
-		out, err := unicode.UTF16(unicode.LittleEndian, unicode.UseBOM).NewDecoder().Bytes(data)
-		if err != nil || bytes.ContainsRune(out, utf8.RuneError) || bytes.IndexByte(out, 0) >= 0 {
-			return nil, fileErr(CodeNotXLSX, "the file starts as UTF-16 text (Excel's \"Unicode text\") but is damaged; save it again from Excel, or as \"CSV UTF-8 (쉼표로 분리)\"")
-		}
-		return out, nil
+		return decodeUTF16(data)
 	case bytes.IndexByte(data, 0) >= 0:
 		return nil, fileErr(CodeNotXLSX, "the file is neither an Excel workbook (.xlsx) nor a CSV file; save it from Excel as \"Excel Workbook (.xlsx)\" or \"CSV UTF-8 (쉼표로 분리)\"")
 	case bytes.HasPrefix(data, utf8BOM):
@@ -55,6 +50,45 @@ func decodeText(data []byte) ([]byte, *FileError) {
 	return out, nil
 }
 
+// decodeUTF16 decodes UTF-16 text after its byte-order mark (which gives the
+// byte order) into UTF-8, or refuses it, saying where it is damaged: an odd
+// last byte, half of a surrogate pair, or a NUL (binary data after a mark).
+// U+FFFD is kept: it is a character a seller's text may hold.
+func decodeUTF16(data []byte) ([]byte, *FileError) {
+	var order binary.ByteOrder = binary.LittleEndian
+	if bytes.HasPrefix(data, utf16BEBOM) {
+		order = binary.BigEndian
+	}
+	body := data[2:]
+	damaged := func(i int, what string) *FileError {
+		return fileErr(CodeNotXLSX, "the file is UTF-16 text (Excel's \"Unicode text\") but is damaged %s bytes in: %s; save it again from Excel, or as \"CSV UTF-8 (쉼표로 분리)\"", group(int64(i+2)), what)
+	}
+	if len(body)%2 != 0 {
+		return nil, damaged(len(body)-1, "it ends in half a character")
+	}
+	out := make([]byte, 0, len(body)*3/2)
+	for i := 0; i < len(body); i += 2 {
+		u := rune(order.Uint16(body[i:]))
+		switch {
+		case u == 0:
+			return nil, damaged(i, "a NUL character, so it is not text")
+		case utf16.IsSurrogate(u):
+			if i+4 > len(body) {
+				return nil, damaged(i, "half of a character pair")
+			}
+			r := utf16.DecodeRune(u, rune(order.Uint16(body[i+2:])))
+			if r == utf8.RuneError { // a trail surrogate first, or a lead without its trail
+				return nil, damaged(i, "half of a character pair")
+			}
+			out = utf8.AppendRune(out, r)
+			i += 2
+		default:
+			out = utf8.AppendRune(out, u)
+		}
+	}
+	return out, nil
+}
+
 // separators are the field separators a text upload may use, in the order
 // they are tried: the comma of every CSV; the tab of Excel's "Unicode text"
 // and "Text (Tab delimited)" and of Google Sheets' .tsv; the semicolon Excel
@@ -62,52 +96,101 @@ func decodeText(data []byte) ([]byte, *FileError) {
 // LibreOffice may.
 const separators = ",\t;"
 
-// separatorOf is the first of separators that splits one of the first
-// HeaderSearchRows records into a header row (two or more known column
-// names), or a comma when none does, so that the file gets the comma's
-// "no header" answer. A file that reads with commas today is read the same:
-// the comma is tried first and kept whenever it finds a header.
-func separatorOf(text []byte, maxCell int) byte {
-	f := boundedText{max: maxCell}
+// separatorOf is the first of separators with which the grid finds a whole
+// header row (every required column) in the first HeaderSearchRows records;
+// failing that, the first with which it finds a header row at all, so that
+// the seller is told which columns it lacks; failing that, a comma, so that
+// the file gets the comma's answer. The records are read and judged exactly
+// as readCSV reads and judges them, so a file that reads with commas reads
+// with commas: the comma is tried first and kept whenever it finds a whole
+// header. Each try reads at most the first HeaderSearchRows records.
+func (p *Parser) separatorOf(text []byte) byte {
+	partial := byte(0)
 	for i := range len(separators) {
 		sep := separators[i]
 		if sep != ',' && bytes.IndexByte(text, sep) < 0 {
 			continue
 		}
-		pos := 0
-		for row := 1; row <= HeaderSearchRows && pos < len(text); row++ {
-			var cells []string
-			for {
-				f.reset()
-				var ok bool
-				if pos, ok = scanField(text, pos, sep, &f); !ok {
-					break // damaged: reading the file says where
-				}
-				cells = append(cells, string(f.buf))
-				if pos < len(text) && text[pos] == sep {
-					pos++
-					continue
-				}
-				pos = skipLineEnd(text, pos)
+		budget := &textBudget{limit: p.opts.MaxTextBytes}
+		g := newGrid(p.opts, budget, FormatCSV, "")
+		r := newCSVReader(text, sep, p.opts.MaxCellBytes, budget)
+		for r.row < HeaderSearchRows {
+			more, err := r.next(g.cols())
+			if err != nil || !more {
 				break
 			}
-			if headerScore(cells) >= 2 {
+			err = g.add(r.row, false, r.cells)
+			if g.headerRow != 0 && err == nil {
 				return sep
+			}
+			if g.headerRow != 0 && partial == 0 {
+				partial = sep
+			}
+			if g.headerRow != 0 || err != nil {
+				break
 			}
 		}
 	}
-	return ','
+	return cmp.Or(partial, ',')
 }
 
-// skipLineEnd passes one line end (CRLF, LF or CR) at pos, if there is one.
-func skipLineEnd(text []byte, pos int) int {
-	if pos < len(text) && text[pos] == '\r' {
-		pos++
+// csvReader reads the records of a decoded text file, one separator between
+// fields.
+type csvReader struct {
+	text   []byte
+	sep    byte
+	pos    int
+	row    int    // the record last read, numbered from 1 as Excel numbers rows
+	cells  []cell // its cells, reused by the next record
+	field  boundedText
+	budget *textBudget
+}
+
+func newCSVReader(text []byte, sep byte, maxCell int, budget *textBudget) *csvReader {
+	return &csvReader{text: text, sep: sep, field: boundedText{max: maxCell}, budget: budget}
+}
+
+// next reads the next record into r.cells, keeping its first cols columns
+// (cells with text only). It answers false at the end of the text, and a
+// *FileError for a damaged or oversized file.
+func (r *csvReader) next(cols int) (bool, error) {
+	if r.pos >= len(r.text) {
+		return false, nil
 	}
-	if pos < len(text) && text[pos] == '\n' {
-		pos++
+	r.row++
+	if r.row > maxSheetRow {
+		return false, fileErr(CodeDamaged, "the CSV file has more than %s lines, more than a sheet can hold", group(maxSheetRow))
 	}
-	return pos
+	r.cells = r.cells[:0]
+	for col := 1; ; col++ {
+		f := &r.field
+		f.reset()
+		var ok bool
+		if r.pos, ok = scanField(r.text, r.pos, r.sep, f); !ok {
+			return false, fileErr(CodeDamaged, "the CSV file is damaged: the quoted cell %s is never closed; save it again from Excel", cellName(min(col, maxSheetCol), r.row))
+		}
+		if !f.cut {
+			f.buf = unformula(f.buf)
+		}
+		if col <= cols && (len(f.buf) > 0 || f.cut) {
+			if ferr := r.budget.take(len(f.buf)); ferr != nil {
+				return false, ferr
+			}
+			r.cells = append(r.cells, cell{col: col, text: string(f.buf), runes: f.runes, cut: f.cut})
+		}
+		if r.pos < len(r.text) && r.text[r.pos] == r.sep {
+			r.pos++
+			continue
+		}
+		// The end of the record: one line end (CRLF, LF or CR).
+		if r.pos < len(r.text) && r.text[r.pos] == '\r' {
+			r.pos++
+		}
+		if r.pos < len(r.text) && r.text[r.pos] == '\n' {
+			r.pos++
+		}
+		return true, nil
+	}
 }
 
 // readCSV reads a CSV file as Excel opens one: records separated by commas
@@ -120,45 +203,21 @@ func (p *Parser) readCSV(ctx context.Context, data []byte) (*Sheet, error) {
 	if ferr != nil {
 		return nil, ferr
 	}
-	sep := separatorOf(text, p.opts.MaxCellBytes)
 	budget := &textBudget{limit: p.opts.MaxTextBytes}
 	g := newGrid(p.opts, budget, FormatCSV, "")
-	field := boundedText{max: p.opts.MaxCellBytes}
-	var cells []cell
-	pos, row := 0, 0
-	for pos < len(text) {
-		row++
-		if row&255 == 0 && ctx.Err() != nil {
+	r := newCSVReader(text, p.separatorOf(text), p.opts.MaxCellBytes, budget)
+	for {
+		if (r.row+1)&255 == 0 && ctx.Err() != nil {
 			return nil, ctxErr(ctx, "reading the rows")
 		}
-		if row > maxSheetRow {
-			return nil, fileErr(CodeDamaged, "the CSV file has more than %s lines, more than a sheet can hold", group(maxSheetRow))
+		more, err := r.next(g.cols())
+		if err != nil {
+			return nil, err
 		}
-		cells = cells[:0]
-		cols := g.cols()
-		for col := 1; ; col++ {
-			field.reset()
-			var ok bool
-			if pos, ok = scanField(text, pos, sep, &field); !ok {
-				return nil, fileErr(CodeDamaged, "the CSV file is damaged: the quoted cell %s is never closed; save it again from Excel", cellName(min(col, maxSheetCol), row))
-			}
-			if !field.cut {
-				field.buf = unformula(field.buf)
-			}
-			if col <= cols && (len(field.buf) > 0 || field.cut) {
-				if ferr := budget.take(len(field.buf)); ferr != nil {
-					return nil, ferr
-				}
-				cells = append(cells, cell{col: col, text: string(field.buf), runes: field.runes, cut: field.cut})
-			}
-			if pos < len(text) && text[pos] == sep {
-				pos++
-				continue
-			}
-			pos = skipLineEnd(text, pos) // the end of the record
+		if !more {
 			break
 		}
-		err := g.add(row, false, cells)
+		err = g.add(r.row, false, r.cells)
 		if errors.Is(err, errNoHeaderHere) {
 			return nil, noHeader(FormatCSV)
 		}

@@ -80,8 +80,22 @@ func TestTextSeparators(t *testing.T) {
 			[][]string{{"A-1", "셔츠, 화이트", "a;b"}}},
 		{"tabs after a title row whose commas split nothing", []byte("2026년 11월, 신상품\r\n\r\nsku\tname\tdescription\tprice\tstock\tcategory_code\r\nA-1\tn\td\t1000\t1\tC-1\r\n"),
 			[][]string{{"A-1", "n", "d"}}},
-		{"UTF-16 big-endian with tabs", utf16Text(binary.BigEndian, "sku\tname\tdescription\tprice\tstock\tcategory_code\r\nA-1\t바지\t설명\t1000\t1\tC-1\r\n"),
-			[][]string{{"A-1", "바지", "설명"}}},
+		{"UTF-16 big-endian with tabs and a surrogate pair", utf16Text(binary.BigEndian, "sku\tname\tdescription\tprice\tstock\tcategory_code\r\nA-1\t바지 😀\t설명\t1000\t1\tC-1\r\n"),
+			[][]string{{"A-1", "바지 😀", "설명"}}},
+		// The comma is tried first: here both the comma and the tab split a
+		// whole header out of row 1, and the comma is kept.
+		{"commas and tabs both split a header", []byte("sku\tname\tcategory_code\tprice\tstock\t,sku,name,category_code,price,stock\r\n" +
+			"A-1\tn\tC-1\t100\t1\t,B-1,m,C-2,200,2\r\n"),
+			[][]string{{"A-1\tn\tC-1\t100\t1\t", "B-1", "m"}}},
+		// A header written ="sku", as exporters that keep leading zeros write every cell, is a header.
+		{"commas, a header of =\"…\" cells", []byte("=\"판매자상품코드\",=\"상품명\",=\"카테고리코드\",=\"판매가\",=\"재고수량\",=\"메모\"\r\n" +
+			"=\"A-001\",=\"셔츠\",=\"50000804\",=\"1000\",=\"5\",=\"메모: 가격;재고;배송비;확인\"\r\n"),
+			[][]string{{"A-001", "셔츠", "50000804"}}},
+		// Commas in a later cell of a tab file split two column names out of
+		// row 2, but not a whole header: the tab's header in row 1 is.
+		{"tabs, commas splitting column names out of a data cell", []byte("sku\tname\tcategory_code\tprice\tstock\tdescription\r\n" +
+			"A-1\tn\tC-1\t100\t1\t색상, 가격, 재고\r\n"),
+			[][]string{{"A-1", "n", "C-1"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := mustParse(t, tc.data)
@@ -97,6 +111,12 @@ func TestTextSeparators(t *testing.T) {
 				}
 			}
 		})
+	}
+	// U+FFFD in UTF-16 text is a character, not damage: the file is read and
+	// the cell holding it is the one refused, by the rule every cell meets.
+	s := mustParse(t, utf16Text(binary.LittleEndian, "sku\tname\tdescription\tprice\tstock\tcategory_code\r\nA-1\t바지\t설명\uFFFD\t1000\t1\tC-1\r\n"))
+	if len(s.Rows) != 1 || len(s.Rows[0].Problems) != 1 || s.Rows[0].Problems[0].Cell != "C2" {
+		t.Errorf("UTF-16 text holding U+FFFD: %d rows, problems %v; want one row with one problem in C2", len(s.Rows), problems(s))
 	}
 }
 
@@ -183,10 +203,12 @@ func TestCSVRefused(t *testing.T) {
 		code    string
 		message string
 	}{
-		{"UTF-16 with an odd last byte", append(utf16Text(binary.LittleEndian, header), 'x'), CodeNotXLSX, `the file starts as UTF-16 text (Excel's "Unicode text") but is damaged; save it again from Excel, or as "CSV UTF-8 (쉼표로 분리)"`},
-		{"UTF-16 with a lone surrogate", append(utf16Text(binary.LittleEndian, header), 0x00, 0xD8, 'a', 0), CodeNotXLSX, `the file starts as UTF-16 text (Excel's "Unicode text") but is damaged; save it again from Excel, or as "CSV UTF-8 (쉼표로 분리)"`},
-		{"UTF-16 holding NUL", append(utf16Text(binary.BigEndian, header), 0, 0), CodeNotXLSX, `the file starts as UTF-16 text (Excel's "Unicode text") but is damaged; save it again from Excel, or as "CSV UTF-8 (쉼표로 분리)"`},
-		{"UTF-16 without a header", utf16Text(binary.LittleEndian, "a\tb\r\n1\t2\r\n"), CodeNoHeader, ""},
+		{"UTF-16 with an odd last byte", append(utf16Text(binary.LittleEndian, "ab"), 'x'), CodeNotXLSX, `the file is UTF-16 text (Excel's "Unicode text") but is damaged 6 bytes in: it ends in half a character; save it again from Excel, or as "CSV UTF-8 (쉼표로 분리)"`},
+		{"UTF-16 with a lone trail surrogate", append(utf16Text(binary.LittleEndian, "ab"), 0x00, 0xDC, 'a', 0), CodeNotXLSX, `the file is UTF-16 text (Excel's "Unicode text") but is damaged 6 bytes in: half of a character pair; save it again from Excel, or as "CSV UTF-8 (쉼표로 분리)"`},
+		{"UTF-16 with a lead surrogate at the end", append(utf16Text(binary.BigEndian, "ab"), 0xD8, 0x00), CodeNotXLSX, `the file is UTF-16 text (Excel's "Unicode text") but is damaged 6 bytes in: half of a character pair; save it again from Excel, or as "CSV UTF-8 (쉼표로 분리)"`},
+		{"UTF-16 with a lead surrogate before a letter", append(utf16Text(binary.BigEndian, "ab"), 0xD8, 0x00, 0, 'a'), CodeNotXLSX, `the file is UTF-16 text (Excel's "Unicode text") but is damaged 6 bytes in: half of a character pair; save it again from Excel, or as "CSV UTF-8 (쉼표로 분리)"`},
+		{"UTF-16 holding NUL", append(utf16Text(binary.BigEndian, "ab"), 0, 0), CodeNotXLSX, `the file is UTF-16 text (Excel's "Unicode text") but is damaged 6 bytes in: a NUL character, so it is not text; save it again from Excel, or as "CSV UTF-8 (쉼표로 분리)"`},
+		{"UTF-16 without a header", utf16Text(binary.LittleEndian, "a\tb\r\n1\t2\r\n"), CodeNoHeader, noHeader(FormatCSV).Message},
 		{"tabs, quote never closed", []byte(strings.ReplaceAll(header, ",", "\t") + "A-1\t\"셔츠\t50000803\t1000\t1\r\n"), CodeDamaged, `the CSV file is damaged: the quoted cell B2 is never closed; save it again from Excel`},
 		{"semicolons, missing column", []byte("판매자상품코드;상품명;카테고리코드\r\nA;b;1\r\n"), CodeMissingColumn, `the header row (row 1 of the CSV file) lacks the required columns 판매가 (price) and 재고수량 (stock); add them or start from the template`},
 		{"binary", []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"), CodeNotXLSX, `the file is neither an Excel workbook (.xlsx) nor a CSV file; save it from Excel as "Excel Workbook (.xlsx)" or "CSV UTF-8 (쉼표로 분리)"`},

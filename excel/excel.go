@@ -1,6 +1,7 @@
-// Package excel reads a seller's product spreadsheet (.xlsx or .csv) into
-// validated rows, and writes the two spreadsheets a seller gets back: the
-// upload template and the per-row result report.
+// Package excel reads a seller's product spreadsheet (.xlsx, or CSV and the
+// other text exports of a spreadsheet) into validated rows, and writes the
+// two spreadsheets a seller gets back: the upload template and the per-row
+// result report.
 //
 // Reading is defensive because the file comes from outside, and happens once:
 // the upload is read into memory once (its size capped first), its type is

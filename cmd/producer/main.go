@@ -106,7 +106,7 @@ exit status: 0 written; 1 FILE cannot be written; 2 bad arguments.`, cmdTemplate
   /upload (check and register a file), /uploads (history), /uploads/{id} (live progress)
 API (the seller comes from the bearer token or the session, never from the form;
 errors are application/problem+json; the OpenAPI 3.1 document is at /v1/openapi.json):
-  POST /v1/uploads                   multipart/form-data, the file (.xlsx, .csv or tab-separated .txt) in the field "file"; ?strict=true, ?dry_run=true
+  POST /v1/uploads                   multipart/form-data, the file (.xlsx, or .csv/.txt/.tsv text) in the field "file"; ?strict=true, ?dry_run=true
   GET  /v1/uploads                   the seller's uploads, newest first; ?limit=, ?cursor=
   GET  /v1/uploads/{id}              the upload's status, with eta and rows_waiting
   GET  /v1/uploads/{id}/events       the upload's progress as server-sent events
