@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf16"
@@ -49,6 +51,27 @@ func TestCSVFixturesSameAsXLSX(t *testing.T) {
 	}
 	if cp := fixture(t, "korean-headers-cp949.csv"); bytes.Contains(cp, []byte("판매자")) {
 		t.Errorf("the CP949 fixture holds UTF-8 text")
+	}
+}
+
+// Files LibreOffice saved (testdata/libreoffice/README.md): its CSV with
+// commas and with semicolons, its UTF-16 tab text and its .xlsx read exactly
+// as the workbook they came from; its own .ods is refused, named.
+func TestLibreOfficeFiles(t *testing.T) {
+	want := mustParse(t, fixture(t, "korean-headers.xlsx"))
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join("testdata", "libreoffice", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, name := range []string{"korean-headers-comma.csv", "korean-headers-semicolon.csv", "korean-headers-tab-utf16.txt", "korean-headers.xlsx"} {
+		sameSheet(t, name, mustParse(t, read(name)), want)
+	}
+	_, err := parse(t, read("korean-headers.ods"))
+	if fe := fileErrCode(t, err); fe.Code != CodeNotXLSX || !strings.Contains(fe.Message, "OpenDocument") {
+		t.Errorf("the .ods: %s: %s, want not_xlsx naming OpenDocument", fe.Code, fe.Message)
 	}
 }
 

@@ -257,3 +257,36 @@ func TestSheetDamage(t *testing.T) {
 		})
 	}
 }
+
+// A zip that is another program's document, not an .xlsx, is named with how
+// to save the list, not called a damaged workbook; a zip of nothing known
+// still is.
+func TestOtherZipDocuments(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		parts   map[string]string
+		code    string
+		message string
+	}{
+		{"LibreOffice .ods", map[string]string{"mimetype": "application/vnd.oasis.opendocument.spreadsheet", "content.xml": "<office:document-content/>", "META-INF/manifest.xml": "<manifest:manifest/>"},
+			CodeNotXLSX, `the file is an OpenDocument file (.ods, LibreOffice's own format), not an Excel workbook; in LibreOffice choose File > Save As, "Excel 2007-365 (.xlsx)", or save it as CSV`},
+		{"Numbers", map[string]string{"Index/Document.iwa": "\x00", "Metadata/Properties.plist": "bplist00"},
+			CodeNotXLSX, `the file is an Apple Numbers document, not an Excel workbook; in Numbers choose File > Export To > Excel (.xlsx), or CSV`},
+		{"Word", map[string]string{"[Content_Types].xml": "<Types/>", "word/document.xml": "<w:document/>"},
+			CodeNotXLSX, `the file is a Word or PowerPoint document, not a spreadsheet; put the products in the template (.xlsx), one a row, or save them as CSV`},
+		{"a zip of a text file", map[string]string{"notes.txt": "hello"},
+			CodeDamaged, `the file is not a complete Excel workbook (the workbook part is missing); save it again from Excel as .xlsx`},
+		{"content.xml alone", map[string]string{"content.xml": "<x/>"},
+			CodeDamaged, `the file is not a complete Excel workbook (the workbook part is missing); save it again from Excel as .xlsx`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := parse(t, rawXLSX(t, tc.parts))
+			if s != nil {
+				t.Fatalf("read %d rows from a file that is not a workbook", len(s.Rows))
+			}
+			if fe := fileErrCode(t, err); fe.Code != tc.code || fe.Message != tc.message {
+				t.Errorf("got  %s: %s\nwant %s: %s", fe.Code, fe.Message, tc.code, tc.message)
+			}
+		})
+	}
+}

@@ -77,6 +77,24 @@ func incomplete(err error) *FileError {
 	return &FileError{Code: CodeDamaged, Message: fmt.Sprintf("the file is not a complete Excel workbook (%v); save it again from Excel as .xlsx", err), Err: err}
 }
 
+// otherDocument names the kind of zip file a seller uploaded instead of an
+// .xlsx when its parts say which, so that the answer says how to save the
+// list rather than calling the file a damaged workbook: LibreOffice saves
+// .ods unless told otherwise, Numbers its own format, and a product list is
+// sometimes typed into Word. nil when the parts name no known kind.
+func otherDocument(parts map[string]*zip.File) *FileError {
+	has := func(name string) bool { return parts[name] != nil }
+	switch {
+	case has("content.xml") && (has("mimetype") || has("meta-inf/manifest.xml")):
+		return fileErr(CodeNotXLSX, "the file is an OpenDocument file (.ods, LibreOffice's own format), not an Excel workbook; in LibreOffice choose File > Save As, \"Excel 2007-365 (.xlsx)\", or save it as CSV")
+	case has("index/document.iwa"):
+		return fileErr(CodeNotXLSX, "the file is an Apple Numbers document, not an Excel workbook; in Numbers choose File > Export To > Excel (.xlsx), or CSV")
+	case has("word/document.xml"), has("ppt/presentation.xml"):
+		return fileErr(CodeNotXLSX, "the file is a Word or PowerPoint document, not a spreadsheet; put the products in the template (.xlsx), one a row, or save them as CSV")
+	}
+	return nil
+}
+
 func isZipErr(err error) bool {
 	return errors.Is(err, zip.ErrFormat) || errors.Is(err, zip.ErrChecksum) || errors.Is(err, zip.ErrAlgorithm) || errors.Is(err, io.ErrUnexpectedEOF)
 }
@@ -252,6 +270,9 @@ func (b *xlsxFile) readWorkbook() *FileError {
 	}
 	wb := b.parts[wbPart]
 	if wb == nil {
+		if ferr := otherDocument(b.parts); ferr != nil {
+			return ferr
+		}
 		return incomplete(errors.New("the workbook part is missing"))
 	}
 	type sheetRef struct {
