@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,15 +18,14 @@ import (
 
 // gatedLedger is the real ledger behind a gate: a claim reaches it only when
 // the test lets one through, so the test sees which rows ask, in what order
-// and how many at once. While waitFor is set, that seller's claims are told
-// another row holds the SKU.
+// and how many at once (a claim waiting at the gate counts as asking). While
+// waitFor is set, that seller's claims are told another row holds the SKU.
 type gatedLedger struct {
 	*ledger.Ledger
-	pass    chan struct{} // nil: no gate
-	delay   time.Duration // each claim takes this long, so claims asked together overlap
 	waitFor atomic.Pointer[string]
 
 	mu           sync.Mutex
+	pass         chan struct{}   // the gate; nil: none
 	waited       map[string]bool // rows told Wait
 	asking, most int
 	order        []string // sellers, in the order their claims reached the gate
@@ -44,23 +44,49 @@ func (l *gatedLedger) Claim(ctx context.Context, seller, sku, row, hash string) 
 	l.asking++
 	l.most = max(l.most, l.asking)
 	l.order = append(l.order, seller)
+	pass := l.pass
 	l.mu.Unlock()
 	defer func() {
 		l.mu.Lock()
 		l.asking--
 		l.mu.Unlock()
 	}()
-	if l.delay > 0 {
-		time.Sleep(l.delay)
-	}
-	if l.pass != nil {
+	if pass != nil {
 		select {
-		case <-l.pass:
+		case <-pass:
 		case <-ctx.Done():
 			return ledger.Claim{}, ctx.Err()
 		}
 	}
 	return l.Ledger.Claim(ctx, seller, sku, row, hash)
+}
+
+// gate puts a new gate before the ledger and returns it: send on it to let
+// one claim through, close it to let every claim through.
+func (l *gatedLedger) gate() chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pass = make(chan struct{})
+	return l.pass
+}
+
+// passEach lets n claims through the gate one at a time. Before each it
+// waits until the claim after the last one let through has come and want
+// claims are at the ledger (or all n have come), so whatever can ask is
+// asking when the next one goes.
+func (l *gatedLedger) passEach(t *testing.T, pass chan struct{}, n, want int) {
+	t.Helper()
+	for i := range n {
+		testwait.For(t, 10*time.Second, fmt.Sprintf("%d claims at the ledger before letting claim %d of %d through", want, i+1, n), func() bool {
+			asking, _, order := l.seen()
+			return len(order) >= n || len(order) >= i+want && asking == want
+		})
+		select {
+		case pass <- struct{}{}:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no claim came to the gate to be let through (%d of %d let through)", i, n)
+		}
+	}
 }
 
 func (l *gatedLedger) seen() (asking, most int, order []string) {
@@ -107,21 +133,15 @@ func TestClaimsInFlightAreCappedAndGoSellerBySeller(t *testing.T) {
 	const rows = 6
 	f := newFixture(t, 1, nil)
 	f.cfg.MaxDueNow = 2
-	l := &gatedLedger{Ledger: ledger.New(testredis.Start(t).Client(), ledger.Options{}), pass: make(chan struct{})}
+	l := &gatedLedger{Ledger: ledger.New(testredis.Start(t).Client(), ledger.Options{})}
+	pass := l.gate()
 	f.publishInterleaved(rows, "a", "b")
 	f.startWithLedger(l)
 
-	testwait.For(t, 10*time.Second, "exactly MaxDueNow = 2 claims at the ledger", func() bool { asking, _, _ := l.seen(); return asking == 2 })
-	for i := range 2 * rows {
-		l.pass <- struct{}{}
-		testwait.For(t, 10*time.Second, "the next claim at the ledger", func() bool {
-			asking, _, order := l.seen()
-			return len(order) >= 2*rows || len(order) >= i+3 && asking == 2
-		})
-	}
+	l.passEach(t, pass, 2*rows, 2)
 	// A row that missed its slot on a busy machine claims again: let any
 	// such claim through rather than hang.
-	close(l.pass)
+	close(pass)
 	testwait.For(t, 10*time.Second, "every row registered", func() bool {
 		return f.registeredCount("ua") == rows && f.registeredCount("ub") == rows
 	})
@@ -234,7 +254,8 @@ func TestRowsBackFromAnOutageClaimWithTokens(t *testing.T) {
 	const rows = 8
 	f := newFixture(t, 1, nil)
 	f.cfg.MaxDueNow = 2
-	l := &gatedLedger{Ledger: ledger.New(testredis.Start(t).Client(), ledger.Options{}), pass: make(chan struct{}), delay: 20 * time.Millisecond}
+	l := &gatedLedger{Ledger: ledger.New(testredis.Start(t).Client(), ledger.Options{})}
+	pass := l.gate()
 	b := newHeldOpen()
 	f.publish("u1", "s1", rows)
 	deps := f.ledgerDeps(l)
@@ -252,13 +273,19 @@ func TestRowsBackFromAnOutageClaimWithTokens(t *testing.T) {
 		return asking == 2 && c.lanes.rowsBySeller()["s1"] == rows
 	})
 	b.set(true)
-	close(l.pass)
+	close(pass)
 	testwait.For(t, 10*time.Second, "every row claimed once", func() bool {
 		asking, _, order := l.seen()
 		return len(order) == rows && asking == 0
 	})
+	// Every row that waited claims again when the API is back. Held at the
+	// gate, a claim asked beside another is counted with it, however fast
+	// the ledger answers.
 	l.reset()
+	pass = l.gate()
 	b.set(false)
+	l.passEach(t, pass, rows, 2)
+	close(pass)
 	testwait.For(t, 10*time.Second, "every row registered after the outage", func() bool { return f.registeredCount("u1") == rows })
 	_, most, order := l.seen()
 	if most > 2 || len(order) < rows/2 {
