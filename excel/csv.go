@@ -96,42 +96,57 @@ func decodeUTF16(data []byte) ([]byte, *FileError) {
 // LibreOffice may.
 const separators = ",\t;"
 
-// separatorOf is the first of separators with which the grid finds a whole
-// header row (every required column) in the first HeaderSearchRows records;
-// failing that, the first with which it finds a header row at all, so that
-// the seller is told which columns it lacks; failing that, a comma, so that
-// the file gets the comma's answer. The records are read and judged exactly
-// as readCSV reads and judges them, so a file that reads with commas reads
+// startText starts reading text with the first of separators with which the
+// grid finds a whole header row (every required column) in the first
+// HeaderSearchRows records, and goes on from below that header; failing
+// that, from the top with the first separator that finds a header row at
+// all, so that the seller is told which columns it lacks; failing that, with
+// a comma, so that the file gets the comma's answer. The records are read and
+// judged as the rest of the file is, so a file that reads with commas reads
 // with commas: the comma is tried first and kept whenever it finds a whole
-// header. Each try reads at most the first HeaderSearchRows records.
-func (p *Parser) separatorOf(text []byte) byte {
+// header. Each other try reads at most the first HeaderSearchRows records.
+func (p *Parser) startText(text []byte) (*grid, *csvReader) {
 	partial := byte(0)
 	for i := range len(separators) {
 		sep := separators[i]
 		if sep != ',' && bytes.IndexByte(text, sep) < 0 {
 			continue
 		}
-		budget := &textBudget{limit: p.opts.MaxTextBytes}
-		g := newGrid(p.opts, budget, FormatCSV, "")
-		r := newCSVReader(text, sep, p.opts.MaxCellBytes, budget)
+		g, r := p.newTextRead(text, sep)
 		for r.row < HeaderSearchRows {
 			more, err := r.next(g.cols())
 			if err != nil || !more {
 				break
 			}
 			err = g.add(r.row, false, r.cells)
-			if g.headerRow != 0 && err == nil {
-				return sep
+			if g.headerRow != 0 {
+				if err == nil {
+					return g, r
+				}
+				if partial == 0 {
+					partial = sep
+				}
+				break
 			}
-			if g.headerRow != 0 && partial == 0 {
-				partial = sep
-			}
-			if g.headerRow != 0 || err != nil {
+			if err != nil {
 				break
 			}
 		}
 	}
-	return cmp.Or(partial, ',')
+	return p.newTextRead(text, cmp.Or(partial, ','))
+}
+
+// newTextRead starts reading text with the separator sep: a grid and a
+// reader sharing one text budget, both naming the file as a seller knows it.
+func (p *Parser) newTextRead(text []byte, sep byte) (*grid, *csvReader) {
+	budget := &textBudget{limit: p.opts.MaxTextBytes}
+	g := newGrid(p.opts, budget, FormatCSV, "")
+	r := &csvReader{text: text, sep: sep, where: "the CSV file", field: boundedText{max: p.opts.MaxCellBytes}, budget: budget}
+	if sep == '\t' {
+		r.where = "the tab-separated file"
+	}
+	g.where = r.where
+	return g, r
 }
 
 // csvReader reads the records of a decoded text file, one separator between
@@ -139,15 +154,12 @@ func (p *Parser) separatorOf(text []byte) byte {
 type csvReader struct {
 	text   []byte
 	sep    byte
+	where  string // for messages: "the CSV file"
 	pos    int
 	row    int    // the record last read, numbered from 1 as Excel numbers rows
 	cells  []cell // its cells, reused by the next record
 	field  boundedText
 	budget *textBudget
-}
-
-func newCSVReader(text []byte, sep byte, maxCell int, budget *textBudget) *csvReader {
-	return &csvReader{text: text, sep: sep, field: boundedText{max: maxCell}, budget: budget}
 }
 
 // next reads the next record into r.cells, keeping its first cols columns
@@ -159,7 +171,7 @@ func (r *csvReader) next(cols int) (bool, error) {
 	}
 	r.row++
 	if r.row > maxSheetRow {
-		return false, fileErr(CodeDamaged, "the CSV file has more than %s lines, more than a sheet can hold", group(maxSheetRow))
+		return false, fileErr(CodeDamaged, "%s has more than %s lines, more than a sheet can hold", r.where, group(maxSheetRow))
 	}
 	r.cells = r.cells[:0]
 	for col := 1; ; col++ {
@@ -167,7 +179,7 @@ func (r *csvReader) next(cols int) (bool, error) {
 		f.reset()
 		var ok bool
 		if r.pos, ok = scanField(r.text, r.pos, r.sep, f); !ok {
-			return false, fileErr(CodeDamaged, "the CSV file is damaged: the quoted cell %s is never closed; save it again from Excel", cellName(min(col, maxSheetCol), r.row))
+			return false, fileErr(CodeDamaged, "%s is damaged: the quoted cell %s is never closed; save it again from Excel", r.where, cellName(min(col, maxSheetCol), r.row))
 		}
 		if !f.cut {
 			f.buf = unformula(f.buf)
@@ -194,7 +206,7 @@ func (r *csvReader) next(cols int) (bool, error) {
 }
 
 // readCSV reads a CSV file as Excel opens one: records separated by commas
-// (or the tabs or semicolons separatorOf finds) and line ends (CRLF, LF or
+// (or the tabs or semicolons startText finds) and line ends (CRLF, LF or
 // CR), a field in double quotes may hold separators, line ends and doubled
 // quotes, and text after a closing quote is kept as Excel keeps it. Every
 // record is a row, a blank line too, so rows are numbered as Excel shows them.
@@ -203,9 +215,7 @@ func (p *Parser) readCSV(ctx context.Context, data []byte) (*Sheet, error) {
 	if ferr != nil {
 		return nil, ferr
 	}
-	budget := &textBudget{limit: p.opts.MaxTextBytes}
-	g := newGrid(p.opts, budget, FormatCSV, "")
-	r := newCSVReader(text, p.separatorOf(text), p.opts.MaxCellBytes, budget)
+	g, r := p.startText(text)
 	for {
 		if (r.row+1)&255 == 0 && ctx.Err() != nil {
 			return nil, ctxErr(ctx, "reading the rows")

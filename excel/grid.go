@@ -66,7 +66,7 @@ type grid struct {
 	budget    *textBudget // shared with the reader: merges fill cells too
 	format    string
 	sheetName string
-	where     string // for messages: `sheet "Sheet1"` or "the CSV file"
+	where     string // for messages: `sheet "Sheet1"`, "the CSV file" or "the tab-separated file"
 
 	headerRow int // 0 until found
 	header    []string
@@ -272,7 +272,7 @@ func (g *grid) finish(merges []mergeRange) (*Sheet, error) {
 	}
 	if g.count == 0 {
 		if g.format == FormatCSV {
-			return nil, fileErr(CodeNoRows, "the CSV file has a header row (row %d) but no product rows below it", g.headerRow)
+			return nil, fileErr(CodeNoRows, "%s has a header row (row %d) but no product rows below it", g.where, g.headerRow)
 		}
 		return nil, fileErr(CodeNoRows, "the sheet %q has a header row (row %d) but no product rows below it", g.sheetName, g.headerRow)
 	}
