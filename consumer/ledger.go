@@ -45,6 +45,10 @@ type skuClaim struct {
 	own  string
 	hash string
 	held bool // the row holds a claim it has not settled yet
+	// shared: when the row last claimed, another row had held the claim
+	// with its call key (ledger.Entry.Shared), so a 409 under that key is
+	// that row's other content.
+	shared bool
 	// token: the row holds a token of c.claims (job.go, stepClaim), given
 	// back with the ledger's first answer to this claim (giveToken).
 	token bool
@@ -95,7 +99,7 @@ func (s *skuClaim) claim() bool {
 		redisRetry.Reset()
 		switch cl.Verdict {
 		case ledger.Call:
-			s.held = true
+			s.held, s.shared = true, cl.Entry.Shared
 			r.m.IdempotencyKey = cl.CallKey
 			return true
 		case ledger.Wait:
@@ -212,11 +216,15 @@ func (s *skuClaim) unmarkable(res registryclient.Result, err error) ledger.Entry
 }
 
 // refused releases the claim of a row the API refused permanently and
-// returns the row's result. The entry is forgotten only when the API refused
-// the row's own content under the row's own key (400, 422): nothing can be
-// registered under that key. A 409, or a refusal under a key an earlier
-// claimer called with, says nothing about whether that key registered
-// something, so the key stays for the next claimer.
+// returns the row's result. It asks the ledger to forget the entry only when
+// the API refused the row's own content under the row's own key (400, 422),
+// and the ledger forgets it only if no other row ever held the claim: a row
+// that took the key over (a lapsed lease) may have registered its own
+// content under it, and "call key == own key" cannot tell, since the key's
+// own row takes it back when the other row's lease lapses. A 409, or a
+// refusal under a key an earlier claimer called with, says nothing about
+// whether that key registered something, so the key stays for the next
+// claimer, whose call under it is a replay if it did.
 func (s *skuClaim) refused(res registryclient.Result, attempts int) uploadstatus.RowResult {
 	rr := refused(res, attempts)
 	if s.c.deps.Ledger == nil || !s.held {
@@ -224,7 +232,7 @@ func (s *skuClaim) refused(res registryclient.Result, attempts int) uploadstatus
 	}
 	inherited := s.r.m.IdempotencyKey != s.own
 	s.release(res.Status != http.StatusConflict && !inherited)
-	if res.Status == http.StatusConflict && inherited {
+	if res.Status == http.StatusConflict && (inherited || s.shared) {
 		rr.Code, rr.Field = CodeRegisteredOtherContent, "seller_sku"
 		rr.Reason = fmt.Sprintf("seller_sku %q is already registered with other content (the registration API refused this content under the Idempotency-Key %s that registered it); bulk registration does not change existing products",
 			s.r.m.Product.SellerSKU, s.r.m.IdempotencyKey)

@@ -13,7 +13,7 @@
 // One HASH per seller, hash-tagged like the throttle's keys so every script
 // runs on one Redis Cluster slot:
 //
-//	bulkreg:{s:<seller>}:ledger   HASH  seller_sku → entry (six tab-separated fields, see lua/ledger_claim.lua)
+//	bulkreg:{s:<seller>}:ledger   HASH  seller_sku → entry (tab-separated fields, see lua/ledger_claim.lua)
 //
 // The whole hash expires Retention after the seller's last write to it: Redis
 // 7.0 has no expiry per hash field, and a seller who keeps registering keeps
@@ -88,6 +88,12 @@ type Entry struct {
 	// At is when the SKU was registered (Registered) or when the claim's
 	// lease ends (Claimed; the zero time for a released claim), on the Redis clock.
 	At time.Time
+	// Shared (Claimed only): a row whose own key is not CallKey has held
+	// the claim, so it may have registered its content under CallKey. Such
+	// an entry is never forgotten (Release): only a call under CallKey can
+	// tell what it registered. True for a claim of an older version, which
+	// did not record it.
+	Shared bool
 }
 
 // AlreadyRegistered tells the seller, in the words of a row result, which
@@ -348,11 +354,14 @@ func (l *Ledger) MarkStep(seller, sku, row, hash, productID string, into *Entry)
 }
 
 // Release gives up the claim of the row whose own Idempotency-Key is row.
-// With forget the entry is deleted: only right when the API refused the
-// row's own content (400/422), so nothing was registered under the key it
-// called with. Without, the lease ends and the entry stays, so the next
-// claimer calls with the same key (after a 5xx or a dead letter nobody knows
-// whether the API registered it). It reports whether a claim was released.
+// The lease ends and the entry stays, so the next claimer calls with the
+// same key (after a 5xx or a dead letter nobody knows whether the API
+// registered it). forget asks for the entry to be deleted instead, when the
+// API refused the row's own content (400/422) under the row's own key; the
+// ledger deletes it only if no other row ever held the claim (Entry.Shared):
+// a row that took the key over may have registered its own content under it,
+// and forgetting the key would let the next claimer register the SKU again
+// under its own. It reports whether a claim was released.
 func (l *Ledger) Release(ctx context.Context, seller, sku, row string, forget bool) (bool, error) {
 	mode := "keep"
 	if forget {
@@ -362,7 +371,7 @@ func (l *Ledger) Release(ctx context.Context, seller, sku, row string, forget bo
 	if err != nil {
 		return false, fmt.Errorf("release seller_sku %s of seller %s in the ledger: %w", sku, seller, redisfail.Wrap(err))
 	}
-	return n == 1, nil
+	return n >= 1, nil
 }
 
 func check(seller, sku, row, hash string) error {
@@ -379,8 +388,10 @@ func check(seller, sku, row, hash string) error {
 	return nil
 }
 
-// parse reads an entry: state, hash, row, call key, product id, time (ms).
-// Fields after the sixth are ignored, so a later version may append some.
+// parse reads an entry: state, hash, row, call key, product id, time (ms),
+// and for a claim whether it was shared ("0" or "1"; absent before it was
+// recorded, read as shared). Fields after the seventh are ignored, so a later
+// version may append some.
 func parse(v string) (Entry, error) {
 	f := strings.Split(v, "\t")
 	if len(f) < 6 {
@@ -397,6 +408,7 @@ func parse(v string) (Entry, error) {
 	switch f[0] {
 	case "c":
 		e.State = Claimed
+		e.Shared = len(f) < 7 || f[6] != "0"
 	case "r":
 		e.State = Registered
 	default:

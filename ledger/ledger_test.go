@@ -183,6 +183,60 @@ func transitions(t *testing.T, rdb redis.UniversalClient) {
 			}
 			want(t, claim(t, l, s, rowB, hashA), Call, rowA)
 		}},
+		{"a claim only its own row held is not shared, renewed or not", func(t *testing.T, s string) {
+			if c := claim(t, short, s, rowA, hashA); c.Entry.Shared {
+				t.Fatalf("a new claim is shared: %+v", c.Entry)
+			}
+			if c := claim(t, short, s, rowA, hashA); c.Entry.Shared {
+				t.Fatalf("a renewed claim is shared: %+v", c.Entry)
+			}
+		}},
+		{"release forget after a takeover keeps the key: the other row may have registered under it", func(t *testing.T, s string) {
+			claim(t, short, s, rowA, hashA)
+			time.Sleep(lease + 100*time.Millisecond)
+			if c := claim(t, short, s, rowB, hashB); c.Verdict != Call || c.CallKey != rowA || !c.Entry.Shared {
+				t.Fatalf("takeover: %+v, want a call with %s, shared", c, rowA)
+			}
+			// rowB registers under rowA's key and crashes before marking; its
+			// lease lapses, rowA takes its key back and the API refuses rowA's
+			// own content under it.
+			time.Sleep(lease + 100*time.Millisecond)
+			c := claim(t, short, s, rowA, hashA)
+			want(t, c, Call, rowA)
+			if !c.Entry.Shared {
+				t.Fatalf("taken back: %+v, want still shared", c.Entry)
+			}
+			if !release(t, s, rowA, true) {
+				t.Fatal("rowA could not release its claim")
+			}
+			if e, ok := lookup(t, s); !ok || e.State != Claimed || e.CallKey != rowA || !e.At.IsZero() {
+				t.Fatalf("after forget of a shared key: %+v, %v; want the claim kept with key %s and no lease", e, ok, rowA)
+			}
+			// rowB's redelivery calls with rowA's key again: a replay.
+			want(t, claim(t, l, s, rowB, hashB), Call, rowA)
+		}},
+		{"release forget by a row that inherited the key keeps it", func(t *testing.T, s string) {
+			claim(t, short, s, rowA, hashA)
+			time.Sleep(lease + 100*time.Millisecond)
+			want(t, claim(t, short, s, rowB, hashB), Call, rowA)
+			if !release(t, s, rowB, true) {
+				t.Fatal("rowB could not release its claim")
+			}
+			if e, ok := lookup(t, s); !ok || e.CallKey != rowA {
+				t.Fatalf("after forget by the heir: %+v, %v; want the claim kept with key %s", e, ok, rowA)
+			}
+		}},
+		{"a claim of an older version (six fields) is read as shared and not forgotten", func(t *testing.T, s string) {
+			rdb.HSet(ctx, Key(s), "SKU-1", strings.Join([]string{"c", hashA, rowA, rowA, "", "0"}, "\t"))
+			if e, _ := lookup(t, s); !e.Shared {
+				t.Fatalf("old entry: %+v, want shared", e)
+			}
+			want(t, claim(t, l, s, rowA, hashA), Call, rowA)
+			release(t, s, rowA, true)
+			if e, ok := lookup(t, s); !ok || e.CallKey != rowA {
+				t.Fatalf("after forget: %+v, %v; want the claim kept", e, ok)
+			}
+		}},
 		{"release of a registered SKU changes nothing", func(t *testing.T, s string) {
 			mark(t, s, rowA, hashA, "P-6")
 			if release(t, s, rowA, true) {

@@ -1,8 +1,11 @@
 -- ledger_claim.lua: claim seller's SKUs for rows before the rows take throttle slots.
 -- Used by ledger.Ledger.Claim (the rows of one seller that claim together share a call).
 --
--- KEYS[1]  bulkreg:{s:<seller>}:ledger   HASH: seller_sku → entry, six tab-separated fields:
---            claimed:    c, content hash, claimer's Idempotency-Key, Idempotency-Key to call with, "", lease end (ms)
+-- KEYS[1]  bulkreg:{s:<seller>}:ledger   HASH: seller_sku → entry, tab-separated fields:
+--            claimed:    c, content hash, claimer's Idempotency-Key, Idempotency-Key to call with, "", lease end (ms),
+--                        shared ("1" once a row whose own key is not the call key has held the claim: that row
+--                        may have registered its content under the call key; "0" while only the key's own row
+--                        has; absent in entries of older versions, read as "1")
 --            registered: r, content hash, Idempotency-Key of the row that registered it, "", product id, marked at (ms)
 -- ARGV[1]  lease in ms: how long a claim holds without being claimed again by its row
 -- ARGV[2]  retention in ms: the whole ledger expires this long after its last write
@@ -41,8 +44,14 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local leaseEnd = string.format('%.0f', now + lease)
 local wrote = false
 
-local function claim(sku, owner, hash, callKey)
-  local e = table.concat({'c', hash, owner, callKey, '', leaseEnd}, '\t')
+-- shared is the entry's 7th field before this claim; it turns "1" for good once a row calls with a key
+-- that is not its own (a takeover), so a refusal of the key's own row can never forget the key
+-- (ledger_release.lua) while another row may have registered under it.
+local function claim(sku, owner, hash, callKey, shared)
+  if callKey ~= owner then
+    shared = '1'
+  end
+  local e = table.concat({'c', hash, owner, callKey, '', leaseEnd, shared}, '\t')
   redis.call('HSET', KEYS[1], sku, e)
   wrote = true
   return 'call', e
@@ -51,7 +60,7 @@ end
 local function decide(sku, owner, hash)
   local v = redis.call('HGET', KEYS[1], sku)
   if not v then
-    return claim(sku, owner, hash, owner)
+    return claim(sku, owner, hash, owner, '0')
   end
   local f = split(v)
   if #f < 6 then
@@ -67,7 +76,7 @@ local function decide(sku, owner, hash)
     return 'error', v
   end
   if f[3] == owner or (tonumber(f[6]) or 0) <= now then
-    return claim(sku, owner, hash, f[4])
+    return claim(sku, owner, hash, f[4], f[7] or '1')
   end
   return 'wait', v
 end

@@ -4,11 +4,17 @@
 -- KEYS[1]  bulkreg:{s:<seller>}:ledger   HASH: seller_sku → entry (layout in ledger_claim.lua)
 -- ARGV[1]  seller_sku
 -- ARGV[2]  the releasing row's own Idempotency-Key: only its own claim is released
--- ARGV[3]  "forget": delete the entry (the API refused the row's own content, so nothing can be
---          registered under the key it called with); "keep": end the lease but keep the entry, so the
---          next claimer calls with the same Idempotency-Key (the outcome of the calls made is unknown)
+-- ARGV[3]  "forget": the API refused the row's own content under the row's own key. The entry is
+--          deleted only when nothing else can have been registered under that key: the call key is the
+--          row's own and no other row ever held the claim with it (the shared field is "0"). Once a
+--          takeover handed the key to another row, that row may have registered its own content under
+--          it (a 201 whose mark never came: it crashed, or its answer was lost), so the entry is kept
+--          as with "keep" and the next claimer calls with that key: a replay if it was registered.
+--          "keep": end the lease but keep the entry, so the next claimer calls with the same
+--          Idempotency-Key (the outcome of the calls made is unknown)
 --
--- Reply: 1 when released, 0 when the SKU is not claimed by this row (registered, claimed by another, absent).
+-- Reply: 2 when released and forgotten, 1 when released and kept, 0 when the SKU is not claimed by this
+-- row (registered, claimed by another, absent).
 local v = redis.call('HGET', KEYS[1], ARGV[1])
 if not v or string.sub(v, 1, 2) ~= 'c\t' then
   return 0
@@ -26,9 +32,9 @@ end
 if f[3] ~= ARGV[2] then
   return 0
 end
-if ARGV[3] == 'forget' then
+if ARGV[3] == 'forget' and f[4] == ARGV[2] and f[7] == '0' then
   redis.call('HDEL', KEYS[1], ARGV[1])
-  return 1
+  return 2
 end
 f[6] = '0'
 redis.call('HSET', KEYS[1], ARGV[1], table.concat(f, '\t'))
