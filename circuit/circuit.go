@@ -12,10 +12,23 @@
 //   - transient failures are at least FailureRatio of them, and
 //   - the failures come from at least MinFailedRows distinct rows (one poison
 //     row can never open it), and
-//   - from at least min(MinFailedSellers, sellers that called in the window)
-//     distinct sellers (one seller's broken rows cannot open it while other
-//     sellers' calls succeed; when only one seller is calling there is no other
-//     seller to compare with, and its rows alone decide).
+//   - from at least MinFailedSellers distinct sellers, never fewer than two,
+//     and
+//   - they are spread: left out the seller that failed most, the other
+//     sellers still failed at least twice and at least FailureRatio of their
+//     calls (one seller's broken rows cannot open it while other sellers'
+//     calls succeed).
+//
+// A failure of one seller (its rows alone keep failing) is that seller's
+// problem, never the fleet's: its rows spend their own retry budget and are
+// dead-lettered, while other sellers flow. That holds when the seller is the
+// only one calling too: one seller's failures cannot tell a fault of its own
+// (its account, one product) from an outage of the API, so they never open
+// the circuit. If the API is in fact down, that seller's rows back off on
+// their own (the consumer's RetryPolicy: by default 8 attempts over 30–90 s,
+// each one a throttle slot, so at most the seller's limit per window) and go
+// to the dead-letter topic as transient, which `producer redrive` sends
+// again; the circuit opens as soon as a second seller's calls fail too.
 //
 // Open: no call is allowed; Decision.RetryAt says when to ask again. After
 // ProbeMin the first caller to ask gets the probe (the circuit turns
@@ -199,8 +212,9 @@ type Settings struct {
 	// cannot open the circuit, whatever their ratio.
 	MinFailedRows int
 	// MinFailedSellers is the fewest distinct sellers with a transient failure
-	// in the window, capped at the number of sellers that called in it.
-	// Default 2.
+	// in the window. Default 2, and never fewer: one seller's failures are
+	// that seller's problem, even when it is the only seller calling (the
+	// package comment says why); 1 acts as 2.
 	MinFailedSellers int
 	// ProbeMin is the wait from opening to the first probe, and the longest a
 	// caller refused during a probe waits before asking again. Default 1 s.

@@ -117,7 +117,8 @@ func TestSettingsValidate(t *testing.T) {
 
 // TestWhenItOpens feeds the window call by call and checks the rule: enough
 // calls, a dominant failure ratio, enough distinct failed rows, and enough
-// distinct failed sellers (capped at the sellers calling).
+// distinct failed sellers (two at least, whoever calls), spread beyond the
+// seller that failed most.
 func TestWhenItOpens(t *testing.T) {
 	srv := testredis.Start(t)
 	type c struct {
@@ -159,10 +160,19 @@ func TestWhenItOpens(t *testing.T) {
 		{"four poison rows of four sellers", poison4, false},
 		{"one seller's rows fail while another's succeed",
 			cat(many(10, "b", "b:%d", Success), many(30, "a", "a:%d", Failure)), false},
-		{"only one seller calls: its rows decide", many(20, "a", "a:%d", Failure), true},
+		// Issue 26: one seller calling, its rows all failing, is not an outage.
+		{"only one seller calls: never opens", many(100, "a", "a:%d", Failure), false},
+		{"one seller's 100 failures and another's one", cat(many(100, "a", "a:%d", Failure), many(1, "b", "b:%d", Failure)), false},
+		{"one seller's failures and another's rare ones",
+			cat(many(30, "a", "a:%d", Failure), many(27, "b", "b:%d", Success), many(3, "b", "bf:%d", Failure)), false},
+		{"a busy seller and a small one both failing: the API", cat(many(30, "a", "a:%d", Failure), many(2, "b", "b:%d", Failure)), true},
 		{"failures below the ratio",
-			cat(many(21, "s%d", "ok:%d", Success), many(20, "s%d", "u:%d", Failure)), false},
-		{"failures at the ratio", cat(many(20, "s%d", "ok:%d", Success), many(20, "s%d", "u:%d", Failure)), true},
+			cat(many(21, "t%d", "ok:%d", Success), many(20, "s%d", "u:%d", Failure)), false},
+		// At the ratio exactly the spread rule decides: left out the seller
+		// that failed most (one failure, its calls taken as one), the others
+		// must still fail at the ratio: 20 of 40.
+		{"failures at the ratio without the worst seller", cat(many(20, "t%d", "ok:%d", Success), many(21, "s%d", "u:%d", Failure)), true},
+		{"failures at the ratio, not without the worst seller", cat(many(20, "t%d", "ok:%d", Success), many(20, "s%d", "u:%d", Failure)), false},
 		{"refusals of rows are not failures", cat(many(40, "s%d", "u:%d", Answered), many(20, "s%d", "u:%d", Failure)), false},
 		{"abandoned calls count for nothing", cat(many(20, "s%d", "u:%d", Abandoned), many(19, "s%d", "u:%d", Failure)), false},
 	} {

@@ -2,6 +2,11 @@ package consumer
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,7 +70,7 @@ func dlqLen(t testing.TB, brokers []string, topic string) int {
 }
 
 // TestOutageHoldsRowsInKafka: the registration API answers 503 to everything
-// for 4 s, twice a row's retry budget (5 attempts within 2 s: enough to
+// (two sellers calling) for 4 s, twice a row's retry budget (5 attempts within 2 s: enough to
 // outlast the circuit's opening on a busy machine, where it took up to 1.1 s,
 // far too little for the outage), in the middle of an upload. While the circuit is open the consumer reads no new
 // row (a second seller's rows published meanwhile stay in Kafka), holds at
@@ -78,8 +83,12 @@ func TestOutageHoldsRowsInKafka(t *testing.T) {
 		Multiplier: 2, Jitter: 0.5, MaxAttempts: 5}
 	c := s.startConsumer(func(_ *Config, d *Deps) { d.Retry = budget })
 	s.waitGroupStable("registrar", 1)
+	// Two sellers calling when the API goes down: one seller's failures
+	// alone never open the fleet's circuit (TestOneSellersFailuresAreItsOwn).
 	s.publish("up-a", "a", 200)
+	s.publish("up-c", "c", 200)
 	s.waitProducts("a", 60, 10*time.Second)
+	s.waitProducts("c", 60, 10*time.Second)
 	defer func() {
 		if t.Failed() {
 			st, err := s.breaker().Peek(context.Background())
@@ -112,7 +121,7 @@ func TestOutageHoldsRowsInKafka(t *testing.T) {
 		// Slots taken before the circuit opened are given back when they
 		// come, within a window; then only the row that goes for the probe
 		// holds one.
-		if n := futureSlots(t, s.rdb, "bulkreg:{s:a}:log", now); n > 1 && time.Since(openedAt) > s.window+s.margin {
+		if n := futureSlots(t, s.rdb, "bulkreg:{s:a}:log", now) + futureSlots(t, s.rdb, "bulkreg:{s:c}:log", now); n > 1 && time.Since(openedAt) > s.window+s.margin {
 			t.Errorf("%d throttle slots ahead held %v after the circuit opened, want at most the probe's", n, time.Since(openedAt).Round(time.Millisecond))
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -139,14 +148,115 @@ func TestOutageHoldsRowsInKafka(t *testing.T) {
 		report.Refused, report.Refused-len(probes), len(probes), up.Sub(openedAt).Round(time.Millisecond))
 
 	testwait.For(t, 20*time.Second, "every row registered or dead-lettered", func() bool {
-		return s.audit("a").Products+s.audit("b").Products+dlqLen(t, s.brokers, s.topic) >= 230
+		return s.audit("a").Products+s.audit("b").Products+s.audit("c").Products+dlqLen(t, s.brokers, s.topic) >= 430
 	})
 	if n := dlqLen(t, s.brokers, s.topic); n != 0 {
 		t.Errorf("%d rows dead-lettered, want 0: the outage is not the rows' failure", n)
 	}
 	s.checkCompliant("a", 200)
 	s.checkCompliant("b", 30)
+	s.checkCompliant("c", 200)
 	if st, err := watch.Peek(context.Background()); err != nil || st.State != circuit.Closed {
 		t.Errorf("after the outage the circuit is %v (%v), want closed", st.State, err)
 	}
+}
+
+// sellerFault answers 503 to every registration of the sellers in down and
+// passes everything else to the sandbox: one seller's persistent fault (its
+// account broken at the API) while the API serves the others. It counts the
+// calls it refused per Idempotency-Key.
+type sellerFault struct {
+	next http.Handler
+	down map[string]bool
+
+	mu      sync.Mutex
+	refused map[string]int
+}
+
+func (f *sellerFault) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/") // v1 sellers <id> products
+	if len(parts) == 4 && parts[1] == "sellers" && f.down[parts[2]] {
+		f.mu.Lock()
+		f.refused[r.Header.Get("Idempotency-Key")]++
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, `{"error":{"code":"unavailable","message":"the seller's catalogue is unavailable"}}`)
+		return
+	}
+	f.next.ServeHTTP(w, r)
+}
+
+func (f *sellerFault) calls() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]int, len(f.refused))
+	for k, v := range f.refused {
+		out[k] = v
+	}
+	return out
+}
+
+// TestOneSellersFailuresAreItsOwn (issue 26, finding 5): every call for one
+// seller answers 503 while the API serves everybody else, and that seller is
+// the only one calling at first. Its failures are its own: the fleet's
+// circuit never opens, each of its rows spends its retry budget (4 attempts)
+// and is dead-lettered, and a second seller's rows published 2 s later are
+// read and registered meanwhile. Before, the breaker needed only as many
+// failing sellers as were calling (one): it opened, the failing rows waited
+// for the circuit without spending attempts, only they probed, and the
+// consumer holding them read nothing more: the second seller was never served.
+func TestOneSellersFailuresAreItsOwn(t *testing.T) {
+	s := newStack(t, stackOptions{partitions: 1, limit: 50, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond})
+	fault := &sellerFault{next: s.api.Config.Handler, down: map[string]bool{"poison": true}, refused: map[string]int{}}
+	api := httptest.NewServer(fault)
+	t.Cleanup(api.Close)
+	const attempts = 4
+	budget := registryclient.RetryPolicy{InitialInterval: 50 * time.Millisecond, MaxInterval: 400 * time.Millisecond, MaxElapsed: 20 * time.Second,
+		Multiplier: 2, Jitter: 0.5, MaxAttempts: attempts}
+	c := s.startConsumer(func(_ *Config, d *Deps) {
+		d.Retry = budget
+		rc, err := registryclient.New(registryclient.Options{BaseURL: api.URL, Timeout: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Registry = rc
+	})
+	s.waitGroupStable("registrar", 1)
+	watch := s.breaker()
+	defer func() {
+		if t.Failed() {
+			st, err := watch.Peek(context.Background())
+			t.Logf("at the end: circuit %+v (%v), rows held %v", st, err, c.lanes.rowsBySeller())
+		}
+	}()
+
+	const poisonRows, goodRows = 40, 40
+	s.publish("up-poison", "poison", poisonRows)
+	// Enough failures for the old rule (20 calls, 5 rows, one seller calling).
+	testwait.For(t, 10*time.Second, "the poison seller's first attempts failed", func() bool { return len(fault.calls()) >= 20 })
+	time.Sleep(2 * time.Second)
+	published := time.Now()
+	s.publish("up-good", "good", goodRows)
+	s.waitProducts("good", goodRows, 10*time.Second)
+	t.Logf("the healthy seller's %d rows registered %v after they were published", goodRows, time.Since(published).Round(time.Millisecond))
+
+	testwait.For(t, 20*time.Second, "every poison row dead-lettered", func() bool { return dlqLen(t, s.brokers, s.topic) >= poisonRows })
+	if n := dlqLen(t, s.brokers, s.topic); n != poisonRows {
+		t.Errorf("%d dead letters, want the %d poison rows", n, poisonRows)
+	}
+	calls := fault.calls()
+	if len(calls) != poisonRows {
+		t.Errorf("%d poison rows reached the API, want %d", len(calls), poisonRows)
+	}
+	for key, n := range calls {
+		if n != attempts {
+			t.Errorf("row %s was tried %d times, want its budget of %d", key, n, attempts)
+		}
+	}
+	st, err := watch.Peek(context.Background())
+	if err != nil || st.State != circuit.Closed || st.Opens != 0 || st.Probes != 0 {
+		t.Errorf("the circuit is %v (%v), opened %d times, %d probes; want closed, never opened: one seller's failures are its own", st.State, err, st.Opens, st.Probes)
+	}
+	s.checkCompliant("good", goodRows)
 }

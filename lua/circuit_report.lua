@@ -4,9 +4,13 @@
 -- While closed, every call is counted in a sliding window kept as a ring of
 -- buckets; a transient failure then checks whether the circuit must open: at
 -- least min_calls calls in the window, failures >= ratio × calls, failures from
--- at least min_rows distinct rows, and from at least min(min_sellers, sellers
--- that called in the window) distinct sellers. One poison row, or one seller's
--- broken rows while other sellers succeed, cannot open it.
+-- at least min_rows distinct rows and from at least max(2, min_sellers) distinct
+-- sellers, and the failures are spread: left out the seller that failed most,
+-- the others still failed at least twice and at least ratio × their calls. One
+-- poison row, or one seller's broken rows, can never open it, not even when
+-- that seller is the only one calling (nothing tells its fault from the API's
+-- then: its rows spend their own retry budget, and the fleet's circuit opens
+-- as soon as a second seller's rows fail too).
 -- The probe's outcome decides a half-open circuit: an answer (success or a
 -- refusal of the row) closes it and clears the window; a transient failure opens
 -- it again with the probe interval multiplied (up to the maximum); an abandoned
@@ -19,7 +23,8 @@
 -- KEYS[1]  bulkreg:{circuit}:state   HASH (see circuit_allow.lua); also closed_at, last_open_us
 -- KEYS[2]  bulkreg:{circuit}:window  HASH: for bucket slot i, "i:id" (bucket number), "i:n" (calls),
 --          "i:f" (transient failures), "i:s" (sellers that called), "i:fs" (sellers that failed),
---          "i:fr" (rows that failed); the last three are "\n"-separated lists
+--          "i:fr" (rows that failed); the last three are "\n"-separated lists; "i:fc" (transient
+--          failures per seller, "seller\tcount" lines, for at most spread_cap sellers a bucket)
 -- ARGV[1]  outcome: "success" | "failure" | "answered" | "abandoned"
 -- ARGV[2]  probe id ("" when the call was not a probe)
 -- ARGV[3]  seller id
@@ -99,7 +104,7 @@ local cur = math.floor(now / width)
 local slot = tostring(cur % buckets)
 local function f(name) return slot .. ':' .. name end
 if tonumber(redis.call('HGET', KEYS[2], f('id')) or '-1') ~= cur then
-  redis.call('HSET', KEYS[2], f('id'), us(cur), f('n'), 0, f('f'), 0, f('s'), '', f('fs'), '', f('fr'), '')
+  redis.call('HSET', KEYS[2], f('id'), us(cur), f('n'), 0, f('f'), 0, f('s'), '', f('fs'), '', f('fr'), '', f('fc'), '')
 end
 -- add member to the list in field unless it is there or the list holds cap members
 local function capadd(field, member, cap)
@@ -113,8 +118,30 @@ local function capadd(field, member, cap)
   if v == '' then v = member else v = v .. '\n' .. member end
   redis.call('HSET', KEYS[2], field, v)
 end
+-- count one failure of member in field's "member\tcount" lines, unless the
+-- lines hold cap members already (its failure then counts for the others)
+local function capcount(field, member, cap)
+  local v = redis.call('HGET', KEYS[2], field) or ''
+  local out, n, found = {}, 0, false
+  for m, c in string.gmatch(v, '([^\t\n]+)\t(%d+)') do
+    n = n + 1
+    if m == member then c = tostring(tonumber(c) + 1); found = true end
+    out[n] = m .. '\t' .. c
+  end
+  if not found then
+    if n >= cap then return end
+    out[n + 1] = member .. '\t1'
+  end
+  redis.call('HSET', KEYS[2], field, table.concat(out, '\n'))
+end
 local minCalls, ratio = tonumber(ARGV[7]), tonumber(ARGV[8])
 local minRows, minSellers = tonumber(ARGV[9]), tonumber(ARGV[10])
+-- One seller is never "the API": whatever the setting, two sellers must fail.
+if minSellers < 2 then minSellers = 2 end
+-- Per-seller failure counts are kept for this many sellers a bucket: enough
+-- to find the seller that failed most; a bucket with more failing sellers
+-- than that is an outage whichever seller is left out.
+local spreadCap = 16
 redis.call('HINCRBY', KEYS[2], f('n'), counted + unsent)
 if counted == 1 then capadd(f('s'), seller, minSellers) end
 for s in string.gmatch(ARGV[16] or '', '[^\n]+') do capadd(f('s'), s, minSellers) end
@@ -122,6 +149,7 @@ if outcome == 'failure' then
   redis.call('HINCRBY', KEYS[2], f('f'), 1)
   capadd(f('fs'), seller, minSellers)
   capadd(f('fr'), row, minRows)
+  capcount(f('fc'), seller, spreadCap)
 end
 redis.call('PEXPIRE', KEYS[2], math.ceil(2 * window / 1000) + 1000)
 if outcome ~= 'failure' then
@@ -133,8 +161,8 @@ local all = redis.call('HGETALL', KEYS[2])
 local m = {}
 for i = 1, #all, 2 do m[all[i]] = all[i + 1] end
 local calls, fails = 0, 0
-local sellers, failSellers, failRows = {}, {}, {}
-local ns, nfs, nfr = 0, 0, 0
+local failSellers, failRows, perSeller = {}, {}, {}
+local nfs, nfr = 0, 0
 local function union(set, v, count)
   for x in string.gmatch(v or '', '[^\n]+') do
     if not set[x] then set[x] = true; count = count + 1 end
@@ -146,14 +174,23 @@ for i = 0, buckets - 1 do
   if id >= 0 and id <= cur and cur - id < buckets then
     calls = calls + tonumber(m[i .. ':n'] or '0')
     fails = fails + tonumber(m[i .. ':f'] or '0')
-    ns = union(sellers, m[i .. ':s'], ns)
     nfs = union(failSellers, m[i .. ':fs'], nfs)
     nfr = union(failRows, m[i .. ':fr'], nfr)
+    for x, c in string.gmatch(m[i .. ':fc'] or '', '([^\t\n]+)\t(%d+)') do
+      perSeller[x] = (perSeller[x] or 0) + tonumber(c)
+    end
   end
 end
-local needSellers = minSellers
-if ns < needSellers then needSellers = ns end
-if calls >= minCalls and fails >= ratio * calls and nfr >= minRows and nfs >= needSellers then
+-- The seller that failed most, left out: do the others' calls say the API is down?
+-- Its calls are not counted per seller; its failures stand for them, which
+-- only makes the others' share look smaller.
+local worst = 0
+for _, c in pairs(perSeller) do
+  if c > worst then worst = c end
+end
+local otherFails, otherCalls = fails - worst, calls - worst
+local spread = otherFails >= 2 and otherFails >= ratio * otherCalls
+if calls >= minCalls and fails >= ratio * calls and nfr >= minRows and nfs >= minSellers and spread then
   local first = tonumber(ARGV[11])
   redis.call('HSET', KEYS[1], 'state', 'open', 'opened_at', us(now), 'interval', us(first), 'next_probe', us(now + first))
   redis.call('HDEL', KEYS[1], 'probe_until', 'probe_id')

@@ -11,13 +11,13 @@ import (
 	"github.com/bulkreg/bulkreg/circuit"
 )
 
-// Settings open the circuit after five failing rows of one seller and
+// Settings open the circuit after five failing rows of two sellers and
 // probe within 100 ms.
 func Settings() circuit.Settings {
 	return circuit.Settings{Window: 2 * time.Second, MinCalls: 5, MinFailedRows: 5, ProbeMin: 50 * time.Millisecond, ProbeMax: 100 * time.Millisecond}
 }
 
-// Trip opens b (made with Settings) by reporting five failed calls, and
+// Trip opens b (made with Settings) by reporting five failed calls of two sellers, and
 // fails the test unless it is open then.
 func Trip(t testing.TB, b *circuit.Breaker) {
 	t.Helper()
@@ -27,7 +27,9 @@ func Trip(t testing.TB, b *circuit.Breaker) {
 		if err != nil || !d.Allowed {
 			t.Fatalf("Allow before the circuit opened: %+v, %v", d, err)
 		}
-		if _, err := b.Report(ctx, d, circuit.Call{Seller: "s", Row: fmt.Sprintf("u:%d", i), Outcome: circuit.Failure}); err != nil {
+		// Two sellers: one seller's failures never open the circuit.
+		seller := []string{"s", "t"}[i%2]
+		if _, err := b.Report(ctx, d, circuit.Call{Seller: seller, Row: fmt.Sprintf("u:%d", i), Outcome: circuit.Failure}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -19,7 +19,7 @@ func bindCircuit(b *config.Binder, s *circuit.Settings) {
 	b.Int(&s.MinCalls, "circuit-min-calls", "circuit breaker: fewest calls in the window before the circuit may open")
 	b.Float(&s.FailureRatio, "circuit-failure-ratio", "circuit breaker: share of transient failures (5xx, timeouts, connection errors) among the window's calls that opens the circuit, in (0, 1]")
 	b.Int(&s.MinFailedRows, "circuit-min-failed-rows", "circuit breaker: fewest distinct rows failing in the window before it opens (a few poison rows never open it)")
-	b.Int(&s.MinFailedSellers, "circuit-min-failed-sellers", "circuit breaker: fewest distinct sellers failing in the window before it opens, capped at the sellers calling")
+	b.Int(&s.MinFailedSellers, "circuit-min-failed-sellers", "circuit breaker: fewest distinct sellers failing in the window before it opens, never fewer than 2 (one seller's failures are its own)")
 	b.Duration(&s.ProbeMin, "circuit-probe-min", "circuit breaker: wait from opening to the first probe call, and the longest a refused caller waits before asking again")
 	b.Duration(&s.ProbeMax, "circuit-probe-max", "circuit breaker: longest wait between two probe calls while the registration API stays down")
 	b.Float(&s.ProbeMultiplier, "circuit-probe-multiplier", "circuit breaker: growth of the wait between probes after each failed probe (at least 1)")
