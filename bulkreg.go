@@ -122,6 +122,40 @@ func quoteShort(s string) string {
 	return strconv.Quote(s)
 }
 
+// MaxUploadIDLen is the longest upload id bulkreg accepts.
+const MaxUploadIDLen = 64
+
+// MaxRowNumber is the highest row number a message may carry. Rows are
+// numbered as the file numbers them (a sheet's row, a text file's line), and
+// an upload is at most 10 MiB, so no upload has a row beyond it.
+const MaxRowNumber = 1 << 24
+
+// ErrBadUploadID marks an upload id outside the one format bulkreg accepts.
+var ErrBadUploadID = errors.New("bad upload id")
+
+// ValidUploadID checks an upload id against the format bulkreg accepts: 1 to
+// 64 of the characters A-Z, a-z, 0-9, "_" and "-". The producer makes ids of
+// 16 lowercase hex digits (the SHA-256 of the seller and the file's SHA-256,
+// cut to 64 bits: producer/upload.UploadID), which this format holds; it is
+// as wide as the seller id's so that ids made by tools (the bench, redrive
+// tests) pass too. The id becomes a Redis hash tag ({<id>}), the part of the
+// Idempotency-Key before its ':' and a path in status URLs, so a brace, a
+// colon, a slash or a line break in it would change what those mean.
+func ValidUploadID(id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: it is empty", ErrBadUploadID)
+	}
+	if len(id) > MaxUploadIDLen {
+		return fmt.Errorf("%w: it has %d characters, at most %d are allowed", ErrBadUploadID, len(id), MaxUploadIDLen)
+	}
+	for i, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: %s holds %q at byte %d; only A-Z, a-z, 0-9, _ and - are allowed", ErrBadUploadID, quoteShort(id), c, i+1)
+		}
+	}
+	return nil
+}
+
 // ErrBadMessage marks a message that can never be processed, however often it
 // is retried: it belongs in the dead-letter topic at once.
 var ErrBadMessage = errors.New("bad message")
@@ -139,14 +173,20 @@ func DecodeMessage(value []byte) (Message, error) {
 		return Message{}, fmt.Errorf("%w: field v is %d, this consumer reads version %d", ErrBadMessage, m.V, MessageVersion)
 	case m.UploadID == "":
 		return Message{}, fmt.Errorf("%w: field upload_id is empty", ErrBadMessage)
+	case ValidUploadID(m.UploadID) != nil:
+		return Message{}, fmt.Errorf("%w: field upload_id: %w", ErrBadMessage, ValidUploadID(m.UploadID))
 	case m.SellerID == "":
 		return Message{}, fmt.Errorf("%w: field seller_id is empty", ErrBadMessage)
 	case ValidSellerID(m.SellerID) != nil:
 		return Message{}, fmt.Errorf("%w: field seller_id: %w", ErrBadMessage, ValidSellerID(m.SellerID))
 	case m.Row < 1:
 		return Message{}, fmt.Errorf("%w: field row is %d, rows start at 1", ErrBadMessage, m.Row)
+	case m.Row > MaxRowNumber:
+		return Message{}, fmt.Errorf("%w: field row is %d, no upload has a row beyond %d", ErrBadMessage, m.Row, MaxRowNumber)
 	case m.IdempotencyKey != IdempotencyKey(m.UploadID, m.Row):
-		return Message{}, fmt.Errorf("%w: field idempotency_key is %q, want %q", ErrBadMessage, m.IdempotencyKey, IdempotencyKey(m.UploadID, m.Row))
+		return Message{}, fmt.Errorf("%w: field idempotency_key is %s, want %q", ErrBadMessage, quoteShort(m.IdempotencyKey), IdempotencyKey(m.UploadID, m.Row))
+	case m.EnqueuedAt.IsZero():
+		return Message{}, fmt.Errorf("%w: field enqueued_at is missing; the producer stamps every row with the time it queued it", ErrBadMessage)
 	}
 	return m, nil
 }

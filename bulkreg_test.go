@@ -37,6 +37,13 @@ func TestDecodeMessageRejects(t *testing.T) {
 		{"no seller", `{"v":1,"upload_id":"u","row":1,"idempotency_key":"u:1"}`, "seller_id"},
 		{"row zero", `{"v":1,"upload_id":"u","seller_id":"s","row":0,"idempotency_key":"u:0"}`, "field row"},
 		{"key mismatch", `{"v":1,"upload_id":"u","seller_id":"s","row":2,"idempotency_key":"u:3"}`, "idempotency_key"},
+		{"tab in upload", `{"v":1,"upload_id":"u\t1","seller_id":"s","row":1,"idempotency_key":"u\t1:1","enqueued_at":"2026-11-22T09:30:15Z"}`, "upload_id"},
+		{"newline in upload", `{"v":1,"upload_id":"u\n1","seller_id":"s","row":1,"idempotency_key":"u\n1:1","enqueued_at":"2026-11-22T09:30:15Z"}`, "upload_id"},
+		{"hash tag in upload", `{"v":1,"upload_id":"u}{x","seller_id":"s","row":1,"idempotency_key":"u}{x:1","enqueued_at":"2026-11-22T09:30:15Z"}`, "upload_id"},
+		{"colon in upload", `{"v":1,"upload_id":"u:2","seller_id":"s","row":1,"idempotency_key":"u:2:1","enqueued_at":"2026-11-22T09:30:15Z"}`, "upload_id"},
+		{"upload too long", `{"v":1,"upload_id":"` + strings.Repeat("a", 65) + `","seller_id":"s","row":1,"idempotency_key":"` + strings.Repeat("a", 65) + `:1","enqueued_at":"2026-11-22T09:30:15Z"}`, "65 characters"},
+		{"row too high", `{"v":1,"upload_id":"u","seller_id":"s","row":16777217,"idempotency_key":"u:16777217","enqueued_at":"2026-11-22T09:30:15Z"}`, "field row"},
+		{"no enqueued_at", `{"v":1,"upload_id":"u","seller_id":"s","row":1,"idempotency_key":"u:1"}`, "enqueued_at"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -52,7 +59,8 @@ func TestDecodeMessageRejects(t *testing.T) {
 }
 
 func FuzzDecodeMessage(f *testing.F) {
-	f.Add([]byte(`{"v":1,"upload_id":"u","seller_id":"s","row":1,"idempotency_key":"u:1","product":{"price":1}}`))
+	f.Add([]byte(`{"v":1,"upload_id":"u","seller_id":"s","row":1,"idempotency_key":"u:1","product":{"price":1},"enqueued_at":"2026-11-22T09:30:15Z"}`))
+	f.Add([]byte(`{"v":1,"upload_id":"u\t1","seller_id":"s","row":1,"idempotency_key":"u\t1:1","enqueued_at":"2026-11-22T09:30:15Z"}`))
 	f.Add([]byte(`{}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := DecodeMessage(b)
@@ -62,7 +70,7 @@ func FuzzDecodeMessage(f *testing.F) {
 			}
 			return
 		}
-		if m.IdempotencyKey != IdempotencyKey(m.UploadID, m.Row) || m.Row < 1 || ValidSellerID(m.SellerID) != nil {
+		if m.IdempotencyKey != IdempotencyKey(m.UploadID, m.Row) || m.Row < 1 || m.Row > MaxRowNumber || ValidSellerID(m.SellerID) != nil || ValidUploadID(m.UploadID) != nil {
 			t.Fatalf("accepted an inconsistent message %+v", m)
 		}
 	})

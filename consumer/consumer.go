@@ -94,6 +94,11 @@ type Deps struct {
 	// Circuit is the fleet-wide circuit breaker (consumer/circuit.go); nil
 	// calls without one (tests of other steps). The commands always set it.
 	Circuit Breaker
+	// Uploads is asked, once per upload a consumer meets, whether the
+	// upload exists (consumer/door.go); a row of one that never did is
+	// dead-lettered as a bad message. nil lets every row in (tests that
+	// publish rows without creating their upload). The commands always set it.
+	Uploads Uploads
 }
 
 // Consumer registers the rows of the rows topic.
@@ -129,6 +134,7 @@ type Consumer struct {
 	turn   *probeTurn // one row at a time goes for the circuit's probe
 	asks   *askGates  // a seller's rows do not ask for slots the throttle just refused
 	clock  *redisClock
+	door   *uploadDoor // nil without Deps.Uploads
 	// reserving counts rows between asking for a slot and calling: the
 	// clock is read on its own only while some row needs it (syncClock).
 	reserving atomic.Int64
@@ -157,7 +163,7 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 		reg = prometheus.NewRegistry()
 	}
 	span := deps.Throttle.Policy().Window + deps.Throttle.Policy().Margin // how long a seller keeps its rank (duenow.go)
-	c := &Consumer{cfg: cfg, deps: deps, log: log, dlq: deps.DeadLetters, close: func() error { return nil }, calls: make(chan struct{}, cfg.MaxConcurrentCalls), now: newDueNow(cfg.MaxDueNow, span), claims: newDueNow(cfg.MaxDueNow, span), warm: &warmth{}, turn: newProbeTurn(), asks: newAskGates(), clock: newRedisClock()}
+	c := &Consumer{cfg: cfg, deps: deps, log: log, dlq: deps.DeadLetters, close: func() error { return nil }, calls: make(chan struct{}, cfg.MaxConcurrentCalls), now: newDueNow(cfg.MaxDueNow, span), claims: newDueNow(cfg.MaxDueNow, span), warm: &warmth{}, turn: newProbeTurn(), asks: newAskGates(), clock: newRedisClock(), door: newUploadDoor(deps.Uploads)}
 	c.m = newMetrics(reg, func() float64 {
 		if t := c.group.oldestUnfinished(); !t.IsZero() {
 			return time.Since(t).Seconds()

@@ -27,7 +27,13 @@ const (
 
 // Error classes in HeaderErrorClass besides the registry client's classes.
 const (
-	ClassBadMessage = "bad-message" // the value is not a row message; never retried
+	// ClassBadMessage: the value is not a row message (bulkreg.DecodeRecord
+	// refused it: a field missing or malformed, an upload_id outside its
+	// format, an Idempotency-Key that is not <upload_id>:<row>, a key and
+	// value naming different sellers), or it names an upload no producer
+	// created (door.go). Never retried: nothing was registered, and no
+	// upload's status shows it.
+	ClassBadMessage = "bad-message"
 )
 
 // DeadLetter is a message that will not be processed, with the reason.

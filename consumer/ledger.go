@@ -45,6 +45,9 @@ type skuClaim struct {
 	own  string
 	hash string
 	held bool // the row holds a claim it has not settled yet
+	// admitted: the row's upload was found to exist (door.go), before its
+	// first claim.
+	admitted bool
 	// shared: when the row last claimed, another row had held the claim
 	// with its call key (ledger.Entry.Shared), so a 409 under that key is
 	// that row's other content.
@@ -62,12 +65,20 @@ func (c *Consumer) newSKUClaim(r *row, log *slog.Logger) *skuClaim {
 }
 
 // claim runs before every attempt's slot: it takes or renews the row's
-// claim on its SKU. It reports false when the row is done with: finished
-// (registered before, by this row or another, or with other content) or
-// given back (rebalance, shutdown). While another row holds the claim it
+// claim on its SKU, after checking once that the row's upload exists
+// (door.go). It reports false when the row is done with: finished
+// (registered before, by this row or another, or with other content; a row
+// of an upload that does not exist, dead-lettered) or given back
+// (rebalance, shutdown). While another row holds the claim it
 // waits without a slot; while Redis does not answer it waits (fail closed).
 func (s *skuClaim) claim() bool {
 	c, r := s.c, s.r
+	if !s.admitted {
+		if !c.admit(r, s.log) {
+			return false
+		}
+		s.admitted = true
+	}
 	if c.deps.Ledger == nil {
 		return true
 	}

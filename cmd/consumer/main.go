@@ -245,10 +245,12 @@ func run(args []string, getenv func(string) string) error {
 	})
 	metrics.MustRegister(redisCommands, redisRoundTrips)
 	countRedis(rdb, redisCommands, redisRoundTrips)
+	status := uploadstatus.New(rdb, s.statusRetention)
 	c, err := consumer.New(s.consumer, consumer.Deps{
 		Throttle:   th,
 		Registry:   reg,
-		Status:     uploadstatus.New(rdb, s.statusRetention),
+		Status:     status,
+		Uploads:    status,
 		Calls:      compliance.NewRecorder(rdb, s.callRetention),
 		Ledger:     ledger.New(rdb, s.ledger),
 		Retry:      s.retry,
