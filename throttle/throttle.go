@@ -554,7 +554,7 @@ func (t *Throttle) releaseCall(seller, id string) scriptCall {
 	if t.p.Kind == TokenBucket {
 		ks = append(ks, k.tat)
 		interval, _ := t.p.gcra()
-		args = append(args, strconv.FormatFloat(interval, 'f', 3, 64))
+		args = append(args, strconv.FormatFloat(interval, 'f', 3, 64), t.p.span().Microseconds())
 	}
 	return scriptCall{t.release, ks, args}
 }

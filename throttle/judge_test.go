@@ -1,0 +1,101 @@
+package throttle
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulkreg/bulkreg/internal/sandbox"
+)
+
+// judge is the sandbox registration API, strict, counting each call when it
+// handles it: after its injected latency, so a latency is an API that counts
+// calls that late. The tests below are judged by its audit, not by the
+// throttle's own view.
+type judge struct {
+	sb  *sandbox.Server
+	url string
+}
+
+func startJudge(t *testing.T, o sandbox.Options) *judge {
+	t.Helper()
+	sb, err := sandbox.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sb)
+	t.Cleanup(srv.Close)
+	return &judge{sb: sb, url: srv.URL}
+}
+
+// register makes one registration call for the seller and answers its
+// status and when the answer came (the machine's clock, which is Redis's:
+// the same machine).
+func (j *judge) register(t *testing.T, seller, key string) (int, time.Time) {
+	t.Helper()
+	body := fmt.Sprintf(`{"seller_sku":%q,"name":"상품","category_code":"50000001","price":12000,"stock":10,"shipping_fee":0}`, key)
+	req, err := http.NewRequest(http.MethodPost, j.url+"/v1/sellers/"+seller+"/products", strings.NewReader(body))
+	if err != nil {
+		t.Error(err)
+		return 0, time.Now()
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return 0, time.Now()
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, time.Now()
+}
+
+// audit fails the test when the API refused any call of the seller or
+// counted more than its limit at once (by its own policy: in one trailing
+// window, or tokens of its bucket), and answers its 201s.
+func (j *judge) audit(t *testing.T, seller string) int {
+	t.Helper()
+	a := j.sb.Audit().Sellers[seller]
+	if a.RateLimited != 0 || a.Exceeded {
+		t.Errorf("the API refused %d calls (429) and counted up to %d at once; accepted at %v",
+			a.RateLimited, a.MaxCounted, j.sb.AcceptedTimes(seller))
+	}
+	return a.Accepted
+}
+
+// callAt makes the row's call as a consumer does: it asks the throttle to
+// confirm the slot shortly before it (taking a new one when the slot is no
+// longer good), waits for it, calls, and settles the slot at the answer.
+func callAt(t *testing.T, th *Throttle, j *judge, r Reservation, key string) {
+	t.Helper()
+	ctx := context.Background()
+	for {
+		time.Sleep(time.Until(r.At.Add(-30 * time.Millisecond)))
+		c, err := th.Check(ctx, r)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if c.Good {
+			break
+		}
+		if r, err = th.Wait(ctx, r.Seller); err != nil {
+			t.Error(err)
+			return
+		}
+	}
+	time.Sleep(time.Until(r.At))
+	status, answered := j.register(t, r.Seller, key)
+	if status != http.StatusCreated {
+		return // the audit tells
+	}
+	if err := th.Settle(ctx, r, answered); err != nil {
+		t.Error(err)
+	}
+}
