@@ -77,7 +77,7 @@ func (c *Consumer) admit(r *row, log *slog.Logger) bool {
 	ctx := r.ctx()
 	retry := c.redisBackOff()
 	q := uploadstatus.PresenceQuery{UploadID: r.m.UploadID, SellerID: r.m.SellerID, EnqueuedAt: r.m.EnqueuedAt,
-		Marker: d.markers.For(uploadstatus.MetaKey(r.m.UploadID))}
+		Marker: d.markers.For(uploadstatus.MetaKey(r.m.UploadID)), Slack: c.cfg.UploadPresenceSlack}
 	for {
 		if !c.redis.wait(ctx) {
 			r.giveBack()

@@ -102,6 +102,11 @@ type Config struct {
 	// own (Deps.RedisTime), to place slots on this process's clock. 0:
 	// 100 ms; negative: never.
 	ClockSync time.Duration
+	// UploadPresenceSlack is how long before a row was queued Redis must
+	// have lost nothing of its upload's hash slot for an absent upload to
+	// make the row a bad message (consumer/door.go). 0:
+	// uploadstatus.DefaultPresenceSlack (10 min).
+	UploadPresenceSlack time.Duration
 	// MissedSlotBackoffMax caps the jittered, growing wait of a row whose
 	// slot went by before it could call, before it takes a new slot. 0: 5 s.
 	MissedSlotBackoffMax time.Duration

@@ -147,6 +147,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (setting
 	b.Duration(&s.maxWait, "max-wait", "a throttle slot farther ahead than this is not taken yet, the row asks again later (0 = the session timeout: a crashed consumer's unused slots then delay its successor by at most one window)")
 	b.Duration(&s.callRetention, "call-retention", "how long each call stays in the compliance history")
 	b.Duration(&s.statusRetention, "status-retention", "how long an upload's row results are kept")
+	b.Duration(&c.UploadPresenceSlack, "upload-presence-slack", "a row whose upload has no record is dead-lettered as a bad message only if Redis lost nothing of the upload's hash slot since this long before the row was queued, and the row is younger than --status-retention less this (0 = 10m)")
 	b.Duration(&s.ledger.Retention, "ledger-retention", "how long a seller's SKU ledger (what it registered) is kept after the seller's last claim or registration; a re-upload after that registers again")
 	b.Duration(&s.ledger.Lease, "ledger-lease", "how long a row's claim on its SKU holds without being renewed; after it another upload's row with that SKU may take it over")
 	bindCircuit(b, &s.circuit)
