@@ -1,11 +1,76 @@
 -- settle.lua: move a slot of a sliding log to the time the API answered its
--- call, when that is later. Used by throttle.Throttle.SettleStep, in a batch
--- (internal/scriptbatch) with the call's other writes; Throttle.Settle sends
--- the same ZADD on its own.
+-- call, when that is later, and keep what the log then relies on true. Used by
+-- throttle.Throttle.SettleStep, in a batch (internal/scriptbatch) with the
+-- call's other writes, and by Throttle.Settle on its own, for a seller's log
+-- and for the app-wide log.
 --
--- KEYS[1]  bulkreg:{s:<seller>}:log   ZSET as in reserve.lua
--- ARGV[1]  the answer's time in µs on the Redis clock
+-- The API counted the call at `at` + margin at the latest (the caller passes
+-- the answer's time less the margin), so the log must hold it there until
+-- at + W' has passed; every hold counts from that instant, not from the slot:
+--   - the log's key lives at least until at + W' (and a second more), so it
+--     does not expire with the slot's old place while the call still fills
+--     the window (reserve.lua set its expiry from the slots it knew then);
+--   - slots booked after the old place that no call has begun yet (after
+--     now + lead) and that now share a window of W' with `limit` others are
+--     given back: their rows find them gone at Check and take new ones;
+--   - a slot no longer in the log (Redis lost it, or the key expired or was
+--     trimmed before a very late answer) is not brought back, but the API
+--     counted a call the log no longer knows: no new slot of the log starts
+--     before at + W' + 1µs (the block key), and slots booked before that which
+--     no call has begun are given back. This is how a call made before Redis
+--     lost its data and counted late holds its seller past the loss hold.
+--
+-- KEYS[1]  the sliding log: bulkreg:{s:<seller>}:log (reserve.lua) or bulkreg:{g}:log (reserve_global.lua); ZSET
+-- KEYS[2]  optional: the log's block key (bulkreg:{s:<seller>}:block or bulkreg:{g}:block), STRING µs, as block.lua
+-- ARGV[1]  at: the answer's time in µs on the Redis clock, less the margin
 -- ARGV[2]  reservation id
+-- ARGV[3]  optional: W' = window + margin, in µs (absent: only move the slot, as a bare ZADD XX GT)
+-- ARGV[4]  L, slots per window (with ARGV[3])
+-- ARGV[5]  lead in µs (with ARGV[3]): slots within this of now may be checked and called already, and are kept
 --
--- Reply: 0 (ZADD XX GT adds nothing; a slot no longer in the log stays out).
-return redis.call('ZADD', KEYS[1], 'XX', 'GT', ARGV[1], ARGV[2])
+-- Reply: the number of booked slots given back (0 but when the call was counted later than they assumed).
+-- A retry is harmless: a slot already at `at` moves nothing.
+local at, id = tonumber(ARGV[1]), ARGV[2]
+if not ARGV[3] then
+  redis.call('ZADD', KEYS[1], 'XX', 'GT', ARGV[1], id)
+  return 0
+end
+local win, limit, lead = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local function us(x) return string.format('%.0f', x) end
+local given = 0
+
+local held = redis.call('ZSCORE', KEYS[1], id)
+if held then
+  if at <= tonumber(held) then return 0 end
+  redis.call('ZADD', KEYS[1], 'XX', 'GT', us(at), id)
+  local need = math.ceil((at - now + win) / 1000) + 1000
+  if redis.call('PTTL', KEYS[1]) < need then redis.call('PEXPIRE', KEYS[1], need) end
+  -- the booked slots within W' after `at`, in order: each that now closes a
+  -- window of W' holding more than `limit` is given back, unless its call may have begun
+  local r = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. us(now + lead), us(at + win), 'WITHSCORES')
+  for i = 1, #r, 2 do
+    local x = tonumber(r[i + 1])
+    if redis.call('ZCOUNT', KEYS[1], us(x - win), us(x)) > limit then
+      redis.call('ZREM', KEYS[1], r[i])
+      given = given + 1
+    end
+  end
+  return given
+end
+
+-- not in the log: the log forgot a call the API counted by at + margin
+local blocked = at + win + 1
+if KEYS[2] then
+  local cur = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+  if blocked > cur then
+    redis.call('SET', KEYS[2], us(blocked), 'PX', math.ceil((blocked - now) / 1000) + 1000)
+  end
+end
+local r = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. us(now + lead), '(' .. us(blocked))
+for _, m in ipairs(r) do
+  redis.call('ZREM', KEYS[1], m)
+  given = given + 1
+end
+return given

@@ -216,7 +216,7 @@ func (g *globalScripts) checkCall(s GlobalSlot) scriptCall {
 // globalHold is the app-wide log's hold after a loss: as far beyond its
 // window as the seller's hold is beyond the seller's window.
 func (t *Throttle) globalHold() time.Duration {
-	return t.p.LossHold - t.p.Window + t.p.Global.Window
+	return t.lossHold() - t.p.Window + t.p.Global.Window
 }
 
 // globalAnswer is reserve_global.lua's reply.
@@ -473,7 +473,7 @@ func latest(a, b time.Time) time.Time {
 // reserveCall takes the seller's slot id at or after notBefore.
 func (t *Throttle) reserveCall(seller, id string, notBefore time.Time) scriptCall {
 	k := t.keys(seller)
-	args := append([]any{t.p.Limit, t.p.span().Microseconds(), t.p.MaxWait.Microseconds(), id, t.p.LossHold.Microseconds()}, t.p.kindArgs()...)
+	args := append([]any{t.p.Limit, t.p.span().Microseconds(), t.p.MaxWait.Microseconds(), id, t.lossHold().Microseconds()}, t.p.kindArgs()...)
 	ks := []string{k.log, k.block}
 	if t.p.Kind == TokenBucket {
 		ks = append(ks, k.tat)

@@ -27,9 +27,11 @@
 // received it) or that another redis-server process wrote (a restart from
 // disk, a failover: either may miss the last writes) means the state may be
 // incomplete: the script starts a new epoch and holds every seller of that
-// hash slot for Policy.LossHold from that moment, so every call made before
-// the loss is more than a window before any slot granted after it, whether
-// or not the consumer that made it still runs. A new Redis looks lost too:
+// hash slot for Policy.LossHold (longer by the lateness this process lately
+// saw) from that moment, so every call made before the loss is more than a
+// window before any slot granted after it, whether or not the consumer that
+// made it still runs; a call counted later than that holds its seller
+// longer when it is settled. A new Redis looks lost too:
 // Initialize it once. Every admitted Reservation carries its epoch, and
 // Check, shortly before the call, tells whether that epoch is still current
 // and the slot still in the log.
@@ -45,6 +47,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -101,7 +104,13 @@ type Policy struct {
 	// still made after it: a consumer confirms a slot up to 2 ×
 	// MaxLateness before it (consumer.Config), so the hold must be W′ + 2 ×
 	// MaxLateness or more; with MaxLateness at its default (Margin / 2) the
-	// default is exactly that.
+	// default is exactly that. It covers calls the API counts within Margin
+	// of their slots: a Throttle asks for as much longer as it lately saw
+	// the API count calls later than that, and a call made before the loss
+	// and answered after it holds its seller until a window after its
+	// answer by itself (Settle). LossHold − Window − Margin is also how far
+	// ahead of now Settle leaves the slots it would take back: a consumer
+	// confirms a slot at most that long before calling.
 	LossHold time.Duration
 	// Global is the app-wide limit, besides this per-seller one: a call
 	// needs a slot under both. Its zero value is no app-wide limit.
@@ -238,10 +247,12 @@ type Throttle struct {
 	markers *Markers
 	reserve *redis.Script
 	release *redis.Script
+	settle  *redis.Script
 	block   *redis.Script
 	peek    *redis.Script
 	check   *redis.Script
 	global  *globalScripts // nil without an app-wide limit
+	late    lateness       // how late this process has seen the API count calls, for the loss hold
 }
 
 // New returns a throttle over rdb (one Redis or a Redis Cluster: every key of
@@ -294,10 +305,12 @@ func New(rdb redis.UniversalClient, p Policy) (*Throttle, error) {
 		// first, fits.lua the sliding logs' check for room before booked slots.
 		reserve: redis.NewScript(lua.Script("slot_guard.lua") + lua.Script("fits.lua") + lua.Script(reserve)),
 		release: redis.NewScript(lua.Script("release.lua")),
+		settle:  redis.NewScript(lua.Script("settle.lua")),
 		block:   redis.NewScript(lua.Script("block.lua")),
 		peek:    redis.NewScript(lua.Script("peek.lua")),
 		check:   redis.NewScript(lua.Script("check.lua")),
 	}
+	th.late.period = p.LossHold
 	if p.Global.On() {
 		th.global = newGlobalScripts(th.markers)
 	}
@@ -476,10 +489,20 @@ func (t *Throttle) Release(ctx context.Context, r Reservation) error {
 // window, and a median ratio of 1.008 to 1.012 against 1.005 now).
 // A call answered within Margin of its slot moves nothing, and its settle
 // costs no command. A fixed window is not settled: moving a call into the
-// next window would free a place in the window the API counted it in. Needs
-// Redis 6.2 (ZADD GT); a slot no longer in the log stays out.
+// next window would free a place in the window the API counted it in.
+//
+// Every hold then counts from the settled place (lua/settle.lua): the log's
+// key lives until it has left the window, slots booked on the assumption
+// that the call was counted at its slot are given back when they now
+// overfill a window and no call has begun on them, and a slot the log no
+// longer holds (lost with Redis's data, or expired before a very late
+// answer) blocks the log until the settled place + W′ instead of being
+// forgotten. Needs Redis 6.2 (ZADD GT).
 func (t *Throttle) Settle(ctx context.Context, r Reservation, at time.Time) error {
 	at, move := t.settleAt(r, at)
+	if move && (r.ID != "" || r.Global.ID != "") {
+		t.noteLate(r, at)
+	}
 	seller := r.ID != "" && t.p.Kind == Sliding && move
 	global := r.Global.ID != "" && t.global != nil && move
 	if !seller && !global {
@@ -490,22 +513,32 @@ func (t *Throttle) Settle(ctx context.Context, r Reservation, at time.Time) erro
 	}
 	// Single commands, not a pipeline of their own: a client that shares
 	// round trips (internal/autopipe) sends them with other rows' commands.
-	settle := func(key, member string) error {
-		z := redis.ZAddArgs{XX: true, GT: true, Members: []redis.Z{{Score: float64(at.UnixMicro()), Member: member}}}
-		if err := t.rdb.ZAddArgs(ctx, key, z).Err(); err != nil {
+	settle := func(keys []string, args []any) error {
+		if err := t.settle.Run(ctx, t.rdb, keys, args...).Err(); err != nil {
 			return t.fail(ctx, "settle a slot", r.Seller, err)
 		}
 		return nil
 	}
 	if seller {
-		if err := settle(t.keys(r.Seller).log, r.ID); err != nil {
+		k := t.keys(r.Seller)
+		if err := settle([]string{k.log, k.block}, t.settleArgs(at, r.ID, t.p.Limit, t.p.span())); err != nil {
 			return err
 		}
 	}
 	if global {
-		return settle(GlobalLogKey, r.Global.ID)
+		return settle([]string{GlobalLogKey, globalKeyPrefix + "block"},
+			t.settleArgs(at, r.Global.ID, t.p.Global.Limit, t.p.Global.Window+t.p.Margin))
 	}
 	return nil
+}
+
+// settleArgs are settle.lua's arguments for the slot id moved to at, in a
+// log of limit slots per span. The lead, the slots near now that settle.lua
+// never gives back because their calls may be under way, is how far the
+// loss hold reaches beyond W′: a consumer confirms a slot at most that long
+// before calling (consumer.Config.MaxLateness).
+func (t *Throttle) settleArgs(at time.Time, id string, limit int, span time.Duration) []any {
+	return []any{at.UnixMicro(), id, span.Microseconds(), limit, (t.p.LossHold - t.p.span()).Microseconds()}
 }
 
 // settleAt is where Settle moves r's slots for a call answered at answer,
@@ -534,7 +567,9 @@ func (t *Throttle) SettleStep(r Reservation, at time.Time) (s scriptbatch.Step, 
 	if r.ID == "" || t.p.Kind != Sliding || r.Seller == "" || !move {
 		return s, false
 	}
-	return scriptbatch.Step{Script: "settle.lua", Keys: []string{t.keys(r.Seller).log}, Args: []any{at.UnixMicro(), r.ID}}, true
+	t.noteLate(r, at)
+	k := t.keys(r.Seller)
+	return scriptbatch.Step{Script: "settle.lua", Keys: []string{k.log, k.block}, Args: t.settleArgs(at, r.ID, t.p.Limit, t.p.span())}, true
 }
 
 // ReleaseStep is Release's part in the seller's own log as a step (see
@@ -557,6 +592,58 @@ func (t *Throttle) releaseCall(seller, id string) scriptCall {
 		args = append(args, strconv.FormatFloat(interval, 'f', 3, 64), t.p.span().Microseconds())
 	}
 	return scriptCall{t.release, ks, args}
+}
+
+// lateness remembers the most a call settled by this process was counted
+// after its slot beyond the margin, over the last one to two periods. It is
+// the process's own memory, so it outlives a loss of Redis's data: calls in
+// flight when Redis lost its data may be counted as late as the last ones
+// were, and the hold after the loss (Policy.LossHold) is lengthened by it.
+type lateness struct {
+	mu        sync.Mutex
+	period    time.Duration
+	start     time.Time // the current period's
+	cur, prev time.Duration
+}
+
+func (l *lateness) note(d time.Duration, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.roll(now)
+	l.cur = max(l.cur, d)
+}
+
+func (l *lateness) max(now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.roll(now)
+	return max(l.cur, l.prev)
+}
+
+func (l *lateness) roll(now time.Time) {
+	switch since := now.Sub(l.start); {
+	case since < l.period:
+	case since < 2*l.period:
+		l.start, l.prev, l.cur = l.start.Add(l.period), l.cur, 0
+	default:
+		l.start, l.prev, l.cur = now, 0, 0
+	}
+}
+
+// noteLate remembers how late beyond the margin the API counted r's call,
+// settled at at (its answer less the margin).
+func (t *Throttle) noteLate(r Reservation, at time.Time) {
+	t.late.note(at.Sub(r.At.Add(-r.Spread)), time.Now())
+}
+
+// lossHold is the hold after a loss of Redis's data this process asks for:
+// Policy.LossHold, which covers calls counted within the margin of their
+// slots, and as much longer as this process lately saw the API count calls
+// later than that (a call in flight at the loss may be as late). A late call
+// that is answered after the loss holds its seller longer still, by itself
+// (Settle).
+func (t *Throttle) lossHold() time.Duration {
+	return t.p.LossHold + t.late.max(time.Now())
 }
 
 // SlotCheck is the throttle's answer about a slot it granted.

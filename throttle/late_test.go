@@ -1,0 +1,225 @@
+package throttle
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bulkreg/bulkreg/internal/sandbox"
+	"github.com/bulkreg/bulkreg/internal/scriptbatch"
+)
+
+// TestASettledSlotHoldsItsLogUntilItLeavesTheWindow (issue 26, 1): the API
+// counts a seller's three calls 1.9 s late; each is settled a margin before
+// its answer, well after the expiry its log's key got when the slots were
+// taken (the newest slot + W′ + 1 s). The key must live until the settled
+// slots have left the window: before, it expired with the old slots, and the
+// next three calls, which the API counted at once, were all refused (3 × 429).
+// Both ways a slot is settled (Settle, and SettleStep in a batch) are judged.
+func TestASettledSlotHoldsItsLogUntilItLeavesTheWindow(t *testing.T) {
+	p := Policy{Limit: 3, Window: 2 * time.Second, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second}
+	const late = 1900 * time.Millisecond
+	for _, via := range []string{"Settle", "SettleStep"} {
+		t.Run(via, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			rdb := startRedis(t).Client()
+			th := newThrottle(t, rdb, p)
+			j := startJudge(t, sandbox.Options{Limit: p.Limit, Window: p.Window, Latency: late})
+			s := seller("late")
+			batch := scriptbatch.New()
+			var first []Reservation
+			for range p.Limit {
+				first = append(first, reserve(t, th, s))
+			}
+			var wg sync.WaitGroup
+			for i, r := range first {
+				wg.Go(func() {
+					status, answered := j.register(t, s, fmt.Sprintf("first-%d", i))
+					if status != http.StatusCreated {
+						t.Errorf("call %d before any lateness: status %d", i, status)
+						return
+					}
+					if via == "Settle" {
+						if err := th.Settle(ctx, r, answered); err != nil {
+							t.Error(err)
+						}
+						return
+					}
+					st, ok := th.SettleStep(r, answered)
+					if !ok {
+						t.Errorf("SettleStep has nothing to do for a call answered %v after its slot", answered.Sub(r.At))
+						return
+					}
+					if err := batch.Run(ctx, rdb, st); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			// The API counts the next calls at once, and the next rows ask
+			// after the key's old expiry has passed.
+			if err := j.sb.SetFaults(0, 0, 0, 0, 0); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Until(first[len(first)-1].At.Add(p.Window + p.Margin + time.Second + 200*time.Millisecond)))
+			if n := rdb.Exists(ctx, th.keys(s).log).Val(); n != 1 {
+				t.Errorf("the seller's log expired %v after its slots, while they were settled %v later", time.Since(first[0].At).Round(time.Millisecond), late-p.Margin)
+			}
+			for i := range p.Limit {
+				wg.Go(func() { callAt(t, th, j, reserve(t, th, s), fmt.Sprintf("next-%d", i)) })
+			}
+			wg.Wait()
+			if n := j.audit(t, s); n != 2*p.Limit {
+				t.Errorf("the API registered %d calls, want %d", n, 2*p.Limit)
+			}
+		})
+	}
+}
+
+// TestALateCallHoldsItsSellerPastALoss (issue 26, 2): three calls are in
+// flight, to an API that counts them 1.5 s late, when Redis loses its data
+// (FLUSHALL). The next reservation finds the loss and holds the hash slot
+// for LossHold (W + 2 × margin) from then, which covers calls counted
+// within a margin of their slots only; the late calls, settled after the
+// loss, must hold their seller until a window after they were counted, and
+// take back the slots granted before that. Before, the next three calls were
+// made when the hold ended and the API refused them all (3 × 429).
+func TestALateCallHoldsItsSellerPastALoss(t *testing.T) {
+	ctx := context.Background()
+	p := Policy{Limit: 3, Window: 2 * time.Second, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second}
+	srv := startRedis(t)
+	rdb := srv.Client()
+	th := newThrottle(t, rdb, p)
+	j := startJudge(t, sandbox.Options{Limit: p.Limit, Window: p.Window, Latency: 1500 * time.Millisecond})
+	s := seller("lost")
+	var wg, checked sync.WaitGroup
+	for i := range p.Limit {
+		r := reserve(t, th, s)
+		checked.Add(1)
+		wg.Go(func() {
+			c, err := th.Check(ctx, r)
+			checked.Done()
+			if err != nil || !c.Good {
+				t.Errorf("Check before the loss = %+v, %v", c, err)
+				return
+			}
+			status, answered := j.register(t, s, fmt.Sprintf("before-%d", i))
+			if status != http.StatusCreated {
+				t.Errorf("call %d before the loss: status %d", i, status)
+				return
+			}
+			if err := th.Settle(ctx, r, answered); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	checked.Wait() // the calls are on their way: the API counts them 1.5 s after they arrive
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.sb.SetFaults(0, 0, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	after := make([]Reservation, p.Limit)
+	for i := range after {
+		after[i] = reserve(t, th, s)
+	}
+	if !after[0].Lost || after[0].HeldUntil.IsZero() {
+		t.Fatalf("the first reservation after FLUSHALL = %+v, want it to find the loss and hold", after[0])
+	}
+	for i, r := range after {
+		wg.Go(func() { callAt(t, th, j, r, fmt.Sprintf("after-%d", i)) })
+	}
+	wg.Wait()
+	if n := j.audit(t, s); n != 2*p.Limit {
+		t.Errorf("the API registered %d calls, want %d", n, 2*p.Limit)
+	}
+}
+
+// TestALossHoldCoversTheLatenessThisProcessSaw: once this process has seen
+// the API count a call 1.5 s after its slot, a loss of Redis's data holds the
+// hash slot that much longer beyond the margin from the moment it is found:
+// the calls in flight at the loss may be as late, and may belong to a
+// consumer that will not live to settle them.
+func TestALossHoldCoversTheLatenessThisProcessSaw(t *testing.T) {
+	ctx := context.Background()
+	p := Policy{Limit: 3, Window: 2 * time.Second, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second}
+	rdb := startRedis(t).Client()
+	th := newThrottle(t, rdb, p)
+	s := seller("memory")
+	r := reserve(t, th, s)
+	if err := th.Settle(ctx, r, r.At.Add(1500*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lost := reserve(t, th, s)
+	found := lost.At.Add(-lost.Wait)
+	if want := found.Add(th.Policy().LossHold + 1500*time.Millisecond - p.Margin); !lost.Lost || !lost.HeldUntil.Equal(want) {
+		t.Errorf("after a call counted 1.5 s late and a loss: %+v; want the hold until the loss was found + LossHold + 1.5 s − margin = %v", lost, want)
+	}
+}
+
+// TestASettleKeepsEveryLogItMovesAlive: a call counted 2.5 s late is
+// settled in the seller's log and in the app-wide log; each key must live
+// until the settled slot has left its window (W′ after it), while both
+// were set to expire W′ + 1 s after the slot when it was taken.
+func TestASettleKeepsEveryLogItMovesAlive(t *testing.T) {
+	ctx := context.Background()
+	rdb := startRedis(t).Client()
+	p := Policy{Limit: 10, Window: time.Second, Margin: 100 * time.Millisecond, MaxWait: 5 * time.Second,
+		Global: Global{Limit: 100, Window: 2 * time.Second}}
+	th := newThrottle(t, rdb, p)
+	r := reserve(t, th, seller("alive"))
+	answered := r.At.Add(2500 * time.Millisecond)
+	if err := th.Settle(ctx, r, answered); err != nil {
+		t.Fatal(err)
+	}
+	settled := answered.Add(-p.Margin)
+	for _, k := range []struct {
+		key  string
+		span time.Duration
+	}{{th.keys(r.Seller).log, p.span()}, {GlobalLogKey, p.Global.Window + p.Margin}} {
+		ttl, err := rdb.PTTL(ctx, k.key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if left := time.Until(settled.Add(k.span)); ttl < left {
+			t.Errorf("%s expires in %v, before its settled slot leaves the window (%v)", k.key, ttl, left)
+		}
+	}
+}
+
+// TestASettleTakesBackTheSlotsItsCallWasCountedTooLateFor: with one call a
+// window, the next window's slot is booked W′ after the first slot; the API
+// then counts the first call 1 s late. That slot now shares a window with
+// the settled call: it is taken back (its row finds it gone at Check), and
+// the next slot is a window after the API's count. Before, the booked slot
+// stayed good and its call came 1.1 s after the count: a 429.
+func TestASettleTakesBackTheSlotsItsCallWasCountedTooLateFor(t *testing.T) {
+	ctx := context.Background()
+	rdb := startRedis(t).Client()
+	p := Policy{Limit: 1, Window: 2 * time.Second, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second}
+	th := newThrottle(t, rdb, p)
+	s := seller("spike")
+	first, booked := reserve(t, th, s), reserve(t, th, s)
+	if booked.Wait < p.Window {
+		t.Fatalf("the second slot of a full window waits %v, want a window", booked.Wait)
+	}
+	counted := first.At.Add(time.Second) // answered then: counted then at the latest
+	if err := th.Settle(ctx, first, counted); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := th.Check(ctx, booked); err != nil || c.Good {
+		t.Errorf("Check of the slot booked %v after a call the API counted %v late = %+v, %v; want it taken back",
+			booked.At.Sub(first.At), counted.Sub(first.At), c, err)
+	}
+	if next := reserve(t, th, s); next.At.Sub(counted) <= p.Window {
+		t.Errorf("the next slot is %v after the API counted the first call, want more than a window (%v)", next.At.Sub(counted), p.Window)
+	}
+}
