@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -521,12 +520,14 @@ func cmdServe(ctx context.Context, e *cli, args []string) int {
 	if len(auth.OperatorSecret) == 0 && len(auth.OperatorPublicKeys) == 0 {
 		log.Warn("no operator key (--jwt-operator-secret or --jwt-operator-public-keys): GET /v1/compliance refuses every token")
 	}
+	metrics := httpapi.NewMetrics(reg)
 	srv := &httpapi.Server{
 		Uploader: up, Auth: auth, Sessions: httpapi.NewRedisSessions(rdb), SessionTTL: s.sessionTTL, LinkMaxAge: s.linkMaxAge,
-		SecureCookies: s.secureCookies || strings.HasPrefix(s.publicURL, "https://"),
-		MaxFileSize:   int64(s.maxFileSize), Metrics: httpapi.NewMetrics(reg), Logger: log,
+		SecureCookies: s.secureCookie(),
+		MaxFileSize:   int64(s.maxFileSize), Metrics: metrics, Logger: log,
 		MaxUploads: s.maxUploads, MaxUploadsPerSeller: s.maxUploadsPerSeller, MinUploadRate: int64(s.minUploadRate),
-		UploadGrace: s.uploadGrace, ReadTimeout: s.readTimeout, MaxReports: s.maxReports, EventsInterval: s.eventsInterval,
+		UploadGrace: s.uploadGrace, ReadTimeout: s.readTimeout, WriteTimeout: s.httpWriteTimeout, EventsInterval: s.eventsInterval,
+		MaxReports: s.maxReports, MaxReportsPerSeller: s.maxReportsPerSeller, MinDownloadRate: int64(s.minDownloadRate), DownloadGrace: s.downloadGrace,
 		Compliance: httpapi.ComplianceHandler(auth, compliance.NewRecorder(rdb, compliance.DefaultRetention).SetGlobal(s.shared.GlobalLimit, s.shared.GlobalWindow), s.policy()),
 	}
 	hs := httpapi.NewHTTPServer(s.addr, srv.Handler(), s.readTimeout, s.httpWriteTimeout)
@@ -541,10 +542,11 @@ func cmdServe(ctx context.Context, e *cli, args []string) int {
 		ln.Close()
 		return e.errorf("--admin-addr %s: %v", s.adminAddr, err)
 	}
-	log.Info("serving uploads", "addr", ln.Addr().String(), "admin_addr", aln.Addr().String(), "public_url", s.publicURL,
-		"topic", s.shared.Topic, "brokers", s.shared.KafkaBrokers)
+	log.Info("serving uploads", "addr", ln.Addr().String(), "admin_addr", aln.Addr().String(), "public_url", config.Redacted(s.publicURL),
+		"topic", s.shared.Topic, "brokers", s.shared.KafkaBrokers, "max_conns_per_ip", s.maxConnsPerIP)
 	errc := make(chan error, 2)
-	go func() { errc <- hs.Serve(ln) }()
+	guard := httpapi.ConnGuard{MaxPerIP: s.maxConnsPerIP, AnonymousIdle: s.anonymousIdle, Metrics: metrics, Logger: log}
+	go func() { errc <- hs.Serve(guard.Listener(ln)) }()
 	go func() { errc <- admin.Serve(aln) }()
 	select {
 	case err := <-errc:

@@ -52,6 +52,11 @@ type settings struct {
 	minUploadRate       int
 	uploadGrace         time.Duration
 	maxReports          int
+	maxReportsPerSeller int
+	minDownloadRate     int
+	downloadGrace       time.Duration
+	maxConnsPerIP       int
+	anonymousIdle       time.Duration
 	logLevel            string
 	// tokens
 	jwtSecret             string
@@ -89,6 +94,11 @@ func defaults() *settings {
 		minUploadRate:       httpapi.DefaultMinUploadRate,
 		uploadGrace:         httpapi.DefaultUploadGrace,
 		maxReports:          httpapi.DefaultMaxReports,
+		maxReportsPerSeller: httpapi.DefaultMaxReportsPerSeller,
+		minDownloadRate:     httpapi.DefaultMinDownloadRate,
+		downloadGrace:       httpapi.DefaultDownloadGrace,
+		maxConnsPerIP:       httpapi.DefaultMaxConnsPerIP,
+		anonymousIdle:       httpapi.DefaultAnonymousIdle,
 		jwtIssuer:           httpapi.DefaultIssuer,
 		jwtAudience:         httpapi.DefaultAudience,
 		jwtMaxLifetime:      httpapi.DefaultMaxLifetime,
@@ -159,7 +169,12 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 		b.Int(&s.maxUploadsPerSeller, "max-uploads-per-seller", "most uploads of one seller handled at once; more are answered 429")
 		b.Int(&s.minUploadRate, "min-upload-rate", "slowest average rate, in bytes per second, at which an upload's body may arrive after --upload-grace; a slower one is cut off (408)")
 		b.Duration(&s.uploadGrace, "upload-grace", "time an upload's body may take before --min-upload-rate applies")
-		b.Int(&s.maxReports, "max-reports", "most result reports built at once; more are answered 503")
+		b.Int(&s.maxReports, "max-reports", "most result reports built or downloaded at once; more are answered 503")
+		b.Int(&s.maxReportsPerSeller, "max-reports-per-seller", "most reports of one seller built or downloaded at once; more are answered 429")
+		b.Int(&s.minDownloadRate, "min-download-rate", "slowest average rate, in bytes per second, at which a client may read a report or an upload's answer after --download-grace; a slower one is cut off and its slot given back")
+		b.Duration(&s.downloadGrace, "download-grace", "time from an answer's first byte before --min-download-rate applies")
+		b.Int(&s.maxConnsPerIP, "max-conns-per-ip", "most connections one client IP address may hold to --addr; more are closed at once (0 = no cap; behind a reverse proxy every client has the proxy's address)")
+		b.Duration(&s.anonymousIdle, "anonymous-idle-timeout", "how long a connection that has not sent a valid token or session is kept waiting for a request (signed-in connections keep 2m)")
 		b.String(&s.adminAddr, "admin-addr", "listen address of /metrics and /healthz, apart from the sellers' port")
 		b.Duration(&s.sessionTTL, "session-ttl", "how long a seller stays signed in to the pages after opening a sign-in link")
 		b.Bool(&s.secureCookies, "secure-cookies", "mark the session cookie Secure on every answer (behind a proxy that ends TLS); requests over TLS get it anyway")
@@ -167,7 +182,7 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 		b.String(&s.logLevel, "log-level", "debug, info, warn or error")
 	}
 	if groups&gLink != 0 {
-		b.String(&s.publicURL, "public-url", "the upload service's address as sellers' browsers reach it; sign-in links start with it")
+		b.URL(&s.publicURL, "public-url", "the upload service's address as sellers' browsers reach it; sign-in links start with it")
 		b.Duration(&s.linkMaxAge, "link-max-age", "longest a sign-in link may be valid; serve refuses a link token that lives longer")
 	}
 	if groups&gMargin != 0 {
@@ -235,6 +250,17 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 			if s.maxReports < 1 {
 				bad("max-reports", "must be at least 1, got %d", s.maxReports)
 			}
+			if s.maxReportsPerSeller < 1 {
+				bad("max-reports-per-seller", "must be at least 1, got %d", s.maxReportsPerSeller)
+			}
+			if s.minDownloadRate < 1 {
+				bad("min-download-rate", "must be at least 1 byte per second, got %d", s.minDownloadRate)
+			}
+			positive("download-grace", s.downloadGrace)
+			if s.maxConnsPerIP < 0 {
+				bad("max-conns-per-ip", "must not be negative (0 means no cap), got %d", s.maxConnsPerIP)
+			}
+			positive("anonymous-idle-timeout", s.anonymousIdle)
 			positive("session-ttl", s.sessionTTL)
 			positive("events-interval", s.eventsInterval)
 			if s.adminAddr == "" {
@@ -250,7 +276,7 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 		if groups&gLink != 0 {
 			positive("link-max-age", s.linkMaxAge)
 			if u, err := url.Parse(s.publicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				bad("public-url", "want an http or https URL with a host, such as https://uploads.example.com, got %q", s.publicURL)
+				bad("public-url", "want an http or https URL with a host, such as https://uploads.example.com, got %q", config.Redacted(s.publicURL))
 			}
 		}
 		if groups&gSecret != 0 {
@@ -297,6 +323,14 @@ func (s *settings) auth() (httpapi.Auth, error) {
 			config.EnvName("jwt-secret"), config.EnvName("jwt-public-keys"))
 	}
 	return a, nil
+}
+
+// secureCookie tells whether serve marks the session cookie Secure: when
+// asked, or when sellers reach the service over https. The scheme is read as
+// url.Parse reads it, lower-cased, so HTTPS://… counts as https.
+func (s *settings) secureCookie() bool {
+	u, err := url.Parse(s.publicURL)
+	return s.secureCookies || err == nil && u.Scheme == "https"
 }
 
 func (s *settings) minter(secret string) httpapi.Minter {

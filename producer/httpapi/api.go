@@ -11,6 +11,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -51,27 +52,68 @@ func (s *Server) apiCaller(w http.ResponseWriter, r *http.Request, unsafe bool) 
 	return c, true
 }
 
-// takeUploadSlot holds one of the seller's and one of the service's upload
-// slots, or answers 429 or 503 itself. release gives them back. A refusal
-// closes the connection, as every refusal before the body is read
-// (statusRecorder.WriteHeader).
-func (s *Server) takeUploadSlot(w http.ResponseWriter, r *http.Request, lim *limits, seller string) (release func(), ok bool) {
-	if !lim.perSeller.take(seller) {
+// slotPool is one kind of slot (uploads, reports): a cap for the service
+// and a smaller one per seller, so one seller cannot take every slot.
+type slotPool struct {
+	all       chan struct{}
+	perSeller *sellerSlots
+	// Answers when a slot is refused: the seller's own are all taken (429),
+	// or the service's (503).
+	sellerCode, sellerDetail, busyDetail string
+}
+
+func newSlotPool(all, perSeller int, sellerCode, sellerDetail, busyDetail string) *slotPool {
+	return &slotPool{all: make(chan struct{}, all), perSeller: newSellerSlots(perSeller),
+		sellerCode: sellerCode, sellerDetail: sellerDetail, busyDetail: busyDetail}
+}
+
+// takeSlot holds one of the seller's and one of the service's slots of the
+// pool, or answers 429 or 503 itself. A refusal closes the connection, as
+// every refusal before the body is read (statusRecorder.WriteHeader).
+//
+// The handler answers through the returned writer: it cuts off a client
+// that reads the answer slower than MinDownloadRate (after DownloadGrace),
+// so a client that never reads gives its slot back within seconds instead
+// of the server's write timeout. release gives the slots back; call it
+// deferred, so the slots return when the handler does, whatever happened
+// (a parse that ran out of time, a client gone, a panic).
+func (s *Server) takeSlot(w http.ResponseWriter, r *http.Request, p *slotPool, seller string) (_ http.ResponseWriter, release func(), ok bool) {
+	if !p.perSeller.take(seller) {
 		w.Header().Set("Retry-After", "5")
-		writeProblem(w, r, problem{Status: http.StatusTooManyRequests, Code: "too_many_uploads",
-			Detail: fmt.Sprintf("you have %d uploads in progress; send the next one when one of them is answered", lim.perSeller.max)})
-		return nil, false
+		writeProblem(w, r, problem{Status: http.StatusTooManyRequests, Code: p.sellerCode, Detail: fmt.Sprintf(p.sellerDetail, p.perSeller.max)})
+		return w, nil, false
 	}
 	select {
-	case lim.uploads <- struct{}{}:
-		return func() { <-lim.uploads; lim.perSeller.give(seller) }, true
+	case p.all <- struct{}{}:
 	default:
-		lim.perSeller.give(seller)
+		p.perSeller.give(seller)
 		w.Header().Set("Retry-After", "2")
-		writeProblem(w, r, problem{Status: http.StatusServiceUnavailable, Code: "busy",
-			Detail: fmt.Sprintf("%d uploads are being handled; try again in a few seconds", cap(lim.uploads))})
-		return nil, false
+		writeProblem(w, r, problem{Status: http.StatusServiceUnavailable, Code: "busy", Detail: fmt.Sprintf(p.busyDetail, cap(p.all))})
+		return w, nil, false
 	}
+	rw := &rateWriter{ResponseWriter: w, rc: http.NewResponseController(w),
+		grace: orDefault(s.DownloadGrace, DefaultDownloadGrace), rate: orDefault(s.MinDownloadRate, DefaultMinDownloadRate)}
+	if s.WriteTimeout > 0 {
+		rw.limit = time.Now().Add(s.WriteTimeout)
+	}
+	var once sync.Once
+	return rw, func() {
+		once.Do(func() {
+			<-p.all
+			p.perSeller.give(seller)
+			if rw.timedOut {
+				s.Metrics.slowReader(r.Pattern)
+				s.log().Info("answer read slower than the minimum rate; client cut off, slot given back",
+					"seller", seller, "route", r.Pattern, "bytes", rw.n, "after", time.Since(rw.start).Round(time.Millisecond),
+					"min_rate", rw.rate)
+			}
+		})
+	}, true
+}
+
+// takeUploadSlot is takeSlot for an upload or a check.
+func (s *Server) takeUploadSlot(w http.ResponseWriter, r *http.Request, lim *limits, seller string) (http.ResponseWriter, func(), bool) {
+	return s.takeSlot(w, r, lim.uploads, seller)
 }
 
 // form is an upload's multipart form: the file and the CSRF token.
@@ -210,7 +252,7 @@ func (s *Server) apiPostUpload(lim *limits) http.HandlerFunc {
 		}
 		q := r.URL.Query()
 		dryRun, strict := q.Get("dry_run") == "true", q.Get("strict") == "true"
-		release, ok := s.takeUploadSlot(w, r, lim, c.seller)
+		w, release, ok := s.takeUploadSlot(w, r, lim, c.seller)
 		if !ok {
 			return
 		}
@@ -376,14 +418,11 @@ func (s *Server) apiReport(lim *limits) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		select {
-		case lim.reports <- struct{}{}:
-			defer func() { <-lim.reports }()
-		default:
-			w.Header().Set("Retry-After", "2")
-			writeProblem(w, r, problem{Status: http.StatusServiceUnavailable, Code: "busy", Detail: "reports are being built for others; try again in a few seconds"})
+		w, release, ok := s.takeSlot(w, r, lim.reports, c.seller)
+		if !ok {
 			return
 		}
+		defer release()
 		st, err := s.Uploader.Status(r.Context(), c.seller, r.PathValue("id"))
 		if errors.Is(err, upload.ErrNotFound) {
 			writeProblem(w, r, problem{Status: http.StatusNotFound, Code: "not_found", Detail: fmt.Sprintf("no upload %q", r.PathValue("id"))})

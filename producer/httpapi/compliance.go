@@ -34,6 +34,7 @@ func ComplianceHandler(auth Auth, rep ComplianceReporter, policy throttle.Policy
 			}
 			return
 		}
+		markAuthenticated(r)
 		l, win := policy.Limit, policy.Window
 		if v := r.URL.Query().Get("limit"); v != "" {
 			n, err := strconv.Atoi(v)

@@ -83,9 +83,75 @@ func (b *rateReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// rateWriter cuts off a client that reads an answer slower than a minimum
+// average rate, so an answer written while a slot is held (a report, an
+// upload's result) cannot keep the slot for the server's whole write
+// timeout: before each chunk it moves the connection's write deadline to
+// the moment the bytes written so far, plus the chunk, would fall below the
+// rate (after a grace period that starts with the first byte). A client
+// that never reads stalls once the socket buffers are full, and is dropped
+// grace + chunk/rate later.
+type rateWriter struct {
+	http.ResponseWriter
+	rc       *http.ResponseController
+	grace    time.Duration
+	rate     int64
+	limit    time.Time // the server's own deadline; zero: none
+	start    time.Time // the first Write
+	n        int64
+	timedOut bool
+}
+
+// rateChunk is how much is written under one deadline: small enough that a
+// stalled client is noticed soon, large enough to pass net/http's 4 KiB
+// buffer straight to the connection.
+const rateChunk = 32 << 10
+
+func (w *rateWriter) deadline(next int) time.Time {
+	d := w.start.Add(w.grace + time.Duration(float64(w.n+int64(next))/float64(w.rate)*float64(time.Second)))
+	if !w.limit.IsZero() && d.After(w.limit) {
+		return w.limit
+	}
+	return d
+}
+
+func (w *rateWriter) Write(p []byte) (int, error) {
+	if w.start.IsZero() {
+		w.start = time.Now()
+	}
+	written := 0
+	for len(p) > 0 {
+		chunk := p[:min(len(p), rateChunk)]
+		if err := w.rc.SetWriteDeadline(w.deadline(len(chunk))); err != nil {
+			// No deadlines on this connection (HTTP/2 without them): the
+			// server's WriteTimeout still bounds the answer.
+			n, err := w.ResponseWriter.Write(p)
+			w.n += int64(n)
+			return written + n, err
+		}
+		n, err := w.ResponseWriter.Write(chunk)
+		w.n += int64(n)
+		written += n
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded) {
+				w.timedOut = true
+			}
+			return written, err
+		}
+		p = p[n:]
+	}
+	return written, nil
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *rateWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // NewHTTPServer wraps h in an http.Server with timeouts, so a slow client
 // cannot hold a connection (slowloris) and a stuck upload cannot hold a
-// goroutine forever.
+// goroutine forever. Served on a ConnGuard's listener, a connection that
+// has not authenticated a request is held for the guard's AnonymousIdle
+// only, not IdleTimeout.
 func NewHTTPServer(addr string, h http.Handler, readTimeout, writeTimeout time.Duration) *http.Server {
 	return &http.Server{
 		Addr:              addr,
@@ -95,5 +161,6 @@ func NewHTTPServer(addr string, h http.Handler, readTimeout, writeTimeout time.D
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
+		ConnContext:       connContext,
 	}
 }

@@ -163,6 +163,7 @@ func (s *Server) pageSignIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.setSessionCookie(w, r, id, ttl)
+	markAuthenticated(r)
 	s.log().Info("signed in", "seller", seller)
 	d = s.data(r, caller{seller: seller, session: &sess}, "", "signin.title")
 	d.Refresh = "/uploads"
@@ -199,26 +200,27 @@ func (s *Server) pageUpload(w http.ResponseWriter, r *http.Request) {
 // pageForm authenticates a posted upload form, takes the upload slots,
 // reads the form and checks its CSRF token, or answers itself. release
 // gives the slots back.
-func (s *Server) pageForm(w http.ResponseWriter, r *http.Request, lim *limits) (caller, form, func(), bool) {
+// The caller answers through the returned writer (takeSlot).
+func (s *Server) pageForm(w http.ResponseWriter, r *http.Request, lim *limits) (http.ResponseWriter, caller, form, func(), bool) {
 	c, ok := s.pageCaller(w, r, true)
 	if !ok {
-		return caller{}, form{}, nil, false
+		return w, caller{}, form{}, nil, false
 	}
-	release, ok := s.takeUploadSlot(w, r, lim, c.seller)
+	w, release, ok := s.takeUploadSlot(w, r, lim, c.seller)
 	if !ok {
-		return caller{}, form{}, nil, false
+		return w, caller{}, form{}, nil, false
 	}
 	f, ok := s.readUploadForm(w, r, c.seller)
 	if !ok {
 		release()
-		return caller{}, form{}, nil, false
+		return w, caller{}, form{}, nil, false
 	}
 	if !c.csrfOK(r, f.csrf) {
 		release()
 		s.renderMessage(w, r, http.StatusForbidden, "forbidden.title", "forbidden.body")
-		return caller{}, form{}, nil, false
+		return w, caller{}, form{}, nil, false
 	}
-	return c, f, release, true
+	return w, c, f, release, true
 }
 
 // pageCheck checks the posted file and shows every problem by cell next to
@@ -226,7 +228,7 @@ func (s *Server) pageForm(w http.ResponseWriter, r *http.Request, lim *limits) (
 // (X-Fragment) and puts it in place, so the chosen file stays chosen.
 func (s *Server) pageCheck(lim *limits) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c, f, release, ok := s.pageForm(w, r, lim)
+		w, c, f, release, ok := s.pageForm(w, r, lim)
 		if !ok {
 			return
 		}
@@ -259,7 +261,7 @@ func (s *Server) pageCheck(lim *limits) http.HandlerFunc {
 // pageRegister uploads the posted file and goes on to its progress page.
 func (s *Server) pageRegister(lim *limits) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c, f, release, ok := s.pageForm(w, r, lim)
+		w, c, f, release, ok := s.pageForm(w, r, lim)
 		if !ok {
 			return
 		}

@@ -70,10 +70,27 @@ type Server struct {
 	// ReadTimeout, when set, is the server's own limit on reading a request
 	// (NewHTTPServer's readTimeout): the rate deadline never extends it.
 	ReadTimeout time.Duration
-	// MaxReports is the most result reports built at once (each reads the
-	// upload's cells and builds a workbook in memory); more are answered 503.
-	// Default 4.
+	// MaxReports is the most result reports built or downloaded at once
+	// (each reads the upload's cells and holds a workbook in memory until
+	// it is sent); more are answered 503. Default 4.
 	MaxReports int
+	// MaxReportsPerSeller is the most reports of one seller built or
+	// downloaded at once; more are answered 429, so one seller cannot take
+	// every report slot. Default 2.
+	MaxReportsPerSeller int
+	// MinDownloadRate is the slowest average rate, in bytes per second, at
+	// which a client may read an answer written while it holds a slot (a
+	// report, an upload's or a check's result) once DownloadGrace has
+	// passed; a slower client is cut off and its slot given back. Default
+	// 16 KiB/s.
+	MinDownloadRate int64
+	// DownloadGrace is the time from an answer's first byte before
+	// MinDownloadRate applies. Default 10 s.
+	DownloadGrace time.Duration
+	// WriteTimeout, when set, is the server's own limit on writing an
+	// answer (NewHTTPServer's writeTimeout): the rate deadline never
+	// extends it.
+	WriteTimeout time.Duration
 	// EventsInterval is how often an event stream reads the upload's
 	// progress; an event is sent when it changed. Default 1 s.
 	EventsInterval time.Duration
@@ -101,6 +118,9 @@ const (
 	DefaultMinUploadRate       = 16 << 10
 	DefaultUploadGrace         = 10 * time.Second
 	DefaultMaxReports          = 4
+	DefaultMaxReportsPerSeller = 2
+	DefaultMinDownloadRate     = 16 << 10
+	DefaultDownloadGrace       = 10 * time.Second
 	DefaultSessionTTL          = 8 * time.Hour
 	DefaultLinkMaxAge          = 15 * time.Minute
 	DefaultEventsInterval      = time.Second
@@ -145,10 +165,14 @@ type route struct {
 // routes is every endpoint the service answers. TestOpenAPIMatchesRoutes
 // holds the API's routes and the OpenAPI document to each other.
 func (s *Server) routes() []route {
-	uploads := make(chan struct{}, orDefault(s.MaxUploads, DefaultMaxUploads))
-	perSeller := newSellerSlots(orDefault(s.MaxUploadsPerSeller, DefaultMaxUploadsPerSeller))
-	reports := make(chan struct{}, orDefault(s.MaxReports, DefaultMaxReports))
-	lim := &limits{uploads: uploads, perSeller: perSeller, reports: reports}
+	lim := &limits{
+		uploads: newSlotPool(orDefault(s.MaxUploads, DefaultMaxUploads), orDefault(s.MaxUploadsPerSeller, DefaultMaxUploadsPerSeller),
+			"too_many_uploads", "you have %d uploads in progress; send the next one when one of them is answered",
+			"%d uploads are being handled; try again in a few seconds"),
+		reports: newSlotPool(orDefault(s.MaxReports, DefaultMaxReports), orDefault(s.MaxReportsPerSeller, DefaultMaxReportsPerSeller),
+			"too_many_reports", "you have %d reports being built or downloaded; ask for the next one when one of them has arrived",
+			"%d reports are being built for others; try again in a few seconds"),
+	}
 	return []route{
 		{"POST", "/v1/uploads", "upload", true, s.apiPostUpload(lim)},
 		{"GET", "/v1/uploads", "list", true, s.apiListUploads},
@@ -173,9 +197,8 @@ func (s *Server) routes() []route {
 
 // limits are the slots the upload and report routes share.
 type limits struct {
-	uploads   chan struct{}
-	perSeller *sellerSlots
-	reports   chan struct{}
+	uploads *slotPool // uploads and checks
+	reports *slotPool
 }
 
 // Handler routes the service. Known paths asked with another method are

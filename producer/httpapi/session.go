@@ -161,6 +161,7 @@ func (s *Server) authenticate(r *http.Request, unsafe bool) (caller, error) {
 			return caller{}, err
 		}
 		info(r).seller = seller
+		markAuthenticated(r)
 		return caller{seller: seller}, nil
 	}
 	id := sessionID(r)
@@ -175,6 +176,7 @@ func (s *Server) authenticate(r *http.Request, unsafe bool) (caller, error) {
 		return caller{}, err
 	}
 	info(r).seller = sess.Seller
+	markAuthenticated(r)
 	if unsafe {
 		if err := s.cop.Check(r); err != nil {
 			return caller{}, fmt.Errorf("%w: %w", errCrossOrigin, err)
