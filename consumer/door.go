@@ -2,10 +2,13 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/cenkalti/backoff/v4"
 
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
@@ -29,37 +32,76 @@ const maxKnownUploads = 4096
 // upload Redis may have lost, or whose record may have expired, lets its
 // rows go on, as before.
 //
-// An upload is looked up once per process: its first row asks Redis (one
-// round trip), every later row of it finds it in known, so the check costs
-// no round trip per row.
+// An upload is looked up once per process: the rows of a new upload that
+// reach the door together share one lookup (a lane starts up to
+// SellerConcurrency rows at once), and every later row finds the upload in
+// known, so the check costs no round trip per row.
 type uploadDoor struct {
 	uploads Uploads
 	markers *throttle.Markers
 	mu      sync.Mutex
-	known   map[string]struct{} // seller + "/" + upload id of uploads whose rows go on
+	known   map[uploadKey]struct{} // uploads whose rows go on
+	pending map[uploadKey]*lookup  // lookups on the wire
+}
+
+// uploadKey names an upload as a row does: a row of a known upload naming
+// another seller is looked up again (and refused).
+type uploadKey struct{ seller, upload string }
+
+// lookup is one Presence call that the rows of one upload wait for.
+type lookup struct {
+	done chan struct{} // closed when p and err are set
+	p    uploadstatus.Presence
+	err  error
 }
 
 func newUploadDoor(u Uploads) *uploadDoor {
 	if u == nil {
 		return nil
 	}
-	return &uploadDoor{uploads: u, markers: throttle.NewMarkers(), known: map[string]struct{}{}}
+	return &uploadDoor{uploads: u, markers: throttle.NewMarkers(), known: map[uploadKey]struct{}{}, pending: map[uploadKey]*lookup{}}
 }
 
-func (d *uploadDoor) isKnown(k string) bool {
+func (d *uploadDoor) isKnown(k uploadKey) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	_, ok := d.known[k]
 	return ok
 }
 
-func (d *uploadDoor) remember(k string) {
+// presence answers whether k's upload is known, or looks it up: the first
+// row to ask makes the call, rows asking meanwhile wait for its answer.
+func (d *uploadDoor) presence(ctx context.Context, k uploadKey, q uploadstatus.PresenceQuery) (uploadstatus.Presence, error) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.known) >= maxKnownUploads {
-		clear(d.known)
+	if _, ok := d.known[k]; ok {
+		d.mu.Unlock()
+		return uploadstatus.UploadFound, nil
 	}
-	d.known[k] = struct{}{}
+	if l, ok := d.pending[k]; ok {
+		d.mu.Unlock()
+		select {
+		case <-l.done:
+			return l.p, l.err
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	l := &lookup{done: make(chan struct{})}
+	d.pending[k] = l
+	d.mu.Unlock()
+
+	l.p, l.err = d.uploads.Presence(ctx, q)
+	d.mu.Lock()
+	delete(d.pending, k)
+	if l.err == nil && !l.p.Bad() {
+		if len(d.known) >= maxKnownUploads {
+			clear(d.known)
+		}
+		d.known[k] = struct{}{}
+	}
+	d.mu.Unlock()
+	close(l.done)
+	return l.p, l.err
 }
 
 // admit reports whether the row may go on. A row of an upload that does not
@@ -70,20 +112,19 @@ func (c *Consumer) admit(r *row, log *slog.Logger) bool {
 	if d == nil {
 		return true
 	}
-	k := r.m.SellerID + "/" + r.m.UploadID // neither holds a '/'
+	k := uploadKey{seller: r.m.SellerID, upload: r.m.UploadID}
 	if d.isKnown(k) {
 		return true
 	}
 	ctx := r.ctx()
-	retry := c.redisBackOff()
-	q := uploadstatus.PresenceQuery{UploadID: r.m.UploadID, SellerID: r.m.SellerID, EnqueuedAt: r.m.EnqueuedAt,
-		Marker: d.markers.For(uploadstatus.MetaKey(r.m.UploadID)), Slack: c.cfg.UploadPresenceSlack}
+	var retry backoff.BackOff
 	for {
 		if !c.redis.wait(ctx) {
 			r.giveBack()
 			return false
 		}
-		p, err := d.uploads.Presence(ctx, q)
+		p, err := d.presence(ctx, k, uploadstatus.PresenceQuery{UploadID: r.m.UploadID, SellerID: r.m.SellerID, EnqueuedAt: r.m.EnqueuedAt,
+			Marker: d.markers.For(uploadstatus.MetaKey(r.m.UploadID)), Slack: c.cfg.UploadPresenceSlack})
 		if ctx.Err() != nil {
 			r.giveBack()
 			return false
@@ -93,7 +134,6 @@ func (c *Consumer) admit(r *row, log *slog.Logger) bool {
 				if p != uploadstatus.UploadFound {
 					log.Warn("the row's upload has no record in Redis, which may have lost it or let it expire; registering its rows, and the status will say it was partly lost", "presence", p.String())
 				}
-				d.remember(k)
 				return true
 			}
 			msg := fmt.Sprintf("upload %s does not exist: no producer created it, so no producer published this row; nothing was registered", r.m.UploadID)
@@ -106,8 +146,11 @@ func (c *Consumer) admit(r *row, log *slog.Logger) bool {
 		}
 		if unavailable(err) {
 			c.redis.down(err)
-		} else {
+		} else if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			log.Error("looking the row's upload up failed, retrying", "err", err)
+		}
+		if retry == nil {
+			retry = c.redisBackOff()
 		}
 		if !sleep(ctx, retry.NextBackOff()) {
 			r.giveBack()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,13 +39,14 @@ func TestBadMessagesAtTheDoor(t *testing.T) {
 	markers := throttle.NewMarkers()
 	dayAgo := strconv.FormatInt(time.Now().Add(-24*time.Hour).UnixMicro(), 10)
 	store := uploadstatus.New(s.rdb, time.Hour)
-	const seller = "seller-d"
-	for _, id := range []string{"up-good", "up-none", "up-other", "up-expired", "up-lost"} {
+	const seller, many = "seller-d", 30
+	for _, id := range []string{"up-good", "up-many", "up-none", "up-other", "up-expired", "up-lost"} {
 		if err := s.rdb.HSet(ctx, markers.For(uploadstatus.MetaKey(id)), "since", dayAgo).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, u := range []uploadstatus.Upload{{ID: "up-good", SellerID: seller, Total: 2, Valid: 2}, {ID: "up-other", SellerID: "seller-x", Total: 1, Valid: 1}} {
+	for _, u := range []uploadstatus.Upload{{ID: "up-good", SellerID: seller, Total: 2, Valid: 2}, {ID: "up-many", SellerID: seller, Total: many, Valid: many},
+		{ID: "up-other", SellerID: "seller-x", Total: 1, Valid: 1}} {
 		u.CreatedAt, u.State = time.Now(), uploadstatus.Publishing
 		if _, err := store.Create(ctx, u); err != nil {
 			t.Fatal(err)
@@ -54,8 +56,9 @@ func TestBadMessagesAtTheDoor(t *testing.T) {
 	if err := s.rdb.Del(ctx, markers.For(uploadstatus.MetaKey("up-lost"))).Err(); err != nil {
 		t.Fatal(err)
 	}
+	lookups := &countedUploads{Uploads: store, n: map[string]int{}}
 	s.startConsumer(func(_ *Config, d *Deps) {
-		d.Ledger, d.Circuit, d.Uploads = ledger.New(s.rdb, ledger.Options{}), nil, store
+		d.Ledger, d.Circuit, d.Uploads = ledger.New(s.rdb, ledger.Options{}), nil, lookups
 	})
 
 	raw := func(upload string, row int, sku string) kafka.Message {
@@ -92,6 +95,9 @@ func TestBadMessagesAtTheDoor(t *testing.T) {
 		row("up-good", 2, "GOOD-2", time.Now()), row("up-good", 3, "GOOD-3", time.Now()),
 		row("up-expired", 2, "OLD-2", time.Now().Add(-2*time.Hour)), // queued before the retention: its record may have expired
 		row("up-lost", 2, "LOST-2", time.Now()))
+	for i := range many { // rows of one upload reaching the door together share one lookup
+		msgs = append(msgs, row("up-many", i+2, fmt.Sprintf("MANY-%d", i), time.Now()))
+	}
 	produce(t, s.brokers, s.topic, msgs...)
 
 	testwait.For(t, 20*time.Second, "the partition committed to its end", func() bool {
@@ -116,8 +122,13 @@ func TestBadMessagesAtTheDoor(t *testing.T) {
 	if len(dl) != len(bad) {
 		t.Errorf("%d dead letters, want %d", len(dl), len(bad))
 	}
-	if a := s.audit(seller); a.Products != 4 || a.Accepted != 4 {
-		t.Errorf("sandbox: %d products, %d accepted for %s; want 4 each (the good, expired and lost uploads' rows, none of the bad ones)", a.Products, a.Accepted, seller)
+	if a := s.audit(seller); a.Products != 4+many || a.Accepted != 4+many {
+		t.Errorf("sandbox: %d products, %d accepted for %s; want %d each (the good, many, expired and lost uploads' rows, none of the bad ones)", a.Products, a.Accepted, seller, 4+many)
+	}
+	for id, n := range lookups.counts() {
+		if n != 1 {
+			t.Errorf("upload %s was looked up %d times, want once: its rows cost no round trip each", id, n)
+		}
 	}
 	if st, err := store.Get(ctx, "up-good"); err != nil || st.Registered != 2 {
 		t.Errorf("up-good: %+v, %v; want 2 registered", st, err)
@@ -132,4 +143,28 @@ func TestBadMessagesAtTheDoor(t *testing.T) {
 			t.Errorf("%s: a bad row left a record (%d, %v)", id, n, err)
 		}
 	}
+}
+
+// countedUploads counts the lookups of each upload.
+type countedUploads struct {
+	Uploads
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *countedUploads) Presence(ctx context.Context, q uploadstatus.PresenceQuery) (uploadstatus.Presence, error) {
+	c.mu.Lock()
+	c.n[q.UploadID]++
+	c.mu.Unlock()
+	return c.Uploads.Presence(ctx, q)
+}
+
+func (c *countedUploads) counts() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.n))
+	for k, v := range c.n {
+		out[k] = v
+	}
+	return out
 }
