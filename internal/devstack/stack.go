@@ -324,9 +324,11 @@ func (s *Stack) startConsumer(ctx context.Context, n int, o Options, log *slog.L
 		rdb.Close()
 		return err
 	}
+	status := uploadstatus.New(rdb, 24*time.Hour)
 	c, err := consumer.New(cfg, consumer.Deps{
 		Throttle: th, Registry: rc, Circuit: breaker,
-		Status:    uploadstatus.New(rdb, 24*time.Hour),
+		Status:    status,
+		Uploads:   status,
 		Calls:     compliance.NewRecorder(rdb, compliance.DefaultRetention),
 		Ledger:    ledger.New(rdb, ledger.Options{}),
 		Retry:     retry,
