@@ -43,7 +43,12 @@ func decodeText(data []byte) ([]byte, *FileError) {
 	case utf8.Valid(data):
 		return data, nil
 	}
-	out, err := korean.EUCKR.NewDecoder().Bytes(data)
+	// Decoded into one buffer of the most it can need (a character of two
+	// bytes becomes at most three): the decoder's own growing buffers held
+	// three times a 10 MiB file at once.
+	out := make([]byte, len(data)*3/2+utf8.UTFMax)
+	n, _, err := korean.EUCKR.NewDecoder().Transform(out, data, true)
+	out = out[:n]
 	if err != nil || bytes.ContainsRune(out, utf8.RuneError) {
 		return nil, fileErr(CodeNotXLSX, "the file is not an Excel workbook (.xlsx), and as text it is neither UTF-8 nor CP949 (EUC-KR); save it from Excel as \"Excel Workbook (.xlsx)\" or \"CSV UTF-8 (쉼표로 분리)\"")
 	}
@@ -235,7 +240,7 @@ func (p *Parser) readCSV(ctx context.Context, data []byte) (*Sheet, error) {
 			return nil, err
 		}
 	}
-	s, err := g.finish(nil)
+	s, err := g.finish(ctx, nil)
 	if errors.Is(err, errNoHeaderHere) {
 		return nil, noHeader(FormatCSV)
 	}

@@ -4,9 +4,11 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path"
 	"strconv"
 	"strings"
@@ -15,8 +17,27 @@ import (
 	"github.com/xuri/excelize/v2"
 )
 
-// maxParts caps the entries of the zip: a real workbook has tens.
-const maxParts = 10000
+// Budgets of the entries of a workbook, each far above what a product list
+// holds (tens of parts, one or a few sheets, hundreds of styles, thousands
+// of shared strings) and each refusing the file when passed: an entry costs
+// memory and time whether it is empty or not.
+const (
+	// maxParts caps the entries of the zip, counted from its directory's
+	// end record before the directory is read.
+	maxParts = 10000
+	// maxRels caps the relationships of one relationships part, and
+	// maxSheets the sheets a workbook lists.
+	maxRels   = maxParts
+	maxSheets = maxParts
+	// maxStyles caps the cell formats and number formats of the styles
+	// (Excel allows about 64,000 cell formats).
+	maxStyles = 65536
+	// maxSharedStrings caps the entries of the shared strings.
+	maxSharedStrings = 500000
+	// maxRefBytes caps a relationship's id, type and target and a sheet's
+	// name and id: longer ones are not a workbook's.
+	maxRefBytes = 2048
+)
 
 // maxMerges caps the merged ranges read from a sheet; more are ignored.
 const maxMerges = 100000
@@ -32,6 +53,7 @@ type xlsxFile struct {
 	ctx    context.Context
 	opts   Options
 	budget *textBudget
+	xml    *xmlBudget
 	zr     *zip.Reader
 	parts  map[string]*zip.File // lower-cased, '/'-separated name → entry
 	done   map[*zip.File]bool   // parts already read to their end
@@ -114,16 +136,22 @@ func describeZipErr(err error) error {
 }
 
 // readXLSX reads an .xlsx: the zip's directory (refusing a zip bomb by its
-// declared sizes before anything is unpacked), the workbook, its styles and
-// shared strings, every other part to its end, then the first visible sheet
-// with a header row, once.
+// declared sizes, and a directory of too many entries by its count, before
+// anything is unpacked), then only the parts a product list needs: the
+// package's and the workbook's relationships, the workbook, its styles and
+// shared strings, and the sheets up to the first visible one with a header
+// row. Any other part (document properties, themes, pictures, other sheets)
+// is neither unpacked nor parsed, so whatever it holds costs nothing.
 func (p *Parser) readXLSX(ctx context.Context, data []byte) (*Sheet, error) {
+	if n, ok := zipEntries(data); ok && n > maxParts {
+		return nil, fileErr(CodeTooLarge, "the file holds %s parts, more than any workbook needs (at most %s); save it again from Excel as .xlsx", group(int64(n)), group(maxParts))
+	}
 	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		return nil, damagedFile(err)
 	}
 	if len(zr.File) > maxParts {
-		return nil, fileErr(CodeDamaged, "the file holds %d parts, more than any workbook needs; save it again from Excel as .xlsx", len(zr.File))
+		return nil, fileErr(CodeTooLarge, "the file holds %s parts, more than any workbook needs (at most %s); save it again from Excel as .xlsx", group(int64(len(zr.File))), group(maxParts))
 	}
 	limit := uint64(p.opts.UnzipSizeLimit)
 	var total uint64
@@ -135,39 +163,22 @@ func (p *Parser) readXLSX(ctx context.Context, data []byte) (*Sheet, error) {
 			return nil, fileErr(CodeTooLarge, "the file would unpack to more than %s; a product list of %d rows is far smaller, so the file was refused", byteSize(p.opts.UnzipSizeLimit), p.opts.MaxRows)
 		}
 	}
-	b := &xlsxFile{ctx: ctx, opts: p.opts, budget: &textBudget{limit: p.opts.MaxTextBytes}, zr: zr,
-		parts: make(map[string]*zip.File, len(zr.File)), done: make(map[*zip.File]bool, len(zr.File))}
+	b := &xlsxFile{ctx: ctx, opts: p.opts, budget: &textBudget{limit: p.opts.MaxTextBytes}, xml: &xmlBudget{limit: p.opts.MaxXMLEntries}, zr: zr,
+		parts: make(map[string]*zip.File, len(zr.File)), done: make(map[*zip.File]bool)}
 	for _, f := range zr.File {
-		b.parts[partName(f.Name)] = f
+		name := partName(f.Name)
+		if b.parts[name] != nil {
+			// Two parts of one name: programs differ in which they read, so
+			// what bulkreg reads might not be what the seller saw.
+			return nil, fileErr(CodeDamaged, "the file is damaged: it holds two parts named %s; save it again from Excel as .xlsx", quote(f.Name))
+		}
+		b.parts[name] = f
 	}
 	if ferr := b.readWorkbook(); ferr != nil {
 		return nil, ferr
 	}
-	// Every part that is not a worksheet is read to its end now: a damaged
-	// part refuses the file before any row is read.
-	isSheet := map[*zip.File]bool{}
 	for _, s := range b.sheets {
-		if s.worksheet {
-			isSheet[s.part] = true
-		}
-	}
-	for _, f := range zr.File {
-		if !isSheet[f] && !b.done[f] {
-			if ferr := b.checkPart(f); ferr != nil {
-				return nil, ferr
-			}
-		}
-	}
-	var found *Sheet
-	for _, s := range b.sheets {
-		if !s.worksheet || b.done[s.part] {
-			continue
-		}
-		if found != nil || s.hidden {
-			// Not read: only unpacked to its end, for its size and checksum.
-			if ferr := b.drain(s.part); ferr != nil {
-				return nil, ferr
-			}
+		if !s.worksheet || s.hidden || b.done[s.part] {
 			continue
 		}
 		sheet, err := b.readSheet(s)
@@ -177,12 +188,31 @@ func (p *Parser) readXLSX(ctx context.Context, data []byte) (*Sheet, error) {
 		case err != nil:
 			return nil, err
 		}
-		found = sheet
+		return sheet, nil
 	}
-	if found == nil {
-		return nil, noHeader(FormatXLSX)
+	return nil, noHeader(FormatXLSX)
+}
+
+// zipEntries reads the number of entries a zip's end-of-directory record
+// (or its Zip64 record) declares, without reading the directory: ok is
+// false when there is no such record, and archive/zip will say why.
+func zipEntries(data []byte) (n uint64, ok bool) {
+	const eocdLen, locLen = 22, 20
+	from := max(0, len(data)-eocdLen-0xFFFF)
+	i := bytes.LastIndex(data[from:], []byte("PK\x05\x06"))
+	if i < 0 || from+i+eocdLen > len(data) {
+		return 0, false
 	}
-	return found, nil
+	i += from
+	n = uint64(binary.LittleEndian.Uint16(data[i+10:]))
+	if n != 0xFFFF || i < locLen || !bytes.HasPrefix(data[i-locLen:], []byte("PK\x06\x07")) {
+		return n, true
+	}
+	off := binary.LittleEndian.Uint64(data[i-locLen+8:])
+	if off > uint64(len(data)) || off+40 > uint64(len(data)) || !bytes.HasPrefix(data[off:], []byte("PK\x06\x06")) {
+		return n, true
+	}
+	return binary.LittleEndian.Uint64(data[off+32:]), true
 }
 
 // partName is how parts are looked up: lower case, '/' separated, no leading '/'.
@@ -199,7 +229,8 @@ func (b *xlsxFile) walk(f *zip.File, visit func(t *xmlToken) error) error {
 		return err
 	}
 	defer rc.Close()
-	s := newXMLScanner(b.ctx, rc)
+	b.xml.part = f.Name
+	s := newXMLScanner(b.ctx, rc, b.xml)
 	for {
 		tok, err := s.next()
 		if errors.Is(err, errXMLEnd) {
@@ -216,39 +247,12 @@ func (b *xlsxFile) walk(f *zip.File, visit func(t *xmlToken) error) error {
 	}
 }
 
-// checkPart reads a part that is not a worksheet to its end: XML strictly, anything else for its checksum.
-func (b *xlsxFile) checkPart(f *zip.File) *FileError {
-	if f.FileInfo().IsDir() {
-		b.done[f] = true
-		return nil
-	}
-	name := strings.ToLower(f.Name)
-	if !strings.HasSuffix(name, ".xml") && !strings.HasSuffix(name, ".rels") {
-		return b.drain(f)
-	}
-	if err := b.walk(f, nil); err != nil {
-		return b.partErr(f, err)
-	}
-	return nil
-}
-
-// drain unpacks a part to its end without reading it.
-func (b *xlsxFile) drain(f *zip.File) *FileError {
-	b.done[f] = true
-	rc, err := f.Open()
-	if err != nil {
-		return b.partErr(f, err)
-	}
-	defer rc.Close()
-	if _, err := io.Copy(io.Discard, rc); err != nil {
-		return b.partErr(f, err)
-	}
-	return nil
-}
-
 func (b *xlsxFile) partErr(f *zip.File, err error) *FileError {
 	if b.ctx.Err() != nil {
 		return ctxErr(b.ctx, "unpacking")
+	}
+	if fe, ok := errors.AsType[*FileError](err); ok {
+		return fe // a budget refused the file
 	}
 	return damagedPart(f.Name, err)
 }
@@ -292,8 +296,15 @@ func (b *xlsxFile) readWorkbook() *FileError {
 				inSheets = true
 			case "sheet":
 				if inSheets {
+					if len(refs) == maxSheets {
+						return fileErr(CodeTooLarge, "the workbook lists more than %s sheets; save the product list alone in a new workbook", group(maxSheets))
+					}
+					name, rid := t.attr("name"), t.anyAttr("id")
+					if len(name) > maxRefBytes || len(rid) > maxRefBytes {
+						return errors.New("a sheet with a name or id longer than any workbook's")
+					}
 					state := string(t.attr("state"))
-					refs = append(refs, sheetRef{name: string(t.attr("name")), rid: string(t.anyAttr("id")), hidden: state == "hidden" || state == "veryHidden"})
+					refs = append(refs, sheetRef{name: string(name), rid: string(rid), hidden: state == "hidden" || state == "veryHidden"})
 				}
 			}
 		case xmlEnd:
@@ -354,11 +365,24 @@ func (b *xlsxFile) readWorkbook() *FileError {
 type rel struct{ id, typ, target string }
 
 // readRels reads a relationships part; targets are resolved against dir.
+// Every relationship counts against maxRels; only those of the kinds
+// readWorkbook follows are kept.
 func (b *xlsxFile) readRels(f *zip.File, dir string) ([]rel, error) {
 	var rels []rel
+	n := 0
 	err := b.walk(f, func(t *xmlToken) error {
-		if t.kind != xmlStart || string(t.local) != "Relationship" || string(t.attr("TargetMode")) == "External" {
+		if t.kind != xmlStart || string(t.local) != "Relationship" {
 			return nil
+		}
+		if n++; n > maxRels {
+			return fileErr(CodeTooLarge, "the file's part %s lists more than %s relationships, more than any workbook needs; save it again from Excel as .xlsx", f.Name, group(maxRels))
+		}
+		typ := t.attr("Type")
+		if string(t.attr("TargetMode")) == "External" || !followedRel(typ) {
+			return nil
+		}
+		if len(typ) > maxRefBytes || len(t.attr("Target")) > maxRefBytes || len(t.attr("Id")) > maxRefBytes {
+			return errors.New("a relationship longer than any workbook's")
 		}
 		target := string(t.attr("Target"))
 		if strings.HasPrefix(target, "/") {
@@ -366,29 +390,51 @@ func (b *xlsxFile) readRels(f *zip.File, dir string) ([]rel, error) {
 		} else {
 			target = partName(path.Join(dir, target))
 		}
-		rels = append(rels, rel{id: string(t.attr("Id")), typ: string(t.attr("Type")), target: target})
+		rels = append(rels, rel{id: string(t.attr("Id")), typ: string(typ), target: target})
 		return nil
 	})
 	return rels, err
 }
 
+// followedRel reports the kinds of relationship readWorkbook follows: the
+// workbook, its sheets of every kind, its styles and shared strings.
+func followedRel(typ []byte) bool {
+	for _, kind := range [...]string{"/officeDocument", "/worksheet", "/chartsheet", "/dialogsheet", "/macrosheet", "/xlMacrosheet", "/xlIntlMacrosheet", "/sharedStrings", "/styles"} {
+		if bytes.HasSuffix(typ, []byte(kind)) {
+			return true
+		}
+	}
+	return false
+}
+
 // readStyles finds the cell formats that show numbers as dates or times.
+// A custom number format is judged as it is read (only whether it shows a
+// date is kept); the formats of both kinds count against maxStyles.
 func (b *xlsxFile) readStyles(f *zip.File) error {
-	custom := map[int]string{}
-	var xfs []int // the number format of each cell format
+	custom := map[int]bool{} // custom number format → shows a date or time
+	var xfs []int            // the number format of each cell format
 	inCellXfs := false
+	tooMany := func() error {
+		return fileErr(CodeTooLarge, "the file's styles hold more than %s formats, more than Excel allows; save it again from Excel as .xlsx", group(maxStyles))
+	}
 	err := b.walk(f, func(t *xmlToken) error {
 		switch t.kind {
 		case xmlStart:
 			switch string(t.local) {
 			case "numFmt":
+				if len(custom) >= maxStyles {
+					return tooMany()
+				}
 				if id, err := strconv.Atoi(string(t.attr("numFmtId"))); err == nil {
-					custom[id] = string(t.attr("formatCode"))
+					custom[id] = isDateFormatCode(string(t.attr("formatCode")))
 				}
 			case "cellXfs":
 				inCellXfs = true
 			case "xf":
 				if inCellXfs {
+					if len(xfs) >= maxStyles {
+						return tooMany()
+					}
 					id, err := strconv.Atoi(string(t.attr("numFmtId")))
 					if err != nil {
 						id = -1
@@ -408,8 +454,8 @@ func (b *xlsxFile) readStyles(f *zip.File) error {
 	}
 	b.dateStyles = make([]bool, len(xfs))
 	for i, id := range xfs {
-		if code, ok := custom[id]; ok {
-			b.dateStyles[i] = isDateFormatCode(code)
+		if date, ok := custom[id]; ok {
+			b.dateStyles[i] = date
 		} else {
 			b.dateStyles[i] = isBuiltinDateFormat(id)
 		}
@@ -418,20 +464,22 @@ func (b *xlsxFile) readStyles(f *zip.File) error {
 }
 
 // sharedStrings is the workbook's table of texts, one arena: entry i is
-// arena[ends[i-1]:ends[i]], at most MaxCellBytes of it kept.
+// arena[ends[i-1]:ends[i]], at most MaxCellBytes of it kept. An entry costs
+// 9 bytes besides its text (13 million empty entries cost 683 MB as ints
+// and a slice each), and there are at most maxSharedStrings of them.
 type sharedStrings struct {
 	arena []byte
-	ends  []int
-	runes []int  // characters of the whole entry
-	cut   []bool // the entry is longer than what is kept
+	ends  []uint32
+	runes []int32 // characters of the whole entry (a part holds fewer than 2^31 bytes)
+	cut   []bool  // the entry is longer than what is kept
 }
 
 func (s *sharedStrings) entry(i int) (text []byte, runes int, cut bool) {
-	start := 0
+	start := uint32(0)
 	if i > 0 {
 		start = s.ends[i-1]
 	}
-	return s.arena[start:s.ends[i]], s.runes[i], s.cut[i]
+	return s.arena[start:s.ends[i]], int(s.runes[i]), s.cut[i]
 }
 
 // boundedText gathers one cell's text from chunks: at most max bytes are
@@ -498,6 +546,10 @@ func (t *boundedText) unescape() {
 // are not part of it.
 func (b *xlsxFile) readSharedStrings(f *zip.File) error {
 	sst := &b.sst
+	// The arena holds at most the part's text and at most MaxTextBytes:
+	// taken at once, not grown by appends (which allocated five times an
+	// 8 MiB table on the way).
+	sst.arena = make([]byte, 0, min(f.UncompressedSize64, uint64(b.opts.MaxTextBytes)))
 	tb := boundedText{max: b.opts.MaxCellBytes}
 	inSI, inT, rph := false, false, 0
 	err := b.walk(f, func(t *xmlToken) error {
@@ -516,10 +568,18 @@ func (b *xlsxFile) readSharedStrings(f *zip.File) error {
 			switch string(t.local) {
 			case "si":
 				if inSI {
+					if len(sst.ends) == maxSharedStrings {
+						return fileErr(CodeTooLarge, "the file's shared strings hold more than %s entries, far more than a product list needs; save it again from Excel as .xlsx, or as CSV", group(maxSharedStrings))
+					}
 					tb.unescape()
+					// The table's text is bounded like the cells': its
+					// entries are kept whether a cell shows them or not.
+					if int64(len(sst.arena)+len(tb.buf)) > b.opts.MaxTextBytes {
+						return fileErr(CodeTooLarge, "the file's shared strings hold more than %s of text; a product list of a few hundred rows is far smaller, so the file was refused", byteSize(b.opts.MaxTextBytes))
+					}
 					sst.arena = append(sst.arena, tb.buf...)
-					sst.ends = append(sst.ends, len(sst.arena))
-					sst.runes = append(sst.runes, tb.runes)
+					sst.ends = append(sst.ends, uint32(len(sst.arena)))
+					sst.runes = append(sst.runes, int32(min(tb.runes, math.MaxInt32)))
 					sst.cut = append(sst.cut, tb.cut)
 				}
 				inSI = false
@@ -560,7 +620,7 @@ func (b *xlsxFile) readSheet(s bookSheet) (*Sheet, error) {
 	if r.skipping || errors.Is(err, errNoHeaderHere) {
 		return nil, errNoHeaderHere
 	}
-	return g.finish(r.merges)
+	return g.finish(b.ctx, r.merges)
 }
 
 // sheetReader is the state of one pass over a worksheet's XML.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"strconv"
 	"strings"
@@ -19,7 +20,15 @@ import (
 // accepts with the same elements and text. What it refuses that a workbook
 // never holds: a DOCTYPE, names outside ASCII, more than one root element,
 // text outside the root, a tag longer than maxTagBytes, nesting deeper than
-// maxDepth.
+// maxDepth, an element with more than maxAttrs attributes.
+//
+// Every entry it reads (an element, an attribute, a chunk of text, a
+// comment, an instruction) counts against the upload's xmlBudget, empty or
+// not, so the entries of all the parts one upload reads are bounded whatever
+// their size: 13 million empty <si/> cost no more than 13 million anything
+// else. Each step is linear in its input (the duplicate-attribute check
+// hashes names), and the scanner checks its context every 1,024 tokens, so a
+// parse whose request ended stops within a few milliseconds.
 //
 // Text arrives in chunks (a long text is several tokens in a row), already
 // decoded (entities, CDATA, line ends), so the caller can stop keeping a long
@@ -40,6 +49,13 @@ type xmlScanner struct {
 	roots  int
 	// pendingEnd: the last start tag closed itself; next returns its end.
 	pendingEnd bool
+
+	budget *xmlBudget
+	// seen indexes the current element's unprefixed attribute names by hash
+	// once it has more than a few, so a tag of 100,000 attributes is checked
+	// for duplicates in linear time.
+	seen     map[uint64]int
+	seenSeed maphash.Seed
 
 	tok     xmlToken
 	attrs   []xmlAttr
@@ -94,10 +110,48 @@ const (
 	xmlChunk    = 32 << 10 // bytes read at once, and the most text in one token
 	maxTagBytes = 1 << 20  // the longest tag (name and attributes)
 	maxDepth    = 256
+	// maxAttrs is the most attributes one element may have: a workbook's
+	// elements have a few, a root element a dozen namespace declarations.
+	maxAttrs = 256
+	// linearAttrs: up to this many attributes, duplicates are found by
+	// comparing names; past it, through seen.
+	linearAttrs = 16
 )
 
-func newXMLScanner(ctx context.Context, r io.Reader) *xmlScanner {
-	return &xmlScanner{ctx: ctx, r: r, buf: make([]byte, xmlChunk)}
+// xmlBudget counts the XML entries (elements, attributes, chunks of text,
+// comments, instructions) of every part one upload reads, against one limit.
+type xmlBudget struct {
+	used, limit int
+	part        string // the part being read, for the message
+}
+
+// take counts n entries; past the limit it answers the *FileError that
+// refuses the upload.
+func (b *xmlBudget) take(n int) error {
+	if b == nil {
+		return nil
+	}
+	b.used += n
+	if b.used > b.limit {
+		return fileErr(CodeTooLarge, "the file holds more than %s XML entries (elements, attributes and texts, empty or not; part %s), far more than a product list needs, so it was refused; save it again from Excel as .xlsx, or as CSV", group(int64(b.limit)), b.part)
+	}
+	return nil
+}
+
+// newXMLScanner reads one part; budget (nil: unbounded, for tests) counts its entries.
+func newXMLScanner(ctx context.Context, r io.Reader, budget *xmlBudget) *xmlScanner {
+	return &xmlScanner{ctx: ctx, r: r, buf: make([]byte, xmlChunk), budget: budget}
+}
+
+// count takes n entries from the budget, making a refusal sticky.
+func (s *xmlScanner) count(n int) error {
+	if err := s.budget.take(n); err != nil {
+		if s.err == nil {
+			s.err = err
+		}
+		return s.err
+	}
+	return nil
 }
 
 // errXMLEnd is next's answer once the document ended well-formed.
@@ -178,6 +232,12 @@ func (s *xmlScanner) next() (*xmlToken, error) {
 		return &s.tok, nil
 	}
 	for {
+		// Comments, instructions and blanks outside the root loop here
+		// without returning a token: check the context here too.
+		if s.ticks++; s.ticks&1023 == 0 && s.ctx.Err() != nil {
+			s.err = s.ctx.Err()
+			return nil, s.err
+		}
 		if !s.fill(1) {
 			if s.err != nil {
 				return nil, s.err
@@ -190,6 +250,9 @@ func (s *xmlScanner) next() (*xmlToken, error) {
 		if s.buf[s.pos] != '<' {
 			text, err := s.readText()
 			if err != nil {
+				return nil, err
+			}
+			if err := s.count(1); err != nil {
 				return nil, err
 			}
 			if len(s.starts) == 0 {
@@ -208,6 +271,9 @@ func (s *xmlScanner) next() (*xmlToken, error) {
 		case '/':
 			return s.readEnd()
 		case '?':
+			if err := s.count(1); err != nil {
+				return nil, err
+			}
 			body, err := s.skipUntil("?>", 2)
 			if err != nil {
 				return nil, err
@@ -217,6 +283,9 @@ func (s *xmlScanner) next() (*xmlToken, error) {
 			}
 			continue
 		case '!':
+			if err := s.count(1); err != nil {
+				return nil, err
+			}
 			if !s.fill(4) {
 				return nil, s.cutOff()
 			}
@@ -341,6 +410,9 @@ func (s *xmlScanner) readStart() (*xmlToken, error) {
 		}
 		var a xmlAttr
 		var aok bool
+		if len(s.attrs) == 0 && s.seen != nil {
+			clear(s.seen)
+		}
 		j := i
 		if i, a.local, a.prefixed, aok = xmlName(tag, i); !aok {
 			return nil, s.fail("an attribute without a valid name in element <%s>", name)
@@ -364,10 +436,11 @@ func (s *xmlScanner) readStart() (*xmlToken, error) {
 		}
 		raw := tag[i+1 : i+1+k]
 		i += k + 2
-		for _, b := range s.attrs {
-			if bytes.Equal(b.local, a.local) && b.prefixed == a.prefixed && !a.prefixed {
-				return nil, s.fail("attribute %s given twice in <%s>", aname, name)
-			}
+		if len(s.attrs) >= maxAttrs {
+			return nil, s.fail("element <%s> has more than %d attributes", name, maxAttrs)
+		}
+		if !a.prefixed && s.givenTwice(a.local) {
+			return nil, s.fail("attribute %s given twice in <%s>", aname, name)
 		}
 		v, err := s.attrValue(raw)
 		if err != nil {
@@ -375,6 +448,9 @@ func (s *xmlScanner) readStart() (*xmlToken, error) {
 		}
 		a.value = v
 		s.attrs = append(s.attrs, a)
+	}
+	if err := s.count(1 + len(s.attrs)); err != nil {
+		return nil, err
 	}
 	if len(s.starts) == 0 {
 		if s.roots++; s.roots > 1 {
@@ -389,6 +465,47 @@ func (s *xmlScanner) readStart() (*xmlToken, error) {
 	s.pendingEnd = self
 	s.tok = xmlToken{kind: xmlStart, local: local, attrs: s.attrs}
 	return &s.tok, nil
+}
+
+// givenTwice reports whether s.attrs holds an unprefixed attribute named
+// local already. Past linearAttrs attributes the names are indexed by hash
+// (a collision falls back to comparing them all, which only a crafted name
+// pair could cause), so the check is linear in the tag, not quadratic.
+func (s *xmlScanner) givenTwice(local []byte) bool {
+	if len(s.attrs) < linearAttrs {
+		for _, b := range s.attrs {
+			if !b.prefixed && bytes.Equal(b.local, local) {
+				return true
+			}
+		}
+		return false
+	}
+	if s.seen == nil {
+		s.seen = make(map[uint64]int, 2*linearAttrs)
+		s.seenSeed = maphash.MakeSeed()
+	}
+	if len(s.seen) == 0 {
+		for i, b := range s.attrs {
+			if !b.prefixed {
+				s.seen[maphash.Bytes(s.seenSeed, b.local)] = i
+			}
+		}
+	}
+	h := maphash.Bytes(s.seenSeed, local)
+	i, ok := s.seen[h]
+	if !ok {
+		s.seen[h] = len(s.attrs)
+		return false
+	}
+	if bytes.Equal(s.attrs[i].local, local) {
+		return true
+	}
+	for _, b := range s.attrs {
+		if !b.prefixed && bytes.Equal(b.local, local) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *xmlScanner) pop() {

@@ -14,7 +14,7 @@ import (
 // scanAll reads a document with xmlScanner and writes its elements, attributes
 // and text (adjacent text merged, text outside the root left out) as lines.
 func scanAll(r io.Reader) ([]string, error) {
-	s := newXMLScanner(context.Background(), r)
+	s := newXMLScanner(context.Background(), r, nil)
 	var out []string
 	var text strings.Builder
 	flush := func() {

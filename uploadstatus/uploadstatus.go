@@ -319,6 +319,7 @@ func (s *Store) recordArgs(uploadID string, r RowResult) ([]any, error) {
 	if r.At.IsZero() {
 		r.At = time.Now()
 	}
+	r.Reason = CutReason(r.Reason)
 	b, err := json.Marshal(r)
 	if err != nil {
 		return nil, fmt.Errorf("record row %d of upload %s: %w", r.Row, uploadID, err)

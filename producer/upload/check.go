@@ -1,7 +1,6 @@
 package upload
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -49,7 +48,7 @@ func (u *Uploader) Check(ctx context.Context, seller string, data []byte) (*Chec
 	if err := bulkreg.ValidSellerID(seller); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
 	}
-	sheet, err := u.Parser.Parse(ctx, bytes.NewReader(data))
+	sheet, err := u.parse(ctx, data)
 	if err != nil {
 		var fe *excel.FileError
 		if errors.As(err, &fe) && fe.Code != excel.CodeTimeout && fe.Code != excel.CodeCanceled {

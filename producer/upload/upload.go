@@ -37,6 +37,21 @@ type Parser interface {
 	Parse(ctx context.Context, r io.Reader) (*excel.Sheet, error)
 }
 
+// bytesParser is a Parser that reads a file already in memory without
+// copying it (*excel.Parser): an upload's bytes are in memory already, and a
+// copy is 10 MiB more for the largest.
+type bytesParser interface {
+	ParseBytes(ctx context.Context, data []byte) (*excel.Sheet, error)
+}
+
+// parse reads data with u.Parser, without a copy when it can.
+func (u *Uploader) parse(ctx context.Context, data []byte) (*excel.Sheet, error) {
+	if p, ok := u.Parser.(bytesParser); ok {
+		return p.ParseBytes(ctx, data)
+	}
+	return u.Parser.Parse(ctx, bytes.NewReader(data))
+}
+
 // MessageWriter writes messages to the rows topic and returns once the
 // broker acknowledged them (*kafka.Writer).
 type MessageWriter interface {
@@ -171,7 +186,7 @@ func (u *Uploader) Upload(ctx context.Context, req Request) (Result, error) {
 	id := UploadID(req.SellerID, fileHash)
 	log := u.logger().With("upload_id", id, "seller", req.SellerID)
 
-	sheet, err := u.Parser.Parse(ctx, bytes.NewReader(req.Data))
+	sheet, err := u.parse(ctx, req.Data)
 	if err != nil {
 		u.Metrics.upload("refused")
 		var fe *excel.FileError
@@ -332,7 +347,9 @@ func refusedRow(r excel.Row, at time.Time) uploadstatus.RowResult {
 	for _, p := range r.Problems {
 		reasons = append(reasons, p.Error())
 	}
-	rr := uploadstatus.RowResult{Row: r.Number, State: uploadstatus.Failed, Code: "invalid", Reason: strings.Join(reasons, "; "), At: at}
+	// The row's problems are bounded in number and length (package excel),
+	// and the reason is cut to what Redis keeps of it.
+	rr := uploadstatus.RowResult{Row: r.Number, State: uploadstatus.Failed, Code: "invalid", Reason: uploadstatus.CutReason(strings.Join(reasons, "; ")), At: at}
 	if len(r.Problems) > 0 {
 		rr.Code = r.Problems[0].Code
 		rr.Field = r.Problems[0].Column

@@ -1,0 +1,109 @@
+package excel
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// What one upload's answer may list. Every problem and warning goes into the
+// JSON answer of a check or an upload, and every row's problems into the
+// reason Redis keeps for the row, so their number and length are bounded,
+// whatever the file: 10,000 merges over 500 rows made 5 million problems
+// (a 1.12 GB answer) before.
+const (
+	// maxRowProblems is the most problems one row lists; a last one says
+	// how many more the row has.
+	maxRowProblems = 10
+	// maxListedProblems is how many problems the rows list in all before
+	// each further row lists only its first (so it still says why it
+	// failed); a warning says how many are not listed.
+	maxListedProblems = 500
+	// maxWarnings is the most warnings listed; a last one says how many more.
+	maxWarnings = 100
+	// maxMessageJSON bounds a problem's message as JSON writes it (a '<'
+	// is 6 bytes there), so that a listed problem is at most about 520
+	// bytes and every list of an answer together well under 1 MiB.
+	maxMessageJSON = 400
+)
+
+// Codes of the lines that stand for problems and warnings not listed.
+const (
+	CodeMoreProblems = "more_problems"
+	CodeMoreWarnings = "more_warnings"
+)
+
+// boundProblems applies the bounds above to a validated sheet.
+func boundProblems(s *Sheet) {
+	listed, unlisted := 0, 0
+	for i := range s.Rows {
+		r := &s.Rows[i]
+		for j := range r.Problems {
+			r.Problems[j].Message = cutJSON(r.Problems[j].Message, maxMessageJSON)
+		}
+		if n := len(r.Problems); n > maxRowProblems {
+			more := n - (maxRowProblems - 1)
+			r.Problems = append(r.Problems[:maxRowProblems-1:maxRowProblems-1], Problem{Row: r.Number, Code: CodeMoreProblems,
+				Message: fmt.Sprintf("and %s more problems in this row", group(int64(more)))})
+		}
+		if len(r.Problems) == 0 {
+			continue
+		}
+		if listed+len(r.Problems) > maxListedProblems {
+			unlisted += len(r.Problems) - 1
+			r.Problems = r.Problems[:1:1]
+			continue
+		}
+		listed += len(r.Problems)
+	}
+	for i := range s.Warnings {
+		s.Warnings[i].Message = cutJSON(s.Warnings[i].Message, maxMessageJSON)
+	}
+	if n := len(s.Warnings); n > maxWarnings {
+		s.Warnings = append(s.Warnings[:maxWarnings-1:maxWarnings-1], Problem{Code: CodeMoreWarnings,
+			Message: fmt.Sprintf("and %s more warnings", group(int64(n-(maxWarnings-1))))})
+	}
+	if unlisted > 0 {
+		s.Warnings = append(s.Warnings, Problem{Code: CodeMoreProblems,
+			Message: fmt.Sprintf("%s more problems are not listed: after the first %d, each row lists only its first problem; fix these and check the file again", group(int64(unlisted)), maxListedProblems)})
+	}
+}
+
+// cutJSON shortens s, at a character, so that JSON writes it in at most max
+// bytes (encoding/json escapes <, >, & and control characters as \u00XX),
+// marking a cut with "…".
+func cutJSON(s string, max int) string {
+	if len(s)*6 <= max || jsonSize(s) <= max {
+		return s
+	}
+	n := 0
+	for i, r := range s {
+		if n += jsonLen(r, s[i:]); n > max-len("…") {
+			return s[:i] + "…"
+		}
+	}
+	return s
+}
+
+// jsonSize is how many bytes JSON writes s in, quotes excepted.
+func jsonSize(s string) int {
+	n := 0
+	for i, r := range s {
+		n += jsonLen(r, s[i:])
+	}
+	return n
+}
+
+// jsonLen is how many bytes JSON writes the character r, at the start of
+// rest, in.
+func jsonLen(r rune, rest string) int {
+	switch {
+	case r == utf8.RuneError && !strings.HasPrefix(rest, "\uFFFD"):
+		return 6 // a byte that is not UTF-8 becomes \ufffd
+	case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t':
+		return 2
+	case r < 0x20 || r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029':
+		return 6
+	}
+	return utf8.RuneLen(r)
+}
