@@ -35,6 +35,7 @@ type seller struct {
 	bucketOK bool // the bucket has been filled once
 
 	rateLimited, replays, conflicts, invalid, failed int
+	injected                                         int // answers injected by Chaos
 	appRateLimited                                   int // of rateLimited, those for the app-wide limit
 }
 

@@ -143,6 +143,9 @@ type SellerAudit struct {
 	// AppRateLimited is the part of RateLimited answered for the app-wide
 	// limit; the rest were for the seller's own.
 	AppRateLimited int `json:"app_rate_limited"`
+	// Injected counts the answers Chaos injected (401, 403, 429 storms,
+	// 5xx): not the contract's, so not in RateLimited or Failed.
+	Injected int `json:"injected,omitempty"`
 }
 
 // faults are the injected misbehaviours; SetFaults changes them at runtime.
@@ -180,6 +183,7 @@ type Server struct {
 	// check-then-accept of the limit and of idempotency atomic with no
 	// subtlety; the critical sections are a few map look-ups long.
 	outage outage // the outage switch (outage.go), locked on its own
+	chaos  chaos  // injected answers and the call log (chaos.go), locked on their own
 
 	mu       sync.Mutex
 	faults   faults
@@ -302,6 +306,7 @@ func New(o Options) (*Server, error) {
 	})
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	s.outageRoutes()
+	s.chaosRoutes()
 	return s, nil
 }
 
@@ -346,6 +351,7 @@ func (s *Server) Audit() Audit {
 		sa := SellerAudit{
 			Accepted: len(sl.accepted), Products: len(sl.skus),
 			RateLimited: sl.rateLimited, AppRateLimited: sl.appRateLimited, Replays: sl.replays, Conflicts: sl.conflicts, Invalid: sl.invalid, Failed: sl.failed,
+			Injected:    sl.injected,
 			MaxInWindow: maxInWindow(sl.accepted, s.window),
 		}
 		if n := len(sl.accepted); n > 0 {
@@ -388,13 +394,15 @@ type answer struct {
 	body       []byte
 	retryAfter int    // seconds; 0: no Retry-After header
 	scope      string // of a 429: ScopeSeller or ScopeApp
+	sku        string // the product's seller_sku, when the body was read
+	code       string // the error code, for the call log
 }
 
 func errorAnswer(status int, e *apiError) answer {
 	body, _ := json.Marshal(struct {
 		Error *apiError `json:"error"`
 	}{e}) // cannot fail: strings only
-	return answer{status: status, body: body}
+	return answer{status: status, body: body, code: e.Code}
 }
 
 // register is POST /v1/sellers/{seller_id}/products. The order of the checks
@@ -408,11 +416,28 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	f := s.faults
 	s.mu.Unlock()
+	call := Call{Received: start, Seller: sellerID, Key: key}
 	if !sleep(ctx, f.delay()) {
+		call.Handled = time.Now()
+		s.logCall(call)
 		s.observe(ctx, start, sellerID, key, "canceled")
 		return
 	}
+	call.Handled = time.Now()
 	if s.refuseForOutage(ctx, w, r, start, sellerID, key) {
+		call.Status, call.Code, call.Injected = http.StatusServiceUnavailable, "unavailable", true
+		s.logCall(call)
+		return
+	}
+	if s.chaosNeedsSKU() {
+		call.SKU = peekSKU(r, s.maxBody)
+	}
+	if a, ok := s.chaosAnswer(sellerID, call.SKU); ok {
+		s.count(sellerID, func(sl *seller) { sl.injected++ })
+		s.write(w, a)
+		call.Status, call.Code, call.Injected = a.status, a.code, true
+		s.logCall(call)
+		s.observe(ctx, start, sellerID, key, strconv.Itoa(a.status))
 		return
 	}
 	// Independent draws: a rate of 1 always fires, 0 never (Float64 < 1).
@@ -420,18 +445,24 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		s.count(sellerID, func(sl *seller) { sl.failed++ })
 		a := errorAnswer(http.StatusServiceUnavailable, &apiError{Code: "unavailable", Message: "the service is unavailable (injected fault); retry later"})
 		s.write(w, a)
+		call.Status, call.Code, call.Injected = a.status, a.code, true
+		s.logCall(call)
 		s.observe(ctx, start, sellerID, key, strconv.Itoa(a.status))
 		return
 	}
 	if rand.Float64() < f.drop {
 		s.count(sellerID, func(sl *seller) { sl.failed++ })
 		drop(w)
+		call.Injected = true
+		s.logCall(call)
 		s.observe(ctx, start, sellerID, key, "dropped")
 		return
 	}
 	slow := rand.Float64() < f.slow
 
 	a := s.handle(w, r, sellerID, key)
+	call.Status, call.Code, call.SKU = a.status, a.code, a.sku
+	s.logCall(call)
 	if slow {
 		// Processed already: only the answer is late. If the client has
 		// given up there is no one to answer.
@@ -471,6 +502,19 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, sellerID, key st
 	if e != nil {
 		return refuse(status, e)
 	}
+	if refusedName(s.refusesName(), p.Name) {
+		a := refuse(http.StatusUnprocessableEntity, &apiError{Code: "invalid_value",
+			Message: "name is not allowed by the marketplace (refused by chaos: an API stricter than the validator)", Field: "name"})
+		a.sku = p.SellerSKU
+		return a
+	}
+	a := s.admit(sellerID, key, p)
+	a.sku = p.SellerSKU
+	return a
+}
+
+// admit applies a valid registration: idempotency, then the limit.
+func (s *Server) admit(sellerID, key string, p product) answer {
 	canonical, _ := json.Marshal(p) // cannot fail: strings and integers only
 
 	s.mu.Lock()
