@@ -30,6 +30,12 @@
 // to the dead-letter topic as transient, which `producer redrive` sends
 // again; the circuit opens as soon as a second seller's calls fail too.
 //
+// A call the API refused for bulkreg itself (Refused: 401, 403, a 404 off
+// the route, 405, 3xx) opens the circuit at once, with Status.Reason
+// Misconfigured: every row would get the same answer, so none should spend
+// an attempt on it, and nothing but a probe calls until an operator fixes
+// the credential or the URL (the probe's first answer closes it).
+//
 // Open: no call is allowed; Decision.RetryAt says when to ask again. After
 // ProbeMin the first caller to ask gets the probe (the circuit turns
 // half-open): exactly one call fleet-wide tests the API, holding the probe for
@@ -61,6 +67,7 @@
 //	bulkreg_circuit_probes_total   counter  probe calls this process was given
 //	bulkreg_circuit_allowed_locally_total  counter  calls allowed without asking Redis (Settings.TrustClosed)
 //	bulkreg_circuit_reports_batched_total  counter  answered calls counted in a batch instead of a report of their own
+//	bulkreg_circuit_misconfigured  gauge    1 while the circuit is held open because the API refused bulkreg itself
 //
 // Every consumer exports the same state and open seconds; alert on their max.
 //
@@ -81,7 +88,8 @@
 //     ended. A Failure whose Report answers a State other than Closed, or
 //     that was a probe (Decision.Probe), belongs to an outage: it does not
 //     count against the row's attempts, nor does the time until the circuit
-//     closes count against its retry time. While the process trusts that
+//     closes count against its retry time. A Refused call never counts:
+//     the circuit it opened holds the row. While the process trusts that
 //     the circuit is closed (Settings.TrustClosed), an answered call that
 //     was not a probe is counted in a local batch and answered from the
 //     view; the next report that goes to Redis (a failure, a probe, or an
@@ -164,6 +172,25 @@ const (
 	// (its context was cancelled at shutdown or rebalance). Nothing is
 	// counted; a probe given up hands the probe to the next caller at once.
 	Abandoned
+	// Refused: the API refused bulkreg itself, not the row (401, 403, a 404
+	// off the route, 405, 3xx: registryclient.Misconfigured). Every call
+	// would get the same answer, so one such answer opens the circuit at
+	// once, whatever the window, with Reason Misconfigured; it is held like
+	// an outage until a probe gets an answer (an operator fixed the
+	// credential or the URL). As the probe's answer it counts as a failure.
+	Refused
+)
+
+// Reason says why the circuit is not closed.
+type Reason string
+
+const (
+	// Unavailable: transient failures spread over sellers (an outage).
+	Unavailable Reason = "unavailable"
+	// Misconfigured: the API refused bulkreg itself (Refused): its
+	// credentials or its URL need an operator. Nothing is registered until
+	// then, whatever the rows hold.
+	Misconfigured Reason = "misconfigured"
 )
 
 func (o Outcome) String() string {
@@ -176,6 +203,8 @@ func (o Outcome) String() string {
 		return "answered"
 	case Abandoned:
 		return "abandoned"
+	case Refused:
+		return "refused"
 	}
 	return "unknown"
 }
@@ -370,6 +399,8 @@ type Status struct {
 	Now     time.Time     // the Redis clock when the state was read
 	// Changed is set by Report when that report opened or closed the circuit.
 	Changed bool
+	// Reason is why the circuit is not closed; "" when closed.
+	Reason Reason
 	// Fleet-wide counters, read by Peek only (kept for Settings.Retention
 	// after the last change): probes handed out, times the circuit opened,
 	// probes taken over after their lease ran out.
@@ -549,7 +580,7 @@ func (b *Breaker) Allow(ctx context.Context) (Decision, error) {
 func (b *Breaker) Report(ctx context.Context, d Decision, c Call) (Status, error) {
 	var outcome string
 	switch c.Outcome {
-	case Success, Failure, Answered, Abandoned:
+	case Success, Failure, Answered, Abandoned, Refused:
 		outcome = c.Outcome.String()
 	default:
 		return Status{}, fmt.Errorf("circuit: report: unknown outcome %d", c.Outcome)
@@ -897,27 +928,30 @@ func parseDecision(v []any) (Decision, error) {
 }
 
 func parseReport(v []any) (Status, error) {
-	if len(v) != 5 {
-		return Status{}, fmt.Errorf("the report script answered %d values, want 5", len(v))
+	if len(v) != 6 {
+		return Status{}, fmt.Errorf("the report script answered %d values, want 6", len(v))
 	}
 	s, err1 := str(v[0])
 	changed, err2 := integer(v[1])
 	retry, err3 := micros(v[2])
 	now, err4 := micros(v[3])
 	opened, err5 := micros(v[4])
-	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+	reason, err6 := str(v[5])
+	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
 		return Status{}, fmt.Errorf("the report script answered %v: %w", v, err)
 	}
 	state, err := parseState(s)
 	if err != nil {
 		return Status{}, err
 	}
-	return status(state, retry, now, opened, changed == 1), nil
+	st := status(state, retry, now, opened, changed == 1)
+	st.Reason = Reason(reason)
+	return st, nil
 }
 
 func parsePeek(v []any) (Status, error) {
-	if len(v) != 7 {
-		return Status{}, fmt.Errorf("the peek script answered %d values, want 7", len(v))
+	if len(v) != 8 {
+		return Status{}, fmt.Errorf("the peek script answered %d values, want 8", len(v))
 	}
 	s, err1 := str(v[0])
 	retry, err2 := micros(v[1])
@@ -926,7 +960,8 @@ func parsePeek(v []any) (Status, error) {
 	probes, err5 := integer(v[4])
 	opens, err6 := integer(v[5])
 	lapsed, err7 := integer(v[6])
-	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7); err != nil {
+	reason, err8 := str(v[7])
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7, err8); err != nil {
 		return Status{}, fmt.Errorf("the peek script answered %v: %w", v, err)
 	}
 	state, err := parseState(s)
@@ -934,7 +969,7 @@ func parsePeek(v []any) (Status, error) {
 		return Status{}, err
 	}
 	st := status(state, retry, now, opened, false)
-	st.Probes, st.Opens, st.Lapsed = probes, opens, lapsed
+	st.Probes, st.Opens, st.Lapsed, st.Reason = probes, opens, lapsed, Reason(reason)
 	return st, nil
 }
 

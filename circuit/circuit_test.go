@@ -732,8 +732,8 @@ func TestCollector(t *testing.T) {
 		t.Fatalf("no metric %s", name)
 		return 0
 	}
-	if mfs, err := reg.Gather(); err != nil || len(mfs) != 6 {
-		t.Fatalf("gathered %d metric families (%v), want 6", len(mfs), err)
+	if mfs, err := reg.Gather(); err != nil || len(mfs) != 7 {
+		t.Fatalf("gathered %d metric families (%v), want 7", len(mfs), err)
 	}
 	if gauge(MetricState) != 0 || gauge(MetricOpenSeconds) != 0 {
 		t.Errorf("closed: state %v, open seconds %v; want 0, 0", gauge(MetricState), gauge(MetricOpenSeconds))
@@ -1043,4 +1043,93 @@ func evalCalls(t *testing.T, info string) int64 {
 		}
 	}
 	return n
+}
+
+// TestARefusalOfBulkregHoldsTheCircuit (issue 26, finding 6): one answer
+// that refuses bulkreg itself (a 401 after the credential was rotated, a 404
+// off the route) opens the circuit at once, with no window to fill, as
+// misconfigured; refused probes keep it open with the growing interval; the
+// reason and the gauge say so; a probe that gets an answer closes it and
+// clears the reason. A transient outage keeps its own reason.
+func TestARefusalOfBulkregHoldsTheCircuit(t *testing.T) {
+	srv := testredis.Start(t)
+	s := fast()
+	b := newBreaker(t, srv.Client(), s)
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(b.Collector()); err != nil {
+		t.Fatal(err)
+	}
+	misconfigured := func() float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == MetricMisconfigured {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatalf("%s not exported", MetricMisconfigured)
+		return 0
+	}
+	ctx := context.Background()
+	if got := misconfigured(); got != 0 {
+		t.Errorf("closed: %s = %v, want 0", MetricMisconfigured, got)
+	}
+	for i := range 3 {
+		call(t, b, "a", fmt.Sprintf("a:%d", i), Success)
+	}
+	_, st := call(t, b, "a", "a:9", Refused)
+	if st.State != Open || !st.Changed || st.Reason != Misconfigured {
+		t.Fatalf("after one refusal: %+v; want open at once (changed), misconfigured", st)
+	}
+	if p := peek(t, b); p.State != Open || p.Reason != Misconfigured || p.Opens != 1 {
+		t.Errorf("Peek = %+v; want open, misconfigured, opened once", p)
+	}
+	if got := misconfigured(); got != 1 {
+		t.Errorf("open for a refusal: %s = %v, want 1", MetricMisconfigured, got)
+	}
+	// Calls refused meanwhile (they started before it opened) change nothing.
+	if _, err := b.Report(ctx, Decision{State: Closed, Allowed: true}, Call{Seller: "b", Row: "b:1", Outcome: Refused}); err != nil {
+		t.Fatal(err)
+	}
+	want := s.ProbeMin
+	for i := range 3 {
+		time.Sleep(want)
+		d, err := b.Allow(ctx)
+		if err != nil || !d.Probe {
+			t.Fatalf("probe %d: Allow = %+v, %v; want the probe after %s", i+1, d, err, want)
+		}
+		st, err := b.Report(ctx, d, Call{Seller: "a", Row: "a:9", Outcome: Refused})
+		if err != nil || st.State != Open || st.Reason != Misconfigured || st.Wait < want {
+			t.Fatalf("refused probe %d: %+v, %v; want open, misconfigured, the next probe after more than %s", i+1, st, err, want)
+		}
+		want = min(time.Duration(float64(want)*s.ProbeMultiplier), s.ProbeMax)
+	}
+	time.Sleep(want)
+	d, err := b.Allow(ctx)
+	if err != nil || !d.Probe {
+		t.Fatalf("Allow = %+v, %v; want the probe", d, err)
+	}
+	if st, err := b.Report(ctx, d, Call{Seller: "a", Row: "a:9", Outcome: Success}); err != nil || st.State != Closed || st.Reason != "" {
+		t.Fatalf("the probe registered: %+v, %v; want closed, no reason", st, err)
+	}
+	if got := misconfigured(); got != 0 {
+		t.Errorf("closed again: %s = %v, want 0", MetricMisconfigured, got)
+	}
+	// An outage is "unavailable", and a refusal met during it marks it misconfigured.
+	trip(t, b)
+	if p := peek(t, b); p.Reason != Unavailable {
+		t.Errorf("open for transient failures: reason %q, want %q", p.Reason, Unavailable)
+	}
+	if got := misconfigured(); got != 0 {
+		t.Errorf("an outage: %s = %v, want 0", MetricMisconfigured, got)
+	}
+	if _, err := b.Report(ctx, Decision{State: Closed, Allowed: true}, Call{Seller: "b", Row: "b:2", Outcome: Refused}); err != nil {
+		t.Fatal(err)
+	}
+	if p := peek(t, b); p.State == Closed || p.Reason != Misconfigured {
+		t.Errorf("a refusal during an outage: %+v; want still open, misconfigured", p)
+	}
 }

@@ -14,6 +14,10 @@ const (
 	MetricProbes      = "bulkreg_circuit_probes_total"
 	MetricLocal       = "bulkreg_circuit_allowed_locally_total"
 	MetricBatched     = "bulkreg_circuit_reports_batched_total"
+	// MetricMisconfigured is 1 while the circuit is held open because the
+	// API refused bulkreg itself (Reason Misconfigured). The alert
+	// BulkregRegistryRefusesBulkreg (deploy/alerts.yml) watches it.
+	MetricMisconfigured = "bulkreg_circuit_misconfigured"
 )
 
 var (
@@ -27,6 +31,8 @@ var (
 		"Probe calls this consumer made to test whether the registration API answers again.", nil, nil)
 	descLocal = prometheus.NewDesc(MetricLocal,
 		"Calls this consumer allowed without asking Redis, because it had learned within TrustClosed that the circuit is closed.", nil, nil)
+	descMisconfigured = prometheus.NewDesc(MetricMisconfigured,
+		"1 while the circuit breaker is held open because the registration API refused bulkreg itself (401, 403, a 404 off the route, 405, a redirect): fix the registry credentials or URL. Rows wait in Kafka, none fails.", nil, nil)
 	descBatched = prometheus.NewDesc(MetricBatched,
 		"Answered calls this consumer counted in a batch sent with its next report, instead of reporting each to Redis, while it knew the circuit closed.", nil, nil)
 )
@@ -47,6 +53,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descProbes
 	ch <- descLocal
 	ch <- descBatched
+	ch <- descMisconfigured
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -54,9 +61,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	// from holding /metrics.
 	ctx, cancel := context.WithTimeout(context.Background(), c.b.s.PeekTimeout)
 	defer cancel()
-	state, openFor := Closed, 0.0
+	state, openFor, misconfigured := Closed, 0.0, 0.0
 	if st, err := c.b.Peek(ctx); err == nil {
 		state, openFor = st.State, st.OpenFor.Seconds()
+		if st.State != Closed && st.Reason == Misconfigured {
+			misconfigured = 1
+		}
 	} else if s, d, known := c.b.Local(); known {
 		state, openFor = s, d.Seconds()
 	}
@@ -66,4 +76,5 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descProbes, prometheus.CounterValue, float64(c.b.Probes()))
 	ch <- prometheus.MustNewConstMetric(descLocal, prometheus.CounterValue, float64(c.b.allowedLocally.Load()))
 	ch <- prometheus.MustNewConstMetric(descBatched, prometheus.CounterValue, float64(c.b.batched.Load()))
+	ch <- prometheus.MustNewConstMetric(descMisconfigured, prometheus.GaugeValue, misconfigured)
 }

@@ -16,6 +16,7 @@ func TestOutcomeOf(t *testing.T) {
 		{registryclient.Transient, Failure},
 		{registryclient.Permanent, Answered},
 		{registryclient.RateLimited, Answered},
+		{registryclient.Misconfigured, Refused},
 	} {
 		if got := OutcomeOf(tc.class); got != tc.want {
 			t.Errorf("OutcomeOf(%s) = %s, want %s", tc.class, got, tc.want)

@@ -149,7 +149,8 @@ type rowCircuit struct {
 	failed bool
 	retry  backoff.BackOff
 	// outage: the last call's transient failure belongs to an outage (the
-	// circuit was open after it, or it was the probe): not the row's fault.
+	// circuit was open after it, or it was the probe), or the API refused
+	// bulkreg itself and the circuit holds every row: not the row's fault.
 	outage bool
 }
 
@@ -301,14 +302,42 @@ func (rc *rowCircuit) report(res registryclient.Result, cancelled bool) {
 		rc.c.circuitDown(err)
 		rc.log.Warn("could not report the call to the circuit breaker", "outcome", o, "probe", rc.d.Probe, "err", err)
 	}
-	if o != circuit.Failure {
+	if o != circuit.Failure && o != circuit.Refused {
 		if rc.d.Probe && o != circuit.Abandoned {
 			rc.log.Info("the registration API answers again: the circuit is closed", "open_for", rc.d.OpenFor)
 		}
 		return
 	}
 	rc.outage = rc.d.Probe || (err == nil && st.State != circuit.Closed)
-	if err == nil && st.Changed && st.State == circuit.Open && !rc.d.Probe {
+	switch {
+	case err != nil || !st.Changed || st.State != circuit.Open || rc.d.Probe:
+	case o == circuit.Refused:
+		rc.log.Error("the registration API refused bulkreg itself, not the row: the circuit is held open, no registry calls until a probe gets an answer; fix the registry credentials or URL",
+			"status", res.Status, "err", res.Err)
+	default:
 		rc.log.Warn("transient failures across rows: the circuit is open, no registry calls until a probe succeeds")
 	}
+}
+
+// refusedBulkreg acts on an answer that refused bulkreg itself, not the row
+// (registryclient.Misconfigured: a rotated credential, a wrong URL). Every
+// row would get the same answer, so it is nobody's failure: the attempt is
+// not counted, the row stays unfinished (its offset is not committed past)
+// and goes back to wait while the circuit, opened by the report, holds the
+// fleet until a probe gets an answer. Without a circuit that holds it (none
+// configured, or its Redis did not take the report) the row asks again
+// after a growing wait, still spending nothing.
+func (c *Consumer) refusedBulkreg(t *tries, res *registryclient.Result, cb *rowCircuit, log *slog.Logger) (wait time.Duration, again bool) {
+	t.attempts--
+	if cb.outage {
+		log.Info("the registration API refused bulkreg itself; the row waits for the circuit, no attempt spent", "status", res.Status, "err", res.Err)
+		return 0, true
+	}
+	if t.refused == nil {
+		t.refused = c.redisBackOff()
+	}
+	wait = t.refused.NextBackOff()
+	log.Error("the registration API refused bulkreg itself, not the row: no attempt spent, asking again later; fix the registry credentials or URL",
+		"status", res.Status, "in", wait, "err", res.Err)
+	return wait, true
 }

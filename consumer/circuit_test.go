@@ -10,13 +10,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 	"github.com/bulkreg/bulkreg/internal/testwait"
+	"github.com/bulkreg/bulkreg/producer/upload"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
+	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
 func TestProbeTurn(t *testing.T) {
@@ -259,4 +262,196 @@ func TestOneSellersFailuresAreItsOwn(t *testing.T) {
 		t.Errorf("the circuit is %v (%v), opened %d times, %d probes; want closed, never opened: one seller's failures are its own", st.State, err, st.Opens, st.Probes)
 	}
 	s.checkCompliant("good", goodRows)
+}
+
+// refusingGate stands before the sandbox as the registration API: while
+// refusing, it answers every registration the way a misconfigured bulkreg
+// is answered (refuse), and counts those answers; otherwise it passes the
+// request on, through fix (the operator's fix: a URL rewritten, a
+// credential replaced).
+type refusingGate struct {
+	next    http.Handler
+	refuse  http.HandlerFunc
+	fix     func(r *http.Request)
+	mu      sync.Mutex
+	closed  bool // the fault is fixed
+	refused []time.Time
+}
+
+func (g *refusingGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	fixed := g.closed
+	if !fixed {
+		g.refused = append(g.refused, time.Now())
+	}
+	g.mu.Unlock()
+	if !fixed {
+		g.refuse(w, r)
+		return
+	}
+	g.fix(r)
+	g.next.ServeHTTP(w, r)
+}
+
+func (g *refusingGate) repair() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+}
+
+func (g *refusingGate) refusals() []time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]time.Time(nil), g.refused...)
+}
+
+// TestRefusalOfBulkregHoldsEveryRow (issue 26, finding 6): the registration
+// API refuses bulkreg itself, the rows being fine: a credential rotated at
+// the API (401) or a registry URL with a wrong path (the sandbox's own "404
+// page not found", not the contract's JSON). No row fails, none is
+// dead-lettered, no offset is committed past them; the fleet's circuit is
+// held open as misconfigured (the gauge the alert watches says 1, the
+// seller's view says registration is paused) and only probes reach the API.
+// Once the fault is fixed every row is registered, each once. Before, every
+// code >= 400 was Permanent: all 60 rows failed and were committed.
+func TestRefusalOfBulkregHoldsEveryRow(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		path   string // appended to the gate's URL: the registry URL bulkreg is given
+		refuse func(next http.Handler) http.HandlerFunc
+		fix    func(r *http.Request)
+	}{
+		{"a rotated credential (401)", "", func(http.Handler) http.HandlerFunc {
+			return func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = io.WriteString(w, `{"error":{"code":"unauthorized","message":"the API key was revoked"}}`)
+			}
+		}, func(*http.Request) {}},
+		{"a wrong path in the registry URL (404 page)", "/api/v2", func(next http.Handler) http.HandlerFunc {
+			return next.ServeHTTP // the sandbox knows no /api/v2/v1/sellers/…: its mux answers "404 page not found"
+		}, func(r *http.Request) { r.URL.Path = strings.TrimPrefix(r.URL.Path, "/api/v2") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStack(t, stackOptions{partitions: 1, limit: 50, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond})
+			sb := s.api.Config.Handler
+			gate := &refusingGate{next: sb, refuse: tc.refuse(sb), fix: tc.fix}
+			api := httptest.NewServer(gate)
+			t.Cleanup(api.Close)
+			reg := prometheus.NewRegistry()
+			s.startConsumer(func(_ *Config, d *Deps) {
+				rc, err := registryclient.New(registryclient.Options{BaseURL: api.URL + tc.path, Timeout: 2 * time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				d.Registry, d.Registerer = rc, reg
+			})
+			s.waitGroupStable("registrar", 1)
+			const rows = 30
+			s.publish("up-a", "a", rows)
+			s.publish("up-b", "b", rows)
+
+			watch := s.breaker()
+			var held circuit.Status
+			testwait.For(t, 10*time.Second, "the circuit held open as misconfigured, or rows failed", func() bool {
+				st, err := watch.Peek(context.Background())
+				held = st
+				return err == nil && st.State != circuit.Closed && st.Reason == circuit.Misconfigured ||
+					counterValue(t, reg, "bulkreg_consumer_rows_total", "failed") > 0
+			})
+			if held.State == circuit.Closed || held.Reason != circuit.Misconfigured {
+				t.Errorf("the circuit is %v (reason %q) while the API refuses bulkreg, want held open, misconfigured", held.State, held.Reason)
+			}
+			openedAt := held.Now.Add(-held.OpenFor)
+			time.Sleep(3 * time.Second) // the fault lasts; the fleet waits
+			if v := gaugeValue(t, reg, circuit.MetricMisconfigured); v != 1 {
+				t.Errorf("%s = %v while the API refuses bulkreg, want 1 (the alert's input)", circuit.MetricMisconfigured, v)
+			}
+			if v := counterValue(t, reg, "bulkreg_consumer_registry_calls_total", "misconfigured"); v < 1 {
+				t.Errorf("bulkreg_consumer_registry_calls_total{class=misconfigured} = %v, want ≥ 1", v)
+			}
+			view := upload.View(context.Background(), uploadstatus.Status{Upload: uploadstatus.Upload{Total: rows}, Waiting: rows}, watch)
+			if view.Marketplace != upload.MarketplaceMisconfigured || view.Notice != upload.Paused {
+				t.Errorf("the seller's view: marketplace %q, notice %q; want %q, %q", view.Marketplace, view.Notice, upload.MarketplaceMisconfigured, upload.Paused)
+			}
+			if n := counterValue(t, reg, "bulkreg_consumer_rows_total", "failed"); n != 0 {
+				t.Errorf("%v rows failed while the API refused bulkreg, want 0", n)
+			}
+			if n := dlqLen(t, s.brokers, s.topic); n != 0 {
+				t.Errorf("%d rows dead-lettered while the API refused bulkreg, want 0", n)
+			}
+			if off := committedOffsets(t, s.brokers, "registrar", s.topic, 1)[0]; off > 0 {
+				t.Errorf("offset %d committed while no row was registered, want none past the first row", off)
+			}
+			during := watch
+			st, _ := during.Peek(context.Background())
+			var late int
+			for _, at := range gate.refusals() {
+				if at.After(openedAt.Add(100 * time.Millisecond)) {
+					late++
+				}
+			}
+			if int64(late) > st.Probes {
+				t.Errorf("%d requests reached the API after the circuit was held open, %d probes were given: want only probes", late, st.Probes)
+			}
+			t.Logf("the API refused %d requests; %d probes while held %v", len(gate.refusals()), st.Probes, time.Since(openedAt).Round(time.Millisecond))
+
+			gate.repair()
+			fixed := time.Now()
+			s.waitProducts("a", rows, 15*time.Second)
+			s.waitProducts("b", rows, 15*time.Second)
+			t.Logf("every row registered %v after the fix", time.Since(fixed).Round(time.Millisecond))
+			s.checkCompliant("a", rows)
+			s.checkCompliant("b", rows)
+			if n := counterValue(t, reg, "bulkreg_consumer_rows_total", "failed"); n != 0 {
+				t.Errorf("%v rows failed, want 0", n)
+			}
+			if n := dlqLen(t, s.brokers, s.topic); n != 0 {
+				t.Errorf("%d rows dead-lettered, want 0", n)
+			}
+			if st, err := watch.Peek(context.Background()); err != nil || st.State != circuit.Closed {
+				t.Errorf("after the fix the circuit is %v (%v), want closed", st.State, err)
+			}
+			if v := gaugeValue(t, reg, circuit.MetricMisconfigured); v != 0 {
+				t.Errorf("%s = %v after the fix, want 0", circuit.MetricMisconfigured, v)
+			}
+		})
+	}
+}
+
+// gaugeValue reads an unlabelled gauge from reg.
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// counterValue reads the series of a counter vector whose one label has value.
+func counterValue(t *testing.T, reg *prometheus.Registry, name, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == value {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no series %s{…=%q}", name, value)
+	return 0
 }

@@ -302,6 +302,7 @@ type tries struct {
 	// The retry budget starts at the first transient failure: time spent
 	// waiting for slots, for Redis or behind a 429 is not a failure.
 	retry, missed         backoff.BackOff
+	refused               backoff.BackOff // paces retries after a Misconfigured answer when no circuit holds the row
 	attempts, rateLimited int
 	firstFailure          time.Time
 }
@@ -331,6 +332,8 @@ func (c *Consumer) conclude(r *row, t *tries, res *registryclient.Result, cb *ro
 		c.block(r, res.RetryAfter, res.Scope, log)
 		// No backoff of our own: the block moved the seller's next slot past Retry-After.
 		return 0, true
+	case registryclient.Misconfigured:
+		return c.refusedBulkreg(t, res, cb, log)
 	default: // Transient
 		if t.firstFailure.IsZero() {
 			t.firstFailure = time.Now()
@@ -703,7 +706,7 @@ func (c *Consumer) current(ctx context.Context, s *slot, log *slog.Logger) bool 
 // slots stay.
 func counted(c registryclient.Class) bool {
 	switch c {
-	case registryclient.Replayed, registryclient.Permanent, registryclient.RateLimited:
+	case registryclient.Replayed, registryclient.Permanent, registryclient.RateLimited, registryclient.Misconfigured:
 		return false
 	}
 	return true

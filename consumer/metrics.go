@@ -127,7 +127,7 @@ func (m *metrics) initLabels() {
 		m.rows.WithLabelValues(result)
 	}
 	for _, c := range []registryclient.Class{registryclient.Registered, registryclient.Replayed,
-		registryclient.Permanent, registryclient.RateLimited, registryclient.Transient} {
+		registryclient.Permanent, registryclient.RateLimited, registryclient.Transient, registryclient.Misconfigured} {
 		m.calls.WithLabelValues(c.String())
 		m.latency.WithLabelValues(c.String())
 	}

@@ -15,17 +15,24 @@
 -- refusal of the row) closes it and clears the window; a transient failure opens
 -- it again with the probe interval multiplied (up to the maximum); an abandoned
 -- probe (no answer, the caller gave up) hands the probe to the next caller at once.
+-- A refusal of bulkreg itself ("refused": 401, 403, a 404 off the route, 405, 3xx)
+-- says every call would get the same answer: it opens a closed circuit at once,
+-- whatever the window, and marks it reason=misconfigured, held like an outage
+-- until a probe gets an answer; a refused probe counts as a failed one.
+-- The reason ("unavailable" or "misconfigured") is kept while the circuit is not
+-- closed; a refusal seen while open marks it misconfigured.
 --
 -- Each bucket keeps its distinct sellers and rows capped at the thresholds, so a
 -- bucket costs O(threshold) whatever the traffic; the capped union of the buckets
 -- still reaches a threshold exactly when the true union does.
 --
--- KEYS[1]  bulkreg:{circuit}:state   HASH (see circuit_allow.lua); also closed_at, last_open_us
+-- KEYS[1]  bulkreg:{circuit}:state   HASH (see circuit_allow.lua); also closed_at, last_open_us,
+--          reason ("unavailable" | "misconfigured", while not closed), refusals (count)
 -- KEYS[2]  bulkreg:{circuit}:window  HASH: for bucket slot i, "i:id" (bucket number), "i:n" (calls),
 --          "i:f" (transient failures), "i:s" (sellers that called), "i:fs" (sellers that failed),
 --          "i:fr" (rows that failed); the last three are "\n"-separated lists; "i:fc" (transient
 --          failures per seller, "seller\tcount" lines, for at most spread_cap sellers a bucket)
--- ARGV[1]  outcome: "success" | "failure" | "answered" | "abandoned"
+-- ARGV[1]  outcome: "success" | "failure" | "answered" | "abandoned" | "refused"
 -- ARGV[2]  probe id ("" when the call was not a probe)
 -- ARGV[3]  seller id
 -- ARGV[4]  row key (the Idempotency-Key)
@@ -43,20 +50,42 @@
 --          counts them while it knows the circuit is closed and sends them with its next report)
 -- ARGV[16] optional: their distinct sellers, "\n"-separated, at most min distinct failed sellers
 --
--- Reply: {state, changed (0|1), retry_at µs, now µs, opened_at µs (0 when closed)}, the state
--- after this report; changed is 1 when this report opened or closed the circuit.
+-- Reply: {state, changed (0|1), retry_at µs, now µs, opened_at µs (0 when closed), reason ("" when
+-- closed)}, the state after this report; changed is 1 when this report opened or closed the circuit.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local function us(x) return string.format('%.0f', x) end
 local outcome, probe, seller, row = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local window, buckets = tonumber(ARGV[5]), tonumber(ARGV[6])
 local retention = tonumber(ARGV[14])
-local h = redis.call('HMGET', KEYS[1], 'state', 'opened_at', 'next_probe', 'probe_id', 'interval')
+local h = redis.call('HMGET', KEYS[1], 'state', 'opened_at', 'next_probe', 'probe_id', 'interval', 'reason')
 local state = h[1] or 'closed'
 local opened = tonumber(h[2] or '0')
+local reason = h[6] or 'unavailable'
 
 local function reply(st, changed, retry, op)
-  return {st, changed, us(retry), us(now), us(op)}
+  local r = reason
+  if st == 'closed' then r = '' end
+  return {st, changed, us(retry), us(now), us(op), r}
+end
+
+if outcome == 'refused' then
+  redis.call('HINCRBY', KEYS[1], 'refusals', 1)
+  reason = 'misconfigured'
+  if state == 'closed' then
+    -- every call would be refused the same way: no window to wait for
+    local first = tonumber(ARGV[11])
+    redis.call('HSET', KEYS[1], 'state', 'open', 'opened_at', us(now), 'interval', us(first), 'next_probe', us(now + first), 'reason', reason)
+    redis.call('HDEL', KEYS[1], 'probe_until', 'probe_id')
+    redis.call('HINCRBY', KEYS[1], 'opens', 1)
+    redis.call('PEXPIRE', KEYS[1], retention)
+    redis.call('DEL', KEYS[2])
+    return reply('open', 1, now + first, now)
+  end
+  redis.call('HSET', KEYS[1], 'reason', reason)
+  redis.call('PEXPIRE', KEYS[1], retention)
+  -- a refused probe is a failed one
+  outcome = 'failure'
 end
 
 if state ~= 'closed' then
@@ -67,7 +96,7 @@ if state ~= 'closed' then
   if outcome == 'success' or outcome == 'answered' then
     -- the API answers: close, and forget the failures that opened it
     redis.call('HSET', KEYS[1], 'state', 'closed', 'closed_at', us(now), 'last_open_us', us(now - opened))
-    redis.call('HDEL', KEYS[1], 'opened_at', 'next_probe', 'probe_until', 'probe_id', 'interval')
+    redis.call('HDEL', KEYS[1], 'opened_at', 'next_probe', 'probe_until', 'probe_id', 'interval', 'reason')
     redis.call('PEXPIRE', KEYS[1], retention)
     redis.call('DEL', KEYS[2])
     return reply('closed', 1, now, 0)
@@ -192,7 +221,8 @@ local otherFails, otherCalls = fails - worst, calls - worst
 local spread = otherFails >= 2 and otherFails >= ratio * otherCalls
 if calls >= minCalls and fails >= ratio * calls and nfr >= minRows and nfs >= minSellers and spread then
   local first = tonumber(ARGV[11])
-  redis.call('HSET', KEYS[1], 'state', 'open', 'opened_at', us(now), 'interval', us(first), 'next_probe', us(now + first))
+  reason = 'unavailable'
+  redis.call('HSET', KEYS[1], 'state', 'open', 'opened_at', us(now), 'interval', us(first), 'next_probe', us(now + first), 'reason', reason)
   redis.call('HDEL', KEYS[1], 'probe_until', 'probe_id')
   redis.call('HINCRBY', KEYS[1], 'opens', 1)
   redis.call('PEXPIRE', KEYS[1], retention)

@@ -1,7 +1,9 @@
 // Package registryclient is the only code that talks to the product
 // registration API. It turns every answer — status codes, bodies, timeouts,
-// broken connections — into one of five classes so that callers switch on
-// what to do next, never on HTTP details.
+// broken connections — into one of six classes so that callers switch on
+// what to do next, never on HTTP details. The classes say whose fault an
+// answer is: the row's content (Permanent), the seller's pace (RateLimited),
+// nobody's yet (Transient), or bulkreg's own configuration (Misconfigured).
 //
 // The client never retries on its own: every attempt must take a new throttle
 // slot first, so retries belong to the caller, who gets a RetryPolicy to pace
@@ -43,6 +45,14 @@ const (
 	// Transient: 5xx, 408, timeout, connection error or an unreadable
 	// answer. Retry with backoff; the Idempotency-Key makes that safe.
 	Transient
+	// Misconfigured: the API refused bulkreg itself, not the row: 401 or
+	// 403 (credentials missing, wrong or rotated), 407 (a proxy's), 405, a
+	// 404 that is not the contract's JSON error (no such route: a wrong
+	// base URL), or a 3xx (redirects are not followed). Every row would get
+	// the same answer, so none is the row's fault: stop calling until an
+	// operator fixes the configuration, keep the row, spend none of its
+	// attempts.
+	Misconfigured
 )
 
 func (c Class) String() string {
@@ -57,6 +67,8 @@ func (c Class) String() string {
 		return "rate_limited"
 	case Transient:
 		return "transient"
+	case Misconfigured:
+		return "misconfigured"
 	}
 	return "unknown"
 }
@@ -299,11 +311,22 @@ func (c *Client) classify(res Result, h http.Header, raw []byte) Result {
 			res.Err = fmt.Errorf("the registration API refused the seller's rate (429); retry after %v", res.RetryAfter)
 		}
 	case code >= 300 && code < 400:
-		// Not followed (see New). Transient, not the row's fault: rows are
-		// retried, then dead-lettered for an operator to replay once the
-		// URL is fixed.
-		res.Class = Transient
+		// Not followed (see New): the registry URL is not the API's.
+		res.Class = Misconfigured
 		res.Err = fmt.Errorf("the registration API answered a redirect (%d) to %q; redirects are not followed: set the registry URL to the final address", code, redactLocation(h.Get("Location")))
+	case code == http.StatusUnauthorized || code == http.StatusForbidden || code == http.StatusProxyAuthRequired:
+		res.Class = Misconfigured
+		apiError(&res, raw)
+		res.Err = fmt.Errorf("the registration API refused bulkreg's credentials (%d %s: %s): check the registry auth header (BULKREG_REGISTRY_AUTH_HEADER) and the key's rights",
+			code, http.StatusText(code), describe(res, raw))
+	case code == http.StatusMethodNotAllowed || (code == http.StatusNotFound && !contractError(raw)):
+		// A 404 in the contract's JSON is an answer about the row or the
+		// seller; any other 404 (a server's or proxy's page) says the route
+		// does not exist at this URL.
+		res.Class = Misconfigured
+		apiError(&res, raw)
+		res.Err = fmt.Errorf("the registration API has no registration route at %s (%d %s: %s): check the registry URL (BULKREG_REGISTRY_URL)",
+			c.base.Redacted(), code, http.StatusText(code), describe(res, raw))
 	case code == http.StatusRequestTimeout || code >= 500:
 		res.Class = Transient
 		apiError(&res, raw)
@@ -357,6 +380,17 @@ func apiError(res *Result, raw []byte) {
 	if json.Unmarshal(raw, &body) == nil {
 		res.Code, res.Message, res.Field = body.Error.Code, body.Error.Message, body.Error.Field
 	}
+}
+
+// contractError reports whether raw is the contract's error body, an object
+// whose "error" names a code: the API's own answer, not a server's page.
+func contractError(raw []byte) bool {
+	var body struct {
+		Error *struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	return json.Unmarshal(raw, &body) == nil && body.Error != nil && body.Error.Code != ""
 }
 
 func describe(res Result, raw []byte) string {

@@ -57,7 +57,21 @@ func TestClassifyAnswers(t *testing.T) {
 		{name: "502 HTML", status: 502, body: "<html><body><h1>502 Bad Gateway</h1>\n<hr>nginx</body></html>", class: Transient, errHas: "502 Bad Gateway: body \"<html><body><h1>502 Bad Gateway</h1> <hr>nginx"},
 		{name: "503 JSON", status: 503, body: `{"error":{"code":"unavailable","message":"try later"}}`, class: Transient, code: "unavailable"},
 		{name: "408", status: 408, class: Transient, errHas: "empty body"},
-		{name: "302 unexpected", status: 302, header: map[string]string{"Location": "/elsewhere"}, class: Transient, errHas: "redirect (302)"},
+		// Issue 26: answers about bulkreg itself, not the row (they failed every row before).
+		{name: "302 unexpected", status: 302, header: map[string]string{"Location": "/elsewhere"}, class: Misconfigured, errHas: "redirect (302)"},
+		{name: "301 moved", status: 301, header: map[string]string{"Location": "https://new.example.com/v1"}, class: Misconfigured, errHas: "set the registry URL"},
+		{name: "401 rotated key", status: 401, body: `{"error":{"code":"unauthorized","message":"invalid API key"}}`, class: Misconfigured, code: "unauthorized",
+			errHas: "refused bulkreg's credentials (401 Unauthorized: invalid API key [unauthorized])"},
+		{name: "401 without a body", status: 401, class: Misconfigured, errHas: "BULKREG_REGISTRY_AUTH_HEADER"},
+		{name: "403", status: 403, body: "<html>Forbidden</html>", class: Misconfigured, errHas: "credentials (403 Forbidden"},
+		{name: "407 proxy", status: 407, class: Misconfigured, errHas: "credentials (407"},
+		{name: "404 page of a wrong base URL", status: 404, body: "404 page not found\n", class: Misconfigured, errHas: "no registration route"},
+		{name: "404 HTML", status: 404, body: "<html><h1>Not Found</h1></html>", class: Misconfigured, errHas: "BULKREG_REGISTRY_URL"},
+		{name: "404 JSON without the contract's error", status: 404, body: `{"message":"no Route matched with those values"}`, class: Misconfigured},
+		{name: "404 the contract's answer about the row", status: 404, body: `{"error":{"code":"category_not_found","message":"no such category","field":"category_code"}}`,
+			class: Permanent, code: "category_not_found", field: "category_code"},
+		{name: "405", status: 405, body: "Method Not Allowed", class: Misconfigured, errHas: "no registration route"},
+		{name: "410 is the row's", status: 410, body: `{"error":{"code":"gone","message":"gone"}}`, class: Permanent, code: "gone"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -277,7 +291,7 @@ func FuzzClassify(f *testing.F) {
 		h := http.Header{}
 		h.Set("Retry-After", retryAfter)
 		res := c.classify(Result{Status: status}, h, []byte(body))
-		if res.Class < Registered || res.Class > Transient {
+		if res.Class < Registered || res.Class > Misconfigured {
 			t.Fatalf("status %d: class %v", status, res.Class)
 		}
 		if res.OK() != (res.Err == nil) {

@@ -283,3 +283,48 @@ func TestSandboxAppWideLimit(t *testing.T) {
 		t.Errorf("audit %+v %+v, want 2 app-wide 429s and 3 accepted; s1 refused once by its own limit", a.App, a.Sellers["s1"])
 	}
 }
+
+// TestSandboxAtAWrongURL: the real sandbox behind a registry URL with a
+// wrong path answers its server's "404 page not found" (not the contract's
+// JSON), and the sandbox behind a gateway that refuses the credential
+// answers 401: both say bulkreg is misconfigured, neither fails the row
+// (issue 26: they were Permanent, and every row of the backlog failed).
+func TestSandboxAtAWrongURL(t *testing.T) {
+	sb, err := sandbox.New(sandbox.Options{Limit: 10, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Api-Key") != "fresh" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"error":{"code":"unauthorized","message":"the API key was revoked"}}`))
+			return
+		}
+		sb.ServeHTTP(w, r)
+	})
+	srv := httptest.NewServer(gate)
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		name, url, key string
+		class          registryclient.Class
+		status         int
+	}{
+		{"wrong path", srv.URL + "/api", "fresh", registryclient.Misconfigured, 404},
+		{"rotated key", srv.URL, "stale", registryclient.Misconfigured, 401},
+		{"both right", srv.URL, "fresh", registryclient.Registered, 201},
+	} {
+		c, err := registryclient.New(registryclient.Options{BaseURL: tc.url, AuthHeader: "X-Api-Key: " + tc.key, AllowInsecureAuth: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := c.Register(context.Background(), "s1", "u:1", item(1))
+		if res.Class != tc.class || res.Status != tc.status {
+			t.Errorf("%s: %v %d (%v), want %v %d", tc.name, res.Class, res.Status, res.Err, tc.class, tc.status)
+		}
+		c.Close()
+	}
+	if a := sb.Audit().Sellers["s1"]; a.Products != 1 {
+		t.Errorf("the sandbox holds %d products, want the one registration with the right URL and key", a.Products)
+	}
+}

@@ -31,8 +31,8 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 			t.Fatal(err)
 		}
 		res := c.Register(context.Background(), "seller-1", "u:1", product)
-		if res.Class != Transient || res.Status != code || res.Err == nil || !strings.Contains(res.Err.Error(), "redirect") {
-			t.Errorf("%d: class %v status %d err %v, want a transient redirect", code, res.Class, res.Status, res.Err)
+		if res.Class != Misconfigured || res.Status != code || res.Err == nil || !strings.Contains(res.Err.Error(), "redirect") {
+			t.Errorf("%d: class %v status %d err %v, want a redirect, misconfigured (the registry URL is not the API's)", code, res.Class, res.Status, res.Err)
 		}
 		if res.Err != nil && strings.Contains(res.Err.Error(), "token=abc") {
 			t.Errorf("the error shows the redirect's query: %v", res.Err)

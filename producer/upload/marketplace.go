@@ -34,7 +34,9 @@ type UploadView struct {
 	uploadstatus.Status
 	// Marketplace is MarketplaceAnswering or MarketplaceNotAnswering (the
 	// consumers' circuit breaker is open: rows wait in the queue, none is
-	// counted as failed for it); empty when it could not be read.
+	// counted as failed for it), or MarketplaceMisconfigured (held open
+	// because the API refused bulkreg itself, paused.go); empty when it
+	// could not be read.
 	Marketplace string `json:"marketplace,omitempty"`
 	// Notice is NotAnswering while the marketplace is not answering and rows
 	// of the upload are waiting; empty otherwise.
@@ -55,6 +57,9 @@ func View(ctx context.Context, st uploadstatus.Status, m Marketplace) UploadView
 		return v
 	}
 	v.Marketplace = MarketplaceAnswering
+	if pausedView(&v, cs) { // paused.go: the API refused bulkreg itself
+		return v
+	}
 	if cs.State != circuit.Closed {
 		v.Marketplace = MarketplaceNotAnswering
 		if st.Waiting > 0 {
