@@ -219,3 +219,19 @@ func TestHelpPrintsNoSecrets(t *testing.T) {
 		}
 	}
 }
+
+// Issue 27: a malformed --registry-url printed its password: the
+// settings let "http://user:pw@" through (it starts with http://) and the
+// registry client's error quoted it whole. The consumer stops at its
+// settings, naming the flag, without the password. Redis is a closed port
+// here: nothing must be reached.
+func TestMalformedRegistryURLKeepsItsPassword(t *testing.T) {
+	const pw = "url-password-4d17"
+	for _, raw := range []string{"http://user:" + pw + "@", "http//user:" + pw + "@registry", "http:/user:" + pw + "@registry"} {
+		env := map[string]string{"BULKREG_REDIS_ADDRS": "127.0.0.1:1", "BULKREG_KAFKA_BROKERS": "127.0.0.1:1"}
+		err := run([]string{"--registry-url", raw}, func(k string) string { return env[k] })
+		if err == nil || !strings.Contains(err.Error(), "--registry-url") || strings.Contains(err.Error(), pw) {
+			t.Errorf("--registry-url %q: %v, want an error naming --registry-url without the password", raw, err)
+		}
+	}
+}

@@ -595,3 +595,22 @@ func TestRedisPasswordEndToEnd(t *testing.T) {
 		t.Errorf("status with a wrong Redis password: %+v, want exit 1 without echoing it", r)
 	}
 }
+
+// Issue 27: no usage error or -h prints the password of a --public-url,
+// however malformed the URL.
+func TestPublicURLPasswordIsNeverPrinted(t *testing.T) {
+	const pw = "url-password-e5a3"
+	secretEnv := map[string]string{"BULKREG_JWT_SECRET": strings.Repeat("s", 40)}
+	for _, raw := range []string{"http//user:" + pw + "@uploads.example.com", "http://user:" + pw + "@", "ftp://user:" + pw + "@uploads.example.com"} {
+		for _, args := range [][]string{{"serve", "--public-url", raw}, {"token", "--seller", "s", "--link", "--public-url", raw}} {
+			r := runCLI(secretEnv, args...)
+			if r.code != exitUsage || !strings.Contains(r.stderr, "--public-url (BULKREG_PUBLIC_URL)") || strings.Contains(r.stdout+r.stderr, pw) {
+				t.Errorf("producer %q: exit %d\n%s%s\nwant a usage error naming --public-url without the password", args, r.code, r.stdout, r.stderr)
+			}
+		}
+	}
+	env := map[string]string{"BULKREG_PUBLIC_URL": "https://user:" + pw + "@uploads.example.com"}
+	if r := runCLI(env, "serve", "-h"); strings.Contains(r.stdout+r.stderr, pw) || !strings.Contains(r.stdout+r.stderr, "-public-url") {
+		t.Errorf("serve -h prints the public URL's password:\n%s%s", r.stdout, r.stderr)
+	}
+}

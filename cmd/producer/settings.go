@@ -275,8 +275,8 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 		}
 		if groups&gLink != 0 {
 			positive("link-max-age", s.linkMaxAge)
-			if u, err := url.Parse(s.publicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				bad("public-url", "want an http or https URL with a host, such as https://uploads.example.com, got %q", config.Redacted(s.publicURL))
+			if err := config.ValidHTTPURL(s.publicURL); err != nil {
+				bad("public-url", "%v", err)
 			}
 		}
 		if groups&gSecret != 0 {

@@ -332,8 +332,8 @@ func (c Config) Validate() error {
 	if len(c.RedisAddrs) == 0 {
 		bad("redis-addrs", "at least one Redis address is needed")
 	}
-	if !strings.HasPrefix(c.RegistryURL, "http://") && !strings.HasPrefix(c.RegistryURL, "https://") {
-		bad("registry-url", "must start with http:// or https://, got %q", Redacted(c.RegistryURL))
+	if err := ValidHTTPURL(c.RegistryURL); err != nil {
+		bad("registry-url", "%v", err)
 	}
 	if _, err := c.kafkaSASL(); err != nil {
 		bad("kafka-sasl-mechanism", "%v", err)
@@ -477,13 +477,28 @@ func (c Config) KafkaTransport() kafka.RoundTripper {
 
 // Redacted hides the password of a URL's user information
 // (https://user:secret@host → https://user:xxxxx@host) for messages and logs.
+// A malformed URL that holds an "@" is cut to what follows the last one:
+// url.Parse reads "http//user:secret@host", "http:/user:secret@host" or
+// "user:secret@host" without error as a path or an opaque part, where
+// url.URL.Redacted finds no password to hide.
 func Redacted(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil {
-		if i := strings.LastIndex(raw, "@"); i >= 0 {
-			return "…" + raw[i:]
-		}
-		return raw
+	if err == nil && (u.Host != "" || !strings.Contains(raw, "@")) {
+		return u.Redacted()
 	}
-	return u.Redacted()
+	if i := strings.LastIndex(raw, "@"); i >= 0 {
+		return "…" + raw[i:]
+	}
+	return raw
+}
+
+// ValidHTTPURL checks a URL setting that must be an absolute http or https
+// URL with a host; the error never holds the URL's password. The scheme
+// may be in any case (url.Parse lower-cases it).
+func ValidHTTPURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("want an absolute http:// or https:// URL with a host, such as https://api.example.com, got %q", Redacted(raw))
+	}
+	return nil
 }

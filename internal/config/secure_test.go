@@ -224,3 +224,50 @@ func TestKafkaSASLAndTLS(t *testing.T) {
 		})
 	}
 }
+
+// Issue 27: a malformed --registry-url printed its password in the usage
+// error: url.Parse reads "http//user:pw@host" as a path, and
+// url.URL.Redacted finds no password there. No usage error or -h of a URL
+// setting holds the password, however the URL is malformed.
+func TestMalformedURLsKeepTheirPassword(t *testing.T) {
+	const pw = "pw-9c2e71"
+	for _, raw := range []string{
+		"http//user:" + pw + "@registry.example.com",
+		"http:/user:" + pw + "@registry.example.com",
+		"http:user:" + pw + "@registry.example.com",
+		"user:" + pw + "@registry.example.com",
+		"http://user:" + pw + "@",
+		"http://user:" + pw + "%zz@registry.example.com",
+		"http://user:p w" + pw + "@registry.example.com",
+		"ftp://user:" + pw + "@registry.example.com",
+		" https://user:" + pw + "@registry.example.com",
+	} {
+		if got := Redacted(raw); strings.Contains(got, pw) {
+			t.Errorf("Redacted(%q) = %q, holds the password", raw, got)
+		}
+		for _, how := range []string{"env", "flag"} {
+			var env map[string]string
+			var args []string
+			if how == "env" {
+				env = map[string]string{"BULKREG_REGISTRY_URL": raw}
+			} else {
+				args = []string{"--registry-url", raw}
+			}
+			_, err := parse(t, env, args...)
+			if err == nil || !strings.Contains(err.Error(), "--registry-url (BULKREG_REGISTRY_URL)") {
+				t.Errorf("%s %q: err = %v, want a usage error naming --registry-url", how, raw, err)
+			} else if strings.Contains(err.Error(), pw) {
+				t.Errorf("%s %q: the usage error holds the password: %v", how, raw, err)
+			}
+		}
+	}
+	// What is well formed keeps working, the scheme in any case.
+	for _, raw := range []string{"https://user:" + pw + "@registry.example.com/base", "HTTPS://registry.example.com", "http://127.0.0.1:8081"} {
+		if _, err := parse(t, map[string]string{"BULKREG_REGISTRY_URL": raw}); err != nil {
+			t.Errorf("%q: %v", raw, err)
+		}
+		if got := Redacted(raw); strings.Contains(got, pw) {
+			t.Errorf("Redacted(%q) = %q, holds the password", raw, got)
+		}
+	}
+}

@@ -322,7 +322,9 @@ func (m Minter) mint(subject, role string, ttl time.Duration, now time.Time) (st
 func (m Minter) Link(base, seller string, ttl time.Duration, now time.Time) (string, error) {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("the service's public URL %q is not an http or https URL with a host", base)
+		// Not the URL itself: a malformed one may carry a password that
+		// url.URL.Redacted cannot find.
+		return "", errors.New("the service's public URL is not an http or https URL with a host, such as https://uploads.example.com")
 	}
 	tok, err := m.Seller(seller, ttl, now)
 	if err != nil {
