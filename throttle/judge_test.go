@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,8 +19,9 @@ import (
 // calls that late. The tests below are judged by its audit, not by the
 // throttle's own view.
 type judge struct {
-	sb  *sandbox.Server
-	url string
+	sb      *sandbox.Server
+	url     string
+	arrived atomic.Int64 // registration requests received, before the latency
 }
 
 func startJudge(t *testing.T, o sandbox.Options) *judge {
@@ -28,9 +30,14 @@ func startJudge(t *testing.T, o sandbox.Options) *judge {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(sb)
+	j := &judge{sb: sb}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		j.arrived.Add(1)
+		sb.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
-	return &judge{sb: sb, url: srv.URL}
+	j.url = srv.URL
+	return j
 }
 
 // register makes one registration call for the seller and answers its

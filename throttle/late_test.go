@@ -10,6 +10,7 @@ import (
 
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
+	"github.com/bulkreg/bulkreg/internal/testwait"
 )
 
 // TestASettledSlotHoldsItsLogUntilItLeavesTheWindow (issue 26, 1): the API
@@ -117,7 +118,9 @@ func TestALateCallHoldsItsSellerPastALoss(t *testing.T) {
 			}
 		})
 	}
-	checked.Wait() // the calls are on their way: the API counts them 1.5 s after they arrive
+	checked.Wait()
+	// The calls have reached the API, which counts them 1.5 s later.
+	testwait.For(t, 5*time.Second, "the calls made before the loss reach the API", func() bool { return j.arrived.Load() == int64(p.Limit) })
 	if err := rdb.FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 // 429). Judged twice: every slot against the API's bucket less the margin
 // (exact), and the calls themselves by the sandbox's token bucket.
 func TestReleasingAnySlotOfATokenBucketBooksNoTokenTwice(t *testing.T) {
-	p := Policy{Kind: TokenBucket, Limit: 4, Window: time.Second, Burst: 1, Margin: 50 * time.Millisecond, MaxWait: 10 * time.Second}
+	p := Policy{Kind: TokenBucket, Limit: 4, Window: time.Second, Burst: 1, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second}
 	for _, tc := range []struct {
 		name string
 		i    int
