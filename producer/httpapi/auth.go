@@ -98,7 +98,16 @@ const RoleOperator = "operator"
 type claims struct {
 	jwt.RegisteredClaims
 	Role string `json:"role,omitempty"`
+	// Purpose is PurposeSignIn in a sign-in link's token and empty in a
+	// bearer token: each is accepted only where it belongs.
+	Purpose string `json:"purpose,omitempty"`
 }
+
+// PurposeSignIn is the "purpose" claim of a sign-in link's token. Only such
+// a token opens a session at /signin, and it is never a bearer token: a
+// short-lived bearer token must not become an 8-hour session, and a link,
+// which travels through mail and browser history, must not call the API.
+const PurposeSignIn = "signin"
 
 func bearer(r *http.Request) (string, error) {
 	h := r.Header.Get("Authorization")
@@ -146,6 +155,9 @@ func (a Auth) Verify(tok string) (string, error) {
 	}
 	if c.Role != "" {
 		return "", fmt.Errorf("%w: a %q token does not name a seller", ErrBadToken, c.Role)
+	}
+	if c.Purpose != "" {
+		return "", fmt.Errorf("%w: a token with purpose %q is not a bearer token (a sign-in link's token opens a session in the browser, once)", ErrBadToken, c.Purpose)
 	}
 	if err := bulkreg.ValidSellerID(c.Subject); err != nil {
 		return "", fmt.Errorf("%w: claim sub: %w", ErrBadToken, err)
@@ -241,10 +253,11 @@ func (a Auth) verify(tok string, secret []byte, public []crypto.PublicKey) (*cla
 }
 
 // VerifyLink checks the token of a sign-in link: a seller's token (as
-// Verify) that carries a token id ("jti", so it can be used once) and is
-// valid for at most maxAge more: a link travels through mail and browser
-// history, so it must not be worth a long-lived token. It returns the
-// seller, the token id and when the token expires.
+// Verify) with "purpose": "signin" (PurposeSignIn: a bearer token, however
+// short-lived, opens no session), a token id ("jti", so it can be used
+// once), valid for at most maxAge more: a link travels through mail and
+// browser history, so it must not be worth a long-lived token. It returns
+// the seller, the token id and when the token expires.
 func (a Auth) VerifyLink(tok string, maxAge time.Duration) (seller, jti string, exp time.Time, err error) {
 	c, err := a.verify(tok, a.Secret, a.PublicKeys)
 	if err != nil {
@@ -255,6 +268,9 @@ func (a Auth) VerifyLink(tok string, maxAge time.Duration) (seller, jti string, 
 	}
 	if err := bulkreg.ValidSellerID(c.Subject); err != nil {
 		return "", "", time.Time{}, fmt.Errorf("%w: claim sub: %w", ErrBadToken, err)
+	}
+	if c.Purpose != PurposeSignIn {
+		return "", "", time.Time{}, fmt.Errorf("%w: a sign-in link's token needs claim purpose %q, got %q (a bearer token does not open a session)", ErrBadToken, PurposeSignIn, c.Purpose)
 	}
 	if c.ID == "" {
 		return "", "", time.Time{}, fmt.Errorf("%w: a sign-in link's token needs a token id (claim jti)", ErrBadToken)
@@ -280,7 +296,7 @@ func (m Minter) Seller(seller string, ttl time.Duration, now time.Time) (string,
 	if err := bulkreg.ValidSellerID(seller); err != nil {
 		return "", fmt.Errorf("no token for this seller: %w", err)
 	}
-	return m.mint(seller, "", ttl, now)
+	return m.mint(seller, "", "", ttl, now)
 }
 
 // Operator signs an operator's token (GET /v1/compliance) valid for ttl.
@@ -291,10 +307,10 @@ func (m Minter) Operator(name string, ttl time.Duration, now time.Time) (string,
 		// The same format keeps an operator's name harmless in logs.
 		return "", fmt.Errorf("no token for this operator name: %w", err)
 	}
-	return m.mint(name, RoleOperator, ttl, now)
+	return m.mint(name, RoleOperator, "", ttl, now)
 }
 
-func (m Minter) mint(subject, role string, ttl time.Duration, now time.Time) (string, error) {
+func (m Minter) mint(subject, role, purpose string, ttl time.Duration, now time.Time) (string, error) {
 	if len(m.Secret) < MinSecretLen {
 		return "", fmt.Errorf("the signing secret has %d bytes, at least %d are needed", len(m.Secret), MinSecretLen)
 	}
@@ -312,13 +328,14 @@ func (m Minter) mint(subject, role string, ttl time.Duration, now time.Time) (st
 		Audience:  jwt.ClaimStrings{a.audience()},
 		IssuedAt:  jwt.NewNumericDate(now),
 		ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
-	}, Role: role}
+	}, Role: role, Purpose: purpose}
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(m.Secret)
 }
 
 // Link returns a sign-in link for the seller, valid for ttl: base (the
-// service's public URL) + /signin?token=…. Opening it signs the seller in to
-// the pages, once.
+// service's public URL) + /signin?token=…, whose token carries "purpose":
+// "signin". Opening it signs the seller in to the pages, once; its token is
+// not a bearer token.
 func (m Minter) Link(base, seller string, ttl time.Duration, now time.Time) (string, error) {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -326,7 +343,10 @@ func (m Minter) Link(base, seller string, ttl time.Duration, now time.Time) (str
 		// url.URL.Redacted cannot find.
 		return "", errors.New("the service's public URL is not an http or https URL with a host, such as https://uploads.example.com")
 	}
-	tok, err := m.Seller(seller, ttl, now)
+	if err := bulkreg.ValidSellerID(seller); err != nil {
+		return "", fmt.Errorf("no sign-in link for this seller: %w", err)
+	}
+	tok, err := m.mint(seller, "", PurposeSignIn, ttl, now)
 	if err != nil {
 		return "", err
 	}
