@@ -27,6 +27,7 @@ import (
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testredis"
+	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/producer/httpapi"
 	"github.com/bulkreg/bulkreg/producer/upload"
 	"github.com/bulkreg/bulkreg/throttle"
@@ -336,9 +337,12 @@ func TestUploadWaitStatusReport(t *testing.T) {
 	}
 }
 
-// TestServe runs `producer serve` as wired by main: a token minted by
-// `producer token` uploads through it, and it stops cleanly on cancel.
-func TestServe(t *testing.T) {
+// startServe runs `producer serve` on free loopback ports with its Kafka
+// and Redis, its public URL scheme + its address, and waits for /healthz.
+// It returns the environment it runs with; cancel stops it, and its exit
+// code arrives on exited.
+func startServe(t *testing.T, scheme string) (env map[string]string, cancel func(), exited chan int) {
+	t.Helper()
 	brokers := testkafka.Start(t, 1, bulkreg.DefaultTopic)
 	rs := testredis.Start(t)
 	freeAddr := func() string {
@@ -350,29 +354,31 @@ func TestServe(t *testing.T) {
 		return ln.Addr().String()
 	}
 	addr, adminAddr := freeAddr(), freeAddr()
-	env := map[string]string{"BULKREG_KAFKA_BROKERS": strings.Join(brokers, ","), "BULKREG_REDIS_ADDRS": rs.Addr,
+	env = map[string]string{"BULKREG_KAFKA_BROKERS": strings.Join(brokers, ","), "BULKREG_REDIS_ADDRS": rs.Addr,
 		"BULKREG_JWT_SECRET": strings.Repeat("s", 40), "BULKREG_ADDR": addr, "BULKREG_ADMIN_ADDR": adminAddr, "BULKREG_LOG_LEVEL": "warn",
-		"BULKREG_PUBLIC_URL": "http://" + addr}
+		"BULKREG_PUBLIC_URL": scheme + addr}
 	ctx, cancel := context.WithCancel(context.Background())
-	exited := make(chan int, 1)
+	t.Cleanup(cancel)
+	exited = make(chan int, 1)
 	go func() {
 		exited <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, io.Discard, io.Discard)
 	}()
-	base, admin := "http://"+addr, "http://"+adminAddr
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get(admin + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
+	testwait.For(t, 10*time.Second, "serve to answer /healthz", func() bool {
+		resp, err := http.Get("http://" + adminAddr + "/healthz")
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not answer /healthz within 10s: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	return env, cancel, exited
+}
+
+// TestServe runs `producer serve` as wired by main: a token minted by
+// `producer token` uploads through it, and it stops cleanly on cancel.
+func TestServe(t *testing.T) {
+	env, cancel, exited := startServe(t, "http://")
+	base, admin := "http://"+env["BULKREG_ADDR"], "http://"+env["BULKREG_ADMIN_ADDR"]
 	tok := strings.TrimSpace(runCLI(env, "token", "--seller", "seller-7").stdout)
 	var body bytes.Buffer
 	mw := multipart.NewWriter(&body)
@@ -612,5 +618,27 @@ func TestPublicURLPasswordIsNeverPrinted(t *testing.T) {
 	env := map[string]string{"BULKREG_PUBLIC_URL": "https://user:" + pw + "@uploads.example.com"}
 	if r := runCLI(env, "serve", "-h"); strings.Contains(r.stdout+r.stderr, pw) || !strings.Contains(r.stdout+r.stderr, "-public-url") {
 		t.Errorf("serve -h prints the public URL's password:\n%s%s", r.stdout, r.stderr)
+	}
+}
+
+// Issue 27: --public-url HTTPS://… (the scheme in upper case) left the
+// session cookie without Secure: serve compared the text with "https://".
+// A scheme is case-insensitive; url.Parse lower-cases it.
+func TestPublicURLSchemeInAnyCaseMakesTheCookieSecure(t *testing.T) {
+	env, _, _ := startServe(t, "HTTPS://")
+	link := strings.TrimSpace(runCLI(env, "token", "--seller", "seller-7", "--link").stdout)
+	want := "https://" + env["BULKREG_ADDR"] + "/signin?token="
+	if !strings.HasPrefix(link, want) {
+		t.Fatalf("token --link printed %q, want it to start with %s", link, want)
+	}
+	// The service itself listens on plain http here (TLS ends at a proxy).
+	resp, err := http.Get("http://" + strings.TrimPrefix(link, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cookies := resp.Cookies()
+	if resp.StatusCode != 200 || len(cookies) != 1 || !cookies[0].Secure || cookies[0].Name != "__Host-bulkreg_session" {
+		t.Errorf("sign-in with --public-url HTTPS://…: %d, cookies %v; want one Secure __Host-bulkreg_session cookie", resp.StatusCode, cookies)
 	}
 }
