@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -454,4 +455,32 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name, value string) fl
 	}
 	t.Fatalf("no series %s{…=%q}", name, value)
 	return 0
+}
+
+// TestRefusalWithoutACircuitWaits: with no circuit breaker configured, a
+// refusal of bulkreg itself still fails no row: the row asks again after a
+// growing wait (the Redis retry bounds) and spends no attempt. Each row here
+// is refused 5 times (more than its budget of 4 attempts), then registered.
+func TestRefusalWithoutACircuitWaits(t *testing.T) {
+	const refusals, rows = 5, 10
+	f := newFixture(t, 1, func(key string, n int) registryclient.Result {
+		if n <= refusals {
+			return registryclient.Result{Class: registryclient.Misconfigured, Status: http.StatusUnauthorized, Err: errors.New("the API key was revoked")}
+		}
+		return registryclient.Result{Class: registryclient.Registered, Status: http.StatusCreated}
+	})
+	f.start()
+	f.publish("u", "s", rows)
+	testwait.For(t, 15*time.Second, "every row registered", func() bool { return f.registeredCount("u") == rows })
+	for k, r := range f.status.snapshot() {
+		if r.State != "registered" || r.Attempts != 1 {
+			t.Errorf("row %s: %s after %d attempts, want registered after 1 (refusals of bulkreg are not the row's attempts)", k, r.State, r.Attempts)
+		}
+	}
+	if n := counterValue(t, f.reg, "bulkreg_consumer_rows_total", "failed") + counterValue(t, f.reg, "bulkreg_consumer_rows_total", "dead_lettered"); n != 0 {
+		t.Errorf("%v rows failed or dead-lettered, want 0", n)
+	}
+	if v := counterValue(t, f.reg, "bulkreg_consumer_registry_calls_total", "misconfigured"); v != refusals*rows {
+		t.Errorf("bulkreg_consumer_registry_calls_total{class=misconfigured} = %v, want %d", v, refusals*rows)
+	}
 }
