@@ -342,7 +342,11 @@ func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	p, err := s.Uploader.Progress(r.Context(), c.seller, r.PathValue("id"))
+	var p upload.Progress
+	err := s.checkOwner(r.Context(), c.seller, r.PathValue("id"))
+	if err == nil {
+		p, err = s.Uploader.Progress(r.Context(), c.seller, r.PathValue("id"))
+	}
 	if errors.Is(err, upload.ErrNotFound) {
 		s.renderMessage(w, r, http.StatusNotFound, "notfound.title", "notfound.body")
 		return
