@@ -10,6 +10,7 @@ package k8s
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,6 +53,9 @@ func TestBrokenManifestsFail(t *testing.T) {
 	cases := []struct {
 		name, file, old, new, overlay, want string
 	}{
+		{"metrics on the consumer's loopback default", "base/kustomization.yaml",
+			"      - BULKREG_METRICS_ADDR=:9464\n", "", "base",
+			"port 9464 is declared (probes and Prometheus reach it from outside the pod), but consumer listens on 127.0.0.1:9464, loopback only: set BULKREG_METRICS_ADDR=:9464"},
 		{"misspelled field of a built-in type", "base/consumer.yaml",
 			"containerPort: 9464", "containerPrt: 9464", "base",
 			`unknown field "spec.template.spec.containers[0].ports[0].containerPrt"`},
@@ -271,6 +275,24 @@ func bulkregContainer(d *kubecheck.Decoded, p pod, c corev1.Container, id, bin s
 		fail("%s: needs a CPU limit", id)
 	}
 	vars := env(d, c)
+	// A declared port is reached from outside the pod (probes, the
+	// Service, Prometheus), so whatever listens on it must not be on
+	// loopback, where the binaries put their operators' listeners by default.
+	for _, port := range c.Ports {
+		for name, def := range listenAddrs[bin] {
+			addr, set := vars[name]
+			if !set {
+				addr = def
+			}
+			host, p, err := net.SplitHostPort(addr)
+			if err != nil || p != strconv.Itoa(int(port.ContainerPort)) {
+				continue
+			}
+			if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+				fail("%s: port %d is declared (probes and Prometheus reach it from outside the pod), but %s listens on %s, loopback only: set %s=:%d", id, port.ContainerPort, bin, addr, name, port.ContainerPort)
+			}
+		}
+	}
 	for name := range vars {
 		if !strings.HasPrefix(name, "BULKREG_") {
 			continue
@@ -312,6 +334,14 @@ func bulkregContainer(d *kubecheck.Decoded, p pod, c corev1.Container, id, bin s
 		}
 	}
 	return errs
+}
+
+// listenAddrs are the listen addresses each binary reads, with their
+// defaults (README.md's configuration tables).
+var listenAddrs = map[string]map[string]string{
+	"consumer":         {"BULKREG_METRICS_ADDR": "127.0.0.1:9464"},
+	"producer serve":   {"BULKREG_ADDR": ":8080", "BULKREG_ADMIN_ADDR": "127.0.0.1:9465"},
+	"registry-sandbox": {"BULKREG_LISTEN": "127.0.0.1:8081"},
 }
 
 // disruptionBudgets: every bulkreg Deployment has a PodDisruptionBudget.

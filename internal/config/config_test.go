@@ -40,8 +40,14 @@ func TestDefaultsAreProductionValues(t *testing.T) {
 	if c.Limit != 100 || c.Window != time.Minute || c.Margin != 250*time.Millisecond || c.SessionTimeout != 10*time.Second {
 		t.Errorf("defaults %+v are not 100 per 60s, margin 250ms, session 10s", c)
 	}
-	if c.Topic != "product-registrations" || c.Group != "bulkreg-registrar" || c.MetricsAddr != ":9464" {
+	if c.Topic != "product-registrations" || c.Group != "bulkreg-registrar" {
 		t.Errorf("defaults %+v", c)
+	}
+	// Issue 27: the consumer's /metrics, /healthz and /debug/pprof listened
+	// on every interface by default; like the upload service's admin
+	// listener they are on loopback unless a deployment says otherwise.
+	if c.MetricsAddr != "127.0.0.1:9464" {
+		t.Errorf("metrics address %q by default, want 127.0.0.1:9464 (loopback)", c.MetricsAddr)
 	}
 }
 
