@@ -41,16 +41,17 @@ func boundProblems(s *Sheet) {
 		for j := range r.Problems {
 			r.Problems[j].Message = cutJSON(r.Problems[j].Message, maxMessageJSON)
 		}
-		if n := len(r.Problems); n > maxRowProblems {
-			more := n - (maxRowProblems - 1)
+		all := len(r.Problems)
+		if all > maxRowProblems {
+			more := all - (maxRowProblems - 1)
 			r.Problems = append(r.Problems[:maxRowProblems-1:maxRowProblems-1], Problem{Row: r.Number, Code: CodeMoreProblems,
 				Message: fmt.Sprintf("and %s more problems in this row", group(int64(more)))})
 		}
-		if len(r.Problems) == 0 {
+		if all == 0 {
 			continue
 		}
 		if listed+len(r.Problems) > maxListedProblems {
-			unlisted += len(r.Problems) - 1
+			unlisted += all - 1
 			r.Problems = r.Problems[:1:1]
 			continue
 		}

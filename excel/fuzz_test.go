@@ -132,6 +132,9 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add([]byte("PK\x03\x04"))
+	for _, data := range hostileSeeds(f, ".xlsx", 64<<10) {
+		f.Add(data)
+	}
 	p := fuzzParser()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := p.ParseBytes(context.Background(), data)
@@ -146,6 +149,12 @@ func FuzzSheetXML(f *testing.F) {
 	for _, name := range []string{"formulas.xlsx", "merged-cells.xlsx", "korean-headers.xlsx", "dates.xlsx", "hidden-rows.xlsx"} {
 		f.Add(zipPart(f, fixture(f, name), "xl/worksheets/sheet1.xml"))
 	}
+	// The shapes of the hostile corpus, small: repeated, overlapping and
+	// header merges, deep nesting, many attributes, huge numbers.
+	f.Add([]byte(`<worksheet><sheetData><row r="1"><c r="A1" t="inlineStr"><is><t>sku</t></is></c><c r="B1" t="inlineStr"><is><t>name</t></is></c><c r="D1" t="inlineStr"><is><t>price</t></is></c></row><row r="2"><c r="A2" t="inlineStr"><is><t>A</t></is></c><c r="D2"><v>1e308</v></c></row><row r="3" hidden="1"><c r="D3"><v>` + strings.Repeat("9", 400) + `</v></c></row></sheetData><mergeCells>` +
+		strings.Repeat(`<mergeCell ref="A2:B3"/>`, 50) + `<mergeCell ref="D1:D3"/><mergeCell ref="D2:D3"/><mergeCell ref="D3:D3"/></mergeCells></worksheet>`))
+	f.Add([]byte(`<worksheet><sheetData>` + strings.Repeat("<x>", 300) + strings.Repeat("</x>", 300) + `</sheetData></worksheet>`))
+	f.Add([]byte(`<worksheet><sheetData><row` + strings.Repeat(` a=""`, 1) + ` b="" c=""` + `/></sheetData><x` + hostileAttrs(300) + `/></worksheet>`))
 	f.Add([]byte(`<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData><row r="1048577"><c r="A1048577"><v>1</v></c></row></sheetData></worksheet>`))
 	f.Add([]byte(`<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData><row><c r="ZZZZ1" t="s"><v>99999</v></c></row></sheetData><mergeCells><mergeCell ref="A1:XFD1048576"/></mergeCells></worksheet>`))
 	p := fuzzParser()
@@ -187,6 +196,11 @@ func FuzzCSV(f *testing.F) {
 	f.Add([]byte("sku;name;category;price;stock\nA;a, b;1;2;3\n"))
 	for _, name := range []string{"korean-headers-unicode-text.txt", "korean-headers-tab-cp949.txt"} {
 		f.Add(fixture(f, name))
+	}
+	for _, ext := range []string{".csv", ".txt"} {
+		for _, data := range hostileSeeds(f, ext, 64<<10) {
+			f.Add(data)
+		}
 	}
 	p := NewParser(Options{MaxFileSize: 1 << 20, ParseTimeout: 3 * time.Second, MaxConcurrent: 1, MaxCellBytes: 16, MaxTextBytes: 1024})
 	f.Fuzz(func(t *testing.T, data []byte) {
