@@ -34,7 +34,9 @@
 // the route, 405, 3xx) opens the circuit at once, with Status.Reason
 // Misconfigured: every row would get the same answer, so none should spend
 // an attempt on it, and nothing but a probe calls until an operator fixes
-// the credential or the URL (the probe's first answer closes it).
+// the credential or the URL (the probe's first answer closes it). Unless
+// the window shows the refusal is one seller's: another seller was answered
+// in it and no other seller refused (Outcome Refused says more).
 //
 // Open: no call is allowed; Decision.RetryAt says when to ask again. After
 // ProbeMin the first caller to ask gets the probe (the circuit turns
@@ -88,8 +90,9 @@
 //     ended. A Failure whose Report answers a State other than Closed, or
 //     that was a probe (Decision.Probe), belongs to an outage: it does not
 //     count against the row's attempts, nor does the time until the circuit
-//     closes count against its retry time. A Refused call never counts:
-//     the circuit it opened holds the row. While the process trusts that
+//     closes count against its retry time. A Refused call whose Report
+//     answers a State other than Closed never counts: the circuit holds the
+//     row; one answered Closed is the seller's own failure. While the process trusts that
 //     the circuit is closed (Settings.TrustClosed), an answered call that
 //     was not a probe is counted in a local batch and answered from the
 //     view; the next report that goes to Redis (a failure, a probe, or an
@@ -175,9 +178,14 @@ const (
 	// Refused: the API refused bulkreg itself, not the row (401, 403, a 404
 	// off the route, 405, 3xx: registryclient.Misconfigured). Every call
 	// would get the same answer, so one such answer opens the circuit at
-	// once, whatever the window, with Reason Misconfigured; it is held like
-	// an outage until a probe gets an answer (an operator fixed the
-	// credential or the URL). As the probe's answer it counts as a failure.
+	// once, whatever the window's counts, with Reason Misconfigured; it is
+	// held like an outage until a probe gets an answer (an operator fixed
+	// the credential or the URL). As the probe's answer it counts as a
+	// failure. One exception: when another seller's call was answered in
+	// the window and no other seller was refused, the refusal is that
+	// seller's own (the API refuses it alone, say a 403 for an app it
+	// revoked): the circuit stays closed, Report answers Closed, and the
+	// caller treats it as the seller's failure.
 	Refused
 )
 

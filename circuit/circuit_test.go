@@ -1133,3 +1133,61 @@ func TestARefusalOfBulkregHoldsTheCircuit(t *testing.T) {
 		t.Errorf("a refusal during an outage: %+v; want still open, misconfigured", p)
 	}
 }
+
+// TestWhoseRefusal: a refusal of bulkreg opens the circuit unless it is one
+// seller's: another seller was answered in the window and no other seller
+// was refused. The probe that closes the circuit counts as an answer in the
+// fresh window, so one seller's refusals do not reopen it over and over.
+func TestWhoseRefusal(t *testing.T) {
+	srv := testredis.Start(t)
+	type c struct {
+		seller string
+		o      Outcome
+		open   bool // the circuit is not closed after this call
+	}
+	for _, tc := range []struct {
+		name  string
+		calls []c
+	}{
+		{"a lone seller refused: bulkreg's", []c{{"a", Refused, true}}},
+		{"refused after its own answers: bulkreg's", []c{{"a", Success, false}, {"a", Answered, false}, {"a", Refused, true}}},
+		{"refused while another seller is answered: its own", []c{{"b", Success, false}, {"a", Refused, false}, {"a", Refused, false}, {"b", Success, false}}},
+		{"a second seller refused too: bulkreg's", []c{{"b", Success, false}, {"a", Refused, false}, {"c", Refused, true}}},
+		{"another seller's answer was a refusal of its row: still an answer", []c{{"b", Answered, false}, {"a", Refused, false}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := fast()
+			s.Name = tc.name
+			b := newBreaker(t, srv.Client(), s)
+			for i, cl := range tc.calls {
+				_, st := call(t, b, cl.seller, fmt.Sprintf("%s:%d", cl.seller, i), cl.o)
+				if open := st.State != Closed; open != cl.open {
+					t.Fatalf("call %d (%s, %s): circuit %s (%+v), want open %v", i+1, cl.seller, cl.o, st.State, st, cl.open)
+				}
+				if cl.open && st.Reason != Misconfigured {
+					t.Errorf("call %d: reason %q, want %q", i+1, st.Reason, Misconfigured)
+				}
+			}
+		})
+	}
+
+	t.Run("the closing probe is an answer", func(t *testing.T) {
+		s := fast()
+		s.Name = "closing probe"
+		b := newBreaker(t, srv.Client(), s)
+		if _, st := call(t, b, "a", "a:1", Refused); st.State != Open {
+			t.Fatalf("a lone refusal: %s, want open", st.State)
+		}
+		time.Sleep(s.ProbeMin)
+		d, st := call(t, b, "b", "b:1", Success)
+		if !d.Probe || st.State != Closed {
+			t.Fatalf("b's probe: %+v, %+v; want the probe, closed", d, st)
+		}
+		if _, st := call(t, b, "a", "a:2", Refused); st.State != Closed {
+			t.Errorf("a refused right after b's probe closed the circuit: %s, want closed (a's own)", st.State)
+		}
+		if p := peek(t, b); p.Opens != 1 {
+			t.Errorf("opened %d times, want once", p.Opens)
+		}
+	})
+}

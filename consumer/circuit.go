@@ -152,6 +152,9 @@ type rowCircuit struct {
 	// circuit was open after it, or it was the probe), or the API refused
 	// bulkreg itself and the circuit holds every row: not the row's fault.
 	outage bool
+	// own: the API refused bulkreg for this seller alone (others were
+	// answered): the circuit stayed closed, and it is the seller's failure.
+	own bool
 }
 
 // Not inlined: on the heap it keeps the sleeping row's stack small (process).
@@ -231,7 +234,7 @@ func (rc *rowCircuit) done() {
 // is out) or could not be asked (Redis); the row then gives its slot back
 // and spends no attempt.
 func (rc *rowCircuit) allow(ctx context.Context) bool {
-	rc.refused, rc.outage, rc.allowed = false, false, false
+	rc.refused, rc.outage, rc.own, rc.allowed = false, false, false, false
 	b := rc.c.deps.Circuit
 	if b == nil {
 		return true
@@ -309,6 +312,7 @@ func (rc *rowCircuit) report(res registryclient.Result, cancelled bool) {
 		return
 	}
 	rc.outage = rc.d.Probe || (err == nil && st.State != circuit.Closed)
+	rc.own = o == circuit.Refused && err == nil && !rc.outage
 	switch {
 	case err != nil || !st.Changed || st.State != circuit.Open || rc.d.Probe:
 	case o == circuit.Refused:
@@ -326,8 +330,26 @@ func (rc *rowCircuit) report(res registryclient.Result, cancelled bool) {
 // and goes back to wait while the circuit, opened by the report, holds the
 // fleet until a probe gets an answer. Without a circuit that holds it (none
 // configured, or its Redis did not take the report) the row asks again
-// after a growing wait, still spending nothing.
-func (c *Consumer) refusedBulkreg(t *tries, res *registryclient.Result, cb *rowCircuit, log *slog.Logger) (wait time.Duration, again bool) {
+// after a growing wait, still spending nothing. When the circuit judged the
+// refusal the seller's own (other sellers are answered), the row spends its
+// retry budget as for a transient failure and is dead-lettered with the
+// class misconfigured, which redrive sends again.
+func (c *Consumer) refusedBulkreg(r *row, t *tries, res *registryclient.Result, cb *rowCircuit, log *slog.Logger) (wait time.Duration, again bool) {
+	if cb.own {
+		if t.firstFailure.IsZero() {
+			t.firstFailure = time.Now()
+		}
+		if t.retry == nil {
+			t.retry = c.deps.Retry.NewBackOff()
+		}
+		if wait = t.retry.NextBackOff(); wait == backoff.Stop {
+			log.Error("the registration API refuses this seller's calls while it answers others: sending the row to the dead-letter topic", "attempts", t.attempts, "status", res.Status, "err", res.Err)
+			c.deadLetter(r, deadLetterOf(r, *res, t.attempts, t.firstFailure), log)
+			return 0, false
+		}
+		log.Warn("the registration API refused this seller's call while it answers others, retrying", "attempt", t.attempts, "in", wait, "status", res.Status, "err", res.Err)
+		return wait, true
+	}
 	t.attempts--
 	if cb.outage {
 		log.Info("the registration API refused bulkreg itself; the row waits for the circuit, no attempt spent", "status", res.Status, "err", res.Err)

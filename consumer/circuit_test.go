@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -482,5 +483,85 @@ func TestRefusalWithoutACircuitWaits(t *testing.T) {
 	}
 	if v := counterValue(t, f.reg, "bulkreg_consumer_registry_calls_total", "misconfigured"); v != refusals*rows {
 		t.Errorf("bulkreg_consumer_registry_calls_total{class=misconfigured} = %v, want %d", v, refusals*rows)
+	}
+}
+
+// TestOneSellersRefusalIsItsOwn: the API answers 403 to one seller's calls
+// only (it revoked the app's access for that seller) while it registers
+// another seller's rows. That refusal is the seller's own, not bulkreg's:
+// the fleet's circuit never opens, the other seller's rows all register,
+// and the refused seller's rows spend their budget (4 attempts) and are
+// dead-lettered with the class misconfigured, which redrive sends again.
+func TestOneSellersRefusalIsItsOwn(t *testing.T) {
+	s := newStack(t, stackOptions{partitions: 1, limit: 50, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond})
+	sb := s.api.Config.Handler
+	var mu sync.Mutex
+	refused := map[string]int{}
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/sellers/locked/") {
+			mu.Lock()
+			refused[r.Header.Get("Idempotency-Key")]++
+			mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = io.WriteString(w, `{"error":{"code":"seller_access_revoked","message":"the seller revoked this application's access"}}`)
+			return
+		}
+		sb.ServeHTTP(w, r)
+	}))
+	t.Cleanup(api.Close)
+	const attempts = 4
+	s.startConsumer(func(_ *Config, d *Deps) {
+		d.Retry = registryclient.RetryPolicy{InitialInterval: 50 * time.Millisecond, MaxInterval: 200 * time.Millisecond, MaxElapsed: 20 * time.Second,
+			Multiplier: 2, Jitter: 0.5, MaxAttempts: attempts}
+		rc, err := registryclient.New(registryclient.Options{BaseURL: api.URL, Timeout: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Registry = rc
+	})
+	s.waitGroupStable("registrar", 1)
+	const goodRows, lockedRows = 150, 20
+	s.publish("up-good", "good", goodRows)
+	// The window must hold the other seller's answers when the first
+	// refusal comes (they reach Redis in batches, up to TrustClosed/2
+	// late); a refusal with no other seller answered is bulkreg's.
+	_, win := s.breaker().Keys()
+	testwait.For(t, 10*time.Second, "the window holds seller good's answers", func() bool {
+		for k, v := range s.rdb.HGetAll(context.Background(), win).Val() {
+			if strings.HasSuffix(k, ":as") && strings.Contains(v, "good") {
+				return true
+			}
+		}
+		return false
+	})
+	s.publish("up-locked", "locked", lockedRows)
+
+	letters := readDLQ(t, s.brokers, s.topic, lockedRows)
+	for _, l := range letters {
+		var class, tries string
+		for _, h := range l.Headers {
+			switch h.Key {
+			case HeaderErrorClass:
+				class = string(h.Value)
+			case HeaderAttempts:
+				tries = string(h.Value)
+			}
+		}
+		if string(l.Key) != "locked" || class != registryclient.Misconfigured.String() || tries != fmt.Sprint(attempts) {
+			t.Errorf("dead letter of seller %s: class %q after %s attempts, want the locked seller's, %q after %d", l.Key, class, tries, registryclient.Misconfigured, attempts)
+		}
+	}
+	s.waitProducts("good", goodRows, 15*time.Second)
+	s.checkCompliant("good", goodRows)
+	mu.Lock()
+	for key, n := range refused {
+		if n != attempts {
+			t.Errorf("row %s was refused %d times, want its budget of %d", key, n, attempts)
+		}
+	}
+	mu.Unlock()
+	if st, err := s.breaker().Peek(context.Background()); err != nil || st.State != circuit.Closed || st.Opens != 0 {
+		t.Errorf("the circuit is %v (%v), opened %d times; want closed, never opened: one seller refused is that seller's failure", st.State, err, st.Opens)
 	}
 }

@@ -333,7 +333,7 @@ func (c *Consumer) conclude(r *row, t *tries, res *registryclient.Result, cb *ro
 		// No backoff of our own: the block moved the seller's next slot past Retry-After.
 		return 0, true
 	case registryclient.Misconfigured:
-		return c.refusedBulkreg(t, res, cb, log)
+		return c.refusedBulkreg(r, t, res, cb, log)
 	default: // Transient
 		if t.firstFailure.IsZero() {
 			t.firstFailure = time.Now()

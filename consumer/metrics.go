@@ -132,7 +132,7 @@ func (m *metrics) initLabels() {
 		m.latency.WithLabelValues(c.String())
 	}
 	// The classes a row can be dead-lettered with (consumer.go, deadLetter).
-	for _, class := range []string{registryclient.Transient.String(), registryclient.RateLimited.String(), ClassBadMessage} {
+	for _, class := range []string{registryclient.Transient.String(), registryclient.RateLimited.String(), registryclient.Misconfigured.String(), ClassBadMessage} {
 		m.dlqWrites.WithLabelValues(class)
 	}
 	for _, result := range []string{"ok", "error"} {

@@ -19,6 +19,7 @@ func TestMetricsStartAtZero(t *testing.T) {
 # HELP bulkreg_consumer_dlq_writes_total Messages written to the dead-letter topic, by error class.
 # TYPE bulkreg_consumer_dlq_writes_total counter
 bulkreg_consumer_dlq_writes_total{class="bad-message"} 0
+bulkreg_consumer_dlq_writes_total{class="misconfigured"} 0
 bulkreg_consumer_dlq_writes_total{class="rate_limited"} 0
 bulkreg_consumer_dlq_writes_total{class="transient"} 0
 `

@@ -17,8 +17,14 @@
 -- probe (no answer, the caller gave up) hands the probe to the next caller at once.
 -- A refusal of bulkreg itself ("refused": 401, 403, a 404 off the route, 405, 3xx)
 -- says every call would get the same answer: it opens a closed circuit at once,
--- whatever the window, and marks it reason=misconfigured, held like an outage
--- until a probe gets an answer; a refused probe counts as a failed one.
+-- whatever the window's counts, and marks it reason=misconfigured, held like an
+-- outage until a probe gets an answer; a refused probe counts as a failed one.
+-- Except when it is one seller's: another seller's call was answered in the
+-- window and no other seller was refused (the API refuses this seller, say a
+-- 403 for an app it revoked): then the circuit stays closed and the reply says
+-- so, and the caller treats it as that seller's failure. The probe that closes
+-- the circuit is counted in the fresh window as an answer, so one seller's
+-- refusals cannot reopen it at once, over and over.
 -- The reason ("unavailable" or "misconfigured") is kept while the circuit is not
 -- closed; a refusal seen while open marks it misconfigured.
 --
@@ -29,9 +35,10 @@
 -- KEYS[1]  bulkreg:{circuit}:state   HASH (see circuit_allow.lua); also closed_at, last_open_us,
 --          reason ("unavailable" | "misconfigured", while not closed), refusals (count)
 -- KEYS[2]  bulkreg:{circuit}:window  HASH: for bucket slot i, "i:id" (bucket number), "i:n" (calls),
---          "i:f" (transient failures), "i:s" (sellers that called), "i:fs" (sellers that failed),
---          "i:fr" (rows that failed); the last three are "\n"-separated lists; "i:fc" (transient
---          failures per seller, "seller\tcount" lines, for at most spread_cap sellers a bucket)
+--          "i:f" (transient failures), "i:s" (sellers that called), "i:as" (sellers answered, at most
+--          2), "i:rs" (sellers refused, at most 2), "i:fs" (sellers that failed), "i:fr" (rows that
+--          failed); the lists are "\n"-separated; "i:fc" (transient failures per seller,
+--          "seller\tcount" lines, for at most spread_cap sellers a bucket)
 -- ARGV[1]  outcome: "success" | "failure" | "answered" | "abandoned" | "refused"
 -- ARGV[2]  probe id ("" when the call was not a probe)
 -- ARGV[3]  seller id
@@ -57,7 +64,16 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local function us(x) return string.format('%.0f', x) end
 local outcome, probe, seller, row = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local window, buckets = tonumber(ARGV[5]), tonumber(ARGV[6])
+local minCalls, ratio = tonumber(ARGV[7]), tonumber(ARGV[8])
+local minRows, minSellers = tonumber(ARGV[9]), tonumber(ARGV[10])
+-- One seller is never "the API": whatever the setting, two sellers must fail.
+if minSellers < 2 then minSellers = 2 end
+-- Per-seller failure counts are kept for this many sellers a bucket: enough
+-- to find the seller that failed most; a bucket with more failing sellers
+-- than that is an outage whichever seller is left out.
+local spreadCap = 16
 local retention = tonumber(ARGV[14])
+local unsent = tonumber(ARGV[15] or '0') or 0
 local h = redis.call('HMGET', KEYS[1], 'state', 'opened_at', 'next_probe', 'probe_id', 'interval', 'reason')
 local state = h[1] or 'closed'
 local opened = tonumber(h[2] or '0')
@@ -69,71 +85,19 @@ local function reply(st, changed, retry, op)
   return {st, changed, us(retry), us(now), us(op), r}
 end
 
-if outcome == 'refused' then
-  redis.call('HINCRBY', KEYS[1], 'refusals', 1)
-  reason = 'misconfigured'
-  if state == 'closed' then
-    -- every call would be refused the same way: no window to wait for
-    local first = tonumber(ARGV[11])
-    redis.call('HSET', KEYS[1], 'state', 'open', 'opened_at', us(now), 'interval', us(first), 'next_probe', us(now + first), 'reason', reason)
-    redis.call('HDEL', KEYS[1], 'probe_until', 'probe_id')
-    redis.call('HINCRBY', KEYS[1], 'opens', 1)
-    redis.call('PEXPIRE', KEYS[1], retention)
-    redis.call('DEL', KEYS[2])
-    return reply('open', 1, now + first, now)
-  end
-  redis.call('HSET', KEYS[1], 'reason', reason)
-  redis.call('PEXPIRE', KEYS[1], retention)
-  -- a refused probe is a failed one
-  outcome = 'failure'
-end
-
-if state ~= 'closed' then
-  if probe == '' then
-    -- a call that started before the circuit opened: the probe decides
-    return reply(state, 0, tonumber(h[3] or now), opened)
-  end
-  if outcome == 'success' or outcome == 'answered' then
-    -- the API answers: close, and forget the failures that opened it
-    redis.call('HSET', KEYS[1], 'state', 'closed', 'closed_at', us(now), 'last_open_us', us(now - opened))
-    redis.call('HDEL', KEYS[1], 'opened_at', 'next_probe', 'probe_until', 'probe_id', 'interval', 'reason')
-    redis.call('PEXPIRE', KEYS[1], retention)
-    redis.call('DEL', KEYS[2])
-    return reply('closed', 1, now, 0)
-  end
-  if state == 'half-open' and h[4] == probe then
-    if outcome == 'failure' then
-      local interval = tonumber(h[5] or ARGV[11]) * tonumber(ARGV[13])
-      if interval > tonumber(ARGV[12]) then interval = tonumber(ARGV[12]) end
-      redis.call('HSET', KEYS[1], 'state', 'open', 'interval', us(interval), 'next_probe', us(now + interval))
-      redis.call('HDEL', KEYS[1], 'probe_until', 'probe_id')
-      redis.call('PEXPIRE', KEYS[1], retention)
-      return reply('open', 0, now + interval, opened)
-    end
-    -- abandoned: the next caller probes at once
-    redis.call('HSET', KEYS[1], 'state', 'open', 'next_probe', us(now))
-    redis.call('HDEL', KEYS[1], 'probe_until', 'probe_id')
-    return reply('open', 0, now, opened)
-  end
-  -- a lapsed probe's late failure or give-back: its successor decides
-  return reply(state, 0, tonumber(h[3] or now), opened)
-end
-
-local unsent = tonumber(ARGV[15] or '0') or 0
-local counted = 1
-if outcome == 'abandoned' then counted = 0 end
-if counted + unsent == 0 then
-  return reply('closed', 0, now, 0)
-end
-
--- closed: count the call in its bucket
+-- the window: a ring of buckets
 local width = math.floor(window / buckets)
 if width < 1 then width = 1 end
 local cur = math.floor(now / width)
 local slot = tostring(cur % buckets)
 local function f(name) return slot .. ':' .. name end
-if tonumber(redis.call('HGET', KEYS[2], f('id')) or '-1') ~= cur then
-  redis.call('HSET', KEYS[2], f('id'), us(cur), f('n'), 0, f('f'), 0, f('s'), '', f('fs'), '', f('fr'), '', f('fc'), '')
+-- start the current bucket afresh when its slot holds an older one
+local function bucket()
+  if tonumber(redis.call('HGET', KEYS[2], f('id')) or '-1') ~= cur then
+    redis.call('HSET', KEYS[2], f('id'), us(cur), f('n'), 0, f('f'), 0, f('s'), '', f('as'), '', f('rs'), '',
+      f('fs'), '', f('fr'), '', f('fc'), '')
+  end
+  redis.call('PEXPIRE', KEYS[2], math.ceil(2 * window / 1000) + 1000)
 end
 -- add member to the list in field unless it is there or the list holds cap members
 local function capadd(field, member, cap)
@@ -163,51 +127,139 @@ local function capcount(field, member, cap)
   end
   redis.call('HSET', KEYS[2], field, table.concat(out, '\n'))
 end
-local minCalls, ratio = tonumber(ARGV[7]), tonumber(ARGV[8])
-local minRows, minSellers = tonumber(ARGV[9]), tonumber(ARGV[10])
--- One seller is never "the API": whatever the setting, two sellers must fail.
-if minSellers < 2 then minSellers = 2 end
--- Per-seller failure counts are kept for this many sellers a bucket: enough
--- to find the seller that failed most; a bucket with more failing sellers
--- than that is an outage whichever seller is left out.
-local spreadCap = 16
-redis.call('HINCRBY', KEYS[2], f('n'), counted + unsent)
-if counted == 1 then capadd(f('s'), seller, minSellers) end
-for s in string.gmatch(ARGV[16] or '', '[^\n]+') do capadd(f('s'), s, minSellers) end
-if outcome == 'failure' then
-  redis.call('HINCRBY', KEYS[2], f('f'), 1)
-  capadd(f('fs'), seller, minSellers)
-  capadd(f('fr'), row, minRows)
-  capcount(f('fc'), seller, spreadCap)
+-- count calls in the current bucket: n calls, this one's seller (when counted)
+-- and the unsent batch's sellers, all of which were answered
+local function count(n, counted, answered)
+  bucket()
+  redis.call('HINCRBY', KEYS[2], f('n'), n)
+  if counted then
+    capadd(f('s'), seller, minSellers)
+    if answered then capadd(f('as'), seller, 2) end
+  end
+  for s in string.gmatch(ARGV[16] or '', '[^\n]+') do
+    capadd(f('s'), s, minSellers)
+    capadd(f('as'), s, 2)
+  end
 end
-redis.call('PEXPIRE', KEYS[2], math.ceil(2 * window / 1000) + 1000)
-if outcome ~= 'failure' then
+-- the window's live buckets as {field suffix -> value} tables
+local function live()
+  local all = redis.call('HGETALL', KEYS[2])
+  local m = {}
+  for i = 1, #all, 2 do m[all[i]] = all[i + 1] end
+  local out = {}
+  for i = 0, buckets - 1 do
+    local id = tonumber(m[i .. ':id'] or '-1')
+    if id >= 0 and id <= cur and cur - id < buckets then
+      out[#out + 1] = function(name) return m[i .. ':' .. name] end
+    end
+  end
+  return out
+end
+local function union(set, v, n)
+  for x in string.gmatch(v or '', '[^\n]+') do
+    if not set[x] then set[x] = true; n = n + 1 end
+  end
+  return n
+end
+local function open(why)
+  local first = tonumber(ARGV[11])
+  reason = why
+  redis.call('HSET', KEYS[1], 'state', 'open', 'opened_at', us(now), 'interval', us(first), 'next_probe', us(now + first), 'reason', why)
+  redis.call('HDEL', KEYS[1], 'probe_until', 'probe_id')
+  redis.call('HINCRBY', KEYS[1], 'opens', 1)
+  redis.call('PEXPIRE', KEYS[1], retention)
+  redis.call('DEL', KEYS[2])
+  return reply('open', 1, now + first, now)
+end
+
+if outcome == 'refused' then
+  redis.call('HINCRBY', KEYS[1], 'refusals', 1)
+  if state == 'closed' then
+    count(1 + unsent, true, false)
+    capadd(f('rs'), seller, 2)
+    local others, refused, nrs = false, {}, 0
+    for _, b in ipairs(live()) do
+      for x in string.gmatch(b('as') or '', '[^\n]+') do
+        if x ~= seller then others = true end
+      end
+      nrs = union(refused, b('rs'), nrs)
+    end
+    if others and nrs < 2 then
+      -- the API answers another seller and refuses this one alone: its own
+      redis.call('PEXPIRE', KEYS[1], retention)
+      return reply('closed', 0, now, 0)
+    end
+    -- every call would be refused the same way: no counts to wait for
+    return open('misconfigured')
+  end
+  reason = 'misconfigured'
+  redis.call('HSET', KEYS[1], 'reason', reason)
+  redis.call('PEXPIRE', KEYS[1], retention)
+  -- a refused probe is a failed one
+  outcome = 'failure'
+end
+
+if state ~= 'closed' then
+  if probe == '' then
+    -- a call that started before the circuit opened: the probe decides
+    return reply(state, 0, tonumber(h[3] or now), opened)
+  end
+  if outcome == 'success' or outcome == 'answered' then
+    -- the API answers: close, forget the failures that opened it, and count
+    -- the probe's answer in the fresh window
+    redis.call('HSET', KEYS[1], 'state', 'closed', 'closed_at', us(now), 'last_open_us', us(now - opened))
+    redis.call('HDEL', KEYS[1], 'opened_at', 'next_probe', 'probe_until', 'probe_id', 'interval', 'reason')
+    redis.call('PEXPIRE', KEYS[1], retention)
+    redis.call('DEL', KEYS[2])
+    count(1, true, true)
+    return reply('closed', 1, now, 0)
+  end
+  if state == 'half-open' and h[4] == probe then
+    if outcome == 'failure' then
+      local interval = tonumber(h[5] or ARGV[11]) * tonumber(ARGV[13])
+      if interval > tonumber(ARGV[12]) then interval = tonumber(ARGV[12]) end
+      redis.call('HSET', KEYS[1], 'state', 'open', 'interval', us(interval), 'next_probe', us(now + interval))
+      redis.call('HDEL', KEYS[1], 'probe_until', 'probe_id')
+      redis.call('PEXPIRE', KEYS[1], retention)
+      return reply('open', 0, now + interval, opened)
+    end
+    -- abandoned: the next caller probes at once
+    redis.call('HSET', KEYS[1], 'state', 'open', 'next_probe', us(now))
+    redis.call('HDEL', KEYS[1], 'probe_until', 'probe_id')
+    return reply('open', 0, now, opened)
+  end
+  -- a lapsed probe's late failure or give-back: its successor decides
+  return reply(state, 0, tonumber(h[3] or now), opened)
+end
+
+local counted = outcome ~= 'abandoned'
+local n = unsent
+if counted then n = n + 1 end
+if n == 0 then
   return reply('closed', 0, now, 0)
 end
 
+-- closed: count the call in its bucket
+count(n, counted, outcome ~= 'failure')
+if outcome ~= 'failure' then
+  return reply('closed', 0, now, 0)
+end
+redis.call('HINCRBY', KEYS[2], f('f'), 1)
+capadd(f('fs'), seller, minSellers)
+capadd(f('fr'), row, minRows)
+capcount(f('fc'), seller, spreadCap)
+
 -- a failure: does the window now say the API is down?
-local all = redis.call('HGETALL', KEYS[2])
-local m = {}
-for i = 1, #all, 2 do m[all[i]] = all[i + 1] end
 local calls, fails = 0, 0
 local failSellers, failRows, perSeller = {}, {}, {}
 local nfs, nfr = 0, 0
-local function union(set, v, count)
-  for x in string.gmatch(v or '', '[^\n]+') do
-    if not set[x] then set[x] = true; count = count + 1 end
-  end
-  return count
-end
-for i = 0, buckets - 1 do
-  local id = tonumber(m[i .. ':id'] or '-1')
-  if id >= 0 and id <= cur and cur - id < buckets then
-    calls = calls + tonumber(m[i .. ':n'] or '0')
-    fails = fails + tonumber(m[i .. ':f'] or '0')
-    nfs = union(failSellers, m[i .. ':fs'], nfs)
-    nfr = union(failRows, m[i .. ':fr'], nfr)
-    for x, c in string.gmatch(m[i .. ':fc'] or '', '([^\t\n]+)\t(%d+)') do
-      perSeller[x] = (perSeller[x] or 0) + tonumber(c)
-    end
+for _, b in ipairs(live()) do
+  calls = calls + tonumber(b('n') or '0')
+  fails = fails + tonumber(b('f') or '0')
+  nfs = union(failSellers, b('fs'), nfs)
+  nfr = union(failRows, b('fr'), nfr)
+  for x, c in string.gmatch(b('fc') or '', '([^\t\n]+)\t(%d+)') do
+    perSeller[x] = (perSeller[x] or 0) + tonumber(c)
   end
 end
 -- The seller that failed most, left out: do the others' calls say the API is down?
@@ -220,13 +272,6 @@ end
 local otherFails, otherCalls = fails - worst, calls - worst
 local spread = otherFails >= 2 and otherFails >= ratio * otherCalls
 if calls >= minCalls and fails >= ratio * calls and nfr >= minRows and nfs >= minSellers and spread then
-  local first = tonumber(ARGV[11])
-  reason = 'unavailable'
-  redis.call('HSET', KEYS[1], 'state', 'open', 'opened_at', us(now), 'interval', us(first), 'next_probe', us(now + first), 'reason', reason)
-  redis.call('HDEL', KEYS[1], 'probe_until', 'probe_id')
-  redis.call('HINCRBY', KEYS[1], 'opens', 1)
-  redis.call('PEXPIRE', KEYS[1], retention)
-  redis.call('DEL', KEYS[2])
-  return reply('open', 1, now + first, now)
+  return open('unavailable')
 end
 return reply('closed', 0, now, 0)

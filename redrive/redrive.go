@@ -50,7 +50,7 @@ const (
 type Filter struct {
 	Upload  string    // upload id
 	Seller  string    // seller id
-	Classes []string  // error classes (the bulkreg-error-class header: transient, rate_limited, bad-message, …)
+	Classes []string  // error classes (the bulkreg-error-class header: transient, rate_limited, misconfigured, bad-message, …)
 	Since   time.Time // the letter's time (Letter.At) is at or after Since
 	Until   time.Time // the letter's time is before Until
 }
