@@ -249,3 +249,15 @@ func hostileAttrs(n int) string {
 	}
 	return b.String()
 }
+
+// More merged ranges than maxMerges refuse the file, naming the sheet.
+func TestTooManyMergesRefused(t *testing.T) {
+	data := book(t, [][]any{koreanHeader, validRow(1)}, nil)
+	sheet := zipPart(t, data, "xl/worksheets/sheet1.xml")
+	merges := strings.Repeat(`<mergeCell ref="K5:L6"/>`, maxMerges+1)
+	sheet = bytes.Replace(sheet, []byte("</sheetData>"), []byte("</sheetData><mergeCells>"+merges+"</mergeCells>"), 1)
+	_, err := parse(t, replacePart(t, data, "xl/worksheets/sheet1.xml", sheet))
+	if fe := fileErrCode(t, err); fe.Code != CodeTooLarge || fe.Message != `the sheet "Sheet1" has more than 100,000 merged ranges, far more than a product list needs; unmerge the cells and save the file again` {
+		t.Errorf("%s: %s", fe.Code, fe.Message)
+	}
+}

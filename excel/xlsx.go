@@ -39,7 +39,8 @@ const (
 	maxRefBytes = 2048
 )
 
-// maxMerges caps the merged ranges read from a sheet; more are ignored.
+// maxMerges caps the merged ranges of a sheet; more refuse the file (they
+// were ignored before, so a bad merge past them went unnoticed).
 const maxMerges = 100000
 
 // maxFormulaText is how much of a formula a message quotes.
@@ -697,7 +698,10 @@ func (r *sheetReader) visit(t *xmlToken) error {
 				r.isDepth, r.hasIs = 1, true
 			}
 		case "mergeCell":
-			if m, ok := parseRange(string(t.attr("ref"))); ok && len(r.merges) < maxMerges {
+			if len(r.merges) == maxMerges {
+				return fileErr(CodeTooLarge, "the sheet %q has more than %s merged ranges, far more than a product list needs; unmerge the cells and save the file again", r.grid.sheetName, group(maxMerges))
+			}
+			if m, ok := parseRange(string(t.attr("ref"))); ok {
 				r.merges = append(r.merges, m)
 			}
 		}
