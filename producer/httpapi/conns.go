@@ -144,6 +144,16 @@ func (c *guardedConn) Close() error {
 	return c.Conn.Close()
 }
 
+// CloseWrite passes net/http's half-close on: before closing a connection
+// whose request body was left unread (a refusal), it closes the writing
+// side and waits, so the client reads the answer instead of a reset.
+func (c *guardedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 func (c *guardedConn) SetReadDeadline(t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
