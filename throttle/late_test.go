@@ -226,3 +226,62 @@ func TestASettleTakesBackTheSlotsItsCallWasCountedTooLateFor(t *testing.T) {
 		t.Errorf("the next slot is %v after the API counted the first call, want more than a window (%v)", next.At.Sub(counted), p.Window)
 	}
 }
+
+// TestAFixedWindowCountsALateCallInTheWindowItWasCountedIn: two calls
+// slotted early in a fixed window are counted by the API in the next one
+// (1 s windows, the API 0.9 s late). Each later window the call may have been
+// counted in must then hold a place for it: before, the next two rows were
+// given that next window at once and the API refused them (2 × 429).
+func TestAFixedWindowCountsALateCallInTheWindowItWasCountedIn(t *testing.T) {
+	rdb := startRedis(t).Client()
+	p := Policy{Kind: Fixed, Limit: 2, Window: time.Second, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second}
+	th := newThrottle(t, rdb, p)
+	j := startJudge(t, sandbox.Options{Policy: sandbox.PolicyFixed, Limit: p.Limit, Window: p.Window})
+	s := seller("fixed-late")
+	awaitWindowAhead(t, rdb, p.Window, 800*time.Millisecond)
+	var first []Reservation
+	for range p.Limit {
+		first = append(first, reserve(t, th, s))
+	}
+	// the API counts both calls 100 ms into the next window
+	w := p.Window.Microseconds()
+	next := time.UnixMicro((first[0].At.UnixMicro()/w + 1) * w)
+	if err := j.sb.SetFaults(0, 0, 0, time.Until(next.Add(100*time.Millisecond)), 0); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i, r := range first {
+		wg.Go(func() { callAt(t, th, j, r, fmt.Sprintf("first-%d", i)) })
+	}
+	wg.Wait()
+	if err := j.sb.SetFaults(0, 0, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i := range p.Limit {
+		wg.Go(func() { callAt(t, th, j, reserve(t, th, s), fmt.Sprintf("next-%d", i)) })
+	}
+	wg.Wait()
+	if n := j.audit(t, s); n != 2*p.Limit {
+		t.Errorf("the API registered %d calls, want %d", n, 2*p.Limit)
+	}
+}
+
+// TestATokenBucketCountsALateCallWhereItWasCounted: with a bucket of one
+// token, the API counts a call 300 ms after its slot; the next slot taken
+// after its answer must be an interval after that count, not after the slot
+// (before: 50 ms after the count, a 429).
+func TestATokenBucketCountsALateCallWhereItWasCounted(t *testing.T) {
+	rdb := startRedis(t).Client()
+	p := Policy{Kind: TokenBucket, Limit: 4, Window: time.Second, Burst: 1, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second}
+	th := newThrottle(t, rdb, p)
+	j := startJudge(t, sandbox.Options{Policy: sandbox.PolicyTokenBucket, Limit: p.Limit, Window: p.Window, Burst: p.Burst, Latency: 300 * time.Millisecond})
+	s := seller("tb-late")
+	callAt(t, th, j, reserve(t, th, s), "first")
+	if err := j.sb.SetFaults(0, 0, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	callAt(t, th, j, reserve(t, th, s), "next")
+	if n := j.audit(t, s); n != 2 {
+		t.Errorf("the API registered %d calls, want 2", n)
+	}
+}

@@ -475,8 +475,7 @@ func (t *Throttle) Release(ctx context.Context, r Reservation) error {
 
 // Settle moves the slots of a call the API has answered, at on the Redis
 // clock (at or after the true time of the answer), to at − Margin when that
-// is later (sliding logs only: the seller's with policy Sliding, and the
-// app-wide log).
+// is later (the seller's log and the app-wide log).
 //
 // The API counted the call somewhere between its send and its answer, so at
 // the latest at `at`. A slot booked after the settle is at least W′ = Window
@@ -488,8 +487,11 @@ func (t *Throttle) Release(ctx context.Context, r Reservation) error {
 // trip after the one before (bench many-sellers, 3 s windows: about 10 ms a
 // window, and a median ratio of 1.008 to 1.012 against 1.005 now).
 // A call answered within Margin of its slot moves nothing, and its settle
-// costs no command. A fixed window is not settled: moving a call into the
-// next window would free a place in the window the API counted it in.
+// costs no command. A fixed window's slot is not moved (that would free a
+// place in the window the API may have counted it in): each later window
+// the call may have been counted in, up to the answer's, takes a place for
+// it instead. A token bucket's slot moves, and tat stays at least an
+// interval after it.
 //
 // Every hold then counts from the settled place (lua/settle.lua): the log's
 // key lives until it has left the window, slots booked on the assumption
@@ -503,7 +505,7 @@ func (t *Throttle) Settle(ctx context.Context, r Reservation, at time.Time) erro
 	if move && (r.ID != "" || r.Global.ID != "") {
 		t.noteLate(r, at)
 	}
-	seller := r.ID != "" && t.p.Kind == Sliding && move
+	seller := r.ID != "" && move
 	global := r.Global.ID != "" && t.global != nil && move
 	if !seller && !global {
 		return nil
@@ -520,8 +522,8 @@ func (t *Throttle) Settle(ctx context.Context, r Reservation, at time.Time) erro
 		return nil
 	}
 	if seller {
-		k := t.keys(r.Seller)
-		if err := settle([]string{k.log, k.block}, t.settleArgs(at, r.ID, t.p.Limit, t.p.span())); err != nil {
+		ks, args := t.sellerSettle(r, at)
+		if err := settle(ks, args); err != nil {
 			return err
 		}
 	}
@@ -530,6 +532,22 @@ func (t *Throttle) Settle(ctx context.Context, r Reservation, at time.Time) erro
 			t.settleArgs(at, r.Global.ID, t.p.Global.Limit, t.p.Global.Window+t.p.Margin))
 	}
 	return nil
+}
+
+// sellerSettle is settle.lua's keys and arguments for r's slot in the
+// seller's own log, settled at at, by the policy's kind.
+func (t *Throttle) sellerSettle(r Reservation, at time.Time) (ks []string, args []any) {
+	k := t.keys(r.Seller)
+	ks, args = []string{k.log, k.block}, t.settleArgs(at, r.ID, t.p.Limit, t.p.span())
+	switch t.p.Kind {
+	case Fixed:
+		args = append(args, string(Fixed), t.p.Window.Microseconds())
+	case TokenBucket:
+		interval, _ := t.p.gcra()
+		ks = append(ks, k.tat)
+		args = append(args, string(TokenBucket), strconv.FormatFloat(interval, 'f', 3, 64))
+	}
+	return ks, args
 }
 
 // settleArgs are settle.lua's arguments for the slot id moved to at, in a
@@ -559,17 +577,17 @@ func (r Reservation) AppWide() Reservation {
 // SettleStep is Settle's part in the seller's own log, as a step to run in
 // one script with the call's other writes on the seller's hash tag
 // (internal/scriptbatch). ok is false when there is no such part (no seller
-// slot, a policy that is not settled, or an answer within Margin of the
+// slot, or an answer within Margin of the
 // slot, which moves nothing: Settle then does nothing for it either); the
 // rest of r (the app-wide slot) is Settle's to do, with r.AppWide().
 func (t *Throttle) SettleStep(r Reservation, at time.Time) (s scriptbatch.Step, ok bool) {
 	at, move := t.settleAt(r, at)
-	if r.ID == "" || t.p.Kind != Sliding || r.Seller == "" || !move {
+	if r.ID == "" || r.Seller == "" || !move {
 		return s, false
 	}
 	t.noteLate(r, at)
-	k := t.keys(r.Seller)
-	return scriptbatch.Step{Script: "settle.lua", Keys: []string{k.log, k.block}, Args: t.settleArgs(at, r.ID, t.p.Limit, t.p.span())}, true
+	ks, args := t.sellerSettle(r, at)
+	return scriptbatch.Step{Script: "settle.lua", Keys: ks, Args: args}, true
 }
 
 // ReleaseStep is Release's part in the seller's own log as a step (see
