@@ -187,6 +187,10 @@ func DecodeMessage(value []byte) (Message, error) {
 		return Message{}, fmt.Errorf("%w: field idempotency_key is %s, want %q", ErrBadMessage, quoteShort(m.IdempotencyKey), IdempotencyKey(m.UploadID, m.Row))
 	case m.EnqueuedAt.IsZero():
 		return Message{}, fmt.Errorf("%w: field enqueued_at is missing; the producer stamps every row with the time it queued it", ErrBadMessage)
+	case strings.TrimSpace(m.Product.SellerSKU) == "":
+		// The ledger keys a registration by the SKU: a row without one can
+		// never be claimed, and retrying it would stop its partition.
+		return Message{}, fmt.Errorf("%w: field product.seller_sku is empty; every row names the product's SKU", ErrBadMessage)
 	}
 	return m, nil
 }

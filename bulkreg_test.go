@@ -43,6 +43,7 @@ func TestDecodeMessageRejects(t *testing.T) {
 		{"colon in upload", `{"v":1,"upload_id":"u:2","seller_id":"s","row":1,"idempotency_key":"u:2:1","enqueued_at":"2026-11-22T09:30:15Z"}`, "upload_id"},
 		{"upload too long", `{"v":1,"upload_id":"` + strings.Repeat("a", 65) + `","seller_id":"s","row":1,"idempotency_key":"` + strings.Repeat("a", 65) + `:1","enqueued_at":"2026-11-22T09:30:15Z"}`, "65 characters"},
 		{"row too high", `{"v":1,"upload_id":"u","seller_id":"s","row":16777217,"idempotency_key":"u:16777217","enqueued_at":"2026-11-22T09:30:15Z"}`, "field row"},
+		{"no seller_sku", `{"v":1,"upload_id":"u","seller_id":"s","row":1,"idempotency_key":"u:1","product":{"seller_sku":" "},"enqueued_at":"2026-11-22T09:30:15Z"}`, "seller_sku"},
 		{"no enqueued_at", `{"v":1,"upload_id":"u","seller_id":"s","row":1,"idempotency_key":"u:1"}`, "enqueued_at"},
 	}
 	for _, c := range cases {

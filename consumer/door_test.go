@@ -84,6 +84,7 @@ func TestBadMessagesAtTheDoor(t *testing.T) {
 		{"upload_id too long", raw(strings.Repeat("a", 65), 1, "BAD-LONG"), "65 characters"},
 		{"upload_id with a hash tag", raw("up}{good", 1, "BAD-TAG"), "upload_id"},
 		{"row number beyond any upload", raw("up-good", bulkreg.MaxRowNumber+1, "BAD-ROW"), "field row"},
+		{"no seller_sku", raw("up-good", 4, ""), "seller_sku"},
 		{"an upload no producer created", row("up-none", 1, "BAD-NONE", time.Now()), "does not exist"},
 		{"another seller's upload", row("up-other", 1, "BAD-OTHER", time.Now()), "another seller"},
 	}

@@ -96,6 +96,13 @@ func (s *skuClaim) claim() bool {
 			return false
 		}
 		if err != nil {
+			if errors.Is(err, ledger.ErrInvalid) {
+				// The ledger will refuse this row however often it asks:
+				// retried, it would hold its partition's commits for good.
+				s.log.Error("the ledger cannot hold the row's SKU: sending it to the dead-letter topic", "sku", r.m.Product.SellerSKU, "err", err)
+				c.deadLetter(r, DeadLetter{Original: r.msg, Class: ClassBadMessage, Message: err.Error(), FirstFailure: time.Now()}, s.log)
+				return false
+			}
 			if unavailable(err) {
 				c.redis.down(err)
 			} else {
