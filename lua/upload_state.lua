@@ -4,7 +4,10 @@
 -- KEYS[1]  bulkreg:upload:{<id>}:meta   HASH (field "state", "state_at" in ms on the Redis clock, "state_reason")
 -- ARGV[1]  the new state
 -- ARGV[2]  reason (may be empty)
--- ARGV[3]  stale age in ms: a state older than this may be taken over whatever it is (0 = never)
+-- ARGV[3]  stale age in ms: a "publishing" state whose heartbeat ("state_at", moved by every batch of
+--          rows Kafka acknowledged, see upload_published.lua) is older than this was left by a producer
+--          that died part way and may be taken over (0 = never). Only "publishing": a published upload is
+--          never taken over however old it is, or sending the same file again would publish it twice.
 -- ARGV[4 ..] states the move is allowed from ("" = no state yet)
 --
 -- Reply: {1, previous state} when moved; {0, current state} when not; {-1, ""} when the upload does not exist.
@@ -20,7 +23,7 @@ for i = 4, #ARGV do
   if ARGV[i] == cur then ok = true end
 end
 local stale = tonumber(ARGV[3])
-if not ok and stale > 0 and now - at >= stale then
+if not ok and cur == 'publishing' and stale > 0 and now - at >= stale then
   ok = true
 end
 if not ok then

@@ -43,7 +43,7 @@ func BenchmarkPublish500(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := e.up.publish(ctx, "bench-"+strconv.Itoa(i), "seller-bench", sheet.Rows); err != nil {
+		if _, err := e.up.publish(ctx, "bench-"+strconv.Itoa(i), "seller-bench", sheet.Rows); err != nil {
 			b.Fatal(err)
 		}
 	}

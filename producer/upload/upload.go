@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -66,6 +67,10 @@ type Statuses interface {
 	RecordRows(ctx context.Context, uploadID string, rs []uploadstatus.RowResult) error
 	Get(ctx context.Context, uploadID string) (uploadstatus.Status, error)
 	Cells(ctx context.Context, uploadID string) (map[int][]string, error)
+	// MarkPublished records rows Kafka acknowledged (and is the publisher's
+	// heartbeat); PublishedRows reads them back for a resumed upload.
+	MarkPublished(ctx context.Context, id string, rows []int) (int, error)
+	PublishedRows(ctx context.Context, id string) ([]int, error)
 }
 
 // Index lists a seller's uploads (*uploadstatus.Store).
@@ -87,12 +92,19 @@ type Uploader struct {
 	// PublishTimeout bounds publishing one upload's rows; past it the upload
 	// is marked publish_failed and can be sent again.
 	PublishTimeout time.Duration
-	// StaleAfter: an upload left "publishing" this long (its producer died)
-	// may be published again by a new attempt with the same file.
+	// StaleAfter: an upload left "publishing" this long after Kafka last
+	// acknowledged one of its batches (its producer died) may be resumed by
+	// a new attempt with the same file. It must exceed the time one batch
+	// takes (PublishTimeout bounds it). A published upload is never resumed.
 	StaleAfter time.Duration
-	Logger     *slog.Logger
-	Metrics    *Metrics // optional
-	Now        func() time.Time
+	// PublishBatch is the most rows handed to Kafka at once; after each
+	// batch the rows acknowledged are recorded, so an upload resumed after
+	// its producer died publishes only the rows Kafka had not acknowledged.
+	// Default DefaultPublishBatch.
+	PublishBatch int
+	Logger       *slog.Logger
+	Metrics      *Metrics // optional
+	Now          func() time.Time
 	// MaxReportCellBytes bounds the cell text kept in Redis for the upload's
 	// report (see reportCells). Default DefaultMaxReportCellBytes.
 	MaxReportCellBytes int
@@ -107,6 +119,12 @@ type Uploader struct {
 	// consumers' circuit breaker); nil says nothing about it.
 	Marketplace Marketplace
 }
+
+// DefaultPublishBatch is Uploader.PublishBatch's default: a 500-row upload
+// is five produce round trips and five Redis writes (a few ms each), and a
+// producer that dies mid-publish leaves at most 100 rows whose
+// acknowledgement was not recorded.
+const DefaultPublishBatch = 100
 
 // Request is one file to upload.
 type Request struct {
@@ -123,8 +141,9 @@ type Result struct {
 	// Duplicate: the same file was uploaded and published before; nothing was
 	// published this time. Upload is the earlier upload.
 	Duplicate bool `json:"duplicate"`
-	// Resumed: an earlier attempt with this file failed part way and this one
-	// published its rows again under the same ids and keys.
+	// Resumed: an earlier attempt with this file failed part way (publish
+	// failed, or its producer died) and this one published the rows Kafka
+	// had not acknowledged, under the same ids and keys.
 	Resumed   bool `json:"resumed,omitempty"`
 	Published int  `json:"published"` // rows acknowledged by Kafka in this call
 	Invalid   int  `json:"invalid"`   // rows refused by validation or the ledger, recorded as failed
@@ -175,8 +194,10 @@ func (u *Uploader) now() time.Time {
 
 // Upload validates the file, records the upload and publishes its valid
 // rows. The same file again is a duplicate (nothing published) unless the
-// earlier attempt failed to publish, in which case it is published again with
-// the same upload id and idempotency keys.
+// earlier attempt's publishing did not finish (publish_failed, or publishing
+// with no batch acknowledged for StaleAfter), in which case the rows Kafka
+// had not acknowledged are published with the same upload id and
+// idempotency keys.
 func (u *Uploader) Upload(ctx context.Context, req Request) (Result, error) {
 	if err := bulkreg.ValidSellerID(req.SellerID); err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrRefused, err)
@@ -277,12 +298,25 @@ func (u *Uploader) Upload(ctx context.Context, req Request) (Result, error) {
 	res.Invalid = len(invalid)
 	res.AlreadyRegistered = len(known)
 
+	if res.Resumed {
+		done, err := u.Statuses.PublishedRows(ctx, id)
+		if err != nil {
+			u.fail(ctx, id, "could not read which rows were queued before; send the same file again")
+			return res, fmt.Errorf("read which rows of upload %s were published before: %w", id, err)
+		}
+		before := len(valid)
+		valid = unpublished(valid, done)
+		log.Info("resuming an upload: rows Kafka acknowledged before are not published again", "acknowledged_before", before-len(valid), "to_publish", len(valid))
+	}
+
 	start := time.Now()
-	if err := u.publish(ctx, id, req.SellerID, valid); err != nil {
+	published, err := u.publish(ctx, id, req.SellerID, valid)
+	res.Published = published
+	if err != nil {
 		u.Metrics.upload("publish_failed")
 		// The seller reads the reason; the broker error (addresses) is in the log.
 		u.fail(ctx, id, "the rows could not be queued for registration; send the same file again")
-		log.Error("publishing failed; the same file can be sent again", "rows", len(valid), "err", err)
+		log.Error("publishing failed; the same file can be sent again", "rows", len(valid), "acknowledged", published, "err", err)
 		res.Upload.State = uploadstatus.PublishFailed
 		return res, fmt.Errorf("%w: upload %s: %w; send the same file again to retry", ErrPublish, id, err)
 	}
@@ -293,10 +327,9 @@ func (u *Uploader) Upload(ctx context.Context, req Request) (Result, error) {
 		log.Warn("rows published but the upload state could not be saved", "err", err)
 	}
 	res.Upload.State = uploadstatus.Published
-	res.Published = len(valid)
 	u.Metrics.rows(len(valid), len(invalid), len(known))
 	u.Metrics.upload("published")
-	log.Info("upload published", "rows", len(valid), "invalid", len(invalid), "already_registered", len(known), "took", time.Since(start))
+	log.Info("upload published", "rows", len(valid), "invalid", len(invalid), "already_registered", len(known), "duration_ms", time.Since(start).Milliseconds())
 	return res, nil
 }
 
@@ -321,9 +354,15 @@ func (u *Uploader) fail(ctx context.Context, id, reason string) {
 	}
 }
 
-func (u *Uploader) publish(ctx context.Context, id, seller string, rows []excel.Row) error {
+// publish hands rows to Kafka PublishBatch at a time and records, after
+// each batch, the rows Kafka acknowledged. It returns how many rows were
+// acknowledged. A row is recorded only after its acknowledgement, so a
+// resumed upload may publish again a row whose acknowledgement was lost with
+// its producer (at least once; its Idempotency-Key makes that a replay),
+// never skip one.
+func (u *Uploader) publish(ctx context.Context, id, seller string, rows []excel.Row) (int, error) {
 	if len(rows) == 0 {
-		return nil
+		return 0, nil
 	}
 	if u.PublishTimeout > 0 {
 		var cancel context.CancelFunc
@@ -335,11 +374,51 @@ func (u *Uploader) publish(ctx context.Context, id, seller string, rows []excel.
 	for _, r := range rows {
 		v, err := json.Marshal(bulkreg.NewMessage(id, seller, r.Number, r.Product, at))
 		if err != nil {
-			return fmt.Errorf("encode row %d: %w", r.Number, err)
+			return 0, fmt.Errorf("encode row %d: %w", r.Number, err)
 		}
 		msgs = append(msgs, kafka.Message{Key: []byte(seller), Value: v})
 	}
-	return u.Writer.WriteMessages(ctx, msgs...)
+	batch := orDefault(u.PublishBatch, DefaultPublishBatch)
+	published := 0
+	for lo := 0; lo < len(rows); lo += batch {
+		hi := min(lo+batch, len(rows))
+		werr := u.Writer.WriteMessages(ctx, msgs[lo:hi]...)
+		acked := make([]int, 0, hi-lo)
+		var perRow kafka.WriteErrors
+		if werr == nil || errors.As(werr, &perRow) {
+			for i, r := range rows[lo:hi] {
+				if werr == nil || perRow[i] == nil {
+					acked = append(acked, r.Number)
+				}
+			}
+		}
+		published += len(acked)
+		if len(acked) > 0 {
+			if _, err := u.Statuses.MarkPublished(ctx, id, acked); err != nil {
+				// Without the record a resume would publish these rows again:
+				// stop here rather than go on blind.
+				return published, fmt.Errorf("record the rows Kafka acknowledged: %w", err)
+			}
+		}
+		if werr != nil {
+			return published, werr
+		}
+	}
+	return published, nil
+}
+
+// unpublished returns the rows not in done (row numbers, increasing).
+func unpublished(rows []excel.Row, done []int) []excel.Row {
+	if len(done) == 0 {
+		return rows
+	}
+	out := make([]excel.Row, 0, len(rows))
+	for _, r := range rows {
+		if _, found := slices.BinarySearch(done, r.Number); !found {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func refusedRow(r excel.Row, at time.Time) uploadstatus.RowResult {
