@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -88,6 +87,7 @@ type settings struct {
 	circuit         circuit.Settings
 	shutdownTimeout time.Duration
 	logLevel        string
+	pprofAddr       string // servePprof; empty: no profiles
 }
 
 // parse reads the settings; usage and flag errors go to stderr, and no
@@ -152,6 +152,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (setting
 	b.Duration(&s.ledger.Lease, "ledger-lease", "how long a row's claim on its SKU holds without being renewed; after it another upload's row with that SKU may take it over")
 	bindCircuit(b, &s.circuit)
 	b.String(&s.logLevel, "log-level", "debug, info, warn or error")
+	b.String(&s.pprofAddr, "pprof-addr", "listen address of /debug/pprof (heap, CPU profile, trace), apart from --metrics-addr; empty (the default): not served. Anyone who reaches it can read the heap: keep it on loopback (127.0.0.1:6060) and reach it with kubectl port-forward")
 	if err := fs.Parse(args); err != nil {
 		return s, err
 	}
@@ -271,15 +272,14 @@ func run(args []string, getenv func(string) string) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.Handle("/healthz", healthz(c.Health, c.RedisHealthy))
-	// Profiles on the operators' listener, beside /metrics: where a row's
-	// CPU goes is what sizes a consumer (go tool pprof http://…/debug/pprof/profile).
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
+	stopPprof, err := servePprof(s.pprofAddr, log)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -74,9 +74,10 @@ func Default() Config {
 		Policy:         "sliding",
 		GlobalWindow:   60 * time.Second,
 		SessionTimeout: 10 * time.Second,
-		// Loopback, like the upload service's admin listener: /metrics,
-		// /healthz and /debug/pprof are for operators; a deployment that
-		// scrapes the pod sets :9464 (deploy/k8s, docker-compose.yml).
+		// Loopback, like the upload service's admin listener: /metrics and
+		// /healthz are for operators; a deployment that scrapes the pod sets
+		// :9464 (deploy/k8s, docker-compose.yml). Profiles have a listener
+		// of their own, off by default (the consumer's --pprof-addr).
 		MetricsAddr: "127.0.0.1:9464",
 	}
 }
@@ -253,7 +254,7 @@ func (c *Config) Bind(b *Binder) {
 	c.BindPolicy(b)
 	c.BindGlobal(b)
 	b.Duration(&c.SessionTimeout, "session-timeout", "consumer-group session timeout: how soon a dead consumer's partitions move")
-	b.String(&c.MetricsAddr, "metrics-addr", "listen address of /metrics, /healthz and /debug/pprof; loopback by default: set :9464 where Prometheus or a probe reaches the process from elsewhere")
+	b.String(&c.MetricsAddr, "metrics-addr", "listen address of /metrics and /healthz; loopback by default: set :9464 where Prometheus or a probe reaches the process from elsewhere")
 	c.BindKafkaAuth(b)
 	c.BindRedisAuth(b)
 }
