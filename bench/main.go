@@ -8,6 +8,7 @@
 //	go run ./bench -scenario many-sellers           # one; or a list: one-seller,many-sellers
 //	go run ./bench -consumer-bin /tmp/old/consumer  # measure another build of cmd/consumer
 //	go run ./bench -scenario many-sellers -sellers 40 -consumer-bin /tmp/old/consumer  # a load an older build can finish
+//	go run ./bench -scenario many-sellers -redis-pipelining autopipe,goredis -rounds 2 -pause 20s  # interleaved
 //
 // Scenarios (the sandbox answers each call after 5 ms):
 //
@@ -155,7 +156,10 @@ type globalResult struct {
 }
 
 type result struct {
-	Scenario         string       `json:"scenario"`
+	Scenario string `json:"scenario"`
+	// RedisPipelining is the consumers' --redis-pipelining; "" their default.
+	RedisPipelining  string       `json:"redis_pipelining,omitempty"`
+	Round            int          `json:"round"`
 	Settings         settingsJSON `json:"settings"`
 	LoadAvg1mAtStart float64      `json:"load_avg_1m_at_start"`
 
@@ -193,6 +197,8 @@ type result struct {
 	PeakRSSMiB             []float64          `json:"consumer_peak_rss_mib"`
 	PeakRSSMiBMax          float64            `json:"consumer_peak_rss_mib_max"`
 	RedisCPUUsPerRow       float64            `json:"redis_cpu_us_per_registered_row"`
+	// Nil when the consumer binary has no reservation histogram.
+	ReserveLatency *latencyMS `json:"reserve_latency_ms"`
 	// Where the machine's CPU went over the scenario: the rest is other work
 	// on the machine, which skews every figure above.
 	CPU      cpuShare           `json:"machine_cpu_s"`
@@ -229,6 +235,9 @@ func definitions() map[string]string {
 		"redis_cpu_us_per_registered_row":                       "redis-server's user + system CPU (INFO cpu) over the same span ÷ registered_rows",
 		"machine_cpu_s":                                         "CPU seconds over the same span: busy_all_processes from /proc/stat (every CPU, idle and iowait left out), consumers as above, redis from INFO cpu, bench_process from /proc/self/stat; other_processes is the rest, work on the machine that is not this scenario's and skews it",
 		"consumer_counters":                                     "these consumer counters over the same span, summed over the consumers; one the binary lacks is left out",
+		"reserve_latency_ms":                                    "quantiles of the consumers' bulkreg_consumer_reserve_seconds over the same span (a reservation from the call to the throttle's answer, waiting for a shared pipeline included), buckets summed over the consumers and read as Prometheus's histogram_quantile does (linear within a bucket; the buckets grow by 1.5×, so within 25 %); count = reservations; null for a build without the histogram",
+		"redis_pipelining":                                      "the consumers' --redis-pipelining (autopipe, goredis or none); absent: the binary's default",
+		"round":                                                 "with -rounds N, which round (1 to N) of the interleaved runs this is",
 	}
 }
 
@@ -238,6 +247,9 @@ func main() {
 	consumerBin := flag.String("consumer-bin", "", "cmd/consumer binary to run, for example an older build (default: built from this tree)")
 	manySellers := flag.Int("sellers", 0, "override the number of sellers of many-sellers (500 rows each); 0 keeps 100. A lighter load lets an older, slower consumer finish, so CPU per row can be compared in the same session")
 	timesDir := flag.String("times", "", "also write each scenario's registration times, per seller in seconds from the run's first, to DIR/<scenario>-times.json (to see where a slow seller lost its time)")
+	pipelining := flag.String("redis-pipelining", "", "comma-separated --redis-pipelining values of the consumers (autopipe, goredis, none), each scenario run once with each, interleaved; empty: the consumer's default")
+	rounds := flag.Int("rounds", 1, "run every scenario (with every -redis-pipelining) this many times, round after round, so that what is compared is interleaved")
+	pause := flag.Duration("pause", 0, "wait this long between two runs, so one run's load does not skew the next")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
@@ -250,6 +262,16 @@ func main() {
 	}
 	if err == nil && *manySellers > 0 && !slices.ContainsFunc(chosen, func(sc scenario) bool { return sc.Name == "many-sellers" }) {
 		err = errors.New("-sellers changes the many-sellers scenario, which -scenario does not run")
+	}
+	var modes []string
+	if err == nil {
+		modes, err = pipeliningModes(*pipelining)
+	}
+	if err == nil && *rounds < 1 {
+		err = fmt.Errorf("-rounds is %d, it must be at least 1", *rounds)
+	}
+	if err == nil && *pause < 0 {
+		err = fmt.Errorf("-pause is %s, it must not be negative", *pause)
 	}
 	if err == nil && *timesDir != "" {
 		// Made before the runs, so a directory that cannot be written
@@ -275,30 +297,39 @@ func main() {
 	}
 
 	var out []result
-	for _, sc := range chosen {
-		if *manySellers > 0 && sc.Name == "many-sellers" {
-			sc.Groups = []sellerGroup{{*manySellers, sc.Groups[0].RowsEach}}
-		}
-		if *window > 0 {
-			if sc.GlobalWindow == sc.Window {
-				sc.GlobalWindow = *window
+	for round := 1; round <= *rounds; round++ {
+		for _, sc := range chosen {
+			if *manySellers > 0 && sc.Name == "many-sellers" {
+				sc.Groups = []sellerGroup{{*manySellers, sc.Groups[0].RowsEach}}
 			}
-			sc.Window = *window
-		}
-		r, err := run(context.Background(), sc, bin.Path, dir, log)
-		if err != nil {
-			os.RemoveAll(dir)
-			fmt.Fprintln(os.Stderr, "bench:", sc.Name+":", err)
-			os.Exit(1)
-		}
-		if *timesDir != "" {
-			if err := writeTimes(filepath.Join(*timesDir, sc.Name+"-times.json"), r.times); err != nil {
-				os.RemoveAll(dir)
-				fmt.Fprintln(os.Stderr, "bench:", err)
-				os.Exit(1)
+			if *window > 0 {
+				if sc.GlobalWindow == sc.Window {
+					sc.GlobalWindow = *window
+				}
+				sc.Window = *window
+			}
+			for _, mode := range modes {
+				if len(out) > 0 {
+					time.Sleep(*pause)
+				}
+				r, err := run(context.Background(), sc, mode, bin.Path, dir, log)
+				if err != nil {
+					os.RemoveAll(dir)
+					fmt.Fprintln(os.Stderr, "bench:", runName(sc.Name, mode, round, *rounds)+":", err)
+					os.Exit(1)
+				}
+				r.Round = round
+				if *timesDir != "" {
+					if err := writeTimes(filepath.Join(*timesDir, runName(sc.Name, mode, round, *rounds)+"-times.json"), r.times); err != nil {
+						os.RemoveAll(dir)
+						fmt.Fprintln(os.Stderr, "bench:", err)
+						os.Exit(1)
+					}
+				}
+				out = append(out, r)
+				fmt.Fprintf(os.Stderr, "bench: %s done: %s\n", runName(sc.Name, mode, round, *rounds), brief(r))
 			}
 		}
-		out = append(out, r)
 	}
 	os.RemoveAll(dir)
 	enc := json.NewEncoder(os.Stdout)
@@ -394,12 +425,12 @@ func consumerBinary(dir, given string) (binaryInfo, error) {
 	return b, nil
 }
 
-func run(ctx context.Context, sc scenario, bin, parent string, log *slog.Logger) (result, error) {
+func run(ctx context.Context, sc scenario, pipelining, bin, parent string, log *slog.Logger) (result, error) {
 	dir, err := os.MkdirTemp(parent, sc.Name+"-")
 	if err != nil {
 		return result{}, err
 	}
-	res := result{Scenario: sc.Name, LoadAvg1mAtStart: loadAvg(), Settings: settingsJSON{
+	res := result{Scenario: sc.Name, RedisPipelining: pipelining, LoadAvg1mAtStart: loadAvg(), Settings: settingsJSON{
 		Groups: sc.Groups, Sellers: sc.sellers(), Rows: sc.rows(), Consumers: sc.Consumers, Partitions: sc.Partitions,
 		LimitPerSeller: sc.Limit, WindowS: sc.Window.Seconds(), MarginS: sc.Margin.Seconds(),
 		GlobalLimit: sc.GlobalLimit, GlobalWindowS: sc.GlobalWindow.Seconds(), LatencyS: sc.Latency.Seconds(),
@@ -473,6 +504,9 @@ func run(ctx context.Context, sc scenario, bin, parent string, log *slog.Logger)
 			"BULKREG_REDIS_ADDRS="+rp.Addr, "BULKREG_REGISTRY_URL=http://"+ln.Addr().String(),
 			"BULKREG_LIMIT="+strconv.Itoa(sc.Limit), "BULKREG_WINDOW="+sc.Window.String(), "BULKREG_MARGIN="+sc.Margin.String(),
 			"BULKREG_SESSION_TIMEOUT=3s", "BULKREG_HEARTBEAT_INTERVAL=300ms", "BULKREG_DRAIN_TIMEOUT=2s", "BULKREG_METRICS_ADDR="+metricsAddr, "BULKREG_LOG_LEVEL=warn")
+		if pipelining != "" {
+			cmd.Env = append(cmd.Env, "BULKREG_REDIS_PIPELINING="+pipelining)
+		}
 		if sc.GlobalLimit > 0 {
 			cmd.Env = append(cmd.Env, "BULKREG_GLOBAL_LIMIT="+strconv.Itoa(sc.GlobalLimit), "BULKREG_GLOBAL_WINDOW="+sc.GlobalWindow.String())
 		}
@@ -614,6 +648,7 @@ func run(ctx context.Context, sc scenario, bin, parent string, log *slog.Logger)
 	if haveTrips {
 		res.RoundTrips, res.RoundTripsPerRow = ptr(trips), ptr(round(perRow(trips)))
 	}
+	res.ReserveLatency = reserveLatency(before.consumers, after.consumers)
 	redisCPU := after.redisCPUS - before.redisCPUS
 	res.RedisCPUUsPerRow = math.Round(perRow(redisCPU) * 1e6)
 	res.CPU = cpuShare{Busy: round(after.machineBusyS - before.machineBusyS), Consumers: round(cpu), Redis: round(redisCPU),
@@ -892,7 +927,8 @@ func loadAvg() float64 {
 	return v
 }
 
-// scrape reads the plain samples (no labels) of a consumer's /metrics.
+// scrape reads the plain samples (no labels) of a consumer's /metrics, and
+// the buckets of the reservation histogram (keyed by name and label).
 func scrape(ctx context.Context, client *http.Client, addr string) (map[string]float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
@@ -910,7 +946,7 @@ func scrape(ctx context.Context, client *http.Client, addr string) (map[string]f
 	m := map[string]float64{}
 	for line := range strings.SplitSeq(string(b), "\n") {
 		name, v, ok := strings.Cut(line, " ")
-		if !ok || strings.HasPrefix(line, "#") || strings.Contains(name, "{") {
+		if !ok || strings.HasPrefix(line, "#") || strings.Contains(name, "{") && !strings.HasPrefix(name, reserveHistogram+"_bucket{") {
 			continue
 		}
 		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {

@@ -88,6 +88,7 @@ type settings struct {
 	shutdownTimeout time.Duration
 	logLevel        string
 	pprofAddr       string // servePprof; empty: no profiles
+	redisPipelining string // checkPipelining
 }
 
 // parse reads the settings; usage and flag errors go to stderr, and no
@@ -105,6 +106,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (setting
 		circuit:         circuit.DefaultSettings(),
 		shutdownTimeout: 45 * time.Second,
 		logLevel:        "info",
+		redisPipelining: pipeAutopipe,
 	}
 	// Derived by the consumer package from the other settings unless set.
 	s.consumer.SellerConcurrency = 0 // the limit
@@ -152,6 +154,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (setting
 	b.Duration(&s.ledger.Lease, "ledger-lease", "how long a row's claim on its SKU holds without being renewed; after it another upload's row with that SKU may take it over")
 	bindCircuit(b, &s.circuit)
 	b.String(&s.logLevel, "log-level", "debug, info, warn or error")
+	b.String(&s.redisPipelining, "redis-pipelining", "how the single Redis commands of many rows share round trips: autopipe (bulkreg's own, internal/autopipe), goredis (go-redis's AutoPipeline) or none (a round trip each); see ARCHITECTURE.md, \"What a row costs\"")
 	b.String(&s.pprofAddr, "pprof-addr", "listen address of /debug/pprof (heap, CPU profile, trace), apart from --metrics-addr; empty (the default): not served. Anyone who reaches it can read the heap: keep it on loopback (127.0.0.1:6060) and reach it with kubectl port-forward")
 	if err := fs.Parse(args); err != nil {
 		return s, err
@@ -169,6 +172,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (setting
 		}
 	}
 	if err := checkCircuit(s.circuit, s.registryTimeout); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkPipelining(s.redisPipelining); err != nil {
 		errs = append(errs, err)
 	}
 	c.Brokers, c.Topic, c.Group, c.SessionTimeout = s.shared.KafkaBrokers, s.shared.Topic, s.shared.Group, s.shared.SessionTimeout
@@ -213,16 +219,15 @@ func run(args []string, getenv func(string) string) error {
 	config.RouteRedisLogs(log)
 	s.consumer.Logger = log
 
-	rdb := s.shared.RedisClient()
-	defer rdb.Close()
+	redisDirect := s.shared.RedisClient()
+	defer redisDirect.Close()
 	// First, so the hooks after it (the command counter) see the pipelines
-	// it sends: the commands of hundreds of rows share round trips. Two
-	// pipelines on the wire, not four: bench many-sellers, three rounds of
-	// interleaved runs, 0.65 to 0.67 Redis round trips per registered row
-	// against 0.96 to 1.26 (and up to 1.55 in other runs), with the same
-	// ratios and CPU; one pipeline gave 0.45 to 0.49, but a median ratio of
-	// 1.008 in one run of three.
-	autopipe.Install(rdb, autopipe.Options{MaxInFlight: 2, MaxBatch: 64})
+	// it sends: the commands of hundreds of rows share round trips.
+	rdb, closePipelining, err := pipelined(redisDirect, s.redisPipelining)
+	if err != nil {
+		return err
+	}
+	defer closePipelining()
 	th, err := throttle.New(rdb, s.policy)
 	if err != nil {
 		return fmt.Errorf("throttle: %w", err)
@@ -245,11 +250,12 @@ func run(args []string, getenv func(string) string) error {
 		Name: "bulkreg_consumer_redis_roundtrips_total",
 		Help: "Round trips this consumer made to Redis: one per command or pipeline sent to a node and answered (a pipeline to a Cluster counts once per node it reaches; setting up a connection counts too).",
 	})
-	metrics.MustRegister(redisCommands, redisRoundTrips)
-	countRedis(rdb, redisCommands, redisRoundTrips)
+	reserveTime := newReserveHistogram()
+	metrics.MustRegister(redisCommands, redisRoundTrips, reserveTime)
+	countRedis(redisDirect, redisCommands, redisRoundTrips)
 	status := uploadstatus.New(rdb, s.statusRetention)
 	c, err := consumer.New(s.consumer, consumer.Deps{
-		Throttle:   th,
+		Throttle:   timedThrottle{Throttle: th, reserve: reserveTime},
 		Registry:   reg,
 		Status:     status,
 		Uploads:    status,
@@ -257,7 +263,7 @@ func run(args []string, getenv func(string) string) error {
 		Ledger:     ledger.New(rdb, s.ledger),
 		Retry:      s.retry,
 		PingRedis:  func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
-		RedisTime:  func(ctx context.Context) (time.Time, error) { return rdb.Time(autopipe.Direct(ctx)).Result() },
+		RedisTime:  func(ctx context.Context) (time.Time, error) { return redisDirect.Time(autopipe.Direct(ctx)).Result() },
 		Registerer: metrics,
 		Circuit:    breaker,
 	})

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkreg/bulkreg/internal/testredis"
+	"github.com/bulkreg/bulkreg/throttle"
+)
+
+func TestRedisPipeliningSetting(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		env     string
+		args    []string
+		want    string
+		wantErr string
+	}{
+		{name: "autopipe by default", want: pipeAutopipe},
+		{name: "from the environment", env: "goredis", want: pipeGoRedis},
+		{name: "the flag wins", env: "goredis", args: []string{"--redis-pipelining", "none"}, want: pipeNone},
+		{name: "an unknown value", args: []string{"--redis-pipelining", "fast"}, wantErr: `--redis-pipelining (BULKREG_REDIS_PIPELINING) is "fast": choose autopipe, goredis or none`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			getenv := func(k string) string {
+				if k == "BULKREG_REDIS_PIPELINING" {
+					return tc.env
+				}
+				return ""
+			}
+			s, err := parse(tc.args, getenv, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || s.redisPipelining != tc.want {
+				t.Fatalf("--redis-pipelining %q, %v; want %q", s.redisPipelining, err, tc.want)
+			}
+		})
+	}
+}
+
+// Every mode gives each caller its own answer; the two pipeliners carry
+// the commands of 100 concurrent callers in fewer round trips, and none
+// sends each in a round trip of its own.
+func TestRedisPipeliningModes(t *testing.T) {
+	ctx := context.Background()
+	rs := testredis.Start(t)
+	script := redis.NewScript(`return ARGV[1]`)
+	for _, mode := range []string{pipeAutopipe, pipeGoRedis, pipeNone} {
+		t.Run(mode, func(t *testing.T) {
+			direct := redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: -1})
+			t.Cleanup(func() { _ = direct.Close() })
+			rdb, closePipe, err := pipelined(direct, mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(closePipe)
+			n := newCounted()
+			countRedis(direct, n.commands, n.roundTrips)
+			warmUp(ctx, t, rdb)
+			if err := script.Load(ctx, rdb).Err(); err != nil {
+				t.Fatal(err)
+			}
+			n.mark()
+			const callers, each = 100, 5
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			errs := make(chan string, callers*each)
+			for c := range callers {
+				wg.Go(func() {
+					<-start
+					for i := range each {
+						want := strconv.Itoa(c*each + i)
+						if got, err := script.Run(ctx, rdb, nil, want).Text(); err != nil || got != want {
+							errs <- "caller " + strconv.Itoa(c) + ": got " + got + ", want " + want
+						}
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			close(errs)
+			for e := range errs {
+				t.Error(e)
+			}
+			cmds := testutil.ToFloat64(n.commands) - n.c0
+			trips := testutil.ToFloat64(n.roundTrips) - n.r0
+			// New connections' set-up (HELLO, CLIENT SETINFO) is counted too.
+			if cmds < callers*each {
+				t.Errorf("%v commands counted, want at least %d (an EVALSHA each)", cmds, callers*each)
+			}
+			if mode == pipeNone && trips < callers*each || mode != pipeNone && trips > callers*each/2 {
+				t.Errorf("%s: %d scripts in %v round trips", mode, callers*each, trips)
+			}
+			t.Logf("%s: %v commands in %v round trips", mode, cmds, trips)
+		})
+	}
+}
+
+// The consumer's throttle times every reservation, and keeps the throttle's
+// optional methods the consumer looks for.
+func TestTimedThrottle(t *testing.T) {
+	ctx := context.Background()
+	rs := testredis.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	if _, err := throttle.Initialize(ctx, rdb); err != nil {
+		t.Fatal(err)
+	}
+	th, err := throttle.New(rdb, throttle.Policy{Limit: 10, Window: 3e9, Margin: 1e8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newReserveHistogram()
+	tt := timedThrottle{Throttle: th, reserve: h}
+	for range 3 {
+		if r, err := tt.Reserve(ctx, "s1"); err != nil || !r.Admitted {
+			t.Fatalf("reserve: %+v, %v", r, err)
+		}
+	}
+	if _, err := tt.Reserve(ctx, ""); err == nil {
+		t.Fatal("an empty seller was reserved for")
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(h)
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) != 1 || mfs[0].GetName() != "bulkreg_consumer_reserve_seconds" {
+		t.Fatalf("gathered %v, %v", mfs, err)
+	}
+	if got := mfs[0].GetMetric()[0].GetHistogram().GetSampleCount(); got != 4 {
+		t.Errorf("%d reservations timed, want 4 (the refused one too)", got)
+	}
+	if _, ok := any(tt).(interface{ Policy() throttle.Policy }); !ok {
+		t.Error("timedThrottle lost the throttle's Policy")
+	}
+}
