@@ -251,8 +251,11 @@ func (s *Server) apiPostUpload(lim *limits) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		q := r.URL.Query()
-		dryRun, strict := q.Get("dry_run") == "true", q.Get("strict") == "true"
+		// Before a slot or the body: a refused parameter costs nothing.
+		var dryRun, strict bool
+		if !boolParams(w, r, []string{"dry_run", "strict"}, &dryRun, &strict) {
+			return
+		}
 		w, release, ok := s.takeUploadSlot(w, r, lim, c.seller)
 		if !ok {
 			return
@@ -443,6 +446,10 @@ func (s *Server) apiReport(lim *limits) http.HandlerFunc {
 		if !ok {
 			return
 		}
+		var failedOnly bool
+		if !boolParams(w, r, []string{"failed_only"}, &failedOnly) {
+			return
+		}
 		// Another seller's upload is not found before a slot is taken.
 		err := s.checkOwner(r.Context(), c.seller, r.PathValue("id"))
 		var st uploadstatus.Status
@@ -458,7 +465,6 @@ func (s *Server) apiReport(lim *limits) http.HandlerFunc {
 			writeProblem(w, r, problem{Status: http.StatusNotFound, Code: "not_found", Detail: fmt.Sprintf("no upload %q", r.PathValue("id"))})
 			return
 		}
-		failedOnly := r.URL.Query().Get("failed_only") == "true"
 		var rep upload.Report
 		if err == nil {
 			rep, err = s.Uploader.BuildReport(r.Context(), st, failedOnly)

@@ -117,6 +117,8 @@ var messages = map[string][2]string{ // [ko, en]
 	"state.done":           {"완료", "done"},
 	"notfound.title":       {"찾을 수 없습니다", "Not found"},
 	"notfound.body":        {"이 주소의 내역이 없습니다.", "There is nothing at this address."},
+	"badparam.title":       {"잘못된 주소입니다", "Bad address"},
+	"badparam.body":        {"이 주소의 매개변수 값은 true 또는 false여야 합니다.", "A parameter of this address must be true or false."},
 	"forbidden.title":      {"요청을 거부했습니다", "Request refused"},
 	"forbidden.body":       {"다른 사이트에서 보낸 요청이거나 페이지가 오래되었습니다. 페이지를 새로 고친 뒤 다시 시도해 주세요.", "The request came from another site, or the page is stale. Reload the page and try again."},
 	"error.title":          {"잠시 후 다시 시도해 주세요", "Please try again shortly"},

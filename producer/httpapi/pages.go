@@ -342,8 +342,13 @@ func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	duplicate, err := parseBool(r.URL.Query(), "duplicate")
+	if err != nil {
+		s.renderMessage(w, r, http.StatusBadRequest, "badparam.title", "badparam.body")
+		return
+	}
 	var p upload.Progress
-	err := s.checkOwner(r.Context(), c.seller, r.PathValue("id"))
+	err = s.checkOwner(r.Context(), c.seller, r.PathValue("id"))
 	if err == nil {
 		p, err = s.Uploader.Progress(r.Context(), c.seller, r.PathValue("id"))
 	}
@@ -357,7 +362,7 @@ func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := s.data(r, c, "uploads", "detail.title")
-	d.Duplicate = r.URL.Query().Get("duplicate") == "true"
+	d.Duplicate = duplicate
 	d.JSMessages = jsMessages(d.Lang)
 	ev := progressEvent(p)
 	v := &detailView{ID: p.ID, FileName: orDash(p.FileName), Created: p.CreatedAt.Local().Format("2006-01-02 15:04:05"),

@@ -19,6 +19,8 @@ type problem struct {
 	Code     string           `json:"code"`
 	Problems []upload.Problem `json:"problems,omitempty"`
 	UploadID string           `json:"upload_id,omitempty"`
+	// Parameter names the query parameter refused (code bad_parameter).
+	Parameter string `json:"parameter,omitempty"`
 }
 
 // problemType is the URI naming a kind of problem; a URN, since there is
