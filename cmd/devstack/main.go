@@ -18,10 +18,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/bulkreg/bulkreg/internal/buildinfo"
+	"github.com/bulkreg/bulkreg/internal/cli"
 	"github.com/bulkreg/bulkreg/internal/config"
 	"github.com/bulkreg/bulkreg/internal/devstack"
 )
@@ -45,10 +47,16 @@ usage:
                           compliance report; exit 0 only when every row was
                           registered, no 429 was answered and no window exceeded
   devstack --version      print the build
+  devstack completion bash|zsh|fish
+                          print a shell completion script
 
 "devstack demo --window 12s" shrinks the API's window so the demo takes about
 a minute; the default is the real 60s (about 4 minutes for 500 rows).
 Run "devstack up -h" or "devstack demo -h" for the flags.
+
+exit status: 0 done (demo: every row registered, no 429, no window exceeded);
+1 something failed or the demo's checks did not hold; 2 bad flags, arguments or
+settings (one line on stderr naming what is wrong).
 `
 
 type settings struct {
@@ -60,8 +68,10 @@ type settings struct {
 	timeout    time.Duration
 }
 
-func parse(cmd string, args []string, stderr io.Writer, getenv func(string) string) (settings, error) {
-	s := settings{
+// bind registers the settings of cmd (up or demo) on a new FlagSet,
+// defaulting to the environment.
+func bind(cmd string, getenv func(string) string) (*flag.FlagSet, *settings, *config.Binder) {
+	s := &settings{
 		opts:       devstack.Options{Host: "127.0.0.1", Redis: "auto", Consumers: 3, Limit: 100, Window: time.Minute, Margin: 250 * time.Millisecond, Policy: "sliding", SessionTimeout: 10 * time.Second},
 		partitions: 6,
 		testdata:   "testdata/demo",
@@ -75,7 +85,10 @@ func parse(cmd string, args []string, stderr io.Writer, getenv func(string) stri
 		s.logLevel = "info"
 	}
 	fs := flag.NewFlagSet("devstack "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: devstack %s [flags]\n\n%s\n\nflags (each also the BULKREG_* variable named beside it; a flag wins):\n", cmd, summaries[cmd])
+		fs.PrintDefaults()
+	}
 	b := config.NewBinder(fs, getenv)
 	o := &s.opts
 	b.String(&o.Host, "host", "interface every part listens on")
@@ -101,70 +114,103 @@ func parse(cmd string, args []string, stderr io.Writer, getenv func(string) stri
 		b.Duration(&s.interval, "interval", "how often progress is printed")
 		b.Duration(&s.timeout, "timeout", "give up when the uploads are not finished this long after they were sent (0 = 10 × the lower bound + 1 minute)")
 	}
-	if err := fs.Parse(args); err != nil {
-		return s, err
+	return fs, s, b
+}
+
+// parse reads the settings of cmd: -h prints its usage to stdout and
+// returns flag.ErrHelp; every other error is a usage error, for the caller
+// to print. Logs go to stderr.
+func parse(cmd string, args []string, stdout, stderr io.Writer, getenv func(string) string) (settings, error) {
+	fs, sp, b := bind(cmd, getenv)
+	s, o := sp, &sp.opts
+	fs.SetOutput(io.Discard) // the caller prints the error, in one line
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(stdout)
+		fs.Usage()
+	}
+	if err != nil {
+		return *s, err
 	}
 	if fs.NArg() > 0 {
-		return s, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return *s, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if err := b.Err(); err != nil {
-		return s, err
+		return *s, err
 	}
 	if err := config.ValidatePolicy(o.Policy, o.Burst, o.Limit, o.Window, o.Margin); err != nil {
-		return s, err
+		return *s, err
 	}
 	if s.partitions < 1 || s.partitions > 1000 {
-		return s, fmt.Errorf("--partitions must be between 1 and 1000, got %d", s.partitions)
+		return *s, fmt.Errorf("--partitions must be between 1 and 1000, got %d", s.partitions)
 	}
 	o.Partitions = int32(s.partitions)
 	if s.interval <= 0 {
-		return s, fmt.Errorf("--interval must be positive, got %v", s.interval)
+		return *s, fmt.Errorf("--interval must be positive, got %v", s.interval)
 	}
 	if s.timeout < 0 {
-		return s, fmt.Errorf("--timeout must not be negative, got %v", s.timeout)
+		return *s, fmt.Errorf("--timeout must not be negative, got %v", s.timeout)
 	}
 	if s.timeout == 0 {
 		s.timeout = 10*time.Duration(500/max(o.Limit, 1))*(o.Window+o.Margin) + time.Minute
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(s.logLevel)); err != nil {
-		return s, fmt.Errorf("--log-level: %w", err)
+		return *s, fmt.Errorf("--log-level: %w", err)
 	}
 	o.Logger = slog.New(slog.NewJSONHandler(stderr, config.LogOptions(level)))
 	config.RouteRedisLogs(o.Logger)
-	return s, nil
+	return *s, nil
 }
 
+// summaries are what -h of each command says it does.
+var summaries = map[string]string{
+	"up":   "Starts everything, prints the addresses, runs until Ctrl-C.",
+	"demo": "Uploads the sample spreadsheets of three sellers, shows the throttle pacing them,\nprints the compliance report; exit 0 only when every row was registered, no 429\nwas answered and no window exceeded.",
+}
+
+// commandTree is devstack's commands with the flag sets they parse.
+func commandTree(getenv func(string) string) cli.Command {
+	root := cli.Command{Name: "devstack"}
+	for _, cmd := range []string{"up", "demo"} {
+		fs, _, _ := bind(cmd, getenv)
+		root.Commands = append(root.Commands, cli.Command{Name: cmd, Summary: strings.SplitN(summaries[cmd], ",", 2)[0], Flags: fs})
+	}
+	return root
+}
+
+// run is the command, under internal/cli's convention: help on stdout,
+// one-line usage errors (exit 2), runtime failures exit 1.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stderr, usage)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
+	if len(args) == 0 {
+		return cli.UsageError(stderr, "devstack", errors.New("a command is needed: up or demo"))
+	}
+	if cli.IsHelp(args[0]) {
+		fmt.Fprint(stdout, usage)
+		return cli.ExitOK
 	}
 	if buildinfo.Requested(args) || args[0] == "version" {
 		fmt.Fprintln(stdout, buildinfo.Line("devstack"))
-		return 0
+		return cli.ExitOK
 	}
 	cmd := args[0]
-	if cmd != "up" && cmd != "demo" {
-		fmt.Fprintf(stderr, "devstack: unknown command %q\n\n%s", cmd, usage)
-		return 2
+	if cmd == "completion" {
+		return cli.RunCompletion(commandTree(getenv), args[1:], stdout, stderr)
 	}
-	s, err := parse(cmd, args[1:], stderr, getenv)
+	if cmd != "up" && cmd != "demo" {
+		return cli.UsageError(stderr, "devstack", fmt.Errorf("unknown command %q: want up or demo", cmd))
+	}
+	s, err := parse(cmd, args[1:], stdout, stderr, getenv)
 	if errors.Is(err, flag.ErrHelp) {
-		return 0
+		return cli.ExitOK
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "devstack %s: %v\n", cmd, err)
-		return 2
+		return cli.UsageError(stderr, "devstack "+cmd, err)
 	}
 	if cmd == "demo" {
 		for _, u := range devstack.DemoUploads(s.testdata) {
 			if _, err := os.Stat(u.Path); err != nil {
-				fmt.Fprintf(stderr, "devstack demo: sample spreadsheet missing: %v (run from the repository root or set --testdata)\n", err)
-				return 2
+				return cli.UsageError(stderr, "devstack demo", fmt.Errorf("sample spreadsheet missing: %w (run from the repository root or set --testdata)", err))
 			}
 		}
 	}

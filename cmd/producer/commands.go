@@ -59,7 +59,7 @@ func printProblems(w io.Writer, ps []excel.Problem) {
 	}
 }
 
-func cmdUpload(ctx context.Context, e *cli, args []string) int {
+func cmdUpload(ctx context.Context, e *env, args []string) int {
 	s := defaults()
 	fs := e.flagSet("upload")
 	seller := fs.String("seller", "", "seller id the rows are registered for (required)")
@@ -133,7 +133,7 @@ func cmdUpload(ctx context.Context, e *cli, args []string) int {
 	return e.waitFor(ctx, up.Statuses, marketplace(rdb), res.UploadID, s.pollInterval)
 }
 
-func (e *cli) waitFor(ctx context.Context, st upload.StatusGetter, m upload.Marketplace, id string, interval time.Duration) int {
+func (e *env) waitFor(ctx context.Context, st upload.StatusGetter, m upload.Marketplace, id string, interval time.Duration) int {
 	tty := isTerminal(e.stderr)
 	last := ""
 	final, err := upload.WaitDone(ctx, st, id, interval, func(s uploadstatus.Status) {
@@ -196,7 +196,7 @@ func printFailed(w io.Writer, s uploadstatus.Status) {
 	}
 }
 
-func cmdCheck(ctx context.Context, e *cli, args []string) int {
+func cmdCheck(ctx context.Context, e *env, args []string) int {
 	s := defaults()
 	fs := e.flagSet("check")
 	asJSON := fs.Bool("json", false, "print one JSON object per problem: row, column, cell, code, message")
@@ -213,14 +213,10 @@ func cmdCheck(ctx context.Context, e *cli, args []string) int {
 	var problems []excel.Problem
 	var fe *excel.FileError
 	switch {
-	case errors.As(err, &fe) && fe.Code == excel.CodeNoRows:
-		// An untouched template is not a broken file: nothing in it is wrong yet.
-		if *asJSON {
-			return exitOK
-		}
-		fmt.Fprintf(e.stdout, "%s: no product rows yet; fill in one product a row below the header row (%s)\n", pos[0], fe.Message)
-		return exitOK
 	case errors.As(err, &fe):
+		// A file upload refuses, an untouched template (no product rows)
+		// included, check refuses too, with the same reason: exit 0 means
+		// upload would take the file.
 		problems = fe.Problems
 		if len(problems) == 0 {
 			problems = []excel.Problem{{Code: fe.Code, Message: fe.Message}}
@@ -263,7 +259,7 @@ func cmdCheck(ctx context.Context, e *cli, args []string) int {
 	return exitOK
 }
 
-func (e *cli) getStatus(ctx context.Context, s *settings, id string) (uploadstatus.Status, *uploadstatus.Store, func(), int) {
+func (e *env) getStatus(ctx context.Context, s *settings, id string) (uploadstatus.Status, *uploadstatus.Store, func(), int) {
 	rdb := s.redis()
 	store := s.store(rdb)
 	st, err := store.Get(ctx, id)
@@ -278,7 +274,7 @@ func (e *cli) getStatus(ctx context.Context, s *settings, id string) (uploadstat
 	return st, store, func() { rdb.Close() }, exitOK
 }
 
-func cmdStatus(ctx context.Context, e *cli, args []string) int {
+func cmdStatus(ctx context.Context, e *env, args []string) int {
 	s := defaults()
 	fs := e.flagSet("status")
 	asJSON := fs.Bool("json", false, "print the status as one JSON object")
@@ -337,7 +333,7 @@ func printLost(w io.Writer, st uploadstatus.Status) {
 	fmt.Fprintln(w, "Send the same file again to see every row's result: it keeps its upload id and keys, so rows registered before are not registered twice.")
 }
 
-func cmdReport(ctx context.Context, e *cli, args []string) int {
+func cmdReport(ctx context.Context, e *env, args []string) int {
 	s := defaults()
 	fs := e.flagSet("report")
 	failedOnly := fs.Bool("failed-only", false, "only the failed rows, in a file the seller can fix and upload again")
@@ -366,31 +362,63 @@ func cmdReport(ctx context.Context, e *cli, args []string) int {
 	return exitOK
 }
 
-func writeXLSX(path string, write func(io.Writer) error) error {
+// writeXLSX writes a workbook to path through a temporary file in the same
+// folder renamed over it, so a reader never sees half a file and a failed
+// write leaves what was there. Without overwrite, an existing path is
+// refused (os.Link fails on it, so a file created meanwhile is not replaced
+// either).
+func writeXLSX(path string, overwrite bool, write func(io.Writer) error) error {
 	var buf bytes.Buffer
 	if err := write(&buf); err != nil {
 		return err
 	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+	if !overwrite {
+		if _, err := os.Lstat(path); err == nil {
+			return fmt.Errorf("%s exists: give --force to replace it", path)
+		}
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(buf.Bytes()); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if overwrite {
+		err = os.Rename(tmp.Name(), path)
+	} else if err = os.Link(tmp.Name(), path); errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("%s exists: give --force to replace it", path)
+	}
+	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }
 
-func cmdTemplate(_ context.Context, e *cli, args []string) int {
+func cmdTemplate(_ context.Context, e *env, args []string) int {
 	fs := e.flagSet("template")
+	force := fs.Bool("force", false, "replace FILE if it exists (without it, an existing FILE is refused)")
 	pos, code, ok := e.parseArgs(fs, args, 1, "one output FILE", nil)
 	if !ok {
 		return code
 	}
-	if err := writeXLSX(pos[0], excel.WriteTemplate); err != nil {
+	if err := writeXLSX(pos[0], *force, excel.WriteTemplate); err != nil {
 		return e.errorf("%v", err)
 	}
 	fmt.Fprintf(e.stderr, "wrote the upload template to %s\n", pos[0])
 	return exitOK
 }
 
-func cmdToken(_ context.Context, e *cli, args []string) int {
+func cmdToken(_ context.Context, e *env, args []string) int {
 	s := defaults()
 	fs := e.flagSet("token")
 	seller := fs.String("seller", "", "seller id the token names (this or --operator): 1 to 64 of A-Z a-z 0-9 _ -")
@@ -446,7 +474,7 @@ func cmdToken(_ context.Context, e *cli, args []string) int {
 	return exitOK
 }
 
-func cmdCompliance(ctx context.Context, e *cli, args []string) int {
+func cmdCompliance(ctx context.Context, e *env, args []string) int {
 	s := defaults()
 	fs := e.flagSet("compliance")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
@@ -482,7 +510,7 @@ func cmdCompliance(ctx context.Context, e *cli, args []string) int {
 	return exitOK
 }
 
-func cmdServe(ctx context.Context, e *cli, args []string) int {
+func cmdServe(ctx context.Context, e *env, args []string) int {
 	s := defaults()
 	fs := e.flagSet("serve")
 	check := s.bind(fs, e.getenv, gKafka|gRedis|gLimit|gMargin|gPublish|gStatus|gFile|gHTTP|gSecret|gLink)

@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/bulkreg/bulkreg/internal/buildinfo"
+	"github.com/bulkreg/bulkreg/internal/cli"
 )
 
 func main() {
@@ -26,12 +27,11 @@ func main() {
 	os.Exit(code)
 }
 
-// Exit statuses.
+// Exit statuses: internal/cli's, the same in every binary.
 const (
-	exitOK      = 0
-	exitFailed  = 1 // the work failed or found problems
-	exitUsage   = 2 // bad flags or arguments
-	exitUnknown = 2
+	exitOK     = cli.ExitOK
+	exitFailed = cli.ExitFailed // the work failed or found problems
+	exitUsage  = cli.ExitUsage  // bad flags, arguments or settings
 )
 
 type command struct {
@@ -39,7 +39,7 @@ type command struct {
 	// details is what -h adds under the summary: what the command prints
 	// and its exit statuses, so a script can rely on them.
 	details string
-	run     func(ctx context.Context, e *cli, args []string) int
+	run     func(ctx context.Context, e *env, args []string) int
 }
 
 func commands() []command {
@@ -70,10 +70,10 @@ per line and problem: {"row", "column", "cell", "code", "message"}; a refused
 file gives one object per missing or repeated column, or one with row 0 naming
 the reason.
 
-A file with a header row and no product rows yet (an untouched template) is
-not an error: check says so and exits 0; upload refuses it.
+check refuses what upload refuses, for the same reason: a file with a header
+row and no product rows (an untouched template) is refused (no_rows).
 
-exit status: 0 every row is valid (or there are no product rows yet); 1 some
+exit status: 0 every row is valid, so upload would publish them all; 1 some
 row has a problem, or the file is refused or cannot be read; 2 bad flags or
 arguments.`, cmdCheck},
 		{"status", "[--json] [--wait] ID", "show an upload's counts and the reason of each failed row",
@@ -94,13 +94,16 @@ fixed, can be uploaded again as it is (already registered rows are left out).
 
 exit status: 0 written; 1 no such upload, Redis cannot be reached or FILE cannot
 be written; 2 bad flags or arguments.`, cmdReport},
-		{"template", "FILE", "write an empty upload template (.xlsx) to FILE",
+		{"template", "[--force] FILE", "write an empty upload template (.xlsx) to FILE",
 			`The template has a product sheet, with its header row frozen and its code
 columns formatted as text, and an instructions sheet with the rules and an
-example row. The product sheet has no rows yet, so uploading the template as it
-is registers nothing (check says "no product rows yet").
+example row. The product sheet has no rows yet: upload and check refuse the
+template as it is (no_rows) until product rows are filled in.
+An existing FILE is refused unless --force is given; FILE is written whole
+(a temporary file renamed over it) or not at all.
 
-exit status: 0 written; 1 FILE cannot be written; 2 bad arguments.`, cmdTemplate},
+exit status: 0 written; 1 FILE exists (without --force) or cannot be written;
+2 bad flags or arguments.`, cmdTemplate},
 		{"serve", "", "run the HTTP upload service",
 			`Sellers' pages (sign in with a link from "producer token --seller S --link"):
   /upload (check and register a file), /uploads (history), /uploads/{id} (live progress)
@@ -138,10 +141,14 @@ Redis cannot be reached; 2 bad flags.`, cmdCompliance},
 	}
 }
 
-// cli carries what every subcommand needs from the outside world.
-type cli struct {
+// env carries what every subcommand needs from the outside world.
+type env struct {
 	getenv         func(string) string
 	stdout, stderr io.Writer
+	// collect, when set, receives the subcommand's flag set, bound and
+	// not parsed, and the subcommand stops there: shell completion and the
+	// README's check read the flags every subcommand really takes.
+	collect func(*flag.FlagSet)
 }
 
 func usage(w io.Writer) {
@@ -150,16 +157,17 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 	}
+	fmt.Fprintf(w, "  %-11s %s\n", "completion", "print a shell completion script: producer completion bash|zsh|fish")
 	fmt.Fprintln(w, "\nrun `producer SUBCOMMAND -h` for its flags; every flag is also a BULKREG_* environment variable.")
 	fmt.Fprintln(w, "`producer --version` prints the build.")
+	fmt.Fprintln(w, "\nexit status: 0 done; 1 the work failed or found problems; 2 bad flags, arguments or settings.")
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		usage(stderr)
-		return exitUsage
+		return cli.UsageError(stderr, "producer", errors.New("a subcommand is needed: upload, check, status, report, template, serve, …"))
 	}
-	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if cli.IsHelp(args[0]) {
 		usage(stdout)
 		return exitOK
 	}
@@ -167,18 +175,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stdout, buildinfo.Line("producer"))
 		return exitOK
 	}
+	if args[0] == "completion" {
+		return cli.RunCompletion(commandTree(getenv), args[1:], stdout, stderr)
+	}
 	for _, c := range commands() {
 		if c.name == args[0] {
-			return c.run(ctx, &cli{getenv: getenv, stdout: stdout, stderr: stderr}, args[1:])
+			return c.run(ctx, &env{getenv: getenv, stdout: stdout, stderr: stderr}, args[1:])
 		}
 	}
-	fmt.Fprintf(stderr, "producer: unknown subcommand %q\n\n", args[0])
-	usage(stderr)
-	return exitUnknown
+	return cli.UsageError(stderr, "producer", fmt.Errorf("unknown subcommand %q", args[0]))
+}
+
+// commandTree is the producer's subcommands with the flag sets they parse.
+func commandTree(getenv func(string) string) cli.Command {
+	root := cli.Command{Name: "producer"}
+	for _, c := range commands() {
+		var fs *flag.FlagSet
+		c.run(context.Background(), &env{getenv: getenv, stdout: io.Discard, stderr: io.Discard, collect: func(f *flag.FlagSet) { fs = f }}, nil)
+		root.Commands = append(root.Commands, cli.Command{Name: c.name, Summary: c.summary, Flags: fs, Files: strings.Contains(c.args, "FILE")})
+	}
+	return root
 }
 
 // flagSet returns a FlagSet for a subcommand whose -h prints a useful usage.
-func (e *cli) flagSet(name string) *flag.FlagSet {
+func (e *env) flagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("producer "+name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	for _, c := range commands() {
@@ -203,42 +223,32 @@ func (e *cli) flagSet(name string) *flag.FlagSet {
 
 // parseArgs parses flags that may come before, between or after the
 // positional arguments, and checks the count of positional arguments.
-// It returns (nil, code) when the caller must stop with code.
-func (e *cli) parseArgs(fs *flag.FlagSet, args []string, want int, names string, bindErr func() error) ([]string, int, bool) {
-	// flag prints the whole usage on every error; a short line naming the
-	// flag is easier to act on, and -h prints the usage to stdout.
-	fs.SetOutput(io.Discard)
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			fs.SetOutput(e.stdout)
-			if errors.Is(err, flag.ErrHelp) {
-				fs.Usage()
-				return nil, exitOK, false
-			}
-			fmt.Fprintf(e.stderr, "%s: %v (see %s -h)\n", fs.Name(), err, fs.Name())
-			return nil, exitUsage, false
+// It returns ok false when the caller must stop with code: after -h (0) or
+// a usage error (2), printed as internal/cli prints every binary's.
+func (e *env) parseArgs(fs *flag.FlagSet, args []string, want int, names string, bindErr func() error) ([]string, int, bool) {
+	if e.collect != nil {
+		e.collect(fs)
+		return nil, exitOK, false
+	}
+	pos, code, ok := cli.Parse(fs, args, e.stdout, e.stderr)
+	if !ok {
+		return nil, code, false
+	}
+	if len(pos) != want {
+		if want == 0 {
+			return nil, cli.UsageError(e.stderr, fs.Name(), cli.NoArgs(pos)), false
 		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
+		return nil, cli.UsageError(e.stderr, fs.Name(), fmt.Errorf("want %s, got %d argument(s) %q", names, len(pos), pos)), false
 	}
 	if bindErr != nil {
 		if err := bindErr(); err != nil {
-			fmt.Fprintf(e.stderr, "%s: %v\n", fs.Name(), err)
-			return nil, exitUsage, false
+			return nil, cli.UsageError(e.stderr, fs.Name(), err), false
 		}
-	}
-	if len(pos) != want {
-		fmt.Fprintf(e.stderr, "%s: want %s, got %d argument(s) %q (see %s -h)\n", fs.Name(), names, len(pos), pos, fs.Name())
-		return nil, exitUsage, false
 	}
 	return pos, exitOK, true
 }
 
-func (e *cli) errorf(format string, args ...any) int {
+func (e *env) errorf(format string, args ...any) int {
 	fmt.Fprintf(e.stderr, "producer: "+format+"\n", args...)
 	return exitFailed
 }

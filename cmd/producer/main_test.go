@@ -74,7 +74,7 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 		code int
 		want string
 	}{
-		{nil, nil, exitUsage, "usage: producer SUBCOMMAND"},
+		{nil, nil, exitUsage, "producer: a subcommand is needed"},
 		{[]string{"frobnicate"}, nil, exitUsage, `unknown subcommand "frobnicate"`},
 		{[]string{"upload", "f.xlsx"}, nil, exitUsage, "--seller is required"},
 		{[]string{"upload", "--seller", "s", "--bogus", "f.xlsx"}, nil, exitUsage, "-bogus"},
@@ -221,13 +221,43 @@ func TestTemplateAndToken(t *testing.T) {
 		t.Fatalf("template is not an xlsx: %v", err)
 	}
 	f.Close()
-	// An untouched template is not a broken file: nothing is wrong yet.
-	if r := runCLI(nil, "check", path); r.code != exitOK || !strings.Contains(r.stdout, "no product rows yet") || strings.Contains(r.stdout, "refused") {
-		t.Errorf("check of a fresh template: exit %d, stdout %q; want 0 and \"no product rows yet\"", r.code, r.stdout)
+	// check refuses an untouched template as upload does, for the same
+	// reason (upload parses before it reaches Kafka or Redis).
+	up := runCLI(nil, "upload", "--seller", "s", "--kafka-brokers", "127.0.0.1:1", "--redis-addrs", "127.0.0.1:1", path)
+	_, reason, found := strings.Cut(strings.SplitN(up.stderr, "\n", 2)[0], " is refused: ")
+	if up.code != exitFailed || !found || !strings.Contains(reason, "no product rows") {
+		t.Fatalf("upload of a fresh template: exit %d, stderr %q; want 1 and a refusal", up.code, up.stderr)
+	}
+	if r := runCLI(nil, "check", path); r.code != exitFailed || !strings.Contains(r.stdout, path+" is refused: "+reason) {
+		t.Errorf("check of a fresh template: exit %d, stdout %q; want 1 and upload's refusal %q", r.code, r.stdout, reason)
+	}
+	if r := runCLI(nil, "check", "--json", path); r.code != exitFailed || !strings.Contains(r.stdout, `"code":"no_rows"`) {
+		t.Errorf("check --json of a fresh template: exit %d, stdout %q; want 1 and code no_rows", r.code, r.stdout)
 	}
 	// -h describes the template as it is: the example row is on the instructions sheet.
 	if r := runCLI(nil, "template", "-h"); strings.Contains(r.stdout, "one example row is") || !strings.Contains(r.stdout, "no rows yet") {
 		t.Errorf("template -h: %s", r.stdout)
+	}
+	// An existing file is kept unless --force, and replaced whole with it.
+	if err := os.WriteFile(path, []byte("the seller's own work"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCLI(nil, "template", path); r.code != exitFailed || !strings.Contains(r.stderr, "exists: give --force") {
+		t.Errorf("template over an existing file: exit %d, stderr %q; want 1 and --force named", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "the seller's own work" {
+		t.Errorf("template without --force changed the existing file: %q", b)
+	}
+	if r := runCLI(nil, "template", "--force", path); r.code != exitOK {
+		t.Errorf("template --force: %+v", r)
+	}
+	if f, err := excelize.OpenFile(path); err != nil {
+		t.Errorf("template --force did not write the template: %v", err)
+	} else {
+		f.Close()
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*.tmp")); len(left) > 0 {
+		t.Errorf("temporary files left behind: %v", left)
 	}
 	env := map[string]string{"BULKREG_JWT_SECRET": strings.Repeat("k", 32)}
 	r := runCLI(env, "token", "--seller", "seller-9", "--ttl", "1m")

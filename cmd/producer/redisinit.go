@@ -23,7 +23,7 @@ nothing was called in the last window.
 exit status: 0 initialised, or initialised before; 1 the Redis is not new, or
 cannot be reached; 2 bad flags.`
 
-func cmdRedisInit(ctx context.Context, e *cli, args []string) int {
+func cmdRedisInit(ctx context.Context, e *env, args []string) int {
 	s := defaults()
 	fs := e.flagSet("redis-init")
 	check := s.bind(fs, e.getenv, gRedis)

@@ -32,7 +32,7 @@ its reason, and a summary go to stderr.
 exit status: 0 done (also when nothing was selected); 1 Kafka or Redis failed
 (rows not published by then are failed again); 2 bad flags.`
 
-func cmdRedrive(ctx context.Context, e *cli, args []string) int {
+func cmdRedrive(ctx context.Context, e *env, args []string) int {
 	s := defaults()
 	fs := e.flagSet("redrive")
 	var f redrive.Filter

@@ -103,7 +103,7 @@ func TestRedriveCommand(t *testing.T) {
 		{"--since 2026-11-23", "--since: want a time in RFC 3339"},
 		{"--since 1h --until 2h", "--since (" /* 1 h ago is after 2 h ago */},
 		{"--scan-timeout 0s", "--scan-timeout must be greater than 0"},
-		{"extra", "want no arguments, got 1"},
+		{"extra", `unexpected argument "extra"`},
 	} {
 		r := runCLI(env, append([]string{"redrive"}, strings.Fields(tc.args)...)...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {

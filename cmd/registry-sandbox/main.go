@@ -23,29 +23,41 @@ import (
 	"time"
 
 	"github.com/bulkreg/bulkreg/internal/buildinfo"
+	"github.com/bulkreg/bulkreg/internal/cli"
 	"github.com/bulkreg/bulkreg/internal/config"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 )
 
 func main() {
-	if buildinfo.Requested(os.Args[1:]) {
-		fmt.Println(buildinfo.Line("registry-sandbox"))
-		return
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is the command: internal/cli's convention for help, usage errors
+// (exit 2) and completion; 1 when serving fails.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if buildinfo.Requested(args) {
+		fmt.Fprintln(stdout, buildinfo.Line("registry-sandbox"))
+		return cli.ExitOK
 	}
-	s, err := parse(os.Args[1:], os.Getenv, os.Stderr)
+	if len(args) > 0 && args[0] == "completion" {
+		fs, _, _ := bind(getenv)
+		return cli.RunCompletion(cli.Command{Name: "registry-sandbox", Flags: fs}, args[1:], stdout, stderr)
+	}
+	s, err := parse(args, getenv, stdout)
 	if errors.Is(err, flag.ErrHelp) {
-		return
+		return cli.ExitOK
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "registry-sandbox:", err)
-		os.Exit(2)
+		return cli.UsageError(stderr, "registry-sandbox", err)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if err := run(ctx, s); err != nil {
-		fmt.Fprintln(os.Stderr, "registry-sandbox:", err)
-		os.Exit(1)
+	if err := start(ctx, s); err != nil {
+		fmt.Fprintln(stderr, "registry-sandbox:", err)
+		return cli.ExitFailed
 	}
+	return cli.ExitOK
 }
 
 // settings are everything the sandbox reads from flags and environment.
@@ -54,6 +66,8 @@ type settings struct {
 	opts     sandbox.Options
 	timeouts timeouts
 	logLevel slog.Level
+	// logLevelText is --log-level as given, parsed into logLevel by check.
+	logLevelText string
 }
 
 // timeouts are the HTTP server's limits.
@@ -91,20 +105,24 @@ a flag wins over the environment.
 
 Usage: registry-sandbox [flags]
        registry-sandbox --version
+       registry-sandbox completion bash|zsh|fish
+
+Exit status: 0 stopped cleanly; 1 cannot listen or serving failed; 2 bad flags
+or settings (one line on stderr naming the flag).
 `
 
-// parse reads the settings. A malformed or impossible value is an error
-// naming the flag; -h prints the usage to out and returns flag.ErrHelp.
-func parse(args []string, getenv func(string) string, out io.Writer) (settings, error) {
+// bind registers every setting on a new FlagSet, defaulting to the
+// environment; check, after parsing, reports malformed or impossible values,
+// each naming its flag.
+func bind(getenv func(string) string) (*flag.FlagSet, *settings, func() error) {
 	shared := config.Default()
-	s := settings{listen: "127.0.0.1:8081", opts: sandbox.Options{Limit: shared.Limit, Window: shared.Window, Policy: sandbox.PolicySliding,
+	s := &settings{listen: "127.0.0.1:8081", opts: sandbox.Options{Limit: shared.Limit, Window: shared.Window, Policy: sandbox.PolicySliding,
 		GlobalLimit: shared.GlobalLimit, GlobalWindow: shared.GlobalWindow},
 		timeouts: defaultTimeouts()}
-	logLevel := "info"
+	s.logLevelText = "info"
 	fs := flag.NewFlagSet("registry-sandbox", flag.ContinueOnError)
-	fs.SetOutput(out)
 	fs.Usage = func() {
-		fmt.Fprint(out, usageHeader+"\nFlags:\n")
+		fmt.Fprint(fs.Output(), usageHeader+"\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	b := config.NewBinder(fs, getenv)
@@ -129,14 +147,33 @@ func parse(args []string, getenv func(string) string, out io.Writer) (settings, 
 	b.Duration(&tm.write, "write-timeout", "time to answer a request, on top of the fault delays (--latency, --jitter, --slow-delay)")
 	b.Duration(&tm.idle, "idle-timeout", "how long an idle keep-alive connection is kept")
 	b.Duration(&tm.shutdown, "shutdown-timeout", "after SIGTERM/SIGINT, how long answers in progress get before the process exits anyway")
-	b.String(&logLevel, "log-level", "debug (one line per answer), info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		return s, err
+	b.String(&s.logLevelText, "log-level", "debug (one line per answer), info, warn or error")
+	return fs, s, func() error { return s.check(b, envErrs) }
+}
+
+// parse reads the settings. A malformed or impossible value, or a stray
+// argument, is an error naming it; -h prints the usage to out and returns
+// flag.ErrHelp.
+func parse(args []string, getenv func(string) string, out io.Writer) (settings, error) {
+	fs, s, check := bind(getenv)
+	fs.SetOutput(io.Discard) // the error is the caller's to print, in one line
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(out)
+		fs.Usage()
+	}
+	if err != nil {
+		return *s, err
 	}
 	if fs.NArg() > 0 {
-		return s, fmt.Errorf("unexpected arguments %q: every setting is a flag", fs.Args())
+		return *s, fmt.Errorf("unexpected argument %q: every setting is a flag", fs.Arg(0))
 	}
+	return *s, check()
+}
 
+// check reports every malformed or impossible setting, naming its flag.
+func (s *settings) check(b *config.Binder, envErrs []error) error {
+	o, tm, logLevel := &s.opts, &s.timeouts, s.logLevelText
 	errs := append([]error{b.Err()}, envErrs...)
 	bad := func(flagName, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("--%s (%s): %s", flagName, config.EnvName(flagName), fmt.Sprintf(format, args...)))
@@ -194,7 +231,7 @@ func parse(args []string, getenv func(string) string, out io.Writer) (settings, 
 	if err := s.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
 		bad("log-level", "must be debug, info, warn or error, got %q", logLevel)
 	}
-	return s, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // fraction binds a float setting the way config.Binder binds the others
@@ -212,8 +249,8 @@ func fraction(fs *flag.FlagSet, getenv func(string) string, errs *[]error, p *fl
 	fs.Float64Var(p, name, *p, fmt.Sprintf("%s (env %s)", usage, env))
 }
 
-// run serves until ctx ends, then lets answers in progress finish.
-func run(ctx context.Context, s settings) error {
+// start serves until ctx ends, then lets answers in progress finish.
+func start(ctx context.Context, s settings) error {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, config.LogOptions(s.logLevel)))
 	ln, err := net.Listen("tcp", s.listen)
 	if err != nil {

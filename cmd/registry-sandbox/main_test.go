@@ -81,7 +81,7 @@ func TestParse(t *testing.T) {
 		{name: "listen without port", args: []string{"--listen", "localhost"}, wantErr: "--listen"},
 		{name: "log level", args: []string{"--log-level", "loud"}, wantErr: "--log-level"},
 		{name: "not a number", args: []string{"--fail-rate", "half"}, wantErr: "fail-rate"},
-		{name: "stray argument", args: []string{"serve"}, wantErr: "unexpected arguments"},
+		{name: "stray argument", args: []string{"serve"}, wantErr: "unexpected argument \"serve\""},
 		{name: "every timeout is a setting", env: map[string]string{"BULKREG_SHUTDOWN_TIMEOUT": "9s"},
 			args: []string{"--read-header-timeout", "1s", "--read-timeout", "2s", "--write-timeout", "3s", "--idle-timeout", "4s"},
 			check: func(t *testing.T, s settings) {
