@@ -26,7 +26,9 @@
 -- for it (member <id>:<k> at the window's start), and the slots booked in such
 -- a window beyond `limit`, latest first, are given back when no call has begun
 -- on them. A token bucket (ARGV[6] "token-bucket") moves the slot as a sliding
--- log does and keeps tat at least an interval after it, as if reserved there.
+-- log does, keeps tat at least an interval after it, as if reserved there, and
+-- gives back the slots booked after it that the bucket no longer has a token
+-- for when no call has begun on them.
 --
 -- KEYS[1]  the log: bulkreg:{s:<seller>}:log (reserve.lua) or bulkreg:{g}:log (reserve_global.lua); :fixed, :tb; ZSET
 -- KEYS[2]  optional: the log's block key (bulkreg:{s:<seller>}:block or bulkreg:{g}:block), STRING µs, as block.lua
@@ -38,6 +40,7 @@
 -- ARGV[5]  lead in µs (with ARGV[3]): slots within this of now may be checked and called already, and are kept
 -- ARGV[6]  optional: the log's kind: "sliding" (the default), "fixed" or "token-bucket"
 -- ARGV[7]  fixed: W, the API's window in µs; token bucket: the emission interval in µs
+-- ARGV[8]  token bucket: the tolerance in µs (reserve_token_bucket.lua)
 --
 -- Reply: the number of booked slots given back (0 but when the call was counted later than they assumed).
 -- A retry is harmless: a slot already at `at` moves nothing, a place already taken is not taken twice.
@@ -79,11 +82,26 @@ if held then
   local need = math.ceil((at - now + win) / 1000) + 1000
   if redis.call('PTTL', KEYS[1]) < need then redis.call('PEXPIRE', KEYS[1], need) end
   if kind == 'token-bucket' then
-    local tat = at + tonumber(ARGV[7])
+    local interval, tolerance = tonumber(ARGV[7]), tonumber(ARGV[8] or '0')
+    local tat = at + interval
     if tat > tonumber(redis.call('GET', KEYS[3]) or '0') then
       redis.call('SET', KEYS[3], string.format('%.3f', tat), 'PX', math.ceil((tat - now) / 1000) + 1000)
     end
-    return 0
+    -- The move adds the call only to the spans that begin after its old place, so the
+    -- bucket replayed from there (full then) over the slots since, in time order, finds
+    -- every slot the move made too early; those no call has begun on are given back.
+    local r = redis.call('ZRANGEBYSCORE', KEYS[1], us(tonumber(held)), '+inf', 'WITHSCORES')
+    local replay = tonumber(held)
+    for i = 1, #r, 2 do
+      local x = tonumber(r[i + 1])
+      if x < replay - tolerance and x > now + lead then
+        redis.call('ZREM', KEYS[1], r[i])
+        given = given + 1
+      else
+        replay = math.max(replay, x) + interval
+      end
+    end
+    return given
   end
   -- the booked slots within W' after `at`, in order: each that now closes a
   -- window of W' holding more than `limit` is given back, unless its call may have begun

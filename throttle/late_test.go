@@ -285,3 +285,35 @@ func TestATokenBucketCountsALateCallWhereItWasCounted(t *testing.T) {
 		t.Errorf("the API registered %d calls, want 2", n)
 	}
 }
+
+// TestATokenBucketTakesBackTheSlotsALateCountLeftNoTokenFor: with a bucket
+// of one token refilled every 500 ms (600 ms between slots with the
+// margin), three slots are booked and the API counts the first call 500 ms
+// late. The second slot, 200 ms after that count, has no token left at the
+// API: it is taken back (its row finds it gone at Check), the third stays,
+// and every slot then held, with the late call where it was counted,
+// conforms to the API's bucket.
+func TestATokenBucketTakesBackTheSlotsALateCountLeftNoTokenFor(t *testing.T) {
+	ctx := context.Background()
+	rdb := startRedis(t).Client()
+	p := Policy{Kind: TokenBucket, Limit: 4, Window: 2 * time.Second, Burst: 1, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second}
+	th := newThrottle(t, rdb, p)
+	s := seller("tb-spike")
+	first, second, third := reserve(t, th, s), reserve(t, th, s), reserve(t, th, s)
+	answered := first.At.Add(500 * time.Millisecond)
+	if err := th.Settle(ctx, first, answered); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := th.Check(ctx, second); err != nil || c.Good {
+		t.Errorf("Check of the slot %v after a call the API counted %v late = %+v, %v; want it taken back",
+			second.At.Sub(first.At), answered.Sub(first.At), c, err)
+	}
+	if c, err := th.Check(ctx, third); err != nil || !c.Good {
+		t.Errorf("Check of the slot %v after the late call = %+v, %v; want it kept", third.At.Sub(first.At), c, err)
+	}
+	next := reserve(t, th, s)
+	// the late call counted anywhere up to its answer: in [answer − margin, answer]
+	if err := conformsToBucket([]time.Time{answered.Add(-p.Margin), third.At, next.At}, p); err != nil {
+		t.Errorf("the slots held after the late count: %v", err)
+	}
+}

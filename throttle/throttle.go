@@ -543,9 +543,8 @@ func (t *Throttle) sellerSettle(r Reservation, at time.Time) (ks []string, args 
 	case Fixed:
 		args = append(args, string(Fixed), t.p.Window.Microseconds())
 	case TokenBucket:
-		interval, _ := t.p.gcra()
 		ks = append(ks, k.tat)
-		args = append(args, string(TokenBucket), strconv.FormatFloat(interval, 'f', 3, 64))
+		args = append(append(args, string(TokenBucket)), t.p.kindArgs()...)
 	}
 	return ks, args
 }
