@@ -51,6 +51,27 @@ spec:
           readinessProbe: {httpGet: {path: /, port: http}}
 `
 
+const service = `
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: http}]
+`
+
+const ingress = `
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: web}
+spec:
+  tls: [{hosts: [web.example.com], secretName: web-tls}]
+  rules:
+    - host: web.example.com
+      http:
+        paths: [{path: /, pathType: Prefix, backend: {service: {name: web, port: {name: http}}}}]
+`
+
 const scaledObject = `
 apiVersion: keda.sh/v1alpha1
 kind: ScaledObject
@@ -82,7 +103,14 @@ func TestValidate(t *testing.T) {
 		{"missing image", []string{edit(deployment, "image: example/web:1", "")}, "containers[0].image: required"},
 		{"selector not matching the template", []string{edit(deployment, "matchLabels: {app: web}", "matchLabels: {app: api}")}, "does not match the pod template's labels"},
 		{"probe on an undeclared port", []string{edit(deployment, "port: http}", "port: admin}")}, `port "admin" is not a port the container declares`},
-		{"a kind kubecheck does not know", []string{"apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: web}\n"}, "no API types or CRD known for networking.k8s.io/v1 Ingress"},
+		{"a kind kubecheck does not know", []string{"apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: web}\n"}, "no API types or CRD known for gateway.networking.k8s.io/v1 Gateway"},
+		{"Ingress without rules", []string{"apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: web}\n"}, "rules or defaultBackend is required"},
+		{"Ingress to a missing Service", []string{deployment, ingress}, `backend Service "web" is not in this render`},
+		{"Ingress to a port the Service lacks", []string{deployment, service, edit(ingress, "name: http}", "name: https}")}, `backend Service "web" has no port named https`},
+		{"Ingress path without a type", []string{deployment, service, edit(ingress, "pathType: Prefix, ", "")}, "pathType: required"},
+		{"Ingress TLS without a Secret", []string{deployment, service, edit(ingress, "secretName: web-tls", "hosts: [web.example.com]")}, "secretName: required"},
+		{"NetworkPolicy with a bad CIDR", []string{"apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: np}\nspec:\n  podSelector: {}\n  egress: [{to: [{ipBlock: {cidr: 10.0.0.0/33}}]}]\n"}, `ipBlock.cidr "10.0.0.0/33"`},
+		{"NetworkPolicy with a misspelt field", []string{"apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: np}\nspec:\n  podSelector: {}\n  policyType: [Ingress]\n"}, `unknown field "spec.policyType"`},
 		{"Service selecting no pod", []string{deployment, "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec:\n  selector: {app: api}\n  ports: [{port: 80, targetPort: http}]\n"}, "selects no pod template"},
 		{"Service on a port the pods lack", []string{deployment, "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec:\n  selector: {app: web}\n  ports: [{port: 80, targetPort: https}]\n"}, `targetPort "https"`},
 		{"budget with both bounds", []string{deployment, "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: web}\nspec:\n  minAvailable: 1\n  maxUnavailable: 1\n  selector: {matchLabels: {app: web}}\n"}, "exactly one of minAvailable and maxUnavailable"},

@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -30,6 +31,9 @@ type Decoded struct {
 	Services     []*corev1.Service
 	ConfigMaps   []*corev1.ConfigMap
 	PDBs         []*policyv1.PodDisruptionBudget
+	Ingresses    []*networkingv1.Ingress
+	// NetworkPolicies are the render's; Allows answers what they let through.
+	NetworkPolicies []*networkingv1.NetworkPolicy
 	// ScaledObjects are KEDA's, as generic JSON (KEDA's Go types are not a
 	// dependency; the CRD schema checked them).
 	ScaledObjects []ScaledObject
@@ -125,7 +129,7 @@ type checker struct {
 
 func newChecker() (*checker, error) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, policyv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, policyv1.AddToScheme, networkingv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}
@@ -243,6 +247,12 @@ func (c *checker) decode(d *Decoded, o Object) {
 		if t.Spec.Selector == nil {
 			c.fail(o, "spec.selector: required (without it the budget covers no pod)")
 		}
+	case *networkingv1.Ingress:
+		d.Ingresses = append(d.Ingresses, t)
+		c.ingress(o, t)
+	case *networkingv1.NetworkPolicy:
+		d.NetworkPolicies = append(d.NetworkPolicies, t)
+		c.networkPolicy(o, t)
 	default:
 		c.fail(o, "decoded as %T, which kubecheck has no checks for", obj)
 	}
@@ -541,6 +551,9 @@ func (c *checker) references(d *Decoded) {
 				}
 			}
 		}
+	}
+	for _, ing := range d.Ingresses {
+		c.ingressBackends(d, ing)
 	}
 	for _, so := range d.ScaledObjects {
 		ref := so.Spec.ScaleTargetRef
