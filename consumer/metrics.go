@@ -131,7 +131,7 @@ func (m *metrics) initLabels() {
 		m.calls.WithLabelValues(c.String())
 		m.latency.WithLabelValues(c.String())
 	}
-	// The classes a row can be dead-lettered with (consumer.go, deadLetter).
+	// The classes a row can be dead-lettered with (record.go, deadLetter).
 	for _, class := range []string{registryclient.Transient.String(), registryclient.RateLimited.String(), registryclient.Misconfigured.String(), ClassBadMessage} {
 		m.dlqWrites.WithLabelValues(class)
 	}

@@ -1,0 +1,193 @@
+// What a call leaves behind: the compliance history, the ledger, the upload's
+// status and the dead-letter topic.
+
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/bulkreg/bulkreg/compliance"
+	"github.com/bulkreg/bulkreg/internal/scriptbatch"
+	"github.com/bulkreg/bulkreg/ledger"
+	registryclient "github.com/bulkreg/bulkreg/registry-client"
+	"github.com/bulkreg/bulkreg/throttle"
+	"github.com/bulkreg/bulkreg/uploadstatus"
+)
+
+// Redis stores that can write a call's traces as one script on the seller's
+// hash tag (internal/scriptbatch): compliance.Recorder, throttle.Throttle,
+// ledger.Ledger. A store without it (a test's fake) is written on its own.
+type (
+	stepRecorder interface {
+		RecordWith(ctx context.Context, seller string, c compliance.Call, steps ...scriptbatch.Step) error
+	}
+	slotSteps interface {
+		SettleStep(r throttle.Reservation, at time.Time) (scriptbatch.Step, bool)
+		ReleaseStep(r throttle.Reservation) (scriptbatch.Step, bool)
+	}
+	markSteps interface {
+		MarkStep(seller, sku, row, hash, productID string, into *ledger.Entry) (scriptbatch.Step, error)
+	}
+)
+
+// afterCall writes what a call that was made leaves in Redis: the call in
+// the seller's compliance history, its slot settled at the answer (the API
+// counted it) or given back (it did not), and a registration's SKU in the
+// ledger (marked). These are one script on the seller's hash tag, one
+// command instead of three: per-script overhead was most of Redis's time per
+// row. Only the app-wide slot, on another hash tag, is settled on its own.
+// The history is written before the drain ends or the call is logged as
+// missing from it; the slot is best effort, as everywhere.
+func (c *Consumer) afterCall(r *row, s *slot, res registryclient.Result, sku *skuClaim, log *slog.Logger) (mk marked) {
+	m := r.m
+	class := res.Class.String()
+	call := compliance.Call{At: s.called, Status: res.Status, Class: class, Key: m.IdempotencyKey}
+	count := counted(res.Class)
+	rest := s.Reservation // what Settle or Release still has to do
+	rec, batch := c.deps.Calls.(stepRecorder)
+	var steps []scriptbatch.Step
+	marking := false // the ledger's mark is a step of the batch
+	if batch {
+		if th, ok := c.deps.Throttle.(slotSteps); ok {
+			var st scriptbatch.Step
+			if count {
+				st, ok = th.SettleStep(s.Reservation, s.answered)
+			} else {
+				st, ok = th.ReleaseStep(s.Reservation)
+			}
+			if ok {
+				steps = append(steps, st)
+				rest = rest.AppWide()
+			}
+		}
+		var st scriptbatch.Step
+		if st, marking = sku.markStep(res, &mk); marking {
+			steps = append(steps, st)
+		}
+	}
+	err := c.untilRedis(r.finishCtx(), "record the call in the compliance history", log, func(ctx context.Context) error {
+		if batch {
+			return rec.RecordWith(ctx, m.SellerID, call, steps...)
+		}
+		return c.deps.Calls.Record(ctx, m.SellerID, call)
+	})
+	if err != nil {
+		log.Error("a registry call is missing from the compliance history: Redis did not take it before the drain ended",
+			"status", res.Status, "class", class, "err", err)
+		rest = s.Reservation // the batch's steps did not run: try the slot on its own
+	}
+	if marking {
+		mk.done, mk.failed = err == nil, err != nil
+	}
+	switch {
+	case count:
+		c.settle(rest, s.answered)
+	case res.Class == registryclient.RateLimited:
+		// The API refused for the seller's limit: the slot goes back, but
+		// the seller's gate stays shut until the block that follows says
+		// when to ask again.
+		c.unreserve(&slot{Reservation: rest})
+	default:
+		c.release(&slot{Reservation: rest})
+	}
+	return mk
+}
+
+// counted reports whether the API may have counted the call against the
+// seller's limit. It counts only registrations (201); a replay, a refusal or
+// a 429 does not, so their slots go back to the log for the rows behind. A
+// 5xx or a timeout may have registered the row before failing, so their
+// slots stay.
+func counted(c registryclient.Class) bool {
+	switch c {
+	case registryclient.Replayed, registryclient.Permanent, registryclient.RateLimited, registryclient.Misconfigured:
+		return false
+	}
+	return true
+}
+
+// block tells the throttle the API refused the seller, or with an
+// app-wide 429 the whole application, until Retry-After.
+func (c *Consumer) block(r *row, retryAfter time.Duration, scope registryclient.Scope, log *slog.Logger) {
+	if retryAfter <= 0 {
+		retryAfter = time.Second
+	}
+	what, block := "the seller", func(ctx context.Context) error { return c.deps.Throttle.Block(ctx, r.m.SellerID, retryAfter) }
+	if scope == registryclient.ScopeApp {
+		what, block = "the app-wide limit", func(ctx context.Context) error { return c.deps.Throttle.BlockGlobal(ctx, retryAfter) }
+	}
+	if err := c.untilRedis(r.ctx(), "block "+what+" in the throttle", log, block); err != nil {
+		log.Warn("could not block "+what+" in the throttle", "err", err)
+	}
+}
+
+// record writes the row's outcome into its upload's status, then marks the
+// row finished. A row is finished only once its outcome is recorded: while
+// Redis does not answer or refuses the write (READONLY after a failover, OOM
+// under noeviction, MISCONF, ...) the write is tried again until the drain
+// ends, and then the row is given back unfinished; its next owner calls
+// again (a replay, 200) and records it. The store's own refusals (an empty
+// upload id, a row below 1) cannot happen to a decoded row, so every error
+// here is Redis's.
+func (c *Consumer) record(r *row, rr uploadstatus.RowResult, result string, log *slog.Logger) {
+	rr.Row = r.m.Row
+	err := c.untilRedis(r.finishCtx(), "record the row's result", log,
+		func(ctx context.Context) error { return c.deps.Status.RecordRow(ctx, r.m.UploadID, rr) })
+	if err != nil {
+		log.Error("could not record the row's result before the drain ended; the row will be read again", "state", rr.State, "err", err)
+		r.giveBack()
+		return
+	}
+	c.m.rows.WithLabelValues(result).Inc()
+	log.Debug("row done", "result", result, "product_id", rr.ProductID, "attempts", rr.Attempts)
+	r.finish()
+}
+
+// deadLetter writes the row to the dead-letter topic and, once the broker
+// acknowledged it, records the row as failed and marks it finished.
+func (c *Consumer) deadLetter(r *row, d DeadLetter, log *slog.Logger) {
+	retry := c.redisBackOff()
+	for {
+		err := c.dlq.WriteDeadLetter(r.finishCtx(), d)
+		if err == nil {
+			break
+		}
+		log.Error("dead-letter write failed, retrying", "err", err)
+		if !sleep(r.finishCtx(), retry.NextBackOff()) {
+			r.giveBack()
+			return
+		}
+	}
+	c.m.dlqWrites.WithLabelValues(d.Class).Inc()
+	if d.Class == ClassBadMessage {
+		c.m.rows.WithLabelValues("dead_lettered").Inc()
+		r.finish()
+		return
+	}
+	rr := uploadstatus.RowResult{Row: r.m.Row, State: uploadstatus.Failed, Code: d.Class, Attempts: d.Attempts, At: time.Now(),
+		Reason: fmt.Sprintf("the registration API did not take the row after %d attempts (%s); it was set aside for an operator to retry", d.Attempts, d.Message)}
+	c.record(r, rr, "dead_lettered", log)
+}
+
+func deadLetterOf(r *row, res registryclient.Result, attempts int, first time.Time) DeadLetter {
+	msg := fmt.Sprintf("status %d", res.Status)
+	if res.Err != nil {
+		msg = res.Err.Error()
+	}
+	return DeadLetter{Original: r.msg, Class: res.Class.String(), Message: msg, Attempts: attempts, FirstFailure: first}
+}
+
+func registered(res registryclient.Result, attempts int) uploadstatus.RowResult {
+	return uploadstatus.RowResult{State: uploadstatus.Registered, ProductID: res.ProductID, Attempts: attempts, At: time.Now()}
+}
+
+func refused(res registryclient.Result, attempts int) uploadstatus.RowResult {
+	reason := res.Message
+	if reason == "" && res.Err != nil {
+		reason = res.Err.Error()
+	}
+	return uploadstatus.RowResult{State: uploadstatus.Failed, Code: res.Code, Field: res.Field, Reason: reason, Attempts: attempts, At: time.Now()}
+}
