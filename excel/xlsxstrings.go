@@ -1,0 +1,146 @@
+// The shared strings part and the bounded text every cell's text is read into.
+
+package excel
+
+import (
+	"archive/zip"
+	"bytes"
+	"math"
+	"strconv"
+	"unicode/utf8"
+)
+
+// sharedStrings is the workbook's table of texts, one arena: entry i is
+// arena[ends[i-1]:ends[i]], at most MaxCellBytes of it kept. An entry costs
+// 9 bytes besides its text (13 million empty entries cost 683 MB as ints
+// and a slice each), and there are at most maxSharedStrings of them.
+type sharedStrings struct {
+	arena []byte
+	ends  []uint32
+	runes []int32 // characters of the whole entry (a part holds fewer than 2^31 bytes)
+	cut   []bool  // the entry is longer than what is kept
+}
+
+func (s *sharedStrings) entry(i int) (text []byte, runes int, cut bool) {
+	start := uint32(0)
+	if i > 0 {
+		start = s.ends[i-1]
+	}
+	return s.arena[start:s.ends[i]], int(s.runes[i]), s.cut[i]
+}
+
+// boundedText gathers one cell's text from chunks: at most max bytes are
+// kept (cut at a character), every character is counted.
+type boundedText struct {
+	buf   []byte
+	max   int
+	runes int
+	cut   bool
+}
+
+func (t *boundedText) reset() { t.buf, t.runes, t.cut = t.buf[:0], 0, false }
+
+func (t *boundedText) write(p []byte) {
+	t.runes += utf8.RuneCount(p)
+	if t.cut {
+		return
+	}
+	if room := t.max - len(t.buf); len(p) > room {
+		for room > 0 && !utf8.RuneStart(p[room]) {
+			room--
+		}
+		t.buf = append(t.buf, p[:room]...)
+		t.cut = true
+		return
+	}
+	t.buf = append(t.buf, p...)
+}
+
+// unescape decodes the escapes Excel writes for characters XML cannot hold
+// ("_x000D_" for a carriage return, "_x005F_" for a literal "_"), as Excel
+// and excelize read them. A cut text keeps the count of its raw characters.
+func (t *boundedText) unescape() {
+	if !bytes.Contains(t.buf, []byte("_x")) {
+		return
+	}
+	out := make([]byte, 0, len(t.buf))
+	b := t.buf
+	for len(b) > 0 {
+		i := bytes.Index(b, []byte("_x"))
+		if i < 0 || i+7 > len(b) {
+			out = append(out, b...)
+			break
+		}
+		out = append(out, b[:i]...)
+		esc := b[i : i+7]
+		n, err := strconv.ParseUint(string(esc[2:6]), 16, 32)
+		if esc[6] != '_' || err != nil {
+			out = append(out, b[i])
+			b = b[i+1:]
+			continue
+		}
+		out = utf8.AppendRune(out, rune(n))
+		b = b[i+7:]
+	}
+	t.buf = out
+	if !t.cut {
+		t.runes = utf8.RuneCount(out)
+	}
+}
+
+// readSharedStrings reads the table of texts. The text of an entry is that
+// of its <t> elements, plain or in rich-text runs; phonetic guides (<rPh>)
+// are not part of it.
+func (b *xlsxFile) readSharedStrings(f *zip.File) error {
+	sst := &b.sst
+	// The arena holds at most the part's text and at most MaxTextBytes:
+	// taken at once, not grown by appends (which allocated five times an
+	// 8 MiB table on the way).
+	sst.arena = make([]byte, 0, min(f.UncompressedSize64, uint64(b.opts.MaxTextBytes)))
+	tb := boundedText{max: b.opts.MaxCellBytes}
+	inSI, inT, rph := false, false, 0
+	err := b.walk(f, func(t *xmlToken) error {
+		switch t.kind {
+		case xmlStart:
+			switch string(t.local) {
+			case "si":
+				inSI, inT, rph = true, false, 0
+				tb.reset()
+			case "rPh":
+				rph++
+			case "t":
+				inT = inSI && rph == 0
+			}
+		case xmlEnd:
+			switch string(t.local) {
+			case "si":
+				if inSI {
+					if len(sst.ends) == maxSharedStrings {
+						return fileErr(CodeTooLarge, "the file's shared strings hold more than %s entries, far more than a product list needs; save it again from Excel as .xlsx, or as CSV", group(maxSharedStrings))
+					}
+					tb.unescape()
+					// The table's text is bounded like the cells': its
+					// entries are kept whether a cell shows them or not.
+					if int64(len(sst.arena)+len(tb.buf)) > b.opts.MaxTextBytes {
+						return fileErr(CodeTooLarge, "the file's shared strings hold more than %s of text; a product list of a few hundred rows is far smaller, so the file was refused", byteSize(b.opts.MaxTextBytes))
+					}
+					sst.arena = append(sst.arena, tb.buf...)
+					sst.ends = append(sst.ends, uint32(len(sst.arena)))
+					sst.runes = append(sst.runes, int32(min(tb.runes, math.MaxInt32)))
+					sst.cut = append(sst.cut, tb.cut)
+				}
+				inSI = false
+			case "rPh":
+				rph--
+			case "t":
+				inT = false
+			}
+		case xmlText:
+			if inT {
+				tb.write(t.text)
+			}
+		}
+		return nil
+	})
+	return err
+}
