@@ -101,9 +101,17 @@ func TestDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	var d struct {
-		UID    string `json:"uid"`
+		UID        string `json:"uid"`
+		Templating struct {
+			List []struct {
+				Name, Type, Query string
+			} `json:"list"`
+		} `json:"templating"`
 		Panels []struct {
-			Title   string `json:"title"`
+			Title      string `json:"title"`
+			Datasource struct {
+				UID string `json:"uid"`
+			} `json:"datasource"`
 			Targets []struct {
 				Expr       string `json:"expr"`
 				Datasource struct {
@@ -119,15 +127,28 @@ func TestDashboard(t *testing.T) {
 	if d.UID == "" || len(d.Panels) == 0 {
 		t.Fatalf("dashboard has uid %q and %d panels", d.UID, len(d.Panels))
 	}
+	// The datasource is a variable (issue 29, 6), so the dashboard works
+	// imported into a Grafana whose Prometheus has another uid.
+	hasVar := false
+	for _, v := range d.Templating.List {
+		hasVar = hasVar || v.Name == "datasource" && v.Type == "datasource" && v.Query == "prometheus"
+	}
+	if !hasVar {
+		t.Errorf("templating %+v: no datasource variable of type prometheus", d.Templating.List)
+	}
+	const dsVar = "${datasource}"
 	exported := exportedMetrics(t)
 	seen := map[string]bool{}
 	for _, p := range d.Panels {
 		if len(p.Targets) == 0 {
 			t.Errorf("panel %q has no query", p.Title)
 		}
+		if p.Datasource.UID != dsVar {
+			t.Errorf("panel %q: datasource uid %q, want the variable %s", p.Title, p.Datasource.UID, dsVar)
+		}
 		for _, tg := range p.Targets {
-			if tg.Datasource.UID != "prometheus" {
-				t.Errorf("panel %q: datasource uid %q, want the provisioned \"prometheus\"", p.Title, tg.Datasource.UID)
+			if tg.Datasource.UID != dsVar {
+				t.Errorf("panel %q: query datasource uid %q, want the variable %s", p.Title, tg.Datasource.UID, dsVar)
 			}
 			names := metricName.FindAllString(tg.Expr, -1)
 			if len(names) == 0 {
@@ -150,7 +171,8 @@ func TestDashboard(t *testing.T) {
 	// What issue 11 asks the dashboard to show.
 	for _, want := range []string{"bulkreg_consumer_rows_total", "bulkreg_consumer_rate_limited_total", "bulkreg_consumer_throttle_wait_seconds",
 		"bulkreg_consumer_partition_lag", "bulkreg_consumer_backlog_seconds", "bulkreg_consumer_dlq_writes_total", "bulkreg_consumer_redis_up", "up",
-		"bulkreg_consumer_sendable_rows", "bulkreg_circuit_state", "bulkreg_consumer_redis_state_lost_total"} {
+		"bulkreg_consumer_sendable_rows", "bulkreg_circuit_state", "bulkreg_consumer_redis_state_lost_total",
+		"bulkreg_producer_http_requests_total", "bulkreg_producer_http_request_duration_seconds"} {
 		if !seen[want] {
 			t.Errorf("no panel shows %s", want)
 		}

@@ -26,19 +26,19 @@ import (
 func (s *Server) refuseCaller(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, errCrossOrigin):
-		s.log().Info("cross-origin request refused", "path", r.URL.Path, "err", err)
+		s.logr(r).Info("cross-origin request refused", "path", r.URL.Path, "err", err)
 		writeProblem(w, r, problem{Status: http.StatusForbidden, Code: "cross_origin", Detail: errCrossOrigin.Error()})
 	case isAuthError(err):
 		code := "bad_token"
 		if errors.Is(err, ErrNoToken) {
 			code = "no_token"
 		} else {
-			s.log().Info("token refused", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+			s.logr(r).Info("token refused", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="bulkreg"`)
 		writeProblem(w, r, problem{Status: http.StatusUnauthorized, Code: code, Detail: PublicMessage(err)})
 	default:
-		s.log().Error("sign-in check failed", "err", err)
+		s.logr(r).Error("sign-in check failed", "err", err)
 		writeProblem(w, r, problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Detail: "the service cannot check who you are now; try again shortly"})
 	}
 }
@@ -104,7 +104,7 @@ func (s *Server) takeSlot(w http.ResponseWriter, r *http.Request, p *slotPool, s
 			p.perSeller.give(seller)
 			if rw.timedOut {
 				s.Metrics.slowReader(r.Pattern)
-				s.log().Info("answer read slower than the minimum rate; client cut off, slot given back",
+				s.logr(r).Info("answer read slower than the minimum rate; client cut off, slot given back",
 					"seller", seller, "route", r.Pattern, "bytes", rw.n, "after", time.Since(rw.start).Round(time.Millisecond),
 					"min_rate", rw.rate)
 			}
@@ -149,7 +149,7 @@ func (s *Server) readUploadForm(w http.ResponseWriter, r *http.Request, seller s
 		var big errTooLarge
 		switch {
 		case body.timedOut:
-			s.log().Info("upload body too slow; cut off", "seller", seller, "bytes", body.n, "after", time.Since(start).Round(time.Millisecond))
+			s.logr(r).Info("upload body too slow; cut off", "seller", seller, "bytes", body.n, "after", time.Since(start).Round(time.Millisecond))
 			w.Header().Set("Connection", "close")
 			writeProblem(w, r, problem{Status: http.StatusRequestTimeout, Code: "too_slow",
 				Detail: fmt.Sprintf("the file arrived slower than %d bytes per second; send it again over a faster connection", body.rate)})
@@ -318,7 +318,7 @@ func (s *Server) uploadError(w http.ResponseWriter, r *http.Request, id string, 
 		writeProblem(w, r, problem{Status: http.StatusServiceUnavailable, Code: "publish_failed", UploadID: id,
 			Detail: "the rows could not be queued for registration now; send the same file again in a few seconds (nothing is registered twice)"})
 	default:
-		s.log().Error("upload failed", "upload_id", id, "err", err)
+		s.logr(r).Error("upload failed", "upload_id", id, "err", err)
 		writeProblem(w, r, problem{Status: http.StatusServiceUnavailable, Code: "unavailable", UploadID: id,
 			Detail: "the upload could not be processed now; try again shortly"})
 	}
@@ -358,7 +358,7 @@ func (s *Server) ownUpload(w http.ResponseWriter, r *http.Request, seller string
 		return upload.Progress{}, false
 	}
 	if err != nil {
-		s.log().Error("read upload status", "upload_id", id, "err", err)
+		s.logr(r).Error("read upload status", "upload_id", id, "err", err)
 		writeProblem(w, r, problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Detail: "the upload status cannot be read now; try again shortly"})
 		return upload.Progress{}, false
 	}
@@ -425,7 +425,7 @@ func (s *Server) apiListUploads(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.log().Error("list uploads", "seller", c.seller, "err", err)
+		s.logr(r).Error("list uploads", "seller", c.seller, "err", err)
 		writeProblem(w, r, problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Detail: "your uploads cannot be read now; try again shortly"})
 		return
 	}
@@ -470,7 +470,7 @@ func (s *Server) apiReport(lim *limits) http.HandlerFunc {
 			rep, err = s.Uploader.BuildReport(r.Context(), st, failedOnly)
 		}
 		if err != nil {
-			s.log().Error("build report", "upload_id", r.PathValue("id"), "err", err)
+			s.logr(r).Error("build report", "upload_id", r.PathValue("id"), "err", err)
 			writeProblem(w, r, problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Detail: "the report cannot be built now; try again shortly"})
 			return
 		}

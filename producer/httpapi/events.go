@@ -150,7 +150,7 @@ func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			// Redis blinked, or the upload expired: keep the last state and
 			// try again at the next tick; the browser shows what it had.
-			s.log().Warn("event stream: could not read the upload's progress", "upload_id", p.ID, "err", err)
+			s.logr(r).Warn("event stream: could not read the upload's progress", "upload_id", p.ID, "err", err)
 			continue
 		}
 		p = next

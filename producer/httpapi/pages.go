@@ -80,7 +80,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 	}
 	var buf bytes.Buffer
 	if err := tmpl.ExecuteTemplate(&buf, entry, d); err != nil {
-		s.log().Error("render page", "page", name, "err", err)
+		s.logr(r).Error("render page", "page", name, "err", err)
 		http.Error(w, "the page could not be shown", http.StatusInternalServerError)
 		return
 	}
@@ -107,12 +107,12 @@ func (s *Server) pageCaller(w http.ResponseWriter, r *http.Request, unsafe bool)
 	case err == nil:
 		return c, true
 	case errors.Is(err, errCrossOrigin):
-		s.log().Info("cross-origin request refused", "path", r.URL.Path, "err", err)
+		s.logr(r).Info("cross-origin request refused", "path", r.URL.Path, "err", err)
 		s.renderMessage(w, r, http.StatusForbidden, "forbidden.title", "forbidden.body")
 	case isAuthError(err):
 		s.render(w, r, http.StatusUnauthorized, "signin", s.data(r, caller{}, "", "signin.title"))
 	default:
-		s.log().Error("sign-in check failed", "err", err)
+		s.logr(r).Error("sign-in check failed", "err", err)
 		s.renderMessage(w, r, http.StatusServiceUnavailable, "error.title", "error.title")
 	}
 	return caller{}, false
@@ -138,7 +138,7 @@ func (s *Server) pageSignIn(w http.ResponseWriter, r *http.Request) {
 	}
 	seller, jti, exp, err := s.Auth.VerifyLink(tok, orDefault(s.LinkMaxAge, DefaultLinkMaxAge))
 	if err != nil {
-		s.log().Info("sign-in link refused", "remote", r.RemoteAddr, "err", err)
+		s.logr(r).Info("sign-in link refused", "remote", r.RemoteAddr, "err", err)
 		d.Bad = true
 		s.render(w, r, http.StatusUnauthorized, "signin", d)
 		return
@@ -146,7 +146,7 @@ func (s *Server) pageSignIn(w http.ResponseWriter, r *http.Request) {
 	info(r).seller = seller
 	fresh, err := s.Sessions.SpendLink(r.Context(), jti, exp)
 	if err == nil && !fresh {
-		s.log().Info("sign-in link used again; refused", "seller", seller, "remote", r.RemoteAddr)
+		s.logr(r).Info("sign-in link used again; refused", "seller", seller, "remote", r.RemoteAddr)
 		d.Bad = true
 		s.render(w, r, http.StatusUnauthorized, "signin", d)
 		return
@@ -158,13 +158,13 @@ func (s *Server) pageSignIn(w http.ResponseWriter, r *http.Request) {
 		id, sess, err = s.Sessions.Create(r.Context(), seller, ttl)
 	}
 	if err != nil {
-		s.log().Error("sign-in failed", "seller", seller, "err", err)
+		s.logr(r).Error("sign-in failed", "seller", seller, "err", err)
 		s.renderMessage(w, r, http.StatusServiceUnavailable, "error.title", "error.title")
 		return
 	}
 	s.setSessionCookie(w, r, id, ttl)
 	markAuthenticated(r)
-	s.log().Info("signed in", "seller", seller)
+	s.logr(r).Info("signed in", "seller", seller)
 	d = s.data(r, caller{seller: seller, session: &sess}, "", "signin.title")
 	d.Refresh = "/uploads"
 	s.render(w, r, http.StatusOK, "signin", d)
@@ -182,7 +182,7 @@ func (s *Server) pageSignOut(w http.ResponseWriter, r *http.Request) {
 	}
 	if c.session != nil {
 		if err := s.Sessions.Delete(r.Context(), c.id); err != nil {
-			s.log().Warn("sign-out: the session could not be ended in the store; the cookie is cleared", "err", err)
+			s.logr(r).Warn("sign-out: the session could not be ended in the store; the cookie is cleared", "err", err)
 		}
 	}
 	s.clearSessionCookie(w, r)
@@ -241,7 +241,7 @@ func (s *Server) pageCheck(lim *limits) http.HandlerFunc {
 			d.Check = refusalView(d.Lang, ref)
 			status = http.StatusUnprocessableEntity
 		case err != nil:
-			s.log().Error("check failed", "seller", c.seller, "err", err)
+			s.logr(r).Error("check failed", "seller", c.seller, "err", err)
 			s.renderMessage(w, r, http.StatusServiceUnavailable, "error.title", "error.title")
 			return
 		default:
@@ -275,7 +275,7 @@ func (s *Server) pageRegister(lim *limits) http.HandlerFunc {
 		}
 		if err != nil {
 			if !errors.Is(err, upload.ErrPublish) {
-				s.log().Error("upload failed", "upload_id", res.UploadID, "err", err)
+				s.logr(r).Error("upload failed", "upload_id", res.UploadID, "err", err)
 			}
 			s.renderMessage(w, r, http.StatusServiceUnavailable, "error.title", "detail.publishfail")
 			return
@@ -305,7 +305,7 @@ func (s *Server) pageUploads(w http.ResponseWriter, r *http.Request) {
 		page, err = s.Uploader.List(r.Context(), c.seller, "", upload.DefaultPageSize)
 	}
 	if err != nil {
-		s.log().Error("list uploads", "seller", c.seller, "err", err)
+		s.logr(r).Error("list uploads", "seller", c.seller, "err", err)
 		s.renderMessage(w, r, http.StatusServiceUnavailable, "error.title", "error.title")
 		return
 	}
@@ -357,7 +357,7 @@ func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.log().Error("read upload status", "upload_id", r.PathValue("id"), "err", err)
+		s.logr(r).Error("read upload status", "upload_id", r.PathValue("id"), "err", err)
 		s.renderMessage(w, r, http.StatusServiceUnavailable, "error.title", "error.title")
 		return
 	}

@@ -21,6 +21,8 @@ type problem struct {
 	UploadID string           `json:"upload_id,omitempty"`
 	// Parameter names the query parameter refused (code bad_parameter).
 	Parameter string `json:"parameter,omitempty"`
+	// RequestID is the request's id (X-Request-Id), as in its log lines.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // problemType is the URI naming a kind of problem; a URN, since there is
@@ -37,6 +39,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p problem) {
 	}
 	if p.Instance == "" && r != nil {
 		p.Instance = r.URL.Path
+	}
+	if p.RequestID == "" && r != nil {
+		p.RequestID = info(r).requestID
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")

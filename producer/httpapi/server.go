@@ -9,7 +9,9 @@ package httpapi
 
 import (
 	"context"
+	"crypto/rand"
 	"embed"
+	"encoding/hex"
 	"html/template"
 	"io"
 	"io/fs"
@@ -20,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bulkreg/bulkreg/internal/logctx"
 	"github.com/bulkreg/bulkreg/producer/upload"
 )
 
@@ -153,6 +156,11 @@ func (s *Server) log() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
+// logr is the service's logger with the request's attributes (its id).
+func (s *Server) logr(r *http.Request) *slog.Logger {
+	return logctx.Logger(r.Context(), s.log())
+}
+
 // route is one endpoint: its method and path pattern (http.ServeMux
 // syntax), the name it is counted under, and whether it belongs to the
 // JSON API (and so to the OpenAPI document) or to the pages.
@@ -279,7 +287,8 @@ func wantsHTML(r *http.Request) bool {
 
 // reqInfo is what handlers tell the access log about a request.
 type reqInfo struct {
-	seller string
+	seller    string
+	requestID string
 }
 
 type ctxKey struct{}
@@ -339,33 +348,77 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 }
 
 // accessLog logs one line per request: method, route pattern, status,
-// duration, bytes and the seller. Never the URL's query or a header: a
-// sign-in link carries its token in the query.
+// duration, bytes, the seller and the request id. Never the URL's query or
+// a header: a sign-in link carries its token in the query.
+//
+// The request id is the client's X-Request-Id when it is a plausible id
+// (validRequestID), else a new random one; it is answered in X-Request-Id,
+// named in every log line logged with the request's context (logctx) and in
+// every problem document, so a seller's report of an error leads to its lines.
 func (s *Server) accessLog(names map[string]string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		ri := &reqInfo{}
-		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, ri))
+		id := r.Header.Get("X-Request-Id")
+		if !validRequestID(id) {
+			id = newRequestID()
+		}
+		ri := &reqInfo{requestID: id}
+		ctx := context.WithValue(r.Context(), ctxKey{}, ri)
+		r = r.WithContext(logctx.With(ctx, slog.String("request_id", id)))
 		rec := &statusRecorder{ResponseWriter: w}
 		if r.Body != nil && r.Body != http.NoBody {
 			rec.body = &watchedBody{ReadCloser: r.Body}
 			r.Body = rec.body
 		}
 		securityHeaders(rec.Header())
+		rec.Header().Set("X-Request-Id", id)
 		next.ServeHTTP(rec, r)
 		if rec.code == 0 {
 			rec.code = http.StatusOK
 		}
 		name := names[r.Pattern]
-		if name == "" {
-			name = "none"
+		switch {
+		case name != "":
+		case rec.code == http.StatusMethodNotAllowed:
+			name = routeMethodNotAllowed
+		default:
+			name = routeUnmatched
 		}
-		s.Metrics.request(name, rec.code)
-		s.log().LogAttrs(r.Context(), slog.LevelInfo, "request",
-			slog.String("method", r.Method), slog.String("route", routeOrNone(r.Pattern)),
-			slog.Int("status", rec.code), slog.Duration("duration", time.Since(start)),
+		took := time.Since(start)
+		s.Metrics.request(name, rec.code, took)
+		route := r.Pattern
+		if route == "" {
+			route = name
+		}
+		s.logr(r).LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("method", r.Method), slog.String("route", route),
+			slog.Int("status", rec.code), slog.Float64("duration_seconds", took.Seconds()),
 			slog.Int64("bytes", rec.bytes), slog.String("seller", ri.seller))
 	})
+}
+
+// validRequestID accepts a client's request id of 1 to 64 letters, digits
+// and - _ . : (a UUID, a ULID, a proxy's trace id): nothing that could break
+// a log line or a header, nor grow without bound.
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, c := range []byte(id) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '.', c == ':':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// newRequestID returns 128 random bits in hex.
+func newRequestID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 func routeOrNone(p string) string {

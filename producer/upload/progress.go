@@ -104,13 +104,13 @@ func (u *Uploader) Estimate(ctx context.Context, st uploadstatus.Status) Progres
 			}
 		}
 		if err != nil {
-			u.logger().Warn("finish estimate: could not read the seller's earlier uploads", "upload_id", st.ID, "err", err)
+			u.logger(ctx).Warn("finish estimate: could not read the seller's earlier uploads", "upload_id", st.ID, "err", err)
 			return p
 		}
 	}
 	f, err := u.Slots.Forecast(ctx, st.SellerID, p.RowsAhead+st.Waiting)
 	if err != nil {
-		u.logger().Warn("finish estimate: the throttle did not answer", "upload_id", st.ID, "err", err)
+		u.logger(ctx).Warn("finish estimate: the throttle did not answer", "upload_id", st.ID, "err", err)
 		return p
 	}
 	// The forecast is on the Redis clock; the seller reads it on ours.

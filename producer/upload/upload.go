@@ -22,6 +22,7 @@ import (
 
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/excel"
+	"github.com/bulkreg/bulkreg/internal/logctx"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
@@ -171,16 +172,20 @@ type InvalidRowsError struct {
 }
 
 func (e *InvalidRowsError) Error() string {
-	msg := fmt.Sprintf("%d problems in the rows; with --strict nothing is published until every row is valid", len(e.Problems))
+	// Said without a flag's name: the same text is the CLI's (--strict) and
+	// the HTTP API's problem detail (?strict=true).
+	msg := fmt.Sprintf("%d problems in the rows; a strict upload publishes nothing until every row is valid", len(e.Problems))
 	if len(e.Problems) > 0 {
 		msg += " (first: " + e.Problems[0].Error() + ")"
 	}
 	return msg
 }
 
-func (u *Uploader) logger() *slog.Logger {
+// logger returns u.Logger with the attributes ctx carries (the request id
+// of the HTTP request being served).
+func (u *Uploader) logger(ctx context.Context) *slog.Logger {
 	if u.Logger != nil {
-		return u.Logger
+		return logctx.Logger(ctx, u.Logger)
 	}
 	return slog.New(slog.DiscardHandler)
 }
@@ -205,7 +210,7 @@ func (u *Uploader) Upload(ctx context.Context, req Request) (Result, error) {
 	sum := sha256.Sum256(req.Data)
 	fileHash := hex.EncodeToString(sum[:])
 	id := UploadID(req.SellerID, fileHash)
-	log := u.logger().With("upload_id", id, "seller", req.SellerID)
+	log := u.logger(ctx).With("upload_id", id, "seller", req.SellerID)
 
 	sheet, err := u.parse(ctx, req.Data)
 	if err != nil {
@@ -329,7 +334,7 @@ func (u *Uploader) Upload(ctx context.Context, req Request) (Result, error) {
 	res.Upload.State = uploadstatus.Published
 	u.Metrics.rows(len(valid), len(invalid), len(known))
 	u.Metrics.upload("published")
-	log.Info("upload published", "rows", len(valid), "invalid", len(invalid), "already_registered", len(known), "duration_ms", time.Since(start).Milliseconds())
+	log.Info("upload published", "rows", len(valid), "invalid", len(invalid), "already_registered", len(known), "took", time.Since(start))
 	return res, nil
 }
 
@@ -341,7 +346,7 @@ func (u *Uploader) index(ctx context.Context, seller, id string, created time.Ti
 		return
 	}
 	if err := u.Index.AddToSeller(ctx, seller, id, created); err != nil {
-		u.logger().Warn("could not list the upload under its seller; it is missing from the seller's history", "upload_id", id, "seller", seller, "err", err)
+		u.logger(ctx).Warn("could not list the upload under its seller; it is missing from the seller's history", "upload_id", id, "seller", seller, "err", err)
 	}
 }
 
@@ -350,7 +355,7 @@ func (u *Uploader) fail(ctx context.Context, id, reason string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := u.Statuses.SetState(ctx, id, uploadstatus.PublishFailed, reason); err != nil {
-		u.logger().Error("could not mark the upload publish_failed; it will be taken over after the stale time", "upload_id", id, "err", err)
+		u.logger(ctx).Error("could not mark the upload publish_failed; it will be taken over after the stale time", "upload_id", id, "err", err)
 	}
 }
 
