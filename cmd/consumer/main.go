@@ -29,6 +29,7 @@ import (
 	"github.com/bulkreg/bulkreg/consumer"
 	"github.com/bulkreg/bulkreg/internal/autopipe"
 	"github.com/bulkreg/bulkreg/internal/buildinfo"
+	"github.com/bulkreg/bulkreg/internal/cli"
 	"github.com/bulkreg/bulkreg/internal/config"
 	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
@@ -37,14 +38,43 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Getenv); err != nil {
-		fmt.Fprintln(os.Stderr, "consumer:", err)
-		os.Exit(1)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is the command under internal/cli's convention: -h on stdout, a
+// usage error in one line (exit 2), a failure while running exit 1.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if buildinfo.Requested(args) {
+		fmt.Fprintln(stdout, buildinfo.Line("consumer"))
+		return cli.ExitOK
 	}
+	if len(args) > 0 && args[0] == "completion" {
+		fs, _, _ := bind(getenv)
+		return cli.RunCompletion(cli.Command{Name: "consumer", Flags: fs}, args[1:], stdout, stderr)
+	}
+	s, err := parse(args, getenv, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return cli.ExitOK
+	}
+	if err != nil {
+		return cli.UsageError(stderr, "consumer", err)
+	}
+	if err := consume(ctx, s, stderr); err != nil {
+		fmt.Fprintln(stderr, "consumer:", err)
+		return cli.ExitFailed
+	}
+	return cli.ExitOK
 }
 
 const usageHeader = `Usage: consumer [flags]
        consumer --version
+       consumer completion bash|zsh|fish
+
+Exit status: 0 stopped cleanly; 1 failed while running; 2 bad flags or
+settings (one line on stderr naming the flag; nothing was started).
 
 Every flag is also the BULKREG_* environment variable named in its help; a flag wins.
 
@@ -89,12 +119,17 @@ type settings struct {
 	logLevel        string
 	pprofAddr       string // servePprof; empty: no profiles
 	redisPipelining string // checkPipelining
+
+	// registered, when set, receives the metrics registry once every
+	// collector is on it, and the consumer stops there without starting:
+	// the README's check reads what the consumer really exports.
+	registered func(*prometheus.Registry)
 }
 
-// parse reads the settings; usage and flag errors go to stderr, and no
-// secret's value is ever among them.
-func parse(args []string, getenv func(string) string, stderr io.Writer) (settings, error) {
-	s := settings{
+// bind registers every setting on a new FlagSet, each defaulting to its
+// environment variable.
+func bind(getenv func(string) string) (*flag.FlagSet, *settings, *config.Binder) {
+	s := &settings{
 		shared:          config.Default(),
 		consumer:        consumer.DefaultConfig(),
 		retry:           registryclient.DefaultRetryPolicy(),
@@ -113,7 +148,6 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (setting
 	s.consumer.MaxLateness = 0       // half the margin
 	s.consumer.DrainTimeout = 0      // the longest the session timeout allows
 	fs := flag.NewFlagSet("consumer", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usageHeader)
 		fs.PrintDefaults()
@@ -154,10 +188,29 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (setting
 	b.Duration(&s.ledger.Lease, "ledger-lease", "how long a row's claim on its SKU holds without being renewed; after it another upload's row with that SKU may take it over")
 	bindCircuit(b, &s.circuit)
 	b.String(&s.logLevel, "log-level", "debug, info, warn or error")
-	b.String(&s.redisPipelining, "redis-pipelining", "how the single Redis commands of many rows share round trips: autopipe (bulkreg's own, internal/autopipe), goredis (go-redis's AutoPipeline) or none (a round trip each); see ARCHITECTURE.md, \"What a row costs\"")
 	b.String(&s.pprofAddr, "pprof-addr", "listen address of /debug/pprof (heap, CPU profile, trace), apart from --metrics-addr; empty (the default): not served. Anyone who reaches it can read the heap: keep it on loopback (127.0.0.1:6060) and reach it with kubectl port-forward")
-	if err := fs.Parse(args); err != nil {
-		return s, err
+	b.String(&s.redisPipelining, "redis-pipelining", "how the single Redis commands of many rows share round trips: autopipe (bulkreg's own, internal/autopipe), goredis (go-redis's AutoPipeline, its defaults), goredis-2x64 (the same with 2 batches of up to 64 in flight, as autopipe) or none (a round trip each); see ARCHITECTURE.md, \"What a row costs\"")
+	return fs, s, b
+}
+
+// parse reads the settings: -h prints the usage to out and returns
+// flag.ErrHelp; any other error is a usage error naming the flag or the
+// stray argument, for the caller to print. No secret's value is ever in
+// either.
+func parse(args []string, getenv func(string) string, out io.Writer) (settings, error) {
+	fs, s, b := bind(getenv)
+	c := &s.consumer
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(out)
+		fs.Usage()
+	}
+	if err != nil {
+		return *s, err
+	}
+	if fs.NArg() > 0 {
+		return *s, fmt.Errorf("unexpected argument %q: every setting is a flag", fs.Arg(0))
 	}
 	var errs []error
 	if err := b.Err(); err != nil {
@@ -196,26 +249,19 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (setting
 			errs = append(errs, err)
 		}
 	}
-	return s, errors.Join(errs...)
-}
-
-func run(args []string, getenv func(string) string) error {
-	if buildinfo.Requested(args) {
-		fmt.Println(buildinfo.Line("consumer"))
-		return nil
-	}
-	s, err := parse(args, getenv, os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(s.logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+		errs = append(errs, fmt.Errorf("--log-level (%s): want debug, info, warn or error, got %q", config.EnvName("log-level"), s.logLevel))
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, config.LogOptions(level)))
+	return *s, errors.Join(errs...)
+}
+
+// consume runs the consumer until ctx ends, then shuts it down; logs go to
+// stderr.
+func consume(ctx context.Context, s settings, stderr io.Writer) error {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(s.logLevel)) // checked by parse
+	log := slog.New(slog.NewJSONHandler(stderr, config.LogOptions(level)))
 	config.RouteRedisLogs(log)
 	s.consumer.Logger = log
 
@@ -270,6 +316,10 @@ func run(args []string, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
+	if s.registered != nil {
+		s.registered(metrics)
+		return nil
+	}
 
 	ln, err := net.Listen("tcp", s.shared.MetricsAddr)
 	if err != nil {
@@ -287,8 +337,6 @@ func run(args []string, getenv func(string) string) error {
 	}
 	defer stopPprof()
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	log.Info("consumer starting", "group", s.shared.Group, "topic", s.shared.Topic, "brokers", s.shared.KafkaBrokers,
 		"limit", s.shared.Limit, "window", s.shared.Window, "margin", s.shared.Margin, "policy", s.shared.Policy, "burst", s.shared.Burst,
 		"global_limit", s.shared.GlobalLimit, "global_window", s.shared.GlobalWindow, "metrics", ln.Addr().String())

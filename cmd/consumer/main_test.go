@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -229,9 +230,10 @@ func TestMalformedRegistryURLKeepsItsPassword(t *testing.T) {
 	const pw = "url-password-4d17"
 	for _, raw := range []string{"http://user:" + pw + "@", "http//user:" + pw + "@registry", "http:/user:" + pw + "@registry"} {
 		env := map[string]string{"BULKREG_REDIS_ADDRS": "127.0.0.1:1", "BULKREG_KAFKA_BROKERS": "127.0.0.1:1"}
-		err := run([]string{"--registry-url", raw}, func(k string) string { return env[k] })
-		if err == nil || !strings.Contains(err.Error(), "--registry-url") || strings.Contains(err.Error(), pw) {
-			t.Errorf("--registry-url %q: %v, want an error naming --registry-url without the password", raw, err)
+		var stdout, stderr strings.Builder
+		code := run(context.Background(), []string{"--registry-url", raw}, func(k string) string { return env[k] }, &stdout, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), "--registry-url") || strings.Contains(stderr.String()+stdout.String(), pw) {
+			t.Errorf("--registry-url %q: exit %d, stderr %q; want 2 and an error naming --registry-url without the password", raw, code, stderr.String())
 		}
 	}
 }

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,11 +31,10 @@ func TestConsumerProcess(t *testing.T) {
 	if os.Getenv(consumerProcessEnv) != "1" {
 		t.Skip("runs only as a child process of another test")
 	}
-	if err := run(nil, os.Getenv); err != nil {
-		os.Stderr.WriteString("consumer: " + err.Error() + "\n")
-		os.Exit(1)
-	}
-	os.Exit(0)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	code := run(ctx, nil, os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 type lockedBuffer struct {
