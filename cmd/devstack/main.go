@@ -22,10 +22,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bulkreg/bulkreg/devstack"
 	"github.com/bulkreg/bulkreg/internal/buildinfo"
 	"github.com/bulkreg/bulkreg/internal/cli"
 	"github.com/bulkreg/bulkreg/internal/config"
-	"github.com/bulkreg/bulkreg/internal/devstack"
 )
 
 func main() {

@@ -23,9 +23,9 @@ import (
 	"github.com/bulkreg/bulkreg/excel"
 	"github.com/bulkreg/bulkreg/internal/buildinfo"
 	"github.com/bulkreg/bulkreg/internal/config"
-	"github.com/bulkreg/bulkreg/internal/termui"
 	"github.com/bulkreg/bulkreg/producer/httpapi"
 	"github.com/bulkreg/bulkreg/producer/upload"
+	"github.com/bulkreg/bulkreg/termui"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 

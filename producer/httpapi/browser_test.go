@@ -21,7 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/xuri/excelize/v2"
 
-	"github.com/bulkreg/bulkreg/internal/devstack"
+	"github.com/bulkreg/bulkreg/devstack"
 	"github.com/bulkreg/bulkreg/producer/httpapi"
 )
 

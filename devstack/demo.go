@@ -17,8 +17,8 @@ import (
 
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
-	"github.com/bulkreg/bulkreg/internal/termui"
 	"github.com/bulkreg/bulkreg/producer/httpapi"
+	"github.com/bulkreg/bulkreg/termui"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 

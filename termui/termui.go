@@ -1,7 +1,9 @@
 // Package termui is what bulkreg's commands print on a terminal: an upload's
 // progress bar and the compliance table. It is the CLI's (cmd/producer,
-// cmd/devstack through internal/devstack), not the upload library's: the
-// library returns values, the commands decide how they look.
+// cmd/devstack through devstack), not the upload library's: the
+// library returns values, the commands decide how they look. It is a view
+// over compliance, throttle and uploadstatus, so it sits above them, not
+// under internal/, which holds leaves only (layout_test.go).
 package termui
 
 import (

@@ -35,7 +35,7 @@ func TestDemo(t *testing.T) {
 		t.Fatal("asked for a real redis-server, got the stand-in")
 	}
 	var out bytes.Buffer
-	res, err := s.Demo(ctx, &out, DemoUploads(filepath.Join("..", "..", "testdata", "demo")), 500*time.Millisecond)
+	res, err := s.Demo(ctx, &out, DemoUploads(filepath.Join("..", "testdata", "demo")), 500*time.Millisecond)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}

@@ -3,6 +3,11 @@
 // sandbox registration API, the producer's HTTP service and several
 // consumers. Each consumer has its own Redis and Kafka connections, exactly
 // as separate processes would; only the process is shared.
+//
+// It is a composition root: it imports every package it wires,
+// so it sits above them beside cmd/devstack, not under internal/, which
+// holds leaves only (layout_test.go). cmd/devstack and the browser test of
+// producer/httpapi start it.
 package devstack
 
 import (

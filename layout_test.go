@@ -1,0 +1,102 @@
+package bulkreg_test
+
+import (
+	"errors"
+	"go/build"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/bulkreg/bulkreg"
+
+// internalMayImport is every package outside internal/ that a package under
+// internal/ may import, and why it is still a leaf to depend on: each imports
+// no bulkreg package at all (checked below), so an import of it does not run
+// up the house.
+var internalMayImport = map[string]string{
+	module:                   "the domain types and defaults every binary shares (internal/config reads the defaults)",
+	module + "/lua":          "the Redis scripts, embedded (internal/scriptbatch runs them)",
+	module + "/productrules": "the registration API's contract (internal/sandbox, the reference API, checks against it)",
+}
+
+// TestInternalHoldsLeaves keeps internal/ for leaves: helpers that import
+// nothing of bulkreg but other helpers and the allowed contract packages. A
+// package that wires the domain together (devstack) or views it (termui)
+// belongs above what it imports. Test files may import the domain to check
+// a helper against it: they add no edge to the build.
+func TestInternalHoldsLeaves(t *testing.T) {
+	pkgs := goPackages(t, "internal")
+	if len(pkgs) < 5 {
+		t.Fatalf("found %d packages under internal/; the walk is broken", len(pkgs))
+	}
+	for dir, imports := range pkgs {
+		for _, imp := range imports {
+			if !strings.HasPrefix(imp, module) || strings.HasPrefix(imp, module+"/internal/") {
+				continue
+			}
+			if _, ok := internalMayImport[imp]; !ok {
+				t.Errorf("%s imports %s: a package under internal/ must be a leaf; move it above what it imports (see ARCHITECTURE.md), or, if %s imports no bulkreg package, allow it in internalMayImport with the reason", dir, imp, imp)
+			}
+		}
+	}
+	for imp := range internalMayImport {
+		dir := "." + strings.TrimPrefix(imp, module)
+		for _, dep := range importsOf(t, dir) {
+			if strings.HasPrefix(dep, module) {
+				t.Errorf("%s is allowed to internal/ as a leaf but imports %s", imp, dep)
+			}
+		}
+	}
+}
+
+// goPackages returns the non-test imports of every Go package under root.
+func goPackages(t *testing.T, root string) map[string][]string {
+	t.Helper()
+	pkgs := map[string][]string{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		if d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") || strings.HasPrefix(d.Name(), "_") {
+			return filepath.SkipDir
+		}
+		if imports, ok := tryImports(t, path); ok {
+			pkgs[filepath.ToSlash(path)] = imports
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pkgs
+}
+
+func importsOf(t *testing.T, dir string) []string {
+	t.Helper()
+	imports, ok := tryImports(t, dir)
+	if !ok {
+		t.Fatalf("%s holds no Go package", dir)
+	}
+	return imports
+}
+
+// tryImports reads a directory's package clause and imports; ok is false
+// when it holds no Go files (a directory of directories).
+func tryImports(t *testing.T, dir string) (imports []string, ok bool) {
+	t.Helper()
+	p, err := build.ImportDir(dir, 0)
+	var none *build.NoGoError
+	if errors.As(err, &none) {
+		return nil, false
+	}
+	if err != nil {
+		t.Fatalf("read the package in %s: %v", dir, err)
+	}
+	return slices.Clone(p.Imports), true
+}
