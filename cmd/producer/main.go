@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/bulkreg/bulkreg/internal/buildinfo"
 	"github.com/bulkreg/bulkreg/internal/cli"
 )
@@ -149,6 +151,10 @@ type env struct {
 	// not parsed, and the subcommand stops there: shell completion and the
 	// README's check read the flags every subcommand really takes.
 	collect func(*flag.FlagSet)
+	// registered, when set, receives serve's metrics registry once every
+	// collector is on it, and serve stops there without listening: the
+	// README's check reads what the upload service really exports.
+	registered func(*prometheus.Registry)
 }
 
 func usage(w io.Writer) {

@@ -168,10 +168,23 @@ func (b *Binder) List(p *[]string, name, usage string) {
 	if v, ok := b.env(name); ok {
 		*p = splitList(v)
 	}
-	b.fs.Func(name, b.usage(name, usage)+" (default "+strings.Join(*p, ",")+")", func(s string) error {
-		*p = splitList(s)
-		return nil
-	})
+	b.fs.Var(listValue{p}, name, b.usage(name, usage))
+}
+
+// listValue is a comma-separated list flag whose default, like any other
+// flag's, is in its DefValue (-h prints it, the README's check reads it).
+type listValue struct{ p *[]string }
+
+func (v listValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return strings.Join(*v.p, ",")
+}
+
+func (v listValue) Set(s string) error {
+	*v.p = splitList(s)
+	return nil
 }
 
 // Int binds an integer setting.

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"io"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bulkreg/bulkreg/internal/cli"
+	"github.com/bulkreg/bulkreg/internal/cli/clitest"
+)
+
+// TestREADME holds the README's tables to the consumer (issue 29, item
+// 10): every setting it takes (from the flag set it parses) is in the
+// settings table with "consumer" in "read by" and its default, no row says
+// the consumer reads a setting it does not, and every metric the consumer
+// registers, on the way it starts (stopped just before it listens), is in
+// the metrics table with its labels and type.
+func TestREADME(t *testing.T) {
+	r, err := clitest.ReadREADME("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	noEnv := func(string) string { return "" }
+	fs, _, _ := bind(noEnv)
+	for _, p := range clitest.CheckSettings(r, cli.Command{Name: "consumer", Flags: fs}) {
+		t.Error(p)
+	}
+	env := map[string]string{"BULKREG_KAFKA_BROKERS": "127.0.0.1:1", "BULKREG_REDIS_ADDRS": "127.0.0.1:1"}
+	s, err := parse(nil, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reg *prometheus.Registry
+	s.registered = func(r *prometheus.Registry) { reg = r }
+	if err := consume(context.Background(), s, io.Discard); err != nil || reg == nil {
+		t.Fatalf("the consumer did not hand its metrics over: %v", err)
+	}
+	exported, err := clitest.Registered(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range clitest.CheckMetrics(r, "consumer", exported) {
+		t.Error(p)
+	}
+}

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"io"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bulkreg/bulkreg/internal/cli/clitest"
+)
+
+// TestREADME holds the README's tables to the producer (issue 29, item 10):
+// every setting a subcommand takes (from the flag sets it parses) is in the
+// settings table with that subcommand in "read by" and its default, no row
+// names a subcommand that does not take it, and every metric serve
+// registers is in the metrics table with its labels and type.
+func TestREADME(t *testing.T) {
+	r, err := clitest.ReadREADME("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range clitest.CheckSettings(r, commandTree(noEnv)) {
+		t.Error(p)
+	}
+	var reg *prometheus.Registry
+	e := &env{getenv: noEnv, stdout: io.Discard, stderr: io.Discard, registered: func(r *prometheus.Registry) { reg = r }}
+	if code := cmdServe(context.Background(), e, []string{"--jwt-secret", "0123456789abcdef0123456789abcdef",
+		"--kafka-brokers", "127.0.0.1:1", "--redis-addrs", "127.0.0.1:1"}); code != exitOK || reg == nil {
+		t.Fatalf("serve did not hand its metrics over: exit %d", code)
+	}
+	exported, err := clitest.Registered(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range clitest.CheckMetrics(r, "producer", exported) {
+		t.Error(p)
+	}
+}

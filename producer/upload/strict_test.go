@@ -1,0 +1,23 @@
+package upload
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/bulkreg/bulkreg/excel"
+)
+
+// The refusal of a strict upload is the problem detail of POST /v1/uploads
+// ?strict=true as well as the CLI's message: it names no CLI flag (issue 29,
+// item 10: it said "with --strict" to API clients).
+func TestStrictRefusalNamesNoFlag(t *testing.T) {
+	err := &InvalidRowsError{Problems: []excel.Problem{{Cell: "D3", Message: "price must be a whole number"}}}
+	r, ok := Refused(fmt.Errorf("%w: %w", ErrRefused, err))
+	if !ok || r.Code != "invalid_rows" {
+		t.Fatalf("Refused = %+v, %v", r, ok)
+	}
+	if strings.Contains(r.Message, "--") || !strings.Contains(r.Message, "strict upload publishes nothing") || !strings.Contains(r.Message, "D3") {
+		t.Errorf("strict refusal detail %q: want it to say a strict upload publishes nothing, name D3 and no flag", r.Message)
+	}
+}
