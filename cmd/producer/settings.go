@@ -149,7 +149,7 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 		b.Duration(&s.writeTimeout, "write-timeout", "timeout of one produce request to Kafka")
 		b.Duration(&s.publishTimeout, "publish-timeout", "an upload whose rows Kafka has not all acknowledged by then fails and can be sent again")
 		b.Int(&s.maxAttempts, "publish-attempts", "attempts per batch of rows before the upload fails")
-		b.Duration(&s.staleAfter, "stale-after", "an upload left \"publishing\" this long (its producer died) is published again when the same file comes back")
+		b.Duration(&s.staleAfter, "stale-after", "an upload left \"publishing\" this long after Kafka last acknowledged one of its batches (its producer died) is resumed when the same file comes back: only its unacknowledged rows are published")
 	}
 	if groups&gStatus != 0 {
 		b.Duration(&s.statusRetention, "status-retention", "how long an upload's status and row results are kept after its last change")
