@@ -16,9 +16,9 @@ func pipeliningModes(list string) ([]string, error) {
 	for m := range strings.SplitSeq(list, ",") {
 		m = strings.TrimSpace(m)
 		switch m {
-		case "autopipe", "goredis", "none":
+		case "autopipe", "goredis", "goredis-2x64", "none":
 		default:
-			return nil, fmt.Errorf("-redis-pipelining %q: %q is none of autopipe, goredis, none", list, m)
+			return nil, fmt.Errorf("-redis-pipelining %q: %q is none of autopipe, goredis, goredis-2x64, none", list, m)
 		}
 		modes = append(modes, m)
 	}

@@ -2,17 +2,20 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkreg/bulkreg/internal/testredis"
+	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/throttle"
 )
 
@@ -27,7 +30,7 @@ func TestRedisPipeliningSetting(t *testing.T) {
 		{name: "autopipe by default", want: pipeAutopipe},
 		{name: "from the environment", env: "goredis", want: pipeGoRedis},
 		{name: "the flag wins", env: "goredis", args: []string{"--redis-pipelining", "none"}, want: pipeNone},
-		{name: "an unknown value", args: []string{"--redis-pipelining", "fast"}, wantErr: `--redis-pipelining (BULKREG_REDIS_PIPELINING) is "fast": choose autopipe, goredis or none`},
+		{name: "an unknown value", args: []string{"--redis-pipelining", "fast"}, wantErr: `--redis-pipelining (BULKREG_REDIS_PIPELINING) is "fast": choose autopipe, goredis, goredis-2x64 or none`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			getenv := func(k string) string {
@@ -57,7 +60,7 @@ func TestRedisPipeliningModes(t *testing.T) {
 	ctx := context.Background()
 	rs := testredis.Start(t)
 	script := redis.NewScript(`return ARGV[1]`)
-	for _, mode := range []string{pipeAutopipe, pipeGoRedis, pipeNone} {
+	for _, mode := range []string{pipeAutopipe, pipeGoRedis, pipeGoRedisShaped, pipeNone} {
 		t.Run(mode, func(t *testing.T) {
 			direct := redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: -1})
 			t.Cleanup(func() { _ = direct.Close() })
@@ -143,5 +146,66 @@ func TestTimedThrottle(t *testing.T) {
 	}
 	if _, ok := any(tt).(interface{ Policy() throttle.Policy }); !ok {
 		t.Error("timedThrottle lost the throttle's Policy")
+	}
+}
+
+// A row whose context ends (a rebalance, a shutdown) while its command waits
+// for a pipeline: autopipe hands the caller its context's error at once and
+// never sends the command; go-redis's AutoPipeliner (v9.23, as documented:
+// "a per-command deadline or cancellation is not honored once queued")
+// keeps the caller until the pipeline on the wire is answered and then runs
+// the command anyway. Every pipeline the mode may have on the wire (two for
+// autopipe, one for go-redis's defaults) is held by a DEBUG SLEEP first, so
+// the command queues in either.
+func TestAQueuedCallerWhoseContextEnds(t *testing.T) {
+	rs := testredis.Start(t, "--enable-debug-command", "yes")
+	const sleep, deadline = 700 * time.Millisecond, 50 * time.Millisecond
+	for _, tc := range []struct {
+		mode        string
+		inFlight    int  // pipelines the mode sends at once
+		wantHonored bool // the caller gets its context's error in time, the command is not run
+	}{
+		{pipeAutopipe, 2, true},
+		{pipeGoRedis, 1, false},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			ctx := context.Background()
+			direct := redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: -1})
+			t.Cleanup(func() { _ = direct.Close() })
+			rdb, closePipe, err := pipelined(direct, tc.mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(closePipe)
+			n := newCounted()
+			countRedis(direct, n.commands, n.roundTrips)
+			warmUp(ctx, t, rdb)
+			key := "late-" + tc.mode
+			n.mark()
+			held := make(chan error, tc.inFlight)
+			for i := range tc.inFlight {
+				go func() { held <- rdb.Process(ctx, redis.NewCmd(ctx, "debug", "sleep", sleep.Seconds())) }()
+				// Counted as it is handed to the connection.
+				testwait.For(t, 5*time.Second, "hold "+strconv.Itoa(i+1)+" on the wire", func() bool {
+					return testutil.ToFloat64(n.roundTrips)-n.r0 > float64(i)
+				})
+			}
+			cctx, cancel := context.WithTimeout(ctx, deadline)
+			defer cancel()
+			start := time.Now()
+			err = rdb.Set(cctx, key, "1", 0).Err()
+			took := time.Since(start)
+			for range tc.inFlight {
+				if err := <-held; err != nil {
+					t.Fatal(err)
+				}
+			}
+			ran := direct.Exists(ctx, key).Val() == 1
+			t.Logf("%s: the caller returned after %s with %v; the command ran: %v", tc.mode, took.Round(time.Millisecond), err, ran)
+			honored := errors.Is(err, context.DeadlineExceeded) && took < sleep/2 && !ran
+			if honored != tc.wantHonored {
+				t.Errorf("%s: context honored %v, want %v", tc.mode, honored, tc.wantHonored)
+			}
+		})
 	}
 }
