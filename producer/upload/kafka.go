@@ -21,8 +21,10 @@ type WriterOptions struct {
 	BatchTimeout time.Duration
 	// MaxAttempts per batch before the upload is answered as failed. Default 3.
 	MaxAttempts int
-	// BatchSize is the most rows in one produce request. Default 500 (a
-	// whole upload); tests lower it to fail an upload part way.
+	// BatchSize is the most rows in one produce request. Default
+	// DefaultPublishBatch, the rows an Uploader hands over at once: one
+	// seller's rows go to one partition, so each handover fills a batch and
+	// leaves at once instead of waiting BatchTimeout for more.
 	BatchSize int
 	// Transport carries SASL and TLS (config.Config.KafkaTransport); nil: plain TCP.
 	Transport kafka.RoundTripper
@@ -47,7 +49,7 @@ func NewWriter(o WriterOptions) (*kafka.Writer, error) {
 		o.BatchTimeout = 5 * time.Millisecond
 	}
 	if o.BatchSize <= 0 {
-		o.BatchSize = bulkreg.MaxRows
+		o.BatchSize = DefaultPublishBatch
 	}
 	if o.MaxAttempts <= 0 {
 		o.MaxAttempts = 3
