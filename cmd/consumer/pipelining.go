@@ -49,7 +49,12 @@ func pipelined(rdb redis.UniversalClient, mode string) (redis.UniversalClient, f
 		return rdb, func() {}, nil
 	case pipeGoRedis:
 		// Its blocking face with its own defaults (one ordered batch in
-		// flight, up to 300 commands): a drop-in UniversalClient.
+		// flight, up to 300 commands): a drop-in UniversalClient. Not the
+		// default: it halves the round trips, for the same CPU, but does
+		// not honour a command's deadline once it is queued, and the
+		// consumer's waits on Redis are bounded by deadlines
+		// (TestAQueuedCallerWhoseContextEnds; ARCHITECTURE.md, "What a row
+		// costs", has the bench figures).
 		ap, err := rdb.AutoPipeline()
 		if err != nil {
 			return nil, nil, fmt.Errorf("go-redis auto-pipeliner: %w", err)
