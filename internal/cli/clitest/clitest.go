@@ -107,8 +107,14 @@ func Check(t *testing.T, b Binary) {
 				}
 			}
 		}
-		if sh == "bash" {
+		switch sh {
+		case "bash":
 			bashCompletes(t, b.Tree, r.stdout)
+		case "zsh":
+			shellReads(t, b.Name, "zsh", r.stdout, "-n", "/dev/stdin")
+		case "fish":
+			shellReads(t, b.Name, "fish", r.stdout, "-n")
+			fishCompletes(t, b.Tree, r.stdout)
 		}
 	}
 }
@@ -139,5 +145,50 @@ func bashCompletes(t *testing.T, root cli.Command, script string) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || !slices.Contains(strings.Split(string(out), "\n"), flag) {
 		t.Errorf("bash, completing %q with %s completion bash: %v, offered %q; want %s among them", strings.Join(words, " "), root.Name, err, out, flag)
+	}
+}
+
+// shellReads has shell parse the script without running it, when the
+// shell is installed.
+func shellReads(t *testing.T, bin, shell, script string, args ...string) {
+	t.Helper()
+	path, err := exec.LookPath(shell)
+	if err != nil {
+		t.Logf("no %s here: %s completion %s is not parsed", shell, bin, shell)
+		return
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Stdin = strings.NewReader(script)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("%s cannot read %s completion %s: %v\n%s", shell, bin, shell, err, out)
+	}
+}
+
+// fishCompletes has fish load the script and complete the start of the
+// first flag of the first command that has flags.
+func fishCompletes(t *testing.T, root cli.Command, script string) {
+	t.Helper()
+	fish, err := exec.LookPath("fish")
+	if err != nil {
+		return
+	}
+	words, c := []string{root.Name}, root
+	for _, sub := range root.Commands {
+		if sub.Flags != nil {
+			c, words = sub, append(words, sub.Name)
+			break
+		}
+	}
+	flag := "--" + cli.FlagNames(c.Flags)[0]
+	line := strings.Join(append(words, flag[:min(len(flag), 5)]), " ")
+	cmd := exec.Command(fish, "--no-config", "-c", "source; complete -C '"+line+"'")
+	cmd.Stdin = strings.NewReader(script)
+	out, err := cmd.CombinedOutput()
+	var offered []string
+	for _, l := range strings.Split(string(out), "\n") {
+		offered = append(offered, strings.SplitN(l, "\t", 2)[0])
+	}
+	if err != nil || !slices.Contains(offered, flag) {
+		t.Errorf("fish, completing %q with %s completion fish: %v, offered %q; want %s among them", line, root.Name, err, out, flag)
 	}
 }
