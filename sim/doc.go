@@ -1,0 +1,54 @@
+// Package sim is bulkreg's seeded fault simulation (issue 26, section 2): it
+// searches for the faults nobody wrote a test for, and judges the system by
+// its three promises, not by what the consumers say they did.
+//
+// Each seed (Generate) picks the sellers and their files (first uploads, the
+// same file again, files that change some products and add others, rows
+// whose name an API stricter than the validator refuses), how many
+// consumers, how the API counts its limit (sliding, fixed, token bucket with
+// a burst) and a schedule of faults drawn from: latency spikes that move the
+// moment the API counts a call up to 2.2 s later, whole-API 503s, one
+// seller's 503s (for a while, or until the end), one product's 503s, 401 and
+// 403 bursts, 429 storms, Redis frozen (SIGSTOP), restarted empty, FLUSHALL,
+// consumers SIGKILLed and SIGTERMed (a new one starts later), consumers
+// joining and leaving, and slow Kafka. The window is 2–3 s and the limit 3–8,
+// so a seed runs in tens of seconds.
+//
+// The parts are real: the producer and the consumer are the built binaries,
+// started and killed as processes; Redis is a redis-server process; Kafka is
+// the kfake broker over sockets, with a control hook that delays every
+// request for "slow Kafka". The registration API is internal/sandbox in this
+// process, served over real HTTP: in process so the schedule can switch its
+// faults (Chaos, SetFaults) at the drawn moments and read its call log.
+//
+// After the last fault ends, the run waits at most the settle time
+// (Scenario.SettleTime: the busiest seller's windows, a row's retry budget,
+// two session timeouts and slack) for every committed offset to reach its
+// partition's end, then the judge checks, from the sandbox's audit and call
+// log, the topics as kcat reads them, the group's committed offsets and the
+// upload status in Redis:
+//   - no 429 answered by the limit, no trailing window over it;
+//   - each (seller, SKU) registered at most once; a row of a re-upload of a
+//     registered SKU registers nothing;
+//   - every published row is registered, already registered, failed for its
+//     content (the API refused its content, or the seller registered the SKU
+//     with other content) or dead-lettered, and its upload status says so;
+//     a row failed by an answer that is not about its content (401, 403, a
+//     503) breaks the promise;
+//   - nothing waits at the settle time, and every partition's committed
+//     offset is at its end.
+//
+// A duplicate product whose registrations straddle a Redis data loss is a
+// note, not a violation: ARCHITECTURE.md ("What losing it does") documents
+// that a lost ledger cannot stop it.
+//
+// Replay: a seed fixes the schedule, the files and every setting, not the
+// interleaving of real processes on a real clock, so a finding that hangs on
+// a race may need its seed replayed a few times (make soak SEED=n). That is
+// the price of real processes; a deterministic simulation in the manner of
+// FoundationDB would need every part behind a simulated clock and network.
+//
+// Not drawn yet: a Sentinel failover and one Redis Cluster master flushed
+// (internal/testredis can start both); the single Redis's restart and flush
+// stand for data loss.
+package sim

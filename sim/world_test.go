@@ -1,0 +1,649 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/internal/redisproc"
+	"github.com/bulkreg/bulkreg/internal/sandbox"
+	"github.com/bulkreg/bulkreg/uploadstatus"
+)
+
+// The consumers' settings the simulation shrinks with the window; the rest
+// are the scenario's.
+const (
+	group          = "bulkreg-sim"
+	sessionTimeout = 6 * time.Second
+	// registryTimeout is below the longest latency spike (2.2 s and a tenth
+	// of jitter), so some calls time out after the API handled them: an
+	// answer lost, the retry a replay.
+	registryTimeout = 2 * time.Second
+	retryMaxElapsed = 8 * time.Second
+)
+
+// build compiles the producer and the consumer once per test into dir.
+func build(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./cmd/producer", "./cmd/consumer")
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// proc is one consumer process.
+type proc struct {
+	n    int
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// event is a fault's start or end, or an upload, on the run's timeline.
+type event struct {
+	at    time.Duration
+	fault int // index in Scenario.Faults; -1: an upload
+	end   bool
+	up    int
+}
+
+// Injected is a fault as it happened, for the report and the judge.
+type Injected struct {
+	Fault
+	Began, Ended time.Time // Ended zero: never ended (kept until the end)
+	Note         string    // what happened when it could not be done as drawn
+}
+
+// world is one scenario's running system.
+type world struct {
+	t   testing.TB
+	sc  Scenario
+	bin string
+	dir string
+
+	kafka     *kfake.Cluster
+	brokers   []string
+	slowKafka atomic.Int64 // ns added to every broker request
+
+	rmu      sync.Mutex // guards redis and redisPID
+	redis    *redisproc.Proc
+	redisPID int
+	frozen   bool
+
+	sb       *sandbox.Server
+	registry string
+	env      []string
+
+	start time.Time
+
+	mu        sync.Mutex // guards everything below
+	consumers []*proc    // every consumer ever started
+	live      []*proc    // running, in start order
+	nextN     int
+	active    map[int]bool // faults in force, by index
+	injected  []Injected
+	losses    []time.Time // Redis lost its data
+	uploadIDs map[string]string
+	uploadErr []string
+}
+
+func newWorld(t testing.TB, bin string, sc Scenario) *world {
+	t.Helper()
+	w := &world{t: t, sc: sc, bin: bin, dir: t.TempDir(), active: map[int]bool{}, uploadIDs: map[string]string{}}
+
+	topic := bulkreg.DefaultTopic
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(sc.Partitions), topic, bulkreg.DLQTopic(topic)))
+	if err != nil {
+		t.Fatalf("start the embedded Kafka broker: %v", err)
+	}
+	t.Cleanup(c.Close)
+	w.kafka, w.brokers = c, c.ListenAddrs()
+	// Slow Kafka: every request waits, each on its own connection's
+	// goroutine (SleepControl), so the broker stays up but slow.
+	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if d := time.Duration(w.slowKafka.Load()); d > 0 {
+			c.SleepControl(func() { time.Sleep(d) })
+		}
+		return nil, nil, false
+	})
+
+	rp, err := redisproc.Start(context.Background(), t.TempDir(), 0)
+	if err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	w.redis = rp
+	t.Cleanup(func() {
+		w.rmu.Lock()
+		defer w.rmu.Unlock()
+		if w.frozen {
+			_ = syscall.Kill(w.redisPID, syscall.SIGCONT)
+		}
+		w.redis.Stop()
+	})
+	w.redisPID = redisPID(t, rp.Addr)
+
+	opts := sandbox.Options{Limit: sc.Limit, Window: sc.Window}
+	if sc.Policy != "sliding" {
+		opts.Policy = sc.Policy
+	}
+	if sc.Policy == "token-bucket" {
+		opts.Burst = sc.Burst
+	}
+	sb, err := sandbox.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.RefuseMarker != "" {
+		if err := sb.SetChaos(sandbox.Chaos{RefuseNameContaining: sc.RefuseMarker}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.sb = sb
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: sb, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	w.registry = l.Addr().String()
+
+	w.env = []string{
+		"BULKREG_KAFKA_BROKERS=" + strings.Join(w.brokers, ","),
+		"BULKREG_REDIS_ADDRS=" + rp.Addr,
+		"BULKREG_REGISTRY_URL=http://" + w.registry,
+		"BULKREG_GROUP=" + group,
+		"BULKREG_LIMIT=" + strconv.Itoa(sc.Limit),
+		"BULKREG_WINDOW=" + sc.Window.String(),
+		"BULKREG_MARGIN=" + sc.Margin.String(),
+		"BULKREG_POLICY=" + sc.Policy,
+		"BULKREG_SESSION_TIMEOUT=" + sessionTimeout.String(),
+		"BULKREG_LOG_LEVEL=warn",
+	}
+	if sc.Policy == "token-bucket" {
+		w.env = append(w.env, "BULKREG_BURST="+strconv.Itoa(sc.Burst))
+	}
+	// An operator prepares a new Redis once; without it the throttle takes
+	// it for one that lost its data.
+	out, err := w.command("producer", "redis-init").CombinedOutput()
+	if err != nil {
+		t.Fatalf("producer redis-init: %v\n%s", err, out)
+	}
+	return w
+}
+
+// redisPID asks the server for its process id (redisproc keeps it private):
+// freezing sends it SIGSTOP and SIGCONT.
+func redisPID(t testing.TB, addr string) int {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	info, err := rdb.Info(context.Background(), "server").Result()
+	if err != nil {
+		t.Fatalf("redis INFO: %v", err)
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			pid, err := strconv.Atoi(v)
+			if err == nil {
+				return pid
+			}
+		}
+	}
+	t.Fatalf("redis INFO has no process_id")
+	return 0
+}
+
+func (w *world) command(name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(filepath.Join(w.bin, name), args...)
+	cmd.Env = append(os.Environ(), w.env...)
+	return cmd
+}
+
+// startConsumer starts one more consumer process.
+func (w *world) startConsumer() *proc {
+	w.mu.Lock()
+	n := w.nextN
+	w.nextN++
+	w.mu.Unlock()
+	ports, err := redisproc.FreePorts(1)
+	if err != nil {
+		w.t.Errorf("consumer %d: %v", n, err)
+		return nil
+	}
+	cmd := w.command("consumer")
+	cmd.Env = append(cmd.Env,
+		"BULKREG_METRICS_ADDR=127.0.0.1:"+strconv.Itoa(ports[0]),
+		"BULKREG_HEARTBEAT_INTERVAL=1s",
+		"BULKREG_REGISTRY_TIMEOUT="+registryTimeout.String(),
+		"BULKREG_RETRY_INITIAL=100ms",
+		"BULKREG_RETRY_MAX_INTERVAL=1s",
+		"BULKREG_RETRY_MAX_ELAPSED="+retryMaxElapsed.String(),
+		"BULKREG_RETRY_MAX_ATTEMPTS="+strconv.Itoa(w.sc.RetryAttempts),
+		"BULKREG_LEDGER_LEASE="+w.sc.LedgerLease.String(),
+		// The circuit's counts scaled with the limit: at 3–8 calls per
+		// 2–3 s, the production 20 calls in 20 s would never be seen.
+		"BULKREG_CIRCUIT_WINDOW=8s",
+		"BULKREG_CIRCUIT_MIN_CALLS=8",
+		"BULKREG_CIRCUIT_MIN_FAILED_ROWS=3",
+		"BULKREG_CIRCUIT_PROBE_MIN=200ms",
+		"BULKREG_CIRCUIT_PROBE_MAX=2s",
+		"BULKREG_CIRCUIT_PROBE_LEASE=4s",
+		"BULKREG_SHUTDOWN_TIMEOUT=10s",
+	)
+	p := &proc{n: n, cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		w.t.Errorf("start consumer %d: %v", n, err)
+		return nil
+	}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	w.mu.Lock()
+	w.consumers = append(w.consumers, p)
+	w.live = append(w.live, p)
+	w.mu.Unlock()
+	return p
+}
+
+// takeLive removes the target'th live consumer (modulo how many run) from
+// the live list and returns it; nil when none runs.
+func (w *world) takeLive(target string) *proc {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.live) == 0 {
+		return nil
+	}
+	i, _ := strconv.Atoi(target)
+	i %= len(w.live)
+	p := w.live[i]
+	w.live = slices.Delete(w.live, i, i+1)
+	return p
+}
+
+func (w *world) dropLive(p *proc) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if i := slices.Index(w.live, p); i >= 0 {
+		w.live = slices.Delete(w.live, i, i+1)
+	}
+}
+
+// applyAPI recomputes the sandbox's faults from those in force: several
+// may overlap (a 401 burst inside a latency spike).
+func (w *world) applyAPI() {
+	w.mu.Lock()
+	c := sandbox.Chaos{RefuseNameContaining: w.sc.RefuseMarker}
+	var latency time.Duration
+	for i := range w.active {
+		f := w.sc.Faults[i]
+		switch f.Kind {
+		case Latency:
+			latency = max(latency, f.Value)
+		case APIOutage:
+			if c.Status == 0 {
+				c.Status = http.StatusServiceUnavailable
+			}
+		case Auth:
+			c.Status = f.Status
+		case Storm429:
+			c.Storm, c.StormRetryAfter = true, 1
+		case Seller5xx:
+			c.Sellers = append(c.Sellers, f.Target)
+		case SKU5xx:
+			c.SKUs = append(c.SKUs, strings.Split(f.Target, ",")...)
+		}
+	}
+	w.mu.Unlock()
+	if err := w.sb.SetChaos(c); err != nil {
+		w.t.Errorf("set the sandbox's chaos: %v", err)
+	}
+	// A tenth of the latency as jitter, so late calls do not all land at once.
+	if err := w.sb.SetFaults(0, 0, 0, latency, latency/10+time.Millisecond); err != nil {
+		w.t.Errorf("set the sandbox's latency: %v", err)
+	}
+}
+
+func (w *world) slowKafkaNow() {
+	w.mu.Lock()
+	var d time.Duration
+	for i := range w.active {
+		if f := w.sc.Faults[i]; f.Kind == SlowKafka {
+			d = max(d, f.Value)
+		}
+	}
+	w.mu.Unlock()
+	w.slowKafka.Store(int64(d))
+}
+
+// begin starts fault i; it returns a note when the fault could not be done
+// as drawn.
+func (w *world) begin(i int, joined map[int]*proc, stopped map[int]bool) string {
+	f := w.sc.Faults[i]
+	w.mu.Lock()
+	w.active[i] = true
+	w.mu.Unlock()
+	switch f.Kind {
+	case Latency, APIOutage, Auth, Storm429, Seller5xx, SKU5xx:
+		w.applyAPI()
+	case SlowKafka:
+		w.slowKafkaNow()
+	case RedisFreeze:
+		w.rmu.Lock()
+		defer w.rmu.Unlock()
+		if w.frozen {
+			return "already frozen"
+		}
+		if err := syscall.Kill(w.redisPID, syscall.SIGSTOP); err != nil {
+			return "SIGSTOP: " + err.Error()
+		}
+		w.frozen = true
+	case RedisRestart:
+		w.rmu.Lock()
+		defer w.rmu.Unlock()
+		if w.frozen {
+			_ = syscall.Kill(w.redisPID, syscall.SIGCONT)
+			w.frozen = false
+		}
+		if err := w.redis.Restart(context.Background()); err != nil {
+			w.t.Errorf("restart redis-server: %v", err)
+			return err.Error()
+		}
+		w.redisPID = redisPID(w.t, w.redis.Addr)
+		w.lost()
+	case RedisFlush:
+		w.rmu.Lock()
+		frozen := w.frozen
+		w.rmu.Unlock()
+		if frozen {
+			return "skipped: Redis is frozen"
+		}
+		rdb := redis.NewClient(&redis.Options{Addr: w.redis.Addr})
+		defer rdb.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := rdb.FlushAll(ctx).Err(); err != nil {
+			return "FLUSHALL: " + err.Error()
+		}
+		w.lost()
+	case ConsumerKill, ConsumerTerm:
+		p := w.takeLive(f.Target)
+		if p == nil {
+			stopped[i] = false
+			return "no consumer running"
+		}
+		sig := syscall.SIGKILL
+		if f.Kind == ConsumerTerm {
+			sig = syscall.SIGTERM
+		}
+		_ = p.cmd.Process.Signal(sig)
+		stopped[i] = true
+	case ConsumerJoin:
+		joined[i] = w.startConsumer()
+	}
+	return ""
+}
+
+func (w *world) lost() {
+	w.mu.Lock()
+	w.losses = append(w.losses, time.Now())
+	w.mu.Unlock()
+}
+
+// end ends fault i.
+func (w *world) end(i int, joined map[int]*proc, stopped map[int]bool) {
+	f := w.sc.Faults[i]
+	w.mu.Lock()
+	delete(w.active, i)
+	w.mu.Unlock()
+	switch f.Kind {
+	case Latency, APIOutage, Auth, Storm429, Seller5xx, SKU5xx:
+		w.applyAPI()
+	case SlowKafka:
+		w.slowKafkaNow()
+	case RedisFreeze:
+		w.rmu.Lock()
+		defer w.rmu.Unlock()
+		if w.frozen {
+			_ = syscall.Kill(w.redisPID, syscall.SIGCONT)
+			w.frozen = false
+		}
+	case ConsumerKill, ConsumerTerm:
+		if stopped[i] {
+			w.startConsumer()
+		}
+	case ConsumerJoin:
+		if p := joined[i]; p != nil {
+			w.dropLive(p)
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+}
+
+// upload writes the file and runs `producer upload`, again while it fails
+// (a seller sends a file again when the page said something went wrong).
+func (w *world) upload(u Upload) {
+	var b strings.Builder
+	b.WriteString("seller_sku,name,category_code,price,stock,brand,image_url,description,shipping_fee\n")
+	for _, r := range u.Rows {
+		name := "Linen shirt " + r.SKU
+		if r.Refused {
+			name += " " + w.sc.RefuseMarker
+		}
+		fmt.Fprintf(&b, "%s,%s,50000804,%d,10,Modern,https://img.example.com/%s.jpg,Shirt %s,0\n", r.SKU, name, r.Price, r.SKU, r.SKU)
+	}
+	file := filepath.Join(w.dir, u.Name)
+	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
+		w.t.Errorf("write %s: %v", file, err)
+		return
+	}
+	var last string
+	for attempt := range 6 {
+		if attempt > 0 {
+			time.Sleep(time.Second)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cmd := exec.CommandContext(ctx, filepath.Join(w.bin, "producer"), "upload", "--seller", u.Seller, file)
+		cmd.Env = append(os.Environ(), w.env...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		cancel()
+		id := strings.TrimSpace(stdout.String())
+		if err == nil && id != "" && !strings.ContainsAny(id, " \n") {
+			w.mu.Lock()
+			w.uploadIDs[id] = u.Seller
+			w.mu.Unlock()
+			return
+		}
+		last = fmt.Sprintf("%v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	w.mu.Lock()
+	w.uploadErr = append(w.uploadErr, fmt.Sprintf("%s %s: %s", u.Seller, u.Name, last))
+	w.mu.Unlock()
+}
+
+// run plays the scenario's timeline: uploads and faults at their offsets.
+// It returns once every fault that ends has ended and every upload is sent.
+func (w *world) run() {
+	for range w.sc.Consumers {
+		w.startConsumer()
+	}
+	w.waitGroup(w.sc.Consumers, 30*time.Second)
+	var events []event
+	for i, f := range w.sc.Faults {
+		events = append(events, event{at: f.At, fault: i})
+		if f.For > 0 || f.Kind != Seller5xx {
+			events = append(events, event{at: f.At + f.For, fault: i, end: true})
+		}
+	}
+	for i, u := range w.sc.Uploads {
+		events = append(events, event{at: u.At, fault: -1, up: i})
+	}
+	slices.SortStableFunc(events, func(a, b event) int { return int(a.at - b.at) })
+
+	joined, stopped := map[int]*proc{}, map[int]bool{}
+	began := map[int]int{} // fault → index in w.injected
+	var uploads sync.WaitGroup
+	w.start = time.Now()
+	for _, e := range events {
+		if d := time.Until(w.start.Add(e.at)); d > 0 {
+			time.Sleep(d)
+		}
+		switch {
+		case e.fault < 0:
+			u := w.sc.Uploads[e.up]
+			uploads.Go(func() { w.upload(u) })
+		case !e.end:
+			note := w.begin(e.fault, joined, stopped)
+			w.mu.Lock()
+			began[e.fault] = len(w.injected)
+			w.injected = append(w.injected, Injected{Fault: w.sc.Faults[e.fault], Began: time.Now(), Note: note})
+			w.mu.Unlock()
+		default:
+			w.end(e.fault, joined, stopped)
+			w.mu.Lock()
+			w.injected[began[e.fault]].Ended = time.Now()
+			w.mu.Unlock()
+		}
+	}
+	uploads.Wait()
+}
+
+// waitGroup waits until the group is stable with n members.
+func (w *world) waitGroup(n int, within time.Duration) {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if st, members, err := describeGroup(w.brokers); err == nil && st == "Stable" && members == n {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	w.t.Logf("the group did not become stable with %d members within %s; going on", n, within)
+}
+
+// stopAll ends every consumer (SIGTERM, then SIGKILL) and reports those
+// that did not exit cleanly.
+func (w *world) stopAll() {
+	w.mu.Lock()
+	all := slices.Clone(w.consumers)
+	w.mu.Unlock()
+	for _, p := range all {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range all {
+		select {
+		case <-p.done:
+		case <-time.After(15 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+}
+
+// consumerLogs is the tail of every consumer's output.
+func (w *world) consumerLogs(lines int) string {
+	w.mu.Lock()
+	all := slices.Clone(w.consumers)
+	w.mu.Unlock()
+	var b strings.Builder
+	for _, p := range all {
+		out := strings.Split(strings.TrimRight(p.out.String(), "\n"), "\n")
+		fmt.Fprintf(&b, "── consumer %d (exit: %v) ──\n%s\n", p.n, p.err, strings.Join(out[max(0, len(out)-lines):], "\n"))
+	}
+	return b.String()
+}
+
+// statuses reads every known upload's status from Redis.
+func (w *world) statuses(ctx context.Context) (map[string]uploadstatus.Status, map[string]error) {
+	w.rmu.Lock()
+	addr := w.redis.Addr
+	w.rmu.Unlock()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	store := uploadstatus.New(rdb, time.Hour)
+	w.mu.Lock()
+	ids := make([]string, 0, len(w.uploadIDs))
+	for id := range w.uploadIDs {
+		ids = append(ids, id)
+	}
+	w.mu.Unlock()
+	slices.Sort(ids)
+	out, errs := map[string]uploadstatus.Status{}, map[string]error{}
+	for _, id := range ids {
+		st, err := store.Get(ctx, id)
+		if err != nil {
+			errs[id] = err
+			continue
+		}
+		out[id] = st
+	}
+	return out, errs
+}
+
+// settled reports whether nothing waits: every partition's committed offset
+// is at its end and every upload Redis still knows is done.
+func (w *world) settled(ctx context.Context) (bool, string) {
+	lag, err := groupLag(ctx, w.brokers, w.sc.Partitions)
+	if err != nil {
+		return false, "offsets: " + err.Error()
+	}
+	sts, errs := w.statuses(ctx)
+	for id, err := range errs {
+		if !errors.Is(err, uploadstatus.ErrNotFound) {
+			return false, fmt.Sprintf("upload %s: %v", id, err)
+		}
+	}
+	var waiting []string
+	for _, id := range slices.Sorted(maps.Keys(sts)) {
+		if st := sts[id]; !st.Done() && !st.PartlyLost() {
+			waiting = append(waiting, fmt.Sprintf("%s's upload %s has %d of %d rows waiting", st.SellerID, id, st.Waiting, st.Total))
+		}
+	}
+	if lag > 0 {
+		waiting = append([]string{fmt.Sprintf("%d rows not committed", lag)}, waiting...)
+	}
+	return len(waiting) == 0, strings.Join(waiting, "; ")
+}
