@@ -3,7 +3,7 @@ GO      ?= go
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FUZZTIME ?= 5s
 
-.PHONY: test demo deps build lint fuzz bench
+.PHONY: test demo deps build lint fuzz bench soak
 
 # deps installs the outside programs the tests start for real: redis-server
 # (Redis and Redis Cluster in tests), kcat (an independent Kafka client
@@ -62,3 +62,10 @@ lint:
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# soak runs the seeded fault simulation (sim/, issue 26): seeds one after
+# another for DURATION, or the one SEED a failing run printed, to replay it.
+# `make test` runs a short one (TestSimulation, two seeds).
+DURATION ?= 10m
+soak: deps
+	$(GO) test -count=1 -v -timeout 0 -run '^TestSoak$$' ./sim $(if $(SEED),-sim.seed=$(SEED),-sim.duration=$(DURATION) $(if $(FIRST),-sim.first=$(FIRST)))
