@@ -410,8 +410,10 @@ func numbersAsText() ([]byte, error) {
 	}
 	return write(rows, func(f *excelize.File) error {
 		// Numbers typed as text in Excel are strings in the file; SetSheetRow
-		// already wrote the Go strings as strings. Also one real number with float noise.
-		return f.SetCellFloat("Sheet1", "D4", 11000.000000000002, -1, 64)
+		// already wrote the Go strings as strings. Also one real number with float noise,
+		// 12 decimals written out: excelize's automatic precision (-1) rounds to
+		// Excel's 15 significant digits since v2.11.1 and would drop the noise.
+		return f.SetCellFloat("Sheet1", "D4", 11000.000000000002, 12, 64)
 	})
 }
 
