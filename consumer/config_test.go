@@ -104,3 +104,36 @@ func TestLatenessWithinTheHold(t *testing.T) {
 		t.Errorf("a 300 ms lateness with a hold of W′ + 250 ms: %v, want an error naming --max-lateness and 125ms", err)
 	}
 }
+
+// TestTheHoldAfterALossCoversTheCallTimeout: a call in flight when Redis
+// loses its data may be counted up to the registry client's timeout after it
+// starts, and it starts up to MaxLateness after its slot, so the throttle's
+// policy carries the timeout (plus the lateness beyond the margin), and a
+// policy that covers less than this consumer's timeout is refused.
+func TestTheHoldAfterALossCoversTheCallTimeout(t *testing.T) {
+	brokers := []string{"localhost:9092"}
+	for _, tc := range []struct {
+		cfg  Config
+		want time.Duration
+	}{
+		{Config{Brokers: brokers}, 10 * time.Second},
+		{Config{Brokers: brokers, CallTimeout: 2 * time.Second}, 2 * time.Second},
+		{Config{Brokers: brokers, CallTimeout: 2 * time.Second, MaxLateness: time.Second}, 2*time.Second + 750*time.Millisecond},
+	} {
+		p := tc.cfg.ThrottlePolicy(100, time.Minute, 250*time.Millisecond)
+		if p.CallTimeout != tc.want {
+			t.Errorf("%+v: policy's call timeout %v, want %v", tc.cfg, p.CallTimeout, tc.want)
+		}
+		if err := tc.cfg.validate(p); err != nil {
+			t.Errorf("%+v with its own policy: %v", tc.cfg, err)
+		}
+	}
+	p := Config{Brokers: brokers, CallTimeout: 2 * time.Second}.ThrottlePolicy(100, time.Minute, 250*time.Millisecond)
+	err := Config{Brokers: brokers, CallTimeout: 5 * time.Second}.validate(p)
+	if err == nil || !strings.Contains(err.Error(), "--registry-timeout 5s") {
+		t.Errorf("a 5 s timeout under a policy covering 2 s: %v, want an error naming --registry-timeout", err)
+	}
+	if err := (Config{Brokers: brokers, CallTimeout: -time.Second}).Validate(); err == nil || !strings.Contains(err.Error(), "call timeout") {
+		t.Errorf("a negative call timeout: %v, want an error naming it", err)
+	}
+}

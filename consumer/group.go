@@ -98,6 +98,14 @@ type Config struct {
 	// Redis's data must cover: 2 × MaxLateness ≤ LossHold − Window − Margin
 	// (New checks it). 0: half the throttle's margin.
 	MaxLateness time.Duration
+	// CallTimeout is the registry client's timeout of one call
+	// (registryclient.Options.Timeout, --registry-timeout): a call is
+	// abandoned after it, and the API counts a call while it handles it, so
+	// a call may be counted up to this long after it starts. The throttle's
+	// hold after a loss of Redis's data covers it (ThrottlePolicy), for the
+	// calls in flight at the loss, whether or not their consumer lives to
+	// hear their answers. 0: 10 s, the client's default.
+	CallTimeout time.Duration
 	// ClockSync is how often Redis's clock is read in a round trip of its
 	// own (Deps.RedisTime), to place slots on this process's clock. 0:
 	// 100 ms; negative: never.
@@ -152,6 +160,7 @@ func DefaultConfig() Config {
 		MaxConcurrentCalls:      64,
 		MaxDueNow:               32,
 		MaxLateness:             125 * time.Millisecond,
+		CallTimeout:             10 * time.Second,
 		MissedSlotBackoffMax:    5 * time.Second,
 		ClockSync:               100 * time.Millisecond,
 		KeepWarm:                20 * time.Second,
@@ -196,6 +205,7 @@ func (c Config) WithDefaults(p throttle.Policy) Config {
 	// More slots due now than calls that can start at once would only wait.
 	c.MaxDueNow = min(cmp.Or(c.MaxDueNow, d.MaxDueNow), c.MaxConcurrentCalls)
 	c.MaxLateness = cmp.Or(c.MaxLateness, d.MaxLateness)
+	c.CallTimeout = cmp.Or(c.CallTimeout, d.CallTimeout)
 	c.MissedSlotBackoffMax = cmp.Or(c.MissedSlotBackoffMax, d.MissedSlotBackoffMax)
 	c.ClockSync = cmp.Or(c.ClockSync, d.ClockSync)
 	c.KeepWarm = cmp.Or(c.KeepWarm, d.KeepWarm)
@@ -213,12 +223,20 @@ func (c Config) WithDefaults(p throttle.Policy) Config {
 //     ahead keeps them from delaying the partition's next owner by more than
 //     one window;
 //   - LossHold covers the calls whose slots were confirmed just before Redis
-//     lost its data: W′ + 2 × MaxLateness, at least the throttle's default.
+//     lost its data: W′ + 2 × MaxLateness, at least the throttle's default;
+//   - CallTimeout, which the throttle adds to that hold, covers how late
+//     such a call may still be counted: it starts up to MaxLateness after
+//     its slot and is counted up to the call timeout after it starts. The
+//     hold already covers a count within the margin of the slot, so only
+//     MaxLateness beyond the margin is added to the timeout (they add: the
+//     timeout runs from the start, not from the slot). With the defaults
+//     the hold after a loss is W + 2 × margin + 10 s.
 func (c Config) ThrottlePolicy(limit int, window, margin time.Duration) throttle.Policy {
 	p := throttle.Policy{Kind: throttle.Sliding, Limit: limit, Window: window, Margin: margin}
 	c = c.WithDefaults(p)
 	p.MaxWait = c.SessionTimeout
 	p.LossHold = window + margin + max(margin, 2*c.MaxLateness)
+	p.CallTimeout = c.CallTimeout + max(0, c.MaxLateness-margin)
 	return p
 }
 
@@ -235,7 +253,7 @@ func (c Config) validate(p throttle.Policy) error {
 	}
 	for name, d := range map[string]time.Duration{"session timeout": c.SessionTimeout, "heartbeat interval": c.HeartbeatInterval,
 		"rebalance timeout": c.RebalanceTimeout, "commit interval": c.CommitInterval, "drain timeout": c.DrainTimeout,
-		"maximum lateness": c.MaxLateness, "missed-slot backoff": c.MissedSlotBackoffMax, "minimum Redis retry": c.RedisRetryMin, "maximum Redis retry": c.RedisRetryMax, "Redis probe interval": c.RedisProbeInterval} {
+		"maximum lateness": c.MaxLateness, "call timeout": c.CallTimeout, "missed-slot backoff": c.MissedSlotBackoffMax, "minimum Redis retry": c.RedisRetryMin, "maximum Redis retry": c.RedisRetryMax, "Redis probe interval": c.RedisProbeInterval} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("the %s must not be negative (0 means its default), got %s", name, d))
 		}
@@ -275,6 +293,11 @@ func (c Config) validate(p throttle.Policy) error {
 			"a row confirms its slot up to that long before calling, so a call confirmed just before a loss could share a window with the first calls after it; "+
 			"shorten --max-lateness to at most %s (half the margin is the default)",
 			c.MaxLateness, p.LossHold-p.Window-p.Margin, (p.LossHold-p.Window-p.Margin)/2))
+	}
+	if need := c.CallTimeout + max(0, c.MaxLateness-p.Margin); p.CallTimeout > 0 && p.CallTimeout < need {
+		errs = append(errs, fmt.Errorf("the throttle's hold after a loss of Redis's data covers calls counted up to %s after the margin past their slots, "+
+			"but with --registry-timeout %s and --max-lateness %s a call in flight at the loss may be counted up to %s after: "+
+			"build the throttle's policy with Config.ThrottlePolicy, or shorten --registry-timeout", p.CallTimeout, c.CallTimeout, c.MaxLateness, need))
 	}
 	return errors.Join(errs...)
 }

@@ -317,7 +317,7 @@ func (s *Stack) startConsumer(ctx context.Context, n int, o Options, log *slog.L
 		rdb.Close()
 		return err
 	}
-	rc, err := registryclient.New(registryclient.Options{BaseURL: s.RegistryURL, Timeout: 10 * time.Second, MaxConnsPerHost: cfg.MaxConcurrentCalls})
+	rc, err := registryclient.New(registryclient.Options{BaseURL: s.RegistryURL, Timeout: cfg.CallTimeout, MaxConnsPerHost: cfg.MaxConcurrentCalls})
 	if err != nil {
 		rdb.Close()
 		return err
@@ -364,7 +364,7 @@ func (s *Stack) startConsumer(ctx context.Context, n int, o Options, log *slog.L
 // from the same options; the rest are the consumer package's defaults.
 func (s *Stack) consumerConfig(o Options, log *slog.Logger) consumer.Config {
 	return consumer.Config{Brokers: s.Brokers, Topic: s.Topic, Group: "bulkreg-registrar", SessionTimeout: o.SessionTimeout,
-		MaxConcurrentCalls: 128, Logger: log}
+		MaxConcurrentCalls: 128, CallTimeout: 10 * time.Second, Logger: log}
 }
 
 // redisClient opens one more connection pool to the stack's Redis, with the

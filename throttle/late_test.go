@@ -317,3 +317,63 @@ func TestATokenBucketTakesBackTheSlotsALateCountLeftNoTokenFor(t *testing.T) {
 		t.Errorf("the slots held after the late count: %v", err)
 	}
 }
+
+// TestALossHoldCoversTheCallsOfAProcessThatDied: the calls made before Redis
+// lost its data are counted 1.5 s late by the API, and the consumer that
+// made them died before their answers (nothing settles them), so the process
+// that finds the loss has seen no lateness: only the call timeout every
+// consumer allows (Policy.CallTimeout) tells it how late a call in flight
+// may still be counted. Before CallTimeout, the three calls after the hold
+// were refused (3 × 429).
+func TestALossHoldCoversTheCallsOfAProcessThatDied(t *testing.T) {
+	ctx := context.Background()
+	p := Policy{Limit: 3, Window: 2 * time.Second, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second, CallTimeout: 2 * time.Second}
+	srv := startRedis(t)
+	rdb := srv.Client()
+	dead := newThrottle(t, rdb, p)
+	j := startJudge(t, sandbox.Options{Limit: p.Limit, Window: p.Window, Latency: 1500 * time.Millisecond})
+	s := seller("orphan")
+	var wg, checked sync.WaitGroup
+	for i := range p.Limit {
+		r := reserve(t, dead, s)
+		checked.Add(1)
+		wg.Go(func() {
+			c, err := dead.Check(ctx, r)
+			checked.Done()
+			if err != nil || !c.Good {
+				t.Errorf("Check before the loss = %+v, %v", c, err)
+				return
+			}
+			// The process dies with the call in flight: its answer is never settled.
+			if status, _ := j.register(t, s, fmt.Sprintf("before-%d", i)); status != http.StatusCreated {
+				t.Errorf("call %d before the loss: status %d", i, status)
+			}
+		})
+	}
+	checked.Wait()
+	testwait.For(t, 5*time.Second, "the calls made before the loss reach the API", func() bool { return j.arrived.Load() == int64(p.Limit) })
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.sb.SetFaults(0, 0, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	fresh := newThrottle(t, rdb, p)
+	after := make([]Reservation, p.Limit)
+	for i := range after {
+		after[i] = reserve(t, fresh, s)
+	}
+	if !after[0].Lost || after[0].HeldUntil.IsZero() {
+		t.Fatalf("the first reservation after FLUSHALL = %+v, want it to find the loss and hold", after[0])
+	}
+	if found, want := after[0].At.Add(-after[0].Wait), fresh.Policy().LossHold+p.CallTimeout; after[0].HeldUntil.Sub(found) != want {
+		t.Errorf("held for %v after the loss was found, want LossHold + CallTimeout = %v", after[0].HeldUntil.Sub(found), want)
+	}
+	for i, r := range after {
+		wg.Go(func() { callAt(t, fresh, j, r, fmt.Sprintf("after-%d", i)) })
+	}
+	wg.Wait()
+	if n := j.audit(t, s); n != 2*p.Limit {
+		t.Errorf("the API registered %d calls, want %d", n, 2*p.Limit)
+	}
+}

@@ -27,8 +27,8 @@
 // received it) or that another redis-server process wrote (a restart from
 // disk, a failover: either may miss the last writes) means the state may be
 // incomplete: the script starts a new epoch and holds every seller of that
-// hash slot for Policy.LossHold (longer by the lateness this process lately
-// saw) from that moment, so every call made before the loss is more than a
+// hash slot for Policy.LossHold plus Policy.CallTimeout (or the lateness
+// this process lately saw, when longer) from that moment, so every call made before the loss is more than a
 // window before any slot granted after it, whether or not the consumer that
 // made it still runs; a call counted later than that holds its seller
 // longer when it is settled. A new Redis looks lost too:
@@ -105,13 +105,22 @@ type Policy struct {
 	// MaxLateness before it (consumer.Config), so the hold must be W′ + 2 ×
 	// MaxLateness or more; with MaxLateness at its default (Margin / 2) the
 	// default is exactly that. It covers calls the API counts within Margin
-	// of their slots: a Throttle asks for as much longer as it lately saw
-	// the API count calls later than that, and a call made before the loss
-	// and answered after it holds its seller until a window after its
-	// answer by itself (Settle). LossHold − Window − Margin is also how far
+	// of their slots: a Throttle asks for CallTimeout longer (or as much
+	// longer as it lately saw the API count calls late, when more), and a
+	// call made before the loss and answered after it holds its seller
+	// until a window after its answer by itself (Settle). LossHold − Window − Margin is also how far
 	// ahead of now Settle leaves the slots it would take back: a consumer
 	// confirms a slot at most that long before calling.
 	LossHold time.Duration
+	// CallTimeout is how long after it starts a call may still be counted
+	// by the API: the registry client's timeout (a call is abandoned after
+	// it, and the API counts a call while it handles it). The hold after a
+	// loss is LossHold plus this (or plus the lateness this process lately
+	// saw, when longer), so a call in flight at the loss is out of the
+	// window before the first slot after it, even when the process that
+	// made it died before its answer and the one that finds the loss never
+	// heard of it. 0: calls are counted within Margin of their slots.
+	CallTimeout time.Duration
 	// Global is the app-wide limit, besides this per-seller one: a call
 	// needs a slot under both. Its zero value is no app-wide limit.
 	Global Global
@@ -151,6 +160,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("throttle: Policy.ReleaseTimeout must not be negative (0 means 1 s), got %s", p.ReleaseTimeout)
 	case (p.Window+p.Margin)/time.Microsecond < 1:
 		return fmt.Errorf("throttle: Policy.Window + Policy.Margin must be at least 1µs, got %s", p.Window+p.Margin)
+	case p.CallTimeout < 0:
+		return fmt.Errorf("throttle: Policy.CallTimeout must not be negative (0 means calls are counted within Margin of their slots), got %s", p.CallTimeout)
 	case p.LossHold != 0 && p.LossHold < p.span():
 		return fmt.Errorf("throttle: Policy.LossHold must be 0 (Window + 2 × Margin) or at least Window + Margin (%s): calls made before a loss must leave the window first, got %s", p.span(), p.LossHold)
 	}
@@ -655,12 +666,15 @@ func (t *Throttle) noteLate(r Reservation, at time.Time) {
 
 // lossHold is the hold after a loss of Redis's data this process asks for:
 // Policy.LossHold, which covers calls counted within the margin of their
-// slots, and as much longer as this process lately saw the API count calls
-// later than that (a call in flight at the loss may be as late). A late call
-// that is answered after the loss holds its seller longer still, by itself
-// (Settle).
+// slots, and as much longer as a call in flight at the loss may still be
+// counted: the call timeout every consumer allows (Policy.CallTimeout), or
+// the lateness this process lately saw, when longer (a consumer with a
+// longer timeout than this one's). The two bound the same lateness, so
+// they do not add. Neither needs the process that made the call to live:
+// a late call that is answered after the loss holds its seller longer
+// still, by itself (Settle).
 func (t *Throttle) lossHold() time.Duration {
-	return t.p.LossHold + t.late.max(time.Now())
+	return t.p.LossHold + max(t.p.CallTimeout, t.late.max(time.Now()))
 }
 
 // SlotCheck is the throttle's answer about a slot it granted.

@@ -232,6 +232,9 @@ func parse(args []string, getenv func(string) string, out io.Writer) (settings, 
 	}
 	c.Brokers, c.Topic, c.Group, c.SessionTimeout = s.shared.KafkaBrokers, s.shared.Topic, s.shared.Group, s.shared.SessionTimeout
 	c.MaxConcurrentCalls = s.registryConns
+	// The hold after a loss of Redis's data covers a call counted until the
+	// client abandons it.
+	c.CallTimeout = s.registryTimeout
 	s.policy = c.ThrottlePolicy(s.shared.Limit, s.shared.Window, s.shared.Margin)
 	s.policy.Kind, s.policy.Burst = throttle.Kind(s.shared.Policy), s.shared.Burst
 	s.policy.Global = throttle.Global{Limit: s.shared.GlobalLimit, Window: s.shared.GlobalWindow}
