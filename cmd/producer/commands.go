@@ -337,6 +337,7 @@ func cmdReport(ctx context.Context, e *env, args []string) int {
 	s := defaults()
 	fs := e.flagSet("report")
 	failedOnly := fs.Bool("failed-only", false, "only the failed rows, in a file the seller can fix and upload again")
+	force := fs.Bool("force", false, "replace FILE if it exists (without it, an existing FILE is refused)")
 	check := s.bind(fs, e.getenv, gRedis|gStatus)
 	pos, code, ok := e.parseArgs(fs, args, 2, "an upload ID and an output FILE", check)
 	if !ok {
@@ -351,8 +352,8 @@ func cmdReport(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return e.errorf("%v", err)
 	}
-	if err := os.WriteFile(pos[1], rep.XLSX, 0o644); err != nil {
-		return e.errorf("write %s: %v", pos[1], err)
+	if err := writeXLSX(pos[1], *force, func(w io.Writer) error { _, err := w.Write(rep.XLSX); return err }); err != nil {
+		return e.errorf("%v", err)
 	}
 	if *failedOnly {
 		fmt.Fprintf(e.stderr, "wrote %s: %s, the failed ones of upload %s\n", pos[1], count(rep.Rows, "row"), st.ID)

@@ -85,7 +85,7 @@ the same product before; nothing sent again), failed and waiting.
 exit status: 0 shown (with --wait: every row registered or already
 registered); 1 no such upload, Redis cannot be reached, or (with --wait) some
 row failed; 2 bad flags or arguments.`, cmdStatus},
-		{"report", "[--failed-only] ID FILE", "write the upload's result report (.xlsx) to FILE",
+		{"report", "[--failed-only] [--force] ID FILE", "write the upload's result report (.xlsx) to FILE",
 			`The report holds the seller's columns, then the original row number, the
 result (registered, already_registered, failed or waiting) and the reason (for
 already_registered: the existing product). Text a spreadsheet could run as a
@@ -93,9 +93,11 @@ formula (starting with = + - @ or a tab) is written as it is, with Excel's
 quote-prefix style: shown and kept as text, never run. Only the known columns
 are in it. With --failed-only the file holds the failed rows only and, once
 fixed, can be uploaded again as it is (already registered rows are left out).
+An existing FILE is refused unless --force is given (it may be the seller's
+fixed copy); FILE is written whole or not at all.
 
-exit status: 0 written; 1 no such upload, Redis cannot be reached or FILE cannot
-be written; 2 bad flags or arguments.`, cmdReport},
+exit status: 0 written; 1 no such upload, Redis cannot be reached, FILE exists
+(without --force) or cannot be written; 2 bad flags or arguments.`, cmdReport},
 		{"template", "[--force] FILE", "write an empty upload template (.xlsx) to FILE",
 			`The template has a product sheet, with its header row frozen and its code
 columns formatted as text, and an instructions sheet with the rules and an

@@ -322,6 +322,10 @@ func TestUploadWaitStatusReport(t *testing.T) {
 	if r := runCLI(env, "report", "--failed-only", id, out); r.code != exitOK || !strings.Contains(r.stderr, "1 row, the failed ones of upload") {
 		t.Fatalf("report --failed-only: %+v; want it to name the 1 row it wrote", r)
 	}
+	// The seller's copy is not overwritten by asking again, only with --force.
+	if r := runCLI(env, "report", id, out); r.code != exitFailed || !strings.Contains(r.stderr, "exists: give --force") {
+		t.Errorf("report over an existing file: %+v; want exit 1 naming --force", r)
+	}
 	f, err := excelize.OpenFile(out)
 	if err != nil {
 		t.Fatal(err)
