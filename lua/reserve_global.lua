@@ -23,6 +23,7 @@
 -- KEYS[3]  bulkreg:{g}:waiting         ZSET, member = seller id, score = until when it counts as waiting, µs
 -- KEYS[4]  bulkreg:{g}:held:<seller>   ZSET, the seller's app-wide slots (member = id, score = slot), for its share
 -- KEYS[5]  bulkreg:{<tag>}:marker      HASH, the marker of the hash slot of {g} (slot_guard.lua, prepended)
+-- KEYS[6]  optional: bulkreg:{g}:given ZSET, app-wide slots settle.lua gave back (member = id, score = slot)
 -- ARGV[1]  G, app-wide slots per window
 -- ARGV[2]  W' = app-wide window + margin, in µs
 -- ARGV[3]  max wait in µs: a slot farther ahead than this is not taken
@@ -82,6 +83,17 @@ at = earliest(KEYS[1], limit, win, at)
 -- the share caps slots held ahead only: a slot due now holds nothing ahead
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', us(now))
 local mine = redis.call('ZCARD', KEYS[4])
+if at > now and mine >= share and KEYS[6] then
+  -- Slots settle.lua gave back (another seller's call counted late filled their windows) left
+  -- the log but not the held sets it cannot name: drop this seller's before they count against
+  -- its share. Few: only late counts give slots back, and each is kept until its slot.
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', us(now))
+  local dropped = 0
+  for _, m in ipairs(redis.call('ZRANGE', KEYS[6], 0, -1)) do
+    if not redis.call('ZSCORE', KEYS[1], m) then dropped = dropped + redis.call('ZREM', KEYS[4], m) end
+  end
+  mine = mine - dropped
+end
 if at > now and mine >= share then
   -- Capped. The seller's refused rows come back at its held slots, spread over them by their
   -- (random) ids: as each held slot begins a row or two ask again and one takes the place it

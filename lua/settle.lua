@@ -32,7 +32,10 @@
 --
 -- KEYS[1]  the log: bulkreg:{s:<seller>}:log (reserve.lua) or bulkreg:{g}:log (reserve_global.lua); :fixed, :tb; ZSET
 -- KEYS[2]  optional: the log's block key (bulkreg:{s:<seller>}:block or bulkreg:{g}:block), STRING µs, as block.lua
--- KEYS[3]  token bucket only: bulkreg:{s:<seller>}:tb:tat, STRING µs, as reserve_token_bucket.lua
+-- KEYS[3]  token bucket: bulkreg:{s:<seller>}:tb:tat, STRING µs, as reserve_token_bucket.lua;
+--          the app-wide log: optional bulkreg:{g}:given, ZSET, each slot given back (member = id,
+--          score = its slot), so reserve_global.lua drops it from its seller's held set (the
+--          fair shares), which this script cannot name: the slot is another seller's
 -- ARGV[1]  at: the answer's time in µs on the Redis clock, less the margin
 -- ARGV[2]  reservation id
 -- ARGV[3]  optional: W' = window + margin, in µs (absent: only move the slot, as a bare ZADD XX GT)
@@ -54,8 +57,19 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local function us(x) return string.format('%.0f', x) end
 local given = 0
-
 local kind = ARGV[6] or 'sliding'
+local record = kind ~= 'token-bucket' and KEYS[3]
+-- give back the booked slot m at score x (µs)
+local function giveBack(m, x)
+  redis.call('ZREM', KEYS[1], m)
+  given = given + 1
+  if record then
+    redis.call('ZADD', KEYS[3], us(x), m)
+    local need = math.ceil((x - now) / 1000) + 1000
+    if redis.call('PTTL', KEYS[3]) < need then redis.call('PEXPIRE', KEYS[3], need) end
+  end
+end
+
 local held = redis.call('ZSCORE', KEYS[1], id)
 if held and kind == 'fixed' then
   local W = tonumber(ARGV[7])
@@ -65,11 +79,8 @@ if held and kind == 'fixed' then
     redis.call('ZADD', KEYS[1], 'NX', us(from), id .. ':' .. k)
     local over = redis.call('ZCOUNT', KEYS[1], us(from), '(' .. us(to)) - limit
     if over > 0 then
-      local r = redis.call('ZREVRANGEBYSCORE', KEYS[1], '(' .. us(to), '(' .. us(math.max(from, now + lead)), 'LIMIT', 0, over)
-      for _, m in ipairs(r) do
-        redis.call('ZREM', KEYS[1], m)
-        given = given + 1
-      end
+      local r = redis.call('ZREVRANGEBYSCORE', KEYS[1], '(' .. us(to), '(' .. us(math.max(from, now + lead)), 'WITHSCORES', 'LIMIT', 0, over)
+      for i = 1, #r, 2 do giveBack(r[i], tonumber(r[i + 1])) end
     end
     local need = math.ceil((to - now) / 1000) + 1000
     if redis.call('PTTL', KEYS[1]) < need then redis.call('PEXPIRE', KEYS[1], need) end
@@ -117,10 +128,7 @@ if held then
   local r = redis.call('ZRANGEBYSCORE', KEYS[1], lo, us(at + win), 'WITHSCORES')
   for i = 1, #r, 2 do
     local x = tonumber(r[i + 1])
-    if redis.call('ZCOUNT', KEYS[1], us(x - win), us(x)) > limit then
-      redis.call('ZREM', KEYS[1], r[i])
-      given = given + 1
-    end
+    if redis.call('ZCOUNT', KEYS[1], us(x - win), us(x)) > limit then giveBack(r[i], x) end
   end
   return given
 end
@@ -133,9 +141,6 @@ if KEYS[2] then
     redis.call('SET', KEYS[2], us(blocked), 'PX', math.ceil((blocked - now) / 1000) + 1000)
   end
 end
-local r = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. us(now + lead), '(' .. us(blocked))
-for _, m in ipairs(r) do
-  redis.call('ZREM', KEYS[1], m)
-  given = given + 1
-end
+local r = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. us(now + lead), '(' .. us(blocked), 'WITHSCORES')
+for i = 1, #r, 2 do giveBack(r[i], tonumber(r[i + 1])) end
 return given

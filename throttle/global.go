@@ -19,7 +19,9 @@ import (
 //
 // The app-wide log is a sliding log with reservations like a seller's, under
 // its own hash tag {g}: bulkreg:{g}:log, :block (after an app-wide 429),
-// :waiting and :held:<seller> (the fair shares). On Redis Cluster it lives
+// :waiting, :held:<seller> (the fair shares) and :given (slots a late
+// count's settle gave back, dropped from their held sets at the next
+// capping ask). On Redis Cluster it lives
 // on another node than most sellers' keys, so no one script can take both
 // slots: Reserve takes the seller's slot at a, then the app-wide slot at the
 // first time ≥ a; when that is later than a by more than Tolerance it moves
@@ -205,6 +207,11 @@ func newGlobalScripts(m *Markers) *globalScripts {
 
 func globalHeldKey(seller string) string { return globalKeyPrefix + "held:" + seller }
 
+// globalGivenKey holds the app-wide slots settle.lua gave back, until
+// their time, so reserve_global.lua drops them from their sellers' held
+// sets (it cannot tell whose they are).
+const globalGivenKey = globalKeyPrefix + "given"
+
 func (g *globalScripts) releaseCall(seller, id string) scriptCall {
 	return scriptCall{g.release, []string{GlobalLogKey, globalHeldKey(seller)}, []any{id}}
 }
@@ -231,7 +238,7 @@ type globalAnswer struct {
 func (t *Throttle) reserveGlobal(ctx context.Context, seller, id string, notBefore time.Time, replace string) (globalAnswer, error) {
 	g := t.p.Global
 	v, err := t.global.reserve.Run(ctx, t.rdb,
-		[]string{GlobalLogKey, globalKeyPrefix + "block", globalKeyPrefix + "waiting", globalHeldKey(seller), t.global.marker},
+		[]string{GlobalLogKey, globalKeyPrefix + "block", globalKeyPrefix + "waiting", globalHeldKey(seller), t.global.marker, globalGivenKey},
 		g.Limit, (g.Window + t.p.Margin).Microseconds(), t.p.MaxWait.Microseconds(), id, t.globalHold().Microseconds(),
 		notBefore.UnixMicro(), seller, g.Grace.Microseconds(), replace).Slice()
 	if err != nil {

@@ -539,7 +539,7 @@ func (t *Throttle) Settle(ctx context.Context, r Reservation, at time.Time) erro
 		}
 	}
 	if global {
-		return settle([]string{GlobalLogKey, globalKeyPrefix + "block"},
+		return settle([]string{GlobalLogKey, globalKeyPrefix + "block", globalGivenKey},
 			t.settleArgs(at, r.Global.ID, t.p.Global.Limit, t.p.Global.Window+t.p.Margin))
 	}
 	return nil
