@@ -3,6 +3,8 @@ package excel
 import (
 	"context"
 	"testing"
+
+	"github.com/bulkreg/bulkreg/productrules"
 )
 
 // BenchmarkParse500 parses and validates the 500-row fixture: the zip's
@@ -39,7 +41,7 @@ func BenchmarkValidate500(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, vals := range values {
-			v.product(vals, func(int, string, string) { b.Fatal("invalid") })
+			v.product(vals, func(int, *productrules.Violation) { b.Fatal("invalid") })
 		}
 	}
 }

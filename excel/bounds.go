@@ -2,6 +2,7 @@ package excel
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -45,7 +46,7 @@ func boundProblems(s *Sheet) {
 		if all > maxRowProblems {
 			more := all - (maxRowProblems - 1)
 			r.Problems = append(r.Problems[:maxRowProblems-1:maxRowProblems-1], Problem{Row: r.Number, Code: CodeMoreProblems,
-				Message: fmt.Sprintf("and %s more problems in this row", group(int64(more)))})
+				Message: fmt.Sprintf("and %s more problems in this row", group(int64(more))), Params: pairs("count", group(int64(more)))})
 		}
 		if all == 0 {
 			continue
@@ -62,11 +63,12 @@ func boundProblems(s *Sheet) {
 	}
 	if n := len(s.Warnings); n > maxWarnings {
 		s.Warnings = append(s.Warnings[:maxWarnings-1:maxWarnings-1], Problem{Code: CodeMoreWarnings,
-			Message: fmt.Sprintf("and %s more warnings", group(int64(n-(maxWarnings-1))))})
+			Message: fmt.Sprintf("and %s more warnings", group(int64(n-(maxWarnings-1)))), Params: pairs("count", group(int64(n-(maxWarnings-1))))})
 	}
 	if unlisted > 0 {
 		s.Warnings = append(s.Warnings, Problem{Code: CodeMoreProblems,
-			Message: fmt.Sprintf("%s more problems are not listed: after the first %d, each row lists only its first problem; fix these and check the file again", group(int64(unlisted)), maxListedProblems)})
+			Message: fmt.Sprintf("%s more problems are not listed: after the first %d, each row lists only its first problem; fix these and check the file again", group(int64(unlisted)), maxListedProblems),
+			Params:  pairs("kind", "rows", "count", group(int64(unlisted)), "limit", strconv.Itoa(maxListedProblems))})
 	}
 }
 

@@ -236,7 +236,7 @@ func TestCSVRefused(t *testing.T) {
 		{"tabs, header only", []byte(strings.ReplaceAll(header, ",", "\t") + "\t\t\r\n"), CodeNoRows, "the tab-separated file has a header row (row 1) but no product rows below it"},
 		{"tabs, missing column", []byte("판매자상품코드\t상품명\t카테고리코드\r\nA\tb\t1\r\n"), CodeMissingColumn, `the header row (row 1 of the tab-separated file) lacks the required columns 판매가 (price) and 재고수량 (stock); add them or start from the template`},
 		{"semicolons, missing column", []byte("판매자상품코드;상품명;카테고리코드\r\nA;b;1\r\n"), CodeMissingColumn, `the header row (row 1 of the CSV file) lacks the required columns 판매가 (price) and 재고수량 (stock); add them or start from the template`},
-		{"binary", []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"), CodeNotXLSX, `the file is neither an Excel workbook (.xlsx) nor a CSV file; save it from Excel as "Excel Workbook (.xlsx)" or "CSV UTF-8 (쉼표로 분리)"`},
+		{"binary", []byte("\x00\x01\x02\x03\x04\x05binary\x00"), CodeNotXLSX, `the file is neither an Excel workbook (.xlsx) nor a CSV file; save it from Excel as "Excel Workbook (.xlsx)" or "CSV UTF-8 (쉼표로 분리)"`},
 		{"neither UTF-8 nor CP949", []byte("sku,name\r\n\xff\xff,\x80\r\n"), CodeNotXLSX, `the file is not an Excel workbook (.xlsx), and as text it is neither UTF-8 nor CP949 (EUC-KR); save it from Excel as "Excel Workbook (.xlsx)" or "CSV UTF-8 (쉼표로 분리)"`},
 		{"BOM then not UTF-8", append([]byte{0xEF, 0xBB, 0xBF}, cp949(t, header)...), CodeNotXLSX, `the file starts as UTF-8 text but holds bytes that are not UTF-8; save it again from Excel as "CSV UTF-8 (쉼표로 분리)"`},
 		{"quote never closed", []byte(header + "A-1,\"셔츠,50000803,1000,1\r\nA-2,바지,50000803,1000,1\r\n"), CodeDamaged, `the CSV file is damaged: the quoted cell B2 is never closed; save it again from Excel`},

@@ -241,6 +241,11 @@ type Problem struct {
 	Cell    string // e.g. "D17"; empty when it concerns the whole row
 	Code    string // machine-readable, e.g. "not_whole_number"
 	Message string // a sentence for the seller, without the cell
+	// Params are the facts of Message ("field", "value", "min", "max",
+	// "row", "range", ... and "kind" for a variant of Code), from which the
+	// message table (package messages) says the problem in the seller's
+	// language. Message stays the English sentence.
+	Params map[string]string
 }
 
 // Error returns the problem as the seller reads it: `D17: price must be ...`.
@@ -259,7 +264,10 @@ type FileError struct {
 	Code     string // "too_large", "not_xlsx" (neither an .xlsx nor a CSV file), "damaged", "no_header", "missing_column", "duplicate_column", "too_many_rows", "no_rows", "timeout", "canceled"
 	Message  string
 	Problems []Problem // per-column details, e.g. each missing column
-	Err      error     // the cause, when there is one (errors.Is(err, context.Canceled) works)
+	// Params are the facts of Message for the message table (package
+	// messages), with "kind" naming a variant ("pdf", "xls", "content").
+	Params map[string]string
+	Err    error // the cause, when there is one (errors.Is(err, context.Canceled) works)
 }
 
 func (e *FileError) Error() string { return e.Message }
@@ -284,6 +292,21 @@ func fileErr(code, format string, args ...any) *FileError {
 	return &FileError{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
+// withParams adds the message table's parameters, as name, value pairs.
+func (e *FileError) withParams(kv ...string) *FileError {
+	e.Params = pairs(kv...)
+	return e
+}
+
+// pairs makes a parameter map of name, value pairs.
+func pairs(kv ...string) map[string]string {
+	m := make(map[string]string, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
 // Parse reads and validates one upload. The error, always a *FileError,
 // means the whole file is refused and nothing in it may be registered;
 // otherwise each Row says whether it is valid.
@@ -294,7 +317,8 @@ func (p *Parser) Parse(ctx context.Context, r io.Reader) (*Sheet, error) {
 		return nil, &FileError{Code: CodeDamaged, Message: fmt.Sprintf("the file could not be received: %v", err), Err: err}
 	}
 	if int64(len(data)) > p.opts.MaxFileSize {
-		return nil, fileErr(CodeTooLarge, "the file is larger than %s; split it into files of at most %d rows", byteSize(p.opts.MaxFileSize), p.opts.MaxRows)
+		return nil, fileErr(CodeTooLarge, "the file is larger than %s; split it into files of at most %d rows", byteSize(p.opts.MaxFileSize), p.opts.MaxRows).
+			withParams("size", byteSize(p.opts.MaxFileSize), "rows", strconv.Itoa(p.opts.MaxRows))
 	}
 	return p.ParseBytes(ctx, data)
 }
@@ -302,7 +326,8 @@ func (p *Parser) Parse(ctx context.Context, r io.Reader) (*Sheet, error) {
 // ParseBytes is Parse for a file already in memory. data must not change until it returns.
 func (p *Parser) ParseBytes(ctx context.Context, data []byte) (sheet *Sheet, err error) {
 	if int64(len(data)) > p.opts.MaxFileSize {
-		return nil, fileErr(CodeTooLarge, "the file is larger than %s; split it into files of at most %d rows", byteSize(p.opts.MaxFileSize), p.opts.MaxRows)
+		return nil, fileErr(CodeTooLarge, "the file is larger than %s; split it into files of at most %d rows", byteSize(p.opts.MaxFileSize), p.opts.MaxRows).
+			withParams("size", byteSize(p.opts.MaxFileSize), "rows", strconv.Itoa(p.opts.MaxRows))
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.opts.ParseTimeout)
 	defer cancel()
@@ -382,11 +407,17 @@ var (
 func (p *Parser) parse(ctx context.Context, data []byte) (*Sheet, error) {
 	switch {
 	case len(data) == 0:
-		return nil, fileErr(CodeNotXLSX, "the file is empty")
+		return nil, fileErr(CodeNotXLSX, "the file is empty").withParams("kind", "empty")
 	case bytes.HasPrefix(data, zipMagic):
 		return p.readXLSX(ctx, data)
 	case bytes.HasPrefix(data, oleMagic):
-		return nil, fileErr(CodeNotXLSX, "the file is an old-style .xls workbook or is protected by a password; save it as \"Excel Workbook (.xlsx)\" without a password")
+		if ferr := oleDocument(data); ferr != nil {
+			return nil, ferr
+		}
+		return nil, fileErr(CodeNotXLSX, "the file is an old-style .xls workbook or is protected by a password; save it as \"Excel Workbook (.xlsx)\" without a password").withParams("kind", "xls")
+	}
+	if ferr := sniffDocument(data); ferr != nil {
+		return nil, ferr
 	}
 	return p.readCSV(ctx, data)
 }

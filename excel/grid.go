@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/bulkreg/bulkreg/productrules"
 )
 
 // formulaStarts are the first characters that make a spreadsheet treat text
@@ -187,11 +189,12 @@ func (g *grid) setHeader(num int, texts []string) {
 // tooManyRows refuses the file for its row count; atLeast means counting
 // stopped, so the sheet holds that many data rows or more.
 func (g *grid) tooManyRows(atLeast bool) *FileError {
-	has := group(int64(g.count))
+	has, count, kind := group(int64(g.count)), group(int64(g.count)), ""
 	if atLeast {
-		has = "more than " + group(int64(g.count-1))
+		has, count, kind = "more than "+group(int64(g.count-1)), group(int64(g.count-1)), "atleast"
 	}
-	return &FileError{Code: CodeTooManyRows, Message: fmt.Sprintf("the file has %s data rows; at most %d can be uploaded at once, so nothing was registered: split it into files of at most %d rows", has, g.opts.MaxRows, g.opts.MaxRows)}
+	return &FileError{Code: CodeTooManyRows, Message: fmt.Sprintf("the file has %s data rows; at most %d can be uploaded at once, so nothing was registered: split it into files of at most %d rows", has, g.opts.MaxRows, g.opts.MaxRows),
+		Params: pairs("kind", kind, "count", count, "max", strconv.Itoa(g.opts.MaxRows))}
 }
 
 // checkHeader refuses a header without a required column or with a column
@@ -207,11 +210,12 @@ func (g *grid) checkHeader() *FileError {
 		case h == "":
 		case field == "" && !ignoredHeaders[normalizeHeader(h)]:
 			g.warnings = append(g.warnings, Problem{Row: g.headerRow, Cell: ref, Code: CodeUnknownColumn,
-				Message: fmt.Sprintf("column %s is not a known column; it is ignored", quote(h))})
+				Message: fmt.Sprintf("column %s is not a known column; it is ignored", quote(h)), Params: pairs("header", quote(h))})
 		case field != "":
 			if j, ok := seen[field]; ok {
 				dup = append(dup, Problem{Row: g.headerRow, Column: field, Cell: ref, Code: CodeDuplicateColumn,
-					Message: fmt.Sprintf("column %s names %s again (already %s)", quote(h), field, cellName(j+1, g.headerRow))})
+					Message: fmt.Sprintf("column %s names %s again (already %s)", quote(h), field, cellName(j+1, g.headerRow)),
+					Params:  pairs("kind", "one", "header", quote(h), "field", field, "other", cellName(j+1, g.headerRow))})
 				continue
 			}
 			seen[field] = i
@@ -222,7 +226,8 @@ func (g *grid) checkHeader() *FileError {
 		for i, d := range dup {
 			msgs[i] = d.Error()
 		}
-		return &FileError{Code: CodeDuplicateColumn, Message: "the header row names a column twice: " + strings.Join(msgs, "; "), Problems: dup}
+		return &FileError{Code: CodeDuplicateColumn, Message: "the header row names a column twice: " + strings.Join(msgs, "; "), Problems: dup,
+			Params: pairs("detail", strings.Join(msgs, "; "))}
 	}
 	var missing []Problem
 	var labels []string
@@ -230,11 +235,12 @@ func (g *grid) checkHeader() *FileError {
 		if _, ok := seen[c.Field]; c.Required && !ok {
 			labels = append(labels, c.Label())
 			missing = append(missing, Problem{Row: g.headerRow, Column: c.Field, Code: CodeMissingColumn,
-				Message: fmt.Sprintf("the required column %s is missing from the header row (row %d)", c.Label(), g.headerRow)})
+				Message: fmt.Sprintf("the required column %s is missing from the header row (row %d)", c.Label(), g.headerRow),
+				Params:  pairs("kind", "one", "column", c.Label(), "row", strconv.Itoa(g.headerRow))})
 		}
 	}
 	if len(missing) > 0 {
-		return &FileError{Code: CodeMissingColumn, Problems: missing,
+		return &FileError{Code: CodeMissingColumn, Problems: missing, Params: pairs("row", strconv.Itoa(g.headerRow), "columns", strings.Join(labels, ", ")),
 			Message: fmt.Sprintf("the header row (row %d of %s) lacks the required column%s %s; add %s or start from the template",
 				g.headerRow, g.where, plural(len(missing)), joinAnd(labels), map[bool]string{true: "it", false: "them"}[len(missing) == 1])}
 	}
@@ -260,7 +266,8 @@ func noHeader(format string) *FileError {
 	if format == FormatCSV {
 		where = "the CSV file"
 	}
-	return fileErr(CodeNoHeader, "no header row was found: one of the first %d rows of %s must name the columns (%s, ...); start from the template", HeaderSearchRows, where, strings.Join(names, ", "))
+	return fileErr(CodeNoHeader, "no header row was found: one of the first %d rows of %s must name the columns (%s, ...); start from the template", HeaderSearchRows, where, strings.Join(names, ", ")).
+		withParams("rows", strconv.Itoa(HeaderSearchRows), "names", strings.Join(names, ", "))
 }
 
 // finish builds the sheet once every row has been added.
@@ -273,9 +280,9 @@ func (g *grid) finish(ctx context.Context, merges []mergeRange) (*Sheet, error) 
 	}
 	if g.count == 0 {
 		if g.format == FormatCSV {
-			return nil, fileErr(CodeNoRows, "%s has a header row (row %d) but no product rows below it", g.where, g.headerRow)
+			return nil, fileErr(CodeNoRows, "%s has a header row (row %d) but no product rows below it", g.where, g.headerRow).withParams("row", strconv.Itoa(g.headerRow))
 		}
-		return nil, fileErr(CodeNoRows, "the sheet %q has a header row (row %d) but no product rows below it", g.sheetName, g.headerRow)
+		return nil, fileErr(CodeNoRows, "the sheet %q has a header row (row %d) but no product rows below it", g.sheetName, g.headerRow).withParams("row", strconv.Itoa(g.headerRow))
 	}
 	s := &Sheet{Format: g.format, SheetName: g.sheetName, HeaderRow: g.headerRow, Header: g.header, Warnings: g.warnings}
 	mergedBad, ferr := g.applyMerges(ctx, merges, s)
@@ -369,14 +376,14 @@ func (g *grid) applyMerges(ctx context.Context, merges []mergeRange, s *Sheet) (
 			overlap = true
 		}
 		ref := m.String()
-		var msg string
+		var msg, kind string
 		switch {
 		case m.r1 <= g.headerRow:
-			msg = fmt.Sprintf("cells %s are merged with the header row; unmerge them and type each value in its own cell", ref)
+			msg, kind = fmt.Sprintf("cells %s are merged with the header row; unmerge them and type each value in its own cell", ref), "header"
 		case len(covered) > 1:
-			msg = fmt.Sprintf("cells %s are merged across %s; unmerge them and type each value in its own cell", ref, joinAnd(covered))
+			msg, kind = fmt.Sprintf("cells %s are merged across %s; unmerge them and type each value in its own cell", ref, joinAnd(covered)), "across"
 		case overlap:
-			msg = fmt.Sprintf("cells %s overlap other merged cells, which Excel cannot open; unmerge them and type each value in its own cell", ref)
+			msg, kind = fmt.Sprintf("cells %s overlap other merged cells, which Excel cannot open; unmerge them and type each value in its own cell", ref), "overlap"
 		}
 		if msg != "" {
 			if i == j {
@@ -389,14 +396,16 @@ func (g *grid) applyMerges(ctx context.Context, merges []mergeRange, s *Sheet) (
 				bad[t[1]][known[t[0]]-1] = true
 			}
 			top := rows[i].num
-			g.mergeProblems = append(g.mergeProblems, mergeProblem{row: i, p: Problem{Row: top, Cell: cellName(m.c1, top), Code: CodeMergedCells, Message: msg}})
+			g.mergeProblems = append(g.mergeProblems, mergeProblem{row: i, p: Problem{Row: top, Cell: cellName(m.c1, top), Code: CodeMergedCells, Message: msg,
+				Params: pairs("kind", kind, "range", ref, "fields", joinAnd(covered))}})
 			pointed[i] = true
 			for _, t := range taken {
 				if k := t[1]; !pointed[k] {
 					pointed[k] = true
 					r := rows[k].num
 					g.mergeProblems = append(g.mergeProblems, mergeProblem{row: k, p: Problem{Row: r, Cell: cellName(known[t[0]], r), Code: CodeMergedCells,
-						Message: fmt.Sprintf("the cell is inside the merged cells %s (see row %d); unmerge them and type each value in its own cell", ref, top)}})
+						Message: fmt.Sprintf("the cell is inside the merged cells %s (see row %d); unmerge them and type each value in its own cell", ref, top),
+						Params:  pairs("kind", "inside", "range", ref, "row", strconv.Itoa(top))}})
 				}
 			}
 			continue
@@ -420,7 +429,8 @@ func (g *grid) applyMerges(ctx context.Context, merges []mergeRange, s *Sheet) (
 		}
 		if filled > 0 {
 			s.Warnings = append(s.Warnings, Problem{Row: m.r1, Column: g.fields[col-1], Cell: cellName(m.c1, m.r1), Code: CodeMergedFill,
-				Message: fmt.Sprintf("cells %s are merged: the value %s is used for %s in rows %d to %d", ref, quote(cleanCell(top.text)), g.fields[col-1], m.r1, m.r2)})
+				Message: fmt.Sprintf("cells %s are merged: the value %s is used for %s in rows %d to %d", ref, quote(cleanCell(top.text)), g.fields[col-1], m.r1, m.r2),
+				Params:  pairs("range", ref, "value", quote(cleanCell(top.text)), "field", g.fields[col-1], "from", strconv.Itoa(m.r1), "to", strconv.Itoa(m.r2))})
 		}
 	}
 	return bad, nil
@@ -483,17 +493,18 @@ func (g *grid) validate(mergedBad [][]bool, s *Sheet) {
 			}
 			values[fi] = cellValue{text: cleanCell(c.text), runes: c.runes, cut: c.cut}
 		}
-		row.Product = v.product(values, func(fi int, code, msg string) {
+		row.Product = v.product(values, func(fi int, viol *productrules.Violation) {
 			if skip[fi] {
 				return // the cell already has its real problem
 			}
 			field := v.rules[fi].Field
-			row.Problems = append(row.Problems, Problem{Row: raw.num, Column: field, Cell: cellName(colOf[field], raw.num), Code: code, Message: msg})
+			row.Problems = append(row.Problems, Problem{Row: raw.num, Column: field, Cell: cellName(colOf[field], raw.num), Code: viol.Code, Message: viol.Message, Params: viol.Params})
 		})
 		if sku := row.Product.SellerSKU; sku != "" && !skip[skuIndex] {
 			if first, ok := firstSKU[sku]; ok {
 				row.Problems = append(row.Problems, Problem{Row: raw.num, Column: FieldSellerSKU, Cell: cellName(colOf[FieldSellerSKU], raw.num), Code: CodeDuplicateSKU,
-					Message: fmt.Sprintf("seller_sku %s is already used in row %d; each product needs its own code", quote(sku), first)})
+					Message: fmt.Sprintf("seller_sku %s is already used in row %d; each product needs its own code", quote(sku), first),
+					Params:  pairs("field", FieldSellerSKU, "value", quote(sku), "row", strconv.Itoa(first))})
 			} else {
 				firstSKU[sku] = raw.num
 			}
@@ -517,23 +528,28 @@ func kindProblem(field, ref string, c cell) (Problem, bool) {
 			what = "a shared formula"
 		}
 		return Problem{Column: field, Cell: ref, Code: CodeFormulaNoValue,
-			Message: fmt.Sprintf("%s is %s without a saved result; open the file in Excel and save it, or type the value instead", field, what)}, true
+			Message: fmt.Sprintf("%s is %s without a saved result; open the file in Excel and save it, or type the value instead", field, what),
+			Params:  pairs("field", field, "formula", quote(c.formula))}, true
 	case kindBool:
 		shown := "TRUE"
 		if raw == "0" {
 			shown = "FALSE"
 		}
 		return Problem{Column: field, Cell: ref, Code: CodeBoolValue,
-			Message: fmt.Sprintf("%s holds the logical value %s, not text or a number; type the value instead", field, shown)}, true
+			Message: fmt.Sprintf("%s holds the logical value %s, not text or a number; type the value instead", field, shown),
+			Params:  pairs("field", field, "value", shown)}, true
 	case kindISODate:
 		return Problem{Column: field, Cell: ref, Code: CodeDateValue,
-			Message: fmt.Sprintf("%s holds a date (%s); format the column as text and type the value again", field, quote(raw))}, true
+			Message: fmt.Sprintf("%s holds a date (%s); format the column as text and type the value again", field, quote(raw)),
+			Params:  pairs("field", field, "value", quote(raw))}, true
 	case kindError:
 		return Problem{Column: field, Cell: ref, Code: CodeExcelError,
-			Message: fmt.Sprintf("%s shows the Excel error %s; fix the formula or type the value", field, shorten(raw))}, true
+			Message: fmt.Sprintf("%s shows the Excel error %s; fix the formula or type the value", field, shorten(raw)),
+			Params:  pairs("field", field, "value", shorten(raw))}, true
 	case kindDateNumber:
 		return Problem{Column: field, Cell: ref, Code: CodeDateValue,
-			Message: fmt.Sprintf("%s holds a date (Excel shows %s and stores the number %s); format the column as text and type the value again", field, c.shown, raw)}, true
+			Message: fmt.Sprintf("%s holds a date (Excel shows %s and stores the number %s); format the column as text and type the value again", field, c.shown, raw),
+			Params:  pairs("field", field, "kind", "number", "shown", c.shown, "value", raw)}, true
 	}
 	return Problem{}, false
 }

@@ -66,12 +66,12 @@ func newValidator() validator { return validator{rules: productrules.Rules()} }
 
 // product checks one row's values (indexed like v.rules) and builds the
 // product; bad receives each failed rule with its field's index.
-func (v validator) product(values [numFields]cellValue, bad func(fi int, code, msg string)) bulkreg.Product {
+func (v validator) product(values [numFields]cellValue, bad func(fi int, viol *productrules.Violation)) bulkreg.Product {
 	var p bulkreg.Product
 	for fi, rule := range v.rules {
 		text, n, viol := checkCell(rule, values[fi])
 		if viol != nil {
-			bad(fi, viol.Code, viol.Message)
+			bad(fi, viol)
 		}
 		switch rule.Field {
 		case productrules.SellerSKU:
@@ -103,7 +103,8 @@ func checkCell(rule productrules.Rule, cv cellValue) (string, int64, *productrul
 	v, field := cv.text, rule.Field
 	if v == "" && !cv.cut {
 		if rule.Required {
-			return "", 0, &productrules.Violation{Field: field, Code: CodeRequired, Message: field + " is required but the cell is empty"}
+			return "", 0, &productrules.Violation{Field: field, Code: CodeRequired, Message: field + " is required but the cell is empty",
+				Params: pairs("field", field)}
 		}
 		return "", rule.Default, nil
 	}
@@ -117,7 +118,8 @@ func checkCell(rule productrules.Rule, cv cellValue) (string, int64, *productrul
 	if rule.Format == productrules.Word || rule.Format == productrules.Code {
 		if looksScientific(v) {
 			return "", 0, &productrules.Violation{Field: field, Code: CodeInvalidCode,
-				Message: field + " " + quote(v) + " looks like a long number Excel shortened; format the column as text and type the code again"}
+				Message: field + " " + quote(v) + " looks like a long number Excel shortened; format the column as text and type the code again",
+				Params:  pairs("field", field, "kind", "scientific", "value", quote(v))}
 		}
 	}
 	if cv.cut {
@@ -125,7 +127,8 @@ func checkCell(rule productrules.Rule, cv cellValue) (string, int64, *productrul
 			return "", 0, rule.TooLong(cv.runes)
 		}
 		return "", 0, &productrules.Violation{Field: field, Code: CodeTooLong,
-			Message: field + " holds more text than one cell may hold here (" + byteSize(int64(len(v))) + "); shorten it"}
+			Message: field + " holds more text than one cell may hold here (" + byteSize(int64(len(v))) + "); shorten it",
+			Params:  pairs("field", field, "kind", "cell", "size", byteSize(int64(len(v))))}
 	}
 	if viol := rule.CheckText(v); viol != nil {
 		return "", 0, viol
@@ -143,6 +146,7 @@ func parseWhole(rule productrules.Rule, v string) (int64, *productrules.Violatio
 		viol := rule.NotWhole(v)
 		if strings.ContainsAny(v, "원₩￦") {
 			viol.Message += "; type the number only, without 원 or ₩"
+			viol.Params["kind"] = "unit"
 		}
 		return 0, viol
 	}

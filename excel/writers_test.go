@@ -274,9 +274,9 @@ func TestOtherZipDocuments(t *testing.T) {
 			CodeNotXLSX, `the file is an Apple Numbers document, not an Excel workbook; in Numbers choose File > Export To > Excel (.xlsx), or CSV`},
 		{"Word", map[string]string{"[Content_Types].xml": "<Types/>", "word/document.xml": "<w:document/>"},
 			CodeNotXLSX, `the file is a Word or PowerPoint document, not a spreadsheet; put the products in the template (.xlsx), one a row, or save them as CSV`},
-		{"a zip of a text file", map[string]string{"notes.txt": "hello"},
-			CodeDamaged, `the file is not a complete Excel workbook (the workbook part is missing); save it again from Excel as .xlsx`},
-		{"content.xml alone", map[string]string{"content.xml": "<x/>"},
+		{"a zip of a text file", map[string]string{"notes.txt": "hello"}, CodeNotXLSX, `the file is a ZIP archive, not an Excel workbook; unpack it and upload the .xlsx inside, or save the list from Excel as "Excel Workbook (.xlsx)"`},
+		{"content.xml alone", map[string]string{"content.xml": "<x/>"}, CodeNotXLSX, `the file is a ZIP archive, not an Excel workbook; unpack it and upload the .xlsx inside, or save the list from Excel as "Excel Workbook (.xlsx)"`},
+		{"an Office package without a workbook", map[string]string{"[Content_Types].xml": "<Types/>"},
 			CodeDamaged, `the file is not a complete Excel workbook (the workbook part is missing); save it again from Excel as .xlsx`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

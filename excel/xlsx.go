@@ -73,7 +73,7 @@ type textBudget struct{ used, limit int64 }
 func (b *textBudget) take(n int) *FileError {
 	b.used += int64(n)
 	if b.used > b.limit {
-		return fileErr(CodeTooLarge, "the file's cells hold more than %s of text (long texts, or one long text shown in many cells); a product list of a few hundred rows is far smaller, so the file was refused", byteSize(b.limit))
+		return fileErr(CodeTooLarge, "the file's cells hold more than %s of text (long texts, or one long text shown in many cells); a product list of a few hundred rows is far smaller, so the file was refused", byteSize(b.limit)).withParams("kind", "content")
 	}
 	return nil
 }
@@ -103,11 +103,15 @@ func otherDocument(parts map[string]*zip.File) *FileError {
 	has := func(name string) bool { return parts[name] != nil }
 	switch {
 	case has("content.xml") && (has("mimetype") || has("meta-inf/manifest.xml")):
-		return fileErr(CodeNotXLSX, "the file is an OpenDocument file (.ods, LibreOffice's own format), not an Excel workbook; in LibreOffice choose File > Save As, \"Excel 2007-365 (.xlsx)\", or save it as CSV")
+		return fileErr(CodeNotXLSX, "the file is an OpenDocument file (.ods, LibreOffice's own format), not an Excel workbook; in LibreOffice choose File > Save As, \"Excel 2007-365 (.xlsx)\", or save it as CSV").withParams("kind", "ods")
 	case has("index/document.iwa"):
-		return fileErr(CodeNotXLSX, "the file is an Apple Numbers document, not an Excel workbook; in Numbers choose File > Export To > Excel (.xlsx), or CSV")
+		return fileErr(CodeNotXLSX, "the file is an Apple Numbers document, not an Excel workbook; in Numbers choose File > Export To > Excel (.xlsx), or CSV").withParams("kind", "numbers")
 	case has("word/document.xml"), has("ppt/presentation.xml"):
-		return fileErr(CodeNotXLSX, "the file is a Word or PowerPoint document, not a spreadsheet; put the products in the template (.xlsx), one a row, or save them as CSV")
+		return fileErr(CodeNotXLSX, "the file is a Word or PowerPoint document, not a spreadsheet; put the products in the template (.xlsx), one a row, or save them as CSV").withParams("kind", "office")
+	case !has("[content_types].xml"):
+		// Every Office Open XML file has it; a zip without it is an
+		// archive of something else, or of the workbook.
+		return fileErr(CodeNotXLSX, "the file is a ZIP archive, not an Excel workbook; unpack it and upload the .xlsx inside, or save the list from Excel as \"Excel Workbook (.xlsx)\"").withParams("kind", "zip")
 	}
 	return nil
 }
@@ -139,14 +143,14 @@ func describeZipErr(err error) error {
 // is neither unpacked nor parsed, so whatever it holds costs nothing.
 func (p *Parser) readXLSX(ctx context.Context, data []byte) (*Sheet, error) {
 	if n, ok := zipEntries(data); ok && n > maxParts {
-		return nil, fileErr(CodeTooLarge, "the file holds %s parts, more than any workbook needs (at most %s); save it again from Excel as .xlsx", group(int64(n)), group(maxParts))
+		return nil, fileErr(CodeTooLarge, "the file holds %s parts, more than any workbook needs (at most %s); save it again from Excel as .xlsx", group(int64(n)), group(maxParts)).withParams("kind", "content")
 	}
 	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		return nil, damagedFile(err)
 	}
 	if len(zr.File) > maxParts {
-		return nil, fileErr(CodeTooLarge, "the file holds %s parts, more than any workbook needs (at most %s); save it again from Excel as .xlsx", group(int64(len(zr.File))), group(maxParts))
+		return nil, fileErr(CodeTooLarge, "the file holds %s parts, more than any workbook needs (at most %s); save it again from Excel as .xlsx", group(int64(len(zr.File))), group(maxParts)).withParams("kind", "content")
 	}
 	limit := uint64(p.opts.UnzipSizeLimit)
 	var total uint64
@@ -155,7 +159,7 @@ func (p *Parser) readXLSX(ctx context.Context, data []byte) (*Sheet, error) {
 		// archive/zip refuses to unpack an entry past its declared size, so
 		// the declared sizes bound what unpacking can cost.
 		if total > limit || f.UncompressedSize64 > limit {
-			return nil, fileErr(CodeTooLarge, "the file would unpack to more than %s; a product list of %d rows is far smaller, so the file was refused", byteSize(p.opts.UnzipSizeLimit), p.opts.MaxRows)
+			return nil, fileErr(CodeTooLarge, "the file would unpack to more than %s; a product list of %d rows is far smaller, so the file was refused", byteSize(p.opts.UnzipSizeLimit), p.opts.MaxRows).withParams("kind", "content")
 		}
 	}
 	b := &xlsxFile{ctx: ctx, opts: p.opts, budget: &textBudget{limit: p.opts.MaxTextBytes}, xml: &xmlBudget{limit: p.opts.MaxXMLEntries}, zr: zr,

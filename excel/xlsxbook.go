@@ -52,7 +52,7 @@ func (b *xlsxFile) readWorkbook() *FileError {
 			case "sheet":
 				if inSheets {
 					if len(refs) == maxSheets {
-						return fileErr(CodeTooLarge, "the workbook lists more than %s sheets; save the product list alone in a new workbook", group(maxSheets))
+						return fileErr(CodeTooLarge, "the workbook lists more than %s sheets; save the product list alone in a new workbook", group(maxSheets)).withParams("kind", "content")
 					}
 					name, rid := t.attr("name"), t.anyAttr("id")
 					if len(name) > maxRefBytes || len(rid) > maxRefBytes {
@@ -130,7 +130,7 @@ func (b *xlsxFile) readRels(f *zip.File, dir string) ([]rel, error) {
 			return nil
 		}
 		if n++; n > maxRels {
-			return fileErr(CodeTooLarge, "the file's part %s lists more than %s relationships, more than any workbook needs; save it again from Excel as .xlsx", f.Name, group(maxRels))
+			return fileErr(CodeTooLarge, "the file's part %s lists more than %s relationships, more than any workbook needs; save it again from Excel as .xlsx", f.Name, group(maxRels)).withParams("kind", "content")
 		}
 		typ := t.attr("Type")
 		if string(t.attr("TargetMode")) == "External" || !followedRel(typ) {

@@ -109,7 +109,7 @@ func (r *sheetReader) visit(t *xmlToken) error {
 			}
 		case "mergeCell":
 			if len(r.merges) == maxMerges {
-				return fileErr(CodeTooLarge, "the sheet %q has more than %s merged ranges, far more than a product list needs; unmerge the cells and save the file again", r.grid.sheetName, group(maxMerges))
+				return fileErr(CodeTooLarge, "the sheet %q has more than %s merged ranges, far more than a product list needs; unmerge the cells and save the file again", r.grid.sheetName, group(maxMerges)).withParams("kind", "content")
 			}
 			if m, ok := parseRange(string(t.attr("ref"))); ok {
 				r.merges = append(r.merges, m)

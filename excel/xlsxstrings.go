@@ -116,13 +116,13 @@ func (b *xlsxFile) readSharedStrings(f *zip.File) error {
 			case "si":
 				if inSI {
 					if len(sst.ends) == maxSharedStrings {
-						return fileErr(CodeTooLarge, "the file's shared strings hold more than %s entries, far more than a product list needs; save it again from Excel as .xlsx, or as CSV", group(maxSharedStrings))
+						return fileErr(CodeTooLarge, "the file's shared strings hold more than %s entries, far more than a product list needs; save it again from Excel as .xlsx, or as CSV", group(maxSharedStrings)).withParams("kind", "content")
 					}
 					tb.unescape()
 					// The table's text is bounded like the cells': its
 					// entries are kept whether a cell shows them or not.
 					if int64(len(sst.arena)+len(tb.buf)) > b.opts.MaxTextBytes {
-						return fileErr(CodeTooLarge, "the file's shared strings hold more than %s of text; a product list of a few hundred rows is far smaller, so the file was refused", byteSize(b.opts.MaxTextBytes))
+						return fileErr(CodeTooLarge, "the file's shared strings hold more than %s of text; a product list of a few hundred rows is far smaller, so the file was refused", byteSize(b.opts.MaxTextBytes)).withParams("kind", "content")
 					}
 					sst.arena = append(sst.arena, tb.buf...)
 					sst.ends = append(sst.ends, uint32(len(sst.arena)))

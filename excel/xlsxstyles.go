@@ -18,7 +18,7 @@ func (b *xlsxFile) readStyles(f *zip.File) error {
 	var xfs []int            // the number format of each cell format
 	inCellXfs := false
 	tooMany := func() error {
-		return fileErr(CodeTooLarge, "the file's styles hold more than %s formats, more than Excel allows; save it again from Excel as .xlsx", group(maxStyles))
+		return fileErr(CodeTooLarge, "the file's styles hold more than %s formats, more than Excel allows; save it again from Excel as .xlsx", group(maxStyles)).withParams("kind", "content")
 	}
 	err := b.walk(f, func(t *xmlToken) error {
 		switch t.kind {

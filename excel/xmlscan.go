@@ -130,7 +130,7 @@ func (b *xmlBudget) take(n int) error {
 	}
 	b.used += n
 	if b.used > b.limit {
-		return fileErr(CodeTooLarge, "the file holds more than %s XML entries (elements, attributes and texts, empty or not; part %s), far more than a product list needs, so it was refused; save it again from Excel as .xlsx, or as CSV", group(int64(b.limit)), b.part)
+		return fileErr(CodeTooLarge, "the file holds more than %s XML entries (elements, attributes and texts, empty or not; part %s), far more than a product list needs, so it was refused; save it again from Excel as .xlsx, or as CSV", group(int64(b.limit)), b.part).withParams("kind", "content")
 	}
 	return nil
 }

@@ -143,12 +143,20 @@ type Violation struct {
 	Field   string
 	Code    string // one of the Code constants
 	Message string // a sentence that starts with the field: "price must be ..."
+	// Params are the facts of Message, for the message table (package
+	// messages) to say them in the seller's language: "field", "value"
+	// (quoted), "min", "max", "n", "char", and "kind" for a variant.
+	Params map[string]string
 }
 
 func (v *Violation) Error() string { return v.Message }
 
-func (r Rule) violation(code, msg string) *Violation {
-	return &Violation{Field: r.Field, Code: code, Message: r.Field + " " + msg}
+func (r Rule) violation(code, msg string, params ...string) *Violation {
+	p := map[string]string{"field": r.Field}
+	for i := 0; i+1 < len(params); i += 2 {
+		p[params[i]] = params[i+1]
+	}
+	return &Violation{Field: r.Field, Code: code, Message: r.Field + " " + msg, Params: p}
 }
 
 // Missing is the answer for an absent field: a violation when it is required.
@@ -156,15 +164,15 @@ func (r Rule) Missing() *Violation {
 	if !r.Required {
 		return nil
 	}
-	return r.violation(CodeRequired, "is required")
+	return r.violation(CodeRequired, "is required", "kind", "absent")
 }
 
 // WrongType refuses a value of the wrong JSON type; got describes it ("a string").
 func (r Rule) WrongType(got string) *Violation {
 	if r.Type == WholeNumber {
-		return r.violation(CodeWrongType, "must be "+r.Describe()+" written as a JSON number, got "+got)
+		return r.violation(CodeWrongType, "must be "+r.Describe()+" written as a JSON number, got "+got, "value", got)
 	}
-	return r.violation(CodeWrongType, "must be text (a JSON string), got "+got)
+	return r.violation(CodeWrongType, "must be text (a JSON string), got "+got, "value", got)
 }
 
 // IsBlank reports a text the table treats as absent: empty or only spaces.
@@ -193,7 +201,8 @@ func (r Rule) CheckText(s string) *Violation {
 
 // TooLong refuses a text of n characters; n is past MaxLen.
 func (r Rule) TooLong(n int) *Violation {
-	return r.violation(CodeTooLong, "must be at most "+Group(int64(r.MaxLen))+" characters, got "+Group(int64(n))+" characters")
+	return r.violation(CodeTooLong, "must be at most "+Group(int64(r.MaxLen))+" characters, got "+Group(int64(n))+" characters",
+		"max", Group(int64(r.MaxLen)), "n", Group(int64(n)))
 }
 
 func (r Rule) checkFormat(s string) *Violation {
@@ -201,7 +210,8 @@ func (r Rule) checkFormat(s string) *Violation {
 	case Code:
 		for i := 0; i < len(s); i++ {
 			if !isCodeByte(s[i]) {
-				return r.violation(CodeInvalidCode, "must be a code of 1 to "+strconv.Itoa(r.MaxLen)+" letters, digits, '-', '_' or '.', got "+Quote(s))
+				return r.violation(CodeInvalidCode, "must be a code of 1 to "+strconv.Itoa(r.MaxLen)+" letters, digits, '-', '_' or '.', got "+Quote(s),
+					"max", strconv.Itoa(r.MaxLen), "value", Quote(s))
 			}
 		}
 		return nil
@@ -211,7 +221,7 @@ func (r Rule) checkFormat(s string) *Violation {
 		}
 		u, err := url.Parse(s)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.IndexFunc(s, IsSpace) >= 0 {
-			return r.violation(CodeInvalidURL, "must be a web address starting with https:// or http://, got "+Quote(s))
+			return r.violation(CodeInvalidURL, "must be a web address starting with https:// or http://, got "+Quote(s), "value", Quote(s))
 		}
 		return nil
 	case Word:
@@ -219,7 +229,7 @@ func (r Rule) checkFormat(s string) *Violation {
 			return v
 		}
 		if strings.IndexFunc(s, IsSpace) >= 0 {
-			return r.violation(CodeInvalidChars, "must not contain spaces, got "+Quote(s))
+			return r.violation(CodeInvalidChars, "must not contain spaces, got "+Quote(s), "kind", "spaces", "value", Quote(s))
 		}
 		return nil
 	case Paragraphs:
@@ -235,13 +245,13 @@ func (r Rule) checkChars(s string, multiline bool) *Violation {
 			if multiline {
 				continue
 			}
-			return r.violation(CodeInvalidChars, "must be one line, without line breaks or tabs")
+			return r.violation(CodeInvalidChars, "must be one line, without line breaks or tabs", "kind", "multiline")
 		}
 		if c == utf8.RuneError {
 			return r.violation(CodeInvalidChars, "holds characters that are not valid text")
 		}
 		if unicode.IsControl(c) {
-			return r.violation(CodeInvalidChars, "holds an invisible control character ("+strconv.QuoteRune(c)+")")
+			return r.violation(CodeInvalidChars, "holds an invisible control character ("+strconv.QuoteRune(c)+")", "kind", "control", "char", strconv.QuoteRune(c))
 		}
 	}
 	return nil
@@ -263,12 +273,12 @@ func (r Rule) CheckNumber(n int64, shown string) *Violation {
 
 // OutOfRange refuses a whole number outside Min..Max; shown is how the value is quoted.
 func (r Rule) OutOfRange(shown string) *Violation {
-	return r.violation(CodeOutOfRange, "must be "+r.Describe()+", got "+Quote(shown))
+	return r.violation(CodeOutOfRange, "must be "+r.Describe()+", got "+Quote(shown), "min", Group(r.Min), "max", Group(r.Max), "value", Quote(shown))
 }
 
 // NotWhole refuses a value that is not a whole number; shown is how it is quoted.
 func (r Rule) NotWhole(shown string) *Violation {
-	return r.violation(CodeNotWholeNumber, "must be "+r.Describe()+", got "+Quote(shown))
+	return r.violation(CodeNotWholeNumber, "must be "+r.Describe()+", got "+Quote(shown), "min", Group(r.Min), "max", Group(r.Max), "value", Quote(shown))
 }
 
 func orNumber(shown string, n int64) string {
