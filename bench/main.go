@@ -53,6 +53,7 @@ func main() {
 	pipelining := flag.String("redis-pipelining", "", "comma-separated --redis-pipelining values of the consumers (autopipe, goredis, none), each scenario run once with each, interleaved; empty: the consumer's default")
 	rounds := flag.Int("rounds", 1, "run every scenario (with every -redis-pipelining) this many times, round after round, so that what is compared is interleaved")
 	pause := flag.Duration("pause", 0, "wait this long between two runs, so one run's load does not skew the next")
+	pprofPort := flag.Int("pprof-port", 0, "serve consumer i's /debug/pprof on 127.0.0.1:PORT+i (--pprof-addr), to profile a run with go tool pprof; 0: not served")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
@@ -115,7 +116,7 @@ func main() {
 				if len(out) > 0 {
 					time.Sleep(*pause)
 				}
-				r, err := run(context.Background(), sc, mode, bin.Path, dir, log)
+				r, err := run(context.Background(), sc, mode, bin.Path, dir, *pprofPort, log)
 				if err != nil {
 					os.RemoveAll(dir)
 					fmt.Fprintln(os.Stderr, "bench:", runName(sc.Name, mode, round, *rounds)+":", err)

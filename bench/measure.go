@@ -24,6 +24,7 @@ type sample struct {
 	consumers      []consumerSample
 	redisCommands  int64
 	redisByCommand map[string]int64 // calls, from INFO commandstats
+	redisUsec      map[string]int64 // µs Redis spent in each command, from INFO commandstats (a script's includes its inner commands')
 	redisCPUS      float64
 	benchCPUS      float64 // this process: the sandbox and the broker
 	machineBusyS   float64 // every CPU, every process
@@ -66,7 +67,7 @@ func sampleAll(ctx context.Context, rdb *redis.Client, procs []*exec.Cmd, metric
 		s.consumers = append(s.consumers, c)
 	}
 	var err error
-	if s.redisCommands, s.redisCPUS, s.redisByCommand, err = redisStats(ctx, rdb); err != nil {
+	if s.redisCommands, s.redisCPUS, s.redisByCommand, s.redisUsec, err = redisStats(ctx, rdb); err != nil {
 		return s, err
 	}
 	s.benchCPUS, s.machineBusyS = cpuSeconds("/proc/self/stat"), machineBusy()
@@ -76,13 +77,13 @@ func sampleAll(ctx context.Context, rdb *redis.Client, procs []*exec.Cmd, metric
 // redisStats reads, from one INFO, the commands Redis has processed, the
 // CPU it has used, and how often it has run each command (commandstats:
 // "cmdstat_zadd:calls=12,usec=…", subcommands as "client|setname").
-func redisStats(ctx context.Context, rdb *redis.Client) (commands int64, cpuS float64, byCommand map[string]int64, err error) {
+func redisStats(ctx context.Context, rdb *redis.Client) (commands int64, cpuS float64, byCommand, usec map[string]int64, err error) {
 	info, err := rdb.Info(ctx, "stats", "cpu", "commandstats").Result()
 	if err != nil {
-		return 0, 0, nil, fmt.Errorf("INFO of the bench's Redis: %w", err)
+		return 0, 0, nil, nil, fmt.Errorf("INFO of the bench's Redis: %w", err)
 	}
 	found := 0
-	byCommand = map[string]int64{}
+	byCommand, usec = map[string]int64{}, map[string]int64{}
 	for line := range strings.SplitSeq(info, "\n") {
 		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
 		switch k {
@@ -96,18 +97,22 @@ func redisStats(ctx context.Context, rdb *redis.Client) (commands int64, cpuS fl
 			found++
 		default:
 			if name, ok := strings.CutPrefix(k, "cmdstat_"); ok {
-				calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
+				calls, rest, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
 				byCommand[name], err = strconv.ParseInt(calls, 10, 64)
+				if u, ok := strings.CutPrefix(rest, "usec="); ok && err == nil {
+					u, _, _ = strings.Cut(u, ",")
+					usec[name], err = strconv.ParseInt(u, 10, 64)
+				}
 			}
 		}
 		if err != nil {
-			return 0, 0, nil, fmt.Errorf("INFO %s: %w", k, err)
+			return 0, 0, nil, nil, fmt.Errorf("INFO %s: %w", k, err)
 		}
 	}
 	if found != 3 {
-		return 0, 0, nil, errors.New("INFO of the bench's Redis lacks total_commands_processed, used_cpu_user or used_cpu_sys")
+		return 0, 0, nil, nil, errors.New("INFO of the bench's Redis lacks total_commands_processed, used_cpu_user or used_cpu_sys")
 	}
-	return commands, cpuS, byCommand, nil
+	return commands, cpuS, byCommand, usec, nil
 }
 
 // machineBusy is the CPU time every CPU of the machine has spent on

@@ -76,6 +76,7 @@ type result struct {
 	// Which commands those were, inside scripts included: where Redis's
 	// CPU goes.
 	CommandsExecutedByName map[string]float64 `json:"redis_commands_executed_per_registered_row_by_command"`
+	RedisUsByCommand       map[string]float64 `json:"redis_us_per_registered_row_by_command"`
 	PeakRSSMiB             []float64          `json:"consumer_peak_rss_mib"`
 	PeakRSSMiBMax          float64            `json:"consumer_peak_rss_mib_max"`
 	RedisCPUUsPerRow       float64            `json:"redis_cpu_us_per_registered_row"`
@@ -109,6 +110,7 @@ func definitions() map[string]string {
 		"redis_commands_sent_per_registered_row":                "the consumers' bulkreg_consumer_redis_commands_total over the same span ÷ registered_rows (a script is one command)",
 		"redis_commands_executed_per_registered_row":            "redis-server's total_commands_processed over the same span ÷ registered_rows (commands run inside scripts included)",
 		"redis_commands_executed_per_registered_row_by_command": "the same, per command, from INFO commandstats (calls); the sampling INFOs themselves show as info",
+		"redis_us_per_registered_row_by_command":                "µs Redis spent running each command (INFO commandstats usec) ÷ registered_rows; a script's (evalsha) includes the commands it ran, which also show under their own names; Redis CPU outside commands (the network, the event loop) is in none",
 		"consumer_peak_rss_mib":                                 "VmHWM of each consumer process at the end of the scenario",
 		"finish_windows_max":                                    "per seller group: the largest (seller's last registration − the run's first registration) ÷ the app-wide window (the seller window without one)",
 		"global_limit.periods":                                  "the run from its first registration to its last cut into consecutive periods of the app-wide window; accepted = 201s of all sellers in the period; seller_limits_capacity = how many the sellers' own limits alone would have allowed in it (each seller's rows left, placed as early as a sliding log of limit per window + margin allows after its earlier registrations); counted = capacity ≥ the app-wide limit, i.e. rows were waiting that only the app-wide limit held back",

@@ -28,7 +28,7 @@ import (
 	"github.com/bulkreg/bulkreg/throttle"
 )
 
-func run(ctx context.Context, sc scenario, pipelining, bin, parent string, log *slog.Logger) (result, error) {
+func run(ctx context.Context, sc scenario, pipelining, bin, parent string, pprofPort int, log *slog.Logger) (result, error) {
 	dir, err := os.MkdirTemp(parent, sc.Name+"-")
 	if err != nil {
 		return result{}, err
@@ -107,6 +107,9 @@ func run(ctx context.Context, sc scenario, pipelining, bin, parent string, log *
 			"BULKREG_REDIS_ADDRS="+rp.Addr, "BULKREG_REGISTRY_URL=http://"+ln.Addr().String(),
 			"BULKREG_LIMIT="+strconv.Itoa(sc.Limit), "BULKREG_WINDOW="+sc.Window.String(), "BULKREG_MARGIN="+sc.Margin.String(),
 			"BULKREG_SESSION_TIMEOUT=3s", "BULKREG_HEARTBEAT_INTERVAL=300ms", "BULKREG_DRAIN_TIMEOUT=2s", "BULKREG_METRICS_ADDR="+metricsAddr, "BULKREG_LOG_LEVEL=warn")
+		if pprofPort > 0 {
+			cmd.Env = append(cmd.Env, fmt.Sprintf("BULKREG_PPROF_ADDR=127.0.0.1:%d", pprofPort+i))
+		}
 		if pipelining != "" {
 			cmd.Env = append(cmd.Env, "BULKREG_REDIS_PIPELINING="+pipelining)
 		}
@@ -277,6 +280,12 @@ func run(ctx context.Context, sc scenario, pipelining, bin, parent string, log *
 	for name, calls := range after.redisByCommand {
 		if per := round(perRow(float64(calls - before.redisByCommand[name]))); per > 0 {
 			res.CommandsExecutedByName[name] = per
+		}
+	}
+	res.RedisUsByCommand = map[string]float64{}
+	for name, us := range after.redisUsec {
+		if per := round(perRow(float64(us - before.redisUsec[name]))); per > 0 {
+			res.RedisUsByCommand[name] = per
 		}
 	}
 	return res, nil
