@@ -122,6 +122,9 @@ type form struct {
 	name string
 	data []byte
 	csrf string
+	// confirmed is the page form's "confirmed" field: "1" when the seller
+	// saw what Register will do and confirmed it (pageRegister).
+	confirmed string
 }
 
 // readUploadForm reads the multipart body under the size limit and the
@@ -204,6 +207,12 @@ func (s *Server) readFile(r *http.Request) (form, error) {
 				return form{}, fmt.Errorf("read the form: %w", err)
 			}
 			f.csrf = string(b)
+		case "confirmed":
+			b, err := io.ReadAll(io.LimitReader(part, 16))
+			if err != nil {
+				return form{}, fmt.Errorf("read the form: %w", err)
+			}
+			f.confirmed = string(b)
 		default:
 			// Other fields (a "seller" among them) are ignored: the seller
 			// comes from the token or the session only.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,7 +22,10 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/xuri/excelize/v2"
 
+	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/devstack"
+	"github.com/bulkreg/bulkreg/internal/sandbox"
+	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/producer/httpapi"
 )
 
@@ -120,6 +124,11 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
+	saveScreenshot(t, name, png)
+}
+
+func saveScreenshot(t *testing.T, name string, png []byte) {
+	t.Helper()
 	dirs := []string{t.ArtifactDir()}
 	if os.Getenv("BULKREG_UPDATE_SCREENSHOTS") != "" {
 		dirs = append(dirs, filepath.Join("..", "..", "docs", "screenshots"))
@@ -134,9 +143,68 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	}
 }
 
+// atPhone shows the page at 390×844, a phone held upright, and fails the
+// test when the page scrolls sideways there (a table scrolls inside its own
+// box; the page does not). shot, when given, saves the phone's screenshot.
+// The desktop size comes back afterwards.
+func atPhone(t *testing.T, ctx context.Context, page, shot string) {
+	t.Helper()
+	within(t, ctx, 10*time.Second, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch))
+	defer within(t, ctx, 10*time.Second, chromedp.EmulateReset(), chromedp.EmulateViewport(1280, 900))
+	w := eval[[]string](t, ctx, `new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => {
+		const wide = [...document.querySelectorAll("body *")].filter(e => e.getBoundingClientRect().right > 390.5 && !e.closest(".scroll, .table-scroll"))
+			.slice(0, 3).map(e => e.tagName + "#" + e.id + "." + e.className + " " + Math.round(e.getBoundingClientRect().right));
+		r([String(document.scrollingElement.scrollWidth), String(innerWidth), wide.join("; ")]);
+	})))`)
+	// A phone zooms a page that is too wide out, which widens innerWidth:
+	// the page must fit the phone's 390 px, not its own width.
+	sw, iw := atoi(t, w[0]), atoi(t, w[1])
+	if iw != 390 || sw > iw {
+		t.Errorf("%s at a 390 px phone: the page is %d px wide in a %d px window (it scrolls sideways); past the edge: %s", page, sw, iw, w[2])
+	}
+	if shot != "" {
+		// What the phone's screen shows: a full-page capture resizes the
+		// viewport, which a phone never does.
+		c, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		png, err := chromedp.Run(c, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", shot, err)
+		}
+		saveScreenshot(t, shot, png)
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("%q is not a number: %v", s, err)
+	}
+	return n
+}
+
+// text is the innerText of the first element sel matches, "" when none.
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	return eval[string](t, ctx, `(e => e ? e.innerText : "")(document.querySelector(`+strconv.Quote(sel)+`))`)
+}
+
+// visible reports whether sel matches an element that is shown.
+func visible(t *testing.T, ctx context.Context, sel string) bool {
+	t.Helper()
+	return eval[bool](t, ctx, `(e => !!e && e.getClientRects().length > 0)(document.querySelector(`+strconv.Quote(sel)+`))`)
+}
+
 // productFile writes a seller's file of n rows; badRow (a spreadsheet row
 // number) has a price that is not a number.
 func productFile(t *testing.T, n, badRow int) string {
+	t.Helper()
+	return productFileSKUs(t, n, badRow, "SHOP")
+}
+
+// productFileSKUs is productFile with the SKUs' prefix.
+func productFileSKUs(t *testing.T, n, badRow int, prefix string) string {
 	t.Helper()
 	f := excelize.NewFile()
 	defer f.Close()
@@ -152,7 +220,7 @@ func productFile(t *testing.T, n, badRow int) string {
 		if row == badRow {
 			price = "12,000원"
 		}
-		vals := []any{fmt.Sprintf("SHOP-%04d", i+1), names[i%len(names)] + " " + strconv.Itoa(i+1), "50000" + strconv.Itoa(100+i%7), price, 20 + i, "오늘상점", fmt.Sprintf("https://img.example.com/p/%d.jpg", i+1)}
+		vals := []any{fmt.Sprintf("%s-%04d", prefix, i+1), names[i%len(names)] + " " + strconv.Itoa(i+1), "50000" + strconv.Itoa(100+i%7), price, 20 + i, "오늘상점", fmt.Sprintf("https://img.example.com/p/%d.jpg", i+1)}
 		if err := f.SetSheetRow(sh, "A"+strconv.Itoa(row), &vals); err != nil {
 			t.Fatal(err)
 		}
@@ -193,6 +261,34 @@ func download(t *testing.T, ctx context.Context, url string) (int, []byte) {
 		t.Fatal(err)
 	}
 	return status, b
+}
+
+// apiUpload posts a file to the API with a bearer token and returns the
+// upload's id.
+func apiUpload(t *testing.T, base, token, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	fw, _ := mw.CreateFormFile("file", filepath.Base(path))
+	fw.Write(data)
+	mw.Close()
+	req, _ := http.NewRequest("POST", base+"/v1/uploads", &body)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r httpapi.UploadResponse
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != http.StatusCreated || r.UploadID == "" {
+		t.Fatalf("upload %s: %d %+v %v", path, resp.StatusCode, r, err)
+	}
+	return r.UploadID
 }
 
 func apiGet(t *testing.T, url, token string) (int, []byte) {
@@ -243,6 +339,10 @@ func TestSellerInTheBrowser(t *testing.T) {
 	}
 	within(t, ctx, 20*time.Second, chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS(`table.uploads, main p`)))
 	poll(t, ctx, `location.pathname === "/uploads" && document.querySelector("h1").textContent === "Your uploads"`)
+	// The link opened again while signed in is no dead end: the history.
+	within(t, ctx, 20*time.Second, chromedp.Navigate(link))
+	poll(t, ctx, `location.pathname === "/uploads" && document.querySelector("h1").textContent === "Your uploads"`)
+	atPhone(t, ctx, "the empty history", "")
 
 	// Check: every problem by cell, next to a preview; nothing registered.
 	within(t, ctx, 20*time.Second,
@@ -270,11 +370,60 @@ func TestSellerInTheBrowser(t *testing.T) {
 	if f := eval[string](t, ctx, `document.getElementById("file").files[0].name`); f != "spring-products.xlsx" {
 		t.Errorf("after the check the file input holds %q, want the file still chosen", f)
 	}
+	if p := text(t, ctx, "#plan"); p != "Register registers 24 rows and skips 1 with problems and 0 already registered." {
+		t.Errorf("the check says %q, want what Register will do", p)
+	}
+	if visible(t, ctx, "#confirm") {
+		t.Error("Check alone shows the register confirmation")
+	}
 	screenshot(t, ctx, "check")
+	atPhone(t, ctx, "the check page with an error", "check-phone")
 
-	// Register: the progress page, updated by events, not by reloading.
+	// Jump to a cell far down the preview: it shows below the sticky
+	// header, focused, so the next Tab goes on from it.
+	within(t, ctx, 20*time.Second,
+		chromedp.SetUploadFiles(chromedp.CSS("#file"), []string{productFile(t, 40, 33)}),
+		chromedp.Click(chromedp.CSS("#check")),
+		chromedp.WaitVisible(chromedp.CSS(`#problems a[href="#cell-D33"]`)),
+		chromedp.Click(chromedp.CSS(`#problems a[href="#cell-D33"]`)),
+	)
+	poll(t, ctx, `document.activeElement && document.activeElement.id === "cell-D33"`)
+	jump := eval[[]int](t, ctx, `(() => {
+		const c = document.getElementById("cell-D33").getBoundingClientRect(), h = document.querySelector(".preview thead").getBoundingClientRect(),
+			box = document.querySelector(".scroll").getBoundingClientRect();
+		return [Math.round(c.top), Math.round(h.bottom), Math.round(c.bottom), Math.round(Math.min(box.bottom, innerHeight))];
+	})()`)
+	if jump[0] < jump[1]-1 || jump[2] > jump[3]+1 {
+		t.Errorf("after jumping to D33 the cell spans y %d-%d, the sticky header ends at %d and the box at %d: the cell is hidden", jump[0], jump[2], jump[1], jump[3])
+	}
+	// Focus moves on from the cell: back (Shift+Tab) to the preview's
+	// scroll box, not to the top of the page.
+	within(t, ctx, 10*time.Second, chromedp.KeyEvent("\t", chromedp.KeyModifiers(chromedp.ModifierShift)))
+	if a := eval[string](t, ctx, `document.activeElement.className + "|" + document.activeElement.getAttribute("aria-labelledby")`); a != "scroll|preview-title" {
+		t.Errorf("Shift+Tab after the jump went to %q, want the preview that holds the cell", a)
+	}
+	atPhone(t, ctx, "the check page after a jump", "")
+	within(t, ctx, 20*time.Second,
+		chromedp.SetUploadFiles(chromedp.CSS("#file"), []string{file}),
+		chromedp.Click(chromedp.CSS("#check")),
+		chromedp.WaitVisible(chromedp.CSS(`#problems a[href="#cell-D7"]`)),
+	)
+
+	// Register asks first: one row would be skipped.
 	within(t, ctx, 20*time.Second,
 		chromedp.Click(chromedp.CSS("#register")),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-register")),
+	)
+	if c := text(t, ctx, "#confirm"); !strings.Contains(c, "Some rows will be skipped") || !strings.Contains(c, "Register 24 rows") {
+		t.Errorf("the register confirmation says %q", c)
+	}
+	if loc := eval[string](t, ctx, `location.pathname`); loc != "/upload" {
+		t.Errorf("Register went to %s before the seller confirmed", loc)
+	}
+	screenshot(t, ctx, "confirm")
+	// Register: the progress page, updated by events, not by reloading.
+	within(t, ctx, 20*time.Second,
+		chromedp.Click(chromedp.CSS("#confirm-register")),
 		chromedp.WaitVisible(chromedp.CSS("#progress")),
 	)
 	id := eval[string](t, ctx, `document.getElementById("progress").dataset.upload`)
@@ -297,6 +446,10 @@ func TestSellerInTheBrowser(t *testing.T) {
 		}
 		if done, _ := strconv.Atoi(v[2]); !shot && done >= 10 && v[0] != "true" {
 			screenshot(t, ctx, "progress")
+			if p := text(t, ctx, "#waiting"); !strings.Contains(p, "allows 10 registrations per 2 seconds per seller") || !strings.Contains(p, "You may close this page") {
+				t.Errorf("while rows wait the page says %q, want the marketplace's pace and that the page may be closed", p)
+			}
+			atPhone(t, ctx, "the progress page", "progress-phone")
 			shot = true
 		}
 		if v[0] == "true" {
@@ -315,7 +468,20 @@ func TestSellerInTheBrowser(t *testing.T) {
 	if n, _ := strconv.Atoi(final[4]); n < 3 {
 		t.Errorf("the page received %d progress events, want several", n)
 	}
+	// 1 of 25 failed: partly failed, in words and colour, with the fix
+	// file one click away; not "done / every row is done".
+	end := eval[[]string](t, ctx, `[document.getElementById("state").textContent, document.getElementById("state").className, document.getElementById("bar").className,
+		document.getElementById("eta").innerText, (e => e.hidden ? "" : e.innerText)(document.getElementById("fix")), document.getElementById("fix-file").getAttribute("href")]`)
+	if end[0] != "partly failed" || !strings.Contains(end[1], "end-partial") || !strings.Contains(end[2], "end-partial") ||
+		end[3] != "Partly failed: 1 of 25 rows need fixing; the rest are registered." || !strings.Contains(end[4], "Download the fix file: failed rows, 1 (.xlsx)") ||
+		end[5] != "/v1/uploads/"+id+"/report.xlsx?failed_only=true" {
+		t.Errorf("at the end the page shows %q, want the partly-failed state with the fix file", end)
+	}
+	if visible(t, ctx, "#waiting") || visible(t, ctx, "#outage") {
+		t.Error("a finished upload still explains waiting or an outage")
+	}
 	screenshot(t, ctx, "done")
+	atPhone(t, ctx, "the finished upload", "")
 	finish := stack.Sandbox.Audit().Sellers["seller-a"].Last
 	bound := window + margin + 2*time.Second
 	worst := time.Duration(0)
@@ -364,6 +530,33 @@ func TestSellerInTheBrowser(t *testing.T) {
 	}
 	within(t, ctx, 20*time.Second, chromedp.Navigate(base+"/uploads"), chromedp.WaitVisible(chromedp.CSS("table.uploads")))
 	screenshot(t, ctx, "uploads")
+	if st := text(t, ctx, "table.uploads tbody td:nth-of-type(2)"); st != "partly failed" {
+		t.Errorf("the history says %q of the upload with a failed row, want partly failed", st)
+	}
+	atPhone(t, ctx, "the history", "uploads-phone")
+
+	// A file whose rows are all registered already: Register would register
+	// nothing, and the page says so instead of "press Register".
+	within(t, ctx, 20*time.Second,
+		chromedp.Navigate(base+"/upload"), chromedp.WaitVisible(chromedp.CSS("#file")),
+		chromedp.SetUploadFiles(chromedp.CSS("#file"), []string{productFile(t, 5, 0)}),
+		chromedp.Click(chromedp.CSS("#check")), chromedp.WaitVisible(chromedp.CSS("#plan")),
+	)
+	if p, all := text(t, ctx, "#plan"), text(t, ctx, "#check-result"); p != "All 5 rows are registered already; there is nothing new to register." || strings.Contains(all, "Press Register") {
+		t.Errorf("a file registered already: the check says %q (%q)", p, all)
+	}
+	within(t, ctx, 20*time.Second, chromedp.Click(chromedp.CSS("#register")), chromedp.WaitVisible(chromedp.CSS("#confirm")))
+	if visible(t, ctx, "#confirm-register") || eval[string](t, ctx, `location.pathname`) != "/upload" {
+		t.Error("Register offered to register a file whose rows are all registered already")
+	}
+
+	// Sign out asks first.
+	within(t, ctx, 10*time.Second, chromedp.Click(chromedp.CSS(".signout summary")), chromedp.WaitVisible(chromedp.CSS("#signout-yes")))
+	if c := text(t, ctx, ".signout-confirm"); !strings.Contains(c, "Sign out?") {
+		t.Errorf("sign-out confirmation: %q", c)
+	}
+	atPhone(t, ctx, "the sign-out question", "")
+	within(t, ctx, 10*time.Second, chromedp.Click(chromedp.CSS(".signout summary")))
 	tokA, _ := httpapi.MintToken(stack.Secret, "seller-a", time.Minute, time.Now())
 	if _, b := apiGet(t, base+"/v1/uploads", tokA); strings.Count(string(b), `"id":`) != 1 {
 		t.Errorf("seller A's uploads after the cross-site post: %s, want only the registered one", b)
@@ -387,6 +580,10 @@ func TestSellerInTheBrowser(t *testing.T) {
 	if h := eval[string](t, bctx, `document.querySelector("h1").innerText`); h != "찾을 수 없습니다" {
 		t.Errorf("seller B opening seller A's upload sees %q, want not found", h)
 	}
+	if back := eval[string](t, bctx, `(a => a ? a.getAttribute("href") + " " + a.innerText : "")(document.querySelector("main a.back"))`); back != "/uploads 등록 내역으로 돌아가기" {
+		t.Errorf("the not-found page's way back: %q", back)
+	}
+	atPhone(t, bctx, "the not-found page", "")
 	for _, u := range []string{reportURL, failedURL, base + "/v1/uploads/" + id} {
 		if status, b := download(t, bctx, u); status != 404 || bytes.Contains(b, []byte("SHOP-")) {
 			t.Errorf("seller B fetching %s: %d", u, status)
@@ -400,5 +597,125 @@ func TestSellerInTheBrowser(t *testing.T) {
 	}
 	if status, b := apiGet(t, base+"/v1/uploads", tokB); status != 200 || !json.Valid(b) || strings.Contains(string(b), id) {
 		t.Errorf("seller B's list: %d %s", status, b)
+	}
+}
+
+// TestOutageInTheBrowser: an upload waiting behind the seller's earlier one
+// says why (the marketplace's limit, rows ahead) and that the page may be
+// closed; when the marketplace stops answering the page says so within one
+// event of the upload's status saying so (what happens, nothing is lost, no
+// finish time), and the notice leaves within one event of its recovery;
+// the upload then ends "all registered".
+func TestOutageInTheBrowser(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatal("redis-server is not installed; `make deps` installs it")
+	}
+	ctx := browser(t)
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	logf, err := os.Create(filepath.Join(t.ArtifactDir(), "stack.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	// A circuit that opens after a few failed calls of two sellers and
+	// probes every 200 ms to 1 s: the outage shows in about a second.
+	stack, err := devstack.Start(sctx, devstack.Options{Redis: "real", Limit: limit, Window: window, Margin: margin, Logger: slog.New(slog.NewJSONHandler(logf, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Consumers: 1, Partitions: 2, SessionTimeout: 6 * time.Second, EventsInterval: 200 * time.Millisecond,
+		Circuit: circuit.Settings{Window: 2 * time.Second, MinCalls: 4, MinFailedRows: 2, ProbeMin: 200 * time.Millisecond, ProbeMax: time.Second, ProbeLease: 3 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stack.Close()
+	base := stack.ProducerURL
+	tokA, _ := httpapi.MintToken(stack.Secret, "seller-a", 5*time.Minute, time.Now())
+	tokC, _ := httpapi.MintToken(stack.Secret, "seller-c", 5*time.Minute, time.Now())
+
+	// Seller a's earlier upload of 30 rows (3 windows), then 10 more by the
+	// page: they wait behind it at 0 %.
+	first := apiUpload(t, base, tokA, productFileSKUs(t, 30, 0, "EARLY"))
+	link, err := stack.SignInLink("seller-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	within(t, ctx, 20*time.Second, chromedp.Navigate(link))
+	poll(t, ctx, `location.pathname === "/uploads"`)
+	within(t, ctx, 20*time.Second,
+		chromedp.Navigate(base+"/upload"), chromedp.WaitVisible(chromedp.CSS("#file")),
+		chromedp.SetUploadFiles(chromedp.CSS("#file"), []string{productFileSKUs(t, 10, 0, "LATER")}),
+		chromedp.Click(chromedp.CSS("#register")), chromedp.WaitVisible(chromedp.CSS("#progress")),
+	)
+	id := eval[string](t, ctx, `document.getElementById("progress").dataset.upload`)
+	poll(t, ctx, `!document.getElementById("ahead").hidden`)
+	ahead := eval[[]string](t, ctx, `[document.getElementById("ahead").innerText, document.getElementById("waiting").innerText, document.getElementById("percent").innerText]`)
+	if !strings.Contains(ahead[0], "rows of your earlier uploads are ahead of this one: the marketplace allows 10 registrations per 2 seconds per seller") ||
+		!strings.Contains(ahead[1], "You may close this page") || ahead[2] != "0% done" {
+		t.Errorf("an upload behind the seller's earlier one says %q", ahead)
+	}
+	screenshot(t, ctx, "waiting")
+
+	// Seller c calls too: one seller's failures never open the circuit.
+	apiUpload(t, base, tokC, productFileSKUs(t, 40, 0, "OTHER"))
+	status := func(tok, id string) map[string]any {
+		code, b := apiGet(t, base+"/v1/uploads/"+id, tok)
+		var v map[string]any
+		if code != 200 || json.Unmarshal(b, &v) != nil {
+			t.Fatalf("status of %s: %d %s", id, code, b)
+		}
+		return v
+	}
+	testwait.For(t, 20*time.Second, "the earlier upload's first rows register", func() bool {
+		return status(tokA, first)["registered"].(float64) >= 5
+	})
+
+	received := func() int {
+		return atoi(t, eval[string](t, ctx, `document.getElementById("progress").dataset.received || "0"`))
+	}
+	stack.Sandbox.SetOutage(sandbox.Outage{All: true})
+	var atOpen int
+	testwait.For(t, 20*time.Second, "the upload's status says the marketplace is not answering", func() bool {
+		atOpen = received()
+		return status(tokA, id)["marketplace"] == "not_answering"
+	})
+	testwait.For(t, 10*time.Second, "the outage notice shows", func() bool {
+		return visible(t, ctx, "#outage")
+	})
+	if n := received(); n > atOpen+1 {
+		t.Errorf("the outage notice came with event %d; the status said not_answering before event %d: want it within one event", n, atOpen+1)
+	}
+	note := eval[[]string](t, ctx, `[document.getElementById("outage").innerText, document.getElementById("eta").innerText]`)
+	if !strings.Contains(note[0], "The marketplace is not answering") || !strings.Contains(note[0], "No row is lost") ||
+		!strings.Contains(note[0], "continue by themselves") || note[1] != "The finish time is unknown until the marketplace answers again." {
+		t.Errorf("during the outage the page says %q", note)
+	}
+	time.Sleep(1500 * time.Millisecond) // no countdown: the text stays
+	if e := text(t, ctx, "#eta"); e != note[1] {
+		t.Errorf("during the outage the finish line changed to %q", e)
+	}
+	screenshot(t, ctx, "outage")
+	atPhone(t, ctx, "the outage notice", "outage-phone")
+	if f := status(tokA, id)["failed"].(float64); f != 0 {
+		t.Errorf("%v rows failed for the outage, want 0", f)
+	}
+
+	stack.Sandbox.SetOutage(sandbox.Outage{})
+	var atBack int
+	testwait.For(t, 30*time.Second, "the upload's status says the marketplace answers", func() bool {
+		atBack = received()
+		return status(tokA, id)["marketplace"] == "answering"
+	})
+	testwait.For(t, 10*time.Second, "the outage notice leaves", func() bool {
+		return !visible(t, ctx, "#outage")
+	})
+	if n := received(); n > atBack+1 {
+		t.Errorf("the outage notice left with event %d; the status said answering before event %d: want it within one event", n, atBack+1)
+	}
+	poll2 := func(expr string, d time.Duration) {
+		testwait.For(t, d, expr, func() bool { return eval[bool](t, ctx, expr) })
+	}
+	poll2(`document.getElementById("progress").dataset.done === "true"`, 60*time.Second)
+	end := eval[[]string](t, ctx, `[document.getElementById("state").textContent, document.getElementById("state").className, document.getElementById("eta").innerText, String(document.getElementById("fix").hidden)]`)
+	if end[0] != "all registered" || !strings.Contains(end[1], "end-ok") || end[2] != "Every row is registered (10 now, 0 already)." || end[3] != "true" {
+		t.Errorf("after the outage the upload ends %q, want all registered", end)
 	}
 }

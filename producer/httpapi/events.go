@@ -23,6 +23,14 @@ type ProgressEvent struct {
 	Percent           int        `json:"percent"` // rows done (registered, already registered or failed) of the total
 	ETA               *time.Time `json:"eta"`     // when the last row is expected to be registered; null when none waits or no estimate
 	Done              bool       `json:"done"`
+	// RowsAhead is the waiting rows of the seller's earlier uploads, which
+	// take their slots first (why an upload can sit at 0 %).
+	RowsAhead int `json:"rows_ahead"`
+	// Marketplace and Notice are the upload status's (upload.UploadView):
+	// "not_answering" or "misconfigured" while rows wait on the
+	// marketplace, so the page shows the outage as it starts and ends.
+	Marketplace string `json:"marketplace,omitempty"`
+	Notice      string `json:"notice,omitempty"`
 	// FailedRows is every failed row, sent with the first event and again
 	// whenever the failed count changed; absent otherwise.
 	FailedRows []FailedRow `json:"failed_rows,omitempty"`
@@ -56,7 +64,7 @@ func failedRows(st uploadstatus.Status) []FailedRow {
 func progressEvent(p upload.Progress) ProgressEvent {
 	return ProgressEvent{ID: p.ID, State: p.State, Total: p.Total, Registered: p.Registered, AlreadyRegistered: p.AlreadyRegistered,
 		Failed: p.Failed, RowsWaiting: p.RowsWaiting, Percent: percent(p.Status), ETA: p.ETA,
-		Done: p.Done() || p.State == uploadstatus.PublishFailed}
+		Done: p.Done() || p.State == uploadstatus.PublishFailed, RowsAhead: p.RowsAhead, Marketplace: p.Marketplace, Notice: p.Notice}
 }
 
 // heartbeat keeps proxies from closing a quiet stream.
@@ -160,5 +168,6 @@ func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) {
 func changed(a, b ProgressEvent) bool {
 	sameETA := (a.ETA == nil) == (b.ETA == nil) && (a.ETA == nil || a.ETA.Equal(*b.ETA))
 	return !sameETA || a.State != b.State || a.Registered != b.Registered || a.AlreadyRegistered != b.AlreadyRegistered ||
-		a.Failed != b.Failed || a.RowsWaiting != b.RowsWaiting || a.Total != b.Total || a.Done != b.Done
+		a.Failed != b.Failed || a.RowsWaiting != b.RowsWaiting || a.Total != b.Total || a.Done != b.Done ||
+		a.RowsAhead != b.RowsAhead || a.Marketplace != b.Marketplace || a.Notice != b.Notice
 }

@@ -124,6 +124,39 @@ var messages = map[string][2]string{ // [ko, en]
 	"error.title":          {"잠시 후 다시 시도해 주세요", "Please try again shortly"},
 	"dur.min":              {"%d분 %d초", "%d min %d s"},
 	"dur.sec":              {"%d초", "%d s"},
+	// Issue 28 (pages): the outage, end states, the register plan, waiting, sign-in and sign-out.
+	"outage.title":        {"마켓플레이스가 응답하지 않습니다", "The marketplace is not answering"},
+	"outage.body":         {"상품 등록 API가 지금 응답하지 않아 등록을 잠시 멈췄습니다. 잃어버린 행은 없고 실패로 처리되는 행도 없습니다. 마켓플레이스가 다시 응답하면 행이 자동으로 이어서 등록됩니다. 이 페이지를 닫아도 됩니다.", "The marketplace's registration API is not answering, so registering is on hold. No row is lost and none is counted as failed for it; the rows continue by themselves once it answers again. You may close this page."},
+	"outage.eta":          {"마켓플레이스가 다시 응답할 때까지 완료 시각을 알 수 없습니다.", "The finish time is unknown until the marketplace answers again."},
+	"paused.title":        {"등록이 일시 중지되었습니다", "Registration is paused"},
+	"paused.body":         {"마켓플레이스가 bulkreg의 접속을 거부해 운영자가 설정을 고쳐야 합니다. 잃어버린 행은 없고 실패로 처리되는 행도 없습니다. 고쳐지면 행이 자동으로 이어서 등록됩니다. 이 페이지를 닫아도 됩니다.", "The marketplace refused bulkreg's access; an operator has to fix it. No row is lost and none is counted as failed for it; the rows continue by themselves once it is fixed. You may close this page."},
+	"paused.eta":          {"등록이 다시 시작될 때까지 완료 시각을 알 수 없습니다.", "The finish time is unknown until registering resumes."},
+	"state.done.ok":       {"모두 등록됨", "all registered"},
+	"state.done.partial":  {"일부 실패", "partly failed"},
+	"state.done.failed":   {"모두 실패", "all failed"},
+	"end.ok":              {"모든 행을 등록했습니다 (새로 등록 %d, 이미 등록됨 %d).", "Every row is registered (%d now, %d already)."},
+	"end.partial":         {"일부 실패: %d행 중 %d행을 고쳐야 합니다. 나머지는 등록되었습니다.", "Partly failed: %[2]d of %[1]d rows need fixing; the rest are registered."},
+	"end.failed":          {"모두 실패: %d행 모두 고쳐야 합니다. 등록된 행이 없습니다.", "All failed: all %d rows need fixing; none was registered."},
+	"end.fix":             {"고칠 파일 내려받기: 실패한 행 %d개 (.xlsx)", "Download the fix file: failed rows, %d (.xlsx)"},
+	"end.fixhint":         {"이 파일에서 사유를 보고 고친 뒤 그대로 다시 올리면 됩니다.", "Fix the rows the file lists, with their reasons, and upload it again as it is."},
+	"check.plan.all":      {"문제가 없습니다. '등록'을 누르면 %d행을 모두 등록합니다.", "No problems. Register registers all %d rows."},
+	"check.plan":          {"'등록'을 누르면 %d행을 등록하고, 오류가 있는 %d행과 이미 등록된 %d행은 건너뜁니다.", "Register registers %d rows and skips %d with problems and %d already registered."},
+	"check.plan.none":     {"등록할 행이 없습니다: 오류가 있는 행 %d, 이미 등록된 행 %d. 오류를 고친 뒤 다시 올려 주세요.", "Nothing to register: %d rows have problems and %d are registered already. Fix the problems and upload again."},
+	"check.plan.allready": {"모든 행(%d행)이 이미 등록되어 있습니다. 새로 등록할 행이 없습니다.", "All %d rows are registered already; there is nothing new to register."},
+	"confirm.title":       {"건너뛰는 행이 있습니다. 등록할까요?", "Some rows will be skipped. Register anyway?"},
+	"confirm.register":    {"%d행 등록", "Register %d rows"},
+	"confirm.cancel":      {"취소", "Cancel"},
+	"confirm.again":       {"그래도 등록하려면 파일을 다시 선택한 뒤 '%d행 등록'을 누르세요.", "To register anyway, choose the file again and press Register %d rows."},
+	"wait.ahead":          {"먼저 올린 파일의 행 %[1]s개가 앞에 있어 그 행들이 끝난 뒤 이 파일의 행이 등록됩니다. 마켓플레이스는 판매자마다 %[3]s에 %[2]d건까지만 등록을 허용합니다.", "%[1]s rows of your earlier uploads are ahead of this one: the marketplace allows %[2]d registrations per %[3]s per seller, so this file's rows start when those are done."},
+	"wait.pace":           {"마켓플레이스는 판매자마다 %[2]s에 %[1]d건까지만 등록을 허용하므로 그 속도로 등록합니다.", "The marketplace allows %d registrations per %s per seller; rows are registered at that pace."},
+	"wait.close":          {"이 페이지를 닫아도 등록은 계속됩니다.", "You may close this page; registering goes on."},
+	"win.min1":            {"1분", "minute"},
+	"win.min":             {"%d분", "%d minutes"},
+	"win.sec":             {"%d초", "%d seconds"},
+	"back.uploads":        {"등록 내역으로 돌아가기", "Back to your uploads"},
+	"signin.already":      {"이미 로그인했다면 등록 내역으로 이동하세요.", "Signed in already? Go to your uploads."},
+	"signout.confirm":     {"로그아웃할까요? 등록 중인 행은 로그아웃해도 계속 등록됩니다.", "Sign out? Rows being registered go on after you sign out."},
+	"signout.yes":         {"로그아웃하기", "Yes, sign out"},
 }
 
 // problemMessages say a problem's kind in Korean by its code; the English
@@ -174,7 +207,8 @@ func fmtDuration(lang string, d time.Duration) string {
 // jsMessages are the texts the progress page's script needs, as JSON.
 func jsMessages(lang string) map[string]string {
 	out := map[string]string{}
-	for _, k := range []string{"detail.eta", "detail.eta.now", "detail.eta.none", "detail.done", "detail.percent", "dur.min", "dur.sec", "detail.nofailed", "upload.nofile", "upload.working"} {
+	for _, k := range []string{"detail.eta", "detail.eta.now", "detail.eta.none", "detail.done", "detail.percent", "dur.min", "dur.sec", "detail.nofailed", "upload.nofile", "upload.working",
+		"outage.eta", "paused.eta", "state.done.ok", "state.done.partial", "state.done.failed", "end.ok", "end.partial", "end.failed", "end.fix"} {
 		out[k] = msg(lang, k)
 	}
 	for _, s := range []string{"publishing", "published", "publish_failed", "done"} {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bulkreg/bulkreg/producer/upload"
+	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
@@ -133,12 +134,20 @@ func (s *Server) pageSignIn(w http.ResponseWriter, r *http.Request) {
 	tok := r.URL.Query().Get("token")
 	d := s.data(r, caller{}, "", "signin.title")
 	if tok == "" || s.Sessions == nil {
+		if s.signedIn(r) {
+			http.Redirect(w, r, "/uploads", http.StatusSeeOther)
+			return
+		}
 		s.render(w, r, http.StatusUnauthorized, "signin", d)
 		return
 	}
 	seller, jti, exp, err := s.Auth.VerifyLink(tok, orDefault(s.LinkMaxAge, DefaultLinkMaxAge))
 	if err != nil {
 		s.logr(r).Info("sign-in link refused", "remote", r.RemoteAddr, "err", err)
+		if s.signedIn(r) {
+			http.Redirect(w, r, "/uploads", http.StatusSeeOther)
+			return
+		}
 		d.Bad = true
 		s.render(w, r, http.StatusUnauthorized, "signin", d)
 		return
@@ -147,6 +156,12 @@ func (s *Server) pageSignIn(w http.ResponseWriter, r *http.Request) {
 	fresh, err := s.Sessions.SpendLink(r.Context(), jti, exp)
 	if err == nil && !fresh {
 		s.logr(r).Info("sign-in link used again; refused", "seller", seller, "remote", r.RemoteAddr)
+		// The seller opening the link again (a bookmark, the back button)
+		// still has the session it started: that is no dead end.
+		if s.signedIn(r) {
+			http.Redirect(w, r, "/uploads", http.StatusSeeOther)
+			return
+		}
 		d.Bad = true
 		s.render(w, r, http.StatusUnauthorized, "signin", d)
 		return
@@ -168,6 +183,15 @@ func (s *Server) pageSignIn(w http.ResponseWriter, r *http.Request) {
 	d = s.data(r, caller{seller: seller, session: &sess}, "", "signin.title")
 	d.Refresh = "/uploads"
 	s.render(w, r, http.StatusOK, "signin", d)
+}
+
+// signedIn reports whether the request carries a valid page session.
+func (s *Server) signedIn(r *http.Request) bool {
+	if s.Sessions == nil {
+		return false
+	}
+	c, err := s.authenticate(r, false)
+	return err == nil && c.session != nil
 }
 
 func (s *Server) pageSignOut(w http.ResponseWriter, r *http.Request) {
@@ -266,6 +290,21 @@ func (s *Server) pageRegister(lim *limits) http.HandlerFunc {
 			return
 		}
 		defer release()
+		if f.confirmed != "1" {
+			// Register says what it will do first: when any row would be
+			// skipped (a problem, registered already) or none would register,
+			// the seller sees the plan and confirms. The page's script asks
+			// the check itself and posts confirmed=1; this is the path
+			// without it.
+			chk, err := s.Uploader.Check(r.Context(), c.seller, f.data)
+			if err == nil && (chk.Invalid > 0 || chk.AlreadyRegistered > 0 || chk.Valid == 0) {
+				d := s.data(r, c, "upload", "upload.title")
+				d.Check = checkedView(d.Lang, chk)
+				d.Again, d.Check.Confirm = true, true
+				s.render(w, r, http.StatusOK, "upload", d)
+				return
+			}
+		}
 		res, err := s.Uploader.Upload(r.Context(), upload.Request{SellerID: c.seller, FileName: f.name, Data: f.data})
 		if ref, refused := upload.Refused(err); refused {
 			d := s.data(r, c, "upload", "upload.title")
@@ -323,9 +362,48 @@ func (s *Server) pageUploads(w http.ResponseWriter, r *http.Request) {
 
 func stateText(lang string, st uploadstatus.Status) string {
 	if st.Done() && st.State == uploadstatus.Published {
-		return msg(lang, "state.done")
+		return msg(lang, "state.done."+endState(st))
 	}
 	return msg(lang, "state."+st.State)
+}
+
+// endState is how a finished upload ended: "ok" (every row registered, now
+// or before), "failed" (every row failed) or "partial".
+func endState(st uploadstatus.Status) string {
+	switch {
+	case st.Failed == 0:
+		return "ok"
+	case st.Failed >= st.Total:
+		return "failed"
+	}
+	return "partial"
+}
+
+// endText says a finished upload's end state in words, with how many rows
+// need fixing.
+func endText(lang string, st uploadstatus.Status) string {
+	switch endState(st) {
+	case "ok":
+		return msg(lang, "end.ok", st.Registered, st.AlreadyRegistered)
+	case "failed":
+		return msg(lang, "end.failed", st.Total)
+	}
+	return msg(lang, "end.partial", st.Total, st.Failed)
+}
+
+// pacer is the throttle's policy where the uploader's Slots has one
+// (*throttle.Throttle): the pages say the marketplace's limit from it.
+type pacer interface{ Policy() throttle.Policy }
+
+// windowText says a limit's window: "minute", "30 seconds".
+func windowText(lang string, w time.Duration) string {
+	switch {
+	case w == time.Minute:
+		return msg(lang, "win.min1")
+	case w%time.Minute == 0:
+		return msg(lang, "win.min", int(w/time.Minute))
+	}
+	return msg(lang, "win.sec", int((w+time.Second/2)/time.Second))
 }
 
 // detailView is the progress page of one upload.
@@ -335,6 +413,17 @@ type detailView struct {
 	IsDone                                                     bool
 	ETAISO, ETAText                                            string
 	FailedRows                                                 []FailedRow
+	// Marketplace is "not_answering" or "misconfigured" while rows wait
+	// on it (the notice shows), else "".
+	Marketplace string
+	// End is the end state ("ok", "partial", "failed") once done; EndText
+	// says it in words.
+	End, EndText string
+	// AheadText explains a wait behind the seller's earlier uploads (empty
+	// when none is ahead); AheadFormat is it with %d for the row count,
+	// for the script. PaceText is the marketplace's limit.
+	Ahead                            int
+	AheadText, AheadFormat, PaceText string
 }
 
 func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
@@ -368,10 +457,29 @@ func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
 	v := &detailView{ID: p.ID, FileName: orDash(p.FileName), Created: p.CreatedAt.Local().Format("2006-01-02 15:04:05"),
 		State: stateText(d.Lang, p.Status), Total: p.Total, Registered: p.Registered, Already: p.AlreadyRegistered,
 		Failed: p.Failed, Waiting: p.RowsWaiting, Done: p.Registered + p.AlreadyRegistered + p.Failed,
-		Percent: ev.Percent, IsDone: ev.Done, FailedRows: failedRows(p.Status)}
+		Percent: ev.Percent, IsDone: ev.Done, FailedRows: failedRows(p.Status), Ahead: p.RowsAhead}
+	if !ev.Done && (p.Marketplace == upload.MarketplaceNotAnswering || p.Marketplace == upload.MarketplaceMisconfigured) {
+		v.Marketplace = p.Marketplace
+	}
+	if pol, ok := s.Uploader.Slots.(pacer); ok {
+		pp := pol.Policy()
+		win := windowText(d.Lang, pp.Window)
+		v.PaceText = msg(d.Lang, "wait.pace", pp.Limit, win)
+		v.AheadFormat = msg(d.Lang, "wait.ahead", "%d", pp.Limit, win)
+		if p.RowsAhead > 0 {
+			v.AheadText = msg(d.Lang, "wait.ahead", itoa(p.RowsAhead), pp.Limit, win)
+		}
+	}
 	switch {
+	case ev.Done && p.State != uploadstatus.PublishFailed:
+		v.End, v.EndText = endState(p.Status), endText(d.Lang, p.Status)
+		v.ETAText = v.EndText
 	case ev.Done:
 		v.ETAText = msg(d.Lang, "detail.done")
+	case v.Marketplace == upload.MarketplaceNotAnswering:
+		v.ETAText = msg(d.Lang, "outage.eta")
+	case v.Marketplace == upload.MarketplaceMisconfigured:
+		v.ETAText = msg(d.Lang, "paused.eta")
 	case p.State == uploadstatus.Publishing:
 		v.ETAText = msg(d.Lang, "detail.publishing")
 	case p.ETA == nil:
@@ -400,6 +508,15 @@ func orDash(s string) string {
 
 // checkView is a check's result as the page shows it.
 type checkView struct {
+	// Plan says what Register will do (n register, m skipped with
+	// problems, k already registered); Register is n, Skips whether any row
+	// is skipped or none registers, when Register asks first. Confirm
+	// shows the question (Register pressed without the page's script).
+	Plan     string
+	Register int
+	Skips    bool
+	Confirm  bool
+
 	Refusal      string
 	NoRows       bool
 	FileProblems []string
@@ -439,7 +556,18 @@ func refusalView(lang string, ref upload.Refusal) *checkView {
 }
 
 func checkedView(lang string, c *upload.Checked) *checkView {
-	v := &checkView{Total: len(c.Rows), Valid: c.Valid, Invalid: c.Invalid, Already: c.AlreadyRegistered}
+	v := &checkView{Total: len(c.Rows), Valid: c.Valid, Invalid: c.Invalid, Already: c.AlreadyRegistered, Register: c.Valid,
+		Skips: c.Invalid > 0 || c.AlreadyRegistered > 0 || c.Valid == 0}
+	switch {
+	case c.Valid == 0 && c.Invalid == 0:
+		v.Plan = msg(lang, "check.plan.allready", c.AlreadyRegistered)
+	case c.Valid == 0:
+		v.Plan = msg(lang, "check.plan.none", c.Invalid, c.AlreadyRegistered)
+	case !v.Skips:
+		v.Plan = msg(lang, "check.plan.all", c.Valid)
+	default:
+		v.Plan = msg(lang, "check.plan", c.Valid, c.Invalid, c.AlreadyRegistered)
+	}
 	labels := map[string]string{} // column letters → the seller's header
 	for i, h := range c.Header {
 		v.Header = append(v.Header, colView{Letter: c.Columns[i], Name: h})

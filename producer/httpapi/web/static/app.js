@@ -8,9 +8,37 @@
     var el = document.getElementById("i18n");
     return el ? JSON.parse(el.textContent) : {};
   }
+  // fmt fills Go-style verbs: %d, %s, %% and explicit %[2]d.
   function fmt(s) {
     var args = Array.prototype.slice.call(arguments, 1), i = 0;
-    return s.replace(/%[ds%]/g, function (m) { return m === "%%" ? "%" : String(args[i++]); });
+    return s.replace(/%(?:\[(\d+)\])?([ds%])/g, function (m, n, v) {
+      if (v === "%") return "%";
+      if (n) { i = Number(n); return String(args[i - 1]); }
+      return String(args[i++]);
+    });
+  }
+
+  // Jump to a cell: the problem list's links scroll the cell into view
+  // below the sticky header (CSS scroll-margin) and focus it, so the next
+  // Tab goes on from the cell, not from the top of the page.
+  function cellLinks() {
+    document.addEventListener("click", function (e) {
+      var a = e.target.closest && e.target.closest('a.cell[href^="#cell-"]');
+      if (!a) return;
+      var cell = document.getElementById(a.getAttribute("href").slice(1));
+      if (!cell) return;
+      e.preventDefault();
+      if (!cell.hasAttribute("tabindex")) cell.tabIndex = -1;
+      cell.scrollIntoView({ block: "nearest", inline: "nearest" });
+      cell.focus({ preventScroll: true });
+      // The page scrolls too when the preview box itself is off screen.
+      var box = cell.closest(".scroll");
+      if (box) {
+        var r = box.getBoundingClientRect();
+        if (r.top < 0 || r.bottom > window.innerHeight) box.scrollIntoView({ block: "nearest" });
+      }
+      history.replaceState(null, "", a.getAttribute("href"));
+    });
   }
 
   // Upload page: drop a file on the zone; Check answers in place so the
@@ -30,23 +58,54 @@
       e.preventDefault();
       if (e.dataTransfer && e.dataTransfer.files.length) { input.files = e.dataTransfer.files; input.focus(); }
     });
-    check.addEventListener("click", function (e) {
-      if (!input.files.length) return; // the browser says the file is required
-      e.preventDefault();
+    var register = document.getElementById("register"), confirmed = document.getElementById("confirmed");
+    function runCheck(then) {
       var label = check.textContent;
-      check.disabled = true;
+      check.disabled = true; register.disabled = true;
       check.textContent = check.dataset.working || label;
       var token = document.querySelector('meta[name="csrf-token"]');
-      fetch("/upload/check", {
-        method: "POST", body: new FormData(form), credentials: "same-origin",
+      var body = new FormData(form);
+      body.delete("confirmed");
+      return fetch("/upload/check", {
+        method: "POST", body: body, credentials: "same-origin",
         headers: { "X-CSRF-Token": token ? token.content : "", "X-Fragment": "1" }
       }).then(function (r) { return r.text(); }).then(function (html) {
         result.innerHTML = html;
+        then();
+      }).finally(function () { check.disabled = false; register.disabled = false; check.textContent = label; });
+    }
+    check.addEventListener("click", function (e) {
+      if (!input.files.length) return; // the browser says the file is required
+      e.preventDefault();
+      runCheck(function () {
         var title = document.getElementById("check-title");
         if (title) title.focus();
-      }).catch(function () { form.action = "/upload/check"; form.submit(); })
-        .finally(function () { check.disabled = false; check.textContent = label; });
+      }).catch(function () { form.action = "/upload/check"; form.submit(); });
     });
+    // Register checks first and says what it will do; when any row would
+    // be skipped it asks before registering (the server asks too, for a
+    // post without confirmed=1).
+    register.addEventListener("click", function (e) {
+      if (!input.files.length || confirmed.value === "1") return;
+      e.preventDefault();
+      runCheck(function () {
+        var plan = document.getElementById("plan"), ask = document.getElementById("confirm");
+        if (!plan) { var t = document.getElementById("check-title"); if (t) t.focus(); return; } // refused: the reasons show
+        if (plan.dataset.skips !== "true") { confirmed.value = "1"; form.action = "/upload"; form.submit(); return; }
+        ask.hidden = false;
+        var yes = document.getElementById("confirm-register") || document.getElementById("confirm-title");
+        if (yes) { if (!yes.hasAttribute("tabindex") && yes.tagName !== "BUTTON") yes.tabIndex = -1; yes.focus(); }
+      }).catch(function () { form.submit(); });
+    });
+    result.addEventListener("click", function (e) {
+      if (e.target.id === "confirm-register") { confirmed.value = "1"; form.action = "/upload"; }
+      if (e.target.id === "confirm-cancel") {
+        document.getElementById("confirm").hidden = true;
+        confirmed.value = "";
+        register.focus();
+      }
+    });
+    input.addEventListener("change", function () { confirmed.value = ""; });
   }
 
   // Upload detail: counts, bar, finish estimate and failed rows as the
@@ -57,18 +116,58 @@
     var m = messages();
     var eta = document.getElementById("eta"), etaAt = eta.dataset.eta ? new Date(eta.dataset.eta) : null;
     var done = sec.dataset.done === "true";
+    var outage = document.getElementById("outage"), market = outage.dataset.marketplace || "";
+    var waiting = document.getElementById("waiting"), ahead = document.getElementById("ahead"), pace = document.getElementById("pace");
     var clock = new Intl.DateTimeFormat(document.documentElement.lang, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
     function dur(ms) {
       var s = Math.max(0, Math.round(ms / 1000));
       return s < 60 ? fmt(m["dur.sec"], s) : fmt(m["dur.min"], Math.floor(s / 60), s % 60);
     }
+    var endText = eta.textContent;
     function showETA() {
-      if (done) { eta.textContent = m["detail.done"]; return; }
+      if (done) { eta.textContent = endText; return; }
+      // No countdown while the marketplace does not answer: nobody knows.
+      if (market === "not_answering") { eta.textContent = m["outage.eta"]; return; }
+      if (market === "misconfigured") { eta.textContent = m["paused.eta"]; return; }
       if (!etaAt) { eta.textContent = m["detail.eta.none"]; return; }
       var left = etaAt - Date.now();
       eta.textContent = left < 1000 ? m["detail.eta.now"] : fmt(m["detail.eta"], dur(left), clock.format(etaAt));
     }
     function set(id, v) { document.getElementById(id).textContent = v; }
+    function showOutage(p) {
+      market = !p.done && (p.marketplace === "not_answering" || p.marketplace === "misconfigured") ? p.marketplace : "";
+      outage.dataset.marketplace = market;
+      ["not_answering", "misconfigured"].forEach(function (k) {
+        document.getElementById("outage-" + k).hidden = market !== k;
+        document.getElementById("outage-" + k + "-body").hidden = market !== k;
+      });
+      outage.hidden = market === "";
+    }
+    function showEnd(p) {
+      var end = "", cls = ["state", "bar", "eta"];
+      if (p.done && p.state === "published") {
+        end = p.failed === 0 ? "ok" : p.failed >= p.total ? "failed" : "partial";
+        endText = end === "ok" ? fmt(m["end.ok"], p.registered, p.already_registered) :
+          end === "failed" ? fmt(m["end.failed"], p.total) : fmt(m["end.partial"], p.total, p.failed);
+      } else if (p.done) {
+        endText = m["detail.done"];
+      }
+      cls.forEach(function (id) {
+        var el = document.getElementById(id);
+        el.classList.remove("end-ok", "end-partial", "end-failed");
+        if (end) el.classList.add("end-" + end);
+      });
+      set("state", end ? m["state.done." + end] : m["state." + p.state] || p.state);
+      var fix = document.getElementById("fix");
+      fix.hidden = p.failed === 0 || !end;
+      document.getElementById("fix-file").textContent = fmt(m["end.fix"], p.failed);
+      waiting.hidden = p.done;
+      if (ahead && waiting.dataset.aheadFormat) {
+        ahead.hidden = !(p.rows_ahead > 0);
+        if (p.rows_ahead > 0) ahead.textContent = fmt(waiting.dataset.aheadFormat, p.rows_ahead);
+        if (pace) pace.hidden = p.rows_ahead > 0;
+      }
+    }
     function failedRows(rows) {
       var table = document.getElementById("failed"), body = table.tBodies[0];
       body.textContent = "";
@@ -91,10 +190,11 @@
       set("n-registered", p.registered); set("n-already", p.already_registered);
       set("n-failed", p.failed); set("n-waiting", p.rows_waiting); set("n-total", p.total);
       set("percent", fmt(m["detail.percent"], p.percent));
-      set("state", m["state." + (p.done ? "done" : p.state)] || p.state);
       etaAt = p.eta ? new Date(p.eta) : null;
       eta.dataset.eta = p.eta || "";
       done = p.done;
+      showOutage(p);
+      showEnd(p);
       sec.dataset.done = String(done);
       sec.dataset.received = String(Number(sec.dataset.received || 0) + 1);
       if (p.failed_rows) failedRows(p.failed_rows);
@@ -103,5 +203,5 @@
     });
   }
 
-  document.addEventListener("DOMContentLoaded", function () { uploadPage(); progressPage(); });
+  document.addEventListener("DOMContentLoaded", function () { cellLinks(); uploadPage(); progressPage(); });
 })();
