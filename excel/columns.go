@@ -58,15 +58,21 @@ const (
 	ReportColumnRow    = "원래 행 (original row)"
 	ReportColumnResult = "결과 (result)"
 	ReportColumnReason = "사유 (reason)"
+	// ReportColumnProductID is the marketplace's product number of a
+	// registered row.
+	ReportColumnProductID = "상품번호 (product_id)"
 )
 
 var ignoredHeaders = map[string]bool{
-	normalizeHeader(ReportColumnRow):    true,
-	normalizeHeader(ReportColumnResult): true,
-	normalizeHeader(ReportColumnReason): true,
-	"originalrow":                       true,
-	"result":                            true,
-	"reason":                            true,
+	normalizeHeader(ReportColumnRow):       true,
+	normalizeHeader(ReportColumnResult):    true,
+	normalizeHeader(ReportColumnReason):    true,
+	normalizeHeader(ReportColumnProductID): true,
+	"productid":                            true,
+	"상품번호":                                 true,
+	"originalrow":                          true,
+	"result":                               true,
+	"reason":                               true,
 }
 
 // columnIndex maps a normalised header to its column; built once, never changed.

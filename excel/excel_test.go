@@ -312,7 +312,7 @@ func TestQuotePrefixed(t *testing.T) {
 func TestReportLayout(t *testing.T) {
 	header := []string{"판매자상품코드", "상품명", "카테고리코드", "판매가", "재고수량"}
 	rows := []ReportRow{
-		{Number: 2, Cells: []string{"A-1", "=cmd|' /C calc'!A0", "1", "100", "1"}, Result: ResultRegistered},
+		{Number: 2, Cells: []string{"A-1", "=cmd|' /C calc'!A0", "1", "100", "1"}, Result: ResultRegistered, ProductID: "P-1"},
 		{Number: 3, Cells: []string{"A-2", "셔츠", "1", "x", "1"}, Result: ResultFailed, Reason: `D3: price must be a whole number greater than 0, got "x"`},
 		{Number: 4, Cells: []string{"A-3", "바지", "1", "100", "1"}, Result: ResultWaiting},
 	}
@@ -345,8 +345,8 @@ func TestReportLayout(t *testing.T) {
 		}
 		f.Close()
 		want := [][]string{
-			{"판매자상품코드", "상품명", "카테고리코드", "판매가", "재고수량", ReportColumnRow, ReportColumnResult, ReportColumnReason},
-			{"A-1", "=cmd|' /C calc'!A0", "1", "100", "1", "2", "registered"},
+			{"판매자상품코드", "상품명", "카테고리코드", "판매가", "재고수량", ReportColumnRow, ReportColumnResult, ReportColumnReason, ReportColumnProductID},
+			{"A-1", "=cmd|' /C calc'!A0", "1", "100", "1", "2", "registered", "", "P-1"},
 			{"A-2", "셔츠", "1", "x", "1", "3", "failed", `D3: price must be a whole number greater than 0, got "x"`},
 			{"A-3", "바지", "1", "100", "1", "4", "waiting"},
 		}
@@ -550,5 +550,37 @@ func TestDate1904(t *testing.T) {
 	s := mustParse(t, replacePart(t, data, "xl/workbook.xml", wb))
 	if got := s.Rows[0].Problems[0].Message; !strings.Contains(got, "Excel shows 2028-01-02 and stores the number 45292") {
 		t.Errorf("A2: %s", got)
+	}
+}
+
+// TestKoreanReportSaysResultsInKorean: a report in Korean says each row's
+// result in Korean, and a registered row its product number (상품번호).
+func TestKoreanReportSaysResultsInKorean(t *testing.T) {
+	rows := []ReportRow{
+		{Number: 2, Cells: []string{"A-1"}, Result: ResultRegistered, ProductID: "P-1"},
+		{Number: 3, Cells: []string{"A-2"}, Result: ResultFailed, Reason: "D3: 판매가 오류"},
+		{Number: 4, Cells: []string{"A-3"}, Result: ResultWaiting},
+		{Number: 5, Cells: []string{"A-4"}, Result: ResultAlreadyRegistered, ProductID: "P-4"},
+		{Number: 6, Cells: []string{"A-5"}, Result: ResultOtherContent, Reason: "이미 다른 내용으로"},
+	}
+	var buf bytes.Buffer
+	if err := WriteReportIn(&buf, "ko", []string{"판매자상품코드"}, rows, false); err != nil {
+		t.Fatal(err)
+	}
+	f, err := excelize.OpenReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, _ := f.GetRows(ReportSheet)
+	want := []string{"등록됨|P-1", "실패|", "대기 중|", "이미 등록됨|P-4", "다른 내용으로 이미 등록됨|"}
+	for i, w := range want {
+		r := got[i+1]
+		for len(r) < 5 {
+			r = append(r, "")
+		}
+		if g := r[2] + "|" + r[4]; g != w {
+			t.Errorf("row %d: result|product %q, want %q", i+2, g, w)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/xuri/excelize/v2"
 
+	"github.com/bulkreg/bulkreg/messages"
 	"github.com/bulkreg/bulkreg/productrules"
 )
 
@@ -22,7 +23,23 @@ const (
 	ResultRegistered = "registered"
 	ResultFailed     = "failed"
 	ResultWaiting    = "waiting"
+	// ResultAlreadyRegistered: the seller had registered the product with
+	// the same content before; nothing was sent again.
+	ResultAlreadyRegistered = "already_registered"
+	// ResultOtherContent: the SKU is registered already with different
+	// content, which bulk registration does not change. Nothing in the file
+	// is wrong, so a failed-rows report leaves these rows out.
+	ResultOtherContent = "already_registered_other_content"
 )
+
+// ResultText is a result as a report in lang shows it: the result's code
+// in English (what the reports always said), its words in Korean.
+func ResultText(lang, result string) string {
+	if s, ok := messages.Render(lang, "result."+result, nil); ok {
+		return s
+	}
+	return result
+}
 
 // textFormat is Excel's built-in "@" number format: what is typed stays text,
 // so a code such as 00123 or 8801234567890 is not turned into a number.
@@ -160,8 +177,11 @@ func HeaderField(header string) (string, bool) {
 type ReportRow struct {
 	Number int      // the row in the seller's file
 	Cells  []string // the seller's cells, aligned with the header
-	Result string   // ResultRegistered, ResultFailed, ResultWaiting
+	Result string   // ResultRegistered, ResultFailed, ResultWaiting, ResultAlreadyRegistered, ResultOtherContent
 	Reason string   // why it failed, in the seller's words
+	// ProductID is the marketplace's product number of a registered or
+	// already registered row.
+	ProductID string
 }
 
 // WriteReport writes the result report: the seller's columns as they were
@@ -173,6 +193,14 @@ type ReportRow struct {
 // ResultFailed rows) can be fixed and uploaded again as it is. Cells longer
 // than Excel's 32,767 characters are cut to that length.
 func WriteReport(w io.Writer, header []string, rows []ReportRow, failedOnly bool) error {
+	return WriteReportIn(w, messages.EN, header, rows, failedOnly)
+}
+
+// WriteReportIn is WriteReport in lang (messages.KO or messages.EN): the
+// result column says each row's result in that language (the reasons
+// are the caller's, already in it). A last column holds the product
+// number (상품번호) of each registered row.
+func WriteReportIn(w io.Writer, lang string, header []string, rows []ReportRow, failedOnly bool) error {
 	f := excelize.NewFile()
 	defer f.Close()
 	if err := f.SetSheetName("Sheet1", ReportSheet); err != nil {
@@ -192,7 +220,7 @@ func WriteReport(w io.Writer, header []string, rows []ReportRow, failedOnly bool
 	}
 	full := make([]string, 0, len(header)+3)
 	full = append(full, header...)
-	full = append(full, ReportColumnRow, ReportColumnResult, ReportColumnReason)
+	full = append(full, ReportColumnRow, ReportColumnResult, ReportColumnReason, ReportColumnProductID)
 	body := make([][]any, 0, len(rows))
 	for _, r := range rows {
 		if failedOnly && r.Result != ResultFailed {
@@ -206,7 +234,7 @@ func WriteReport(w io.Writer, header []string, rows []ReportRow, failedOnly bool
 			}
 			line = append(line, v)
 		}
-		line = append(line, r.Number, r.Result, r.Reason)
+		line = append(line, r.Number, ResultText(lang, r.Result), r.Reason, r.ProductID)
 		body = append(body, line)
 	}
 	if err := writeTable(f, ReportSheet, full, body); err != nil {

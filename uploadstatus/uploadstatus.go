@@ -52,6 +52,13 @@ const (
 	Failed = "failed"
 )
 
+// OtherContent is the code of a Failed row whose SKU the seller had
+// registered with different content: bulk registration does not change
+// existing products, so the row is not registered, but nothing is wrong
+// with the file. Such rows are counted in Failed and, apart, in
+// Status.OtherContent, so pages and reports can group them on their own.
+const OtherContent = "already_registered_other_content"
+
 // Publish states of an upload.
 const (
 	// Publishing: the producer is writing the upload's rows to Kafka.
@@ -125,25 +132,41 @@ type Upload struct {
 
 // RowResult is one row's outcome.
 type RowResult struct {
-	Row       int       `json:"row"`
-	State     string    `json:"state"` // Registered, AlreadyRegistered or Failed
-	ProductID string    `json:"product_id,omitempty"`
-	Code      string    `json:"code,omitempty"`
-	Field     string    `json:"field,omitempty"`
-	Reason    string    `json:"reason,omitempty"`
-	Attempts  int       `json:"attempts,omitempty"`
-	At        time.Time `json:"at"`
-	Cells     []string  `json:"cells,omitempty"`
+	Row       int    `json:"row"`
+	State     string `json:"state"` // Registered, AlreadyRegistered or Failed
+	ProductID string `json:"product_id,omitempty"`
+	Code      string `json:"code,omitempty"`
+	Field     string `json:"field,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	// Details are the facts of Reason by code and parameters, for the
+	// message table (package messages) to say them in the reader's
+	// language; Reason stays the English sentence.
+	Details  []Detail  `json:"details,omitempty"`
+	Attempts int       `json:"attempts,omitempty"`
+	At       time.Time `json:"at"`
+	Cells    []string  `json:"cells,omitempty"`
+}
+
+// Detail is one problem or fact of a row's result: a code of the message
+// table, the cell and field it concerns, and its parameters.
+type Detail struct {
+	Code   string            `json:"code"`
+	Cell   string            `json:"cell,omitempty"`
+	Field  string            `json:"field,omitempty"`
+	Params map[string]string `json:"params,omitempty"`
 }
 
 // Status is an upload with its progress.
 type Status struct {
 	Upload
-	Registered        int         `json:"registered"`
-	AlreadyRegistered int         `json:"already_registered"`
-	Failed            int         `json:"failed"`
-	Waiting           int         `json:"waiting"` // Total − Registered − AlreadyRegistered − Failed, never below 0
-	Rows              []RowResult `json:"rows"`    // every recorded row, by row number
+	Registered        int `json:"registered"`
+	AlreadyRegistered int `json:"already_registered"`
+	Failed            int `json:"failed"`
+	// OtherContent counts the Failed rows whose SKU is registered already
+	// with different content (code OtherContent), as read from the rows.
+	OtherContent int         `json:"other_content"`
+	Waiting      int         `json:"waiting"` // Total − Registered − AlreadyRegistered − Failed, never below 0
+	Rows         []RowResult `json:"rows"`    // every recorded row, by row number
 	// LostAt is when a consumer recorded a row of this upload and Redis no
 	// longer held the upload's record (Redis clock); zero when nothing was
 	// lost. The upload's fields and the results recorded before are gone
@@ -358,6 +381,9 @@ func (s *Store) Get(ctx context.Context, uploadID string) (Status, error) {
 			continue // one unreadable row must not hide the others
 		}
 		st.Rows = append(st.Rows, r)
+		if r.State == Failed && r.Code == OtherContent {
+			st.OtherContent++
+		}
 	}
 	slices.SortFunc(st.Rows, func(a, b RowResult) int { return a.Row - b.Row })
 	return st, nil

@@ -3,6 +3,9 @@ package upload
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/excel"
@@ -58,14 +61,26 @@ func (u *Uploader) checkLedger(ctx context.Context, uploadID, seller string, she
 		if e.Hash != r.Product.ContentHash() {
 			r.Problems = append(r.Problems, excel.Problem{Row: r.Number, Column: excel.FieldSellerSKU,
 				Cell: sheet.FieldCell(excel.FieldSellerSKU, r.Number), Code: CodeRegisteredOtherContent,
-				Message: fmt.Sprintf("seller_sku %q is already registered as %s; bulk registration does not change existing products", r.Product.SellerSKU, e.ProductID)})
+				Message: fmt.Sprintf("seller_sku %q is already registered as %s; bulk registration does not change existing products", r.Product.SellerSKU, e.ProductID),
+				Params:  map[string]string{"field": excel.FieldSellerSKU, "value": strconv.Quote(r.Product.SellerSKU), "product": e.ProductID}})
 			continue
 		}
-		rr := uploadstatus.RowResult{Row: r.Number, State: uploadstatus.AlreadyRegistered, ProductID: e.ProductID, At: at, Reason: e.AlreadyRegistered()}
+		rr := uploadstatus.RowResult{Row: r.Number, State: uploadstatus.AlreadyRegistered, ProductID: e.ProductID, At: at, Reason: e.AlreadyRegistered(),
+			Details: []uploadstatus.Detail{alreadyDetail(e)}}
 		if e.Row == bulkreg.IdempotencyKey(uploadID, r.Number) {
 			rr.State, rr.Reason = uploadstatus.Registered, ""
 		}
 		known[r.Number] = rr
 	}
 	return known, nil
+}
+
+// alreadyDetail is ledger.Entry.AlreadyRegistered's facts for the message
+// table.
+func alreadyDetail(e ledger.Entry) uploadstatus.Detail {
+	d := uploadstatus.Detail{Code: "already_registered", Params: map[string]string{"product": e.ProductID}}
+	if up, row, ok := strings.Cut(e.Row, ":"); ok && !e.At.IsZero() {
+		d.Params["kind"], d.Params["upload"], d.Params["row"], d.Params["date"] = "from", up, row, e.At.UTC().Format(time.DateOnly)
+	}
+	return d
 }

@@ -2,6 +2,7 @@ package upload
 
 import (
 	"errors"
+	"strconv"
 
 	"github.com/bulkreg/bulkreg/excel"
 )
@@ -14,6 +15,9 @@ type Problem struct {
 	Cell    string `json:"cell"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Params are the facts of Message for the message table (package
+	// messages): what a Korean page says from.
+	Params map[string]string `json:"params,omitempty"`
 }
 
 // String is the problem as the seller reads it: "D17: price must be ...".
@@ -28,7 +32,7 @@ func Problems(ps []excel.Problem) []Problem {
 	}
 	out := make([]Problem, len(ps))
 	for i, p := range ps {
-		out[i] = Problem{Row: p.Row, Column: p.Column, Cell: p.Cell, Code: p.Code, Message: p.Message}
+		out[i] = Problem{Row: p.Row, Column: p.Column, Cell: p.Cell, Code: p.Code, Message: p.Message, Params: p.Params}
 	}
 	return out
 }
@@ -41,6 +45,8 @@ type Refusal struct {
 	Code     string
 	Message  string
 	Problems []Problem
+	// Params are the facts of Message for the message table.
+	Params map[string]string
 }
 
 // CodeNoRows is the refusal of a file with a header and no product rows:
@@ -56,9 +62,9 @@ func Refused(err error) (Refusal, bool) {
 	case !errors.Is(err, ErrRefused):
 		return Refusal{}, false
 	case errors.As(err, &fe):
-		return Refusal{Code: fe.Code, Message: fe.Error(), Problems: Problems(fe.Problems)}, true
+		return Refusal{Code: fe.Code, Message: fe.Error(), Problems: Problems(fe.Problems), Params: fe.Params}, true
 	case errors.As(err, &ir):
-		return Refusal{Code: "invalid_rows", Message: ir.Error(), Problems: Problems(ir.Problems)}, true
+		return Refusal{Code: "invalid_rows", Message: ir.Error(), Problems: Problems(ir.Problems), Params: map[string]string{"count": strconv.Itoa(len(ir.Problems))}}, true
 	}
 	return Refusal{Code: "refused", Message: err.Error()}, true
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/bulkreg/bulkreg/excel"
+	"github.com/bulkreg/bulkreg/messages"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
@@ -20,6 +21,16 @@ const cellsNotKept = "the row's cells are not in this report: the upload held mo
 // "waiting". A failed-only report keeps the failed rows alone, so an already
 // registered row is never sent again from it.
 func ReportRows(st uploadstatus.Status, cells map[int][]string) []excel.ReportRow {
+	return ReportRowsIn(LangEN, st, cells)
+}
+
+// ReportRowsIn is ReportRows with every reason in lang (LangKO, LangEN),
+// the field names as the seller's header names them. A registered or
+// already registered row carries its product number; a row whose SKU is
+// registered already with other content is ResultOtherContent, apart from
+// the failed rows (nothing in the file is wrong), and left out of a
+// failed-rows report.
+func ReportRowsIn(lang string, st uploadstatus.Status, cells map[int][]string) []excel.ReportRow {
 	results := make(map[int]uploadstatus.RowResult, len(st.Rows))
 	for _, r := range st.Rows {
 		results[r.Row] = r
@@ -41,11 +52,21 @@ func ReportRows(st uploadstatus.Status, cells map[int][]string) []excel.ReportRo
 			rr.Result = res.State
 			switch res.State {
 			case uploadstatus.Failed, uploadstatus.AlreadyRegistered:
-				rr.Reason = res.Reason
+				rr.Reason = RowReason(lang, st.Header, res)
+			}
+			if res.State == uploadstatus.Failed && res.Code == uploadstatus.OtherContent {
+				rr.Result = excel.ResultOtherContent
+			}
+			if res.State != uploadstatus.Failed {
+				rr.ProductID = res.ProductID
 			}
 		}
 		if c, ok := cells[n]; ok && len(c) == 0 && len(st.Header) > 0 {
-			rr.Reason = strings.TrimPrefix(rr.Reason+"; "+cellsNotKept, "; ")
+			notKept := cellsNotKept
+			if lang != LangEN {
+				notKept, _ = messages.Render(lang, "cells_not_kept", nil)
+			}
+			rr.Reason = strings.TrimPrefix(rr.Reason+"; "+notKept, "; ")
 		}
 		out = append(out, rr)
 	}
@@ -58,6 +79,9 @@ type Report struct {
 	// Rows is the rows written: every row of the upload, or with
 	// failedOnly its failed rows only.
 	Rows int
+	// Name is the report's file name, after the uploaded file's
+	// ("상품목록-결과.xlsx"); see ContentDisposition.
+	Name string
 }
 
 // BuildReport writes the upload's result report (.xlsx): the seller's
@@ -66,11 +90,17 @@ type Report struct {
 // It reads the upload's cells from the store; st says whose upload it is,
 // so callers serving sellers pass a Status from Uploader.Status.
 func (u *Uploader) BuildReport(ctx context.Context, st uploadstatus.Status, failedOnly bool) (Report, error) {
+	return u.BuildReportIn(ctx, LangEN, st, failedOnly)
+}
+
+// BuildReportIn is BuildReport in lang: the results and reasons in that
+// language, and the file's name (Report.Name) after the uploaded file.
+func (u *Uploader) BuildReportIn(ctx context.Context, lang string, st uploadstatus.Status, failedOnly bool) (Report, error) {
 	cells, err := u.Statuses.Cells(ctx, st.ID)
 	if err != nil {
 		return Report{}, err
 	}
-	rows := ReportRows(st, cells)
+	rows := ReportRowsIn(lang, st, cells)
 	n := len(rows)
 	if failedOnly {
 		n = 0
@@ -81,8 +111,8 @@ func (u *Uploader) BuildReport(ctx context.Context, st uploadstatus.Status, fail
 		}
 	}
 	var buf bytes.Buffer
-	if err := excel.WriteReport(&buf, st.Header, rows, failedOnly); err != nil {
+	if err := excel.WriteReportIn(&buf, lang, st.Header, rows, failedOnly); err != nil {
 		return Report{}, fmt.Errorf("write the report of upload %s: %w", st.ID, err)
 	}
-	return Report{XLSX: buf.Bytes(), Rows: n}, nil
+	return Report{XLSX: buf.Bytes(), Rows: n, Name: ReportName(lang, st, failedOnly)}, nil
 }

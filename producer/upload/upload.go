@@ -433,7 +433,8 @@ func refusedRow(r excel.Row, at time.Time) uploadstatus.RowResult {
 	}
 	// The row's problems are bounded in number and length (package excel),
 	// and the reason is cut to what Redis keeps of it.
-	rr := uploadstatus.RowResult{Row: r.Number, State: uploadstatus.Failed, Code: "invalid", Reason: uploadstatus.CutReason(strings.Join(reasons, "; ")), At: at}
+	rr := uploadstatus.RowResult{Row: r.Number, State: uploadstatus.Failed, Code: "invalid", Reason: uploadstatus.CutReason(strings.Join(reasons, "; ")), At: at,
+		Details: details(r.Problems)}
 	if len(r.Problems) > 0 {
 		rr.Code = r.Problems[0].Code
 		rr.Field = r.Problems[0].Column

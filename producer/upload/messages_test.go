@@ -1,0 +1,182 @@
+package upload
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+
+	"github.com/xuri/excelize/v2"
+
+	"github.com/bulkreg/bulkreg/excel"
+	"github.com/bulkreg/bulkreg/ledger"
+	"github.com/bulkreg/bulkreg/uploadstatus"
+)
+
+func hasHangul(s string) bool {
+	for _, r := range s {
+		if unicode.Is(unicode.Hangul, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// koreanUpload is an upload of a file with the seller's own Korean headers
+// ("가격" for price) whose rows end every way a row can: refused by the
+// validator (a unit after the price, a price out of range, a duplicate
+// SKU, an empty name), registered, already registered, registered with
+// other content, refused by the marketplace, and waiting.
+func koreanUpload(t *testing.T) (uploadstatus.Status, map[int][]string) {
+	t.Helper()
+	csv := "판매자상품코드,상품명,카테고리코드,가격,재고\n" +
+		"A-1,셔츠,CAT-1,\"12,000원\",5\n" + // 2
+		"A-2,바지,CAT-1,0,5\n" + // 3
+		"A-1,모자,CAT-1,100,5\n" + // 4
+		"A-4,,CAT-1,100,5\n" + // 5
+		"A-5,양말,CAT-1,100,5\n" + // 6 registered
+		"A-6,장갑,CAT-1,100,5\n" + // 7 already registered
+		"A-7,가방,CAT-1,100,5\n" + // 8 other content
+		"A-8,신발,CAT-1,100,5\n" + // 9 refused by the API
+		"A-9,벨트,CAT-1,100,5\n" // 10 waiting
+	sheet, err := excel.NewParser(excel.Options{}).ParseBytes(context.Background(), []byte(csv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	st := uploadstatus.Status{Upload: uploadstatus.Upload{ID: "abc", FileName: `C:\Users\판매자\11월 상품목록.xlsx`, Header: sheet.Header, Total: len(sheet.Rows)}}
+	cells := map[int][]string{}
+	for _, r := range sheet.Rows {
+		cells[r.Number] = r.Cells
+		if !r.Valid() {
+			st.Rows = append(st.Rows, refusedRow(r, at))
+		}
+	}
+	st.Rows = append(st.Rows,
+		uploadstatus.RowResult{Row: 6, State: uploadstatus.Registered, ProductID: "P-6", At: at},
+		uploadstatus.RowResult{Row: 7, State: uploadstatus.AlreadyRegistered, ProductID: "P-7", At: at,
+			Reason:  "already registered as P-7 by upload 0000000000000001 row 3 on 2026-10-01; nothing was sent again",
+			Details: []uploadstatus.Detail{alreadyDetail(ledger.Entry{ProductID: "P-7", Row: "0000000000000001:3", At: at.AddDate(0, -1, 0)})}},
+		uploadstatus.RowResult{Row: 8, State: uploadstatus.Failed, Code: uploadstatus.OtherContent, Field: "seller_sku", At: at,
+			Reason:  `seller_sku "A-7" is already registered as P-8; bulk registration does not change existing products`,
+			Details: []uploadstatus.Detail{{Code: uploadstatus.OtherContent, Params: map[string]string{"field": "seller_sku", "value": `"A-7"`, "product": "P-8"}}}},
+		uploadstatus.RowResult{Row: 9, State: uploadstatus.Failed, Code: "invalid_category", Field: "category_code", At: at,
+			Reason: "category CAT-1 does not exist"},
+	)
+	return st, cells
+}
+
+// TestAKoreanReportIsAllKorean opens the Korean report as a seller would
+// (excelize) and checks every reason: Hangul in each, the seller's own
+// header names instead of field names, the same facts as the English
+// (the range, the unit hint, the other row), Korean results, the product
+// number of each registered row, and the rows registered with other
+// content apart from the failures. Before, every reason was English
+// ("price must be a whole number…") and there was no product number.
+func TestAKoreanReportIsAllKorean(t *testing.T) {
+	st, cells := koreanUpload(t)
+	var buf bytes.Buffer
+	if err := excel.WriteReportIn(&buf, LangKO, st.Header, ReportRowsIn(LangKO, st, cells), false); err != nil {
+		t.Fatal(err)
+	}
+	f, err := excelize.OpenReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, err := f.GetRows(excel.ReportSheet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(st.Header)
+	if h := got[0]; len(h) != n+4 || h[n+3] != excel.ReportColumnProductID {
+		t.Fatalf("header %q: want the product number (상품번호) column last", h)
+	}
+	byRow := map[string][]string{}
+	for _, line := range got[1:] {
+		for len(line) < n+4 {
+			line = append(line, "")
+		}
+		byRow[line[n]] = line
+		result, reason, product := line[n+1], line[n+2], line[n+3]
+		if !hasHangul(result) {
+			t.Errorf("row %s: result %q is not Korean", line[n], result)
+		}
+		if reason != "" && !hasHangul(reason) {
+			t.Errorf("row %s: reason %q has no Hangul", line[n], reason)
+		}
+		for _, english := range []string{"must be", "price", "seller_sku", "is required", "already used"} {
+			if strings.Contains(reason, english) {
+				t.Errorf("row %s: reason %q holds the English %q", line[n], reason, english)
+			}
+		}
+		_ = product
+	}
+	for row, want := range map[string][]string{
+		"2":  {"실패", "D2: ", "가격", "1 이상 1,000,000,000 이하", "원이나 ₩ 없이", `"12,000원"`},
+		"3":  {"실패", "D3: ", "가격", "1 이상 1,000,000,000 이하", "허용 범위", `"0"`},
+		"4":  {"실패", "A4: ", "판매자상품코드", "2행", `"A-1"`},
+		"5":  {"실패", "B5: ", "상품명", "비어"},
+		"6":  {"등록됨", "P-6"},
+		"7":  {"이미 등록됨", "P-7", "2026-10-01", "0000000000000001", "3행"},
+		"8":  {"다른 내용으로 이미 등록됨", "P-8", "판매자 센터"},
+		"9":  {"실패", "카테고리코드", "category CAT-1 does not exist"},
+		"10": {"대기 중"},
+	} {
+		line := strings.Join(byRow[row], "|")
+		for _, w := range want {
+			if !strings.Contains(line, w) {
+				t.Errorf("row %s %q lacks %q", row, line, w)
+			}
+		}
+	}
+	if p := byRow["6"][n+3]; p != "P-6" {
+		t.Errorf("row 6's product number %q, want P-6", p)
+	}
+	if p := byRow["7"][n+3]; p != "P-7" {
+		t.Errorf("row 7's product number %q, want P-7", p)
+	}
+
+	// The English report keeps its English sentences.
+	en := ReportRowsIn(LangEN, st, cells)
+	for _, r := range en {
+		if hasHangul(strings.NewReplacer("원", "").Replace(r.Reason)) {
+			t.Errorf("English report row %d: %q", r.Number, r.Reason)
+		}
+	}
+}
+
+// TestReportIsNamedAfterTheUpload: the report's name is the uploaded
+// file's, without its path and extension, and the download's header says
+// it in ASCII and in UTF-8 (RFC 5987). It was bulkreg-<id>-report.xlsx.
+func TestReportIsNamedAfterTheUpload(t *testing.T) {
+	for _, tc := range []struct {
+		file, lang   string
+		failed       bool
+		want, header string
+	}{
+		{`C:\Users\판매자\11월 상품목록.xlsx`, LangKO, false, "11월 상품목록-결과.xlsx",
+			`attachment; filename="11_ ____-__.xlsx"; filename*=UTF-8''11%EC%9B%94%20%EC%83%81%ED%92%88%EB%AA%A9%EB%A1%9D-%EA%B2%B0%EA%B3%BC.xlsx`},
+		{"products.csv", LangEN, false, "products-report.xlsx", `attachment; filename="products-report.xlsx"; filename*=UTF-8''products-report.xlsx`},
+		{"products.csv", LangEN, true, "products-failed.xlsx", ""},
+		{"상품.xlsx", LangKO, true, "상품-실패행.xlsx", ""},
+		{`a"b;c%d\r.xlsx`, LangEN, false, "r-report.xlsx", ""},
+		{"evil\"\r\nSet-Cookie: x.xlsx", LangEN, false, "evil___Set-Cookie_ x-report.xlsx", ""},
+		{"", LangKO, false, "bulkreg-abc-결과.xlsx", ""},
+		{"...", LangEN, false, "bulkreg-abc-report.xlsx", ""},
+	} {
+		got := ReportName(tc.lang, uploadstatus.Status{Upload: uploadstatus.Upload{ID: "abc", FileName: tc.file}}, tc.failed)
+		if got != tc.want {
+			t.Errorf("ReportName(%q) = %q, want %q", tc.file, got, tc.want)
+		}
+		cd := ContentDisposition(got)
+		if tc.header != "" && cd != tc.header {
+			t.Errorf("ContentDisposition(%q) = %q, want %q", got, cd, tc.header)
+		}
+		if strings.ContainsAny(cd, "\r\n") || strings.Count(cd, `"`) != 2 {
+			t.Errorf("ContentDisposition(%q) = %q: not one safe header value", got, cd)
+		}
+	}
+}
