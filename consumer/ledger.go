@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/bulkreg/bulkreg"
@@ -136,7 +137,9 @@ func (s *skuClaim) claim() bool {
 			s.held = false
 			e := cl.Entry
 			c.record(r, uploadstatus.RowResult{State: uploadstatus.Failed, Code: CodeRegisteredOtherContent, Field: "seller_sku", At: time.Now(),
-				Reason: fmt.Sprintf("seller_sku %q is already registered as %s; bulk registration does not change existing products", r.m.Product.SellerSKU, e.ProductID)},
+				Reason: fmt.Sprintf("seller_sku %q is already registered as %s; bulk registration does not change existing products", r.m.Product.SellerSKU, e.ProductID),
+				Details: []uploadstatus.Detail{{Code: CodeRegisteredOtherContent, Field: "seller_sku",
+					Params: map[string]string{"field": "seller_sku", "value": strconv.Quote(r.m.Product.SellerSKU), "product": e.ProductID}}}},
 				"failed", s.log)
 			return false
 		}
@@ -254,6 +257,8 @@ func (s *skuClaim) refused(res registryclient.Result, attempts int) uploadstatus
 		rr.Code, rr.Field = CodeRegisteredOtherContent, "seller_sku"
 		rr.Reason = fmt.Sprintf("seller_sku %q is already registered with other content (the registration API refused this content under the Idempotency-Key %s that registered it); bulk registration does not change existing products",
 			s.r.m.Product.SellerSKU, s.r.m.IdempotencyKey)
+		rr.Details = []uploadstatus.Detail{{Code: CodeRegisteredOtherContent, Field: "seller_sku",
+			Params: map[string]string{"kind": "conflict", "field": "seller_sku", "value": strconv.Quote(s.r.m.Product.SellerSKU), "key": s.r.m.IdempotencyKey}}}
 	}
 	return rr
 }

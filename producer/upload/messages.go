@@ -108,6 +108,10 @@ func RowReason(lang string, header []string, rr uploadstatus.RowResult) string {
 			return strings.Join(parts, "; ")
 		}
 	}
+	if d, ok := deadLettered(rr); ok {
+		s, _ := messages.Render(lang, "dead_lettered", d)
+		return s
+	}
 	switch {
 	case rr.State == uploadstatus.AlreadyRegistered:
 		s, _ := messages.Render(lang, "already_registered", map[string]string{"product": rr.ProductID})
@@ -140,4 +144,26 @@ func details(ps []excel.Problem) []uploadstatus.Detail {
 		out[i] = uploadstatus.Detail{Code: p.Code, Cell: p.Cell, Field: p.Column, Params: p.Params}
 	}
 	return out
+}
+
+// deadLetteredPrefix starts the reason consumers record for a row set aside
+// after its retries (consumer's dead letters), which keeps no details.
+const deadLetteredPrefix = "the registration API did not take the row after "
+
+// deadLettered reads a dead-lettered row's facts from its reason: the
+// attempts and, in parentheses, the last error.
+func deadLettered(rr uploadstatus.RowResult) (map[string]string, bool) {
+	rest, ok := strings.CutPrefix(rr.Reason, deadLetteredPrefix)
+	if !ok || rr.State != uploadstatus.Failed {
+		return nil, false
+	}
+	n, rest, ok := strings.Cut(rest, " attempts (")
+	if !ok {
+		return nil, false
+	}
+	detail, _, ok := strings.Cut(rest, "); it was set aside")
+	if !ok {
+		return nil, false
+	}
+	return map[string]string{"attempts": n, "detail": detail}, true
 }

@@ -40,7 +40,8 @@ func koreanUpload(t *testing.T) (uploadstatus.Status, map[int][]string) {
 		"A-6,장갑,CAT-1,100,5\n" + // 7 already registered
 		"A-7,가방,CAT-1,100,5\n" + // 8 other content
 		"A-8,신발,CAT-1,100,5\n" + // 9 refused by the API
-		"A-9,벨트,CAT-1,100,5\n" // 10 waiting
+		"A-9,벨트,CAT-1,100,5\n" + // 10 waiting
+		"A-10,띠,CAT-1,100,5\n" // 11 dead-lettered
 	sheet, err := excel.NewParser(excel.Options{}).ParseBytes(context.Background(), []byte(csv))
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +65,8 @@ func koreanUpload(t *testing.T) (uploadstatus.Status, map[int][]string) {
 			Details: []uploadstatus.Detail{{Code: uploadstatus.OtherContent, Params: map[string]string{"field": "seller_sku", "value": `"A-7"`, "product": "P-8"}}}},
 		uploadstatus.RowResult{Row: 9, State: uploadstatus.Failed, Code: "invalid_category", Field: "category_code", At: at,
 			Reason: "category CAT-1 does not exist"},
+		uploadstatus.RowResult{Row: 11, State: uploadstatus.Failed, Code: "transient", Attempts: 8, At: at,
+			Reason: "the registration API did not take the row after 8 attempts (status 503); it was set aside for an operator to retry"},
 	)
 	return st, cells
 }
@@ -124,6 +127,7 @@ func TestAKoreanReportIsAllKorean(t *testing.T) {
 		"8":  {"다른 내용으로 이미 등록됨", "P-8", "판매자 센터"},
 		"9":  {"실패", "카테고리코드", "category CAT-1 does not exist"},
 		"10": {"대기 중"},
+		"11": {"실패", "8번", "status 503", "운영자"},
 	} {
 		line := strings.Join(byRow[row], "|")
 		for _, w := range want {
