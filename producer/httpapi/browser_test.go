@@ -175,6 +175,29 @@ func atPhone(t *testing.T, ctx context.Context, page, shot string) {
 	}
 }
 
+// axeClean runs axe-core on the page and fails the test on any violation.
+// axe-core comes from npm (`npm install --prefix ~/.cache/bulkreg/axe
+// axe-core@4`, or BULKREG_AXE naming its axe.min.js); without it the check
+// is logged and left out.
+func axeClean(t *testing.T, ctx context.Context, page string) {
+	t.Helper()
+	path := os.Getenv("BULKREG_AXE")
+	if path == "" {
+		home, _ := os.UserHomeDir()
+		path = filepath.Join(home, ".cache", "bulkreg", "axe", "node_modules", "axe-core", "axe.min.js")
+	}
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Logf("axe-core is not installed (%v): %s is not checked for accessibility", err, page)
+		return
+	}
+	v := eval[[]string](t, ctx, string(src)+`;
+		axe.run(document, { resultTypes: ["violations"] }).then(r => r.violations.map(v => v.id + " (" + v.impact + "): " + v.nodes.map(n => n.target.join(" ")).slice(0, 3).join(", ")))`)
+	for _, x := range v {
+		t.Errorf("axe-core on %s: %s", page, x)
+	}
+}
+
 func atoi(t *testing.T, s string) int {
 	t.Helper()
 	n, err := strconv.Atoi(s)
@@ -377,6 +400,7 @@ func TestSellerInTheBrowser(t *testing.T) {
 		t.Error("Check alone shows the register confirmation")
 	}
 	screenshot(t, ctx, "check")
+	axeClean(t, ctx, "the check page")
 	atPhone(t, ctx, "the check page with an error", "check-phone")
 
 	// Jump to a cell far down the preview: it shows below the sticky
@@ -421,6 +445,7 @@ func TestSellerInTheBrowser(t *testing.T) {
 		t.Errorf("Register went to %s before the seller confirmed", loc)
 	}
 	screenshot(t, ctx, "confirm")
+	axeClean(t, ctx, "the register confirmation")
 	// Register: the progress page, updated by events, not by reloading.
 	within(t, ctx, 20*time.Second,
 		chromedp.Click(chromedp.CSS("#confirm-register")),
@@ -446,6 +471,7 @@ func TestSellerInTheBrowser(t *testing.T) {
 		}
 		if done, _ := strconv.Atoi(v[2]); !shot && done >= 10 && v[0] != "true" {
 			screenshot(t, ctx, "progress")
+			axeClean(t, ctx, "the progress page")
 			if p := text(t, ctx, "#waiting"); !strings.Contains(p, "allows 10 registrations per 2 seconds per seller") || !strings.Contains(p, "You may close this page") {
 				t.Errorf("while rows wait the page says %q, want the marketplace's pace and that the page may be closed", p)
 			}
@@ -481,6 +507,7 @@ func TestSellerInTheBrowser(t *testing.T) {
 		t.Error("a finished upload still explains waiting or an outage")
 	}
 	screenshot(t, ctx, "done")
+	axeClean(t, ctx, "the finished upload")
 	atPhone(t, ctx, "the finished upload", "")
 	finish := stack.Sandbox.Audit().Sellers["seller-a"].Last
 	bound := window + margin + 2*time.Second
@@ -530,6 +557,7 @@ func TestSellerInTheBrowser(t *testing.T) {
 	}
 	within(t, ctx, 20*time.Second, chromedp.Navigate(base+"/uploads"), chromedp.WaitVisible(chromedp.CSS("table.uploads")))
 	screenshot(t, ctx, "uploads")
+	axeClean(t, ctx, "the history")
 	if st := text(t, ctx, "table.uploads tbody td:nth-of-type(2)"); st != "partly failed" {
 		t.Errorf("the history says %q of the upload with a failed row, want partly failed", st)
 	}
@@ -556,6 +584,7 @@ func TestSellerInTheBrowser(t *testing.T) {
 		t.Errorf("sign-out confirmation: %q", c)
 	}
 	atPhone(t, ctx, "the sign-out question", "")
+	axeClean(t, ctx, "the sign-out question")
 	within(t, ctx, 10*time.Second, chromedp.Click(chromedp.CSS(".signout summary")))
 	tokA, _ := httpapi.MintToken(stack.Secret, "seller-a", time.Minute, time.Now())
 	if _, b := apiGet(t, base+"/v1/uploads", tokA); strings.Count(string(b), `"id":`) != 1 {
@@ -584,6 +613,7 @@ func TestSellerInTheBrowser(t *testing.T) {
 		t.Errorf("the not-found page's way back: %q", back)
 	}
 	atPhone(t, bctx, "the not-found page", "")
+	axeClean(t, bctx, "the not-found page")
 	for _, u := range []string{reportURL, failedURL, base + "/v1/uploads/" + id} {
 		if status, b := download(t, bctx, u); status != 404 || bytes.Contains(b, []byte("SHOP-")) {
 			t.Errorf("seller B fetching %s: %d", u, status)
@@ -653,6 +683,7 @@ func TestOutageInTheBrowser(t *testing.T) {
 		t.Errorf("an upload behind the seller's earlier one says %q", ahead)
 	}
 	screenshot(t, ctx, "waiting")
+	axeClean(t, ctx, "the waiting upload")
 
 	// Seller c calls too: one seller's failures never open the circuit.
 	apiUpload(t, base, tokC, productFileSKUs(t, 40, 0, "OTHER"))
@@ -693,6 +724,7 @@ func TestOutageInTheBrowser(t *testing.T) {
 		t.Errorf("during the outage the finish line changed to %q", e)
 	}
 	screenshot(t, ctx, "outage")
+	axeClean(t, ctx, "the outage notice")
 	atPhone(t, ctx, "the outage notice", "outage-phone")
 	if f := status(tokA, id)["failed"].(float64); f != 0 {
 		t.Errorf("%v rows failed for the outage, want 0", f)

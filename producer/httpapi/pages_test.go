@@ -1,0 +1,125 @@
+package httpapi
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/cookiejar"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulkreg/bulkreg/uploadstatus"
+)
+
+// TestEndStates: a finished upload ends in one of three states, in words
+// that say how many rows need fixing; 10 of 12 failed is not "done".
+func TestEndStates(t *testing.T) {
+	for _, tc := range []struct {
+		name                               string
+		total, registered, already, failed int
+		state, history, text               string
+	}{
+		{"all registered", 12, 10, 2, 0, "ok", "all registered", "Every row is registered (10 now, 2 already)."},
+		{"10 of 12 failed", 12, 2, 0, 10, "partial", "partly failed", "Partly failed: 10 of 12 rows need fixing; the rest are registered."},
+		{"all failed", 12, 0, 0, 12, "failed", "all failed", "All failed: all 12 rows need fixing; none was registered."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := uploadstatus.Status{Upload: uploadstatus.Upload{State: uploadstatus.Published, Total: tc.total}, Registered: tc.registered, AlreadyRegistered: tc.already, Failed: tc.failed}
+			if !st.Done() {
+				t.Fatalf("%+v is not done", st)
+			}
+			if got := endState(st); got != tc.state {
+				t.Errorf("endState = %q, want %q", got, tc.state)
+			}
+			if got := stateText(langEN, st); got != tc.history {
+				t.Errorf("stateText = %q, want %q", got, tc.history)
+			}
+			if got := endText(langEN, st); got != tc.text {
+				t.Errorf("endText = %q, want %q", got, tc.text)
+			}
+			if ko := endText(langKO, st); !strings.ContainsAny(ko, "등실") {
+				t.Errorf("Korean end text %q", ko)
+			}
+		})
+	}
+}
+
+// TestRegisterAsksWhenRowsWouldBeSkipped: without the page's script,
+// Register with a row that has a problem shows what will happen and asks;
+// nothing is uploaded until the seller confirms.
+func TestRegisterAsksWhenRowsWouldBeSkipped(t *testing.T) {
+	e := newSessionEnv(t)
+	c, csrf := e.signIn(t, "seller-a")
+	noRedirect := *c
+	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	rows := validRows(3)
+	rows[1].Price = "abc"
+	data := xlsx(t, "register-asks", rows...)
+	post := func(fields map[string]string) (*http.Response, string) {
+		ct, body := multipartBody(t, "file", data, fields)
+		req, _ := http.NewRequest("POST", e.srv.URL+"/upload", body)
+		req.Header.Set("Content-Type", ct)
+		req.Header.Set("Accept-Language", "en")
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		b.ReadFrom(resp.Body)
+		return resp, b.String()
+	}
+	resp, page := post(map[string]string{"csrf_token": csrf})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("Register with a bad row, not confirmed: %d → %q, want the question (200)", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	for _, want := range []string{"Register registers 2 rows and skips 1 with problems and 0 already registered.", `<div id="confirm" class="confirm" role="group" aria-labelledby="confirm-title">`,
+		"Register 2 rows", `name="confirmed" id="confirmed" value="1"`, "choose the file again and press Register 2 rows"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the question lacks %q:\n%.4000s", want, page)
+		}
+	}
+	if page, err := e.up.List(t.Context(), "seller-a", "", 10); err != nil || len(page.Uploads) != 0 {
+		t.Errorf("uploads before the seller confirmed: %d %v, want none", len(page.Uploads), err)
+	}
+	resp, _ = post(map[string]string{"csrf_token": csrf, "confirmed": "1"})
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/uploads/") {
+		t.Errorf("Register confirmed: %d → %q, want 303 to the upload", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}
+
+// TestSignInLinkAgainWhileSignedIn: the seller opening a spent link again,
+// or /signin, with a valid session lands on the history, not on a 401
+// "please sign in"; without a session it is still refused.
+func TestSignInLinkAgainWhileSignedIn(t *testing.T) {
+	e := newSessionEnv(t)
+	link, err := Minter{Secret: secret}.Link(e.srv.URL, "seller-a", 5*time.Minute, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	resp, err := c.Get(link)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the link: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	for _, u := range []string{link, e.srv.URL + "/signin", e.srv.URL + "/signin?token=garbage"} {
+		resp, err := c.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/uploads" {
+			t.Errorf("signed in, GET %s: %d at %s, want the history", u, resp.StatusCode, resp.Request.URL.Path)
+		}
+	}
+	resp, err = (&http.Client{}).Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the spent link without a session: %d, want 401", resp.StatusCode)
+	}
+}
