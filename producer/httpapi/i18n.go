@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"golang.org/x/text/language"
@@ -158,6 +159,22 @@ var messages = map[string][2]string{ // [ko, en]
 	"signout.yes":         {"로그아웃하기", "Yes, sign out"},
 }
 
+// problemMessages say a problem's kind in Korean by its code; the English
+// page shows the validator's own sentence, and a code without a Korean
+// sentence falls back to it.
+var problemMessages = map[string]string{
+	"required":                         "값이 비어 있습니다",
+	"not_whole_number":                 "정수가 아닙니다",
+	"out_of_range":                     "허용 범위를 벗어났습니다",
+	"too_long":                         "너무 깁니다",
+	"invalid_characters":               "쓸 수 없는 문자가 있습니다",
+	"invalid_url":                      "올바른 http/https 주소가 아닙니다",
+	"invalid_code":                     "코드는 영문, 숫자, - _ . 만 쓸 수 있습니다",
+	"duplicate_sku":                    "같은 판매자상품코드가 파일에 두 번 있습니다",
+	"date_value":                       "날짜가 아니라 값을 적어 주세요",
+	"already_registered_other_content": "이미 다른 내용으로 등록된 상품입니다",
+}
+
 func langIndex(lang string) int {
 	if lang == langEN {
 		return 1
@@ -198,4 +215,14 @@ func jsMessages(lang string) map[string]string {
 		out["state."+s] = msg(lang, "state."+s)
 	}
 	return out
+}
+
+// problemText is a problem as the page shows it in lang.
+func problemText(lang, code, message string) string {
+	if lang == langKO {
+		if k, ok := problemMessages[code]; ok {
+			return k
+		}
+	}
+	return strings.TrimSpace(message)
 }
