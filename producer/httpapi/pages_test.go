@@ -2,12 +2,16 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
@@ -121,5 +125,66 @@ func TestSignInLinkAgainWhileSignedIn(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("the spent link without a session: %d, want 401", resp.StatusCode)
+	}
+}
+
+// market is a marketplace whose circuit is in a set state.
+type market struct{ st circuit.Status }
+
+func (m *market) Peek(context.Context) (circuit.Status, error) { return m.st, nil }
+
+// TestProgressPageShowsTheMarketplace: the progress page itself (before any
+// event) shows the outage or the pause with what it means, and no finish
+// time; with the marketplace answering, neither.
+func TestProgressPageShowsTheMarketplace(t *testing.T) {
+	e := newSessionEnv(t)
+	m := &market{}
+	e.up.Marketplace = m
+	c, _ := e.signIn(t, "seller-a")
+	ct, body := multipartBody(t, "file", xlsx(t, "market", validRows(3)...), nil)
+	resp, raw := e.do(t, "POST", "/v1/uploads", token(t, "seller-a"), ct, body)
+	var up UploadResponse
+	if resp.StatusCode != http.StatusCreated || json.Unmarshal(raw, &up) != nil {
+		t.Fatalf("upload: %d %s", resp.StatusCode, raw)
+	}
+	page := func(lang string) string {
+		req, _ := http.NewRequest("GET", e.srv.URL+"/uploads/"+up.UploadID+"?lang="+lang, nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	for _, tc := range []struct {
+		name     string
+		st       circuit.Status
+		lang     string
+		want     []string
+		dontWant []string
+	}{
+		{"answering", circuit.Status{State: circuit.Closed}, "en", []string{`<div id="outage" class="notice" role="status" data-marketplace="" hidden>`},
+			[]string{`aria-live="polite">The finish time is unknown until`}},
+		{"not answering", circuit.Status{State: circuit.Open}, "en", []string{`data-marketplace="not_answering">`, "The marketplace is not answering", "No row is lost",
+			"The finish time is unknown until the marketplace answers again."}, []string{`data-eta="2`}},
+		{"not answering, Korean", circuit.Status{State: circuit.Open}, "ko", []string{"마켓플레이스가 응답하지 않습니다", "잃어버린 행은 없고", "완료 시각을 알 수 없습니다"}, nil},
+		{"paused", circuit.Status{State: circuit.Open, Reason: circuit.Misconfigured}, "en", []string{`data-marketplace="misconfigured">`, "Registration is paused",
+			"The finish time is unknown until registering resumes."}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m.st = tc.st
+			p := page(tc.lang)
+			for _, w := range tc.want {
+				if !strings.Contains(p, w) {
+					t.Errorf("the page lacks %q", w)
+				}
+			}
+			for _, w := range tc.dontWant {
+				if strings.Contains(p, w) {
+					t.Errorf("the page has %q", w)
+				}
+			}
+		})
 	}
 }
