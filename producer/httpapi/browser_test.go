@@ -597,6 +597,12 @@ func TestSellerInTheBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	within(t, bctx, 20*time.Second, chromedp.Navigate(base+"/signin?lang=ko"), chromedp.WaitVisible(chromedp.CSS("h1")))
+	if h := text(t, bctx, "h1"); h != "로그인이 필요합니다" {
+		t.Errorf("the sign-in page says %q", h)
+	}
+	atPhone(t, bctx, "the sign-in page", "")
+	axeClean(t, bctx, "the sign-in page")
 	within(t, bctx, 20*time.Second, chromedp.Navigate(linkB+"&lang=ko"))
 	poll(t, bctx, `location.pathname === "/uploads"`)
 	page := eval[string](t, bctx, `document.querySelector("main").innerText`)
@@ -605,6 +611,7 @@ func TestSellerInTheBrowser(t *testing.T) {
 	}
 	within(t, bctx, 20*time.Second, chromedp.Navigate(base+"/upload"), chromedp.WaitVisible(chromedp.CSS("#file")))
 	screenshot(t, bctx, "upload-ko")
+	atPhone(t, bctx, "the upload page", "")
 	within(t, bctx, 20*time.Second, chromedp.Navigate(base+"/uploads/"+id), chromedp.WaitVisible(chromedp.CSS("h1")))
 	if h := eval[string](t, bctx, `document.querySelector("h1").innerText`); h != "찾을 수 없습니다" {
 		t.Errorf("seller B opening seller A's upload sees %q, want not found", h)
