@@ -476,19 +476,15 @@ func (s *Server) apiReport(lim *limits) http.HandlerFunc {
 		}
 		var rep upload.Report
 		if err == nil {
-			rep, err = s.Uploader.BuildReport(r.Context(), st, failedOnly)
+			rep, err = s.Uploader.BuildReportIn(r.Context(), reportLang(r), st, failedOnly)
 		}
 		if err != nil {
 			s.logr(r).Error("build report", "upload_id", r.PathValue("id"), "err", err)
 			writeProblem(w, r, problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Detail: "the report cannot be built now; try again shortly"})
 			return
 		}
-		name := "bulkreg-" + st.ID + "-report.xlsx"
-		if failedOnly {
-			name = "bulkreg-" + st.ID + "-failed.xlsx"
-		}
 		w.Header().Set("Content-Type", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet")
-		w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s"`, name))
+		w.Header().Set("Content-Disposition", upload.ContentDisposition(rep.Name))
 		w.Header().Set("Cache-Control", "private, no-store")
 		w.Write(rep.XLSX)
 	}

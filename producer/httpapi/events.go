@@ -32,8 +32,13 @@ type ProgressEvent struct {
 	Marketplace string `json:"marketplace,omitempty"`
 	Notice      string `json:"notice,omitempty"`
 	// FailedRows is every failed row, sent with the first event and again
-	// whenever the failed count changed; absent otherwise.
+	// whenever the failed count changed; absent otherwise. Rows whose SKU
+	// is registered already with other content are not among them (nothing
+	// in the file is wrong) but in OtherContentRows, sent with them.
 	FailedRows []FailedRow `json:"failed_rows,omitempty"`
+	// OtherContent counts those rows (they are counted in Failed too).
+	OtherContent     int         `json:"other_content"`
+	OtherContentRows []FailedRow `json:"other_content_rows,omitempty"`
 }
 
 // FailedRow is a failed row and why.
@@ -51,19 +56,27 @@ func percent(st uploadstatus.Status) int {
 	return (st.Registered + st.AlreadyRegistered + st.Failed) * 100 / st.Total
 }
 
-func failedRows(st uploadstatus.Status) []FailedRow {
-	out := []FailedRow{}
+// failedRows are the failed rows, said in lang, and apart the rows whose
+// SKU is registered already with other content.
+func failedRows(lang string, st uploadstatus.Status) (failed, other []FailedRow) {
+	failed = []FailedRow{}
 	for _, r := range st.Rows {
-		if r.State == uploadstatus.Failed {
-			out = append(out, FailedRow{Row: r.Row, Field: r.Field, Code: r.Code, Reason: r.Reason})
+		if r.State != uploadstatus.Failed {
+			continue
+		}
+		fr := FailedRow{Row: r.Row, Field: upload.FieldIn(lang, st.Header, r.Field), Code: r.Code, Reason: upload.RowReason(lang, st.Header, r)}
+		if r.Code == uploadstatus.OtherContent {
+			other = append(other, fr)
+		} else {
+			failed = append(failed, fr)
 		}
 	}
-	return out
+	return failed, other
 }
 
 func progressEvent(p upload.Progress) ProgressEvent {
 	return ProgressEvent{ID: p.ID, State: p.State, Total: p.Total, Registered: p.Registered, AlreadyRegistered: p.AlreadyRegistered,
-		Failed: p.Failed, RowsWaiting: p.RowsWaiting, Percent: percent(p.Status), ETA: p.ETA,
+		Failed: p.Failed, OtherContent: p.OtherContent, RowsWaiting: p.RowsWaiting, Percent: percent(p.Status), ETA: p.ETA,
 		Done: p.Done() || p.State == uploadstatus.PublishFailed, RowsAhead: p.RowsAhead, Marketplace: p.Marketplace, Notice: p.Notice}
 }
 
@@ -126,7 +139,7 @@ func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		if changed(cmp, last) || first {
 			if ev.Failed != lastFailed {
-				ev.FailedRows = failedRows(p.Status)
+				ev.FailedRows, ev.OtherContentRows = failedRows(pickLang(r), p.Status)
 				lastFailed = ev.Failed
 			}
 			b, _ := json.Marshal(ev)

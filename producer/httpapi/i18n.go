@@ -3,7 +3,6 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"golang.org/x/text/language"
@@ -157,22 +156,10 @@ var messages = map[string][2]string{ // [ko, en]
 	"signin.already":      {"이미 로그인했다면 등록 내역으로 이동하세요.", "Signed in already? Go to your uploads."},
 	"signout.confirm":     {"로그아웃할까요? 등록 중인 행은 로그아웃해도 계속 등록됩니다.", "Sign out? Rows being registered go on after you sign out."},
 	"signout.yes":         {"로그아웃하기", "Yes, sign out"},
-}
 
-// problemMessages say a problem's kind in Korean by its code; the English
-// page shows the validator's own sentence, and a code without a Korean
-// sentence falls back to it.
-var problemMessages = map[string]string{
-	"required":                         "값이 비어 있습니다",
-	"not_whole_number":                 "정수가 아닙니다",
-	"out_of_range":                     "허용 범위를 벗어났습니다",
-	"too_long":                         "너무 깁니다",
-	"invalid_characters":               "쓸 수 없는 문자가 있습니다",
-	"invalid_url":                      "올바른 http/https 주소가 아닙니다",
-	"invalid_code":                     "코드는 영문, 숫자, - _ . 만 쓸 수 있습니다",
-	"duplicate_sku":                    "같은 판매자상품코드가 파일에 두 번 있습니다",
-	"date_value":                       "날짜가 아니라 값을 적어 주세요",
-	"already_registered_other_content": "이미 다른 내용으로 등록된 상품입니다",
+	// Rows registered already with other content: a group apart (issue 28, 11).
+	"detail.othercontent":     {"다른 내용으로 이미 등록됨", "Already registered with different content"},
+	"detail.othercontent.why": {"이 상품들은 이미 다른 내용으로 등록되어 있어 일괄 등록으로 바꾸지 않았습니다. 파일에는 문제가 없습니다. 가격이나 재고는 판매자 센터의 상품 관리에서 바꿔 주세요.", "These products are already registered with different content, which bulk registration does not change; nothing is wrong with the file. Change their price or stock in the seller center's product management."},
 }
 
 func langIndex(lang string) int {
@@ -215,14 +202,4 @@ func jsMessages(lang string) map[string]string {
 		out["state."+s] = msg(lang, "state."+s)
 	}
 	return out
-}
-
-// problemText is a problem as the page shows it in lang.
-func problemText(lang, code, message string) string {
-	if lang == langKO {
-		if k, ok := problemMessages[code]; ok {
-			return k
-		}
-	}
-	return strings.TrimSpace(message)
 }

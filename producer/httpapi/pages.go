@@ -422,6 +422,7 @@ type detailView struct {
 	IsDone                                                     bool
 	ETAISO, ETAText                                            string
 	FailedRows                                                 []FailedRow
+	OtherContentRows                                           []FailedRow // registered already with other content, apart
 	// Marketplace is "not_answering" or "misconfigured" while rows wait
 	// on it (the notice shows), else "".
 	Marketplace string
@@ -466,7 +467,8 @@ func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
 	v := &detailView{ID: p.ID, FileName: orDash(p.FileName), Created: p.CreatedAt.Local().Format("2006-01-02 15:04:05"),
 		State: stateText(d.Lang, p.Status), Total: p.Total, Registered: p.Registered, Already: p.AlreadyRegistered,
 		Failed: p.Failed, Waiting: p.RowsWaiting, Done: p.Registered + p.AlreadyRegistered + p.Failed,
-		Percent: ev.Percent, IsDone: ev.Done, FailedRows: failedRows(p.Status), Ahead: p.RowsAhead}
+		Percent: ev.Percent, IsDone: ev.Done, Ahead: p.RowsAhead}
+	v.FailedRows, v.OtherContentRows = failedRows(d.Lang, p.Status)
 	if !ev.Done && (p.Marketplace == upload.MarketplaceNotAnswering || p.Marketplace == upload.MarketplaceMisconfigured) {
 		v.Marketplace = p.Marketplace
 	}
@@ -557,9 +559,9 @@ type cellView struct{ Text, Cell, Problem string }
 const previewCellLen = 60
 
 func refusalView(lang string, ref upload.Refusal) *checkView {
-	v := &checkView{Refusal: ref.Message, NoRows: ref.Code == upload.CodeNoRows}
+	v := &checkView{Refusal: ref.Text(lang), NoRows: ref.Code == upload.CodeNoRows}
 	for _, p := range ref.Problems {
-		v.FileProblems = append(v.FileProblems, p.String())
+		v.FileProblems = append(v.FileProblems, p.In(lang, nil))
 	}
 	return v
 }
@@ -584,10 +586,10 @@ func checkedView(lang string, c *upload.Checked) *checkView {
 	}
 	for _, p := range c.Problems {
 		v.Problems = append(v.Problems, problemView{Row: p.Row, Cell: p.Cell, Label: labels[strings.TrimRight(p.Cell, "0123456789")],
-			Text: problemText(lang, p.Code, p.Message)})
+			Text: p.Text(lang, c.Header)})
 	}
 	for _, w := range c.Warnings {
-		v.Warnings = append(v.Warnings, w.String())
+		v.Warnings = append(v.Warnings, w.In(lang, c.Header))
 	}
 	for _, r := range c.Rows {
 		rv := rowView{Number: r.Number, Class: r.State}
@@ -602,7 +604,7 @@ func checkedView(lang string, c *upload.Checked) *checkView {
 		bad := map[string]string{}
 		for _, p := range r.Problems {
 			if p.Cell != "" {
-				bad[p.Cell] = problemText(lang, p.Code, p.Message)
+				bad[p.Cell] = p.Text(lang, c.Header)
 			}
 		}
 		for i := range c.Header {

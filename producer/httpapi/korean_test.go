@@ -1,0 +1,114 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"html"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulkreg/bulkreg/uploadstatus"
+)
+
+// TestKoreanPagesSayReasonsInKorean (issue 28, 2 and 3): the check page of
+// a Korean seller says every problem, refusal and note in Korean, with the
+// facts the English has (the range, the unit hint, the other row), and
+// names columns by the seller's own headers. Before, a problem read
+// "정수가 아닙니다" (no range, no hint) and the unknown-column note and a
+// refusal stayed English.
+func TestKoreanPagesSayReasonsInKorean(t *testing.T) {
+	e := newSessionEnv(t)
+	c, csrf := e.signIn(t, "seller-a")
+	post := func(path string, data []byte, lang string) string {
+		t.Helper()
+		ct, body := multipartBody(t, "file", data, map[string]string{"csrf_token": csrf})
+		req, _ := http.NewRequest("POST", e.srv.URL+path, body)
+		req.Header.Set("Content-Type", ct)
+		req.Header.Set("Accept-Language", lang)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		b.ReadFrom(resp.Body)
+		return html.UnescapeString(b.String())
+	}
+	csv := []byte("판매자상품코드,상품명,카테고리코드,가격,재고수량,internal_note\n" +
+		"A-1,셔츠,CAT-1,\"12,000원\",5,x\n" +
+		"A-2,바지,CAT-1,0,5,x\n" +
+		"A-1,모자,CAT-1,100,5,x\n")
+	page := post("/upload/check", csv, "ko")
+	for _, want := range []string{"원이나 ₩ 없이", "1 이상 1,000,000,000 이하", "가격", "허용 범위", "2행", "알 수 없는 열"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the Korean check page lacks %q", want)
+		}
+	}
+	for _, english := range []string{"must be", "is not a known column", "is already used in row"} {
+		if strings.Contains(page, english) {
+			t.Errorf("the Korean check page holds the English %q", english)
+		}
+	}
+	page = post("/upload/check", csv, "en")
+	for _, want := range []string{`price must be a whole number greater than 0 and at most 1,000,000,000, got "12,000원"; type the number only, without 원 or ₩`, "is not a known column"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the English check page lacks %q", want)
+		}
+	}
+	page = post("/upload/check", []byte("%PDF-1.4\n1 0 obj\n"), "ko")
+	if !strings.Contains(page, "PDF 문서") || strings.Contains(page, "header row") {
+		t.Errorf("a PDF's Korean refusal does not say it is a PDF document")
+	}
+}
+
+// TestRowsRegisteredWithOtherContentAreAGroupApart (issue 28, 11): the
+// progress page lists rows whose SKU is registered with other content
+// apart from the failed rows, with where changes are made, and the event
+// stream's JSON carries them apart too.
+func TestRowsRegisteredWithOtherContentAreAGroupApart(t *testing.T) {
+	e := newSessionEnv(t)
+	c, _ := e.signIn(t, "seller-a")
+	ctx := context.Background()
+	id := "0123456789abcdef"
+	if _, err := e.store.Create(ctx, uploadstatus.Upload{ID: id, SellerID: "seller-a", FileName: "f.xlsx", Total: 2, Valid: 2,
+		Header: []string{"판매자상품코드", "가격"}, CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.up.Index.AddToSeller(ctx, "seller-a", id, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for _, rr := range []uploadstatus.RowResult{
+		{Row: 2, State: uploadstatus.Failed, Code: uploadstatus.OtherContent, Field: "seller_sku",
+			Reason:  `seller_sku "A-1" is already registered as P-1; bulk registration does not change existing products`,
+			Details: []uploadstatus.Detail{{Code: uploadstatus.OtherContent, Params: map[string]string{"field": "seller_sku", "value": `"A-1"`, "product": "P-1"}}}},
+		{Row: 3, State: uploadstatus.Failed, Code: "invalid_price", Field: "price", Reason: "price is too high for this category"},
+	} {
+		if err := e.store.RecordRow(ctx, id, rr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req, _ := http.NewRequest("GET", e.srv.URL+"/uploads/"+id, nil)
+	req.Header.Set("Accept-Language", "ko")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
+	resp.Body.Close()
+	page := html.UnescapeString(b.String())
+	other := strings.Index(page, `id="other-content"`)
+	failed := strings.Index(page, `id="failed"`)
+	if resp.StatusCode != 200 || other < 0 || failed < 0 {
+		t.Fatalf("page %d: other-content group at %d, failed table at %d", resp.StatusCode, other, failed)
+	}
+	group := page[other:]
+	if !strings.Contains(group, "판매자상품코드 \"A-1\"") || !strings.Contains(group, "P-1") || !strings.Contains(group, "판매자 센터") {
+		t.Errorf("the other-content group does not say the SKU, its product and where changes are made: %s", group[:min(len(group), 800)])
+	}
+	if f := page[failed:other]; strings.Contains(f, "A-1") || !strings.Contains(f, "가격") {
+		t.Errorf("the failed rows hold the other-content row, or lack the price row: %s", f)
+	}
+}
