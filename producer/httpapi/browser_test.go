@@ -176,18 +176,21 @@ func atPhone(t *testing.T, ctx context.Context, page, shot string) {
 }
 
 // axeClean runs axe-core on the page and fails the test on any violation.
-// axe-core comes from npm (`npm install --prefix ~/.cache/bulkreg/axe
-// axe-core@4`, or BULKREG_AXE naming its axe.min.js); without it the check
-// is logged and left out.
+// axe-core comes from npm (make deps installs it under ~/.cache/bulkreg/axe,
+// or BULKREG_AXE names its axe.min.js); without it a plain go test logs the
+// check and leaves it out, and make test, which sets BULKREG_AXE, fails.
 func axeClean(t *testing.T, ctx context.Context, page string) {
 	t.Helper()
-	path := os.Getenv("BULKREG_AXE")
-	if path == "" {
+	path, named := os.LookupEnv("BULKREG_AXE")
+	if !named {
 		home, _ := os.UserHomeDir()
 		path = filepath.Join(home, ".cache", "bulkreg", "axe", "node_modules", "axe-core", "axe.min.js")
 	}
 	src, err := os.ReadFile(path)
 	if err != nil {
+		if named { // make test names it: a missing copy must not pass as accessible
+			t.Fatalf("BULKREG_AXE names %s, which cannot be read (%v); run make deps", path, err)
+		}
 		t.Logf("axe-core is not installed (%v): %s is not checked for accessibility", err, page)
 		return
 	}
