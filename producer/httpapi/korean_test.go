@@ -111,4 +111,8 @@ func TestRowsRegisteredWithOtherContentAreAGroupApart(t *testing.T) {
 	if f := page[failed:other]; strings.Contains(f, "A-1") || !strings.Contains(f, "가격") {
 		t.Errorf("the failed rows hold the other-content row, or lack the price row: %s", f)
 	}
+	// One row to fix in the file, not two.
+	if !strings.Contains(page, msg(langKO, "end.fix", 1)) || strings.Contains(page, msg(langKO, "end.fix", 2)) {
+		t.Errorf("the page does not offer the one row to fix (%q)", msg(langKO, "end.fix", 1))
+	}
 }

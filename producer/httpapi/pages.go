@@ -423,6 +423,7 @@ type detailView struct {
 	ETAISO, ETAText                                            string
 	FailedRows                                                 []FailedRow
 	OtherContentRows                                           []FailedRow // registered already with other content, apart
+	Fix                                                        int         // failed rows to fix: Failed without OtherContentRows
 	// Marketplace is "not_answering" or "misconfigured" while rows wait
 	// on it (the notice shows), else "".
 	Marketplace string
@@ -469,6 +470,7 @@ func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
 		Failed: p.Failed, Waiting: p.RowsWaiting, Done: p.Registered + p.AlreadyRegistered + p.Failed,
 		Percent: ev.Percent, IsDone: ev.Done, Ahead: p.RowsAhead}
 	v.FailedRows, v.OtherContentRows = failedRows(d.Lang, p.Status)
+	v.Fix = len(v.FailedRows)
 	if !ev.Done && (p.Marketplace == upload.MarketplaceNotAnswering || p.Marketplace == upload.MarketplaceMisconfigured) {
 		v.Marketplace = p.Marketplace
 	}

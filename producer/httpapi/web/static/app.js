@@ -159,8 +159,10 @@
       });
       set("state", end ? m["state.done." + end] : m["state." + p.state] || p.state);
       var fix = document.getElementById("fix");
-      fix.hidden = p.failed === 0 || !end;
-      document.getElementById("fix-file").textContent = fmt(m["end.fix"], p.failed);
+      // Rows registered already with other content need no fix in the file.
+      var nfix = p.failed - (p.other_content || 0);
+      fix.hidden = nfix <= 0 || !end;
+      document.getElementById("fix-file").textContent = fmt(m["end.fix"], nfix);
       waiting.hidden = p.done;
       if (ahead && waiting.dataset.aheadFormat) {
         ahead.hidden = !(p.rows_ahead > 0);
@@ -180,6 +182,17 @@
       table.hidden = rows.length === 0;
       document.getElementById("no-failed").hidden = rows.length !== 0;
     }
+    function otherRows(rows) {
+      var sec = document.getElementById("other-content"), body = document.getElementById("other").tBodies[0];
+      body.textContent = "";
+      rows.forEach(function (r) {
+        var tr = body.insertRow(), th = document.createElement("th");
+        th.scope = "row"; th.textContent = r.row; tr.appendChild(th);
+        tr.insertCell().textContent = r.reason || "";
+      });
+      set("n-other", rows.length);
+      sec.hidden = rows.length === 0;
+    }
     showETA();
     if (done) return;
     var tick = setInterval(showETA, 1000);
@@ -197,7 +210,7 @@
       showEnd(p);
       sec.dataset.done = String(done);
       sec.dataset.received = String(Number(sec.dataset.received || 0) + 1);
-      if (p.failed_rows) failedRows(p.failed_rows);
+      if (p.failed_rows) { failedRows(p.failed_rows); otherRows(p.other_content_rows || []); }
       showETA();
       if (done) { es.close(); clearInterval(tick); }
     });
