@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkreg/bulkreg/internal/testredis"
+	"github.com/bulkreg/bulkreg/ledger"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
@@ -114,5 +116,42 @@ func TestRowsRegisteredWithOtherContentAreAGroupApart(t *testing.T) {
 	// One row to fix in the file, not two.
 	if !strings.Contains(page, msg(langKO, "end.fix", 1)) || strings.Contains(page, msg(langKO, "end.fix", 2)) {
 		t.Errorf("the page does not offer the one row to fix (%q)", msg(langKO, "end.fix", 1))
+	}
+}
+
+// TestTheCheckPageGroupsOtherContentApart (issue 28, 11): before
+// registering, a row whose SKU is registered with different content is
+// listed in its own group with where changes are made, not among the
+// problems to fix.
+func TestTheCheckPageGroupsOtherContentApart(t *testing.T) {
+	e := newSessionEnv(t)
+	ld := ledger.New(testredis.Start(t).Client(), ledger.Options{})
+	e.up.Ledger = ld
+	c, csrf := e.signIn(t, "seller-a")
+	csv := []byte("판매자상품코드,상품명,카테고리코드,판매가,재고수량\nA-1,셔츠,CAT-1,100,5\nA-2,바지,CAT-1,0,5\n")
+	if _, err := ld.Mark(context.Background(), "seller-a", "A-1", "0000000000000001:2", "other-hash", "P-1"); err != nil {
+		t.Fatal(err)
+	}
+	ct, body := multipartBody(t, "file", csv, map[string]string{"csrf_token": csrf})
+	req, _ := http.NewRequest("POST", e.srv.URL+"/upload/check", body)
+	req.Header.Set("Content-Type", ct)
+	req.Header.Set("Accept-Language", "ko")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
+	resp.Body.Close()
+	page := html.UnescapeString(b.String())
+	other, problems := strings.Index(page, `id="other-content"`), strings.Index(page, `id="problems"`)
+	if other < 0 || problems < 0 || other < problems {
+		t.Fatalf("other-content group at %d, problems at %d; want both, the group after the problems", other, problems)
+	}
+	if p := page[problems:other]; strings.Contains(p, "A-1") || !strings.Contains(p, "D3") {
+		t.Errorf("the problems to fix hold the other-content row or lack D3: %s", p)
+	}
+	if g := page[other:]; !strings.Contains(g, `"A-1"`) || !strings.Contains(g, "P-1") {
+		t.Errorf("the other-content group does not name A-1 and P-1")
 	}
 }

@@ -536,6 +536,7 @@ type checkView struct {
 
 	Total, Valid, Invalid, Already int
 	Problems                       []problemView
+	OtherContent                   []problemView // SKUs registered already with other content, apart from Problems
 	Warnings                       []string
 	Header                         []colView
 	Rows                           []rowView
@@ -587,8 +588,12 @@ func checkedView(lang string, c *upload.Checked) *checkView {
 		labels[c.Columns[i]] = h
 	}
 	for _, p := range c.Problems {
-		v.Problems = append(v.Problems, problemView{Row: p.Row, Cell: p.Cell, Label: labels[strings.TrimRight(p.Cell, "0123456789")],
-			Text: p.Text(lang, c.Header)})
+		pv := problemView{Row: p.Row, Cell: p.Cell, Label: labels[strings.TrimRight(p.Cell, "0123456789")], Text: p.Text(lang, c.Header)}
+		if p.Code == upload.CodeRegisteredOtherContent { // a group apart: nothing to fix in the file
+			v.OtherContent = append(v.OtherContent, pv)
+			continue
+		}
+		v.Problems = append(v.Problems, pv)
 	}
 	for _, w := range c.Warnings {
 		v.Warnings = append(v.Warnings, w.In(lang, c.Header))
@@ -600,6 +605,9 @@ func checkedView(lang string, c *upload.Checked) *checkView {
 			rv.State = msg(lang, "row.valid")
 		case upload.RowInvalid:
 			rv.State = msg(lang, "row.invalid")
+			if upload.OnlyOtherContent(r.Problems) {
+				rv.State, rv.Class = msg(lang, "detail.othercontent"), "already"
+			}
 		default:
 			rv.State, rv.Class = msg(lang, "row.already"), "already"
 		}

@@ -36,8 +36,12 @@ type Checked struct {
 	Valid             int          `json:"valid"`              // rows that would be published
 	Invalid           int          `json:"invalid"`            // rows with a problem
 	AlreadyRegistered int          `json:"already_registered"` // rows the seller registered before, same content
-	Problems          []Problem    `json:"problems"`
-	Warnings          []Problem    `json:"warnings"`
+	// OtherContent counts the invalid rows whose only problem is that their
+	// SKU is registered already with different content: nothing in the
+	// file is wrong, and bulk registration does not change products.
+	OtherContent int       `json:"other_content"`
+	Problems     []Problem `json:"problems"`
+	Warnings     []Problem `json:"warnings"`
 }
 
 // Check reads and validates the file and looks its SKUs up in the seller's
@@ -76,6 +80,9 @@ func (u *Uploader) Check(ctx context.Context, seller string, data []byte) (*Chec
 		case !r.Valid():
 			cr.State = RowInvalid
 			c.Invalid++
+			if OnlyOtherContent(cr.Problems) {
+				c.OtherContent++
+			}
 			c.Problems = append(c.Problems, cr.Problems...)
 		case ok:
 			cr.State, cr.ProductID = RowAlreadyRegistered, k.ProductID
@@ -99,3 +106,14 @@ func ColumnLetters(i int) string {
 
 // WriteTemplate writes the empty upload template (.xlsx).
 func WriteTemplate(w io.Writer) error { return excel.WriteTemplate(w) }
+
+// OnlyOtherContent reports whether a row's problems are only that its SKU
+// is registered already with different content.
+func OnlyOtherContent(ps []Problem) bool {
+	for _, p := range ps {
+		if p.Code != CodeRegisteredOtherContent {
+			return false
+		}
+	}
+	return len(ps) > 0
+}
