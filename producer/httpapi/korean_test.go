@@ -5,6 +5,7 @@ import (
 	"context"
 	"html"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,17 @@ func TestKoreanPagesSayReasonsInKorean(t *testing.T) {
 	for _, english := range []string{"must be", "is not a known column", "is already used in row"} {
 		if strings.Contains(page, english) {
 			t.Errorf("the Korean check page holds the English %q", english)
+		}
+	}
+	// Every problem, warning and cell hint shown has Hangul.
+	items := regexp.MustCompile(`(?s)<li>(.*?)</li>|title="([^"]*)"`).FindAllStringSubmatch(page, -1)
+	if len(items) < 5 {
+		t.Fatalf("found %d problems, warnings and hints on the page", len(items))
+	}
+	for _, m := range items {
+		text := m[1] + m[2]
+		if !regexp.MustCompile(`\p{Hangul}`).MatchString(text) {
+			t.Errorf("a Korean page shows %q without Hangul", text)
 		}
 	}
 	page = post("/upload/check", csv, "en")
