@@ -156,10 +156,11 @@ func TestCheck(t *testing.T) {
 	if r.code != exitFailed {
 		t.Errorf("check --json of a bad file: exit %d, want 1", r.code)
 	}
-	// One object per line, exactly these fields: a script reads them.
+	// One object per line, exactly these fields (params: the facts of the
+	// message, as in the HTTP API's problems): a script reads them.
 	equalJSONLines(t, "check --json of a bad file", r.stdout, []string{
-		`{"row":3,"column":"price","cell":"D3","code":"not_whole_number","message":"price must be a whole number greater than 0 and at most 1,000,000,000, got \"12,000원\"; type the number only, without 원 or ₩"}`,
-		`{"row":4,"column":"price","cell":"D4","code":"required","message":"price is required but the cell is empty"}`,
+		`{"row":3,"column":"price","cell":"D3","code":"not_whole_number","message":"price must be a whole number greater than 0 and at most 1,000,000,000, got \"12,000원\"; type the number only, without 원 or ₩","params":{"field":"price","kind":"unit","max":"1,000,000,000","min":"1","value":"\"12,000원\""}}`,
+		`{"row":4,"column":"price","cell":"D4","code":"required","message":"price is required but the cell is empty","params":{"field":"price"}}`,
 	})
 	if r := runCLI(nil, "check", bad); r.code != exitFailed || !strings.Contains(r.stdout, "D3: price must be a whole number") ||
 		!strings.Contains(r.stdout, "3 rows: 1 valid, 2 with problems (2 problems)") {
@@ -172,15 +173,15 @@ func TestCheck(t *testing.T) {
 		t.Errorf("check --json of a file that is not a spreadsheet: exit %d, want 1", r.code)
 	}
 	equalJSONLines(t, "check --json of a file that is not a spreadsheet", r.stdout, []string{
-		`{"row":0,"column":"","cell":"","code":"not_xlsx","message":"the file is neither an Excel workbook (.xlsx) nor a CSV file; save it from Excel as \"Excel Workbook (.xlsx)\" or \"CSV UTF-8 (쉼표로 분리)\""}`,
+		`{"row":0,"column":"","cell":"","code":"not_xlsx","message":"the file is a PDF document, not a spreadsheet; put the products in the template (.xlsx), one a row, and save it as \"Excel Workbook (.xlsx)\" or \"CSV UTF-8 (쉼표로 분리)\""}`,
 	})
 	r = runCLI(nil, "check", "--json", filepath.Join("..", "..", "testdata", "missing-column.xlsx"))
 	if r.code != exitFailed {
 		t.Errorf("check --json of a file without price and stock: exit %d, want 1", r.code)
 	}
 	equalJSONLines(t, "check --json of a file without price and stock", r.stdout, []string{
-		`{"row":1,"column":"price","cell":"","code":"missing_column","message":"the required column 판매가 (price) is missing from the header row (row 1)"}`,
-		`{"row":1,"column":"stock","cell":"","code":"missing_column","message":"the required column 재고수량 (stock) is missing from the header row (row 1)"}`,
+		`{"row":1,"column":"price","cell":"","code":"missing_column","message":"the required column 판매가 (price) is missing from the header row (row 1)","params":{"column":"판매가 (price)","kind":"one","row":"1"}}`,
+		`{"row":1,"column":"stock","cell":"","code":"missing_column","message":"the required column 재고수량 (stock) is missing from the header row (row 1)","params":{"column":"재고수량 (stock)","kind":"one","row":"1"}}`,
 	})
 	if r := runCLI(nil, "check", filepath.Join(t.TempDir(), "absent.xlsx")); r.code != exitFailed || !strings.Contains(r.stderr, "absent.xlsx") {
 		t.Errorf("check of a file that does not exist: %+v", r)
@@ -344,7 +345,7 @@ func TestUploadWaitStatusReport(t *testing.T) {
 		t.Errorf("check of the failed-only report: exit %d, want 1", r.code)
 	}
 	equalJSONLines(t, "check --json of the failed-only report", r.stdout, []string{
-		`{"row":2,"column":"price","cell":"D2","code":"not_whole_number","message":"price must be a whole number greater than 0 and at most 1,000,000,000, got \"abc\""}`,
+		`{"row":2,"column":"price","cell":"D2","code":"not_whole_number","message":"price must be a whole number greater than 0 and at most 1,000,000,000, got \"abc\"","params":{"field":"price","max":"1,000,000,000","min":"1","value":"\"abc\""}}`,
 	})
 	if f, err = excelize.OpenFile(out); err != nil {
 		t.Fatal(err)
