@@ -208,6 +208,7 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 	}
 	m := r.m
 	at := s.redisNow()
+	s.sent = s.redisNowLatest()
 	res = c.deps.Registry.Register(r.finishCtx(), m.SellerID, m.IdempotencyKey, m.Product)
 	s.answered = s.redisNowLatest()
 	<-c.calls

@@ -46,6 +46,11 @@ func (c *Consumer) afterCall(r *row, s *slot, res registryclient.Result, sku *sk
 	class := res.Class.String()
 	call := compliance.Call{At: s.called, Status: res.Status, Class: class, Key: m.IdempotencyKey}
 	count := counted(res.Class)
+	answered := s.answered // the latest instant the API may have counted the call
+	if unanswered(res) {
+		p := c.deps.Throttle.Policy()
+		answered = maxTime(s.answered, s.latestCount(c.cfg.CallTimeout, p.Window, p.Margin))
+	}
 	rest := s.Reservation // what Settle or Release still has to do
 	rec, batch := c.deps.Calls.(stepRecorder)
 	var steps []scriptbatch.Step
@@ -54,7 +59,7 @@ func (c *Consumer) afterCall(r *row, s *slot, res registryclient.Result, sku *sk
 		if th, ok := c.deps.Throttle.(slotSteps); ok {
 			var st scriptbatch.Step
 			if count {
-				st, ok = th.SettleStep(s.Reservation, s.answered)
+				st, ok = th.SettleStep(s.Reservation, answered)
 			} else {
 				st, ok = th.ReleaseStep(s.Reservation)
 			}
@@ -84,7 +89,7 @@ func (c *Consumer) afterCall(r *row, s *slot, res registryclient.Result, sku *sk
 	}
 	switch {
 	case count:
-		c.settle(rest, s.answered)
+		c.settle(rest, answered)
 	case res.Class == registryclient.RateLimited:
 		// The API refused for the seller's limit: the slot goes back, but
 		// the seller's gate stays shut until the block that follows says
@@ -107,6 +112,13 @@ func counted(c registryclient.Class) bool {
 		return false
 	}
 	return true
+}
+
+// unanswered reports whether a call's outcome is unknown: no HTTP answer
+// came (a timeout, a connection error, the call cancelled), so the API may
+// have counted it, or may still count it, after the failure was seen.
+func unanswered(res registryclient.Result) bool {
+	return res.Class == registryclient.Transient && res.Status == 0
 }
 
 // block tells the throttle the API refused the seller, or with an

@@ -38,6 +38,36 @@ type slot struct {
 	// answered: when its answer came, on the Redis clock, never before it
 	// (a settle must not move the slot short of the API's count).
 	called, answered time.Time
+	// sent: when the call was sent, on the Redis clock, never before it;
+	// the start of the time the API may count a call whose answer never
+	// came (latestCount).
+	sent time.Time
+}
+
+// latestCount is the latest instant the API may count a call that got no
+// answer (a timeout, a connection broken after the request went out, the
+// call cancelled at the drain). The instant the client gave up is not that
+// bound: the API does not see the client leave and counts the call when it
+// gets to handle it (issue 26, sim seeds 404 and 515: 201s counted up to
+// 0.17 s after the client's 2 s timeout, with a margin of 0.25 s and 50 ms;
+// a slot settled where the client gave up let the next window's calls in
+// while those counts were still in the API's window: 1 to 3 × 429). How
+// long an API goes on with a call its client left is not knowable from
+// here; bulkreg allows it one more call timeout past the end of the
+// client's (a call slower than twice the timeout is an outage's, not a
+// spike's). The cost is one slot held a timeout longer for each call that
+// got no answer: the seller's next window starts that much later.
+//
+// It is capped at the slot + W + margin, so the settled place stays before
+// the next window's first slot (booked W′ after this one): settle.lua gives
+// back the booked slots whose window the move fills from the new place on,
+// and the call may have been counted early, before any slot booked between
+// W′ after its old place and a new place beyond it, which would keep its
+// place. So a count more than W + margin after the slot is not covered (with
+// the defaults 60.25 s, against 20 s for a call that got no answer).
+func (s *slot) latestCount(timeout, window, margin time.Duration) time.Time {
+	latest := maxTime(s.answered, s.sent.Add(timeout)).Add(timeout)
+	return minTime(latest, s.At.Add(window+margin))
 }
 
 // place narrows due and bound with one round trip that read the Redis clock
