@@ -128,7 +128,7 @@ var table = map[string]text{
 	"misconfigured":    {"마켓 연결 설정에 문제가 있어 등록을 잠시 멈췄습니다. 행은 그대로 남아 있고 운영자가 고치면 저절로 이어집니다", "registration is paused: bulkreg's connection to the marketplace is misconfigured; the rows are kept and continue by themselves once an operator fixes it"},
 	"too_many_reports": {"보고서를 동시에 너무 많이 만들고 있습니다. 잠시 후 다시 시도해 주세요", "too many reports are being built at once; try again shortly"},
 	"bad_parameter":    {"주소의 {parameter} 값은 true 또는 false여야 합니다", "the parameter {parameter} must be true or false"},
-	"uploaded_before":  {"이 파일은 {date}에 올린 적이 있어 다시 등록하지 않았습니다", "this file was uploaded on {date} before; nothing was registered again"},
+	"uploaded_before":  {"이 파일은 {date}에 올린 적이 있습니다. 다시 등록하지 않고 그때의 진행 상황을 보여 드립니다", "this file was uploaded on {date}; it is not registered again, and its upload shows how it went"},
 }
 
 // Known reports whether the table has key.

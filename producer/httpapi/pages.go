@@ -540,6 +540,9 @@ type checkView struct {
 	Warnings                       []string
 	Header                         []colView
 	Rows                           []rowView
+
+	// Before says the seller uploaded this very file before (BeforeID).
+	Before, BeforeID string
 }
 
 type problemView struct {
@@ -586,6 +589,10 @@ func checkedView(lang string, c *upload.Checked) *checkView {
 	for i, h := range c.Header {
 		v.Header = append(v.Header, colView{Letter: c.Columns[i], Name: h})
 		labels[c.Columns[i]] = h
+	}
+	if b := c.UploadedBefore; b != nil {
+		v.Before = b.Text(lang)
+		v.BeforeID = b.UploadID
 	}
 	for _, p := range c.Problems {
 		pv := problemView{Row: p.Row, Cell: p.Cell, Label: labels[strings.TrimRight(p.Cell, "0123456789")], Text: p.Text(lang, c.Header)}

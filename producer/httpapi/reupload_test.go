@@ -41,7 +41,31 @@ func TestTheSameFileAgainShowsTheNoteAndReportsAreNamed(t *testing.T) {
 		}
 		return resp.Header.Get("Location")
 	}
+	check := func() string {
+		t.Helper()
+		ct, body := multipartBody(t, "file", file, map[string]string{"csrf_token": csrf})
+		req, _ := http.NewRequest("POST", e.srv.URL+"/upload/check", body)
+		req.Header.Set("Content-Type", ct)
+		req.Header.Set("Accept-Language", "ko")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		b.ReadFrom(resp.Body)
+		return b.String()
+	}
+	if page := check(); strings.Contains(page, `id="uploaded-before"`) {
+		t.Errorf("the check of a new file says it was uploaded before")
+	}
 	first := register()
+	// Checking the same file again says, before Register, that it was
+	// uploaded before, and links its upload with the note.
+	if page := check(); !strings.Contains(page, `id="uploaded-before"`) || !strings.Contains(page, "올린 적이 있습니다") ||
+		!strings.Contains(page, `href="`+first+`?duplicate=true"`) {
+		t.Errorf("checking the same file again does not say it was uploaded before, with a link to %s", first)
+	}
 	again := register()
 	if strings.Contains(first, "duplicate") || again != first+"?duplicate=true" {
 		t.Fatalf("first upload to %q, the same file again to %q; want the same page with ?duplicate=true", first, again)

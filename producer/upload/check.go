@@ -2,12 +2,16 @@ package upload
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/excel"
+	"github.com/bulkreg/bulkreg/messages"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
@@ -42,6 +46,17 @@ type Checked struct {
 	OtherContent int       `json:"other_content"`
 	Problems     []Problem `json:"problems"`
 	Warnings     []Problem `json:"warnings"`
+	// UploadedBefore is this seller's earlier upload of this very file,
+	// while it is kept: registering the file again registers nothing and
+	// shows that upload.
+	UploadedBefore *UploadedBefore `json:"uploaded_before,omitempty"`
+}
+
+// UploadedBefore names an earlier upload of the same file.
+type UploadedBefore struct {
+	UploadID  string    `json:"upload_id"`
+	FileName  string    `json:"file_name"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // Check reads and validates the file and looks its SKUs up in the seller's
@@ -74,6 +89,7 @@ func (u *Uploader) Check(ctx context.Context, seller string, data []byte) (*Chec
 	for i := range sheet.Header {
 		c.Columns = append(c.Columns, ColumnLetters(i))
 	}
+	c.UploadedBefore = u.uploadedBefore(ctx, seller, data)
 	for _, r := range sheet.Rows {
 		cr := CheckedRow{Number: r.Number, State: RowValid, Cells: r.Cells, Problems: Problems(r.Problems)}
 		switch k, ok := known[r.Number]; {
@@ -116,4 +132,26 @@ func OnlyOtherContent(ps []Problem) bool {
 		}
 	}
 	return len(ps) > 0
+}
+
+// uploadedBefore finds the seller's earlier upload of data (the upload id
+// is the seller and the file's hash), published or publishing; nil when
+// there is none or it cannot be read now (the check still answers).
+func (u *Uploader) uploadedBefore(ctx context.Context, seller string, data []byte) *UploadedBefore {
+	if u.Index == nil {
+		return nil
+	}
+	sum := sha256.Sum256(data)
+	id := UploadID(seller, hex.EncodeToString(sum[:]))
+	sts, err := u.Index.Summaries(ctx, []string{id})
+	if err != nil || len(sts) != 1 || sts[0].SellerID != seller || sts[0].State == uploadstatus.PublishFailed {
+		return nil
+	}
+	return &UploadedBefore{UploadID: id, FileName: sts[0].FileName, CreatedAt: sts[0].CreatedAt}
+}
+
+// Text says, in lang, that the file was uploaded before and when.
+func (b UploadedBefore) Text(lang string) string {
+	s, _ := messages.Render(lang, "uploaded_before", map[string]string{"date": b.CreatedAt.Local().Format("2006-01-02 15:04")})
+	return s
 }
