@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -83,11 +84,13 @@ func damagedFile(err error) *FileError {
 }
 
 func damagedPart(name string, err error) *FileError {
-	return &FileError{Code: CodeDamaged, Message: fmt.Sprintf("the file is damaged or incomplete (part %s: %v); save it again from Excel and upload it again", name, describeZipErr(err)), Err: err}
+	return &FileError{Code: CodeDamaged, Message: fmt.Sprintf("the file is damaged or incomplete (part %s: %v); save it again from Excel and upload it again", name, describeZipErr(err)), Err: err,
+		Params: pairs("kind", "part", "part", name)}
 }
 
 func damagedSheet(sheet string, err error) *FileError {
-	return &FileError{Code: CodeDamaged, Message: fmt.Sprintf("the file is damaged or incomplete (sheet %q: %v); save it again from Excel and upload it again", sheet, err), Err: err}
+	return &FileError{Code: CodeDamaged, Message: fmt.Sprintf("the file is damaged or incomplete (sheet %q: %v); save it again from Excel and upload it again", sheet, err), Err: err,
+		Params: pairs("kind", "sheet", "sheet", strconv.Quote(sheet))}
 }
 
 func incomplete(err error) *FileError {
@@ -169,7 +172,7 @@ func (p *Parser) readXLSX(ctx context.Context, data []byte) (*Sheet, error) {
 		if b.parts[name] != nil {
 			// Two parts of one name: programs differ in which they read, so
 			// what bulkreg reads might not be what the seller saw.
-			return nil, fileErr(CodeDamaged, "the file is damaged: it holds two parts named %s; save it again from Excel as .xlsx", quote(f.Name))
+			return nil, fileErr(CodeDamaged, "the file is damaged: it holds two parts named %s; save it again from Excel as .xlsx", quote(f.Name)).withParams("kind", "parts", "part", quote(f.Name))
 		}
 		b.parts[name] = f
 	}
