@@ -74,3 +74,23 @@ func keysOf(m map[string]bool) []string {
 	}
 	return out
 }
+
+// TestRefusalsSayTheirPlaceInKorean: a refusal that names a cell or a
+// place in English names it in Korean too.
+func TestRefusalsSayTheirPlaceInKorean(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"an unclosed quote", []byte("seller_sku,name,category_code,price,stock\nA-1,\"shirt,C,1,1\n"), "B2"},
+		{"damaged UTF-16", append([]byte{0xFF, 0xFE}, 'a', 0, 0x00, 0xD8, 'b'), "6바이트"},
+	} {
+		_, err := NewParser(Options{}).ParseBytes(context.Background(), tc.data)
+		fe := fileErrCode(t, err)
+		ko, ok := messages.Render(messages.KO, fe.Code, fe.Params)
+		if !ok || !strings.Contains(ko, tc.want) || !strings.Contains(fe.Message, strings.TrimSuffix(tc.want, "바이트")) {
+			t.Errorf("%s: %s %q / Korean %q; want both naming %s", tc.name, fe.Code, fe.Message, ko, tc.want)
+		}
+	}
+}
