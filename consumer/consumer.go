@@ -265,7 +265,12 @@ func (c *Consumer) missedBackOff() backoff.BackOff {
 	return b
 }
 
-func (c *Consumer) redisBackOff() backoff.BackOff {
+// redisBackOff is the backoff between attempts of a Redis operation. Every
+// row takes several and nearly none is ever asked for an interval, so the
+// backoff itself is made on the first NextBackOff (lazyBackOff).
+func (c *Consumer) redisBackOff() backoff.BackOff { return &lazyBackOff{c: c} }
+
+func (c *Consumer) newRedisBackOff() backoff.BackOff {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = c.cfg.RedisRetryMin
 	b.MaxInterval = c.cfg.RedisRetryMax
