@@ -45,6 +45,7 @@ import (
 )
 
 func main() {
+	spinIfAsked()
 	which := flag.String("scenario", "all", "comma-separated scenarios: one-seller, many-sellers, global, or all")
 	window := flag.Duration("window", 0, "override the seller window (and an equal app-wide window) of every scenario; 0 keeps 3s")
 	consumerBin := flag.String("consumer-bin", "", "cmd/consumer binary to run, for example an older build (default: built from this tree)")
@@ -53,6 +54,7 @@ func main() {
 	pipelining := flag.String("redis-pipelining", "", "comma-separated --redis-pipelining values of the consumers (autopipe, goredis, none), each scenario run once with each, interleaved; empty: the consumer's default")
 	rounds := flag.Int("rounds", 1, "run every scenario (with every -redis-pipelining) this many times, round after round, so that what is compared is interleaved")
 	pause := flag.Duration("pause", 0, "wait this long between two runs, so one run's load does not skew the next")
+	busy := flag.Int("busy", 0, "keep this many cores busy with other processes during each run (issue 30: the pacing on a machine shared with a noisy neighbour); 0: none")
 	pprofPort := flag.Int("pprof-port", 0, "serve consumer i's /debug/pprof on 127.0.0.1:PORT+i (--pprof-addr), to profile a run with go tool pprof; 0: not served")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -73,6 +75,9 @@ func main() {
 	}
 	if err == nil && *rounds < 1 {
 		err = fmt.Errorf("-rounds is %d, it must be at least 1", *rounds)
+	}
+	if err == nil && *busy < 0 {
+		err = fmt.Errorf("-busy is %d, it must not be negative", *busy)
 	}
 	if err == nil && *pause < 0 {
 		err = fmt.Errorf("-pause is %s, it must not be negative", *pause)
@@ -116,7 +121,7 @@ func main() {
 				if len(out) > 0 {
 					time.Sleep(*pause)
 				}
-				r, err := run(context.Background(), sc, mode, bin.Path, dir, *pprofPort, log)
+				r, err := run(context.Background(), sc, mode, bin.Path, dir, *pprofPort, *busy, log)
 				if err != nil {
 					os.RemoveAll(dir)
 					fmt.Fprintln(os.Stderr, "bench:", runName(sc.Name, mode, round, *rounds)+":", err)

@@ -20,6 +20,7 @@ type settingsJSON struct {
 	GlobalLimit    int           `json:"global_limit,omitempty"`
 	GlobalWindowS  float64       `json:"global_window_s,omitempty"`
 	LatencyS       float64       `json:"registry_latency_s"`
+	BusyProcesses  int           `json:"busy_processes,omitempty"`
 }
 
 type groupResult struct {

@@ -28,7 +28,7 @@ import (
 	"github.com/bulkreg/bulkreg/throttle"
 )
 
-func run(ctx context.Context, sc scenario, pipelining, bin, parent string, pprofPort int, log *slog.Logger) (result, error) {
+func run(ctx context.Context, sc scenario, pipelining, bin, parent string, pprofPort, busy int, log *slog.Logger) (result, error) {
 	dir, err := os.MkdirTemp(parent, sc.Name+"-")
 	if err != nil {
 		return result{}, err
@@ -37,7 +37,13 @@ func run(ctx context.Context, sc scenario, pipelining, bin, parent string, pprof
 		Groups: sc.Groups, Sellers: sc.sellers(), Rows: sc.rows(), Consumers: sc.Consumers, Partitions: sc.Partitions,
 		LimitPerSeller: sc.Limit, WindowS: sc.Window.Seconds(), MarginS: sc.Margin.Seconds(),
 		GlobalLimit: sc.GlobalLimit, GlobalWindowS: sc.GlobalWindow.Seconds(), LatencyS: sc.Latency.Seconds(),
+		BusyProcesses: busy,
 	}}
+	stopBusy, err := startBusy(busy)
+	defer stopBusy()
+	if err != nil {
+		return res, err
+	}
 
 	topic := bulkreg.DefaultTopic
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(sc.Partitions), topic, bulkreg.DLQTopic(topic)),
