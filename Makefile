@@ -15,7 +15,9 @@ AXE         := $(AXE_DIR)/node_modules/axe-core/axe.min.js
 # (Redis and Redis Cluster in tests), kcat (an independent Kafka client
 # that reads what the producer published), promtool (Debian's prometheus
 # package: the alert rules' unit tests) and chromium (headless, driven by
-# the seller pages' browser tests), with a Korean font for their screenshots.
+# the seller pages' browser tests), with a Korean font for their screenshots,
+# npm for axe-core (the pages' accessibility checks), and zsh and fish, which
+# load the completion scripts the commands print.
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
@@ -27,6 +29,8 @@ deps:
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	[ -d /usr/share/fonts/truetype/nanum ] || missing="$$missing fonts-nanum"; \
 	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
+	command -v zsh >/dev/null 2>&1 || missing="$$missing zsh"; \
+	command -v fish >/dev/null 2>&1 || missing="$$missing fish"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
