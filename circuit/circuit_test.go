@@ -175,6 +175,21 @@ func TestWhenItOpens(t *testing.T) {
 		{"failures at the ratio, not without the worst seller", cat(many(20, "t%d", "ok:%d", Success), many(20, "s%d", "u:%d", Failure)), false},
 		{"refusals of rows are not failures", cat(many(40, "s%d", "u:%d", Answered), many(20, "s%d", "u:%d", Failure)), false},
 		{"abandoned calls count for nothing", cat(many(20, "s%d", "u:%d", Abandoned), many(19, "s%d", "u:%d", Failure)), false},
+		// Issue 26, sim seed 405: two sellers' calls all fail while a third's
+		// all succeed. The healthy seller proves the API is up: the failures
+		// are the two sellers' own. It takes 5 answered calls without a
+		// failure (at the ratio 0.5, all 5 succeed by chance 3 % of the time).
+		{"two sellers fail, a third wholly healthy: not an outage",
+			cat(many(6, "c", "c:%d", Success), many(15, "a", "a:%d", Failure), many(15, "b", "b:%d", Failure)), false},
+		{"two sellers fail, a third's rows refused for their content: the API answers",
+			cat(many(6, "c", "c:%d", Answered), many(15, "a", "a:%d", Failure), many(15, "b", "b:%d", Failure)), false},
+		{"the healthy seller fails once: an outage after all",
+			cat(many(6, "c", "c:%d", Success), many(15, "a", "a:%d", Failure), many(15, "b", "b:%d", Failure), many(1, "c", "cf:%d", Failure)), true},
+		{"four successes are too few to prove the API up",
+			cat(many(4, "c", "c:%d", Success), many(12, "a", "a:%d", Failure), many(4, "b", "b:%d", Failure)), true},
+		{"a partial outage: every seller fails some calls",
+			cat(many(3, "c", "c:%d", Success), many(3, "d", "d:%d", Success), many(2, "c", "cf:%d", Failure), many(2, "d", "df:%d", Failure),
+				many(6, "a", "a:%d", Failure), many(4, "b", "b:%d", Failure)), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := fast()
@@ -199,6 +214,107 @@ func TestWhenItOpens(t *testing.T) {
 }
 
 // TestOldCallsAgeOut: failures older than the window no longer count.
+// TestSellersFailingBesideAHealthyOneStaySick (issue 26, sim seed 405): two
+// sellers fail while a third is answered on every call, then the third has
+// nothing left to call and its calls age out of the window. The two sellers'
+// failures alone still do not open the circuit (they were seen failing while
+// the API answered), until another seller fails with them, as in an outage;
+// an answered call of a sick seller makes it count again.
+func TestSellersFailingBesideAHealthyOneStaySick(t *testing.T) {
+	srv := testredis.Start(t)
+	s := fast()
+	b := newBreaker(t, srv.Client(), s)
+	failures := func(seller string, n int) {
+		t.Helper()
+		for i := range n {
+			if _, st := call(t, b, seller, fmt.Sprintf("%s:%d", seller, i), Failure); st.State != Closed {
+				t.Fatalf("the circuit opened on %s's failure %d: only sellers seen failing while the API answered fail", seller, i)
+			}
+		}
+	}
+	for i := range 6 {
+		call(t, b, "c", fmt.Sprintf("c:%d", i), Success)
+	}
+	failures("a", 15)
+	failures("b", 15)
+	time.Sleep(s.Window + s.Window/time.Duration(s.Buckets)) // c's calls leave the window
+	failures("a", 30)
+	failures("b", 30)
+	if st := peek(t, b); st.State != Closed {
+		t.Fatalf("after 60 failures of the two sick sellers the circuit is %s, want closed", st.State)
+	}
+	opened := false
+	for i := range 10 {
+		if _, st := call(t, b, "d", fmt.Sprintf("d:%d", i), Failure); st.State != Closed {
+			opened = true
+			break
+		}
+	}
+	if !opened {
+		t.Fatal("a seller not known sick failed 10 times beside the sick ones and the circuit stayed closed, want open: an outage")
+	}
+
+	// An answered call cures: the seller's failures count again.
+	s.Name = "cured"
+	b = newBreaker(t, srv.Client(), s)
+	for i := range 6 {
+		call(t, b, "c", fmt.Sprintf("c:%d", i), Success)
+	}
+	failures("a", 15)
+	failures("b", 15)
+	time.Sleep(s.Window + s.Window/time.Duration(s.Buckets))
+	call(t, b, "a", "a:ok", Success)
+	call(t, b, "b", "b:ok", Success)
+	for i := range 40 {
+		seller := []string{"a", "b"}[i%2]
+		if _, st := call(t, b, seller, fmt.Sprintf("%s:x%d", seller, i), Failure); st.State != Closed {
+			return
+		}
+	}
+	t.Fatal("two sellers answered once since they were sick, then failing 40 times, did not open the circuit, want open")
+}
+
+// TestAProbeOfAnotherSellerMakesTheFailingOnesSick (issue 26, sim seed 405):
+// two sellers fail before anybody else calls, and the circuit opens (nothing
+// tells them from an outage yet). The probe is a third seller's row and is
+// answered: the API is up, and the two sellers' failures no longer reopen it.
+// A probe of one of the failing sellers answered is a recovery instead.
+func TestAProbeOfAnotherSellerMakesTheFailingOnesSick(t *testing.T) {
+	srv := testredis.Start(t)
+	for _, tc := range []struct {
+		prober string
+		reopen bool
+	}{{"c", false}, {"a", true}} {
+		t.Run("probe of "+tc.prober, func(t *testing.T) {
+			s := fast()
+			s.Name = tc.prober
+			b := newBreaker(t, srv.Client(), s)
+			for i := range 20 {
+				seller := []string{"a", "b"}[i%2]
+				call(t, b, seller, fmt.Sprintf("%s:%d", seller, i), Failure)
+			}
+			if st := peek(t, b); st.State != Open {
+				t.Fatalf("after 20 failures of two sellers, alone, the circuit is %s, want open", st.State)
+			}
+			time.Sleep(s.ProbeMin)
+			if d, st := call(t, b, tc.prober, tc.prober+":probe", Success); !d.Probe || st.State != Closed {
+				t.Fatalf("the probe: %+v, then %s; want a probe that closes the circuit", d, st.State)
+			}
+			reopened := false
+			for i := range 40 {
+				seller := []string{"a", "b"}[i%2]
+				if _, st := call(t, b, seller, fmt.Sprintf("%s:x%d", seller, i), Failure); st.State != Closed {
+					reopened = true
+					break
+				}
+			}
+			if reopened != tc.reopen {
+				t.Errorf("40 more failures of the two sellers reopened the circuit: %v, want %v", reopened, tc.reopen)
+			}
+		})
+	}
+}
+
 func TestOldCallsAgeOut(t *testing.T) {
 	srv := testredis.Start(t)
 	s := fast()
@@ -672,7 +788,10 @@ func TestWaitReady(t *testing.T) {
 	default:
 	}
 	closed := time.Now()
-	if _, err := a.Report(ctx, d, Call{Seller: "s", Row: "u", Outcome: Success}); err != nil {
+	// The probe is a row of a seller that failed: the API recovered. (A
+	// seller that never failed, answered, would leave the failing ones known
+	// sick, and the trip below would not open it: circuit_report.lua.)
+	if _, err := a.Report(ctx, d, Call{Seller: "s0", Row: "u", Outcome: Success}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -698,7 +817,7 @@ func TestWaitReady(t *testing.T) {
 	}()
 	time.Sleep(50 * time.Millisecond)
 	closed = time.Now()
-	if _, err := a.Report(ctx, d, Call{Seller: "s", Row: "u", Outcome: Success}); err != nil {
+	if _, err := a.Report(ctx, d, Call{Seller: "s0", Row: "u", Outcome: Success}); err != nil {
 		t.Fatal(err)
 	}
 	if at := <-done; at.Sub(closed) > 50*time.Millisecond {

@@ -16,8 +16,11 @@ import (
 // on one Redis key (one Cluster node): one report per call was about a
 // seventh of Redis's time per registered row (bench many-sellers).
 type batch struct {
-	calls   int
-	sellers []string // distinct, at most Settings.MinFailedSellers: the window keeps no more
+	calls int
+	// distinct, at most Settings.MinFailedSellers (two at least): the window
+	// keeps no more, and one seller named means the batch is all its calls
+	// (circuit_report.lua counts them as that seller's answered calls)
+	sellers []string
 	since   time.Time
 }
 
@@ -60,7 +63,7 @@ func (b *Breaker) countLocally(seller string) (Status, bool) {
 		return Status{}, false
 	}
 	u.calls++
-	u.addSeller(seller, b.s.MinFailedSellers)
+	u.addSeller(seller, max(2, b.s.MinFailedSellers))
 	b.batched.Add(1)
 	at := v.at.Add(now.Sub(v.learned))
 	return Status{State: Closed, RetryAt: at, Now: at}, true
@@ -94,7 +97,7 @@ func (b *Breaker) putBack(u batch) {
 	}
 	cur.calls += u.calls
 	for _, s := range u.sellers {
-		cur.addSeller(s, b.s.MinFailedSellers)
+		cur.addSeller(s, max(2, b.s.MinFailedSellers))
 	}
 }
 

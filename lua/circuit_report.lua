@@ -11,6 +11,26 @@
 -- that seller is the only one calling (nothing tells its fault from the API's
 -- then: its rows spend their own retry budget, and the fleet's circuit opens
 -- as soon as a second seller's rows fail too).
+-- Nor does it open while a seller is wholly healthy: a seller with enough answered
+-- calls in the window (success or a refusal of the row: the API answers it), one of
+-- them in the newer half, and no transient failure proves the API is up, so the
+-- others' failures are their own (issue 26, sim seed 405: two sellers answered 503
+-- for good, a third registering, held the circuit open and the two sellers' rows
+-- never spent their retry budget). "Enough" is the fewest calls that all succeed
+-- with a chance of 5 % or less at the failure ratio (5 at 0.5, 2 at least): in an
+-- outage, whole or partial (random failures), a seller that many calls without a
+-- failure is unlikely.
+-- The sellers failing while a seller was wholly healthy are remembered as sick
+-- (state field "sick"), until one of their calls is answered or the circuit
+-- opens: once the healthy seller has nothing left to call, their failures alone
+-- do not open the circuit either (seed 405 again: the healthy seller's 21 rows
+-- were done in seconds, the two others' rows kept failing for a minute). It
+-- opens as soon as a seller not known sick fails with them, as in an outage.
+-- A probe answered for a seller other than those whose failures opened the
+-- circuit (state field "opened_by") says the same of them: they are sick (in
+-- seed 405 the two sellers failed from the start, before the healthy one
+-- called, so the circuit opened before anyone was wholly healthy; the healthy
+-- seller's probe then closed it, and their failures no longer reopen it).
 -- The probe's outcome decides a half-open circuit: an answer (success or a
 -- refusal of the row) closes it and clears the window; a transient failure opens
 -- it again with the probe interval multiplied (up to the maximum); an abandoned
@@ -38,7 +58,8 @@
 --          "i:f" (transient failures), "i:s" (sellers that called), "i:as" (sellers answered, at most
 --          2), "i:rs" (sellers refused, at most 2), "i:fs" (sellers that failed), "i:fr" (rows that
 --          failed); the lists are "\n"-separated; "i:fc" (transient failures per seller,
---          "seller\tcount" lines, for at most spread_cap sellers a bucket)
+--          "seller\tcount" lines, for at most spread_cap sellers a bucket); "i:ok" (answered
+--          calls per seller, the same lines and cap)
 -- ARGV[1]  outcome: "success" | "failure" | "answered" | "abandoned" | "refused"
 -- ARGV[2]  probe id ("" when the call was not a probe)
 -- ARGV[3]  seller id
@@ -74,7 +95,7 @@ if minSellers < 2 then minSellers = 2 end
 local spreadCap = 16
 local retention = tonumber(ARGV[14])
 local unsent = tonumber(ARGV[15] or '0') or 0
-local h = redis.call('HMGET', KEYS[1], 'state', 'opened_at', 'next_probe', 'probe_id', 'interval', 'reason')
+local h = redis.call('HMGET', KEYS[1], 'state', 'opened_at', 'next_probe', 'probe_id', 'interval', 'reason', 'sick', 'opened_by')
 local state = h[1] or 'closed'
 local opened = tonumber(h[2] or '0')
 local reason = h[6] or 'unavailable'
@@ -95,7 +116,7 @@ local function f(name) return slot .. ':' .. name end
 local function bucket()
   if tonumber(redis.call('HGET', KEYS[2], f('id')) or '-1') ~= cur then
     redis.call('HSET', KEYS[2], f('id'), us(cur), f('n'), 0, f('f'), 0, f('s'), '', f('as'), '', f('rs'), '',
-      f('fs'), '', f('fr'), '', f('fc'), '')
+      f('fs'), '', f('fr'), '', f('fc'), '', f('ok'), '')
   end
   redis.call('PEXPIRE', KEYS[2], math.ceil(2 * window / 1000) + 1000)
 end
@@ -111,21 +132,33 @@ local function capadd(field, member, cap)
   if v == '' then v = member else v = v .. '\n' .. member end
   redis.call('HSET', KEYS[2], field, v)
 end
--- count one failure of member in field's "member\tcount" lines, unless the
--- lines hold cap members already (its failure then counts for the others)
-local function capcount(field, member, cap)
+-- count by (default 1) of member in field's "member\tcount" lines, unless the
+-- lines hold cap members already (its count is then left out)
+local function capcount(field, member, cap, by)
   local v = redis.call('HGET', KEYS[2], field) or ''
   local out, n, found = {}, 0, false
   for m, c in string.gmatch(v, '([^\t\n]+)\t(%d+)') do
     n = n + 1
-    if m == member then c = tostring(tonumber(c) + 1); found = true end
+    if m == member then c = tostring(tonumber(c) + (by or 1)); found = true end
     out[n] = m .. '\t' .. c
   end
   if not found then
     if n >= cap then return end
-    out[n + 1] = member .. '\t1'
+    out[n + 1] = member .. '\t' .. tostring(by or 1)
   end
   redis.call('HSET', KEYS[2], field, table.concat(out, '\n'))
+end
+-- the sellers known sick (see the header), as a set
+local sick, nsick = {}, 0
+for x in string.gmatch(h[7] or '', '[^\n]+') do sick[x] = true; nsick = nsick + 1 end
+-- an answered call of a sick seller: it is not sick any more
+local function cured(x)
+  if not sick[x] then return end
+  sick[x] = nil
+  nsick = nsick - 1
+  local out = {}
+  for y in pairs(sick) do out[#out + 1] = y end
+  if #out == 0 then redis.call('HDEL', KEYS[1], 'sick') else redis.call('HSET', KEYS[1], 'sick', table.concat(out, '\n')) end
 end
 -- count calls in the current bucket: n calls, this one's seller (when counted)
 -- and the unsent batch's sellers, all of which were answered
@@ -134,11 +167,22 @@ local function count(n, counted, answered)
   redis.call('HINCRBY', KEYS[2], f('n'), n)
   if counted then
     capadd(f('s'), seller, minSellers)
-    if answered then capadd(f('as'), seller, 2) end
+    if answered then
+      capadd(f('as'), seller, 2)
+      capcount(f('ok'), seller, spreadCap)
+      cured(seller)
+    end
   end
-  for s in string.gmatch(ARGV[16] or '', '[^\n]+') do
+  -- The batch's calls per seller are not sent: a batch of one seller (its
+  -- list holds up to minSellers) is all that seller's, else each seller
+  -- named answered at least once.
+  local batched = {}
+  for s in string.gmatch(ARGV[16] or '', '[^\n]+') do batched[#batched + 1] = s end
+  for _, s in ipairs(batched) do
     capadd(f('s'), s, minSellers)
     capadd(f('as'), s, 2)
+    if #batched == 1 then capcount(f('ok'), s, spreadCap, unsent) else capcount(f('ok'), s, spreadCap) end
+    cured(s)
   end
 end
 -- the window's live buckets as {field suffix -> value} tables
@@ -165,7 +209,7 @@ local function open(why)
   local first = tonumber(ARGV[11])
   reason = why
   redis.call('HSET', KEYS[1], 'state', 'open', 'opened_at', us(now), 'interval', us(first), 'next_probe', us(now + first), 'reason', why)
-  redis.call('HDEL', KEYS[1], 'probe_until', 'probe_id')
+  redis.call('HDEL', KEYS[1], 'probe_until', 'probe_id', 'sick', 'opened_by')
   redis.call('HINCRBY', KEYS[1], 'opens', 1)
   redis.call('PEXPIRE', KEYS[1], retention)
   redis.call('DEL', KEYS[2])
@@ -208,7 +252,19 @@ if state ~= 'closed' then
     -- the API answers: close, forget the failures that opened it, and count
     -- the probe's answer in the fresh window
     redis.call('HSET', KEYS[1], 'state', 'closed', 'closed_at', us(now), 'last_open_us', us(now - opened))
-    redis.call('HDEL', KEYS[1], 'opened_at', 'next_probe', 'probe_until', 'probe_id', 'interval', 'reason')
+    redis.call('HDEL', KEYS[1], 'opened_at', 'next_probe', 'probe_until', 'probe_id', 'interval', 'reason', 'opened_by')
+    if h[6] ~= 'misconfigured' then
+      local by, among = {}, false
+      for x in string.gmatch(h[8] or '', '[^\n]+') do
+        if x == seller then among = true else by[#by + 1] = x end
+      end
+      -- answered for a seller that was not failing: the others' failures were theirs
+      if not among and #by > 0 then
+        sick, nsick = {}, 0
+        for _, x in ipairs(by) do sick[x] = true; nsick = nsick + 1 end
+        redis.call('HSET', KEYS[1], 'sick', table.concat(by, '\n'))
+      end
+    end
     redis.call('PEXPIRE', KEYS[1], retention)
     redis.call('DEL', KEYS[2])
     count(1, true, true)
@@ -253,14 +309,48 @@ capcount(f('fc'), seller, spreadCap)
 local calls, fails = 0, 0
 local failSellers, failRows, perSeller = {}, {}, {}
 local nfs, nfr = 0, 0
+local okCalls, okRecent, fcFull = {}, {}, false
 for _, b in ipairs(live()) do
   calls = calls + tonumber(b('n') or '0')
   fails = fails + tonumber(b('f') or '0')
   nfs = union(failSellers, b('fs'), nfs)
   nfr = union(failRows, b('fr'), nfr)
+  local nfc = 0
   for x, c in string.gmatch(b('fc') or '', '([^\t\n]+)\t(%d+)') do
     perSeller[x] = (perSeller[x] or 0) + tonumber(c)
+    nfc = nfc + 1
   end
+  -- a full list may have left a failing seller out: nobody is known healthy
+  if nfc >= spreadCap then fcFull = true end
+  local recent = 2 * (cur - tonumber(b('id'))) < buckets
+  for x, c in string.gmatch(b('ok') or '', '([^\t\n]+)\t(%d+)') do
+    okCalls[x] = (okCalls[x] or 0) + tonumber(c)
+    if recent then okRecent[x] = true end
+  end
+end
+-- A wholly healthy seller: the API is up, the failures are their sellers' own.
+local needOK = 2
+if ratio < 1 then needOK = math.max(2, math.ceil(math.log(0.05) / math.log(1 - ratio) - 1e-9)) end
+if not fcFull then
+  for x, c in pairs(okCalls) do
+    if c >= needOK and okRecent[x] and not perSeller[x] then
+      -- remember the failing sellers as sick
+      for y in pairs(perSeller) do
+        if not sick[y] and nsick < spreadCap then sick[y] = true; nsick = nsick + 1 end
+      end
+      local out = {}
+      for y in pairs(sick) do out[#out + 1] = y end
+      redis.call('HSET', KEYS[1], 'sick', table.concat(out, '\n'))
+      redis.call('PEXPIRE', KEYS[1], retention)
+      return reply('closed', 0, now, 0)
+    end
+  end
+  -- only sellers known sick fail: their own failures, as when they were seen
+  local others = false
+  for y in pairs(perSeller) do
+    if not sick[y] then others = true end
+  end
+  if not others then return reply('closed', 0, now, 0) end
 end
 -- The seller that failed most, left out: do the others' calls say the API is down?
 -- Its calls are not counted per seller; its failures stand for them, which
@@ -272,6 +362,10 @@ end
 local otherFails, otherCalls = fails - worst, calls - worst
 local spread = otherFails >= 2 and otherFails >= ratio * otherCalls
 if calls >= minCalls and fails >= ratio * calls and nfr >= minRows and nfs >= minSellers and spread then
-  return open('unavailable')
+  local by = {}
+  for y in pairs(perSeller) do by[#by + 1] = y end
+  local r = open('unavailable')
+  if #by > 0 then redis.call('HSET', KEYS[1], 'opened_by', table.concat(by, '\n')) end
+  return r
 end
 return reply('closed', 0, now, 0)

@@ -1,0 +1,82 @@
+package consumer
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/bulkreg/bulkreg/circuit"
+	"github.com/bulkreg/bulkreg/internal/testwait"
+	registryclient "github.com/bulkreg/bulkreg/registry-client"
+)
+
+// TestTwoSellersFailuresWhileAThirdRegisters (issue 26, sim seed 405): every
+// call of two sellers answers 503 while a third seller registers normally.
+// Failures of two sellers look like an outage to the circuit's counts (many
+// failed rows, two sellers, most calls failing), but the third seller,
+// answered on every call, proves the API is up: the failures are the two
+// sellers' own. The healthy seller's rows are done before the others' (as
+// in the seed), and the two sellers, seen failing while the API answered,
+// are still theirs alone. The circuit stays closed, each of their rows
+// spends its retry budget (4 attempts) and is dead-lettered, and the healthy
+// seller's rows are registered. Before, the circuit opened: the failing rows
+// waited for it without spending attempts, and they were never
+// dead-lettered.
+func TestTwoSellersFailuresWhileAThirdRegisters(t *testing.T) {
+	// The sandbox's latency slows the healthy seller only (the failing
+	// sellers are answered before it): about 10 calls a second against the
+	// failing sellers' 25 or so, so most calls fail, as in the seed.
+	s := newStack(t, stackOptions{partitions: 1, limit: 20, window: time.Second, margin: 50 * time.Millisecond, latency: 200 * time.Millisecond})
+	fault := &sellerFault{next: s.api.Config.Handler, down: map[string]bool{"poison-1": true, "poison-2": true}, refused: map[string]int{}}
+	api := httptest.NewServer(fault)
+	t.Cleanup(api.Close)
+	const attempts = 4
+	budget := registryclient.RetryPolicy{InitialInterval: 50 * time.Millisecond, MaxInterval: 400 * time.Millisecond, MaxElapsed: 20 * time.Second,
+		Multiplier: 2, Jitter: 0.5, MaxAttempts: attempts}
+	c := s.startConsumer(func(cfg *Config, d *Deps) {
+		cfg.SellerConcurrency = 2
+		d.Retry = budget
+		rc, err := registryclient.New(registryclient.Options{BaseURL: api.URL, Timeout: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Registry = rc
+	})
+	s.waitGroupStable("registrar", 1)
+	watch := s.breaker()
+	defer func() {
+		if t.Failed() {
+			st, err := watch.Peek(context.Background())
+			t.Logf("at the end: circuit %+v (%v), rows held %v", st, err, c.lanes.rowsBySeller())
+		}
+	}()
+
+	const poisonRows, goodRows = 20, 30
+	s.publish("up-good", "good", goodRows)
+	s.waitProducts("good", 5, 10*time.Second)
+	s.publish("up-poison-1", "poison-1", poisonRows)
+	s.publish("up-poison-2", "poison-2", poisonRows)
+
+	s.waitProducts("good", goodRows, 20*time.Second)
+	goodDone := time.Now()
+	testwait.For(t, 20*time.Second, "every poison row dead-lettered", func() bool { return dlqLen(t, s.brokers, s.topic) >= 2*poisonRows })
+	t.Logf("the last dead letter came %v after the healthy seller's last registration", time.Since(goodDone).Round(10*time.Millisecond))
+	if n := dlqLen(t, s.brokers, s.topic); n != 2*poisonRows {
+		t.Errorf("%d dead letters, want the %d rows of the two failing sellers", n, 2*poisonRows)
+	}
+	calls := fault.calls()
+	if len(calls) != 2*poisonRows {
+		t.Errorf("%d rows of the failing sellers reached the API, want %d", len(calls), 2*poisonRows)
+	}
+	for key, n := range calls {
+		if n != attempts {
+			t.Errorf("row %s was tried %d times, want its budget of %d", key, n, attempts)
+		}
+	}
+	st, err := watch.Peek(context.Background())
+	if err != nil || st.State != circuit.Closed || st.Opens != 0 {
+		t.Errorf("the circuit is %v (%v), opened %d times; want closed, never opened: a seller answered on every call proves the API up", st.State, err, st.Opens)
+	}
+	s.checkCompliant("good", goodRows)
+}
