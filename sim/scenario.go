@@ -134,9 +134,23 @@ func (s Scenario) RowsPerSeller() map[string]int {
 // budget, plus a dead consumer's session timeout twice (its partitions move,
 // and the next may die too), plus the Redis-loss hold and some slack for a
 // loaded machine.
+//
+// A seller failed until the end (Seller5xx with For 0) is its own problem:
+// each of its rows spends its attempts, and a failed call keeps its slot,
+// so its windows count rows × attempts, not rows (seed 405: 27 rows × 5
+// attempts at 3 per 2.1 s need about 94 s of slots).
 func (s Scenario) SettleTime(retryElapsed, session time.Duration) time.Duration {
+	sick := map[string]bool{}
+	for _, f := range s.Faults {
+		if f.Kind == Seller5xx && f.For == 0 {
+			sick[f.Target] = true
+		}
+	}
 	most := 0
-	for _, n := range s.RowsPerSeller() {
+	for seller, n := range s.RowsPerSeller() {
+		if sick[seller] {
+			n *= max(1, s.RetryAttempts)
+		}
 		most = max(most, n)
 	}
 	windows := (most+s.Limit-1)/s.Limit + 2
