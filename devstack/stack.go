@@ -107,6 +107,24 @@ func (o *Options) defaults() error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if len(o.Secret) == 0 {
+		o.Secret = []byte(rand.Text() + rand.Text())
+	}
+	if len(o.Secret) < httpapi.MinSecretLen {
+		return fmt.Errorf("the token secret must be at least %d bytes", httpapi.MinSecretLen)
+	}
+	return nil
+}
+
+// Validate checks the options as given, zero values included: a command
+// calls it on what its flags set, where a zero is what was asked for, not
+// "the default", so --consumers 0 or --session-timeout 1s is a usage error
+// before anything starts (it ran three consumers, or failed after
+// "starting"). Start calls it once the zero fields have their defaults.
+func (o Options) Validate() error {
 	switch {
 	case o.Redis != "auto" && o.Redis != "real" && o.Redis != "memory":
 		return fmt.Errorf("--redis must be auto, real or memory, got %q", o.Redis)
@@ -132,16 +150,7 @@ func (o *Options) defaults() error {
 	if err := config.ValidatePolicy(o.Policy, o.Burst, o.Limit, o.Window, o.Margin); err != nil {
 		return err
 	}
-	if err := o.Circuit.Validate(); err != nil {
-		return err
-	}
-	if len(o.Secret) == 0 {
-		o.Secret = []byte(rand.Text() + rand.Text())
-	}
-	if len(o.Secret) < httpapi.MinSecretLen {
-		return fmt.Errorf("the token secret must be at least %d bytes", httpapi.MinSecretLen)
-	}
-	return nil
+	return o.Circuit.Validate()
 }
 
 // Stack is a running devstack.

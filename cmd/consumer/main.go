@@ -63,8 +63,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return cli.UsageError(stderr, "consumer", err)
 	}
 	if err := consume(ctx, s, stderr); err != nil {
-		fmt.Fprintln(stderr, "consumer:", err)
-		return cli.ExitFailed
+		return cli.Failed(stderr, "consumer", err)
 	}
 	return cli.ExitOK
 }
@@ -200,17 +199,8 @@ func bind(getenv func(string) string) (*flag.FlagSet, *settings, *config.Binder)
 func parse(args []string, getenv func(string) string, out io.Writer) (settings, error) {
 	fs, s, b := bind(getenv)
 	c := &s.consumer
-	fs.SetOutput(io.Discard)
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fs.SetOutput(out)
-		fs.Usage()
-	}
-	if err != nil {
+	if err := cli.ParseFlags(fs, args, out); err != nil {
 		return *s, err
-	}
-	if fs.NArg() > 0 {
-		return *s, fmt.Errorf("unexpected argument %q: every setting is a flag", fs.Arg(0))
 	}
 	var errs []error
 	if err := b.Err(); err != nil {

@@ -62,16 +62,7 @@ func TestRedisPipeliningModes(t *testing.T) {
 	script := redis.NewScript(`return ARGV[1]`)
 	for _, mode := range []string{pipeAutopipe, pipeGoRedis, pipeGoRedisShaped, pipeNone} {
 		t.Run(mode, func(t *testing.T) {
-			direct := redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: -1})
-			t.Cleanup(func() { _ = direct.Close() })
-			rdb, closePipe, err := pipelined(direct, mode)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(closePipe)
-			n := newCounted()
-			countRedis(direct, n.commands, n.roundTrips)
-			warmUp(ctx, t, rdb)
+			_, rdb, n := pipelinedCounted(ctx, t, rs.Addr, mode)
 			if err := script.Load(ctx, rdb).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -109,6 +100,24 @@ func TestRedisPipeliningModes(t *testing.T) {
 			t.Logf("%s: %v commands in %v round trips", mode, cmds, trips)
 		})
 	}
+}
+
+// pipelinedCounted is a client of the Redis at addr in the pipelining mode,
+// warmed up, with the commands and round trips of the connection under it
+// (direct, to look at the server past the pipeline) counted from here.
+func pipelinedCounted(ctx context.Context, t *testing.T, addr, mode string) (direct *redis.Client, rdb redis.UniversalClient, n *counted) {
+	t.Helper()
+	direct = redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = direct.Close() })
+	rdb, closePipe, err := pipelined(direct, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closePipe)
+	n = newCounted()
+	countRedis(direct, n.commands, n.roundTrips)
+	warmUp(ctx, t, rdb)
+	return direct, rdb, n
 }
 
 // The consumer's throttle times every reservation, and keeps the throttle's
@@ -170,16 +179,7 @@ func TestAQueuedCallerWhoseContextEnds(t *testing.T) {
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			ctx := context.Background()
-			direct := redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: -1})
-			t.Cleanup(func() { _ = direct.Close() })
-			rdb, closePipe, err := pipelined(direct, tc.mode)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(closePipe)
-			n := newCounted()
-			countRedis(direct, n.commands, n.roundTrips)
-			warmUp(ctx, t, rdb)
+			direct, rdb, n := pipelinedCounted(ctx, t, rs.Addr, tc.mode)
 			key := "late-" + tc.mode
 			n.mark()
 			held := make(chan error, tc.inFlight)
@@ -193,7 +193,7 @@ func TestAQueuedCallerWhoseContextEnds(t *testing.T) {
 			cctx, cancel := context.WithTimeout(ctx, deadline)
 			defer cancel()
 			start := time.Now()
-			err = rdb.Set(cctx, key, "1", 0).Err()
+			err := rdb.Set(cctx, key, "1", 0).Err()
 			took := time.Since(start)
 			for range tc.inFlight {
 				if err := <-held; err != nil {

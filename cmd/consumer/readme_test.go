@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"testing"
 
@@ -18,30 +19,22 @@ import (
 // registers, on the way it starts (stopped just before it listens), is in
 // the metrics table with its labels and type.
 func TestREADME(t *testing.T) {
-	r, err := clitest.ReadREADME("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	noEnv := func(string) string { return "" }
-	fs, _, _ := bind(noEnv)
-	for _, p := range clitest.CheckSettings(r, cli.Command{Name: "consumer", Flags: fs}) {
-		t.Error(p)
-	}
+	fs, _, _ := bind(func(string) string { return "" })
+	clitest.CheckREADME(t, "../../README.md", cli.Command{Name: "consumer", Flags: fs}, consumerMetrics)
+}
+
+// consumerMetrics are the metrics the consumer registers, handed over just
+// before it would listen.
+func consumerMetrics() ([]clitest.ExportedMetric, error) {
 	env := map[string]string{"BULKREG_KAFKA_BROKERS": "127.0.0.1:1", "BULKREG_REDIS_ADDRS": "127.0.0.1:1"}
 	s, err := parse(nil, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	var reg *prometheus.Registry
 	s.registered = func(r *prometheus.Registry) { reg = r }
 	if err := consume(context.Background(), s, io.Discard); err != nil || reg == nil {
-		t.Fatalf("the consumer did not hand its metrics over: %v", err)
+		return nil, fmt.Errorf("the consumer did not hand its metrics over: %v", err)
 	}
-	exported, err := clitest.Registered(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range clitest.CheckMetrics(r, "consumer", exported) {
-		t.Error(p)
-	}
+	return clitest.Registered(reg)
 }

@@ -123,28 +123,19 @@ func bind(cmd string, getenv func(string) string) (*flag.FlagSet, *settings, *co
 func parse(cmd string, args []string, stdout, stderr io.Writer, getenv func(string) string) (settings, error) {
 	fs, sp, b := bind(cmd, getenv)
 	s, o := sp, &sp.opts
-	fs.SetOutput(io.Discard) // the caller prints the error, in one line
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fs.SetOutput(stdout)
-		fs.Usage()
-	}
-	if err != nil {
+	if err := cli.ParseFlags(fs, args, stdout); err != nil {
 		return *s, err
-	}
-	if fs.NArg() > 0 {
-		return *s, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if err := b.Err(); err != nil {
-		return *s, err
-	}
-	if err := config.ValidatePolicy(o.Policy, o.Burst, o.Limit, o.Window, o.Margin); err != nil {
 		return *s, err
 	}
 	if s.partitions < 1 || s.partitions > 1000 {
 		return *s, fmt.Errorf("--partitions must be between 1 and 1000, got %d", s.partitions)
 	}
 	o.Partitions = int32(s.partitions)
+	if err := o.Validate(); err != nil {
+		return *s, err
+	}
 	if s.interval <= 0 {
 		return *s, fmt.Errorf("--interval must be positive, got %v", s.interval)
 	}
@@ -218,8 +209,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	fmt.Fprintln(stdout, "starting: embedded Kafka broker, Redis, sandbox registry, producer service, consumers…")
 	stack, err := devstack.Start(ctx, s.opts)
 	if err != nil {
-		fmt.Fprintf(stderr, "devstack: %v\n", err)
-		return 1
+		return cli.Failed(stderr, "devstack", err)
 	}
 	defer stack.Close()
 	printAddresses(stdout, stack)
@@ -227,28 +217,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	if cmd == "up" {
 		link, err := stack.SignInLink(demoSeller)
 		if err != nil {
-			fmt.Fprintf(stderr, "devstack: %v\n", err)
-			return 1
+			return cli.Failed(stderr, "devstack", err)
 		}
 		printTryIt(stdout, stack, link)
 		fmt.Fprintln(stdout, "\nrunning; Ctrl-C stops everything.")
 		<-ctx.Done()
 		fmt.Fprintln(stdout, "stopping…")
-		return 0
+		return cli.ExitOK
 	}
 	dctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	out, err := stack.Demo(dctx, stdout, devstack.DemoUploads(s.testdata), s.interval)
 	if err != nil {
-		fmt.Fprintf(stderr, "devstack demo: %v\n", err)
-		return 1
+		return cli.Failed(stderr, "devstack demo", err)
 	}
 	if err := out.OK(); err != nil {
-		fmt.Fprintf(stderr, "devstack demo: %v\n", err)
-		return 1
+		return cli.Failed(stderr, "devstack demo", err)
 	}
 	fmt.Fprintln(stdout, "\nOK: every row registered once, no 429 from the registry, no seller's window exceeded.")
-	return 0
+	return cli.ExitOK
 }
 
 func printAddresses(w io.Writer, s *devstack.Stack) {

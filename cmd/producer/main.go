@@ -257,6 +257,5 @@ func (e *env) parseArgs(fs *flag.FlagSet, args []string, want int, names string,
 }
 
 func (e *env) errorf(format string, args ...any) int {
-	fmt.Fprintf(e.stderr, "producer: "+format+"\n", args...)
-	return exitFailed
+	return cli.Failed(e.stderr, "producer", fmt.Errorf(format, args...))
 }

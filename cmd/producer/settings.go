@@ -209,6 +209,11 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 				bad(name, "must be greater than 0, got %s", d)
 			}
 		}
+		atLeast1 := func(name string, n int, what string) {
+			if n < 1 {
+				bad(name, "must be at least 1%s, got %d", what, n)
+			}
+		}
 		if groups&gPublish != 0 {
 			positive("write-timeout", s.writeTimeout)
 			positive("publish-timeout", s.publishTimeout)
@@ -217,9 +222,7 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 				// A live producer must never look dead to the next attempt.
 				bad("stale-after", "must be longer than --publish-timeout (%s), got %s", s.publishTimeout, s.staleAfter)
 			}
-			if s.maxAttempts < 1 {
-				bad("publish-attempts", "must be at least 1, got %d", s.maxAttempts)
-			}
+			atLeast1("publish-attempts", s.maxAttempts, "")
 		}
 		if groups&gStatus != 0 {
 			positive("status-retention", s.statusRetention)
@@ -237,25 +240,15 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 				bad("http-write-timeout", "must be longer than --publish-timeout (%s) so an upload is answered, got %s", s.publishTimeout, s.httpWriteTimeout)
 			}
 			positive("shutdown-timeout", s.shutdownTimeout)
-			if s.maxUploads < 1 {
-				bad("max-uploads", "must be at least 1, got %d", s.maxUploads)
-			}
-			if s.maxUploadsPerSeller < 1 {
-				bad("max-uploads-per-seller", "must be at least 1, got %d", s.maxUploadsPerSeller)
-			}
-			if s.minUploadRate < 1 {
-				bad("min-upload-rate", "must be at least 1 byte per second, got %d", s.minUploadRate)
-			}
+			// Uploads and reports, each: how many at once, per seller, and
+			// how slow a body may come or go before it is cut off.
+			atLeast1("max-uploads", s.maxUploads, "")
+			atLeast1("max-uploads-per-seller", s.maxUploadsPerSeller, "")
+			atLeast1("min-upload-rate", s.minUploadRate, " byte per second")
 			positive("upload-grace", s.uploadGrace)
-			if s.maxReports < 1 {
-				bad("max-reports", "must be at least 1, got %d", s.maxReports)
-			}
-			if s.maxReportsPerSeller < 1 {
-				bad("max-reports-per-seller", "must be at least 1, got %d", s.maxReportsPerSeller)
-			}
-			if s.minDownloadRate < 1 {
-				bad("min-download-rate", "must be at least 1 byte per second, got %d", s.minDownloadRate)
-			}
+			atLeast1("max-reports", s.maxReports, "")
+			atLeast1("max-reports-per-seller", s.maxReportsPerSeller, "")
+			atLeast1("min-download-rate", s.minDownloadRate, " byte per second")
 			positive("download-grace", s.downloadGrace)
 			if s.maxConnsPerIP < 0 {
 				bad("max-conns-per-ip", "must not be negative (0 means no cap), got %d", s.maxConnsPerIP)

@@ -54,8 +54,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return cli.UsageError(stderr, "registry-sandbox", err)
 	}
 	if err := start(ctx, s); err != nil {
-		fmt.Fprintln(stderr, "registry-sandbox:", err)
-		return cli.ExitFailed
+		return cli.Failed(stderr, "registry-sandbox", err)
 	}
 	return cli.ExitOK
 }
@@ -156,17 +155,8 @@ func bind(getenv func(string) string) (*flag.FlagSet, *settings, func() error) {
 // flag.ErrHelp.
 func parse(args []string, getenv func(string) string, out io.Writer) (settings, error) {
 	fs, s, check := bind(getenv)
-	fs.SetOutput(io.Discard) // the error is the caller's to print, in one line
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fs.SetOutput(out)
-		fs.Usage()
-	}
-	if err != nil {
+	if err := cli.ParseFlags(fs, args, out); err != nil {
 		return *s, err
-	}
-	if fs.NArg() > 0 {
-		return *s, fmt.Errorf("unexpected argument %q: every setting is a flag", fs.Arg(0))
 	}
 	return *s, check()
 }

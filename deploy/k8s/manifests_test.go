@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 
+	"github.com/bulkreg/bulkreg/internal/cli/clitest"
 	"github.com/bulkreg/bulkreg/internal/kubecheck"
 )
 
@@ -544,45 +545,25 @@ func autoscaling(d *kubecheck.Decoded, overlay string) []error {
 // "registry-sandbox").
 func settingsReaders(t *testing.T) map[string][]string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	// The README's own reader (clitest, which holds the tables to each
+	// binary's flags), not a second parse of the tables.
+	r, err := clitest.ReadREADME("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	envName := regexp.MustCompile(`BULKREG_[A-Z0-9_]+`)
 	out := map[string][]string{}
-	section := ""
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if strings.HasPrefix(line, "#") {
-			section = line
-			continue
-		}
-		if !strings.HasPrefix(line, "| `--") {
-			continue
-		}
-		cols := strings.Split(line, "|")
-		if len(cols) < 5 {
-			continue
-		}
-		var who []string
-		switch {
-		case strings.Contains(section, "sandbox"):
-			who = []string{"registry-sandbox"}
-		case strings.HasPrefix(section, "## Configuration"):
-			readBy := cols[len(cols)-2]
-			if strings.Contains(readBy, "consumer") {
-				who = append(who, "consumer")
+	for _, s := range r.Settings {
+		for _, reader := range s.Readers {
+			switch reader {
+			case "producer": // every subcommand, serve among them
+				reader = "producer serve"
+			case "consumer", "producer serve", "registry-sandbox":
+			default:
+				continue // a subcommand or binary no pod runs
 			}
-			if i := strings.Index(readBy, "producer"); i >= 0 {
-				rest := readBy[i+len("producer"):]
-				if !strings.Contains(rest, "(") || strings.Contains(rest, "serve") {
-					who = append(who, "producer serve")
-				}
+			if !slices.Contains(out[s.Env], reader) {
+				out[s.Env] = append(out[s.Env], reader)
 			}
-		default:
-			continue
-		}
-		for _, name := range envName.FindAllString(cols[2], -1) {
-			out[name] = append(out[name], who...)
 		}
 	}
 	if len(out["BULKREG_KAFKA_BROKERS"]) == 0 || len(out["BULKREG_LISTEN"]) == 0 {

@@ -50,6 +50,13 @@ func UsageError(stderr io.Writer, cmd string, err error) int {
 	return ExitUsage
 }
 
+// Failed prints err as the failure of cmd ("<cmd>: <err>") to stderr and
+// returns ExitFailed: what every binary says when the work itself fails.
+func Failed(stderr io.Writer, cmd string, err error) int {
+	fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+	return ExitFailed
+}
+
 // Parse parses args into fs, whose name is the command ("producer upload"),
 // and returns the positional arguments. Flags may come before, between or
 // after them. On -h it prints fs.Usage to stdout; on a flag error it prints
@@ -76,6 +83,24 @@ func Parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (pos []str
 	}
 	fs.SetOutput(stdout)
 	return pos, ExitOK, true
+}
+
+// ParseFlags parses args into fs for a command that takes flags only and
+// prints nothing but the help: on -h it prints fs.Usage to help and returns
+// flag.ErrHelp; a flag error or a stray argument (NoArgs) is returned as the
+// usage error for the caller to print, after its own checks, with
+// UsageError.
+func ParseFlags(fs *flag.FlagSet, args []string, help io.Writer) error {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(help)
+		fs.Usage()
+	}
+	if err != nil {
+		return err
+	}
+	return NoArgs(fs.Args())
 }
 
 // NoArgs is the usage error of a command that takes no arguments, naming

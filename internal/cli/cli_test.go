@@ -41,3 +41,37 @@ func TestUsageErrorIsOneLine(t *testing.T) {
 		t.Errorf("exit %d, %q; want 2, %q", code, errb.String(), want)
 	}
 }
+
+func TestFailed(t *testing.T) {
+	var errb bytes.Buffer
+	if code := Failed(&errb, "devstack demo", errors.New("2 rows were not registered")); code != ExitFailed || errb.String() != "devstack demo: 2 rows were not registered\n" {
+		t.Errorf("exit %d, %q; want 1, %q", code, errb.String(), "devstack demo: 2 rows were not registered\n")
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args         []string
+		err, stdout  string
+		help, parsed bool
+	}{
+		{args: []string{"--n", "3"}, parsed: true},
+		{args: []string{"-h"}, err: "flag: help requested", stdout: "usage: tool", help: true},
+		{args: []string{"--nope"}, err: "flag provided but not defined: -nope"},
+		{args: []string{"--n", "3", "start"}, err: `unexpected argument "start": this command takes flags only`},
+	} {
+		fs := flag.NewFlagSet("tool", flag.ContinueOnError)
+		n := fs.Int("n", 0, "a number")
+		fs.Usage = func() { fs.Output().Write([]byte("usage: tool\n")) }
+		var out bytes.Buffer
+		err := ParseFlags(fs, tc.args, &out)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tc.err || errors.Is(err, flag.ErrHelp) != tc.help || !strings.Contains(out.String(), tc.stdout) ||
+			(tc.stdout == "" && out.Len() > 0) || (*n == 3) != (tc.parsed || len(tc.args) > 2) {
+			t.Errorf("ParseFlags(%q) = %v, stdout %q, n %d", tc.args, err, out.String(), *n)
+		}
+	}
+}

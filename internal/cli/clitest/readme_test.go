@@ -101,3 +101,37 @@ func TestCheckMetricsFindsDrift(t *testing.T) {
 		t.Errorf("%d problems, want 4:\n%s", len(got), strings.Join(got, "\n"))
 	}
 }
+
+// Scraped reads a text exposition as Registered reads a registry: each
+// family once, its type, and its series' labels without a histogram's le.
+func TestScraped(t *testing.T) {
+	text := "# HELP bulkreg_calls_total Calls.\n# TYPE bulkreg_calls_total counter\n" +
+		"bulkreg_calls_total{seller=\"s1\",code=\"201\"} 1\nbulkreg_calls_total{seller=\"s2\",code=\"429\"} 1\n" +
+		"# TYPE bulkreg_latency_seconds histogram\n" +
+		"bulkreg_latency_seconds_bucket{route=\"/v1\",le=\"0.1\"} 1\nbulkreg_latency_seconds_bucket{route=\"/v1\",le=\"+Inf\"} 1\n" +
+		"bulkreg_latency_seconds_sum{route=\"/v1\"} 0.05\nbulkreg_latency_seconds_count{route=\"/v1\"} 1\n" +
+		"# TYPE bulkreg_up gauge\nbulkreg_up 1\n"
+	got, err := Scraped(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ExportedMetric{
+		{Name: "bulkreg_calls_total", Type: "counter", Labels: []string{"seller", "code"}},
+		{Name: "bulkreg_latency_seconds", Type: "histogram", Labels: []string{"route"}},
+		{Name: "bulkreg_up", Type: "gauge"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Scraped = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		a, b := slices.Clone(got[i].Labels), slices.Clone(want[i].Labels)
+		slices.Sort(a)
+		slices.Sort(b)
+		if got[i].Name != want[i].Name || got[i].Type != want[i].Type || !slices.Equal(a, b) {
+			t.Errorf("Scraped[%d] = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if _, err := Scraped("bulkreg_up{"); err == nil {
+		t.Error("Scraped read a broken exposition without an error")
+	}
+}
