@@ -17,7 +17,8 @@ AXE         := $(AXE_DIR)/node_modules/axe-core/axe.min.js
 # package: the alert rules' unit tests) and chromium (headless, driven by
 # the seller pages' browser tests), with a Korean font for their screenshots,
 # npm for axe-core (the pages' accessibility checks), and zsh and fish, which
-# load the completion scripts the commands print.
+# load the completion scripts the commands print. axe-core is held to
+# AXE_VERSION, not to a file being there: a copy of an older one is replaced.
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
@@ -35,7 +36,8 @@ deps:
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
-	@[ -f "$(AXE)" ] || { echo "installing axe-core@$(AXE_VERSION) (npm) for the pages' accessibility checks"; \
+	@[ -f "$(AXE)" ] && grep -qs '"version": "$(AXE_VERSION)"' "$(AXE_DIR)/node_modules/axe-core/package.json" || \
+	{ echo "installing axe-core@$(AXE_VERSION) (npm) for the pages' accessibility checks"; \
 		npm install --silent --no-audit --no-fund --prefix "$(AXE_DIR)" axe-core@$(AXE_VERSION); }
 
 # test runs every test against real redis-server processes and the embedded
@@ -95,6 +97,10 @@ image:
 # The scan's go commands run the toolchain go.mod pins (GOTOOLCHAIN), whose
 # standard library is the one the images ship, whatever go is installed.
 # README ("Dependencies and vulnerabilities") says how to move the pins.
+# Both land in the cache by a rename of a finished copy, so an interrupted
+# run leaves nothing the next one would take as done (a directory at the
+# database's place without its index, from a copy made by hand, is
+# replaced); the half-made copies go with the interrupted shell.
 VULNDB_VERSION      ?= v0.0.0-20261105234957-e22db6528018
 GOVULNCHECK_VERSION ?= v1.9.0
 VULNDB_CACHE        ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/bulkreg/vulndb
@@ -102,16 +108,21 @@ TOOLCHAIN           := $(shell sed -n 's/^toolchain //p' go.mod)
 
 vulncheck:
 	@set -e; db="$(VULNDB_CACHE)/$(VULNDB_VERSION)"; bin="$(VULNDB_CACHE)/govulncheck-$(GOVULNCHECK_VERSION)"; \
+	tmp=; gobin=; trap 'rm -rf "$$tmp" "$$gobin"' EXIT; trap 'exit 130' INT TERM HUP; \
 	if [ ! -f "$$db/index/db.json" ]; then \
 		echo "vulncheck: indexing golang.org/x/vulndb@$(VULNDB_VERSION) into $$db (once)"; \
 		mkdir -p "$(VULNDB_CACHE)"; tmp=$$(mktemp -d "$(VULNDB_CACHE)/.new.XXXXXX"); \
-		trap 'rm -rf "$$tmp"' EXIT; \
 		src=$$(cd "$$tmp" && $(GO) mod download golang.org/x/vulndb@$(VULNDB_VERSION) && \
 			$(GO) list -m -f '{{.Dir}}' golang.org/x/vulndb@$(VULNDB_VERSION)); \
 		(cd "$$tmp" && $(GO) run golang.org/x/vulndb/cmd/indexdb@$(VULNDB_VERSION) -vulns "$$src/data/osv" -out "$$tmp/db"); \
+		[ -f "$$db/index/db.json" ] || rm -rf "$$db"; \
 		mv -T "$$tmp/db" "$$db" 2>/dev/null || [ -f "$$db/index/db.json" ]; \
 	fi; \
-	[ -x "$$bin/govulncheck" ] || GOBIN="$$bin" $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION); \
+	if [ ! -x "$$bin/govulncheck" ]; then \
+		mkdir -p "$$bin"; gobin=$$(mktemp -d "$(VULNDB_CACHE)/.bin.XXXXXX"); \
+		GOBIN="$$gobin" $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION); \
+		mv "$$gobin/govulncheck" "$$bin/govulncheck"; \
+	fi; \
 	GOTOOLCHAIN=$(TOOLCHAIN) "$$bin/govulncheck" -db "file://$$db" ./...
 
 lint:
