@@ -106,19 +106,19 @@ func TestLatenessWithinTheHold(t *testing.T) {
 }
 
 // TestTheHoldAfterALossCoversTheCallTimeout: a call in flight when Redis
-// loses its data may be counted up to the registry client's timeout after it
-// starts, and it starts up to MaxLateness after its slot, so the throttle's
-// policy carries the timeout (plus the lateness beyond the margin), and a
-// policy that covers less than this consumer's timeout is refused.
+// loses its data may be counted up to two registry timeouts after it starts
+// (countedWithin), and it starts up to MaxLateness after its slot, so the
+// throttle's policy carries that (plus the lateness beyond the margin), and
+// a policy that covers less than this consumer's timeout is refused.
 func TestTheHoldAfterALossCoversTheCallTimeout(t *testing.T) {
 	brokers := []string{"localhost:9092"}
 	for _, tc := range []struct {
 		cfg  Config
 		want time.Duration
 	}{
-		{Config{Brokers: brokers}, 10 * time.Second},
-		{Config{Brokers: brokers, CallTimeout: 2 * time.Second}, 2 * time.Second},
-		{Config{Brokers: brokers, CallTimeout: 2 * time.Second, MaxLateness: time.Second}, 2*time.Second + 750*time.Millisecond},
+		{Config{Brokers: brokers}, 20 * time.Second},
+		{Config{Brokers: brokers, CallTimeout: 2 * time.Second}, 4 * time.Second},
+		{Config{Brokers: brokers, CallTimeout: 2 * time.Second, MaxLateness: time.Second}, 4*time.Second + 750*time.Millisecond},
 	} {
 		p := tc.cfg.ThrottlePolicy(100, time.Minute, 250*time.Millisecond)
 		if p.CallTimeout != tc.want {
@@ -135,5 +135,42 @@ func TestTheHoldAfterALossCoversTheCallTimeout(t *testing.T) {
 	}
 	if err := (Config{Brokers: brokers, CallTimeout: -time.Second}).Validate(); err == nil || !strings.Contains(err.Error(), "call timeout") {
 		t.Errorf("a negative call timeout: %v, want an error naming it", err)
+	}
+}
+
+// TestTheLossHoldCoversACallWithoutAnAnswer: the hold after a loss of
+// Redis's data (ThrottlePolicy: LossHold + CallTimeout from the loss) and
+// the settle of a call that got no answer (slot.latestCount) must allow the
+// API the same time to count a call. The call is the latest one the hold
+// must cover: its slot confirmed just before the loss is found (2 ×
+// MaxLateness ahead), made MaxLateness after its slot, and timed out. The
+// API may count it as late as its own consumer would settle it, so the
+// first slot after the hold must be at least a window after that count.
+// Before, the hold allowed one call timeout and the settle two: with the
+// defaults the hold ended 9.875 s too early.
+func TestTheLossHoldCoversACallWithoutAnAnswer(t *testing.T) {
+	brokers := []string{"localhost:9092"}
+	const margin = 250 * time.Millisecond
+	for _, cfg := range []Config{
+		{Brokers: brokers},
+		{Brokers: brokers, CallTimeout: 600 * time.Millisecond},
+		{Brokers: brokers, CallTimeout: 2 * time.Second, MaxLateness: margin},
+		{Brokers: brokers, CallTimeout: 2 * time.Second, MaxLateness: 3 * margin},
+	} {
+		for _, window := range []time.Duration{time.Second, time.Minute} {
+			p := cfg.ThrottlePolicy(100, window, margin)
+			c := cfg.WithDefaults(p)
+			found := time.Unix(1_800_000_000, 0) // the loss is found
+			var s slot
+			s.At = found.Add(2 * c.MaxLateness)
+			s.sent = s.At.Add(c.MaxLateness)
+			s.answered = s.sent.Add(c.CallTimeout) // the client gave up
+			counted := s.latestCount(c.CallTimeout, window, margin)
+			if held := found.Add(p.LossHold + p.CallTimeout); held.Before(counted.Add(window)) {
+				t.Errorf("timeout %v, lateness %v, window %v: the hold after a loss ends %v after it is found, "+
+					"but a call in flight then may be counted until %v after, in the API's window until %v: %v too early",
+					c.CallTimeout, c.MaxLateness, window, held.Sub(found), counted.Sub(found), counted.Add(window).Sub(found), counted.Add(window).Sub(held))
+			}
+		}
 	}
 }

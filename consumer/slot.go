@@ -56,7 +56,9 @@ type slot struct {
 // here; bulkreg allows it one more call timeout past the end of the
 // client's (a call slower than twice the timeout is an outage's, not a
 // spike's). The cost is one slot held a timeout longer for each call that
-// got no answer: the seller's next window starts that much later.
+// got no answer: the seller's next window starts that much later. The hold
+// after a loss of Redis's data allows the same (Config.countedWithin, used
+// by ThrottlePolicy), for the calls in flight at the loss.
 //
 // It is capped at the slot + W + margin, so the settled place stays before
 // the next window's first slot (booked W′ after this one): settle.lua gives
@@ -66,9 +68,17 @@ type slot struct {
 // place. So a count more than W + margin after the slot is not covered (with
 // the defaults 60.25 s, against 20 s for a call that got no answer).
 func (s *slot) latestCount(timeout, window, margin time.Duration) time.Time {
-	latest := maxTime(s.answered, s.sent.Add(timeout)).Add(timeout)
+	latest := maxTime(s.answered.Add(timeout), s.sent.Add(countedWithin(timeout)))
 	return minTime(latest, s.At.Add(window+margin))
 }
+
+// countedWithin is how long after it is sent the API may count a call
+// whose answer never came: the client's timeout, then one more, which the
+// API may take to get to it without seeing the client leave (latestCount).
+// The settle of such a call (latestCount) and the hold after a loss of
+// Redis's data (Config.ThrottlePolicy) both allow this much, so a call in
+// flight at a loss is held as long as one settled by its own consumer.
+func countedWithin(timeout time.Duration) time.Duration { return 2 * timeout }
 
 // place narrows due and bound with one round trip that read the Redis clock
 // (redisNow) between sent and arrived, and with what clock has learned of

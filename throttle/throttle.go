@@ -113,8 +113,11 @@ type Policy struct {
 	// confirms a slot at most that long before calling.
 	LossHold time.Duration
 	// CallTimeout is how long after it starts a call may still be counted
-	// by the API: the registry client's timeout (a call is abandoned after
-	// it, and the API counts a call while it handles it). The hold after a
+	// by the API: twice the registry client's timeout (a call is abandoned
+	// after one, but the API does not see its client leave and counts the
+	// call when it gets to handle it; a consumer settles a call that got no
+	// answer as counted one more timeout later, and its ThrottlePolicy sets
+	// this field to match). The hold after a
 	// loss is LossHold plus this (or plus the lateness this process lately
 	// saw, when longer), so a call in flight at the loss is out of the
 	// window before the first slot after it, even when the process that
