@@ -195,11 +195,58 @@ func (f *sellerFault) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (f *sellerFault) calls() map[string]int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make(map[string]int, len(f.refused))
-	for k, v := range f.refused {
-		out[k] = v
+	return maps(f.refused) // pipeline_test.go
+}
+
+// startBehindSellerFault starts one consumer whose calls go through a
+// sellerFault answering 503 to every call of the down sellers, each row
+// with a retry budget of attempts, and waits for it to join; when the test
+// fails, the circuit's state and the rows held are logged.
+func (s *stack) startBehindSellerFault(attempts int, down []string, tweak func(*Config)) (*sellerFault, *circuit.Breaker) {
+	t := s.t
+	t.Helper()
+	fault := &sellerFault{next: s.api.Config.Handler, down: map[string]bool{}, refused: map[string]int{}}
+	for _, seller := range down {
+		fault.down[seller] = true
 	}
-	return out
+	api := httptest.NewServer(fault)
+	t.Cleanup(api.Close)
+	c := s.startConsumer(func(cfg *Config, d *Deps) {
+		if tweak != nil {
+			tweak(cfg)
+		}
+		d.Retry = registryclient.RetryPolicy{InitialInterval: 50 * time.Millisecond, MaxInterval: 400 * time.Millisecond, MaxElapsed: 20 * time.Second,
+			Multiplier: 2, Jitter: 0.5, MaxAttempts: attempts}
+		rc, err := registryclient.New(registryclient.Options{BaseURL: api.URL, Timeout: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Registry = rc
+	})
+	s.waitGroupStable("registrar", 1)
+	watch := s.breaker()
+	t.Cleanup(func() {
+		if t.Failed() {
+			st, err := watch.Peek(context.Background())
+			t.Logf("at the end: circuit %+v (%v), rows held %v", st, err, c.lanes.rowsBySeller())
+		}
+	})
+	return fault, watch
+}
+
+// checkBudgetsSpent fails the test unless rows rows of the down sellers
+// reached the API and each was tried its whole budget of attempts.
+func (f *sellerFault) checkBudgetsSpent(t *testing.T, rows, attempts int) {
+	t.Helper()
+	calls := f.calls()
+	if len(calls) != rows {
+		t.Errorf("%d rows of the failing sellers reached the API, want %d", len(calls), rows)
+	}
+	for key, n := range calls {
+		if n != attempts {
+			t.Errorf("row %s was tried %d times, want its budget of %d", key, n, attempts)
+		}
+	}
 }
 
 // TestOneSellersFailuresAreItsOwn (issue 26, finding 5): every call for one
@@ -213,28 +260,8 @@ func (f *sellerFault) calls() map[string]int {
 // consumer holding them read nothing more: the second seller was never served.
 func TestOneSellersFailuresAreItsOwn(t *testing.T) {
 	s := newStack(t, stackOptions{partitions: 1, limit: 50, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond})
-	fault := &sellerFault{next: s.api.Config.Handler, down: map[string]bool{"poison": true}, refused: map[string]int{}}
-	api := httptest.NewServer(fault)
-	t.Cleanup(api.Close)
 	const attempts = 4
-	budget := registryclient.RetryPolicy{InitialInterval: 50 * time.Millisecond, MaxInterval: 400 * time.Millisecond, MaxElapsed: 20 * time.Second,
-		Multiplier: 2, Jitter: 0.5, MaxAttempts: attempts}
-	c := s.startConsumer(func(_ *Config, d *Deps) {
-		d.Retry = budget
-		rc, err := registryclient.New(registryclient.Options{BaseURL: api.URL, Timeout: 2 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.Registry = rc
-	})
-	s.waitGroupStable("registrar", 1)
-	watch := s.breaker()
-	defer func() {
-		if t.Failed() {
-			st, err := watch.Peek(context.Background())
-			t.Logf("at the end: circuit %+v (%v), rows held %v", st, err, c.lanes.rowsBySeller())
-		}
-	}()
+	fault, watch := s.startBehindSellerFault(attempts, []string{"poison"}, nil)
 
 	const poisonRows, goodRows = 40, 40
 	s.publish("up-poison", "poison", poisonRows)
@@ -250,15 +277,7 @@ func TestOneSellersFailuresAreItsOwn(t *testing.T) {
 	if n := dlqLen(t, s.brokers, s.topic); n != poisonRows {
 		t.Errorf("%d dead letters, want the %d poison rows", n, poisonRows)
 	}
-	calls := fault.calls()
-	if len(calls) != poisonRows {
-		t.Errorf("%d poison rows reached the API, want %d", len(calls), poisonRows)
-	}
-	for key, n := range calls {
-		if n != attempts {
-			t.Errorf("row %s was tried %d times, want its budget of %d", key, n, attempts)
-		}
-	}
+	fault.checkBudgetsSpent(t, poisonRows, attempts)
 	st, err := watch.Peek(context.Background())
 	if err != nil || st.State != circuit.Closed || st.Opens != 0 || st.Probes != 0 {
 		t.Errorf("the circuit is %v (%v), opened %d times, %d probes; want closed, never opened: one seller's failures are its own", st.State, err, st.Opens, st.Probes)
@@ -529,7 +548,7 @@ func TestOneSellersRefusalIsItsOwn(t *testing.T) {
 	_, win := s.breaker().Keys()
 	testwait.For(t, 10*time.Second, "the window holds seller good's answers", func() bool {
 		for k, v := range s.rdb.HGetAll(context.Background(), win).Val() {
-			if strings.HasSuffix(k, ":as") && strings.Contains(v, "good") {
+			if strings.HasSuffix(k, ":ok") && strings.Contains(v, "good") {
 				return true
 			}
 		}

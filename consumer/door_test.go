@@ -163,9 +163,5 @@ func (c *countedUploads) Presence(ctx context.Context, q uploadstatus.PresenceQu
 func (c *countedUploads) counts() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[string]int, len(c.n))
-	for k, v := range c.n {
-		out[k] = v
-	}
-	return out
+	return maps(c.n) // pipeline_test.go
 }

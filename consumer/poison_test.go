@@ -2,13 +2,11 @@ package consumer
 
 import (
 	"context"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/internal/testwait"
-	registryclient "github.com/bulkreg/bulkreg/registry-client"
 )
 
 // TestTwoSellersFailuresWhileAThirdRegisters (issue 26, sim seed 405): every
@@ -28,29 +26,8 @@ func TestTwoSellersFailuresWhileAThirdRegisters(t *testing.T) {
 	// sellers are answered before it): about 10 calls a second against the
 	// failing sellers' 25 or so, so most calls fail, as in the seed.
 	s := newStack(t, stackOptions{partitions: 1, limit: 20, window: time.Second, margin: 50 * time.Millisecond, latency: 200 * time.Millisecond})
-	fault := &sellerFault{next: s.api.Config.Handler, down: map[string]bool{"poison-1": true, "poison-2": true}, refused: map[string]int{}}
-	api := httptest.NewServer(fault)
-	t.Cleanup(api.Close)
 	const attempts = 4
-	budget := registryclient.RetryPolicy{InitialInterval: 50 * time.Millisecond, MaxInterval: 400 * time.Millisecond, MaxElapsed: 20 * time.Second,
-		Multiplier: 2, Jitter: 0.5, MaxAttempts: attempts}
-	c := s.startConsumer(func(cfg *Config, d *Deps) {
-		cfg.SellerConcurrency = 2
-		d.Retry = budget
-		rc, err := registryclient.New(registryclient.Options{BaseURL: api.URL, Timeout: 2 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.Registry = rc
-	})
-	s.waitGroupStable("registrar", 1)
-	watch := s.breaker()
-	defer func() {
-		if t.Failed() {
-			st, err := watch.Peek(context.Background())
-			t.Logf("at the end: circuit %+v (%v), rows held %v", st, err, c.lanes.rowsBySeller())
-		}
-	}()
+	fault, watch := s.startBehindSellerFault(attempts, []string{"poison-1", "poison-2"}, func(cfg *Config) { cfg.SellerConcurrency = 2 })
 
 	const poisonRows, goodRows = 20, 30
 	s.publish("up-good", "good", goodRows)
@@ -65,15 +42,7 @@ func TestTwoSellersFailuresWhileAThirdRegisters(t *testing.T) {
 	if n := dlqLen(t, s.brokers, s.topic); n != 2*poisonRows {
 		t.Errorf("%d dead letters, want the %d rows of the two failing sellers", n, 2*poisonRows)
 	}
-	calls := fault.calls()
-	if len(calls) != 2*poisonRows {
-		t.Errorf("%d rows of the failing sellers reached the API, want %d", len(calls), 2*poisonRows)
-	}
-	for key, n := range calls {
-		if n != attempts {
-			t.Errorf("row %s was tried %d times, want its budget of %d", key, n, attempts)
-		}
-	}
+	fault.checkBudgetsSpent(t, 2*poisonRows, attempts)
 	st, err := watch.Peek(context.Background())
 	if err != nil || st.State != circuit.Closed || st.Opens != 0 {
 		t.Errorf("the circuit is %v (%v), opened %d times; want closed, never opened: a seller answered on every call proves the API up", st.State, err, st.Opens)

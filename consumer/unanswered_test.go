@@ -52,7 +52,9 @@ func TestACallWithoutAnAnswerHoldsItsSlotPastTheTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.waitProducts("seller-a", 2*limit, 20*time.Second)
-	time.Sleep(200 * time.Millisecond) // a 429 answered just now would show
+	// Every row's last call answered: the timed-out rows' retries (replays
+	// of calls the API counted) come 2 s after, and a 429 among them shows.
+	testwait.For(t, 10*time.Second, "the timed-out rows' retries at the sandbox", func() bool { return len(s.sandbox.Calls()) >= 3*limit })
 
 	// The scenario happened: the first calls were counted after the client
 	// gave up on them.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -74,6 +75,37 @@ func (j *judge) audit(t *testing.T, seller string) int {
 			a.RateLimited, a.MaxCounted, j.sb.AcceptedTimes(seller))
 	}
 	return a.Accepted
+}
+
+// registered fails the test unless the API registered want calls of the
+// seller, on top of audit's checks (no 429, never over its limit).
+func (j *judge) registered(t *testing.T, seller string, want int) {
+	t.Helper()
+	if n := j.audit(t, seller); n != want {
+		t.Errorf("the API registered %d calls, want %d", n, want)
+	}
+}
+
+// callEach makes the calls of rs at once, each as callAt does, keyed
+// <prefix>-<i>, and waits for them all.
+func callEach(t *testing.T, th *Throttle, j *judge, prefix string, rs []Reservation) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i, r := range rs {
+		wg.Go(func() { callAt(t, th, j, r, fmt.Sprintf("%s-%d", prefix, i)) })
+	}
+	wg.Wait()
+}
+
+// callNext takes n slots of the seller at once and makes their calls as
+// callAt does (keyed next-<i>), and waits for them all.
+func callNext(t *testing.T, th *Throttle, j *judge, seller string, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { callAt(t, th, j, reserve(t, th, seller), fmt.Sprintf("next-%d", i)) })
+	}
+	wg.Wait()
 }
 
 // callAt makes the row's call as a consumer does: it asks the throttle to

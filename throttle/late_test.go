@@ -72,13 +72,8 @@ func TestASettledSlotHoldsItsLogUntilItLeavesTheWindow(t *testing.T) {
 			if n := rdb.Exists(ctx, th.keys(s).log).Val(); n != 1 {
 				t.Errorf("the seller's log expired %v after its slots, while they were settled %v later", time.Since(first[0].At).Round(time.Millisecond), late-p.Margin)
 			}
-			for i := range p.Limit {
-				wg.Go(func() { callAt(t, th, j, reserve(t, th, s), fmt.Sprintf("next-%d", i)) })
-			}
-			wg.Wait()
-			if n := j.audit(t, s); n != 2*p.Limit {
-				t.Errorf("the API registered %d calls, want %d", n, 2*p.Limit)
-			}
+			callNext(t, th, j, s, p.Limit)
+			j.registered(t, s, 2*p.Limit)
 		})
 	}
 }
@@ -136,13 +131,9 @@ func TestALateCallHoldsItsSellerPastALoss(t *testing.T) {
 	if !after[0].Lost || after[0].HeldUntil.IsZero() {
 		t.Fatalf("the first reservation after FLUSHALL = %+v, want it to find the loss and hold", after[0])
 	}
-	for i, r := range after {
-		wg.Go(func() { callAt(t, th, j, r, fmt.Sprintf("after-%d", i)) })
-	}
-	wg.Wait()
-	if n := j.audit(t, s); n != 2*p.Limit {
-		t.Errorf("the API registered %d calls, want %d", n, 2*p.Limit)
-	}
+	callEach(t, th, j, "after", after)
+	wg.Wait() // the calls made before the loss
+	j.registered(t, s, 2*p.Limit)
 }
 
 // TestALossHoldCoversTheLatenessThisProcessSaw: once this process has seen
@@ -251,21 +242,12 @@ func TestAFixedWindowCountsALateCallInTheWindowItWasCountedIn(t *testing.T) {
 	if err := j.sb.SetFaults(0, 0, 0, time.Until(next.Add(100*time.Millisecond)), 0); err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	for i, r := range first {
-		wg.Go(func() { callAt(t, th, j, r, fmt.Sprintf("first-%d", i)) })
-	}
-	wg.Wait()
+	callEach(t, th, j, "first", first)
 	if err := j.sb.SetFaults(0, 0, 0, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	for i := range p.Limit {
-		wg.Go(func() { callAt(t, th, j, reserve(t, th, s), fmt.Sprintf("next-%d", i)) })
-	}
-	wg.Wait()
-	if n := j.audit(t, s); n != 2*p.Limit {
-		t.Errorf("the API registered %d calls, want %d", n, 2*p.Limit)
-	}
+	callNext(t, th, j, s, p.Limit)
+	j.registered(t, s, 2*p.Limit)
 }
 
 // TestATokenBucketCountsALateCallWhereItWasCounted: with a bucket of one
@@ -283,9 +265,7 @@ func TestATokenBucketCountsALateCallWhereItWasCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	callAt(t, th, j, reserve(t, th, s), "next")
-	if n := j.audit(t, s); n != 2 {
-		t.Errorf("the API registered %d calls, want 2", n)
-	}
+	j.registered(t, s, 2)
 }
 
 // TestATokenBucketTakesBackTheSlotsALateCountLeftNoTokenFor: with a bucket
@@ -371,13 +351,9 @@ func TestALossHoldCoversTheCallsOfAProcessThatDied(t *testing.T) {
 	if found, want := after[0].At.Add(-after[0].Wait), fresh.Policy().LossHold+p.CallTimeout; after[0].HeldUntil.Sub(found) != want {
 		t.Errorf("held for %v after the loss was found, want LossHold + CallTimeout = %v", after[0].HeldUntil.Sub(found), want)
 	}
-	for i, r := range after {
-		wg.Go(func() { callAt(t, fresh, j, r, fmt.Sprintf("after-%d", i)) })
-	}
-	wg.Wait()
-	if n := j.audit(t, s); n != 2*p.Limit {
-		t.Errorf("the API registered %d calls, want %d", n, 2*p.Limit)
-	}
+	callEach(t, fresh, j, "after", after)
+	wg.Wait() // the calls made before the loss
+	j.registered(t, s, 2*p.Limit)
 }
 
 // TestAnAppWideGiveBackFreesItsSellersShare: a's call is counted late, so

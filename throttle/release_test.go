@@ -3,7 +3,6 @@ package throttle
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -47,14 +46,8 @@ func TestReleasingAnySlotOfATokenBucketBooksNoTokenTwice(t *testing.T) {
 			if err := conformsToBucket(at, p); err != nil {
 				t.Errorf("slots %v: %v", at, err)
 			}
-			var wg sync.WaitGroup
-			for i, r := range held {
-				wg.Go(func() { callAt(t, th, j, r, fmt.Sprintf("tb-%d", i)) })
-			}
-			wg.Wait()
-			if n := j.audit(t, s); n != len(held) {
-				t.Errorf("the API registered %d calls, want %d", n, len(held))
-			}
+			callEach(t, th, j, "tb", held)
+			j.registered(t, s, len(held))
 		})
 	}
 }

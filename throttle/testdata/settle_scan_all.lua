@@ -1,135 +1,37 @@
--- lua/settle.lua as of c3bb037, whose sliding give-back ran a ZCOUNT for every slot
--- booked within W' after the settled place: kept to hold the new one to the same
--- give-backs (TestSettleVisitsOnlyTheSlotsItsMoveFills) and to measure both (BenchmarkSettle).
--- settle.lua: a call the API answered later than a margin after its slot:
--- move the slot to the answer less the margin, and keep what the log relies
--- on true. Used by throttle.Throttle.SettleStep, in a batch
--- (internal/scriptbatch) with the call's other writes, and by Throttle.Settle
--- on its own, for a seller's log (every policy) and for the app-wide log.
+-- The sliding give-back of lua/settle.lua as of c3bb037, which ran a ZCOUNT for every slot
+-- booked within W' after the settled place: kept to hold the new one to the same give-backs
+-- (TestSettleVisitsOnlyTheSlotsItsMoveFills) and to measure both (BenchmarkSettle). Only the
+-- path those two run is kept (a seller's sliding log, the call's slot still in it); the
+-- other kinds and the forgotten slot are settle.lua's alone.
 --
--- The API counted the call at `at` + margin at the latest (the caller passes
--- the answer's time less the margin), so the log must hold it there until
--- at + W' has passed; every hold counts from that instant, not from the slot:
---   - the log's key lives at least until at + W' (and a second more), so it
---     does not expire with the slot's old place while the call still fills
---     the window (reserve.lua set its expiry from the slots it knew then);
---   - slots booked after the old place that no call has begun yet (after
---     now + lead) and that now share a window of W' with `limit` others are
---     given back: their rows find them gone at Check and take new ones;
---   - a slot no longer in the log (Redis lost it, or the key expired or was
---     trimmed before a very late answer) is not brought back, but the API
---     counted a call the log no longer knows: no new slot of the log starts
---     before at + W' + 1µs (the block key), and slots booked before that which
---     no call has begun are given back. This is how a call made before Redis
---     lost its data and counted late holds its seller past the loss hold.
---
--- A fixed window (ARGV[6] "fixed") keeps the slot in its own window, since the
--- API may have counted the call there: each later aligned window the call may
--- have been counted in (up to the one holding the answer) gets a place taken
--- for it (member <id>:<k> at the window's start), and the slots booked in such
--- a window beyond `limit`, latest first, are given back when no call has begun
--- on them. A token bucket (ARGV[6] "token-bucket") moves the slot as a sliding
--- log does, keeps tat at least an interval after it, as if reserved there, and
--- gives back the slots booked after it that the bucket no longer has a token
--- for when no call has begun on them.
---
--- KEYS[1]  the log: bulkreg:{s:<seller>}:log (reserve.lua) or bulkreg:{g}:log (reserve_global.lua); :fixed, :tb; ZSET
--- KEYS[2]  optional: the log's block key (bulkreg:{s:<seller>}:block or bulkreg:{g}:block), STRING µs, as block.lua
--- KEYS[3]  token bucket only: bulkreg:{s:<seller>}:tb:tat, STRING µs, as reserve_token_bucket.lua
+-- KEYS[1]  the log, ZSET, member = reservation id, score = slot in µs
 -- ARGV[1]  at: the answer's time in µs on the Redis clock, less the margin
--- ARGV[2]  reservation id
--- ARGV[3]  optional: W' = window + margin, in µs (absent: only move the slot, as a bare ZADD XX GT)
--- ARGV[4]  L, slots per window (with ARGV[3])
--- ARGV[5]  lead in µs (with ARGV[3]): slots within this of now may be checked and called already, and are kept
--- ARGV[6]  optional: the log's kind: "sliding" (the default), "fixed" or "token-bucket"
--- ARGV[7]  fixed: W, the API's window in µs; token bucket: the emission interval in µs
--- ARGV[8]  token bucket: the tolerance in µs (reserve_token_bucket.lua)
+-- ARGV[2]  reservation id (in the log)
+-- ARGV[3]  W' = window + margin, in µs
+-- ARGV[4]  L, slots per window
+-- ARGV[5]  lead in µs: slots within this of now may be checked and called already, and are kept
 --
--- Reply: the number of booked slots given back (0 but when the call was counted later than they assumed).
--- A retry is harmless: a slot already at `at` moves nothing, a place already taken is not taken twice.
+-- Reply: the number of booked slots given back.
 local at, id = tonumber(ARGV[1]), ARGV[2]
-if not ARGV[3] then
-  redis.call('ZADD', KEYS[1], 'XX', 'GT', ARGV[1], id)
-  return 0
-end
 local win, limit, lead = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local function us(x) return string.format('%.0f', x) end
-local given = 0
-
-local kind = ARGV[6] or 'sliding'
 local held = redis.call('ZSCORE', KEYS[1], id)
-if held and kind == 'fixed' then
-  local W = tonumber(ARGV[7])
-  local last = at + (win - W) -- the answer: the API counted the call by then
-  for k = math.floor(tonumber(held) / W) + 1, math.floor(last / W) do
-    local from, to = k * W, (k + 1) * W
-    redis.call('ZADD', KEYS[1], 'NX', us(from), id .. ':' .. k)
-    local over = redis.call('ZCOUNT', KEYS[1], us(from), '(' .. us(to)) - limit
-    if over > 0 then
-      local r = redis.call('ZREVRANGEBYSCORE', KEYS[1], '(' .. us(to), '(' .. us(math.max(from, now + lead)), 'LIMIT', 0, over)
-      for _, m in ipairs(r) do
-        redis.call('ZREM', KEYS[1], m)
-        given = given + 1
-      end
-    end
-    local need = math.ceil((to - now) / 1000) + 1000
-    if redis.call('PTTL', KEYS[1]) < need then redis.call('PEXPIRE', KEYS[1], need) end
+if not held then return redis.error_reply('settle_scan_all.lua: the slot is not in the log') end
+if at <= tonumber(held) then return 0 end
+redis.call('ZADD', KEYS[1], 'XX', 'GT', us(at), id)
+local need = math.ceil((at - now + win) / 1000) + 1000
+if redis.call('PTTL', KEYS[1]) < need then redis.call('PEXPIRE', KEYS[1], need) end
+-- the booked slots within W' after `at`, in order: each that now closes a
+-- window of W' holding more than `limit` is given back, unless its call may have begun
+local given = 0
+local r = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. us(now + lead), us(at + win), 'WITHSCORES')
+for i = 1, #r, 2 do
+  local x = tonumber(r[i + 1])
+  if redis.call('ZCOUNT', KEYS[1], us(x - win), us(x)) > limit then
+    redis.call('ZREM', KEYS[1], r[i])
+    given = given + 1
   end
-  return given
-end
-if held then
-  if at <= tonumber(held) then return 0 end
-  redis.call('ZADD', KEYS[1], 'XX', 'GT', us(at), id)
-  local need = math.ceil((at - now + win) / 1000) + 1000
-  if redis.call('PTTL', KEYS[1]) < need then redis.call('PEXPIRE', KEYS[1], need) end
-  if kind == 'token-bucket' then
-    local interval, tolerance = tonumber(ARGV[7]), tonumber(ARGV[8] or '0')
-    local tat = at + interval
-    if tat > tonumber(redis.call('GET', KEYS[3]) or '0') then
-      redis.call('SET', KEYS[3], string.format('%.3f', tat), 'PX', math.ceil((tat - now) / 1000) + 1000)
-    end
-    -- The move adds the call only to the spans that begin after its old place, so the
-    -- bucket replayed from there (full then) over the slots since, in time order, finds
-    -- every slot the move made too early; those no call has begun on are given back.
-    local r = redis.call('ZRANGEBYSCORE', KEYS[1], us(tonumber(held)), '+inf', 'WITHSCORES')
-    local replay = tonumber(held)
-    for i = 1, #r, 2 do
-      local x = tonumber(r[i + 1])
-      if x < replay - tolerance and x > now + lead then
-        redis.call('ZREM', KEYS[1], r[i])
-        given = given + 1
-      else
-        replay = math.max(replay, x) + interval
-      end
-    end
-    return given
-  end
-  -- the booked slots within W' after `at`, in order: each that now closes a
-  -- window of W' holding more than `limit` is given back, unless its call may have begun
-  local r = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. us(now + lead), us(at + win), 'WITHSCORES')
-  for i = 1, #r, 2 do
-    local x = tonumber(r[i + 1])
-    if redis.call('ZCOUNT', KEYS[1], us(x - win), us(x)) > limit then
-      redis.call('ZREM', KEYS[1], r[i])
-      given = given + 1
-    end
-  end
-  return given
-end
-
--- not in the log: the log forgot a call the API counted by at + margin
-local blocked = at + win + 1
-if KEYS[2] then
-  local cur = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
-  if blocked > cur then
-    redis.call('SET', KEYS[2], us(blocked), 'PX', math.ceil((blocked - now) / 1000) + 1000)
-  end
-end
-local r = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. us(now + lead), '(' .. us(blocked))
-for _, m in ipairs(r) do
-  redis.call('ZREM', KEYS[1], m)
-  given = given + 1
 end
 return given
