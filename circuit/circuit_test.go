@@ -213,7 +213,6 @@ func TestWhenItOpens(t *testing.T) {
 	}
 }
 
-// TestOldCallsAgeOut: failures older than the window no longer count.
 // TestSellersFailingBesideAHealthyOneStaySick (issue 26, sim seed 405): two
 // sellers fail while a third is answered on every call, then the third has
 // nothing left to call and its calls age out of the window. The two sellers'
@@ -315,6 +314,7 @@ func TestAProbeOfAnotherSellerMakesTheFailingOnesSick(t *testing.T) {
 	}
 }
 
+// TestOldCallsAgeOut: failures older than the window no longer count.
 func TestOldCallsAgeOut(t *testing.T) {
 	srv := testredis.Start(t)
 	s := fast()
@@ -825,6 +825,27 @@ func TestWaitReady(t *testing.T) {
 	}
 }
 
+// metricValue gathers reg and returns the value of the first series of the
+// gauge or counter name.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			m := mf.GetMetric()[0]
+			if m.Gauge != nil {
+				return m.Gauge.GetValue()
+			}
+			return m.Counter.GetValue()
+		}
+	}
+	t.Fatalf("%s not exported", name)
+	return 0
+}
+
 func TestCollector(t *testing.T) {
 	srv := testredis.Start(t)
 	s := fast()
@@ -833,24 +854,7 @@ func TestCollector(t *testing.T) {
 	if err := reg.Register(b.Collector()); err != nil {
 		t.Fatal(err)
 	}
-	gauge := func(name string) float64 {
-		t.Helper()
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() == name {
-				m := mf.GetMetric()[0]
-				if m.Gauge != nil {
-					return m.Gauge.GetValue()
-				}
-				return m.Counter.GetValue()
-			}
-		}
-		t.Fatalf("no metric %s", name)
-		return 0
-	}
+	gauge := func(name string) float64 { return metricValue(t, reg, name) }
 	if mfs, err := reg.Gather(); err != nil || len(mfs) != 7 {
 		t.Fatalf("gathered %d metric families (%v), want 7", len(mfs), err)
 	}
@@ -1008,7 +1012,7 @@ func TestAnsweredCallsAreSentInBatches(t *testing.T) {
 	srv := testredis.Start(t)
 	s := fast()
 	s.TrustClosed = time.Second
-	s.MinFailedSellers = 3 // the window keeps this many distinct sellers per bucket: a, b and c
+	s.MinFailedSellers = 3 // a batch names up to this many distinct sellers: a and b, with room to spare
 	b := newBreaker(t, srv.Client(), s)
 	ctx := context.Background()
 	_, window := b.Keys()
@@ -1024,9 +1028,10 @@ func TestAnsweredCallsAreSentInBatches(t *testing.T) {
 			case strings.HasSuffix(k, ":n"):
 				n, _ := strconv.Atoi(v)
 				calls += n
-			case strings.HasSuffix(k, ":s"):
-				for x := range strings.SplitSeq(v, "\n") {
-					if x != "" {
+			case strings.HasSuffix(k, ":ok"), strings.HasSuffix(k, ":fc"):
+				// "seller\tcount" lines: the sellers answered, and failing
+				for line := range strings.SplitSeq(v, "\n") {
+					if x, _, _ := strings.Cut(line, "\t"); x != "" {
 						sellers[x] = true
 					}
 				}
@@ -1178,20 +1183,7 @@ func TestARefusalOfBulkregHoldsTheCircuit(t *testing.T) {
 	if err := reg.Register(b.Collector()); err != nil {
 		t.Fatal(err)
 	}
-	misconfigured := func() float64 {
-		t.Helper()
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() == MetricMisconfigured {
-				return mf.GetMetric()[0].GetGauge().GetValue()
-			}
-		}
-		t.Fatalf("%s not exported", MetricMisconfigured)
-		return 0
-	}
+	misconfigured := func() float64 { return metricValue(t, reg, MetricMisconfigured) }
 	ctx := context.Background()
 	if got := misconfigured(); got != 0 {
 		t.Errorf("closed: %s = %v, want 0", MetricMisconfigured, got)

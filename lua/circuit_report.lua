@@ -21,11 +21,14 @@
 -- outage, whole or partial (random failures), a seller that many calls without a
 -- failure is unlikely.
 -- The sellers failing while a seller was wholly healthy are remembered as sick
--- (state field "sick"), until one of their calls is answered or the circuit
--- opens: once the healthy seller has nothing left to call, their failures alone
--- do not open the circuit either (seed 405 again: the healthy seller's 21 rows
--- were done in seconds, the two others' rows kept failing for a minute). It
--- opens as soon as a seller not known sick fails with them, as in an outage.
+-- (state field "sick"), until one of their calls is answered: once the healthy
+-- seller has nothing left to call, their failures alone do not open the circuit
+-- either (seed 405 again: the healthy seller's 21 rows were done in seconds, the
+-- two others' rows kept failing for a minute). It opens as soon as a seller not
+-- known sick fails with them, as in an outage; that outage's end does not cure
+-- them (opening forgot them before: after the recovery the two sick sellers
+-- reopened it, and their rows waited behind their own failing probes until
+-- another seller called).
 -- A probe answered for a seller other than those whose failures opened the
 -- circuit (state field "opened_by") says the same of them: they are sick (in
 -- seed 405 the two sellers failed from the start, before the healthy one
@@ -40,9 +43,13 @@
 -- whatever the window's counts, and marks it reason=misconfigured, held like an
 -- outage until a probe gets an answer; a refused probe counts as a failed one.
 -- Except when it is one seller's: another seller's call was answered in the
--- window and no other seller was refused (the API refuses this seller, say a
--- 403 for an app it revoked): then the circuit stays closed and the reply says
--- so, and the caller treats it as that seller's failure. The probe that closes
+-- window, or the seller is known sick, and no other seller was refused in the
+-- window (the API refuses this seller, say a 403 for an app it revoked): then
+-- the circuit stays closed and the reply says so, the caller treats it as that
+-- seller's failure, and the seller is sick, as one failing beside a healthy
+-- seller is: once the others have nothing left to call, its refusals alone are
+-- still its own (they opened the fleet's circuit, held it misconfigured and
+-- paged the operator before). The probe that closes
 -- the circuit is counted in the fresh window as an answer, so one seller's
 -- refusals cannot reopen it at once, over and over.
 -- The reason ("unavailable" or "misconfigured") is kept while the circuit is not
@@ -55,11 +62,10 @@
 -- KEYS[1]  bulkreg:{circuit}:state   HASH (see circuit_allow.lua); also closed_at, last_open_us,
 --          reason ("unavailable" | "misconfigured", while not closed), refusals (count)
 -- KEYS[2]  bulkreg:{circuit}:window  HASH: for bucket slot i, "i:id" (bucket number), "i:n" (calls),
---          "i:f" (transient failures), "i:s" (sellers that called), "i:as" (sellers answered, at most
---          2), "i:rs" (sellers refused, at most 2), "i:fs" (sellers that failed), "i:fr" (rows that
---          failed); the lists are "\n"-separated; "i:fc" (transient failures per seller,
---          "seller\tcount" lines, for at most spread_cap sellers a bucket); "i:ok" (answered
---          calls per seller, the same lines and cap)
+--          "i:f" (transient failures), "i:rs" (sellers refused, at most 2), "i:fs" (sellers that
+--          failed), "i:fr" (rows that failed); the lists are "\n"-separated; "i:fc" (transient
+--          failures per seller, "seller\tcount" lines, for at most spread_cap sellers a bucket);
+--          "i:ok" (answered calls per seller, the same lines and cap: also who was answered)
 -- ARGV[1]  outcome: "success" | "failure" | "answered" | "abandoned" | "refused"
 -- ARGV[2]  probe id ("" when the call was not a probe)
 -- ARGV[3]  seller id
@@ -115,7 +121,7 @@ local function f(name) return slot .. ':' .. name end
 -- start the current bucket afresh when its slot holds an older one
 local function bucket()
   if tonumber(redis.call('HGET', KEYS[2], f('id')) or '-1') ~= cur then
-    redis.call('HSET', KEYS[2], f('id'), us(cur), f('n'), 0, f('f'), 0, f('s'), '', f('as'), '', f('rs'), '',
+    redis.call('HSET', KEYS[2], f('id'), us(cur), f('n'), 0, f('f'), 0, f('rs'), '',
       f('fs'), '', f('fr'), '', f('fc'), '', f('ok'), '')
   end
   redis.call('PEXPIRE', KEYS[2], math.ceil(2 * window / 1000) + 1000)
@@ -151,6 +157,17 @@ end
 -- the sellers known sick (see the header), as a set
 local sick, nsick = {}, 0
 for x in string.gmatch(h[7] or '', '[^\n]+') do sick[x] = true; nsick = nsick + 1 end
+-- the sellers of list (an array) are sick too
+local function addSick(list)
+  local added = false
+  for _, y in ipairs(list) do
+    if not sick[y] and nsick < spreadCap then sick[y] = true; nsick = nsick + 1; added = true end
+  end
+  if not added then return end
+  local out = {}
+  for y in pairs(sick) do out[#out + 1] = y end
+  redis.call('HSET', KEYS[1], 'sick', table.concat(out, '\n'))
+end
 -- an answered call of a sick seller: it is not sick any more
 local function cured(x)
   if not sick[x] then return end
@@ -160,18 +177,14 @@ local function cured(x)
   for y in pairs(sick) do out[#out + 1] = y end
   if #out == 0 then redis.call('HDEL', KEYS[1], 'sick') else redis.call('HSET', KEYS[1], 'sick', table.concat(out, '\n')) end
 end
--- count calls in the current bucket: n calls, this one's seller (when counted)
--- and the unsent batch's sellers, all of which were answered
-local function count(n, counted, answered)
+-- count calls in the current bucket: n calls, this one's answer (when it
+-- was answered) and the unsent batch's sellers, all of which were answered
+local function count(n, answered)
   bucket()
   redis.call('HINCRBY', KEYS[2], f('n'), n)
-  if counted then
-    capadd(f('s'), seller, minSellers)
-    if answered then
-      capadd(f('as'), seller, 2)
-      capcount(f('ok'), seller, spreadCap)
-      cured(seller)
-    end
+  if answered then
+    capcount(f('ok'), seller, spreadCap)
+    cured(seller)
   end
   -- The batch's calls per seller are not sent: a batch of one seller (its
   -- list holds up to minSellers) is all that seller's, else each seller
@@ -179,8 +192,6 @@ local function count(n, counted, answered)
   local batched = {}
   for s in string.gmatch(ARGV[16] or '', '[^\n]+') do batched[#batched + 1] = s end
   for _, s in ipairs(batched) do
-    capadd(f('s'), s, minSellers)
-    capadd(f('as'), s, 2)
     if #batched == 1 then capcount(f('ok'), s, spreadCap, unsent) else capcount(f('ok'), s, spreadCap) end
     cured(s)
   end
@@ -205,11 +216,52 @@ local function union(set, v, n)
   end
   return n
 end
+-- the window's counts, summed over its live buckets, in one read
+local function tally()
+  local w = {calls = 0, fails = 0, failSellers = {}, nfs = 0, failRows = {}, nfr = 0, refused = {}, nrs = 0,
+    perSeller = {}, fcFull = false, okCalls = {}, okRecent = {}}
+  for _, b in ipairs(live()) do
+    w.calls = w.calls + tonumber(b('n') or '0')
+    w.fails = w.fails + tonumber(b('f') or '0')
+    w.nfs = union(w.failSellers, b('fs'), w.nfs)
+    w.nfr = union(w.failRows, b('fr'), w.nfr)
+    w.nrs = union(w.refused, b('rs'), w.nrs)
+    local nfc = 0
+    for x, c in string.gmatch(b('fc') or '', '([^\t\n]+)\t(%d+)') do
+      w.perSeller[x] = (w.perSeller[x] or 0) + tonumber(c)
+      nfc = nfc + 1
+    end
+    -- a full list may have left a failing seller out: nobody is known healthy
+    if nfc >= spreadCap then w.fcFull = true end
+    local recent = 2 * (cur - tonumber(b('id'))) < buckets
+    for x, c in string.gmatch(b('ok') or '', '([^\t\n]+)\t(%d+)') do
+      w.okCalls[x] = (w.okCalls[x] or 0) + tonumber(c)
+      if recent then w.okRecent[x] = true end
+    end
+  end
+  return w
+end
+-- a seller wholly healthy in the window (see the header): the API is up
+local function healthy(w)
+  local need = 2
+  if ratio < 1 then need = math.max(2, math.ceil(math.log(0.05) / math.log(1 - ratio) - 1e-9)) end
+  for x, c in pairs(w.okCalls) do
+    if c >= need and w.okRecent[x] and not w.perSeller[x] then return true end
+  end
+  return false
+end
+-- a seller failing in the window that is not known sick
+local function freshFailure(w)
+  for y in pairs(w.perSeller) do
+    if not sick[y] then return true end
+  end
+  return false
+end
 local function open(why)
   local first = tonumber(ARGV[11])
   reason = why
   redis.call('HSET', KEYS[1], 'state', 'open', 'opened_at', us(now), 'interval', us(first), 'next_probe', us(now + first), 'reason', why)
-  redis.call('HDEL', KEYS[1], 'probe_until', 'probe_id', 'sick', 'opened_by')
+  redis.call('HDEL', KEYS[1], 'probe_until', 'probe_id', 'opened_by')
   redis.call('HINCRBY', KEYS[1], 'opens', 1)
   redis.call('PEXPIRE', KEYS[1], retention)
   redis.call('DEL', KEYS[2])
@@ -219,17 +271,17 @@ end
 if outcome == 'refused' then
   redis.call('HINCRBY', KEYS[1], 'refusals', 1)
   if state == 'closed' then
-    count(1 + unsent, true, false)
+    count(1 + unsent, false)
     capadd(f('rs'), seller, 2)
-    local others, refused, nrs = false, {}, 0
-    for _, b in ipairs(live()) do
-      for x in string.gmatch(b('as') or '', '[^\n]+') do
-        if x ~= seller then others = true end
-      end
-      nrs = union(refused, b('rs'), nrs)
+    local w = tally()
+    -- known sick: seen failing while the API answered another seller
+    local others = sick[seller] or false
+    for x in pairs(w.okCalls) do
+      if x ~= seller then others = true end
     end
-    if others and nrs < 2 then
+    if others and w.nrs < 2 then
       -- the API answers another seller and refuses this one alone: its own
+      addSick({seller})
       redis.call('PEXPIRE', KEYS[1], retention)
       return reply('closed', 0, now, 0)
     end
@@ -259,15 +311,11 @@ if state ~= 'closed' then
         if x == seller then among = true else by[#by + 1] = x end
       end
       -- answered for a seller that was not failing: the others' failures were theirs
-      if not among and #by > 0 then
-        sick, nsick = {}, 0
-        for _, x in ipairs(by) do sick[x] = true; nsick = nsick + 1 end
-        redis.call('HSET', KEYS[1], 'sick', table.concat(by, '\n'))
-      end
+      if not among and #by > 0 then addSick(by) end
     end
     redis.call('PEXPIRE', KEYS[1], retention)
     redis.call('DEL', KEYS[2])
-    count(1, true, true)
+    count(1, true)
     return reply('closed', 1, now, 0)
   end
   if state == 'half-open' and h[4] == probe then
@@ -296,7 +344,7 @@ if n == 0 then
 end
 
 -- closed: count the call in its bucket
-count(n, counted, outcome ~= 'failure')
+count(n, outcome == 'success' or outcome == 'answered')
 if outcome ~= 'failure' then
   return reply('closed', 0, now, 0)
 end
@@ -306,64 +354,31 @@ capadd(f('fr'), row, minRows)
 capcount(f('fc'), seller, spreadCap)
 
 -- a failure: does the window now say the API is down?
-local calls, fails = 0, 0
-local failSellers, failRows, perSeller = {}, {}, {}
-local nfs, nfr = 0, 0
-local okCalls, okRecent, fcFull = {}, {}, false
-for _, b in ipairs(live()) do
-  calls = calls + tonumber(b('n') or '0')
-  fails = fails + tonumber(b('f') or '0')
-  nfs = union(failSellers, b('fs'), nfs)
-  nfr = union(failRows, b('fr'), nfr)
-  local nfc = 0
-  for x, c in string.gmatch(b('fc') or '', '([^\t\n]+)\t(%d+)') do
-    perSeller[x] = (perSeller[x] or 0) + tonumber(c)
-    nfc = nfc + 1
-  end
-  -- a full list may have left a failing seller out: nobody is known healthy
-  if nfc >= spreadCap then fcFull = true end
-  local recent = 2 * (cur - tonumber(b('id'))) < buckets
-  for x, c in string.gmatch(b('ok') or '', '([^\t\n]+)\t(%d+)') do
-    okCalls[x] = (okCalls[x] or 0) + tonumber(c)
-    if recent then okRecent[x] = true end
-  end
-end
--- A wholly healthy seller: the API is up, the failures are their sellers' own.
-local needOK = 2
-if ratio < 1 then needOK = math.max(2, math.ceil(math.log(0.05) / math.log(1 - ratio) - 1e-9)) end
-if not fcFull then
-  for x, c in pairs(okCalls) do
-    if c >= needOK and okRecent[x] and not perSeller[x] then
-      -- remember the failing sellers as sick
-      for y in pairs(perSeller) do
-        if not sick[y] and nsick < spreadCap then sick[y] = true; nsick = nsick + 1 end
-      end
-      local out = {}
-      for y in pairs(sick) do out[#out + 1] = y end
-      redis.call('HSET', KEYS[1], 'sick', table.concat(out, '\n'))
-      redis.call('PEXPIRE', KEYS[1], retention)
-      return reply('closed', 0, now, 0)
-    end
+local w = tally()
+if not w.fcFull then
+  if healthy(w) then
+    -- the failures are their sellers' own: remember them as sick
+    local failing = {}
+    for y in pairs(w.perSeller) do failing[#failing + 1] = y end
+    addSick(failing)
+    redis.call('PEXPIRE', KEYS[1], retention)
+    return reply('closed', 0, now, 0)
   end
   -- only sellers known sick fail: their own failures, as when they were seen
-  local others = false
-  for y in pairs(perSeller) do
-    if not sick[y] then others = true end
-  end
-  if not others then return reply('closed', 0, now, 0) end
+  if not freshFailure(w) then return reply('closed', 0, now, 0) end
 end
 -- The seller that failed most, left out: do the others' calls say the API is down?
 -- Its calls are not counted per seller; its failures stand for them, which
 -- only makes the others' share look smaller.
 local worst = 0
-for _, c in pairs(perSeller) do
+for _, c in pairs(w.perSeller) do
   if c > worst then worst = c end
 end
-local otherFails, otherCalls = fails - worst, calls - worst
+local otherFails, otherCalls = w.fails - worst, w.calls - worst
 local spread = otherFails >= 2 and otherFails >= ratio * otherCalls
-if calls >= minCalls and fails >= ratio * calls and nfr >= minRows and nfs >= minSellers and spread then
+if w.calls >= minCalls and w.fails >= ratio * w.calls and w.nfr >= minRows and w.nfs >= minSellers and spread then
   local by = {}
-  for y in pairs(perSeller) do by[#by + 1] = y end
+  for y in pairs(w.perSeller) do by[#by + 1] = y end
   local r = open('unavailable')
   if #by > 0 then redis.call('HSET', KEYS[1], 'opened_by', table.concat(by, '\n')) end
   return r
