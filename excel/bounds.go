@@ -3,8 +3,8 @@ package excel
 import (
 	"fmt"
 	"strconv"
-	"strings"
-	"unicode/utf8"
+
+	"github.com/bulkreg/bulkreg/internal/jsonsize"
 )
 
 // What one upload's answer may list. Every problem and warning goes into the
@@ -40,7 +40,7 @@ func boundProblems(s *Sheet) {
 	for i := range s.Rows {
 		r := &s.Rows[i]
 		for j := range r.Problems {
-			r.Problems[j].Message = cutJSON(r.Problems[j].Message, maxMessageJSON)
+			r.Problems[j].Message = jsonsize.Cut(r.Problems[j].Message, maxMessageJSON)
 		}
 		all := len(r.Problems)
 		if all > maxRowProblems {
@@ -59,7 +59,7 @@ func boundProblems(s *Sheet) {
 		listed += len(r.Problems)
 	}
 	for i := range s.Warnings {
-		s.Warnings[i].Message = cutJSON(s.Warnings[i].Message, maxMessageJSON)
+		s.Warnings[i].Message = jsonsize.Cut(s.Warnings[i].Message, maxMessageJSON)
 	}
 	if n := len(s.Warnings); n > maxWarnings {
 		s.Warnings = append(s.Warnings[:maxWarnings-1:maxWarnings-1], Problem{Code: CodeMoreWarnings,
@@ -70,43 +70,4 @@ func boundProblems(s *Sheet) {
 			Message: fmt.Sprintf("%s more problems are not listed: after the first %d, each row lists only its first problem; fix these and check the file again", group(int64(unlisted)), maxListedProblems),
 			Params:  pairs("kind", "rows", "count", group(int64(unlisted)), "limit", strconv.Itoa(maxListedProblems))})
 	}
-}
-
-// cutJSON shortens s, at a character, so that JSON writes it in at most max
-// bytes (encoding/json escapes <, >, & and control characters as \u00XX),
-// marking a cut with "…".
-func cutJSON(s string, max int) string {
-	if len(s)*6 <= max || jsonSize(s) <= max {
-		return s
-	}
-	n := 0
-	for i, r := range s {
-		if n += jsonLen(r, s[i:]); n > max-len("…") {
-			return s[:i] + "…"
-		}
-	}
-	return s
-}
-
-// jsonSize is how many bytes JSON writes s in, quotes excepted.
-func jsonSize(s string) int {
-	n := 0
-	for i, r := range s {
-		n += jsonLen(r, s[i:])
-	}
-	return n
-}
-
-// jsonLen is how many bytes JSON writes the character r, at the start of
-// rest, in.
-func jsonLen(r rune, rest string) int {
-	switch {
-	case r == utf8.RuneError && !strings.HasPrefix(rest, "\uFFFD"):
-		return 6 // a byte that is not UTF-8 becomes \ufffd
-	case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t':
-		return 2
-	case r < 0x20 || r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029':
-		return 6
-	}
-	return utf8.RuneLen(r)
 }

@@ -1,8 +1,8 @@
 package excel
 
 import (
-	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/bulkreg/bulkreg/productrules"
 )
@@ -92,7 +92,12 @@ var columnIndex = func() map[string]Column {
 // spaces, "_", "-", ".", "*", and anything in brackets such as "(필수)" or
 // "(원)". "판매가 (필수)*" and "Price" both become their bare name.
 func normalizeHeader(s string) string {
-	var b strings.Builder
+	return string(appendNormalizedHeader(nil, s))
+}
+
+// appendNormalizedHeader appends normalizeHeader(s) to dst: a header is
+// looked up for every cell of the rows searched for one, without allocating.
+func appendNormalizedHeader(dst []byte, s string) []byte {
 	depth := 0
 	for _, r := range s {
 		switch r {
@@ -111,22 +116,23 @@ func normalizeHeader(s string) string {
 		if unicode.IsSpace(r) || r == '_' || r == '-' || r == '.' || r == '*' || r == '＊' || r == '\u200b' || r == '\ufeff' {
 			continue
 		}
-		b.WriteRune(unicode.ToLower(r))
+		dst = utf8.AppendRune(dst, unicode.ToLower(r))
 	}
-	return b.String()
+	return dst
 }
 
 // lookupColumn returns the column a header cell names.
 func lookupColumn(header string) (Column, bool) {
-	c, ok := columnIndex[normalizeHeader(header)]
+	var buf [64]byte
+	c, ok := columnIndex[string(appendNormalizedHeader(buf[:0], header))]
 	return c, ok
 }
 
 // headerScore counts the distinct known columns a row names.
-func headerScore(cells []string) int {
+func headerScore(cells []cell) int {
 	seen := map[string]bool{}
 	for _, h := range cells {
-		if c, ok := lookupColumn(h); ok {
+		if c, ok := lookupColumn(h.text); ok {
 			seen[c.Field] = true
 		}
 	}

@@ -53,6 +53,7 @@ type xlsxFile struct {
 	zr     *zip.Reader
 	parts  map[string]*zip.File // lower-cased, '/'-separated name → entry
 	done   map[*zip.File]bool   // parts already read to their end
+	xmlBuf []byte               // the XML scanner's buffer, handed from part to part
 
 	sheets     []bookSheet // in workbook order
 	date1904   bool        // days count from 1904 (old Mac Excel), not 1900
@@ -232,7 +233,10 @@ func (b *xlsxFile) walk(f *zip.File, visit func(t *xmlToken) error) error {
 	}
 	defer rc.Close()
 	b.xml.part = f.Name
-	s := newXMLScanner(b.ctx, rc, b.xml)
+	s := newXMLScannerIn(b.ctx, rc, b.xml, b.xmlBuf)
+	// Tokens point into the buffer only until the next one, so the next
+	// part may read into it (parts are read one after another).
+	defer func() { b.xmlBuf = s.buf }()
 	for {
 		tok, err := s.next()
 		if errors.Is(err, errXMLEnd) {

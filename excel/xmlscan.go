@@ -137,7 +137,17 @@ func (b *xmlBudget) take(n int) error {
 
 // newXMLScanner reads one part; budget (nil: unbounded, for tests) counts its entries.
 func newXMLScanner(ctx context.Context, r io.Reader, budget *xmlBudget) *xmlScanner {
-	return &xmlScanner{ctx: ctx, r: r, buf: make([]byte, xmlChunk), budget: budget}
+	return newXMLScannerIn(ctx, r, budget, nil)
+}
+
+// newXMLScannerIn is newXMLScanner reading into buf (nil: a new one), the
+// buffer of a scanner done with its part: a workbook of 9,990 parts
+// allocated 320 MB of buffers otherwise.
+func newXMLScannerIn(ctx context.Context, r io.Reader, budget *xmlBudget, buf []byte) *xmlScanner {
+	if len(buf) < xmlChunk {
+		buf = make([]byte, xmlChunk)
+	}
+	return &xmlScanner{ctx: ctx, r: r, buf: buf, budget: budget}
 }
 
 // count takes n entries from the budget, making a refusal sticky.

@@ -24,24 +24,19 @@
 package main
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -49,7 +44,9 @@ import (
 
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/excel"
+	"github.com/bulkreg/bulkreg/internal/hostile"
 	"github.com/bulkreg/bulkreg/internal/redisproc"
+	"github.com/bulkreg/bulkreg/producer/httpapi"
 	"github.com/bulkreg/bulkreg/producer/upload"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
@@ -72,13 +69,13 @@ type figures struct {
 func main() {
 	dir := flag.String("dir", filepath.Join("testdata", "hostile"), "the hostile corpus")
 	only := flag.String("only", "", "measure only the files whose name holds this")
-	child := flag.String("child", "", "(internal) measure this one file")
+	child := flag.String("child", "", "(internal) measure this one upload of the corpus")
 	redisAddr := flag.String("redis", "", "(internal) the redis-server of the parent")
 	brokers := flag.String("brokers", "", "(internal) the Kafka broker of the parent")
 	timeout := flag.Duration("timeout", 2*time.Minute, "give up on one file after this long")
 	flag.Parse()
 	if *child != "" {
-		f, err := measure(*child, *redisAddr, strings.Split(*brokers, ","))
+		f, err := measure(*dir, *child, *redisAddr, strings.Split(*brokers, ","))
 		if err != nil {
 			f.Error = err.Error()
 		}
@@ -93,7 +90,7 @@ func main() {
 }
 
 func run(dir, only string, timeout time.Duration) error {
-	files, err := Corpus(dir)
+	files, err := hostile.Names(dir)
 	if err != nil {
 		return err
 	}
@@ -118,11 +115,11 @@ func run(dir, only string, timeout time.Duration) error {
 	}
 	var all []figures
 	for _, f := range files {
-		if only != "" && !strings.Contains(filepath.Base(f), only) {
+		if only != "" && !strings.Contains(f, only) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		cmd := exec.CommandContext(ctx, self, "-child", f, "-redis", rp.Addr, "-brokers", strings.Join(kc.ListenAddrs(), ","))
+		cmd := exec.CommandContext(ctx, self, "-dir", dir, "-child", f, "-redis", rp.Addr, "-brokers", strings.Join(kc.ListenAddrs(), ","))
 		cmd.Stderr = os.Stderr
 		out, err := cmd.Output()
 		cancel()
@@ -165,71 +162,8 @@ func run(dir, only string, timeout time.Duration) error {
 	})
 }
 
-// Corpus lists the corpus files (INDEX.tsv and the generator excepted).
-func Corpus(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("read the hostile corpus (go run ./testdata/hostile/gen writes it): %w", err)
-	}
-	var out []string
-	for _, e := range entries {
-		if e.IsDir() || e.Name() == "INDEX.tsv" {
-			continue
-		}
-		out = append(out, filepath.Join(dir, e.Name()))
-	}
-	slices.Sort(out)
-	return out, nil
-}
-
-// Load reads a corpus file as it is uploaded: a NAME.gz file is NAME's
-// bytes, stored compressed.
-func Load(path string) (name string, data []byte, err error) {
-	data, err = os.ReadFile(path)
-	if err != nil {
-		return "", nil, err
-	}
-	name = filepath.Base(path)
-	if strings.HasSuffix(name, ".gz") {
-		zr, err := gzip.NewReader(bytes.NewReader(data))
-		if err != nil {
-			return "", nil, fmt.Errorf("%s: %w", name, err)
-		}
-		if data, err = io.ReadAll(zr); err != nil {
-			return "", nil, fmt.Errorf("%s: %w", name, err)
-		}
-		name = strings.TrimSuffix(name, ".gz")
-	}
-	return name, data, nil
-}
-
-func cpu() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func maxRSS() int64 {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return ru.Maxrss << 10 // KiB on Linux
-}
-
-func rss() int64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0
-	}
-	n, _ := strconv.ParseInt(f[1], 10, 64)
-	return n * int64(os.Getpagesize())
-}
-
-func measure(path, redisAddr string, brokers []string) (figures, error) {
-	name, data, err := Load(path)
+func measure(dir, name, redisAddr string, brokers []string) (figures, error) {
+	data, err := hostile.Load(dir, name)
 	f := figures{File: name, Bytes: len(data)}
 	if err != nil {
 		return f, err
@@ -251,19 +185,19 @@ func measure(path, redisAddr string, brokers []string) (figures, error) {
 	}
 	runtime.GC()
 	debug.FreeOSMemory()
-	base := rss()
+	base := hostile.RSS()
 
-	c0, t0 := cpu(), time.Now()
+	c0, t0 := hostile.CPU(), time.Now()
 	chk, cerr := up.Check(ctx, seller, data)
 	f.CheckWallms = ms(time.Since(t0))
-	f.CheckCPUms = ms(cpu() - c0)
+	f.CheckCPUms = ms(hostile.CPU() - c0)
 	f.CheckAnswerBytes = CheckAnswer(chk, cerr)
 
-	c1 := cpu()
+	c1 := hostile.CPU()
 	res, uerr := up.Upload(ctx, upload.Request{SellerID: seller, FileName: name, Data: data})
-	f.UploadCPUms = ms(cpu() - c1)
+	f.UploadCPUms = ms(hostile.CPU() - c1)
 	f.UploadAnswerBytes = UploadAnswer(res, uerr)
-	f.RSSGrowthMiB = float64(max(0, maxRSS()-base)) / (1 << 20)
+	f.RSSGrowthMiB = float64(max(0, hostile.MaxRSS()-base)) / (1 << 20)
 	f.Outcome = outcome(res, uerr)
 	if res.UploadID != "" {
 		for _, part := range []string{"meta", "states", "rows", "cells"} {
@@ -291,31 +225,8 @@ func outcome(res upload.Result, err error) string {
 	return fmt.Sprintf("accepted: %d rows, %d valid", len(res.Sheet.Rows), res.Sheet.Valid())
 }
 
-// The answers as producer/httpapi writes them (CheckResponse,
-// UploadResponse and the problem document of a refusal).
-type checkAnswer struct {
-	DryRun            bool             `json:"dry_run"`
-	Total             int              `json:"total"`
-	Valid             int              `json:"valid"`
-	Invalid           int              `json:"invalid"`
-	AlreadyRegistered int              `json:"already_registered"`
-	Problems          []upload.Problem `json:"problems"`
-	Warnings          []upload.Problem `json:"warnings"`
-}
-
-type uploadAnswer struct {
-	UploadID          string           `json:"upload_id"`
-	Duplicate         bool             `json:"duplicate"`
-	State             string           `json:"state"`
-	Total             int              `json:"total"`
-	Published         int              `json:"published"`
-	Invalid           int              `json:"invalid"`
-	AlreadyRegistered int              `json:"already_registered"`
-	Problems          []upload.Problem `json:"problems,omitempty"`
-	Warnings          []upload.Problem `json:"warnings,omitempty"`
-	StatusURL         string           `json:"status_url"`
-}
-
+// problemAnswer is producer/httpapi's problem document of a refusal (its
+// type is unexported there); the other answers are httpapi's own types.
 type problemAnswer struct {
 	Type     string           `json:"type"`
 	Title    string           `json:"title"`
@@ -346,7 +257,7 @@ func CheckAnswer(c *upload.Checked, err error) int {
 	if err != nil {
 		return refusalSize(err)
 	}
-	return size(checkAnswer{DryRun: true, Total: len(c.Rows), Valid: c.Valid, Invalid: c.Invalid, AlreadyRegistered: c.AlreadyRegistered,
+	return size(httpapi.CheckResponse{DryRun: true, Total: len(c.Rows), Valid: c.Valid, Invalid: c.Invalid, AlreadyRegistered: c.AlreadyRegistered,
 		Problems: c.Problems, Warnings: c.Warnings})
 }
 
@@ -355,7 +266,7 @@ func UploadAnswer(res upload.Result, err error) int {
 	if err != nil {
 		return refusalSize(err)
 	}
-	a := uploadAnswer{UploadID: res.UploadID, Duplicate: res.Duplicate, State: res.Upload.State, Total: res.Upload.Total,
+	a := httpapi.UploadResponse{UploadID: res.UploadID, Duplicate: res.Duplicate, Resumed: res.Resumed, State: res.Upload.State, Total: res.Upload.Total,
 		Published: res.Published, Invalid: res.Invalid, AlreadyRegistered: res.AlreadyRegistered, StatusURL: "/v1/uploads/" + res.UploadID}
 	if res.Sheet != nil {
 		a.Warnings = upload.Problems(res.Sheet.Warnings)

@@ -16,6 +16,7 @@ package main
 import (
 	"archive/zip"
 	"bytes"
+	"cmp"
 	"compress/flate"
 	"compress/gzip"
 	"encoding/binary"
@@ -36,6 +37,7 @@ import (
 
 func main() {
 	out := flag.String("out", filepath.Join("testdata", "hostile"), "directory to write the corpus into")
+	only := flag.String("only", "", "write only the files whose name holds this, and no INDEX.tsv")
 	flag.Parse()
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		log.Fatal(err)
@@ -43,6 +45,9 @@ func main() {
 	var index strings.Builder
 	index.WriteString("# hostile corpus, written by go run ./testdata/hostile/gen: name, upload bytes, what it is\n")
 	for _, h := range corpus() {
+		if !strings.Contains(h.name, *only) {
+			continue
+		}
 		data := h.make()
 		name := h.name
 		stored := data
@@ -55,6 +60,9 @@ func main() {
 		}
 		fmt.Fprintf(&index, "%s\t%d\t%s\n", h.name, len(data), h.what)
 		fmt.Printf("%-34s %9d bytes (%8d stored)  %s\n", h.name, len(data), len(stored), h.what)
+	}
+	if *only != "" {
+		return
 	}
 	if err := os.WriteFile(filepath.Join(*out, "INDEX.tsv"), []byte(index.String()), 0o644); err != nil {
 		log.Fatal(err)
@@ -305,7 +313,111 @@ func corpus() []hostile {
 			}
 			return []byte(b.String())
 		}},
+		// Shapes of the review of issue 27's work: sheets-9990-far-cell.xlsx
+		// took 0.9 s of CPU, laying out each row searched for a header by column.
+		{"sst-index-huge.xlsx", "500 rows of 9 cells each naming shared string 4294967295, 2^70, -1, 0 or 1 of a table of one", func() []byte {
+			var b strings.Builder
+			idx := []string{"4294967295", "1180591620717411303424", "-1", "0", "1"}
+			for r := 2; r <= 501; r++ {
+				fmt.Fprintf(&b, `<row r="%d">`, r)
+				for c := 1; c <= 9; c++ {
+					fmt.Fprintf(&b, `<c r="%s%d" t="s"><v>%s</v></c>`, col(c), r, idx[(r+c)%len(idx)])
+				}
+				b.WriteString("</row>")
+			}
+			return book(bookOpts{rawRows: b.String(), sst: `<sst><si><t>x</t></si></sst>`})
+		}},
+		{"sheet-huge-refs.xlsx", "5 rows, then a row of 2,000,000 <c/> with references like XFD1048576, ZZZZZZZZZZZZZZZZ1 and A99999999999999999999", func() []byte {
+			refs := []string{`<c r="XFD1048576"/>`, `<c r="ZZZZZZZZZZZZZZZZ1"/>`, `<c r="A99999999999999999999"/>`, `<c/>`}
+			var b strings.Builder
+			b.WriteString(`<row r="7">`)
+			for i := range 2_000_000 {
+				b.WriteString(refs[i%len(refs)])
+			}
+			b.WriteString("</row>")
+			return book(bookOpts{rows: validRows(5), tailRows: b.String()})
+		}},
+		{"csv-quoted-rows.csv", "a header and 10 MiB of quoted rows of 9 short cells", func() []byte {
+			var b strings.Builder
+			b.WriteString(strings.Join(excel.TemplateHeader(), ",") + "\r\n")
+			line := `"a","b","c","d","e","f","g","h","i"` + "\r\n"
+			for b.Len()+len(line) <= 10<<20 {
+				b.WriteString(line)
+			}
+			return []byte(b.String())
+		}},
+		{"csv-one-char.csv", "a header and 10 MiB of one three-byte character", func() []byte {
+			h := strings.Join(excel.TemplateHeader(), ",") + "\r\n"
+			return []byte(h + repeat("가", (10<<20-len(h))/3))
+		}},
+		{"csv-cp949-invalid.csv", "a CP949 header, then 10 MiB in which every other byte starts a CP949 pair that cannot be", func() []byte {
+			h := strings.Join(excel.TemplateHeader(), ",") + "\r\n"
+			var b bytes.Buffer
+			b.WriteString(h)
+			for b.Len() < 10<<20-2 {
+				b.WriteString("\xb0\x20,\x81\xff")
+			}
+			return b.Bytes()
+		}},
+		{"zip-method-deflate64.xlsx", "the worksheet marked as compressed with method 9 (deflate64)", func() []byte {
+			data := book(bookOpts{rows: validRows(5)})
+			return setMethod(data, "xl/worksheets/sheet1.xml", 9)
+		}},
+		{"sheets-9990-no-header.xlsx", "9,990 visible sheets, each its own part of 10 rows of 6 cells and no header: near the cap of parts and of XML entries", func() []byte {
+			var rows strings.Builder
+			for r := 1; r <= 10; r++ {
+				fmt.Fprintf(&rows, `<row r="%d">`, r)
+				for c := 1; c <= 6; c++ {
+					fmt.Fprintf(&rows, `<c r="%s%d" t="inlineStr"><is><t>no header %d</t></is></c>`, col(c), r, c)
+				}
+				rows.WriteString("</row>")
+			}
+			sheet := `<worksheet ` + ns + `><sheetData>` + rows.String() + `</sheetData></worksheet>`
+			return manySheets(9990, sheet)
+		}},
+		{"sheets-9990-far-cell.xlsx", "9,990 visible sheets, each its own part of 10 rows whose one cell is in column IV, the last one read", func() []byte {
+			var rows strings.Builder
+			for r := 1; r <= 10; r++ {
+				fmt.Fprintf(&rows, `<row r="%d"><c r="%s%d" t="inlineStr"><is><t>x</t></is></c></row>`, r, col(excel.MaxColumns), r)
+			}
+			sheet := `<worksheet ` + ns + `><sheetData>` + rows.String() + `</sheetData></worksheet>`
+			return manySheets(9990, sheet)
+		}},
+		{"rels-outside.xlsx", "the workbook's sheet relationship pointing at ../../etc/passwd", func() []byte {
+			return book(bookOpts{rows: validRows(5), sheetTarget: "../../etc/passwd"})
+		}},
 	}
+}
+
+// manySheets is a workbook of n visible sheets, each its own part holding
+// sheet.
+func manySheets(n int, sheet string) []byte {
+	var sheets, rels strings.Builder
+	extra := map[string]string{}
+	for i := 2; i <= n; i++ {
+		fmt.Fprintf(&sheets, `<sheet name="S%d" sheetId="%d" r:id="rIdS%d"/>`, i, i, i)
+		fmt.Fprintf(&rels, `<Relationship Id="rIdS%d" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet" Target="worksheets/s%d.xml"/>`, i, i)
+		extra[fmt.Sprintf("xl/worksheets/s%d.xml", i)] = sheet
+	}
+	return book(bookOpts{extraSheets: sheets.String(), extraRels: rels.String(), extra: extra, sheetFirst: sheet})
+}
+
+// setMethod rewrites the compression method of entry name (central
+// directory and local header).
+func setMethod(data []byte, name string, method uint16) []byte {
+	out := bytes.Clone(data)
+	n := []byte(name)
+	for i := 0; i+46 < len(out); i++ {
+		if out[i] == 'P' && out[i+1] == 'K' && out[i+2] == 1 && out[i+3] == 2 {
+			nl := int(binary.LittleEndian.Uint16(out[i+28:]))
+			if i+46+nl <= len(out) && bytes.Equal(out[i+46:i+46+nl], n) {
+				binary.LittleEndian.PutUint16(out[i+10:], method)
+				off := int(binary.LittleEndian.Uint32(out[i+42:]))
+				binary.LittleEndian.PutUint16(out[off+8:], method)
+			}
+		}
+	}
+	return out
 }
 
 // bookOpts describes a workbook: every field is optional.
@@ -323,6 +435,8 @@ type bookOpts struct {
 	extraRels      string     // more <Relationship> elements of the workbook
 	extra          map[string]string
 	sheetUTF16     bool
+	sheetFirst     string // the first sheet's XML, when not sheetXML's
+	sheetTarget    string // the Target of the sheet's relationship, when not worksheets/sheet1.xml
 	duplicateSheet string // a second entry xl/worksheets/sheet1.xml with this content
 }
 
@@ -366,8 +480,9 @@ func xmlEscape(s string) string {
 }
 
 func book(o bookOpts) []byte {
-	sheet := sheetXML(o)
-	wbRels := `<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet" Target="worksheets/sheet1.xml"/>`
+	sheet := cmp.Or(o.sheetFirst, sheetXML(o))
+	target := cmp.Or(o.sheetTarget, "worksheets/sheet1.xml")
+	wbRels := `<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet" Target="` + target + `"/>`
 	ct := `<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/><Default Extension="xml" ContentType="application/xml"/><Override PartName="/xl/workbook.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/></Types>`
 	parts := []part{
 		{"[Content_Types].xml", ct},
