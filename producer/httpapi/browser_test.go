@@ -70,6 +70,34 @@ func browser(t *testing.T) context.Context {
 	return ctx
 }
 
+// browserStack starts chromium and a dev stack for it: real Redis, the
+// tests' limit, window and margin, 6 s Kafka sessions, an event every
+// 200 ms, its log in the test's artifacts (stack.log); o sets the rest.
+// The stack closes when the test ends, before the browser.
+func browserStack(t *testing.T, o devstack.Options) (context.Context, *devstack.Stack) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatal("redis-server is not installed; `make deps` installs it")
+	}
+	ctx := browser(t)
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	logf, err := os.Create(filepath.Join(t.ArtifactDir(), "stack.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logf.Close() })
+	o.Redis, o.Limit, o.Window, o.Margin = "real", limit, window, margin
+	o.Logger = slog.New(slog.NewJSONHandler(logf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	o.SessionTimeout, o.EventsInterval = 6*time.Second, 200*time.Millisecond
+	stack, err := devstack.Start(sctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stack.Close)
+	return ctx, stack
+}
+
 // within runs actions on the tab of ctx with a deadline.
 func within(t *testing.T, ctx context.Context, d time.Duration, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
@@ -337,23 +365,7 @@ func apiGet(t *testing.T, url, token string) (int, []byte) {
 // download both reports and open them; a cross-site form post is refused;
 // a second seller sees neither the upload nor its report, by page or API.
 func TestSellerInTheBrowser(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Fatal("redis-server is not installed; `make deps` installs it")
-	}
-	ctx := browser(t)
-	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	logf, err := os.Create(filepath.Join(t.ArtifactDir(), "stack.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	stack, err := devstack.Start(sctx, devstack.Options{Redis: "real", Limit: limit, Window: window, Margin: margin, Logger: slog.New(slog.NewJSONHandler(logf, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Consumers: 2, Partitions: 2, SessionTimeout: 6 * time.Second, EventsInterval: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Close()
+	ctx, stack := browserStack(t, devstack.Options{Consumers: 2, Partitions: 2})
 	base := stack.ProducerURL
 	const rows, badRow = 25, 7 // the bad row shows in the preview's first screen
 	file := productFile(t, rows, badRow)
@@ -647,26 +659,10 @@ func TestSellerInTheBrowser(t *testing.T) {
 // finish time), and the notice leaves within one event of its recovery;
 // the upload then ends "all registered".
 func TestOutageInTheBrowser(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Fatal("redis-server is not installed; `make deps` installs it")
-	}
-	ctx := browser(t)
-	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	logf, err := os.Create(filepath.Join(t.ArtifactDir(), "stack.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
 	// A circuit that opens after a few failed calls of two sellers and
 	// probes every 200 ms to 1 s: the outage shows in about a second.
-	stack, err := devstack.Start(sctx, devstack.Options{Redis: "real", Limit: limit, Window: window, Margin: margin, Logger: slog.New(slog.NewJSONHandler(logf, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Consumers: 1, Partitions: 2, SessionTimeout: 6 * time.Second, EventsInterval: 200 * time.Millisecond,
+	ctx, stack := browserStack(t, devstack.Options{Consumers: 1, Partitions: 2,
 		Circuit: circuit.Settings{Window: 2 * time.Second, MinCalls: 4, MinFailedRows: 2, ProbeMin: 200 * time.Millisecond, ProbeMax: time.Second, ProbeLease: 3 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Close()
 	base := stack.ProducerURL
 	tokA, _ := httpapi.MintToken(stack.Secret, "seller-a", 5*time.Minute, time.Now())
 	tokC, _ := httpapi.MintToken(stack.Secret, "seller-c", 5*time.Minute, time.Now())

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"io"
+	"net/http"
 	"testing"
 	"time"
 
@@ -57,4 +59,31 @@ func newEnv(t testing.TB, brokers []string, wo upload.WriterOptions) *env {
 func consume(t testing.TB, brokers []string) []testkafka.Message {
 	t.Helper()
 	return testkafka.Consume(t, brokers, topic)
+}
+
+// pageDo sends a request as a browser reading lang would (lang and
+// contentType are left out when empty) and returns the answer with its
+// body, read and closed.
+func pageDo(t testing.TB, c *http.Client, method, url, lang, contentType string, body io.Reader) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if lang != "" {
+		req.Header.Set("Accept-Language", lang)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read the answer: %v", method, url, err)
+	}
+	return resp, b
 }

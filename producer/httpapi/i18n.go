@@ -131,9 +131,11 @@ var messages = map[string][2]string{ // [ko, en]
 	"paused.body":         {"마켓플레이스가 bulkreg의 접속을 거부해 운영자가 설정을 고쳐야 합니다. 잃어버린 행은 없고 실패로 처리되는 행도 없습니다. 고쳐지면 행이 자동으로 이어서 등록됩니다. 이 페이지를 닫아도 됩니다.", "The marketplace refused bulkreg's access; an operator has to fix it. No row is lost and none is counted as failed for it; the rows continue by themselves once it is fixed. You may close this page."},
 	"paused.eta":          {"등록이 다시 시작될 때까지 완료 시각을 알 수 없습니다.", "The finish time is unknown until registering resumes."},
 	"state.done.ok":       {"모두 등록됨", "all registered"},
+	"state.done.other":    {"완료 (다른 내용으로 이미 등록된 상품 있음)", "done, some already registered with different content"},
 	"state.done.partial":  {"일부 실패", "partly failed"},
 	"state.done.failed":   {"모두 실패", "all failed"},
 	"end.ok":              {"모든 행을 등록했습니다 (새로 등록 %d, 이미 등록됨 %d).", "Every row is registered (%d now, %d already)."},
+	"end.other":           {"완료: 새로 등록 %[1]d, 이미 등록됨 %[2]d, 다른 내용으로 이미 등록됨 %[3]d. 파일에서 고칠 행은 없습니다.", "Done: %[3]d already registered with different content, nothing to fix in the file (%[1]d registered now, %[2]d already)."},
 	"end.partial":         {"일부 실패: %d행 중 %d행을 고쳐야 합니다. 나머지는 등록되었습니다.", "Partly failed: %[2]d of %[1]d rows need fixing; the rest are registered."},
 	"end.failed":          {"모두 실패: %d행 모두 고쳐야 합니다. 등록된 행이 없습니다.", "All failed: all %d rows need fixing; none was registered."},
 	"end.fix":             {"고칠 파일 내려받기: 실패한 행 %d개 (.xlsx)", "Download the fix file: failed rows, %d (.xlsx)"},
@@ -195,7 +197,7 @@ func fmtDuration(lang string, d time.Duration) string {
 func jsMessages(lang string) map[string]string {
 	out := map[string]string{}
 	for _, k := range []string{"detail.eta", "detail.eta.now", "detail.eta.none", "detail.done", "detail.percent", "dur.min", "dur.sec", "detail.nofailed", "upload.nofile", "upload.working",
-		"outage.eta", "paused.eta", "state.done.ok", "state.done.partial", "state.done.failed", "end.ok", "end.partial", "end.failed", "end.fix"} {
+		"outage.eta", "paused.eta", "state.done.ok", "state.done.other", "state.done.partial", "state.done.failed", "end.ok", "end.other", "end.partial", "end.failed", "end.fix"} {
 		out[k] = msg(lang, k)
 	}
 	for _, s := range []string{"publishing", "published", "publish_failed", "done"} {

@@ -1,10 +1,8 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"html"
-	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -27,17 +25,8 @@ func TestKoreanPagesSayReasonsInKorean(t *testing.T) {
 	post := func(path string, data []byte, lang string) string {
 		t.Helper()
 		ct, body := multipartBody(t, "file", data, map[string]string{"csrf_token": csrf})
-		req, _ := http.NewRequest("POST", e.srv.URL+path, body)
-		req.Header.Set("Content-Type", ct)
-		req.Header.Set("Accept-Language", lang)
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var b bytes.Buffer
-		b.ReadFrom(resp.Body)
-		return html.UnescapeString(b.String())
+		_, b := pageDo(t, c, "POST", e.srv.URL+path, lang, ct, body)
+		return html.UnescapeString(string(b))
 	}
 	csv := []byte("판매자상품코드,상품명,카테고리코드,가격,재고수량,internal_note\n" +
 		"A-1,셔츠,CAT-1,\"12,000원\",5,x\n" +
@@ -103,16 +92,8 @@ func TestRowsRegisteredWithOtherContentAreAGroupApart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	req, _ := http.NewRequest("GET", e.srv.URL+"/uploads/"+id, nil)
-	req.Header.Set("Accept-Language", "ko")
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	b.ReadFrom(resp.Body)
-	resp.Body.Close()
-	page := html.UnescapeString(b.String())
+	resp, b := pageDo(t, c, "GET", e.srv.URL+"/uploads/"+id, "ko", "", nil)
+	page := html.UnescapeString(string(b))
 	other := strings.Index(page, `id="other-content"`)
 	failed := strings.Index(page, `id="failed"`)
 	if resp.StatusCode != 200 || other < 0 || failed < 0 {
@@ -145,17 +126,8 @@ func TestTheCheckPageGroupsOtherContentApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	ct, body := multipartBody(t, "file", csv, map[string]string{"csrf_token": csrf})
-	req, _ := http.NewRequest("POST", e.srv.URL+"/upload/check", body)
-	req.Header.Set("Content-Type", ct)
-	req.Header.Set("Accept-Language", "ko")
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	b.ReadFrom(resp.Body)
-	resp.Body.Close()
-	page := html.UnescapeString(b.String())
+	_, b := pageDo(t, c, "POST", e.srv.URL+"/upload/check", "ko", ct, body)
+	page := html.UnescapeString(string(b))
 	other, problems := strings.Index(page, `id="other-content"`), strings.Index(page, `id="problems"`)
 	if other < 0 || problems < 0 || other < problems {
 		t.Fatalf("other-content group at %d, problems at %d; want both, the group after the problems", other, problems)

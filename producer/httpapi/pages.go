@@ -369,12 +369,19 @@ func stateText(lang string, st uploadstatus.Status) string {
 }
 
 // endState is how a finished upload ended: "ok" (every row registered, now
-// or before), "failed" (every row failed) or "partial".
+// or before), "other" (nothing to fix, but some SKUs were registered
+// already with different content, which bulk registration leaves as they
+// are), "failed" (every row needs fixing) or "partial". Rows registered
+// already with other content count as Failed but need no fix in the file,
+// so they alone never make an upload look failed. app.js showEnd decides
+// the same way.
 func endState(st uploadstatus.Status) string {
-	switch {
-	case st.Failed == 0:
+	switch fix := st.Failed - st.OtherContent; {
+	case fix <= 0 && st.OtherContent > 0:
+		return "other"
+	case fix <= 0:
 		return "ok"
-	case st.Failed >= st.Total:
+	case fix >= st.Total:
 		return "failed"
 	}
 	return "partial"
@@ -394,10 +401,12 @@ func endText(lang string, st uploadstatus.Status) string {
 	switch endState(st) {
 	case "ok":
 		return msg(lang, "end.ok", st.Registered, st.AlreadyRegistered)
+	case "other":
+		return msg(lang, "end.other", st.Registered, st.AlreadyRegistered, st.OtherContent)
 	case "failed":
 		return msg(lang, "end.failed", st.Total)
 	}
-	return msg(lang, "end.partial", st.Total, st.Failed)
+	return msg(lang, "end.partial", st.Total, st.Failed-st.OtherContent)
 }
 
 // pacer is the throttle's policy where the uploader's Slots has one
@@ -427,7 +436,7 @@ type detailView struct {
 	// Marketplace is "not_answering" or "misconfigured" while rows wait
 	// on it (the notice shows), else "".
 	Marketplace string
-	// End is the end state ("ok", "partial", "failed") once done; EndText
+	// End is the end state ("ok", "other", "partial", "failed") once done; EndText
 	// says it in words.
 	End, EndText string
 	// AheadText explains a wait behind the seller's earlier uploads (empty

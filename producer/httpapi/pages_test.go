@@ -1,10 +1,8 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"strings"
@@ -15,20 +13,27 @@ import (
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
-// TestEndStates: a finished upload ends in one of three states, in words
-// that say how many rows need fixing; 10 of 12 failed is not "done".
+// TestEndStates: a finished upload ends in one of four states, in words
+// that say how many rows need fixing; 10 of 12 failed is not "done". Rows
+// registered already with other content count as failed but need no fix,
+// so they alone end it neutrally ("other"), never "partly failed".
 func TestEndStates(t *testing.T) {
 	for _, tc := range []struct {
-		name                               string
-		total, registered, already, failed int
-		state, history, text               string
+		name                                      string
+		total, registered, already, failed, other int
+		state, history, text                      string
 	}{
-		{"all registered", 12, 10, 2, 0, "ok", "all registered", "Every row is registered (10 now, 2 already)."},
-		{"10 of 12 failed", 12, 2, 0, 10, "partial", "partly failed", "Partly failed: 10 of 12 rows need fixing; the rest are registered."},
-		{"all failed", 12, 0, 0, 12, "failed", "all failed", "All failed: all 12 rows need fixing; none was registered."},
+		{"all registered", 12, 10, 2, 0, 0, "ok", "all registered", "Every row is registered (10 now, 2 already)."},
+		{"10 of 12 failed", 12, 2, 0, 10, 0, "partial", "partly failed", "Partly failed: 10 of 12 rows need fixing; the rest are registered."},
+		{"all failed", 12, 0, 0, 12, 0, "failed", "all failed", "All failed: all 12 rows need fixing; none was registered."},
+		{"2 registered with other content, the rest registered", 12, 9, 1, 2, 2, "other", "done, some already registered with different content",
+			"Done: 2 already registered with different content, nothing to fix in the file (9 registered now, 1 already)."},
+		{"every row registered with other content", 3, 0, 0, 3, 3, "other", "done, some already registered with different content",
+			"Done: 3 already registered with different content, nothing to fix in the file (0 registered now, 0 already)."},
+		{"2 to fix besides 2 with other content", 12, 8, 0, 4, 2, "partial", "partly failed", "Partly failed: 2 of 12 rows need fixing; the rest are registered."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := uploadstatus.Status{Upload: uploadstatus.Upload{State: uploadstatus.Published, Total: tc.total}, Registered: tc.registered, AlreadyRegistered: tc.already, Failed: tc.failed}
+			st := uploadstatus.Status{Upload: uploadstatus.Upload{State: uploadstatus.Published, Total: tc.total}, Registered: tc.registered, AlreadyRegistered: tc.already, Failed: tc.failed, OtherContent: tc.other}
 			if !st.Done() {
 				t.Fatalf("%+v is not done", st)
 			}
@@ -43,6 +48,9 @@ func TestEndStates(t *testing.T) {
 			}
 			if ko := endText(langKO, st); !strings.ContainsAny(ko, "등실") {
 				t.Errorf("Korean end text %q", ko)
+			}
+			if ko := stateText(langKO, st); ko == tc.history || !strings.ContainsAny(ko, "등실완") {
+				t.Errorf("Korean state text %q", ko)
 			}
 		})
 	}
@@ -61,17 +69,8 @@ func TestRegisterAsksWhenRowsWouldBeSkipped(t *testing.T) {
 	data := xlsx(t, "register-asks", rows...)
 	post := func(fields map[string]string) (*http.Response, string) {
 		ct, body := multipartBody(t, "file", data, fields)
-		req, _ := http.NewRequest("POST", e.srv.URL+"/upload", body)
-		req.Header.Set("Content-Type", ct)
-		req.Header.Set("Accept-Language", "en")
-		resp, err := noRedirect.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var b bytes.Buffer
-		b.ReadFrom(resp.Body)
-		return resp, b.String()
+		resp, b := pageDo(t, &noRedirect, "POST", e.srv.URL+"/upload", "en", ct, body)
+		return resp, string(b)
 	}
 	resp, page := post(map[string]string{"csrf_token": csrf})
 	if resp.StatusCode != http.StatusOK {
@@ -148,13 +147,7 @@ func TestProgressPageShowsTheMarketplace(t *testing.T) {
 		t.Fatalf("upload: %d %s", resp.StatusCode, raw)
 	}
 	page := func(lang string) string {
-		req, _ := http.NewRequest("GET", e.srv.URL+"/uploads/"+up.UploadID+"?lang="+lang, nil)
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		_, b := pageDo(t, c, "GET", e.srv.URL+"/uploads/"+up.UploadID+"?lang="+lang, "", "", nil)
 		return string(b)
 	}
 	for _, tc := range []struct {

@@ -28,14 +28,7 @@ func TestTheSameFileAgainShowsTheNoteAndReportsAreNamed(t *testing.T) {
 	register := func() string {
 		t.Helper()
 		ct, body := multipartBody(t, "file", file, map[string]string{"csrf_token": csrf, "confirmed": "1"})
-		req, _ := http.NewRequest("POST", e.srv.URL+"/upload", body)
-		req.Header.Set("Content-Type", ct)
-		req.Header.Set("Accept-Language", "ko")
-		resp, err := noFollow.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		resp, _ := pageDo(t, &noFollow, "POST", e.srv.URL+"/upload", "ko", ct, body)
 		if resp.StatusCode != http.StatusSeeOther {
 			t.Fatalf("register: %d, want 303 to the upload's page", resp.StatusCode)
 		}
@@ -44,17 +37,8 @@ func TestTheSameFileAgainShowsTheNoteAndReportsAreNamed(t *testing.T) {
 	check := func() string {
 		t.Helper()
 		ct, body := multipartBody(t, "file", file, map[string]string{"csrf_token": csrf})
-		req, _ := http.NewRequest("POST", e.srv.URL+"/upload/check", body)
-		req.Header.Set("Content-Type", ct)
-		req.Header.Set("Accept-Language", "ko")
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var b bytes.Buffer
-		b.ReadFrom(resp.Body)
-		return b.String()
+		_, b := pageDo(t, c, "POST", e.srv.URL+"/upload/check", "ko", ct, body)
+		return string(b)
 	}
 	if page := check(); strings.Contains(page, `id="uploaded-before"`) {
 		t.Errorf("the check of a new file says it was uploaded before")
@@ -72,16 +56,7 @@ func TestTheSameFileAgainShowsTheNoteAndReportsAreNamed(t *testing.T) {
 	}
 	get := func(path, lang string) (*http.Response, []byte) {
 		t.Helper()
-		req, _ := http.NewRequest("GET", e.srv.URL+path, nil)
-		req.Header.Set("Accept-Language", lang)
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var b bytes.Buffer
-		b.ReadFrom(resp.Body)
-		return resp, b.Bytes()
+		return pageDo(t, c, "GET", e.srv.URL+path, lang, "", nil)
 	}
 	if _, page := get(again, "ko"); !bytes.Contains(page, []byte(msg(langKO, "detail.duplicate"))) {
 		t.Errorf("the page of the same file sent again lacks the note %q", msg(langKO, "detail.duplicate"))

@@ -390,7 +390,9 @@ func (s *Server) accessLog(names map[string]string, next http.Handler) http.Hand
 		if route == "" {
 			route = name
 		}
-		s.logr(r).LogAttrs(r.Context(), slog.LevelInfo, "request",
+		// The id is named here directly: a logger built from the context
+		// (logr) for this one line cost 8 allocations a request.
+		s.log().LogAttrs(r.Context(), slog.LevelInfo, "request", slog.String("request_id", id),
 			slog.String("method", r.Method), slog.String("route", route),
 			slog.Int("status", rec.code), slog.Float64("duration_seconds", took.Seconds()),
 			slog.Int64("bytes", rec.bytes), slog.String("seller", ri.seller))

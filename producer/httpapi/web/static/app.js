@@ -146,15 +146,19 @@
     function showEnd(p) {
       var end = "", cls = ["state", "bar", "eta"];
       if (p.done && p.state === "published") {
-        end = p.failed === 0 ? "ok" : p.failed >= p.total ? "failed" : "partial";
+        // As pages.go endState: rows registered already with other content
+        // need no fix, so they alone never make the upload look failed.
+        var other = p.other_content || 0, tofix = p.failed - other;
+        end = tofix <= 0 ? (other > 0 ? "other" : "ok") : tofix >= p.total ? "failed" : "partial";
         endText = end === "ok" ? fmt(m["end.ok"], p.registered, p.already_registered) :
-          end === "failed" ? fmt(m["end.failed"], p.total) : fmt(m["end.partial"], p.total, p.failed);
+          end === "other" ? fmt(m["end.other"], p.registered, p.already_registered, other) :
+          end === "failed" ? fmt(m["end.failed"], p.total) : fmt(m["end.partial"], p.total, tofix);
       } else if (p.done) {
         endText = m["detail.done"];
       }
       cls.forEach(function (id) {
         var el = document.getElementById(id);
-        el.classList.remove("end-ok", "end-partial", "end-failed");
+        el.classList.remove("end-ok", "end-other", "end-partial", "end-failed");
         if (end) el.classList.add("end-" + end);
       });
       set("state", end ? m["state.done." + end] : m["state." + p.state] || p.state);
