@@ -20,6 +20,7 @@ import (
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
+	"github.com/bulkreg/bulkreg/internal/testbin"
 	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/internal/testwait"
@@ -64,7 +65,7 @@ const circuitMargin = 100 * time.Millisecond
 func startWorld(t *testing.T, consumerEnv ...string) *world {
 	t.Helper()
 	began := time.Now()
-	w := &world{t: t, bin: build(t)}
+	w := &world{t: t, bin: testbin.Build(t, "producer", "consumer", "registry-sandbox")}
 	built := time.Now()
 	topic := bulkreg.DefaultTopic
 	w.brokers = testkafka.Start(t, 4, topic, bulkreg.DLQTopic(topic))

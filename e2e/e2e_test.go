@@ -22,6 +22,7 @@ import (
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/internal/redisproc"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
+	"github.com/bulkreg/bulkreg/internal/testbin"
 	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/internal/testwait"
@@ -33,23 +34,10 @@ const (
 	margin = 50 * time.Millisecond
 )
 
-// build compiles the commands once into a temporary folder.
-func build(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./cmd/producer", "./cmd/consumer", "./cmd/registry-sandbox")
-	cmd.Dir = ".."
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return dir
-}
-
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	out  *bytes.Buffer
+	out  *testbin.Output
 	done chan error
 }
 
@@ -57,10 +45,9 @@ type proc struct {
 // its output is shown when the test fails.
 func start(t *testing.T, bin, name string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(bin, args...), out: &bytes.Buffer{}, done: make(chan error, 1)}
+	p := &proc{name: name, cmd: exec.Command(bin, args...), out: &testbin.Output{}, done: make(chan error, 1)}
 	p.cmd.Env = append(os.Environ(), env...)
-	w := &syncWriter{b: p.out}
-	p.cmd.Stdout, p.cmd.Stderr = w, w
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
@@ -69,32 +56,10 @@ func start(t *testing.T, bin, name string, env []string, args ...string) *proc {
 		_ = p.cmd.Process.Kill()
 		<-p.done
 		if t.Failed() {
-			t.Logf("── output of %s ──\n%s", name, tail(w.String(), 40))
+			t.Logf("── output of %s ──\n%s", name, p.out.Tail(40))
 		}
 	})
 	return p
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // freeAddrs gives n distinct free addresses. A test that starts several
@@ -163,7 +128,7 @@ func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binaries and runs for about 20 s")
 	}
-	bin := build(t)
+	bin := testbin.Build(t, "producer", "consumer", "registry-sandbox")
 	topic := bulkreg.DefaultTopic
 	brokers := testkafka.Start(t, 6, topic, bulkreg.DLQTopic(topic))
 	rs := testredis.Start(t)
@@ -200,14 +165,14 @@ func TestEndToEnd(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			if err := cmd.Run(); err != nil {
-				t.Errorf("producer upload --wait for %s: %v\n%s", seller, err, tail(stderr.String(), 20))
+				t.Errorf("producer upload --wait for %s: %v\n%s", seller, err, testbin.Tail(stderr.String(), 20))
 				return
 			}
 			if id := strings.TrimSpace(stdout.String()); id == "" || strings.ContainsAny(id, " \n") {
 				t.Errorf("producer upload printed no upload id: %q", stdout.String())
 			}
 			if !strings.Contains(stderr.String(), fmt.Sprintf("%d rows published", u.rows)) {
-				t.Errorf("producer upload for %s: %q does not say %d rows were published", seller, tail(stderr.String(), 5), u.rows)
+				t.Errorf("producer upload for %s: %q does not say %d rows were published", seller, testbin.Tail(stderr.String(), 5), u.rows)
 			}
 		})
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
+	"github.com/bulkreg/bulkreg/internal/testbin"
 	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/internal/testwait"
@@ -106,7 +107,7 @@ func TestReuploadAndRace(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binaries and runs for about 15 s")
 	}
-	bin := build(t)
+	bin := testbin.Build(t, "producer", "consumer", "registry-sandbox")
 	topic := bulkreg.DefaultTopic
 	brokers := testkafka.Start(t, 4, topic, bulkreg.DLQTopic(topic))
 	rs := testredis.Start(t)
@@ -193,11 +194,11 @@ func TestReuploadAndRace(t *testing.T) {
 	}
 	r := producerCLI(t, bin, env, "upload", "--seller", "seller-fix", "--wait", writeSheet(t, "products.xlsx", bad))
 	if r.code != 1 || !strings.Contains(r.stderr, "36 registered, 0 already registered, 4 failed of 40 rows") {
-		t.Fatalf("first upload --wait: exit %d, want 1 with 36 registered and 4 failed:\n%s", r.code, tail(r.stderr, 12))
+		t.Fatalf("first upload --wait: exit %d, want 1 with 36 registered and 4 failed:\n%s", r.code, testbin.Tail(r.stderr, 12))
 	}
 	r = producerCLI(t, bin, env, "upload", "--seller", "seller-fix", "--wait", writeSheet(t, "products-fixed.xlsx", rows))
 	if r.code != 0 || !strings.Contains(r.stderr, "4 rows published, 0 invalid rows recorded as failed, 36 rows registered before and not sent again") {
-		t.Fatalf("second upload --wait: exit %d, want 0 with 4 published and 36 registered before:\n%s", r.code, tail(r.stderr, 12))
+		t.Fatalf("second upload --wait: exit %d, want 0 with 4 published and 36 registered before:\n%s", r.code, testbin.Tail(r.stderr, 12))
 	}
 	second := statusOf(t, bin, env, strings.TrimSpace(r.stdout))
 	if second.AlreadyRegistered != 36 || second.Registered != 4 || second.Failed != 0 || second.Waiting != 0 {

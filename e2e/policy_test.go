@@ -12,6 +12,7 @@ import (
 
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
+	"github.com/bulkreg/bulkreg/internal/testbin"
 	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/internal/testwait"
@@ -57,7 +58,7 @@ type policyRun struct {
 // until done says the sandbox's audit is final.
 func runPolicy(t *testing.T, api string, kind throttle.Kind, burst int, done func(sandbox.SellerAudit) bool) policyRun {
 	t.Helper()
-	bin := build(t)
+	bin := testbin.Build(t, "producer", "consumer", "registry-sandbox")
 	topic := bulkreg.DefaultTopic
 	brokers := testkafka.Start(t, 1, topic, bulkreg.DLQTopic(topic))
 	rs := testredis.Start(t)

@@ -53,6 +53,23 @@ func (w *world) near(at time.Time) string {
 	return "near " + strings.Join(out, " ")
 }
 
+// countedBefore lists the seller's 201s the API counted in the window
+// before a 429 at the moment at, each as sent → counted: which calls filled
+// the window, and how late each was counted, is the first thing a replay
+// needs.
+func (w *world) countedBefore(calls []sandbox.Call, seller string, at time.Time) string {
+	var in []string
+	for _, c := range calls {
+		if c.Seller == seller && c.Status == 201 && !c.Handled.Before(at.Add(-w.sc.Window)) && !c.Handled.After(at) {
+			in = append(in, fmt.Sprintf("%s→%s", w.rel(c.Received), w.rel(c.Handled)))
+		}
+	}
+	if at.IsZero() || len(in) == 0 {
+		return "no 201 counted in the window before it"
+	}
+	return fmt.Sprintf("counted in the %s before it (sent→counted): %s", w.sc.Window, strings.Join(in, " "))
+}
+
 func (w *world) rel(t time.Time) string { return fmt.Sprintf("%+.1fs", t.Sub(w.start).Seconds()) }
 
 // judge checks the promises from the sandbox's own log and audit, the
@@ -69,15 +86,15 @@ func (w *world) judge(ctx context.Context, settledOK bool, waitingWhy string, se
 	// 1. The limit: no 429 of the contract, no window over it.
 	for seller, a := range audit.Sellers {
 		if a.RateLimited > 0 || a.Exceeded {
-			var first time.Time
+			var first, sent time.Time
 			for _, c := range calls {
 				if c.Seller == seller && c.Status == 429 && !c.Injected {
-					first = c.Handled
+					first, sent = c.Handled, c.Received
 					break
 				}
 			}
-			v.violate("429 from the limit: %s got %d × 429 (policy %s, limit %d, burst %d, most counted at once %d); the first at %s, %s",
-				seller, a.RateLimited, audit.Policy, audit.Limit, audit.Burst, a.MaxCounted, w.rel(first), w.near(first))
+			v.violate("429 from the limit: %s got %d × 429 (policy %s, limit %d, burst %d, most counted at once %d); the first at %s (sent %s), %s; %s",
+				seller, a.RateLimited, audit.Policy, audit.Limit, audit.Burst, a.MaxCounted, w.rel(first), w.rel(sent), w.near(first), w.countedBefore(calls, seller, first))
 		}
 	}
 

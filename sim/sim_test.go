@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bulkreg/bulkreg/internal/testbin"
 )
 
 var (
@@ -35,7 +37,7 @@ func TestSimulation(t *testing.T) {
 	if *seedFlag >= 0 || *durationFlag > 0 {
 		t.Skip("the soak flags are set: TestSoak runs them")
 	}
-	bin := build(t)
+	bin := testbin.Build(t, "producer", "consumer")
 	for _, seed := range shortSeeds {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { runSeed(t, bin, seed) })
 	}
@@ -47,7 +49,7 @@ func TestSoak(t *testing.T) {
 	if *seedFlag < 0 && *durationFlag <= 0 {
 		t.Skip("run with -sim.seed=N or -sim.duration=D (make soak)")
 	}
-	bin := build(t)
+	bin := testbin.Build(t, "producer", "consumer")
 	started := time.Now()
 	kinds := map[Kind]int{}
 	var seeds []int64

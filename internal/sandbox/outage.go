@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -96,17 +95,7 @@ func (s *Server) refuseForOutage(ctx context.Context, w http.ResponseWriter, r *
 	}
 	sku := ""
 	if some && !all {
-		body, err := io.ReadAll(io.LimitReader(r.Body, s.maxBody+1))
-		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
-		if err != nil {
-			return false
-		}
-		var p struct {
-			SKU string `json:"seller_sku"`
-		}
-		if json.Unmarshal(body, &p) == nil {
-			sku = p.SKU
-		}
+		sku = peekSKU(r, s.maxBody)
 	}
 	if !s.outage.failsFor(sku, start) {
 		return false
