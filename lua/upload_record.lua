@@ -2,7 +2,8 @@
 -- uploadstatus.Store.RecordRow (the rows of one upload that finish together share a call) and
 -- RecordRows.
 --
--- KEYS[1]  bulkreg:upload:{<id>}:meta     HASH: fields "registered", "already_registered" and "failed" hold the counts
+-- KEYS[1]  bulkreg:upload:{<id>}:meta     HASH: fields "registered", "already_registered" and "failed" hold the counts,
+--          "other_content" the failed rows among them whose SKU is registered already with other content
 -- KEYS[2]  bulkreg:upload:{<id>}:states   HASH: row number → "registered" | "already_registered" | "failed"
 -- KEYS[3]  bulkreg:upload:{<id>}:rows     HASH: row number → JSON of the row's result
 -- KEYS[4]  bulkreg:upload:{<id>}:cells    HASH: row number → original cells (only its expiry is refreshed)
@@ -24,21 +25,34 @@ if redis.call('HEXISTS', KEYS[1], 'id') == 0 and redis.call('HEXISTS', KEYS[1], 
 end
 local retention = tonumber(ARGV[1])
 local changed = 0
+-- A failed row whose SKU is registered already with other content (code
+-- already_registered_other_content) needs no fix in the file: the meta's
+-- "other_content" counts them, so a list of uploads (meta only) can tell
+-- them from failures. Only failed results are decoded: they are few.
+local function other(state, json)
+  if state ~= 'failed' or not json then return 0 end
+  local ok, r = pcall(cjson.decode, json)
+  if ok and type(r) == 'table' and r.code == 'already_registered_other_content' then return 1 end
+  return 0
+end
 for i = 2, #ARGV - 2, 3 do
   local row, state, result = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local prev = redis.call('HGET', KEYS[2], row)
   if prev == 'registered' or prev == 'already_registered' then
     -- keep the first success's details
-  elseif prev == state then
-    redis.call('HSET', KEYS[3], row, result)
   else
-    if prev then
-      redis.call('HINCRBY', KEYS[1], prev, -1)
+    local d = other(state, result)
+    if prev == 'failed' then d = d - other(prev, redis.call('HGET', KEYS[3], row)) end
+    if d ~= 0 then redis.call('HINCRBY', KEYS[1], 'other_content', d) end
+    if prev ~= state then
+      if prev then
+        redis.call('HINCRBY', KEYS[1], prev, -1)
+      end
+      redis.call('HINCRBY', KEYS[1], state, 1)
+      redis.call('HSET', KEYS[2], row, state)
+      changed = changed + 1
     end
-    redis.call('HINCRBY', KEYS[1], state, 1)
-    redis.call('HSET', KEYS[2], row, state)
     redis.call('HSET', KEYS[3], row, result)
-    changed = changed + 1
   end
 end
 for i = 1, 4 do

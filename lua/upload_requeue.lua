@@ -5,7 +5,8 @@
 -- recorded) or registered is left alone, so two redrives of the same dead
 -- letter publish it once.
 --
--- KEYS[1]  bulkreg:upload:{<id>}:meta     HASH: field "failed" holds the count of failed rows
+-- KEYS[1]  bulkreg:upload:{<id>}:meta     HASH: field "failed" holds the count of failed rows, "other_content" those of them
+--          whose SKU is registered already with other content
 -- KEYS[2]  bulkreg:upload:{<id>}:states   HASH: row number → state
 -- KEYS[3]  bulkreg:upload:{<id>}:rows     HASH: row number → JSON of the row's result
 -- KEYS[4]  bulkreg:upload:{<id>}:cells    HASH: row number → original cells (only its expiry is refreshed)
@@ -26,6 +27,11 @@ local result = redis.call('HGET', KEYS[3], ARGV[1]) or ''
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
 redis.call('HINCRBY', KEYS[1], 'failed', -1)
+-- the failed rows registered already with other content are counted apart too (upload_record.lua)
+local ok, r = pcall(cjson.decode, result)
+if ok and type(r) == 'table' and r.code == 'already_registered_other_content' then
+  redis.call('HINCRBY', KEYS[1], 'other_content', -1)
+end
 for i = 1, 4 do
   redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[2]))
 end

@@ -72,6 +72,7 @@ func (s *Store) Summaries(ctx context.Context, ids []string) ([]Status, error) {
 		st.Registered, _ = strconv.Atoi(m[Registered])
 		st.AlreadyRegistered, _ = strconv.Atoi(m[AlreadyRegistered])
 		st.Failed, _ = strconv.Atoi(m[Failed])
+		st.OtherContent, _ = strconv.Atoi(m["other_content"]) // upload_record.lua
 		st.Waiting = max(0, st.Total-st.Registered-st.AlreadyRegistered-st.Failed)
 		out = append(out, st)
 	}

@@ -510,3 +510,64 @@ func TestRowsFinishingTogetherShareARecordCall(t *testing.T) {
 	// The writer leaves once the queue is empty: the next row starts a call.
 	testwait.For(t, 5*time.Second, "the upload's writer gone", func() bool { return !s.records.Writing("g") })
 }
+
+// TestOtherContentIsCountedInTheMeta (issue 28, item 11): the list of a
+// seller's uploads reads each upload's meta only, so the failed rows whose
+// SKU is registered already with other content are counted there as they
+// come and go (a failure of another kind after, a redrive, a success), and
+// Summaries and Get agree on them.
+func TestOtherContentIsCountedInTheMeta(t *testing.T) {
+	ctx := context.Background()
+	s := New(testredis.Start(t).Client(), time.Hour)
+	if _, err := s.Create(ctx, newUpload("oc", 4)); err != nil {
+		t.Fatal(err)
+	}
+	other := func(row int) RowResult {
+		return RowResult{Row: row, State: Failed, Code: OtherContent, Reason: "registered already with other content",
+			Details: []Detail{{Code: OtherContent, Field: "seller_sku"}}}
+	}
+	check := func(step string, failed, want int) {
+		t.Helper()
+		sums, err := s.Summaries(ctx, []string{"oc"})
+		if err != nil || len(sums) != 1 {
+			t.Fatalf("%s: Summaries = %v, %v", step, sums, err)
+		}
+		st, err := s.Get(ctx, "oc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sums[0].OtherContent != want || st.OtherContent != want || sums[0].Failed != failed {
+			t.Errorf("%s: the list counts %d rows with other content (%d failed), the status %d; want %d (%d failed)",
+				step, sums[0].OtherContent, sums[0].Failed, st.OtherContent, want, failed)
+		}
+	}
+	steps := []struct {
+		step         string
+		r            RowResult
+		failed, want int
+	}{
+		{"row 2 registered with other content", other(2), 1, 1},
+		{"row 2 again, the same", other(2), 1, 1},
+		{"row 3 refused for its price", RowResult{Row: 3, State: Failed, Code: "invalid_price", Details: []Detail{{Code: OtherContent}}}, 2, 1},
+		{"row 3 then registered with other content", other(3), 2, 2},
+		{"row 2 then refused for another reason", RowResult{Row: 2, State: Failed, Code: "invalid_name"}, 2, 1},
+		{"row 4 registered with other content", other(4), 3, 2},
+		{"row 4 registered after all", RowResult{Row: 4, State: Registered}, 2, 1},
+		{"row 4 with other content after its success", other(4), 2, 1},
+	}
+	for _, st := range steps {
+		if err := s.RecordRow(ctx, "oc", st.r); err != nil {
+			t.Fatal(err)
+		}
+		check(st.step, st.failed, st.want)
+	}
+	q, err := s.Requeue(ctx, "oc", 3)
+	if err != nil || !q.Moved {
+		t.Fatalf("Requeue of row 3 = %+v, %v", q, err)
+	}
+	check("row 3 redriven", 1, 0)
+	if err := s.Restore(ctx, "oc", q); err != nil {
+		t.Fatal(err)
+	}
+	check("row 3's redrive undone", 2, 1)
+}

@@ -88,6 +88,7 @@ var messages = map[string][2]string{ // [ko, en]
 	"uploads.progress":     {"진행", "Progress"},
 	"uploads.older":        {"이전 내역", "Older uploads"},
 	"uploads.new":          {"새 파일 올리기", "Upload a new file"},
+	"uploads.other":        {"+ 다른 내용으로 이미 등록됨 %d", "+ %d already registered with different content"},
 	"detail.title":         {"등록 진행 상황", "Registration progress"},
 	"detail.file":          {"파일 %s, %s에 올림", "File %s, uploaded %s"},
 	"detail.duplicate":     {"이 파일은 전에 올린 적이 있어 다시 등록하지 않았습니다.", "This file was uploaded before; nothing was registered again."},

@@ -82,6 +82,9 @@ func TestRowsRegisteredWithOtherContentAreAGroupApart(t *testing.T) {
 	if err := e.up.Index.AddToSeller(ctx, "seller-a", id, time.Now()); err != nil {
 		t.Fatal(err)
 	}
+	if err := e.store.SetState(ctx, id, uploadstatus.Published, ""); err != nil {
+		t.Fatal(err)
+	}
 	for _, rr := range []uploadstatus.RowResult{
 		{Row: 2, State: uploadstatus.Failed, Code: uploadstatus.OtherContent, Field: "seller_sku",
 			Reason:  `seller_sku "A-1" is already registered as P-1; bulk registration does not change existing products`,
@@ -107,8 +110,22 @@ func TestRowsRegisteredWithOtherContentAreAGroupApart(t *testing.T) {
 		t.Errorf("the failed rows hold the other-content row, or lack the price row: %s", f)
 	}
 	// One row to fix in the file, not two.
+	if !strings.Contains(page, `<dd id="n-failed">1</dd>`) {
+		t.Error("the page's failed count holds the row registered with other content")
+	}
 	if !strings.Contains(page, msg(langKO, "end.fix", 1)) || strings.Contains(page, msg(langKO, "end.fix", 2)) {
 		t.Errorf("the page does not offer the one row to fix (%q)", msg(langKO, "end.fix", 1))
+	}
+	// The history reads the upload's counts only (not its rows): it too
+	// says one row to fix and the other one apart, in Korean.
+	_, b = pageDo(t, c, "GET", e.srv.URL+"/uploads", "ko", "", nil)
+	list := html.UnescapeString(string(b))
+	row := list[strings.Index(list, "f.xlsx"):]
+	row = row[:strings.Index(row, "</tr>")]
+	for _, want := range []string{`class="state-partial">일부 실패<`, `data-label="실패">1 <span class="other-content">+ 다른 내용으로 이미 등록됨 1</span>`} {
+		if !strings.Contains(row, want) {
+			t.Errorf("the history's line lacks %q: %s", want, row)
+		}
 	}
 }
 

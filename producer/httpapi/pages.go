@@ -332,6 +332,10 @@ type uploadRow struct {
 	ID, FileName, Created, CreatedISO, State                   string
 	Total, Registered, Already, Failed, Waiting, Done, Percent int
 	End                                                        string // endState once done, else ""
+	// Failed counts the rows to fix in the file; OtherText, when not
+	// empty, the failed rows apart whose SKU is registered already with
+	// different content (nothing to fix: issue 28, item 11).
+	OtherText string
 }
 
 func (s *Server) pageUploads(w http.ResponseWriter, r *http.Request) {
@@ -350,10 +354,14 @@ func (s *Server) pageUploads(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, st := range page.Uploads {
-		d.Uploads = append(d.Uploads, uploadRow{ID: st.ID, FileName: orDash(st.FileName), Created: st.CreatedAt.Local().Format("2006-01-02 15:04:05"),
+		row := uploadRow{ID: st.ID, FileName: orDash(st.FileName), Created: st.CreatedAt.Local().Format("2006-01-02 15:04:05"),
 			CreatedISO: st.CreatedAt.Format(time.RFC3339), State: stateText(d.Lang, st), Total: st.Total, Registered: st.Registered,
-			Already: st.AlreadyRegistered, Failed: st.Failed, Waiting: st.Waiting,
-			Done: st.Registered + st.AlreadyRegistered + st.Failed, Percent: percent(st), End: uploadEnd(st)})
+			Already: st.AlreadyRegistered, Failed: st.Failed - st.OtherContent, Waiting: st.Waiting,
+			Done: st.Registered + st.AlreadyRegistered + st.Failed, Percent: percent(st), End: uploadEnd(st)}
+		if st.OtherContent > 0 {
+			row.OtherText = msg(d.Lang, "uploads.other", st.OtherContent)
+		}
+		d.Uploads = append(d.Uploads, row)
 	}
 	if page.Next != "" {
 		d.Next = url.QueryEscape(page.Next)
@@ -433,6 +441,8 @@ type detailView struct {
 	FailedRows                                                 []FailedRow
 	OtherContentRows                                           []FailedRow // registered already with other content, apart
 	Fix                                                        int         // failed rows to fix: Failed without OtherContentRows
+	// Failed above counts the rows to fix too: the rows registered already
+	// with other content have their own count (OtherContentRows).
 	// Marketplace is "not_answering" or "misconfigured" while rows wait
 	// on it (the notice shows), else "".
 	Marketplace string
@@ -476,7 +486,7 @@ func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
 	ev := progressEvent(p)
 	v := &detailView{ID: p.ID, FileName: orDash(p.FileName), Created: p.CreatedAt.Local().Format("2006-01-02 15:04:05"),
 		State: stateText(d.Lang, p.Status), Total: p.Total, Registered: p.Registered, Already: p.AlreadyRegistered,
-		Failed: p.Failed, Waiting: p.RowsWaiting, Done: p.Registered + p.AlreadyRegistered + p.Failed,
+		Failed: p.Failed - p.OtherContent, Waiting: p.RowsWaiting, Done: p.Registered + p.AlreadyRegistered + p.Failed,
 		Percent: ev.Percent, IsDone: ev.Done, Ahead: p.RowsAhead}
 	v.FailedRows, v.OtherContentRows = failedRows(d.Lang, p.Status)
 	v.Fix = len(v.FailedRows)

@@ -205,7 +205,7 @@
       var p = JSON.parse(e.data), bar = document.getElementById("bar");
       bar.max = p.total; bar.value = p.registered + p.already_registered + p.failed;
       set("n-registered", p.registered); set("n-already", p.already_registered);
-      set("n-failed", p.failed); set("n-waiting", p.rows_waiting); set("n-total", p.total);
+      set("n-failed", p.failed - (p.other_content || 0)); set("n-waiting", p.rows_waiting); set("n-total", p.total);
       set("percent", fmt(m["detail.percent"], p.percent));
       etaAt = p.eta ? new Date(p.eta) : null;
       eta.dataset.eta = p.eta || "";
