@@ -114,13 +114,18 @@ var table = map[string]text{
 	"invalid_rows":          {"행에 문제가 {count}개 있습니다. 엄격한 업로드는 모든 행이 올바를 때까지 아무것도 등록하지 않습니다", "{count} problems in the rows; a strict upload publishes nothing until every row is valid"},
 
 	// Results of rows the consumers record.
-	"registry_refused":         {"마켓이 이 행을 받지 않았습니다 ({field}): {detail}", "the registration API refused the row ({field}): {detail}"},
-	"registry_refused.nofield": {"마켓이 이 행을 받지 않았습니다: {detail}", "the registration API refused the row: {detail}"},
-	"dead_lettered":            {"마켓이 {attempts}번 시도에도 이 행을 받지 않아 ({detail}) 운영자가 다시 시도하도록 따로 두었습니다. 다시 올릴 필요는 없습니다", "the registration API did not take the row after {attempts} attempts ({detail}); it was set aside for an operator to retry"},
-	"bad_message":              {"이 행의 메시지를 읽을 수 없어 운영자에게 넘겼습니다", "the row's message could not be read; it was handed to an operator"},
-	"already_registered":       {"이미 {product}(으)로 등록되어 있어 다시 보내지 않았습니다", "already registered as {product}; nothing was sent again"},
-	"already_registered.from":  {"이미 {date}에 업로드 {upload}의 {row}행으로 {product}(으)로 등록되어 있어 다시 보내지 않았습니다", "already registered as {product} by upload {upload} row {row} on {date}; nothing was sent again"},
-	"cells_not_kept":           {"이 보고서에는 이 행의 셀이 없습니다. 올린 파일의 글이 bulkreg가 보관하는 양보다 많았습니다. 원래 파일에서 복사해 주세요", "the row's cells are not in this report: the upload held more text than bulkreg keeps; copy them from your file"},
+	"registry_refused":            {"마켓이 이 행을 받지 않았습니다 ({field}): {detail}", "the registration API refused the row ({field}): {detail}"},
+	"registry_refused.nofield":    {"마켓이 이 행을 받지 않았습니다: {detail}", "the registration API refused the row: {detail}"},
+	"dead_lettered":               {"마켓이 {attempts}번 시도에도 이 행을 받지 않아 ({detail}) 운영자가 다시 시도하도록 따로 두었습니다. 다시 올릴 필요는 없습니다", "the registration API did not take the row after {attempts} attempts ({detail}); it was set aside for an operator to retry"},
+	"dead_lettered.transient":     {"마켓이 {attempts}번 시도 모두 일시적인 오류로 답해 ({detail}) 운영자가 다시 시도하도록 따로 두었습니다. 파일에는 문제가 없고 다시 올릴 필요도 없습니다", "the registration API answered all {attempts} attempts with a temporary error ({detail}); the row was set aside for an operator to retry, nothing is wrong with the file"},
+	"dead_lettered.misconfigured": {"마켓이 bulkreg의 접속을 거부해 ({detail}) {attempts}번 시도 뒤 운영자가 다시 시도하도록 따로 두었습니다. 다시 올릴 필요는 없습니다", "the registration API refused bulkreg's access ({detail}) on {attempts} attempts; the row was set aside for an operator to retry"},
+	"dead_lettered.rate_limited":  {"마켓이 {attempts}번 시도 모두 등록 한도를 넘었다고 답해 ({detail}) 운영자가 다시 시도하도록 따로 두었습니다. 다시 올릴 필요는 없습니다", "the registration API answered all {attempts} attempts that its limit was reached ({detail}); the row was set aside for an operator to retry"},
+	"dead_lettered.status":        {"응답 코드 {status}", "status {status}"},
+	"dead_lettered.noanswer":      {"제대로 된 응답을 받지 못함", "no usable answer"},
+	"bad_message":                 {"이 행의 메시지를 읽을 수 없어 운영자에게 넘겼습니다", "the row's message could not be read; it was handed to an operator"},
+	"already_registered":          {"이미 {product}(으)로 등록되어 있어 다시 보내지 않았습니다", "already registered as {product}; nothing was sent again"},
+	"already_registered.from":     {"이미 {date}에 업로드 {upload}의 {row}행으로 {product}(으)로 등록되어 있어 다시 보내지 않았습니다", "already registered as {product} by upload {upload} row {row} on {date}; nothing was sent again"},
+	"cells_not_kept":              {"이 보고서에는 이 행의 셀이 없습니다. 올린 파일의 글이 bulkreg가 보관하는 양보다 많았습니다. 원래 파일에서 복사해 주세요", "the row's cells are not in this report: the upload held more text than bulkreg keeps; copy them from your file"},
 
 	// A row's result, as a report shows it. English keeps the codes the
 	// reports always said.

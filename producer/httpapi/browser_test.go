@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/xuri/excelize/v2"
 
@@ -652,11 +654,31 @@ func TestSellerInTheBrowser(t *testing.T) {
 	}
 }
 
+// eventLog runs in each document before its scripts: it keeps when each
+// progress event came (ms since the epoch) and its marketplace field.
+const eventLog = `(function () {
+  var ES = window.EventSource;
+  if (!ES) return;
+  window.__bulkregEvents = [];
+  window.EventSource = function (url, opts) {
+    var es = new ES(url, opts);
+    es.addEventListener("progress", function (e) {
+      var p = {};
+      try { p = JSON.parse(e.data); } catch (x) {}
+      window.__bulkregEvents.push({at: Date.now(), marketplace: p.marketplace || ""});
+    });
+    return es;
+  };
+  window.EventSource.prototype = ES.prototype;
+})();`
+
 // TestOutageInTheBrowser: an upload waiting behind the seller's earlier one
 // says why (the marketplace's limit, rows ahead) and that the page may be
 // closed; when the marketplace stops answering the page says so within one
-// event of the upload's status saying so (what happens, nothing is lost, no
-// finish time), and the notice leaves within one event of its recovery;
+// event of the upload's status saying so, and within one event of the API's
+// first failed call as the sandbox logged it (what happens, nothing is
+// lost, no finish time), and the notice leaves within one event of its
+// recovery;
 // the upload then ends "all registered".
 func TestOutageInTheBrowser(t *testing.T) {
 	// A circuit that opens after a few failed calls of two sellers and
@@ -674,6 +696,13 @@ func TestOutageInTheBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every document of the tab notes when each progress event came and
+	// what it said of the marketplace, to count the events between the
+	// API's first failed call and the notice.
+	within(t, ctx, 10*time.Second, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: eventLog})
+		return err
+	}))
 	within(t, ctx, 20*time.Second, chromedp.Navigate(link))
 	poll(t, ctx, `location.pathname === "/uploads"`)
 	within(t, ctx, 20*time.Second,
@@ -708,6 +737,7 @@ func TestOutageInTheBrowser(t *testing.T) {
 	received := func() int {
 		return atoi(t, eval[string](t, ctx, `document.getElementById("progress").dataset.received || "0"`))
 	}
+	outageAt := time.Now()
 	stack.Sandbox.SetOutage(sandbox.Outage{All: true})
 	var atOpen int
 	testwait.For(t, 20*time.Second, "the upload's status says the marketplace is not answering", func() bool {
@@ -719,6 +749,38 @@ func TestOutageInTheBrowser(t *testing.T) {
 	})
 	if n := received(); n > atOpen+1 {
 		t.Errorf("the outage notice came with event %d; the status said not_answering before event %d: want it within one event", n, atOpen+1)
+	}
+	// From the API's first failed call: at most one event without the
+	// notice (one read before the circuit opened), the next one has it.
+	var firstFailed time.Time
+	for _, c := range stack.Sandbox.Calls() {
+		if c.Injected && c.Status == http.StatusServiceUnavailable && !c.Received.Before(outageAt) {
+			firstFailed = c.Received
+			break
+		}
+	}
+	if firstFailed.IsZero() {
+		t.Fatal("the sandbox logged no failed call during the outage")
+	}
+	type event struct {
+		At          float64 `json:"at"`
+		Marketplace string  `json:"marketplace"`
+	}
+	without, with := 0, time.Time{}
+	for _, ev := range eval[[]event](t, ctx, `window.__bulkregEvents || []`) {
+		at := time.UnixMilli(int64(ev.At))
+		if at.Before(firstFailed) {
+			continue
+		}
+		if ev.Marketplace == "not_answering" {
+			with = at
+			break
+		}
+		without++
+	}
+	t.Logf("the notice came %v after the first failed call, after %d events without it", with.Sub(firstFailed).Round(time.Millisecond), without)
+	if with.IsZero() || without > 1 {
+		t.Errorf("after the API's first failed call %d events came without the notice (first with it: %v); want it within one event", without, with)
 	}
 	note := eval[[]string](t, ctx, `[document.getElementById("outage").innerText, document.getElementById("eta").innerText]`)
 	if !strings.Contains(note[0], "The marketplace is not answering") || !strings.Contains(note[0], "No row is lost") ||

@@ -109,6 +109,15 @@ func RowReason(lang string, header []string, rr uploadstatus.RowResult) string {
 		}
 	}
 	if d, ok := deadLettered(rr); ok {
+		// The consumer's detail is English ("status 503", or the client's
+		// error): say it from the status, and the cause from the row's
+		// class (its code), in the seller's words.
+		if n, ok := strings.CutPrefix(d["detail"], "status "); ok {
+			d["detail"], _ = messages.Render(lang, "dead_lettered.status", map[string]string{"status": n})
+		} else {
+			d["detail"], _ = messages.Render(lang, "dead_lettered.noanswer", nil)
+		}
+		d[messages.KindParam] = rr.Code
 		s, _ := messages.Render(lang, "dead_lettered", d)
 		return s
 	}

@@ -3,6 +3,8 @@ package upload
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -127,7 +129,7 @@ func TestAKoreanReportIsAllKorean(t *testing.T) {
 		"8":  {"다른 내용으로 이미 등록됨", "P-8", "판매자 센터"},
 		"9":  {"실패", "카테고리코드", "category CAT-1 does not exist"},
 		"10": {"대기 중"},
-		"11": {"실패", "8번", "status 503", "운영자"},
+		"11": {"실패", "8번", "응답 코드 503", "일시적인 오류", "운영자"},
 	} {
 		line := strings.Join(byRow[row], "|")
 		for _, w := range want {
@@ -181,6 +183,42 @@ func TestReportIsNamedAfterTheUpload(t *testing.T) {
 		}
 		if strings.ContainsAny(cd, "\r\n") || strings.Count(cd, `"`) != 2 {
 			t.Errorf("ContentDisposition(%q) = %q: not one safe header value", got, cd)
+		}
+	}
+}
+
+// TestADeadLetterIsSaidInKorean: a row set aside after its retries is
+// recorded by the consumer in English (its class as the code, the last
+// status or the client's error in the reason); a Korean page and report say
+// the cause from the class and the status, with no English left, and the
+// English keeps the consumer's sentence.
+func TestADeadLetterIsSaidInKorean(t *testing.T) {
+	reason := func(n int, detail string) string {
+		return fmt.Sprintf("the registration API did not take the row after %d attempts (%s); it was set aside for an operator to retry", n, detail)
+	}
+	latin := regexp.MustCompile(`[A-Za-z]+`)
+	for _, tc := range []struct {
+		class, detail string
+		want          []string
+	}{
+		{"transient", "status 503", []string{"4번", "일시적인 오류", "응답 코드 503", "파일에는 문제가 없고"}},
+		{"transient", `Post "http://registry/v1/sellers/s/products": context deadline exceeded`, []string{"4번", "일시적인 오류", "제대로 된 응답을 받지 못함"}},
+		{"misconfigured", "status 401", []string{"bulkreg의 접속을 거부해", "응답 코드 401"}},
+		{"rate_limited", "status 429", []string{"등록 한도", "응답 코드 429"}},
+		{"unknown", "status 418", []string{"4번", "응답 코드 418", "운영자"}},
+	} {
+		rr := uploadstatus.RowResult{Row: 2, State: uploadstatus.Failed, Code: tc.class, Attempts: 4, Reason: reason(4, tc.detail)}
+		ko := RowReason(LangKO, nil, rr)
+		for _, w := range tc.want {
+			if !strings.Contains(ko, w) {
+				t.Errorf("%s, %s: %q lacks %q", tc.class, tc.detail, ko, w)
+			}
+		}
+		if words := latin.FindAllString(ko, -1); len(words) > 1 || len(words) == 1 && words[0] != "bulkreg" {
+			t.Errorf("%s, %s: the Korean %q holds English %q", tc.class, tc.detail, ko, words)
+		}
+		if en := RowReason(LangEN, nil, rr); en != rr.Reason {
+			t.Errorf("%s: English %q, want the consumer's %q", tc.class, en, rr.Reason)
 		}
 	}
 }
