@@ -201,7 +201,7 @@ func TestADeadLetterIsSaidInKorean(t *testing.T) {
 		class, detail string
 		want          []string
 	}{
-		{"transient", "status 503", []string{"4번", "일시적인 오류", "응답 코드 503", "파일에는 문제가 없고"}},
+		{"transient", "status 503", []string{"4번", "일시적인 오류", "응답 코드 503", "파일 내용에는 문제가 없습니다", "두 번 등록되지는 않습니다"}},
 		{"transient", `Post "http://registry/v1/sellers/s/products": context deadline exceeded`, []string{"4번", "일시적인 오류", "제대로 된 응답을 받지 못함"}},
 		{"misconfigured", "status 401", []string{"bulkreg의 접속을 거부해", "응답 코드 401"}},
 		{"rate_limited", "status 429", []string{"등록 한도", "응답 코드 429"}},
