@@ -505,25 +505,37 @@ func TestASlotDoesNotOutliveARedisRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var first throttle.Reservation
+	// The new Redis holds the seller one window (issue 11) from whoever
+	// asks first. Which asks first, the other consumer or the row finding
+	// its slot gone, is a race (under load the row won it): either way the
+	// new Redis's slots, the other's and the row's call, must never put
+	// more than the limit in one window. A row calling at its old slot
+	// would be a third in the window of the other's two.
+	var slots []time.Time
 	for i := range limit {
 		r, err := other.Reserve(context.Background(), "s")
-		// The new Redis holds the seller one window (issue 11) from whoever
-		// asked first: the other consumer's slots are at the hold's end.
-		if err != nil || !r.Admitted || r.Wait > policy.Window+2*policy.Margin+100*time.Millisecond {
-			t.Fatalf("the other consumer's reservation %d: %+v, %v; want a slot by the end of the hold", i, r, err)
+		if err != nil || !r.Admitted || r.Wait > 2*policy.Window+2*policy.Margin+100*time.Millisecond {
+			t.Fatalf("the other consumer's reservation %d: %+v, %v; want a slot by a window after the hold's end", i, r, err)
 		}
-		if i == 0 {
-			first = r
-		}
+		slots = append(slots, r.At)
 	}
 	testwait.For(t, 10*time.Second, "the last row registered", func() bool { return f.registeredCount("u") == limit+1 })
 	f.registry.mu.Lock()
 	last := f.registry.callTimes[len(f.registry.callTimes)-1]
 	f.registry.mu.Unlock()
-	if earliest := first.At.Add(window + margin); last.Before(earliest) {
-		t.Errorf("the last row called %v before the new Redis allowed (%v after the other consumer's first slot): it used a slot granted before the restart",
-			earliest.Sub(last), window+margin)
+	all := append(slices.Clone(slots), last)
+	slices.SortFunc(all, func(a, b time.Time) int { return a.Compare(b) })
+	for i, from := range all {
+		n := 0
+		for _, at := range all[i:] {
+			if at.Before(from.Add(window)) {
+				n++
+			}
+		}
+		if n > limit {
+			t.Errorf("%d calls in the window from %v (the other consumer's slots %v, the last row's call %v): it used a slot granted before the restart",
+				n, from.Format("15:04:05.000"), slots, last.Format("15:04:05.000"))
+		}
 	}
 	if stale := gathered(t, reg, "bulkreg_consumer_slots_stale_total"); stale < 1 {
 		t.Errorf("stale slots metric %v, want ≥ 1", stale)
