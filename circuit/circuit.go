@@ -182,6 +182,7 @@ type Breaker struct {
 	allow  *redis.Script
 	report *redis.Script
 	peek   *redis.Script
+	seller *redis.Script
 
 	refused atomic.Int64 // Allow answers that refused a call (local and from Redis)
 	probes  atomic.Int64 // probes this process was given
@@ -229,6 +230,7 @@ func New(rdb redis.UniversalClient, s Settings) (*Breaker, error) {
 		allow:   redis.NewScript(lua.Script("circuit_allow.lua")),
 		report:  redis.NewScript(lua.Script("circuit_report.lua")),
 		peek:    redis.NewScript(lua.Script("circuit_peek.lua")),
+		seller:  redis.NewScript(lua.Script("circuit_seller.lua")),
 		ask:     make(chan struct{}, 1),
 		changed: make(chan struct{}),
 	}
@@ -367,6 +369,33 @@ func (b *Breaker) Peek(ctx context.Context) (Status, error) {
 	}
 	b.learn(st.Now, st.State, st.Wait, st.Wait == 0, st.OpenFor)
 	return st, nil
+}
+
+// SellerCalls is one seller's calls in the circuit's window, as reported
+// to Redis: the transient failures (5xx, no answer) and the answered calls
+// (answered calls a process batches reach Redis up to TrustClosed late).
+type SellerCalls struct {
+	Failures, Answered int
+}
+
+// Failing reports whether the seller's calls failed at least three times
+// and more than twice as often as they were answered: the marketplace is
+// not taking this seller's rows, whether or not the fleet's circuit opened
+// (a lone seller's failures never open it). The margin allows for answered
+// calls still in a process's batch, and for a few random errors.
+func (c SellerCalls) Failing() bool { return c.Failures >= 3 && c.Failures > 2*c.Answered }
+
+// Seller reads seller's calls in the window without changing anything: for
+// the seller's pages, which say so while the marketplace fails that seller.
+func (b *Breaker) Seller(ctx context.Context, seller string) (SellerCalls, error) {
+	v, err := b.seller.Run(ctx, b.rdb, b.keys[1:2], b.s.Window.Microseconds(), b.s.Buckets, seller).Int64Slice()
+	if err != nil {
+		return SellerCalls{}, fmt.Errorf("circuit: read seller %s's calls: %w", seller, err)
+	}
+	if len(v) != 2 {
+		return SellerCalls{}, fmt.Errorf("circuit: read seller %s's calls: %d values, want 2", seller, len(v))
+	}
+	return SellerCalls{Failures: int(v[0]), Answered: int(v[1])}, nil
 }
 
 // WaitReady blocks while this process knows that no call can be allowed

@@ -819,3 +819,62 @@ func TestOutageInTheBrowser(t *testing.T) {
 		t.Errorf("after the outage the upload ends %q, want all registered", end)
 	}
 }
+
+// TestOneSellersFailuresInTheBrowser: the marketplace answers every call of
+// this seller alone with 503. That never opens the fleet's circuit (one
+// seller's failures are its own, issue 26), so before, the page said
+// nothing and its finish time slid a window at a time. Now it says the
+// marketplace is failing this seller's rows, what becomes of them (retried,
+// set aside for an operator, none lost), and that the finish time is
+// unknown; once the marketplace takes the rows again the notice leaves and
+// the countdown returns.
+func TestOneSellersFailuresInTheBrowser(t *testing.T) {
+	ctx, stack := browserStack(t, devstack.Options{Consumers: 1, Partitions: 2,
+		Circuit: circuit.Settings{Window: 2 * time.Second}})
+	base := stack.ProducerURL
+	if err := stack.Sandbox.SetChaos(sandbox.Chaos{Sellers: []string{"seller-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := httpapi.MintToken(stack.Secret, "seller-a", 5*time.Minute, time.Now())
+	id := apiUpload(t, base, tok, productFileSKUs(t, 30, 0, "ALONE"))
+	link, err := stack.SignInLink("seller-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	within(t, ctx, 20*time.Second, chromedp.Navigate(link))
+	poll(t, ctx, `location.pathname === "/uploads"`)
+	within(t, ctx, 20*time.Second, chromedp.Navigate(base+"/uploads/"+id+"?lang=en"), chromedp.WaitVisible(chromedp.CSS("#progress")))
+	testwait.For(t, 15*time.Second, "the failing notice shows", func() bool {
+		return visible(t, ctx, "#outage-failing") && !visible(t, ctx, "#outage-not_answering")
+	})
+	note := eval[[]string](t, ctx, `[document.getElementById("outage").innerText, document.getElementById("eta").innerText]`)
+	if !strings.Contains(note[0], "The marketplace is failing your registrations") || !strings.Contains(note[0], "set aside for an operator") ||
+		!strings.Contains(note[0], "No row is lost") || note[1] != "The finish time is unknown until the marketplace takes your rows again." {
+		t.Errorf("while the marketplace fails this seller the page says %q", note)
+	}
+	fleet, err := circuit.New(stack.Redis, stack.Options.Circuit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := fleet.Peek(context.Background()); err != nil || st.State != circuit.Closed {
+		t.Errorf("the fleet's circuit: %+v, %v; want closed (one seller's failures are its own)", st, err)
+	}
+	time.Sleep(1200 * time.Millisecond) // no countdown: the text stays
+	if e := text(t, ctx, "#eta"); e != note[1] {
+		t.Errorf("while failing the finish line changed to %q", e)
+	}
+	atPhone(t, ctx, "the failing notice", "failing-phone")
+	axeClean(t, ctx, "the failing notice")
+
+	if err := stack.Sandbox.SetChaos(sandbox.Chaos{}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 20*time.Second, "the failing notice leaves", func() bool { return !visible(t, ctx, "#outage") })
+	poll2 := func(expr string, d time.Duration) {
+		testwait.For(t, d, expr, func() bool { return eval[bool](t, ctx, expr) })
+	}
+	poll2(`document.getElementById("progress").dataset.done === "true"`, 60*time.Second)
+	if visible(t, ctx, "#outage") {
+		t.Error("a finished upload still shows the failing notice")
+	}
+}

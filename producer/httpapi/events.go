@@ -27,7 +27,7 @@ type ProgressEvent struct {
 	// take their slots first (why an upload can sit at 0 %).
 	RowsAhead int `json:"rows_ahead"`
 	// Marketplace and Notice are the upload status's (upload.UploadView):
-	// "not_answering" or "misconfigured" while rows wait on the
+	// "not_answering", "failing" (this seller's calls alone fail) or "misconfigured" while rows wait on the
 	// marketplace, so the page shows the outage as it starts and ends.
 	Marketplace string `json:"marketplace,omitempty"`
 	Notice      string `json:"notice,omitempty"`

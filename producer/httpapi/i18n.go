@@ -128,6 +128,9 @@ var messages = map[string][2]string{ // [ko, en]
 	"outage.title":        {"마켓플레이스가 응답하지 않습니다", "The marketplace is not answering"},
 	"outage.body":         {"상품 등록 API가 지금 응답하지 않아 등록을 잠시 멈췄습니다. 잃어버린 행은 없고 실패로 처리되는 행도 없습니다. 마켓플레이스가 다시 응답하면 행이 자동으로 이어서 등록됩니다. 이 페이지를 닫아도 됩니다.", "The marketplace's registration API is not answering, so registering is on hold. No row is lost and none is counted as failed for it; the rows continue by themselves once it answers again. You may close this page."},
 	"outage.eta":          {"마켓플레이스가 다시 응답할 때까지 완료 시각을 알 수 없습니다.", "The finish time is unknown until the marketplace answers again."},
+	"failing.title":       {"마켓플레이스가 이 판매자의 등록을 받지 못하고 있습니다", "The marketplace is failing your registrations"},
+	"failing.body":        {"마켓플레이스가 지금 이 판매자의 등록 요청에 오류로 답하고 있습니다. bulkreg가 행마다 다시 시도하고, 끝내 받지 못한 행은 운영자가 다시 보내도록 따로 둡니다. 잃어버리는 행은 없습니다. 이 페이지를 닫아도 됩니다.", "The marketplace is answering your rows with errors right now. bulkreg retries each row; a row it still cannot register is set aside for an operator to send again. No row is lost. You may close this page."},
+	"failing.eta":         {"마켓플레이스가 이 판매자의 등록을 다시 받을 때까지 완료 시각을 알 수 없습니다.", "The finish time is unknown until the marketplace takes your rows again."},
 	"paused.title":        {"등록이 일시 중지되었습니다", "Registration is paused"},
 	"paused.body":         {"마켓플레이스가 bulkreg의 접속을 거부해 운영자가 설정을 고쳐야 합니다. 잃어버린 행은 없고 실패로 처리되는 행도 없습니다. 고쳐지면 행이 자동으로 이어서 등록됩니다. 이 페이지를 닫아도 됩니다.", "The marketplace refused bulkreg's access; an operator has to fix it. No row is lost and none is counted as failed for it; the rows continue by themselves once it is fixed. You may close this page."},
 	"paused.eta":          {"등록이 다시 시작될 때까지 완료 시각을 알 수 없습니다.", "The finish time is unknown until registering resumes."},
@@ -198,7 +201,7 @@ func fmtDuration(lang string, d time.Duration) string {
 func jsMessages(lang string) map[string]string {
 	out := map[string]string{}
 	for _, k := range []string{"detail.eta", "detail.eta.now", "detail.eta.none", "detail.done", "detail.percent", "dur.min", "dur.sec", "detail.nofailed", "upload.nofile", "upload.working",
-		"outage.eta", "paused.eta", "state.done.ok", "state.done.other", "state.done.partial", "state.done.failed", "end.ok", "end.other", "end.partial", "end.failed", "end.fix"} {
+		"outage.eta", "failing.eta", "paused.eta", "state.done.ok", "state.done.other", "state.done.partial", "state.done.failed", "end.ok", "end.other", "end.partial", "end.failed", "end.fix"} {
 		out[k] = msg(lang, k)
 	}
 	for _, s := range []string{"publishing", "published", "publish_failed", "done"} {

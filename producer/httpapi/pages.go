@@ -443,7 +443,7 @@ type detailView struct {
 	Fix                                                        int         // failed rows to fix: Failed without OtherContentRows
 	// Failed above counts the rows to fix too: the rows registered already
 	// with other content have their own count (OtherContentRows).
-	// Marketplace is "not_answering" or "misconfigured" while rows wait
+	// Marketplace is "not_answering", "failing" or "misconfigured" while rows wait
 	// on it (the notice shows), else "".
 	Marketplace string
 	// End is the end state ("ok", "other", "partial", "failed") once done; EndText
@@ -490,7 +490,7 @@ func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
 		Percent: ev.Percent, IsDone: ev.Done, Ahead: p.RowsAhead}
 	v.FailedRows, v.OtherContentRows = failedRows(d.Lang, p.Status)
 	v.Fix = len(v.FailedRows)
-	if !ev.Done && (p.Marketplace == upload.MarketplaceNotAnswering || p.Marketplace == upload.MarketplaceMisconfigured) {
+	if !ev.Done && (p.Marketplace == upload.MarketplaceNotAnswering || p.Marketplace == upload.MarketplaceMisconfigured || p.Marketplace == upload.MarketplaceFailing) {
 		v.Marketplace = p.Marketplace
 	}
 	if pol, ok := s.Uploader.Slots.(pacer); ok {
@@ -510,6 +510,8 @@ func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
 		v.ETAText = msg(d.Lang, "detail.done")
 	case v.Marketplace == upload.MarketplaceNotAnswering:
 		v.ETAText = msg(d.Lang, "outage.eta")
+	case v.Marketplace == upload.MarketplaceFailing:
+		v.ETAText = msg(d.Lang, "failing.eta")
 	case v.Marketplace == upload.MarketplaceMisconfigured:
 		v.ETAText = msg(d.Lang, "paused.eta")
 	case p.State == uploadstatus.Publishing:

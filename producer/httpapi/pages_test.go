@@ -128,9 +128,14 @@ func TestSignInLinkAgainWhileSignedIn(t *testing.T) {
 }
 
 // market is a marketplace whose circuit is in a set state.
-type market struct{ st circuit.Status }
+type market struct {
+	st circuit.Status
+	sc circuit.SellerCalls // the signed-in seller's calls in the window
+}
 
 func (m *market) Peek(context.Context) (circuit.Status, error) { return m.st, nil }
+
+func (m *market) Seller(context.Context, string) (circuit.SellerCalls, error) { return m.sc, nil }
 
 // TestProgressPageShowsTheMarketplace: the progress page itself (before any
 // event) shows the outage or the pause with what it means, and no finish
@@ -153,20 +158,29 @@ func TestProgressPageShowsTheMarketplace(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		st       circuit.Status
+		sc       circuit.SellerCalls
 		lang     string
 		want     []string
 		dontWant []string
 	}{
-		{"answering", circuit.Status{State: circuit.Closed}, "en", []string{`<div id="outage" class="notice" role="status" data-marketplace="" hidden>`},
+		{"answering", circuit.Status{State: circuit.Closed}, circuit.SellerCalls{Failures: 2, Answered: 9}, "en", []string{`<div id="outage" class="notice" role="status" data-marketplace="" hidden>`},
 			[]string{`aria-live="polite">The finish time is unknown until`}},
-		{"not answering", circuit.Status{State: circuit.Open}, "en", []string{`data-marketplace="not_answering">`, "The marketplace is not answering", "No row is lost",
+		{"not answering", circuit.Status{State: circuit.Open}, circuit.SellerCalls{}, "en", []string{`data-marketplace="not_answering">`, "The marketplace is not answering", "No row is lost",
 			"The finish time is unknown until the marketplace answers again."}, []string{`data-eta="2`}},
-		{"not answering, Korean", circuit.Status{State: circuit.Open}, "ko", []string{"마켓플레이스가 응답하지 않습니다", "잃어버린 행은 없고", "완료 시각을 알 수 없습니다"}, nil},
-		{"paused", circuit.Status{State: circuit.Open, Reason: circuit.Misconfigured}, "en", []string{`data-marketplace="misconfigured">`, "Registration is paused",
+		{"not answering, Korean", circuit.Status{State: circuit.Open}, circuit.SellerCalls{}, "ko", []string{"마켓플레이스가 응답하지 않습니다", "잃어버린 행은 없고", "완료 시각을 알 수 없습니다"}, nil},
+		// One seller failing never opens the fleet's circuit (issue 26):
+		// its page still says the marketplace is failing its rows, and
+		// what becomes of them (retried, then set aside, not held).
+		{"this seller's calls failing", circuit.Status{State: circuit.Closed}, circuit.SellerCalls{Failures: 6, Answered: 1}, "en",
+			[]string{`data-marketplace="failing">`, "The marketplace is failing your registrations", "set aside for an operator", "No row is lost",
+				"The finish time is unknown until the marketplace takes your rows again."}, []string{`data-eta="2`}},
+		{"this seller's calls failing, Korean", circuit.Status{State: circuit.Closed}, circuit.SellerCalls{Failures: 6}, "ko",
+			[]string{"이 판매자의 등록을 받지 못하고 있습니다", "운영자가 다시 보내도록", "잃어버리는 행은 없습니다", "완료 시각을 알 수 없습니다"}, nil},
+		{"paused", circuit.Status{State: circuit.Open, Reason: circuit.Misconfigured}, circuit.SellerCalls{}, "en", []string{`data-marketplace="misconfigured">`, "Registration is paused",
 			"The finish time is unknown until registering resumes."}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m.st = tc.st
+			m.st, m.sc = tc.st, tc.sc
 			p := page(tc.lang)
 			for _, w := range tc.want {
 				if !strings.Contains(p, w) {

@@ -19,11 +19,29 @@ type Marketplace interface {
 // up, and the rows go on by themselves once it answers again.
 const NotAnswering = "the marketplace is not answering; your rows will continue automatically"
 
+// Failing is what the seller reads while the marketplace fails this
+// seller's calls and the fleet's circuit stays closed (one seller's
+// failures never open it): each row is retried and, past its attempts, set
+// aside for an operator to send again; none is lost.
+const Failing = "the marketplace is failing your rows; each is retried, and a row it still refuses is set aside for an operator to send again"
+
 // Marketplace states in UploadView.
 const (
 	MarketplaceAnswering    = "answering"
 	MarketplaceNotAnswering = "not_answering"
+	// MarketplaceFailing: the circuit is closed, but this seller's calls
+	// fail (circuit.SellerCalls.Failing).
+	MarketplaceFailing = "failing"
 )
+
+// SellerCalls reads how the marketplace answers one seller's calls
+// (*circuit.Breaker): a Marketplace that has it lets View tell a seller
+// whose calls alone fail.
+type SellerCalls interface {
+	Seller(ctx context.Context, seller string) (circuit.SellerCalls, error)
+}
+
+var _ SellerCalls = (*circuit.Breaker)(nil) // what the producer wires as its Marketplace
 
 // peekTimeout bounds the circuit read a status makes: a slow Redis must not
 // hold the seller's page.
@@ -64,6 +82,14 @@ func View(ctx context.Context, st uploadstatus.Status, m Marketplace) UploadView
 		v.Marketplace = MarketplaceNotAnswering
 		if st.Waiting > 0 {
 			v.Notice = NotAnswering
+		}
+		return v
+	}
+	// The circuit is closed; only a seller with rows waiting asks whether
+	// its own calls fail.
+	if sc, ok := m.(SellerCalls); ok && st.Waiting > 0 && st.SellerID != "" {
+		if calls, err := sc.Seller(ctx, st.SellerID); err == nil && calls.Failing() {
+			v.Marketplace, v.Notice = MarketplaceFailing, Failing
 		}
 	}
 	return v

@@ -128,6 +128,7 @@
       if (done) { eta.textContent = endText; return; }
       // No countdown while the marketplace does not answer: nobody knows.
       if (market === "not_answering") { eta.textContent = m["outage.eta"]; return; }
+      if (market === "failing") { eta.textContent = m["failing.eta"]; return; }
       if (market === "misconfigured") { eta.textContent = m["paused.eta"]; return; }
       if (!etaAt) { eta.textContent = m["detail.eta.none"]; return; }
       var left = etaAt - Date.now();
@@ -135,9 +136,9 @@
     }
     function set(id, v) { document.getElementById(id).textContent = v; }
     function showOutage(p) {
-      market = !p.done && (p.marketplace === "not_answering" || p.marketplace === "misconfigured") ? p.marketplace : "";
+      market = !p.done && (p.marketplace === "not_answering" || p.marketplace === "failing" || p.marketplace === "misconfigured") ? p.marketplace : "";
       outage.dataset.marketplace = market;
-      ["not_answering", "misconfigured"].forEach(function (k) {
+      ["not_answering", "failing", "misconfigured"].forEach(function (k) {
         document.getElementById("outage-" + k).hidden = market !== k;
         document.getElementById("outage-" + k + "-body").hidden = market !== k;
       });

@@ -1,0 +1,59 @@
+package circuit
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/bulkreg/bulkreg/internal/testredis"
+)
+
+// TestSellerCalls: a seller's page asks how the marketplace answers that
+// seller. One seller whose every call fails does not open the circuit (its
+// failures are its own), so the circuit's state cannot tell its page; the
+// window's counts for that seller can, and they age out with the window.
+func TestSellerCalls(t *testing.T) {
+	srv := testredis.Start(t)
+	s := fast()
+	b := newBreaker(t, srv.Client(), s)
+	ctx := context.Background()
+	read := func(seller string) SellerCalls {
+		t.Helper()
+		c, err := b.Seller(ctx, seller)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if c := read("a"); c != (SellerCalls{}) || c.Failing() {
+		t.Fatalf("no calls yet: %+v (failing %v), want none", c, c.Failing())
+	}
+	for i := range 6 {
+		call(t, b, "b", fmt.Sprintf("b:%d", i), Success)
+	}
+	for i := range 3 {
+		if _, st := call(t, b, "a", fmt.Sprintf("a:%d", i), Failure); st.State != Closed {
+			t.Fatalf("one seller's failures opened the circuit: %+v", st)
+		}
+	}
+	if c := read("a"); c.Failures != 3 || c.Answered != 0 || !c.Failing() {
+		t.Errorf("seller a after 3 failed calls: %+v (failing %v), want 3 failures, failing", c, c.Failing())
+	}
+	// b's answers may still sit in this process's batch (TrustClosed):
+	// whatever reached Redis, b is not failing.
+	if c := read("b"); c.Failures != 0 || c.Failing() {
+		t.Errorf("seller b, answered 6 times: %+v (failing %v)", c, c.Failing())
+	}
+	// A seller answered as often as it failed is not failing: random errors.
+	for i := range 6 {
+		call(t, b, "c", fmt.Sprintf("c:%d", i), []Outcome{Failure, Answered}[i%2])
+	}
+	if c := read("c"); c.Failures != 3 || c.Failing() {
+		t.Errorf("seller c, 3 failed and 3 answered: %+v (failing %v), want 3 failures, not failing", c, c.Failing())
+	}
+	time.Sleep(s.Window + s.Window/time.Duration(s.Buckets))
+	if c := read("a"); c != (SellerCalls{}) {
+		t.Errorf("a window later seller a still has %+v", c)
+	}
+}
