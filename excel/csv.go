@@ -33,11 +33,11 @@ func decodeText(data []byte) ([]byte, *FileError) {
 	case bytes.HasPrefix(data, utf16LEBOM) || bytes.HasPrefix(data, utf16BEBOM):
 		return decodeUTF16(data)
 	case bytes.IndexByte(data, 0) >= 0:
-		return nil, fileErr(CodeNotXLSX, "the file is neither an Excel workbook (.xlsx) nor a CSV file; save it from Excel as \"Excel Workbook (.xlsx)\" or \"CSV UTF-8 (쉼표로 분리)\"")
+		return nil, fileErr(CodeNotXLSX, "the file is neither an Excel workbook (.xlsx) nor a CSV file; save it from Excel as \"Excel Workbook (.xlsx)\" or \"CSV UTF-8 (Comma delimited)\"")
 	case bytes.HasPrefix(data, utf8BOM):
 		data = data[len(utf8BOM):]
 		if !utf8.Valid(data) {
-			return nil, fileErr(CodeNotXLSX, "the file starts as UTF-8 text but holds bytes that are not UTF-8; save it again from Excel as \"CSV UTF-8 (쉼표로 분리)\"").withParams("kind", "utf8")
+			return nil, fileErr(CodeNotXLSX, "the file starts as UTF-8 text but holds bytes that are not UTF-8; save it again from Excel as \"CSV UTF-8 (Comma delimited)\"").withParams("kind", "utf8")
 		}
 		return data, nil
 	case utf8.Valid(data):
@@ -50,7 +50,7 @@ func decodeText(data []byte) ([]byte, *FileError) {
 	n, _, err := korean.EUCKR.NewDecoder().Transform(out, data, true)
 	out = out[:n]
 	if err != nil || bytes.ContainsRune(out, utf8.RuneError) {
-		return nil, fileErr(CodeNotXLSX, "the file is not an Excel workbook (.xlsx), and as text it is neither UTF-8 nor CP949 (EUC-KR); save it from Excel as \"Excel Workbook (.xlsx)\" or \"CSV UTF-8 (쉼표로 분리)\"").withParams("kind", "encoding")
+		return nil, fileErr(CodeNotXLSX, "the file is not an Excel workbook (.xlsx), and as text it is neither UTF-8 nor CP949 (EUC-KR); save it from Excel as \"Excel Workbook (.xlsx)\" or \"CSV UTF-8 (Comma delimited)\"").withParams("kind", "encoding")
 	}
 	return out, nil
 }
@@ -66,7 +66,7 @@ func decodeUTF16(data []byte) ([]byte, *FileError) {
 	}
 	body := data[2:]
 	damaged := func(i int, what string) *FileError {
-		return fileErr(CodeNotXLSX, "the file is UTF-16 text (Excel's \"Unicode text\") but is damaged %s bytes in: %s; save it again from Excel, or as \"CSV UTF-8 (쉼표로 분리)\"", group(int64(i+2)), what).
+		return fileErr(CodeNotXLSX, "the file is UTF-16 text (Excel's \"Unicode text\") but is damaged %s bytes in: %s; save it again from Excel, or as \"CSV UTF-8 (Comma delimited)\"", group(int64(i+2)), what).
 			withParams("kind", "utf16", "at", group(int64(i+2)))
 	}
 	if len(body)%2 != 0 {

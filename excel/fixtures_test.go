@@ -290,7 +290,7 @@ func TestFixturesRefused(t *testing.T) {
 		{"truncated-zip.xlsx", CodeDamaged, "the file is damaged or incomplete (it is not a readable .xlsx); save it again from Excel and upload it again"},
 		{"zip-bomb.xlsx", CodeTooLarge, "the file would unpack to more than 64 MiB; a product list of 500 rows is far smaller, so the file was refused"},
 		{"zip-bomb-lying.xlsx", CodeDamaged, "the file is damaged or incomplete (part xl/worksheets/sheet1.xml: its data does not match the zip directory); save it again from Excel and upload it again"},
-		{"not-xlsx.xlsx", CodeNotXLSX, `the file is a PDF document, not a spreadsheet; put the products in the template (.xlsx), one a row, and save it as "Excel Workbook (.xlsx)" or "CSV UTF-8 (쉼표로 분리)"`},
+		{"not-xlsx.xlsx", CodeNotXLSX, `the file is a PDF document, not a spreadsheet; put the products in the template (.xlsx), one a row, and save it as "Excel Workbook (.xlsx)" or "CSV UTF-8 (Comma delimited)"`},
 		{"old-xls.xlsx", CodeNotXLSX, `the file is an old-style .xls workbook or is protected by a password; save it as "Excel Workbook (.xlsx)" without a password`},
 		{"zip-not-workbook.xlsx", CodeNotXLSX, `the file is a ZIP archive, not an Excel workbook; unpack it and upload the .xlsx inside, or save the list from Excel as "Excel Workbook (.xlsx)"`},
 	} {

@@ -38,7 +38,7 @@ func sniffDocument(data []byte) *FileError {
 }
 
 func notSpreadsheet(kind, what string) *FileError {
-	return fileErr(CodeNotXLSX, "the file is %s, not a spreadsheet; put the products in the template (.xlsx), one a row, and save it as \"Excel Workbook (.xlsx)\" or \"CSV UTF-8 (쉼표로 분리)\"", what).
+	return fileErr(CodeNotXLSX, "the file is %s, not a spreadsheet; put the products in the template (.xlsx), one a row, and save it as \"Excel Workbook (.xlsx)\" or \"CSV UTF-8 (Comma delimited)\"", what).
 		withParams("kind", kind)
 }
 

@@ -173,7 +173,7 @@ func TestCheck(t *testing.T) {
 		t.Errorf("check --json of a file that is not a spreadsheet: exit %d, want 1", r.code)
 	}
 	equalJSONLines(t, "check --json of a file that is not a spreadsheet", r.stdout, []string{
-		`{"row":0,"column":"","cell":"","code":"not_xlsx","message":"the file is a PDF document, not a spreadsheet; put the products in the template (.xlsx), one a row, and save it as \"Excel Workbook (.xlsx)\" or \"CSV UTF-8 (쉼표로 분리)\""}`,
+		`{"row":0,"column":"","cell":"","code":"not_xlsx","message":"the file is a PDF document, not a spreadsheet; put the products in the template (.xlsx), one a row, and save it as \"Excel Workbook (.xlsx)\" or \"CSV UTF-8 (Comma delimited)\""}`,
 	})
 	r = runCLI(nil, "check", "--json", filepath.Join("..", "..", "testdata", "missing-column.xlsx"))
 	if r.code != exitFailed {
