@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
@@ -273,8 +274,15 @@ func TestSignInLinkAndCSRF(t *testing.T) {
 	form := url.Values{"csrf_token": {csrf}}
 	req, _ = http.NewRequest("POST", e.srv.URL+"/signout", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if resp, err := c.Do(req); err != nil || resp.Request.URL.Path != "/signin" {
+	resp, err = c.Do(req)
+	if err != nil || resp.Request.URL.Path != "/signin" {
 		t.Fatalf("sign out: %v %v", resp, err)
+	}
+	// It says so, not "please sign in" (a new-user review).
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "<h1>로그아웃했습니다</h1>") || strings.Contains(string(b), "로그인이 필요합니다") {
+		t.Errorf("after signing out: %d %.600s", resp.StatusCode, b)
 	}
 	if resp, _ := c.Get(e.srv.URL + "/v1/uploads"); resp.StatusCode != 401 {
 		t.Errorf("API after signing out: %d, want 401", resp.StatusCode)

@@ -155,4 +155,18 @@ func TestTheCheckPageGroupsOtherContentApart(t *testing.T) {
 	if g := page[other:]; !strings.Contains(g, `"A-1"`) || !strings.Contains(g, "P-1") {
 		t.Errorf("the other-content group does not name A-1 and P-1")
 	}
+	// The counts say the same: one row with a problem (D3), the A-1 row
+	// apart, nothing to register (a new-user review read "오류 2" and two
+	// rows "with errors" skipped, where one cell was listed to fix).
+	for _, want := range []string{
+		"2행: 등록 가능 0, 오류 1, 이미 등록됨 0, 다른 내용으로 이미 등록됨 1",
+		"등록할 행이 없습니다: 오류가 있는 행 1, 이미 등록된 행 0, 다른 내용으로 이미 등록된 행 1.",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the check page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, `id="confirm"`) {
+		t.Error("with nothing to register the page still has the question, which said the plan a second time")
+	}
 }

@@ -47,6 +47,7 @@ type pageData struct {
 	Refresh string // a same-site redirect after signing in
 
 	Bad       bool   // sign-in: the link did not work
+	SignedOut bool   // sign-in: the seller has just signed out
 	Again     bool   // check without script: the file must be chosen again to register
 	Duplicate bool   // detail: this file was uploaded before
 	Body      string // message page
@@ -138,6 +139,12 @@ func (s *Server) pageSignIn(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "/uploads", http.StatusSeeOther)
 			return
 		}
+		if r.URL.Query().Get("signed_out") == "1" { // pageSignOut: say so, not "please sign in"
+			d = s.data(r, caller{}, "", "signout.done")
+			d.SignedOut = true
+			s.render(w, r, http.StatusOK, "signin", d)
+			return
+		}
 		s.render(w, r, http.StatusUnauthorized, "signin", d)
 		return
 	}
@@ -210,7 +217,7 @@ func (s *Server) pageSignOut(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.clearSessionCookie(w, r)
-	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+	http.Redirect(w, r, "/signin?signed_out=1", http.StatusSeeOther)
 }
 
 func (s *Server) pageUpload(w http.ResponseWriter, r *http.Request) {
@@ -555,12 +562,16 @@ type checkView struct {
 	NoRows       bool
 	FileProblems []string
 
-	Total, Valid, Invalid, Already int
-	Problems                       []problemView
-	OtherContent                   []problemView // SKUs registered already with other content, apart from Problems
-	Warnings                       []string
-	Header                         []colView
-	Rows                           []rowView
+	// Summary counts the rows by what Register does with them; Invalid
+	// counts the rows with problems to fix, Other those registered already
+	// with other content.
+	Summary                               string
+	Total, Valid, Invalid, Already, Other int
+	Problems                              []problemView
+	OtherContent                          []problemView // SKUs registered already with other content, apart from Problems
+	Warnings                              []string
+	Header                                []colView
+	Rows                                  []rowView
 
 	// Before says the seller uploaded this very file before (BeforeID).
 	Before, BeforeID string
@@ -594,17 +605,29 @@ func refusalView(lang string, ref upload.Refusal) *checkView {
 }
 
 func checkedView(lang string, c *upload.Checked) *checkView {
-	v := &checkView{Total: len(c.Rows), Valid: c.Valid, Invalid: c.Invalid, Already: c.AlreadyRegistered, Register: c.Valid,
+	// Rows whose SKU is registered already with other content are skipped
+	// too, but nothing in the file is wrong: they are counted apart from the
+	// rows with problems.
+	fix, other := c.Invalid-c.OtherContent, c.OtherContent
+	v := &checkView{Total: len(c.Rows), Valid: c.Valid, Invalid: fix, Already: c.AlreadyRegistered, Other: other, Register: c.Valid,
 		Skips: c.Invalid > 0 || c.AlreadyRegistered > 0 || c.Valid == 0}
+	v.Summary = msg(lang, "check.summary", v.Total, c.Valid, fix, c.AlreadyRegistered)
+	if other > 0 {
+		v.Summary = msg(lang, "check.summary.other", v.Total, c.Valid, fix, c.AlreadyRegistered, other)
+	}
 	switch {
 	case c.Valid == 0 && c.Invalid == 0:
 		v.Plan = msg(lang, "check.plan.allready", c.AlreadyRegistered)
+	case c.Valid == 0 && other > 0:
+		v.Plan = msg(lang, "check.plan.none.other", fix, c.AlreadyRegistered, other)
 	case c.Valid == 0:
-		v.Plan = msg(lang, "check.plan.none", c.Invalid, c.AlreadyRegistered)
+		v.Plan = msg(lang, "check.plan.none", fix, c.AlreadyRegistered)
 	case !v.Skips:
 		v.Plan = msg(lang, "check.plan.all", c.Valid)
+	case other > 0:
+		v.Plan = msg(lang, "check.plan.other", c.Valid, fix, c.AlreadyRegistered, other)
 	default:
-		v.Plan = msg(lang, "check.plan", c.Valid, c.Invalid, c.AlreadyRegistered)
+		v.Plan = msg(lang, "check.plan", c.Valid, fix, c.AlreadyRegistered)
 	}
 	labels := map[string]string{} // column letters → the seller's header
 	for i, h := range c.Header {

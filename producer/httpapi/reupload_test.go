@@ -46,7 +46,7 @@ func TestTheSameFileAgainShowsTheNoteAndReportsAreNamed(t *testing.T) {
 	first := register()
 	// Checking the same file again says, before Register, that it was
 	// uploaded before, and links its upload with the note.
-	if page := check(); !strings.Contains(page, `id="uploaded-before"`) || !strings.Contains(page, "올린 적이 있습니다") ||
+	if page := check(); !strings.Contains(page, `id="uploaded-before"`) || !strings.Contains(page, "올린 적이 있어 다시 등록하지 않습니다. <a") ||
 		!strings.Contains(page, `href="`+first+`?duplicate=true"`) {
 		t.Errorf("checking the same file again does not say it was uploaded before, with a link to %s", first)
 	}

@@ -38,6 +38,17 @@
         if (r.top < 0 || r.bottom > window.innerHeight) box.scrollIntoView({ block: "nearest" });
       }
       history.replaceState(null, "", a.getAttribute("href"));
+      // Nothing focusable follows the preview, so Tab from the cell would
+      // wrap to the skip link: it goes on to the next problem's link (the
+      // list read in order, cell after cell), or to Register after the last.
+      var li = a.closest("li"), next = li && li.nextElementSibling && li.nextElementSibling.querySelector("a.cell");
+      next = next || document.getElementById("register");
+      if (next) cell.onkeydown = function (k) {
+        if (k.key !== "Tab" || k.shiftKey) return;
+        k.preventDefault();
+        cell.onkeydown = null;
+        next.focus();
+      };
     });
   }
 
@@ -92,6 +103,7 @@
         var plan = document.getElementById("plan"), ask = document.getElementById("confirm");
         if (!plan) { var t = document.getElementById("check-title"); if (t) t.focus(); return; } // refused: the reasons show
         if (plan.dataset.skips !== "true") { confirmed.value = "1"; form.action = "/upload"; form.submit(); return; }
+        if (!ask) { plan.focus(); return; } // nothing to register: the plan says so
         ask.hidden = false;
         var yes = document.getElementById("confirm-register") || document.getElementById("confirm-title");
         if (yes) { if (!yes.hasAttribute("tabindex") && yes.tagName !== "BUTTON") yes.tabIndex = -1; yes.focus(); }
