@@ -114,8 +114,8 @@ var table = map[string]text{
 	"invalid_rows":          {"행에 문제가 {count}개 있습니다. 엄격한 업로드는 모든 행이 올바를 때까지 아무것도 등록하지 않습니다", "{count} problems in the rows; a strict upload publishes nothing until every row is valid"},
 
 	// Results of rows the consumers record.
-	"registry_refused":            {"마켓이 이 행을 받지 않았습니다 ({field}): {detail}", "the registration API refused the row ({field}): {detail}"},
-	"registry_refused.nofield":    {"마켓이 이 행을 받지 않았습니다: {detail}", "the registration API refused the row: {detail}"},
+	"registry_refused":            {"{field} 값이 마켓의 상품 규칙에 맞지 않아 마켓이 이 행을 받지 않았습니다. 마켓의 설명: \"{detail}\"", "the registration API refused the row ({field}): {detail}"},
+	"registry_refused.nofield":    {"마켓의 상품 규칙에 맞지 않아 마켓이 이 행을 받지 않았습니다. 마켓의 설명: \"{detail}\"", "the registration API refused the row: {detail}"},
 	"dead_lettered":               {"마켓이 {attempts}번 시도에도 이 행을 받지 않아 ({detail}) 운영자가 다시 시도하도록 따로 두었습니다. 다시 올릴 필요는 없습니다", "the registration API did not take the row after {attempts} attempts ({detail}); it was set aside for an operator to retry"},
 	"dead_lettered.transient":     {"마켓이 {attempts}번 시도 모두 일시적인 오류로 답해 ({detail}) 운영자가 다시 보내도록 따로 두었습니다. 파일 내용에는 문제가 없습니다. 다시 보내지면 저절로 등록되고, 그 전에 다시 올려도 두 번 등록되지는 않습니다", "the registration API answered all {attempts} attempts with a temporary error ({detail}); the row was set aside for an operator to send again. Nothing is wrong with its content: it registers by itself when sent again, and uploading it again before that does not register it twice"},
 	"dead_lettered.misconfigured": {"마켓이 bulkreg의 접속을 거부해 ({detail}) {attempts}번 시도 뒤 운영자가 다시 보내도록 따로 두었습니다. 파일 내용에는 문제가 없습니다. 다시 보내지면 저절로 등록되고, 그 전에 다시 올려도 두 번 등록되지는 않습니다", "the registration API refused bulkreg's access ({detail}) on {attempts} attempts; the row was set aside for an operator to send again. Nothing is wrong with its content: it registers by itself when sent again, and uploading it again before that does not register it twice"},
