@@ -142,6 +142,7 @@ var messages = map[string][2]string{ // [ko, en]
 	"end.ok":                {"모든 행을 등록했습니다 (새로 등록 %d, 이미 등록됨 %d).", "Every row is registered (%d now, %d already)."},
 	"end.other":             {"완료: 새로 등록 %[1]d, 이미 등록됨 %[2]d, 다른 내용으로 이미 등록됨 %[3]d. 파일에서 고칠 행은 없습니다.", "Done: %[3]d already registered with different content, nothing to fix in the file (%[1]d registered now, %[2]d already)."},
 	"end.partial":           {"일부 실패: %d행 중 %d행을 고쳐야 합니다. 나머지는 등록되었습니다.", "Partly failed: %[2]d of %[1]d rows need fixing; the rest are registered."},
+	"end.partial.other":     {"일부 실패: %[1]d행 중 %[2]d행을 고쳐야 합니다. %[3]d행은 다른 내용으로 이미 등록되어 있고, 나머지는 등록되었습니다.", "Partly failed: %[2]d of %[1]d rows need fixing; %[3]d are registered already with different content, the rest are registered."},
 	"end.failed":            {"모두 실패: %d행 모두 고쳐야 합니다. 등록된 행이 없습니다.", "All failed: all %d rows need fixing; none was registered."},
 	"end.fix":               {"고칠 파일 내려받기: 실패한 행 %d개 (.xlsx)", "Download the fix file: failed rows, %d (.xlsx)"},
 	"end.fixhint":           {"이 파일에서 사유를 보고 고친 뒤 그대로 다시 올리면 됩니다.", "Fix the rows the file lists, with their reasons, and upload it again as it is."},
@@ -207,7 +208,7 @@ func fmtDuration(lang string, d time.Duration) string {
 func jsMessages(lang string) map[string]string {
 	out := map[string]string{}
 	for _, k := range []string{"detail.eta", "detail.eta.now", "detail.eta.none", "detail.done", "detail.percent", "dur.min", "dur.sec", "detail.nofailed", "upload.nofile", "upload.working",
-		"outage.eta", "failing.eta", "paused.eta", "state.done.ok", "state.done.other", "state.done.partial", "state.done.failed", "end.ok", "end.other", "end.partial", "end.failed", "end.fix"} {
+		"outage.eta", "failing.eta", "paused.eta", "state.done.ok", "state.done.other", "state.done.partial", "state.done.failed", "end.ok", "end.other", "end.partial", "end.partial.other", "end.failed", "end.fix"} {
 		out[k] = msg(lang, k)
 	}
 	for _, s := range []string{"publishing", "published", "publish_failed", "done"} {

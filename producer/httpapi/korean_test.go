@@ -113,6 +113,10 @@ func TestRowsRegisteredWithOtherContentAreAGroupApart(t *testing.T) {
 	if !strings.Contains(page, `<dd id="n-failed">1</dd>`) {
 		t.Error("the page's failed count holds the row registered with other content")
 	}
+	// ...which has a count of its own, so the counts add up to the total.
+	if !strings.Contains(page, `<div id="tile-other"><dt>다른 내용으로 이미 등록됨</dt><dd id="n-other-tile">1</dd></div>`) {
+		t.Error("the page has no count of the rows registered with other content")
+	}
 	if !strings.Contains(page, msg(langKO, "end.fix", 1)) || strings.Contains(page, msg(langKO, "end.fix", 2)) {
 		t.Errorf("the page does not offer the one row to fix (%q)", msg(langKO, "end.fix", 1))
 	}

@@ -421,6 +421,9 @@ func endText(lang string, st uploadstatus.Status) string {
 	case "failed":
 		return msg(lang, "end.failed", st.Total)
 	}
+	if st.OtherContent > 0 {
+		return msg(lang, "end.partial.other", st.Total, st.Failed-st.OtherContent, st.OtherContent)
+	}
 	return msg(lang, "end.partial", st.Total, st.Failed-st.OtherContent)
 }
 

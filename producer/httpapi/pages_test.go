@@ -30,7 +30,7 @@ func TestEndStates(t *testing.T) {
 			"Done: 2 already registered with different content, nothing to fix in the file (9 registered now, 1 already)."},
 		{"every row registered with other content", 3, 0, 0, 3, 3, "other", "done, some already registered with different content",
 			"Done: 3 already registered with different content, nothing to fix in the file (0 registered now, 0 already)."},
-		{"2 to fix besides 2 with other content", 12, 8, 0, 4, 2, "partial", "partly failed", "Partly failed: 2 of 12 rows need fixing; the rest are registered."},
+		{"2 to fix besides 2 with other content", 12, 8, 0, 4, 2, "partial", "partly failed", "Partly failed: 2 of 12 rows need fixing; 2 are registered already with different content, the rest are registered."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := uploadstatus.Status{Upload: uploadstatus.Upload{State: uploadstatus.Published, Total: tc.total}, Registered: tc.registered, AlreadyRegistered: tc.already, Failed: tc.failed, OtherContent: tc.other}

@@ -165,7 +165,8 @@
         end = tofix <= 0 ? (other > 0 ? "other" : "ok") : tofix >= p.total ? "failed" : "partial";
         endText = end === "ok" ? fmt(m["end.ok"], p.registered, p.already_registered) :
           end === "other" ? fmt(m["end.other"], p.registered, p.already_registered, other) :
-          end === "failed" ? fmt(m["end.failed"], p.total) : fmt(m["end.partial"], p.total, tofix);
+          end === "failed" ? fmt(m["end.failed"], p.total) :
+          other > 0 ? fmt(m["end.partial.other"], p.total, tofix, other) : fmt(m["end.partial"], p.total, tofix);
       } else if (p.done) {
         endText = m["detail.done"];
       }
@@ -219,6 +220,8 @@
       bar.max = p.total; bar.value = p.registered + p.already_registered + p.failed;
       set("n-registered", p.registered); set("n-already", p.already_registered);
       set("n-failed", p.failed - (p.other_content || 0)); set("n-waiting", p.rows_waiting); set("n-total", p.total);
+      // The tiles add up to the total: the rows registered already with other content have their own.
+      set("n-other-tile", p.other_content || 0); document.getElementById("tile-other").hidden = !p.other_content;
       set("percent", fmt(m["detail.percent"], p.percent));
       etaAt = p.eta ? new Date(p.eta) : null;
       eta.dataset.eta = p.eta || "";
