@@ -126,7 +126,7 @@ func TestRowsRegisteredWithOtherContentAreAGroupApart(t *testing.T) {
 	list := html.UnescapeString(string(b))
 	row := list[strings.Index(list, "f.xlsx"):]
 	row = row[:strings.Index(row, "</tr>")]
-	for _, want := range []string{`class="state-partial">일부 실패<`, `data-label="실패">1 <span class="other-content">+ 다른 내용으로 이미 등록됨 1</span>`} {
+	for _, want := range []string{`class="state-partial">일부 실패<`, `data-label="실패"><span>1 <span class="other-content">+ 다른 내용으로 이미 등록됨 1</span></span>`} {
 		if !strings.Contains(row, want) {
 			t.Errorf("the history's line lacks %q: %s", want, row)
 		}
