@@ -471,6 +471,12 @@ func (s *Server) apiReport(lim *limits) http.HandlerFunc {
 			st, err = s.Uploader.Status(r.Context(), c.seller, r.PathValue("id"))
 		}
 		if errors.Is(err, upload.ErrNotFound) {
+			// A report link is followed in the browser (a page's link, kept
+			// after its upload expired): a page with a way back, not JSON.
+			if navigated(r) {
+				s.renderMessage(w, r, http.StatusNotFound, "notfound.title", "notfound.body")
+				return
+			}
 			writeProblem(w, r, problem{Status: http.StatusNotFound, Code: "not_found", Detail: fmt.Sprintf("no upload %q", r.PathValue("id"))})
 			return
 		}
@@ -488,6 +494,12 @@ func (s *Server) apiReport(lim *limits) http.HandlerFunc {
 		w.Header().Set("Cache-Control", "private, no-store")
 		w.Write(rep.XLSX)
 	}
+}
+
+// navigated reports whether the request is a browser's navigation (a link
+// followed, an address typed), which wants a page, not JSON.
+func navigated(r *http.Request) bool {
+	return r.Header.Get("Sec-Fetch-Mode") == "navigate" || strings.Contains(r.Header.Get("Accept"), "text/html")
 }
 
 func (s *Server) apiTemplate(w http.ResponseWriter, r *http.Request) {

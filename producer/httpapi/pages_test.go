@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"strings"
@@ -193,5 +194,34 @@ func TestProgressPageShowsTheMarketplace(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAReportLinkOfAnUnknownUploadIsAPage: a report link followed in the
+// browser for an upload that is gone (expired, or mistyped) answers the
+// not-found page with its way back, in the seller's language; a client
+// asking for JSON still gets the problem.
+func TestAReportLinkOfAnUnknownUploadIsAPage(t *testing.T) {
+	e := newSessionEnv(t)
+	c, _ := e.signIn(t, "seller-a")
+	get := func(accept string) (*http.Response, string) {
+		req, _ := http.NewRequest("GET", e.srv.URL+"/v1/uploads/0000000000000000/report.xlsx", nil)
+		req.Header.Set("Accept", accept)
+		req.Header.Set("Accept-Language", "ko")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	resp, page := get("text/html,application/xhtml+xml,*/*;q=0.8")
+	if resp.StatusCode != http.StatusNotFound || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
+		!strings.Contains(page, "찾을 수 없습니다") || !strings.Contains(page, `href="/uploads"`) {
+		t.Errorf("followed in the browser: %d %s, want the not-found page with a way back:\n%.800s", resp.StatusCode, resp.Header.Get("Content-Type"), page)
+	}
+	if resp, body := get("application/json"); resp.StatusCode != http.StatusNotFound || resp.Header.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("asked for JSON: %d %s %.200s, want the problem", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	}
 }
