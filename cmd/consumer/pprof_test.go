@@ -9,12 +9,12 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/bulkreg/bulkreg/internal/redisproc"
+	"github.com/bulkreg/bulkreg/internal/testbin"
 	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/internal/testwait"
@@ -35,23 +35,6 @@ func TestConsumerProcess(t *testing.T) {
 	code := run(ctx, nil, os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestProfilesOnlyWhereAsked: the metrics listener, which deployments open
@@ -85,7 +68,7 @@ func TestProfilesOnlyWhereAsked(t *testing.T) {
 		"BULKREG_SESSION_TIMEOUT=6s",
 		"BULKREG_SHUTDOWN_TIMEOUT=10s",
 	)
-	var out lockedBuffer
+	var out testbin.Output
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

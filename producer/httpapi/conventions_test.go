@@ -12,10 +12,10 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/bulkreg/bulkreg/internal/testbin"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/producer/upload"
 	"github.com/bulkreg/bulkreg/uploadstatus"
@@ -85,35 +85,17 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	}
 }
 
-// logBuffer collects the service's log lines for a test to read.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // sessionEnv is a service with sign-in sessions in a real Redis.
 type sessionEnv struct {
 	*httpEnv
 	s   *Server
-	log *logBuffer
+	log *testbin.Output
 }
 
 func newSessionEnv(t *testing.T) *sessionEnv {
 	t.Helper()
 	e := newEnv(t, nil, upload.WriterOptions{})
-	logs := &logBuffer{}
+	logs := &testbin.Output{}
 	s := &Server{Uploader: e.up, Auth: Auth{Secret: secret}, Sessions: NewRedisSessions(testredis.Start(t).Client()),
 		Logger: slog.New(slog.NewJSONHandler(logs, nil))}
 	srv := httptest.NewServer(s.Handler())

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/bulkreg/bulkreg/internal/testbin"
 	"github.com/bulkreg/bulkreg/producer/upload"
 )
 
@@ -43,7 +44,7 @@ func TestValidRequestID(t *testing.T) {
 // bounded routes; the latency histogram counts by route and code class.
 func TestRequestIDsAndRouteLabels(t *testing.T) {
 	e := newEnv(t, nil, upload.WriterOptions{})
-	logs := &logBuffer{}
+	logs := &testbin.Output{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	e.up.Logger = log
 	reg := prometheus.NewRegistry()
