@@ -4,6 +4,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/bulkreg/bulkreg/messages"
 	"github.com/bulkreg/bulkreg/productrules"
 )
 
@@ -51,28 +52,43 @@ func Columns() []Column {
 	return cols
 }
 
-// Report columns: the result report adds them after the seller's columns.
-// The parser knows them and ignores them silently, so a failed-rows report
-// can be uploaded again as it is.
+// Report columns: the result report adds them after the seller's columns,
+// in the report's language (a Korean report is all Korean, an English one
+// all English). The parser knows both and ignores them silently, so a
+// failed-rows report can be uploaded again as it is.
 const (
-	ReportColumnRow    = "원래 행 (original row)"
-	ReportColumnResult = "결과 (result)"
-	ReportColumnReason = "사유 (reason)"
+	ReportColumnRow    = "원래 행"
+	ReportColumnResult = "결과"
+	ReportColumnReason = "사유"
 	// ReportColumnProductID is the marketplace's product number of a
 	// registered row.
-	ReportColumnProductID = "상품번호 (product_id)"
+	ReportColumnProductID = "상품번호"
+
+	ReportColumnRowEN       = "Original row"
+	ReportColumnResultEN    = "Result"
+	ReportColumnReasonEN    = "Reason"
+	ReportColumnProductIDEN = "Product ID"
 )
 
+// reportColumns are the report's own columns in lang.
+func reportColumns(lang string) []string {
+	if lang == messages.EN {
+		return []string{ReportColumnRowEN, ReportColumnResultEN, ReportColumnReasonEN, ReportColumnProductIDEN}
+	}
+	return []string{ReportColumnRow, ReportColumnResult, ReportColumnReason, ReportColumnProductID}
+}
+
 var ignoredHeaders = map[string]bool{
-	normalizeHeader(ReportColumnRow):       true,
-	normalizeHeader(ReportColumnResult):    true,
-	normalizeHeader(ReportColumnReason):    true,
-	normalizeHeader(ReportColumnProductID): true,
-	"productid":                            true,
-	"상품번호":                                 true,
-	"originalrow":                          true,
-	"result":                               true,
-	"reason":                               true,
+	normalizeHeader(ReportColumnRow):         true,
+	normalizeHeader(ReportColumnResult):      true,
+	normalizeHeader(ReportColumnReason):      true,
+	normalizeHeader(ReportColumnProductID):   true,
+	normalizeHeader(ReportColumnRowEN):       true,
+	normalizeHeader(ReportColumnResultEN):    true,
+	normalizeHeader(ReportColumnReasonEN):    true,
+	normalizeHeader(ReportColumnProductIDEN): true,
+	// The reports before said both languages, "결과 (result)" and the like:
+	// without their brackets they are the Korean names.
 }
 
 // columnIndex maps a normalised header to its column; built once, never changed.

@@ -325,17 +325,17 @@ func TestReportLayout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := f.GetRows(ReportSheet)
+		got, err := f.GetRows(ReportSheetEN)
 		if err != nil {
 			t.Fatal(err)
 		}
-		panes, _ := f.GetPanes(ReportSheet)
+		panes, _ := f.GetPanes(ReportSheetEN)
 		// The formula-like text is a string cell with the quote-prefix
 		// style: shown as the seller typed it, never run.
-		formula, _ := f.GetCellFormula(ReportSheet, "B2")
-		typ, _ := f.GetCellType(ReportSheet, "B2")
-		style, _ := f.GetCellStyle(ReportSheet, "B2")
-		plain, _ := f.GetCellStyle(ReportSheet, "A2")
+		formula, _ := f.GetCellFormula(ReportSheetEN, "B2")
+		typ, _ := f.GetCellType(ReportSheetEN, "B2")
+		style, _ := f.GetCellStyle(ReportSheetEN, "B2")
+		plain, _ := f.GetCellStyle(ReportSheetEN, "A2")
 		quoted := func(id int) bool {
 			xf := f.Styles.CellXfs.Xf[id]
 			return xf.QuotePrefix != nil && *xf.QuotePrefix
@@ -345,7 +345,7 @@ func TestReportLayout(t *testing.T) {
 		}
 		f.Close()
 		want := [][]string{
-			{"판매자상품코드", "상품명", "카테고리코드", "판매가", "재고수량", ReportColumnRow, ReportColumnResult, ReportColumnReason, ReportColumnProductID},
+			{"판매자상품코드", "상품명", "카테고리코드", "판매가", "재고수량", ReportColumnRowEN, ReportColumnResultEN, ReportColumnReasonEN, ReportColumnProductIDEN},
 			{"A-1", "=cmd|' /C calc'!A0", "1", "100", "1", "2", "registered", "", "P-1"},
 			{"A-2", "셔츠", "1", "x", "1", "3", "failed", `D3: price must be a whole number greater than 0, got "x"`},
 			{"A-3", "바지", "1", "100", "1", "4", "waiting"},

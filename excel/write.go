@@ -16,7 +16,16 @@ const (
 	TemplateSheet     = "상품목록"
 	InstructionsSheet = "작성방법"
 	ReportSheet       = "결과"
+	ReportSheetEN     = "Results" // the English report's
 )
+
+// ReportSheetIn is the report's sheet name in lang.
+func ReportSheetIn(lang string) string {
+	if lang == messages.EN {
+		return ReportSheetEN
+	}
+	return ReportSheet
+}
 
 // Results of a report row. WriteReport's failedOnly keeps ResultFailed rows.
 const (
@@ -203,7 +212,8 @@ func WriteReport(w io.Writer, header []string, rows []ReportRow, failedOnly bool
 func WriteReportIn(w io.Writer, lang string, header []string, rows []ReportRow, failedOnly bool) error {
 	f := excelize.NewFile()
 	defer f.Close()
-	if err := f.SetSheetName("Sheet1", ReportSheet); err != nil {
+	sheet := ReportSheetIn(lang)
+	if err := f.SetSheetName("Sheet1", sheet); err != nil {
 		return fmt.Errorf("excel: report: %w", err)
 	}
 	if len(header) > 0 {
@@ -214,13 +224,13 @@ func WriteReportIn(w io.Writer, lang string, header []string, rows []ReportRow, 
 			return fmt.Errorf("excel: report: %w", err)
 		}
 		last, _ := excelize.ColumnNumberToName(len(header))
-		if err := f.SetColStyle(ReportSheet, "A:"+last, text); err != nil {
+		if err := f.SetColStyle(sheet, "A:"+last, text); err != nil {
 			return fmt.Errorf("excel: report: %w", err)
 		}
 	}
 	full := make([]string, 0, len(header)+3)
 	full = append(full, header...)
-	full = append(full, ReportColumnRow, ReportColumnResult, ReportColumnReason, ReportColumnProductID)
+	full = append(full, reportColumns(lang)...)
 	body := make([][]any, 0, len(rows))
 	for _, r := range rows {
 		if failedOnly && r.Result != ResultFailed {
@@ -237,10 +247,10 @@ func WriteReportIn(w io.Writer, lang string, header []string, rows []ReportRow, 
 		line = append(line, r.Number, ResultText(lang, r.Result), r.Reason, r.ProductID)
 		body = append(body, line)
 	}
-	if err := writeTable(f, ReportSheet, full, body); err != nil {
+	if err := writeTable(f, sheet, full, body); err != nil {
 		return fmt.Errorf("excel: report: %w", err)
 	}
-	if err := quotePrefixCells(f, ReportSheet, full, body); err != nil {
+	if err := quotePrefixCells(f, sheet, full, body); err != nil {
 		return fmt.Errorf("excel: report: %w", err)
 	}
 	if err := f.Write(w); err != nil {

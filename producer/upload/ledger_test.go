@@ -135,7 +135,7 @@ func TestLedgerDecidesWhatIsPublished(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := f.GetRows(excel.ReportSheet)
+		got, err := f.GetRows(excel.ReportSheetEN) // WriteReport is English
 		f.Close()
 		if err != nil {
 			t.Fatal(err)

@@ -99,6 +99,12 @@ func TestAKoreanReportIsAllKorean(t *testing.T) {
 	if h := got[0]; len(h) != n+4 || h[n+3] != excel.ReportColumnProductID {
 		t.Fatalf("header %q: want the product number (상품번호) column last", h)
 	}
+	// The report's own columns are Korean only (they said "결과 (result)").
+	for _, h := range got[0][n:] {
+		if !hasHangul(h) || strings.ContainsFunc(h, func(r rune) bool { return r < 0x80 && unicode.IsLetter(r) }) {
+			t.Errorf("the Korean report's column %q is not all Korean", h)
+		}
+	}
 	byRow := map[string][]string{}
 	for _, line := range got[1:] {
 		for len(line) < n+4 {
@@ -151,6 +157,23 @@ func TestAKoreanReportIsAllKorean(t *testing.T) {
 		if hasHangul(strings.NewReplacer("원", "").Replace(r.Reason)) {
 			t.Errorf("English report row %d: %q", r.Number, r.Reason)
 		}
+	}
+	// ...and its sheet and own columns are English (they were "결과" and
+	// "결과 (result)" in both).
+	buf.Reset()
+	if err := excel.WriteReportIn(&buf, LangEN, st.Header, en, false); err != nil {
+		t.Fatal(err)
+	}
+	fe, err := excelize.OpenReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fe.Close()
+	if sheets := fe.GetSheetList(); len(sheets) != 1 || sheets[0] != "Results" {
+		t.Errorf("the English report's sheets %q, want Results", sheets)
+	}
+	if eng, _ := fe.GetRows(excel.ReportSheetEN); len(eng) == 0 || hasHangul(strings.Join(eng[0][n:], " ")) {
+		t.Errorf("the English report's own columns %q", eng)
 	}
 }
 
