@@ -680,7 +680,7 @@ const eventLog = `(function () {
     es.addEventListener("progress", function (e) {
       var p = {};
       try { p = JSON.parse(e.data); } catch (x) {}
-      window.__bulkregEvents.push({at: Date.now(), marketplace: p.marketplace || ""});
+      window.__bulkregEvents.push({at: Date.now(), marketplace: p.marketplace || "", what: [p.registered, p.rows_waiting, p.rows_ahead, p.eta || "", p.state].join(" ")});
     });
     return es;
   };
@@ -781,6 +781,7 @@ func TestOutageInTheBrowser(t *testing.T) {
 	type event struct {
 		At          float64 `json:"at"`
 		Marketplace string  `json:"marketplace"`
+		What        string  `json:"what"`
 	}
 	without, with := 0, time.Time{}
 	for _, ev := range eval[[]event](t, ctx, `window.__bulkregEvents || []`) {
@@ -792,6 +793,7 @@ func TestOutageInTheBrowser(t *testing.T) {
 			with = at
 			break
 		}
+		t.Logf("an event without the notice %v after the first failed call: %s", at.Sub(firstFailed).Round(time.Millisecond), ev.What)
 		without++
 	}
 	t.Logf("the notice came %v after the first failed call, after %d events without it", with.Sub(firstFailed).Round(time.Millisecond), without)
