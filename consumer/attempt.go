@@ -80,6 +80,7 @@ func (c *Consumer) attempt(r *row, t *tries, slot *slot, cb *rowCircuit, sku *sk
 	}
 	t.attempts++
 	mk := c.afterCall(r, slot, res, sku, log)
+	c.flights.land(r.m.SellerID, slot.flight)
 	return c.conclude(r, t, &res, cb, sku, mk, log)
 }
 
@@ -156,6 +157,21 @@ func (c *Consumer) conclude(r *row, t *tries, res *registryclient.Result, cb *ro
 // call, and a late call would shrink the gap to the next window's calls. Its
 // slot is given back and the row takes a new one (made is false).
 func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res registryclient.Result, made bool) {
+	// An earlier call of the seller, half a window or more before this
+	// slot, still without an answer may be counted in this slot's window
+	// (inflight.go): the slot goes back, and once that call has landed the
+	// row takes a new one, which sees where the settle put it.
+	if landed := c.flights.before(r.m.SellerID, s.At.Add(-c.deps.Throttle.Policy().Window/2)); landed != nil {
+		c.notNow(s)
+		c.m.held.Inc()
+		c.release(s)
+		log.Debug("an earlier call of the seller has no answer yet; the slot goes back until it lands", "slot", s.At)
+		select {
+		case <-landed:
+		case <-r.ctx().Done():
+		}
+		return res, false
+	}
 	// Wait for a turn only as long as the lateness allows; waiting longer
 	// would only queue behind rows that are late already.
 	budget := time.NewTimer(max(0, c.cfg.MaxLateness-time.Since(s.bound)))
@@ -208,6 +224,7 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 	}
 	m := r.m
 	at := s.redisNow()
+	s.flight = c.flights.start(m.SellerID, s.At)
 	s.sent = s.redisNowLatest()
 	res = c.deps.Registry.Register(r.finishCtx(), m.SellerID, m.IdempotencyKey, m.Product)
 	s.answered = s.redisNowLatest()

@@ -26,6 +26,7 @@ type metrics struct {
 	redisDown     prometheus.Counter
 	abandoned     prometheus.Counter
 	late          prometheus.Counter
+	held          prometheus.Counter
 	stale         prometheus.Counter
 	stateLost     prometheus.Counter
 }
@@ -101,6 +102,10 @@ func newMetrics(reg prometheus.Registerer, oldest func() float64) *metrics {
 		Name: "bulkreg_consumer_slots_missed_total",
 		Help: "Slots given back because the call could not start within the allowed lateness (too few connections to the API, or an overloaded consumer).",
 	})
+	m.held = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bulkreg_consumer_slots_held_back_total",
+		Help: "Slots given back because an earlier call of the same seller, half a window or more before, still had no answer: the API may count it in this slot's window; the row took a new slot once it landed.",
+	})
 	m.stale = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bulkreg_consumer_slots_stale_total",
 		Help: "Slots not used because the Redis that granted them lost the seller's throttle state since (a restart or failover); each row took a new slot.",
@@ -115,7 +120,7 @@ func newMetrics(reg prometheus.Registerer, oldest func() float64) *metrics {
 	}, oldest)
 	m.initLabels()
 	reg.MustRegister(m.rows, m.calls, m.latency, m.throttleWait, m.lateness, m.uncertainty, m.rateLimited, m.inFlight, m.waiting,
-		m.activeSellers, m.commits, m.rebalances, m.dlqWrites, m.redisDown, m.abandoned, m.late, m.stale, m.stateLost, oldestAge)
+		m.activeSellers, m.commits, m.rebalances, m.dlqWrites, m.redisDown, m.abandoned, m.late, m.held, m.stale, m.stateLost, oldestAge)
 	return m
 }
 

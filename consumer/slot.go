@@ -32,6 +32,9 @@ type slot struct {
 	// it is the earlier of the seller's and the app-wide slot (At − Spread):
 	// the call is made at the later, so the earlier log sees it late.
 	bound time.Time
+	// flight is the call's note in Consumer.flights, from its start until
+	// afterCall has written what it leaves in Redis.
+	flight *flight
 	// now: the row holds a token of Consumer.now until its call starts.
 	now bool
 	// called: when the call was sent, on the Redis clock, never after it.

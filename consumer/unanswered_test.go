@@ -1,6 +1,9 @@
 package consumer
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,5 +70,45 @@ func TestACallWithoutAnAnswerHoldsItsSlotPastTheTimeout(t *testing.T) {
 	if lateCounts != limit {
 		t.Fatalf("%d calls were counted after the client's %v timeout, want %d (the test's setup did not happen)", lateCounts, timeout, limit)
 	}
+	s.checkCompliant("seller-a", 2*limit)
+}
+
+// TestACallCountedAWindowLateHoldsTheNextWindow (sim seeds 7013 and 7002):
+// the API counts a window's calls a little more than a window after they
+// arrive (a latency spike of 1.15 s, limit 4 per 1 s, margin 100 ms), and
+// answers them then. The next window's slots come first: before, its calls
+// started while the first window's had no answer, the API counted both
+// windows' calls within one second, and the settle that would have moved
+// the next window came after it had called (429s). Now a call waits while
+// an earlier call of its seller, half a window or more before its slot, is
+// in flight, and takes a new slot once that one has landed and settled.
+func TestACallCountedAWindowLateHoldsTheNextWindow(t *testing.T) {
+	const (
+		limit = 4
+		late  = 1150 * time.Millisecond
+	)
+	s := newStack(t, stackOptions{partitions: 1, limit: limit, window: time.Second, margin: 100 * time.Millisecond})
+	// The first window's calls reach the API late (it counts them when
+	// they reach it); every later call at once.
+	var n atomic.Int64
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) <= limit {
+			time.Sleep(late)
+		}
+		s.api.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(api.Close)
+	s.startConsumer(func(cfg *Config, d *Deps) {
+		rc, err := registryclient.New(registryclient.Options{BaseURL: api.URL, Timeout: 3 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Registry = rc
+		cfg.CallTimeout = 3 * time.Second
+		cfg.SellerConcurrency = 2 * limit // both windows' rows at once
+	})
+	s.waitGroupStable("registrar", 1)
+	s.publish("up-1", "seller-a", 2*limit)
+	s.waitProducts("seller-a", 2*limit, 20*time.Second)
 	s.checkCompliant("seller-a", 2*limit)
 }

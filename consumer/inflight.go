@@ -1,0 +1,79 @@
+package consumer
+
+import (
+	"sync"
+	"time"
+)
+
+// flights are this process's calls from their start until what they leave
+// in Redis is written (afterCall: the slot settled at the answer or given
+// back), by seller. A seller's rows are on one partition (the producer keys
+// them by seller), so one process makes all of a seller's calls outside a
+// rebalance.
+//
+// Why: the throttle places a call at its slot, and a call the API counts
+// later is moved there when its answer comes (Settle). A call still without
+// an answer when its seller's next window starts may yet be counted inside
+// that window, and the settle that would move the window's slots comes too
+// late for the calls that started meanwhile (sim seeds 7013 and 7002: a
+// latency spike about a window long, 1-3 × 429). So a call waits while an
+// earlier call of its seller, one whose slot is more than half a window
+// before its own, is in flight; then it takes a new slot, which sees the
+// settled log. With answers in milliseconds no call ever waits: an earlier
+// window's calls are answered long before.
+type flights struct {
+	mu       sync.Mutex
+	bySeller map[string][]*flight
+}
+
+// flight is one call in flight: its slot and a channel closed when it lands.
+type flight struct {
+	slot time.Time
+	done chan struct{}
+}
+
+func newFlights() *flights { return &flights{bySeller: map[string][]*flight{}} }
+
+// start notes a call of seller at its slot; land ends it.
+func (f *flights) start(seller string, slot time.Time) *flight {
+	fl := &flight{slot: slot, done: make(chan struct{})}
+	f.mu.Lock()
+	f.bySeller[seller] = append(f.bySeller[seller], fl)
+	f.mu.Unlock()
+	return fl
+}
+
+// land ends fl: the calls waiting on it go on.
+func (f *flights) land(seller string, fl *flight) {
+	if fl == nil {
+		return
+	}
+	f.mu.Lock()
+	list := f.bySeller[seller]
+	for i, x := range list {
+		if x == fl {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(f.bySeller, seller)
+	} else {
+		f.bySeller[seller] = list
+	}
+	f.mu.Unlock()
+	close(fl.done)
+}
+
+// before returns the done channel of a call of seller in flight whose slot
+// is before t, or nil when there is none.
+func (f *flights) before(seller string, t time.Time) <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, fl := range f.bySeller[seller] {
+		if fl.slot.Before(t) {
+			return fl.done
+		}
+	}
+	return nil
+}
