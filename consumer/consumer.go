@@ -126,13 +126,13 @@ type Consumer struct {
 	// claim and gives it back with the ledger's answer: a row told that
 	// another row holds its SKU asks again without one, so it holds none
 	// while it waits.
-	claims *dueNow
-	warm   *warmth
-	turn   *probeTurn // one row at a time goes for the circuit's probe
-	asks   *askGates  // a seller's rows do not ask for slots the throttle just refused
-	clock  *redisClock
-	door   *uploadDoor // nil without Deps.Uploads
-	flights *flights // calls from their start until their slots are settled (inflight.go)
+	claims  *dueNow
+	warm    *warmth
+	turn    *probeTurn // one row at a time goes for the circuit's probe
+	asks    *askGates  // a seller's rows do not ask for slots the throttle just refused
+	clock   *redisClock
+	door    *uploadDoor // nil without Deps.Uploads
+	flights *flights    // calls from their start until their slots are settled (inflight.go)
 	// reserving counts rows between asking for a slot and calling: the
 	// clock is read on its own only while some row needs it (syncClock).
 	reserving atomic.Int64
