@@ -230,6 +230,10 @@ func TestADrainCannotOutliveTheSession(t *testing.T) {
 	cfg.Logger = testLogger(t)
 	cfg.SessionTimeout, cfg.HeartbeatInterval, cfg.RebalanceTimeout = time.Second, 200*time.Millisecond, 8*time.Second
 	cfg.DrainTimeout = 4 * time.Second // the reproduction: 1 s session, 4 s drain
+	// The call cut by the drain has no answer: the API may count it up to
+	// two call timeouts after it started, and with the default 10 s timeout
+	// past this 1 s window the seller would be held 21 s (blockPastTheCap).
+	cfg.CallTimeout = time.Second
 	if _, err := New(cfg, deps); err == nil {
 		t.Errorf("a %v drain under a %v session was accepted", cfg.DrainTimeout, cfg.SessionTimeout)
 	} else {

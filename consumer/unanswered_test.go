@@ -112,3 +112,56 @@ func TestACallCountedAWindowLateHoldsTheNextWindow(t *testing.T) {
 	s.waitProducts("seller-a", 2*limit, 20*time.Second)
 	s.checkCompliant("seller-a", 2*limit)
 }
+
+// TestACallCountedPastItsSettleCapHoldsTheSeller (sim seed 7002): the
+// client gives up on the first window's calls after 700 ms, and the API
+// counts them 1.25 s after they arrive: more than W + margin (1.1 s) after
+// their slots, past the place a settle can move a slot to (latestCount's
+// cap, before the next window's first slot). Before, the next window's
+// calls came a window after that capped place, 2.2 s, while the late
+// counts at 1.25 s were still in the API's window: 429s. Now the seller is
+// blocked until a window past the latest instant such a call may be
+// counted (two timeouts after it started), and the next window calls after.
+func TestACallCountedPastItsSettleCapHoldsTheSeller(t *testing.T) {
+	const (
+		limit   = 4
+		timeout = 700 * time.Millisecond
+		late    = 1250 * time.Millisecond
+	)
+	s := newStack(t, stackOptions{partitions: 1, limit: limit, window: time.Second, margin: 100 * time.Millisecond})
+	var n, lateCounts atomic.Int64
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) > limit {
+			s.api.Config.Handler.ServeHTTP(w, r)
+			return
+		}
+		time.Sleep(late) // the API sees no client leave: it counts the call now
+		rec := httptest.NewRecorder()
+		s.api.Config.Handler.ServeHTTP(rec, r)
+		if rec.Code == http.StatusCreated {
+			lateCounts.Add(1)
+		}
+	}))
+	t.Cleanup(api.Close)
+	s.startConsumer(func(cfg *Config, d *Deps) {
+		rc, err := registryclient.New(registryclient.Options{BaseURL: api.URL, Timeout: timeout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Registry = rc
+		cfg.CallTimeout = timeout
+		cfg.SellerConcurrency = 2 * limit // both windows' rows at once
+		// The timed-out rows retry after the next window's rows have
+		// called, so those are the 201s that meet the late counts.
+		r := s.retryPolicy()
+		r.InitialInterval, r.MaxInterval, r.Jitter = 3*time.Second, 3*time.Second, 0
+		d.Retry = r
+	})
+	s.waitGroupStable("registrar", 1)
+	s.publish("up-1", "seller-a", 2*limit)
+	s.waitProducts("seller-a", 2*limit, 20*time.Second)
+	if got := lateCounts.Load(); got != limit {
+		t.Fatalf("%d calls were counted %v after they were sent, past the client's %v timeout, want %d (the test's setup did not happen)", got, late, timeout, limit)
+	}
+	s.checkCompliant("seller-a", 2*limit)
+}
