@@ -34,21 +34,7 @@ func TestACallWithoutAnAnswerHoldsItsSlotPastTheTimeout(t *testing.T) {
 	if err := s.sandbox.SetFaults(0, 0, 0, late, time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	s.startConsumer(func(cfg *Config, d *Deps) {
-		rc, err := registryclient.New(registryclient.Options{BaseURL: s.api.URL, Timeout: timeout})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.Registry = rc
-		cfg.CallTimeout = timeout
-		cfg.SellerConcurrency = 2 * limit // both windows' rows at once
-		// The timed-out rows retry after the next window's rows have
-		// called, so those are the 201s that meet the late counts.
-		r := s.retryPolicy()
-		r.InitialInterval, r.MaxInterval, r.Jitter = 2*time.Second, 2*time.Second, 0
-		d.Retry = r
-	})
-	s.waitGroupStable("registrar", 1)
+	s.startTwoWindows(s.api.URL, timeout, limit, 2*time.Second)
 	s.publish("up-1", "seller-a", 2*limit)
 	testwait.For(t, 10*time.Second, "the first window's calls at the sandbox", func() bool { return len(s.sandbox.Calls()) >= limit })
 	if err := s.sandbox.SetFaults(0, 0, 0, 0, 0); err != nil {
@@ -98,16 +84,7 @@ func TestACallCountedAWindowLateHoldsTheNextWindow(t *testing.T) {
 		s.api.Config.Handler.ServeHTTP(w, r)
 	}))
 	t.Cleanup(api.Close)
-	s.startConsumer(func(cfg *Config, d *Deps) {
-		rc, err := registryclient.New(registryclient.Options{BaseURL: api.URL, Timeout: 3 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.Registry = rc
-		cfg.CallTimeout = 3 * time.Second
-		cfg.SellerConcurrency = 2 * limit // both windows' rows at once
-	})
-	s.waitGroupStable("registrar", 1)
+	s.startTwoWindows(api.URL, 3*time.Second, limit, 0)
 	s.publish("up-1", "seller-a", 2*limit)
 	s.waitProducts("seller-a", 2*limit, 20*time.Second)
 	s.checkCompliant("seller-a", 2*limit)
@@ -143,25 +120,35 @@ func TestACallCountedPastItsSettleCapHoldsTheSeller(t *testing.T) {
 		}
 	}))
 	t.Cleanup(api.Close)
-	s.startConsumer(func(cfg *Config, d *Deps) {
-		rc, err := registryclient.New(registryclient.Options{BaseURL: api.URL, Timeout: timeout})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.Registry = rc
-		cfg.CallTimeout = timeout
-		cfg.SellerConcurrency = 2 * limit // both windows' rows at once
-		// The timed-out rows retry after the next window's rows have
-		// called, so those are the 201s that meet the late counts.
-		r := s.retryPolicy()
-		r.InitialInterval, r.MaxInterval, r.Jitter = 3*time.Second, 3*time.Second, 0
-		d.Retry = r
-	})
-	s.waitGroupStable("registrar", 1)
+	s.startTwoWindows(api.URL, timeout, limit, 3*time.Second)
 	s.publish("up-1", "seller-a", 2*limit)
 	s.waitProducts("seller-a", 2*limit, 20*time.Second)
 	if got := lateCounts.Load(); got != limit {
 		t.Fatalf("%d calls were counted %v after they were sent, past the client's %v timeout, want %d (the test's setup did not happen)", got, late, timeout, limit)
 	}
 	s.checkCompliant("seller-a", 2*limit)
+}
+
+// startTwoWindows starts one consumer calling the API at url with the
+// client timeout, both windows' rows of a seller at once (limit a window);
+// retryAfter > 0 has timed-out rows retry only after that, once the next
+// window's rows have called, so those are the 201s that meet late counts.
+func (s *stack) startTwoWindows(url string, timeout time.Duration, limit int, retryAfter time.Duration) {
+	t := s.t
+	t.Helper()
+	s.startConsumer(func(cfg *Config, d *Deps) {
+		rc, err := registryclient.New(registryclient.Options{BaseURL: url, Timeout: timeout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Registry = rc
+		cfg.CallTimeout = timeout
+		cfg.SellerConcurrency = 2 * limit
+		if retryAfter > 0 {
+			r := s.retryPolicy()
+			r.InitialInterval, r.MaxInterval, r.Jitter = retryAfter, retryAfter, 0
+			d.Retry = r
+		}
+	})
+	s.waitGroupStable("registrar", 1)
 }
