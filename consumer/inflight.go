@@ -26,17 +26,19 @@ type flights struct {
 	bySeller map[string][]*flight
 }
 
-// flight is one call in flight: its slot and a channel closed when it lands.
+// flight is one call in flight: its slot, and a channel closed when it
+// lands, made only when a call waits on it (every row starts a flight; few
+// ever wait, so the common call costs no channel).
 type flight struct {
 	slot time.Time
-	done chan struct{}
+	done chan struct{} // guarded by flights.mu
 }
 
 func newFlights() *flights { return &flights{bySeller: map[string][]*flight{}} }
 
 // start notes a call of seller at its slot; land ends it.
 func (f *flights) start(seller string, slot time.Time) *flight {
-	fl := &flight{slot: slot, done: make(chan struct{})}
+	fl := &flight{slot: slot}
 	f.mu.Lock()
 	f.bySeller[seller] = append(f.bySeller[seller], fl)
 	f.mu.Unlock()
@@ -61,8 +63,10 @@ func (f *flights) land(seller string, fl *flight) {
 	} else {
 		f.bySeller[seller] = list
 	}
+	if fl.done != nil {
+		close(fl.done)
+	}
 	f.mu.Unlock()
-	close(fl.done)
 }
 
 // before returns the done channel of a call of seller in flight whose slot
@@ -72,6 +76,9 @@ func (f *flights) before(seller string, t time.Time) <-chan struct{} {
 	defer f.mu.Unlock()
 	for _, fl := range f.bySeller[seller] {
 		if fl.slot.Before(t) {
+			if fl.done == nil {
+				fl.done = make(chan struct{})
+			}
 			return fl.done
 		}
 	}
