@@ -181,6 +181,10 @@ func (s Status) PartlyLost() bool { return !s.LostAt.IsZero() && s.Total == 0 }
 
 // Succeeded reports whether every row of the upload is registered, by this
 // upload or before it.
+// ToFix is how many failed rows need a fix in the file: the rows whose SKU
+// is registered already with other content (OtherContent) need none.
+func (s Status) ToFix() int { return max(0, s.Failed-s.OtherContent) }
+
 func (s Status) Succeeded() bool { return s.Total > 0 && s.Registered+s.AlreadyRegistered == s.Total }
 
 // Done reports whether every row of the upload is registered, already

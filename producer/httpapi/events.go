@@ -36,9 +36,17 @@ type ProgressEvent struct {
 	// is registered already with other content are not among them (nothing
 	// in the file is wrong) but in OtherContentRows, sent with them.
 	FailedRows []FailedRow `json:"failed_rows,omitempty"`
-	// OtherContent counts those rows (they are counted in Failed too).
+	// OtherContent counts those rows (they are counted in Failed too);
+	// ToFix counts the failed rows that need a fix in the file.
 	OtherContent     int         `json:"other_content"`
+	ToFix            int         `json:"to_fix"`
 	OtherContentRows []FailedRow `json:"other_content_rows,omitempty"`
+	// End is the end state once the upload is done ("ok", "other",
+	// "partial", "failed"; endState) and EndText says it in the stream's
+	// language: the page shows them as they come, so the rule is the
+	// server's alone.
+	End     string `json:"end,omitempty"`
+	EndText string `json:"end_text,omitempty"`
 }
 
 // FailedRow is a failed row and why.
@@ -76,7 +84,7 @@ func failedRows(lang string, st uploadstatus.Status) (failed, other []FailedRow)
 
 func progressEvent(p upload.Progress) ProgressEvent {
 	return ProgressEvent{ID: p.ID, State: p.State, Total: p.Total, Registered: p.Registered, AlreadyRegistered: p.AlreadyRegistered,
-		Failed: p.Failed, OtherContent: p.OtherContent, RowsWaiting: p.RowsWaiting, Percent: percent(p.Status), ETA: p.ETA,
+		Failed: p.Failed, OtherContent: p.OtherContent, ToFix: p.ToFix(), RowsWaiting: p.RowsWaiting, Percent: percent(p.Status), ETA: p.ETA,
 		Done: p.Done() || p.State == uploadstatus.PublishFailed, RowsAhead: p.RowsAhead, Marketplace: p.Marketplace, Notice: p.Notice}
 }
 
@@ -132,6 +140,9 @@ func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) {
 	lastFailed, lastWrite := -1, time.Now()
 	for first := true; ; first = false {
 		ev := progressEvent(p)
+		if ev.Done && p.State != uploadstatus.PublishFailed {
+			ev.End, ev.EndText = endState(p.Status), endText(pickLang(r), p.Status)
+		}
 		cmp := ev
 		if cmp.ETA != nil { // the estimate moves by milliseconds as it is re-read: a second is news
 			t := cmp.ETA.Round(time.Second)

@@ -208,7 +208,7 @@ func fmtDuration(lang string, d time.Duration) string {
 func jsMessages(lang string) map[string]string {
 	out := map[string]string{}
 	for _, k := range []string{"detail.eta", "detail.eta.now", "detail.eta.none", "detail.done", "detail.percent", "dur.min", "dur.sec", "detail.nofailed", "upload.nofile", "upload.working",
-		"outage.eta", "failing.eta", "paused.eta", "state.done.ok", "state.done.other", "state.done.partial", "state.done.failed", "end.ok", "end.other", "end.partial", "end.partial.other", "end.failed", "end.fix"} {
+		"outage.eta", "failing.eta", "paused.eta", "state.done.ok", "state.done.other", "state.done.partial", "state.done.failed", "end.fix"} {
 		out[k] = msg(lang, k)
 	}
 	for _, s := range []string{"publishing", "published", "publish_failed", "done"} {

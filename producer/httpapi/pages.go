@@ -363,7 +363,7 @@ func (s *Server) pageUploads(w http.ResponseWriter, r *http.Request) {
 	for _, st := range page.Uploads {
 		row := uploadRow{ID: st.ID, FileName: orDash(st.FileName), Created: st.CreatedAt.Local().Format("2006-01-02 15:04:05"),
 			CreatedISO: st.CreatedAt.Format(time.RFC3339), State: stateText(d.Lang, st), Total: st.Total, Registered: st.Registered,
-			Already: st.AlreadyRegistered, Failed: st.Failed - st.OtherContent, Waiting: st.Waiting,
+			Already: st.AlreadyRegistered, Failed: st.ToFix(), Waiting: st.Waiting,
 			Done: st.Registered + st.AlreadyRegistered + st.Failed, Percent: percent(st), End: uploadEnd(st)}
 		if st.OtherContent > 0 {
 			row.OtherText = msg(d.Lang, "uploads.other", st.OtherContent)
@@ -388,10 +388,10 @@ func stateText(lang string, st uploadstatus.Status) string {
 // already with different content, which bulk registration leaves as they
 // are), "failed" (every row needs fixing) or "partial". Rows registered
 // already with other content count as Failed but need no fix in the file,
-// so they alone never make an upload look failed. app.js showEnd decides
-// the same way.
+// so they alone never make an upload look failed. The event stream sends
+// the page this decision (ProgressEvent.End), so app.js does not repeat it.
 func endState(st uploadstatus.Status) string {
-	switch fix := st.Failed - st.OtherContent; {
+	switch fix := st.ToFix(); {
 	case fix <= 0 && st.OtherContent > 0:
 		return "other"
 	case fix <= 0:
@@ -422,9 +422,9 @@ func endText(lang string, st uploadstatus.Status) string {
 		return msg(lang, "end.failed", st.Total)
 	}
 	if st.OtherContent > 0 {
-		return msg(lang, "end.partial.other", st.Total, st.Failed-st.OtherContent, st.OtherContent)
+		return msg(lang, "end.partial.other", st.Total, st.ToFix(), st.OtherContent)
 	}
-	return msg(lang, "end.partial", st.Total, st.Failed-st.OtherContent)
+	return msg(lang, "end.partial", st.Total, st.ToFix())
 }
 
 // pacer is the throttle's policy where the uploader's Slots has one
@@ -496,7 +496,7 @@ func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
 	ev := progressEvent(p)
 	v := &detailView{ID: p.ID, FileName: orDash(p.FileName), Created: p.CreatedAt.Local().Format("2006-01-02 15:04:05"),
 		State: stateText(d.Lang, p.Status), Total: p.Total, Registered: p.Registered, Already: p.AlreadyRegistered,
-		Failed: p.Failed - p.OtherContent, Waiting: p.RowsWaiting, Done: p.Registered + p.AlreadyRegistered + p.Failed,
+		Failed: p.ToFix(), Waiting: p.RowsWaiting, Done: p.Registered + p.AlreadyRegistered + p.Failed,
 		Percent: ev.Percent, IsDone: ev.Done, Ahead: p.RowsAhead}
 	v.FailedRows, v.OtherContentRows = failedRows(d.Lang, p.Status)
 	v.Fix = len(v.FailedRows)

@@ -158,15 +158,9 @@
     }
     function showEnd(p) {
       var end = "", cls = ["state", "bar", "eta"];
-      if (p.done && p.state === "published") {
-        // As pages.go endState: rows registered already with other content
-        // need no fix, so they alone never make the upload look failed.
-        var other = p.other_content || 0, tofix = p.failed - other;
-        end = tofix <= 0 ? (other > 0 ? "other" : "ok") : tofix >= p.total ? "failed" : "partial";
-        endText = end === "ok" ? fmt(m["end.ok"], p.registered, p.already_registered) :
-          end === "other" ? fmt(m["end.other"], p.registered, p.already_registered, other) :
-          end === "failed" ? fmt(m["end.failed"], p.total) :
-          other > 0 ? fmt(m["end.partial.other"], p.total, tofix, other) : fmt(m["end.partial"], p.total, tofix);
+      if (p.end) {
+        end = p.end; // the server's end state and words (pages.go endState)
+        endText = p.end_text;
       } else if (p.done) {
         endText = m["detail.done"];
       }
@@ -177,10 +171,8 @@
       });
       set("state", end ? m["state.done." + end] : m["state." + p.state] || p.state);
       var fix = document.getElementById("fix");
-      // Rows registered already with other content need no fix in the file.
-      var nfix = p.failed - (p.other_content || 0);
-      fix.hidden = nfix <= 0 || !end;
-      document.getElementById("fix-file").textContent = fmt(m["end.fix"], nfix);
+      fix.hidden = !(p.to_fix > 0) || !end;
+      document.getElementById("fix-file").textContent = fmt(m["end.fix"], p.to_fix || 0);
       waiting.hidden = p.done;
       if (ahead && waiting.dataset.aheadFormat) {
         ahead.hidden = !(p.rows_ahead > 0);
@@ -219,7 +211,7 @@
       var p = JSON.parse(e.data), bar = document.getElementById("bar");
       bar.max = p.total; bar.value = p.registered + p.already_registered + p.failed;
       set("n-registered", p.registered); set("n-already", p.already_registered);
-      set("n-failed", p.failed - (p.other_content || 0)); set("n-waiting", p.rows_waiting); set("n-total", p.total);
+      set("n-failed", p.to_fix || 0); set("n-waiting", p.rows_waiting); set("n-total", p.total);
       // The tiles add up to the total: the rows registered already with other content have their own.
       set("n-other-tile", p.other_content || 0); document.getElementById("tile-other").hidden = !p.other_content;
       set("percent", fmt(m["detail.percent"], p.percent));
