@@ -405,15 +405,24 @@ func manySheets(n int, sheet string) []byte {
 // setMethod rewrites the compression method of entry name (central
 // directory and local header).
 func setMethod(data []byte, name string, method uint16) []byte {
+	return editEntry(data, name, func(central, local []byte) {
+		binary.LittleEndian.PutUint16(central[10:], method)
+		binary.LittleEndian.PutUint16(local[8:], method)
+	})
+}
+
+// editEntry calls edit with the central directory header and the local
+// header of entry name, in a copy of data.
+func editEntry(data []byte, name string, edit func(central, local []byte)) []byte {
 	out := bytes.Clone(data)
 	n := []byte(name)
+	// Central directory headers: signature PK\1\2, name length at +28, name at +46, local header offset at +42.
 	for i := 0; i+46 < len(out); i++ {
 		if out[i] == 'P' && out[i+1] == 'K' && out[i+2] == 1 && out[i+3] == 2 {
 			nl := int(binary.LittleEndian.Uint16(out[i+28:]))
 			if i+46+nl <= len(out) && bytes.Equal(out[i+46:i+46+nl], n) {
-				binary.LittleEndian.PutUint16(out[i+10:], method)
 				off := int(binary.LittleEndian.Uint32(out[i+42:]))
-				binary.LittleEndian.PutUint16(out[off+8:], method)
+				edit(out[i:], out[off:])
 			}
 		}
 	}
@@ -556,21 +565,11 @@ func lyingBomb(data []byte, name string) []byte {
 // declareSize rewrites the uncompressed size of entry name (central
 // directory and local header) to size.
 func declareSize(data []byte, name string, size uint32) []byte {
-	out := bytes.Clone(data)
-	n := []byte(name)
-	// Central directory headers: signature PK\1\2, size at +24, name length at +28, name at +46.
-	for i := 0; i+46 < len(out); i++ {
-		if out[i] == 'P' && out[i+1] == 'K' && out[i+2] == 1 && out[i+3] == 2 {
-			nl := int(binary.LittleEndian.Uint16(out[i+28:]))
-			if i+46+nl <= len(out) && bytes.Equal(out[i+46:i+46+nl], n) {
-				binary.LittleEndian.PutUint32(out[i+24:], size)
-				off := int(binary.LittleEndian.Uint32(out[i+42:]))
-				// Local header: size at +22 (zero when a data descriptor follows; set it anyway).
-				binary.LittleEndian.PutUint32(out[off+22:], size)
-			}
-		}
-	}
-	return out
+	return editEntry(data, name, func(central, local []byte) {
+		binary.LittleEndian.PutUint32(central[24:], size)
+		// Local header: size at +22 (zero when a data descriptor follows; set it anyway).
+		binary.LittleEndian.PutUint32(local[22:], size)
+	})
 }
 
 func repeat(s string, n int) string { return strings.Repeat(s, n) }
