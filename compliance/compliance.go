@@ -31,6 +31,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkreg/bulkreg/internal/groupcommit"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/lua"
@@ -69,6 +70,9 @@ type Recorder struct {
 	retention time.Duration
 	batch     *scriptbatch.Runner // RecordWith's combined scripts
 	script    *redis.Script
+	// records shares one script among the calls of a seller recorded at
+	// once (RecordWith).
+	records *groupcommit.Group[string, recordItem, recorded]
 
 	mu    sync.Mutex
 	added map[string]time.Time // sellers added to SellersKey by this recorder, and when
@@ -98,9 +102,79 @@ func NewRecorder(rdb redis.UniversalClient, retention time.Duration) *Recorder {
 	if retention <= 0 {
 		retention = DefaultRetention
 	}
-	return &Recorder{rdb: rdb, retention: retention, script: redis.NewScript(lua.Script("compliance_record.lua")), batch: scriptbatch.New(), added: map[string]time.Time{},
+	r := &Recorder{rdb: rdb, retention: retention, script: redis.NewScript(lua.Script("compliance_record.lua")), batch: scriptbatch.New(), added: map[string]time.Time{},
 		markers: sync.OnceValue(throttle.NewMarkers)}
+	r.records = groupcommit.New(maxRecordBatch, r.writeRecords)
+	return r
 }
+
+// maxRecordBatch bounds the calls one script records: a seller's window of
+// the defaults, with their steps, is a few hundred keys and arguments.
+const maxRecordBatch = 128
+
+// recordItem is one call to record, with the steps that go with it.
+type recordItem struct {
+	keys  []string
+	args  []any
+	steps []scriptbatch.Step
+}
+
+// recorded is what recording one call answered: whether the history was
+// new, or the error that kept it out.
+type recorded struct {
+	isNew bool
+	err   error
+}
+
+// writeRecords records the calls of one seller, each with its steps, in one
+// script. A consumer's calls of one seller's window are answered within
+// milliseconds of each other, and each used to be a script of its own: most
+// of Redis's work per row was that script's fixed cost, not its commands.
+// When the script fails with an answer of Redis (a step's error, not Redis
+// down) and it carried several calls, each call is recorded on its own, so
+// that one call's failing step does not keep the others out.
+func (r *Recorder) writeRecords(ctx context.Context, _ string, items []recordItem) ([]recorded, error) {
+	out := make([]recorded, len(items))
+	run := func(items []recordItem, out []recorded) error {
+		// One record of every call (their keys are the seller's history),
+		// then each call's steps.
+		args := slices.Clone(items[0].args)
+		for _, it := range items[1:] {
+			args = append(args, it.args[0], it.args[1]) // call time, member; the retention is the first call's
+		}
+		isNew := false
+		if len(items) == 1 && len(items[0].steps) == 0 {
+			v, err := r.script.Run(ctx, r.rdb, items[0].keys, args...).Slice()
+			isNew = newHistory(v)
+			out[0].isNew = isNew
+			return err
+		}
+		steps := []scriptbatch.Step{{Script: "compliance_record.lua", Keys: items[0].keys, Args: args,
+			Reply: func(reply any) error { v, _ := reply.([]any); isNew = newHistory(v); return nil }}}
+		for _, it := range items {
+			steps = append(steps, it.steps...)
+		}
+		err := r.batch.Run(ctx, r.rdb, steps...)
+		for i := range out {
+			out[i].isNew = isNew
+		}
+		return err
+	}
+	err := run(items, out)
+	if err != nil && len(items) > 1 && !redisfail.Is(err) {
+		for i := range items {
+			out[i].err = run(items[i:i+1], out[i:i+1])
+		}
+		return out, nil
+	}
+	for i := range out {
+		out[i].err = err
+	}
+	return out, nil
+}
+
+// newHistory reads compliance_record.lua's reply {score, new}.
+func newHistory(v []any) bool { return len(v) == 2 && v[1] == int64(1) }
 
 // Record appends c to the seller's history and trims it to the retention.
 func (r *Recorder) Record(ctx context.Context, seller string, c Call) error {
@@ -128,14 +202,9 @@ func (r *Recorder) RecordWith(ctx context.Context, seller string, c Call, steps 
 	}
 	member := fmt.Sprintf("%d|%s|%s|%s", c.Status, sanitize(c.Class), sanitize(c.Key), id)
 	keys, args := []string{CallsKey(seller)}, []any{atMicros, member, r.retention.Microseconds()}
-	var v []any
-	var err error
-	if len(steps) == 0 {
-		v, err = r.script.Run(ctx, r.rdb, keys, args...).Slice()
-	} else {
-		record := scriptbatch.Step{Script: "compliance_record.lua", Keys: keys, Args: args,
-			Reply: func(reply any) error { v, _ = reply.([]any); return nil }}
-		err = r.batch.Run(ctx, r.rdb, append([]scriptbatch.Step{record}, steps...)...)
+	res, err := r.records.Do(ctx, seller, recordItem{keys: keys, args: args, steps: steps})
+	if err == nil {
+		err = res.err
 	}
 	if err != nil {
 		return fmt.Errorf("record a call of seller %q in the compliance history: %w", seller, redisfail.Wrap(err))
@@ -144,7 +213,7 @@ func (r *Recorder) RecordWith(ctx context.Context, seller string, c Call, steps 
 	// script may only touch one cluster slot. Sent once a minute per seller,
 	// not once per call, and at once when the history was new: after Redis
 	// lost its data the seller must not wait a minute to be listed again.
-	isNew := len(v) == 2 && v[1] == int64(1)
+	isNew := res.isNew
 	r.mu.Lock()
 	last, ok := r.added[seller]
 	r.mu.Unlock()

@@ -3,11 +3,13 @@ package compliance
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/throttle"
 )
@@ -278,5 +280,78 @@ func TestAppWideLine(t *testing.T) {
 				t.Errorf("seller %s exceeded its own limit: %+v", s.Seller, s)
 			}
 		}
+	}
+}
+
+// TestCallsOfASellerShareAScript: calls of one seller recorded at once go in
+// fewer scripts than calls, each with its own steps; and when one call's
+// step fails, that call is the only one refused: the others are recorded.
+func TestCallsOfASellerShareAScript(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Start(t).Client()
+	rec := NewRecorder(rdb, time.Hour)
+	const seller, n = "shared-record", 30
+	log := "bulkreg:{s:" + seller + "}:log"
+	bad := "bulkreg:{s:" + seller + "}:not-a-zset"
+	if err := rdb.Set(ctx, bad, "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	base := time.Now().Add(-time.Minute)
+	// round records n calls at once, call i releasing slot i of round r;
+	// the call poisoned (-1: none) releases from a key that is no log.
+	round := func(r, poisoned int) []error {
+		for i := range n {
+			if err := rdb.ZAdd(ctx, log, redis.Z{Score: float64(i), Member: fmt.Sprintf("slot-%d-%d", r, i)}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		errs := make([]error, n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				key := log
+				if i == poisoned {
+					key = bad // WRONGTYPE
+				}
+				step := scriptbatch.Step{Script: "release.lua", Keys: []string{key}, Args: []any{fmt.Sprintf("slot-%d-%d", r, i)}}
+				at := base.Add(time.Duration(r*n+i) * time.Millisecond)
+				<-start
+				errs[i] = rec.RecordWith(ctx, seller, Call{At: at, Status: 201, Class: "registered", Key: fmt.Sprintf("k%d-%d", r, i)}, step)
+			})
+		}
+		close(start)
+		wg.Wait()
+		return errs
+	}
+
+	before := testredis.ScriptsRun(t, rdb)
+	for i, err := range round(1, -1) {
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	scripts := testredis.ScriptsRun(t, rdb) - before
+	if scripts >= n/2 {
+		t.Errorf("%d concurrent calls of one seller ran %d scripts, want them to share", n, scripts)
+	}
+	t.Logf("%d concurrent calls ran %d scripts", n, scripts)
+	if got := rdb.ZCard(ctx, CallsKey(seller)).Val(); got != n {
+		t.Errorf("%d calls in the history, want %d", got, n)
+	}
+
+	const poisoned = 7
+	for i, err := range round(2, poisoned) {
+		if (err != nil) != (i == poisoned) {
+			t.Errorf("call %d: %v, want an error only for the call whose step fails (%d)", i, err, poisoned)
+		}
+	}
+	// The refused call's record ran before its failing step, as it did
+	// alone: it is in the history once (a retry rewrites the same member).
+	if got := rdb.ZCard(ctx, CallsKey(seller)).Val(); got != 2*n {
+		t.Errorf("%d calls in the history, want %d", got, 2*n)
+	}
+	if left := rdb.ZRange(ctx, log, 0, -1).Val(); len(left) != 1 || left[0] != fmt.Sprintf("slot-2-%d", poisoned) {
+		t.Errorf("slots left in the log: %v, want only the refused call's", left)
 	}
 }

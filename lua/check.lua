@@ -1,6 +1,7 @@
 #!lua flags=no-writes
--- check.lua: is a reservation's slot still good? Run right before the call it
--- was taken for, by throttle.Throttle.Check, for every policy.
+-- check.lua: are reservations' slots still good? Run right before the calls
+-- they were taken for, by throttle.Throttle.Check, for every policy. The
+-- slots of one seller that come due together are checked in one call.
 --
 -- A slot is good while the epoch it was granted in is the current epoch of
 -- the seller's hash slot and the slot is still in the log. Either fails when
@@ -14,17 +15,22 @@
 --
 -- KEYS[1]  the policy's log: bulkreg:{s:<seller>}:log (sliding), :fixed or :tb; ZSET as in reserve*.lua
 -- KEYS[2]  bulkreg:{<tag>}:marker  HASH, the marker of the seller's hash slot; field epoch (slot_guard.lua)
--- ARGV[1]  reservation id
--- ARGV[2]  the epoch the slot was granted in
+-- ARGV     pairs, one per slot: ARGV[2i-1] the reservation id, ARGV[2i] the epoch the slot was granted in
 --
--- Reply: {good, epoch, now}
---   good   1: the epoch is current and the id still holds its slot; 0: the slot must not be used
+-- Reply: {epoch, now, good1, good2, ...}
 --   epoch  the hash slot's current epoch, '' when its marker is gone (its state is lost)
---   now    µs, as a string: the Redis clock when the script ran (the caller learns how far its slot is)
+--   now    µs, as a string: the Redis clock when the script ran (the caller learns how far its slots are)
+--   goodi  1: the epoch of pair i is current and its id still holds its slot; 0: the slot must not be used
 local t = redis.call('TIME')
 local now = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))
 local epoch = redis.call('HGET', KEYS[2], 'epoch') or ''
-if epoch ~= '' and epoch == ARGV[2] and redis.call('ZSCORE', KEYS[1], ARGV[1]) then
-  return {1, epoch, now}
+local out = {epoch, now}
+local ids = {}
+for i = 1, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+local held = redis.call('ZMSCORE', KEYS[1], unpack(ids))
+for i = 1, #ids do
+  local good = 0
+  if epoch ~= '' and epoch == ARGV[2 * i] and held[i] then good = 1 end
+  out[#out + 1] = good
 end
-return {0, epoch, now}
+return out

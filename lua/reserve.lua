@@ -20,8 +20,11 @@
 -- ARGV[5]  hold after a loss, in µs: how long no slot starts once Redis is found to have lost the hash slot's state
 -- ARGV[6]  optional: not before, µs on the Redis clock: the slot is at or after it (the app-wide slot a
 --          throttle with an app-wide limit must match; "0" or absent: no bound)
+-- ARGV[7…] optional: more reservation ids, each taking the seller's next slot after the one before
+--          (the rows of a seller that ask at once share one script: throttle.Throttle.Reserve)
 --
--- Reply: {admitted, at, now, in_window, epoch, lost, hold_until}
+-- Reply: {admitted, at, now, in_window, epoch, lost, hold_until}, seven values per id, in the order
+-- of the ids (ARGV[4], then ARGV[7…]); once one id is not admitted, none after it is
 --   admitted   1: the slot at `at` is held under the id; 0: nothing was written to the log
 --   at         µs, as a string: the slot when admitted, else when to ask again
 --   now        µs, as a string: the Redis clock when the script ran
@@ -39,31 +42,54 @@
 -- slot granted before is not used (check.lua). A slot outlives no Redis.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local limit, win, maxwait, id = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local limit, win, maxwait = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local function us(x) return string.format('%.0f', x) end
+local ids = {ARGV[4]}
+for i = 7, #ARGV do ids[#ids + 1] = ARGV[i] end
 
-local held = redis.call('ZSCORE', KEYS[1], id)
-if held then
-  local at = tonumber(held)
-  return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at)), redis.call('HGET', KEYS[3], 'epoch') or '', 0, '0'}
+local held = redis.call('ZMSCORE', KEYS[1], unpack(ids))
+local out = {}
+local function reply(admitted, at, in_window, epoch, lost, hold)
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = admitted, us(at), us(now), in_window
+  out[n + 5], out[n + 6], out[n + 7] = epoch, lost, us(hold)
 end
-local epoch, hold_until, lost = slot_guard(KEYS[3], now, tonumber(ARGV[5]), id)
-
--- slots older than now - W' can no longer share a window with a new slot
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. us(now - win))
-local at = now
-local not_before = tonumber(ARGV[6] or '0') or 0
-if not_before > at then at = not_before end
-local blocked = tonumber(redis.call('GET', KEYS[2]) or '0')
-if blocked > at then at = blocked end
-if hold_until > at then at = hold_until end
-at = earliest(KEYS[1], limit, win, at)
-if at - now > maxwait then
-  return {0, us(at - maxwait), us(now), 0, epoch, lost, us(hold_until)}
+local epoch, hold_until, lost
+local base, refused, added = nil, nil, false
+for i, id in ipairs(ids) do
+  if held[i] then
+    local at = tonumber(held[i])
+    reply(1, at, redis.call('ZCOUNT', KEYS[1], us(at - win), us(at)), redis.call('HGET', KEYS[3], 'epoch') or '', 0, 0)
+  elseif refused then
+    reply(0, refused, 0, epoch, 0, hold_until)
+  else
+    if not base then
+      epoch, hold_until, lost = slot_guard(KEYS[3], now, tonumber(ARGV[5]), ids[1])
+      -- slots older than now - W' can no longer share a window with a new slot
+      redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. us(now - win))
+      base = now
+      local not_before = tonumber(ARGV[6] or '0') or 0
+      if not_before > base then base = not_before end
+      local blocked = tonumber(redis.call('GET', KEYS[2]) or '0')
+      if blocked > base then base = blocked end
+      if hold_until > base then base = hold_until end
+    end
+    local at = earliest(KEYS[1], limit, win, base)
+    if at - now > maxwait then
+      refused = at - maxwait
+      reply(0, refused, 0, epoch, lost, hold_until)
+    else
+      redis.call('ZADD', KEYS[1], us(at), id)
+      added = true
+      reply(1, at, redis.call('ZCOUNT', KEYS[1], us(at - win), us(at)), epoch, lost, hold_until)
+    end
+    lost = 0 -- a loss is reported once, to the first id
+  end
 end
-redis.call('ZADD', KEYS[1], us(at), id)
--- the log lives until its newest slot has left the window: an idle seller costs nothing
-local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-local ttl = math.ceil((tonumber(newest[2]) - now + win) / 1000) + 1000
-redis.call('PEXPIRE', KEYS[1], ttl)
-return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at)), epoch, lost, us(hold_until)}
+if added then
+  -- the log lives until its newest slot has left the window: an idle seller costs nothing
+  local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  local ttl = math.ceil((tonumber(newest[2]) - now + win) / 1000) + 1000
+  redis.call('PEXPIRE', KEYS[1], ttl)
+end
+return out

@@ -3,7 +3,9 @@ package throttle
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -293,4 +295,125 @@ func TestLossPerClusterNode(t *testing.T) {
 	if !errors.Is(err, ErrNotNew) || !strings.Contains(err.Error(), flushed) {
 		t.Errorf("Initialize with a flushed master = %v, want ErrNotNew naming %s", err, flushed)
 	}
+}
+
+// TestChecksOfASellerShareAScript: the slots of one seller checked at once
+// (a window's rows come due together) are answered by fewer scripts than
+// slots, and each gets its own answer: good while it holds its slot, not
+// good once given back or granted in another epoch.
+func TestChecksOfASellerShareAScript(t *testing.T) {
+	ctx := context.Background()
+	srv := startRedis(t)
+	rdb := srv.Client()
+	th := newThrottle(t, rdb, Policy{Limit: 40, Window: 5 * time.Second})
+	s := seller("shared-check")
+	rs := make([]Reservation, 40)
+	for i := range rs {
+		rs[i] = reserve(t, th, s)
+	}
+	gone := map[int]bool{3: true, 17: true, 38: true}
+	for i := range gone {
+		if err := th.Release(ctx, rs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale := rs[25]
+	stale.Epoch = "an-epoch-that-ended"
+	rs[25] = stale
+	gone[25] = true
+
+	before := testredis.ScriptsRun(t, rdb)
+	got := make([]SlotCheck, len(rs))
+	errs := make([]error, len(rs))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range rs {
+		wg.Go(func() {
+			<-start
+			got[i], errs[i] = th.Check(ctx, rs[i])
+		})
+	}
+	close(start)
+	wg.Wait()
+	scripts := testredis.ScriptsRun(t, rdb) - before
+	for i := range rs {
+		if errs[i] != nil {
+			t.Fatalf("Check %d: %v", i, errs[i])
+		}
+		if got[i].Good == gone[i] {
+			t.Errorf("Check %d = %+v, want good %v", i, got[i], !gone[i])
+		}
+		if got[i].Epoch != rs[0].Epoch || got[i].Now.IsZero() {
+			t.Errorf("Check %d = %+v, want the current epoch %s and the Redis clock", i, got[i], rs[0].Epoch)
+		}
+	}
+	if scripts >= len(rs)/2 {
+		t.Errorf("%d concurrent checks of one seller ran %d scripts, want them to share", len(rs), scripts)
+	}
+	t.Logf("%d concurrent checks ran %d scripts", len(rs), scripts)
+}
+
+// TestReservationsOfASellerShareAScript: rows of one seller asking at once
+// share reserve scripts, and the slots they get are those of one script per
+// row: no window of W′ holds more than the limit, the first window's slots
+// come at once, the next window's right after W′, and past MaxWait nothing
+// is admitted (and nothing written).
+func TestReservationsOfASellerShareAScript(t *testing.T) {
+	ctx := context.Background()
+	srv := startRedis(t)
+	rdb := srv.Client()
+	const limit, rows = 30, 100
+	p := Policy{Limit: limit, Window: 2 * time.Second, Margin: 100 * time.Millisecond}
+	th := newThrottle(t, rdb, Policy{Limit: limit, Window: p.Window, Margin: p.Margin, MaxWait: 2*p.span() + p.span()/2})
+	s := seller("shared-reserve")
+	before := testredis.ScriptsRun(t, rdb)
+	got := make([]Reservation, rows)
+	errs := make([]error, rows)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range rows {
+		wg.Go(func() {
+			<-start
+			got[i], errs[i] = th.Reserve(ctx, s)
+		})
+	}
+	close(start)
+	wg.Wait()
+	scripts := testredis.ScriptsRun(t, rdb) - before
+	var slots []time.Time
+	ids := map[string]bool{}
+	for i, r := range got {
+		if errs[i] != nil {
+			t.Fatalf("Reserve %d: %v", i, errs[i])
+		}
+		if r.Admitted {
+			slots = append(slots, r.At)
+			ids[r.ID] = true
+		}
+	}
+	// Three windows fit within MaxWait (now, +W′, +2W′); the fourth does not.
+	if len(slots) != 3*limit || len(ids) != len(slots) {
+		t.Fatalf("%d slots admitted (%d ids) of %d rows, want %d", len(slots), len(ids), rows, 3*limit)
+	}
+	if n := rdb.ZCard(ctx, th.keys(s).log).Val(); n != int64(len(slots)) {
+		t.Errorf("the log holds %d slots, %d were admitted", n, len(slots))
+	}
+	slices.SortFunc(slots, time.Time.Compare)
+	for i := limit; i < len(slots); i++ {
+		if gap := slots[i].Sub(slots[i-limit]); gap <= p.span() {
+			t.Fatalf("slots %d and %d are %v apart, want more than W′ = %v", i-limit, i, gap, p.span())
+		}
+	}
+	first := slots[0]
+	for w := range 3 {
+		lo, hi := slots[w*limit], slots[w*limit+limit-1]
+		want := first.Add(time.Duration(w) * p.span())
+		if hi.Sub(lo) > 200*time.Millisecond || lo.Sub(want) > 200*time.Millisecond {
+			t.Errorf("window %d: slots %v … %v, want them together, right after %v", w, lo, hi, want)
+		}
+	}
+	if scripts >= rows/2 {
+		t.Errorf("%d concurrent reservations of one seller ran %d scripts, want them to share", rows, scripts)
+	}
+	t.Logf("%d concurrent reservations ran %d scripts", rows, scripts)
 }

@@ -52,6 +52,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkreg/bulkreg/internal/groupcommit"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/lua"
@@ -267,6 +268,12 @@ type Throttle struct {
 	check   *redis.Script
 	global  *globalScripts // nil without an app-wide limit
 	late    lateness       // how late this process has seen the API count calls, for the loss hold
+	// checks shares one check script among the slots of a seller that are
+	// checked at once (Check).
+	checks *groupcommit.Group[string, checkItem, SlotCheck]
+	// reserves shares one reserve script among the rows of a seller that
+	// ask at once (Reserve, sliding logs).
+	reserves *groupcommit.Group[string, string, Reservation]
 }
 
 // New returns a throttle over rdb (one Redis or a Redis Cluster: every key of
@@ -325,6 +332,8 @@ func New(rdb redis.UniversalClient, p Policy) (*Throttle, error) {
 		check:   redis.NewScript(lua.Script("check.lua")),
 	}
 	th.late.period = p.LossHold
+	th.checks = groupcommit.New(maxCheckBatch, th.writeChecks)
+	th.reserves = groupcommit.New(maxReserveBatch, th.writeReserves)
 	if p.Global.On() {
 		th.global = newGlobalScripts(th.markers)
 	}
@@ -361,7 +370,61 @@ func (t *Throttle) Reserve(ctx context.Context, seller string) (Reservation, err
 	if t.global != nil {
 		return t.reserveBoth(ctx, seller, rand.Text())
 	}
-	return t.reserveID(ctx, seller, rand.Text())
+	if t.p.Kind != Sliding {
+		return t.reserveID(ctx, seller, rand.Text())
+	}
+	id := rand.Text()
+	r, err := t.reserves.Do(ctx, seller, id)
+	if err != nil {
+		if ctx.Err() != nil || isTimeout(err) {
+			// The shared script may have run and taken the slot, its answer
+			// lost or no longer awaited: give it back (a no-op when the id
+			// holds none), as reserveSeller does.
+			t.releaseDetached(ctx, Reservation{Seller: seller, ID: id})
+		}
+		return Reservation{}, t.fail(ctx, "reserve a slot", seller, err)
+	}
+	return r, nil
+}
+
+// maxReserveBatch bounds the slots one reserve script takes: a window's
+// worth of the defaults and then some.
+const maxReserveBatch = 256
+
+// writeReserves takes the next slot of the seller for each id, in order, in
+// one script (sliding logs only). When a seller's window opens, the rows
+// waiting at its ask gate ask together, and each used to run a script of its
+// own: its clock read, its marker and server check (INFO), its trim of the
+// log, its block read and its TTL, the same for every row. The slots are
+// those the scripts one after the other would have given.
+func (t *Throttle) writeReserves(ctx context.Context, seller string, ids []string) ([]Reservation, error) {
+	c := t.reserveCall(seller, ids[0], time.Time{})
+	args := c.args
+	if len(ids) > 1 {
+		args = append(args, 0) // ARGV[6], no app-wide bound, then the other ids
+		for _, id := range ids[1:] {
+			args = append(args, id)
+		}
+	}
+	v, err := c.script.Run(ctx, t.rdb, c.keys, args...).Slice()
+	if err != nil {
+		if isTimeout(err) {
+			for _, id := range ids {
+				t.releaseDetached(ctx, Reservation{Seller: seller, ID: id})
+			}
+		}
+		return nil, err
+	}
+	if len(v) != 7*len(ids) {
+		return nil, fmt.Errorf("the reserve script answered %d values for %d slots, want %d", len(v), len(ids), 7*len(ids))
+	}
+	rs := make([]Reservation, len(ids))
+	for i, id := range ids {
+		if rs[i], err = sellerReservation(v[7*i:7*i+7], seller, id, "reserve a slot"); err != nil {
+			return nil, err
+		}
+	}
+	return rs, nil
 }
 
 // reserveID is Reserve with the reservation id given; asking again with the
@@ -700,7 +763,8 @@ type SlotCheck struct {
 
 // Check tells whether r's slot may still be used (SlotCheck.Good). Ask
 // shortly before the call the slot was taken for. One round trip, no
-// writes. An error wraps ErrUnavailable: Redis did not answer, and the slot
+// writes; the checks of a seller's slots that arrive while one is on the
+// wire share the next. An error wraps ErrUnavailable: Redis did not answer, and the slot
 // must not be used either.
 func (t *Throttle) Check(ctx context.Context, r Reservation) (SlotCheck, error) {
 	if !r.Admitted || r.ID == "" || r.Epoch == "" {
@@ -709,48 +773,87 @@ func (t *Throttle) Check(ctx context.Context, r Reservation) (SlotCheck, error) 
 	if r.Seller == "" {
 		return SlotCheck{}, errors.New("throttle: check: the reservation has no seller id")
 	}
-	k := t.keys(r.Seller)
-	calls := []scriptCall{{t.check, []string{k.log, k.marker}, []any{r.ID, r.Epoch}}}
-	if r.Global.ID != "" && t.global != nil {
-		if r.Global.Epoch == "" {
-			return SlotCheck{}, errors.New("throttle: check: the reservation's app-wide slot has no epoch")
+	if r.Global.ID == "" || t.global == nil {
+		c, err := t.checks.Do(ctx, r.Seller, checkItem{id: r.ID, epoch: r.Epoch})
+		if err != nil {
+			return SlotCheck{}, t.fail(ctx, "check a slot", r.Seller, err)
 		}
-		calls = append(calls, t.global.checkCall(r.Global))
+		return c, nil
 	}
-	cmds, err := t.runAll(ctx, calls...)
+	if r.Global.Epoch == "" {
+		return SlotCheck{}, errors.New("throttle: check: the reservation's app-wide slot has no epoch")
+	}
+	k := t.keys(r.Seller)
+	cmds, err := t.runAll(ctx, scriptCall{t.check, []string{k.log, k.marker}, []any{r.ID, r.Epoch}}, t.global.checkCall(r.Global))
 	if err != nil {
 		return SlotCheck{}, t.fail(ctx, "check a slot", r.Seller, err)
 	}
-	var c SlotCheck
+	var cs [2]SlotCheck
 	for i, cmd := range cmds {
-		good, epoch, now, err := parseCheck(cmd)
+		v, err := cmd.Slice()
+		if err == nil {
+			var got []SlotCheck
+			if got, err = parseChecks(v, 1); err == nil {
+				cs[i] = got[0]
+			}
+		}
 		if err != nil {
 			return SlotCheck{}, fmt.Errorf("throttle: check a slot for seller %q: %w: %w", r.Seller, ErrUnavailable, err)
 		}
-		if i == 0 {
-			c = SlotCheck{Good: good, Epoch: epoch, Now: now}
-			continue
-		}
-		c.Good = c.Good && good
-		c.GlobalEpoch = epoch
 	}
+	c := cs[0]
+	c.Good = c.Good && cs[1].Good
+	c.GlobalEpoch = cs[1].Epoch
 	return c, nil
 }
 
-func parseCheck(cmd *redis.Cmd) (good bool, epoch string, now time.Time, err error) {
-	v, err := cmd.Slice()
-	if err != nil {
-		return false, "", time.Time{}, err
+// checkItem is one slot a Check asks about.
+type checkItem struct{ id, epoch string }
+
+// maxCheckBatch bounds the slots one check script asks about. A seller's
+// slots come due a window's worth at a time (a sliding log books the next
+// window at once), so this is several windows of the defaults.
+const maxCheckBatch = 512
+
+// writeChecks checks the seller's slots of items in one script. The rows of
+// one window come due together and used to ask one by one: a script each,
+// one round trip each on the consumer's side, where one answers them all.
+// Every slot learns the same Redis clock, read between its own request and
+// its answer, as a script of its own would have.
+func (t *Throttle) writeChecks(ctx context.Context, seller string, items []checkItem) ([]SlotCheck, error) {
+	k := t.keys(seller)
+	args := make([]any, 0, 2*len(items))
+	for _, it := range items {
+		args = append(args, it.id, it.epoch)
 	}
-	if len(v) == 3 {
-		g, ok1 := v[0].(int64)
-		e, ok2 := v[1].(string)
-		us, err := micros(v[2])
-		if ok1 && ok2 && err == nil {
-			return g == 1, e, time.UnixMicro(us), nil
+	v, err := t.check.Run(ctx, t.rdb, []string{k.log, k.marker}, args...).Slice()
+	if err != nil {
+		return nil, err
+	}
+	return parseChecks(v, len(items))
+}
+
+// parseChecks reads check.lua's reply about n slots.
+func parseChecks(v []any, n int) ([]SlotCheck, error) {
+	if len(v) == n+2 {
+		epoch, ok := v[0].(string)
+		us, err := micros(v[1])
+		if ok && err == nil {
+			cs := make([]SlotCheck, n)
+			now := time.UnixMicro(us)
+			for i := range cs {
+				g, ok := v[i+2].(int64)
+				if !ok {
+					break
+				}
+				cs[i] = SlotCheck{Good: g == 1, Epoch: epoch, Now: now}
+				if i == n-1 {
+					return cs, nil
+				}
+			}
 		}
 	}
-	return false, "", time.Time{}, fmt.Errorf("the check script answered %v, want {0|1, epoch, µs}", v)
+	return nil, fmt.Errorf("the check script answered %v, want {epoch, µs, 0|1 × %d}", v, n)
 }
 
 // releaseDetached releases r after ctx ended or a reservation's answer was

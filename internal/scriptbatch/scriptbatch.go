@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -39,8 +40,10 @@ type Step struct {
 	Reply func(v any) error
 }
 
-// Runner runs batches. It keeps the combined script of each sequence of
-// scripts it has run, so a sequence is composed and hashed once.
+// Runner runs batches. It keeps the combined script of each set of scripts
+// it has run, so a set is composed and hashed once; which of them run, and
+// in what order, travels in ARGV, so a batch of many calls' steps (the same
+// three scripts over and over) is one script however many steps it has.
 type Runner struct {
 	mu      sync.Mutex
 	scripts map[string]*redis.Script
@@ -55,16 +58,24 @@ func (r *Runner) Run(ctx context.Context, c redis.Scripter, steps ...Step) error
 	if len(steps) == 0 {
 		return nil
 	}
-	names := make([]string, len(steps))
-	nkeys, nargs := 0, 2*len(steps)
-	for i, s := range steps {
-		names[i] = s.Script
+	var names []string // each script once, sorted: any order of the same scripts is one script
+	nkeys, nargs := 0, 1+3*len(steps)
+	for _, s := range steps {
+		if i, found := slices.BinarySearch(names, s.Script); !found {
+			names = slices.Insert(names, i, s.Script)
+		}
 		nkeys += len(s.Keys)
 		nargs += len(s.Args)
 	}
+	fn := make([]int, len(steps))
+	for i, s := range steps {
+		j, _ := slices.BinarySearch(names, s.Script)
+		fn[i] = j + 1
+	}
 	keys, args := make([]string, 0, nkeys), make([]any, 0, nargs)
-	for _, s := range steps {
-		args = append(args, len(s.Keys), len(s.Args))
+	args = append(args, len(steps))
+	for i, s := range steps {
+		args = append(args, fn[i], len(s.Keys), len(s.Args))
 	}
 	for _, s := range steps {
 		keys = append(keys, s.Keys...)
@@ -79,7 +90,7 @@ func (r *Runner) Run(ctx context.Context, c redis.Scripter, steps ...Step) error
 		return fmt.Errorf("run %s as one script: %w", strings.Join(names, ", "), err)
 	}
 	if len(v) != len(steps) {
-		return fmt.Errorf("run %s as one script: %d replies for %d scripts", strings.Join(names, ", "), len(v), len(steps))
+		return fmt.Errorf("run %s as one script: %d replies for %d steps", strings.Join(names, ", "), len(v), len(steps))
 	}
 	for i, s := range steps {
 		if s.Reply == nil {
@@ -108,19 +119,21 @@ func (r *Runner) script(names []string) (*redis.Script, error) {
 	return s, nil
 }
 
-// Compose returns the script that runs the named scripts in order. Each body
+// Compose returns the script that can run the named scripts. Each body
 // becomes a function whose parameters KEYS and ARGV shadow the globals, so it
-// runs unchanged on its own slice of them. ARGV opens with a (keys, args)
-// count pair per step; the reply is an array of the steps' replies.
+// runs unchanged on its own slice of them. ARGV opens with the number of
+// steps, then a (function, keys, args) triple per step, the function being
+// the script's place in names counting from 1; the reply is an array of the
+// steps' replies.
 func Compose(names ...string) (string, error) {
 	var b strings.Builder
-	b.WriteString("-- scriptbatch: " + strings.Join(names, ", ") + "\nlocal steps = {}\n")
+	b.WriteString("-- scriptbatch: " + strings.Join(names, ", ") + "\nlocal fns = {}\n")
 	for i, n := range names {
 		body, err := body(n)
 		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(&b, "steps[%d] = function(KEYS, ARGV)\n%s\nend\n", i+1, body)
+		fmt.Fprintf(&b, "fns[%d] = function(KEYS, ARGV)\n%s\nend\n", i+1, body)
 	}
 	b.WriteString(dispatch)
 	return b.String(), nil
@@ -143,15 +156,15 @@ func body(name string) (s string, err error) {
 
 // dispatch hands each step its KEYS and ARGV and collects the replies. A nil
 // reply becomes false: a nil would end the reply array there.
-const dispatch = `local n = #steps
-local k, a = 1, 2 * n + 1
+const dispatch = `local n = tonumber(ARGV[1])
+local k, a = 1, 3 * n + 2
 local out = {}
 for i = 1, n do
-  local nk, na = tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i])
+  local f, nk, na = tonumber(ARGV[3 * i - 1]), tonumber(ARGV[3 * i]), tonumber(ARGV[3 * i + 1])
   local keys, argv = {}, {}
   for j = 1, nk do keys[j] = KEYS[k]; k = k + 1 end
   for j = 1, na do argv[j] = ARGV[a]; a = a + 1 end
-  local r = steps[i](keys, argv)
+  local r = fns[f](keys, argv)
   if r == nil then r = false end
   out[i] = r
 end

@@ -2,6 +2,7 @@ package scriptbatch
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -53,11 +54,18 @@ func TestStepsRunInOrderOnTheirOwnKeysAndArgs(t *testing.T) {
 		t.Errorf("call history %v", got)
 	}
 
-	// The same sequence again reuses its script; Redis losing its script
-	// cache (a restart, a failover) costs one EVAL with the body.
-	if len(r.scripts) != 1 {
-		t.Errorf("%d scripts composed for one sequence", len(r.scripts))
+	// The same scripts again, in any number and order, reuse their script:
+	// the sequence travels in ARGV.
+	replies = nil
+	twice := append(slices.Clone(steps[1:]), steps...)
+	if err := r.Run(ctx, rdb, twice...); err != nil {
+		t.Fatal(err)
 	}
+	if len(replies) != len(twice) || len(r.scripts) != 1 {
+		t.Errorf("a batch of %d steps over the same scripts: %d replies, %d scripts composed; want %d and 1", len(twice), len(replies), len(r.scripts), len(twice))
+	}
+	// Redis losing its script cache (a restart, a failover) costs one EVAL
+	// with the body.
 	rdb.ScriptFlush(ctx)
 	replies = nil
 	if err := r.Run(ctx, rdb, steps[:2]...); err != nil {

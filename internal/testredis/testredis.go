@@ -250,3 +250,28 @@ func (s *Sentinel) MasterAddr(ctx context.Context) (string, error) {
 	}
 	return "", fmt.Errorf("no sentinel named the primary: %w", lastErr)
 }
+
+// ScriptsRun is how many scripts the server has run so far (EVAL and
+// EVALSHA calls in INFO commandstats): tests that claim scripts are shared
+// compare it before and after.
+func ScriptsRun(t testing.TB, rdb *redis.Client) int {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(info, "\n") {
+		for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
+			if rest, ok := strings.CutPrefix(line, cmd); ok {
+				calls, _, _ := strings.Cut(rest, ",")
+				v, err := strconv.Atoi(calls)
+				if err != nil {
+					t.Fatalf("INFO commandstats: %q: %v", line, err)
+				}
+				n += v
+			}
+		}
+	}
+	return n
+}
