@@ -164,8 +164,7 @@ var ErrBadMessage = errors.New("bad message")
 // ErrBadMessage and names the field that is wrong.
 func DecodeMessage(value []byte) (Message, error) {
 	var m Message
-	dec := json.NewDecoder(strings.NewReader(string(value)))
-	if err := dec.Decode(&m); err != nil {
+	if err := json.Unmarshal(value, &m); err != nil {
 		return Message{}, fmt.Errorf("%w: value is not the JSON of a row message: %v", ErrBadMessage, err)
 	}
 	switch {

@@ -84,6 +84,35 @@ func (c *Consumer) attempt(r *row, t *tries, slot *slot, cb *rowCircuit, sku *sk
 	return c.conclude(r, t, &res, cb, sku, mk, log)
 }
 
+// takeTurn takes one of the MaxConcurrentCalls turns for the row's call,
+// waiting only as long as the lateness allows: waiting longer would only
+// queue behind rows that are late already. A turn is usually free, and is
+// then taken without the timer that bounds the wait (one per row).
+func (c *Consumer) takeTurn(r *row, s *slot) bool {
+	select {
+	case c.calls <- struct{}{}:
+		c.notNow(s)
+		return true
+	default:
+	}
+	budget := time.NewTimer(max(0, c.cfg.MaxLateness-time.Since(s.bound)))
+	defer budget.Stop()
+	select {
+	case c.calls <- struct{}{}:
+		c.notNow(s)
+		return true
+	case <-budget.C:
+		c.notNow(s)
+		c.m.lateness.Observe(time.Since(s.bound).Seconds())
+		c.m.late.Inc()
+		c.release(s)
+	case <-r.ctx().Done():
+		c.notNow(s)
+		c.release(s)
+	}
+	return false
+}
+
 // tries is what one row's attempts have met so far.
 type tries struct {
 	// The retry budget starts at the first transient failure: time spent
@@ -172,22 +201,7 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 		}
 		return res, false
 	}
-	// Wait for a turn only as long as the lateness allows; waiting longer
-	// would only queue behind rows that are late already.
-	budget := time.NewTimer(max(0, c.cfg.MaxLateness-time.Since(s.bound)))
-	defer budget.Stop()
-	select {
-	case c.calls <- struct{}{}:
-		c.notNow(s)
-	case <-budget.C:
-		c.notNow(s)
-		c.m.lateness.Observe(time.Since(s.bound).Seconds())
-		c.m.late.Inc()
-		c.release(s)
-		return res, false
-	case <-r.ctx().Done():
-		c.notNow(s)
-		c.release(s)
+	if !c.takeTurn(r, s) {
 		return res, false
 	}
 	// The token is held for the call only: recording it below may wait for
