@@ -33,6 +33,9 @@ import (
 type askGates struct {
 	mu sync.Mutex
 	m  map[string]*askGate
+	// spawn runs an admitted row's job on a goroutine (the consumer's
+	// workers; the go statement by default).
+	spawn func(func())
 }
 
 // askGate is one seller's; every field is guarded by askGates.mu.
@@ -59,7 +62,10 @@ type gateWaiter struct {
 // a refusal 0.
 const unknownRoom = -1
 
-func newAskGates() *askGates { return &askGates{m: map[string]*askGate{}} }
+func newAskGates() *askGates { return &askGates{m: map[string]*askGate{}, spawn: goStatement} }
+
+// goStatement runs f on a goroutine of its own.
+func goStatement(f func()) { go f() }
 
 // enterOr lets the row ask the throttle for the seller's next slot at once
 // (parked false), or parks it (true): admit is then called once, on another
@@ -140,11 +146,12 @@ func (gs *askGates) admitLocked(seller string, g *askGate) {
 			if g.users == 0 {
 				delete(gs.m, seller)
 			}
-			go w.admit(nil, false)
+			gs.spawn(func() { w.admit(nil, false) })
 			continue
 		}
 		g.asking++
-		go w.admit(gs.leaveFunc(seller, g, true), true)
+		leave := gs.leaveFunc(seller, g, true)
+		gs.spawn(func() { w.admit(leave, true) })
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
+	"github.com/bulkreg/bulkreg/internal/workers"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
@@ -106,10 +107,13 @@ type Consumer struct {
 	m     *metrics
 	group *group
 	lanes *lanes
-	redis *redisGate
-	dlq   DeadLetterWriter
-	close func() error
-	calls chan struct{} // one token per registry call in progress
+	// workers runs the rows' jobs when they start or resume, on goroutines
+	// kept between rows (internal/workers).
+	workers *workers.Pool
+	redis   *redisGate
+	dlq     DeadLetterWriter
+	close   func() error
+	calls   chan struct{} // one token per registry call in progress
 	// now is one token per row asking the throttle or holding a slot due
 	// now (see ask).
 	now *dueNow
@@ -182,6 +186,8 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 	}
 	c.lanes = newLanes(cfg.SellerConcurrency, c.process,
 		func(d int) { c.m.waiting.Add(float64(d)) }, func(d int) { c.m.activeSellers.Add(float64(d)) })
+	c.workers = workers.New(maxIdleWorkers)
+	c.lanes.spawn, c.asks.spawn, c.now.spawn, c.claims.spawn = c.workers.Go, c.workers.Go, c.workers.Go, c.workers.Go
 	c.redis = newRedisGate(deps.PingRedis, cfg.RedisProbeInterval, log, c.m.redisDown.Inc)
 	if err := reg.Register(newBacklogCollector(c)); err != nil {
 		return nil, fmt.Errorf("consumer: register the backlog metrics: %w", err)
@@ -191,6 +197,10 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 	}
 	return c, nil
 }
+
+// maxIdleWorkers bounds the goroutines kept waiting for a row to resume:
+// a row's stack grows to some 8 to 16 KiB, so at most 2 MiB are kept.
+const maxIdleWorkers = 128
 
 // Run consumes until ctx ends, then shuts down gracefully: it stops reading,
 // gives back the slots of rows still waiting, lets calls in progress finish
@@ -208,6 +218,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		go c.syncClock(probeCtx)
 	}
 	err := c.group.run(ctx)
+	c.workers.Close()
 	if cerr := c.close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close the dead-letter writer: %w", cerr)
 	}

@@ -32,6 +32,7 @@ type dueNow struct {
 	keep  time.Duration
 	ranks map[string]*rank
 	now   func() time.Time // time.Now; a test's clock
+	spawn func(func())     // runs a granted row's job on a goroutine (goStatement; the consumer's workers)
 }
 
 // rank of a seller: the order in which it started asking.
@@ -50,7 +51,7 @@ type waiter struct {
 }
 
 func newDueNow(n int, keep time.Duration) *dueNow {
-	return &dueNow{free: n, keep: keep, ranks: map[string]*rank{}, now: time.Now}
+	return &dueNow{free: n, keep: keep, ranks: map[string]*rank{}, now: time.Now, spawn: goStatement}
 }
 
 // acquireOr takes a token for a row of seller at once (true), or queues the
@@ -113,7 +114,7 @@ func (d *dueNow) release(seller string) {
 	w := heap.Pop(&d.queue).(*waiter)
 	d.mu.Unlock()
 	if w.stop() { // else its ctx ended and cancel gives the token back
-		go w.grant(true)
+		d.spawn(func() { w.grant(true) })
 	}
 }
 

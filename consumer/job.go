@@ -133,13 +133,12 @@ func (j *job) run() bool {
 				return j.park(wait, stepReserve, stepGiveBack)
 			}
 			j.slot = s
-			// Shortly before the slot (a jittered lead, so the rows of one
-			// window do not all ask at once) the throttle confirms the slot.
-			// A slot due sooner than that was granted just now: the
-			// reservation itself vouches for its epoch.
-			if lead := c.checkLead(); time.Until(s.due) > lead {
+			// Shortly before the slot the throttle confirms it. A slot due
+			// sooner than that was granted just now: the reservation itself
+			// vouches for its epoch.
+			if at := c.checkAt(s.due); time.Until(at) > 0 {
 				c.notNow(s)
-				return j.park(time.Until(s.due.Add(-lead)), stepCheck, stepUnreserve)
+				return j.park(time.Until(at), stepCheck, stepUnreserve)
 			}
 			j.next = stepDue
 
@@ -279,7 +278,7 @@ func (j *job) park(d time.Duration, next, revoked step) bool {
 	ctx := j.r.ctx()
 	j.mu.Lock()
 	j.woken = false
-	j.timer = time.AfterFunc(d, func() { j.wake(next, false) })
+	j.timer = time.AfterFunc(d, func() { j.c.workers.Go(func() { j.wake(next, false) }) })
 	j.stopCtx = context.AfterFunc(ctx, func() { j.wake(revoked, true) })
 	j.mu.Unlock()
 	return false

@@ -17,6 +17,8 @@ type lanes struct {
 	// given back, false when the row parked (job.go): then it calls done,
 	// on another goroutine, when the row ends.
 	run func(r *row, done func()) bool
+	// spawn starts a lane's worker (goStatement; the consumer's workers).
+	spawn func(func())
 
 	mu       sync.Mutex
 	bySeller map[string]*lane
@@ -32,7 +34,7 @@ type lane struct {
 }
 
 func newLanes(concurrency int, run func(*row, func()) bool, onQueued, onActive func(int)) *lanes {
-	return &lanes{concurrency: max(1, concurrency), run: run, bySeller: map[string]*lane{}, onQueued: onQueued, onActive: onActive}
+	return &lanes{concurrency: max(1, concurrency), run: run, bySeller: map[string]*lane{}, onQueued: onQueued, onActive: onActive, spawn: goStatement}
 }
 
 // add hands r to its seller's lane: a new worker when the lane is below its
@@ -53,7 +55,7 @@ func (ls *lanes) add(seller string, r *row) {
 	}
 	ln.active++
 	ls.mu.Unlock()
-	go ls.work(seller, ln, r)
+	ls.spawn(func() { ls.work(seller, ln, r) })
 }
 
 // work runs rows of one lane until its queue is empty or a row parks; the

@@ -1,0 +1,82 @@
+package workers
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bulkreg/bulkreg/internal/testwait"
+)
+
+// TestGoroutinesAreKept: functions run one after the other reuse one
+// goroutine; a burst leaves at most maxIdle waiting; Close ends them.
+func TestGoroutinesAreKept(t *testing.T) {
+	p := New(4)
+	var ran atomic.Int32
+	for range 100 {
+		done := make(chan struct{})
+		p.Go(func() { ran.Add(1); close(done) })
+		<-done
+		testwait.For(t, time.Second, "the goroutine waits for the next function", func() bool { return p.Idle() == 1 })
+	}
+	if ran.Load() != 100 || p.Idle() != 1 {
+		t.Fatalf("%d functions ran, %d goroutines idle; want 100 and 1 (one goroutine for all)", ran.Load(), p.Idle())
+	}
+
+	before := runtime.NumGoroutine()
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	wg.Add(50)
+	for range 50 {
+		p.Go(func() { defer wg.Done(); <-release })
+	}
+	close(release)
+	wg.Wait()
+	testwait.For(t, time.Second, "the burst's goroutines beyond maxIdle end", func() bool { return runtime.NumGoroutine() <= before+4 })
+	if p.Idle() > 4 {
+		t.Errorf("%d goroutines idle after a burst of 50, want at most 4", p.Idle())
+	}
+
+	p.Close()
+	testwait.For(t, time.Second, "every idle goroutine ends after Close", func() bool { return p.Idle() == 0 && runtime.NumGoroutine() <= before-1 })
+	done := make(chan struct{})
+	p.Go(func() { close(done) })
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		t.Fatal("Go after Close did not run its function")
+	}
+}
+
+func BenchmarkGo(b *testing.B) {
+	p := New(64)
+	defer p.Close()
+	var wg sync.WaitGroup
+	for b.Loop() {
+		wg.Add(1)
+		p.Go(func() { deep(40); wg.Done() })
+		wg.Wait()
+	}
+}
+
+func BenchmarkGoStatement(b *testing.B) {
+	var wg sync.WaitGroup
+	for b.Loop() {
+		wg.Add(1)
+		go func() { deep(40); wg.Done() }()
+		wg.Wait()
+	}
+}
+
+// deep uses about n × 256 bytes of stack, as a row's way through the
+// consumer does.
+func deep(n int) byte {
+	var buf [256]byte
+	buf[n%256] = byte(n)
+	if n == 0 {
+		return buf[0]
+	}
+	return deep(n-1) + buf[n%256]
+}
