@@ -186,3 +186,59 @@ func TestTemplateParses(t *testing.T) {
 		t.Fatalf("template with the example row: %+v %v", s.Rows, problems(s))
 	}
 }
+
+// TestHeaderSearchStopsAfterMaxHeaderSheets: the product sheet is found as
+// the MaxHeaderSheets-th visible sheet, and not after it (every sheet
+// searched costs its part's opening whatever it holds); hidden sheets
+// before it do not count.
+func TestHeaderSearchStopsAfterMaxHeaderSheets(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		before        int // sheets without a header before the product sheet
+		hiddenBefore  int // of them, hidden
+		wantNoHeader  bool
+		wantSheetName string
+	}{
+		{"last searched", MaxHeaderSheets - 1, 0, false, "products"},
+		{"one too far", MaxHeaderSheets, 0, true, ""},
+		{"hidden ones do not count", MaxHeaderSheets, 5, false, "products"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := book(t, [][]any{{"notes"}}, func(f *excelize.File) {
+				for i := 2; i <= tc.before; i++ {
+					name := "notes " + itoa(i)
+					if _, err := f.NewSheet(name); err != nil {
+						t.Fatal(err)
+					}
+					if err := f.SetCellValue(name, "A1", "nothing here"); err != nil {
+						t.Fatal(err)
+					}
+					if i <= tc.hiddenBefore+1 && i > 1 {
+						if err := f.SetSheetVisible(name, false); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				if _, err := f.NewSheet("products"); err != nil {
+					t.Fatal(err)
+				}
+				for r, row := range [][]any{koreanHeader, validRow(1)} {
+					cell, _ := excelize.CoordinatesToCellName(1, r+1)
+					if err := f.SetSheetRow("products", cell, &row); err != nil {
+						t.Fatal(err)
+					}
+				}
+			})
+			s, err := parse(t, data)
+			if tc.wantNoHeader {
+				if fe := fileErrCode(t, err); fe.Code != CodeNoHeader || !strings.Contains(fe.Message, "first 50 visible sheets") {
+					t.Fatalf("error %v, want no_header naming the first %d visible sheets", fe, MaxHeaderSheets)
+				}
+				return
+			}
+			if err != nil || s.SheetName != tc.wantSheetName || len(s.Rows) != 1 {
+				t.Fatalf("Parse = %+v, %v; want sheet %q with 1 row", s, err, tc.wantSheetName)
+			}
+		})
+	}
+}

@@ -138,6 +138,13 @@ func describeZipErr(err error) error {
 	return err
 }
 
+// MaxHeaderSheets is how many visible worksheets are searched for the
+// header row. Every sheet searched costs opening its part and scanning its
+// first rows whatever it holds: a crafted workbook of 9,990 sheets without a
+// header cost 0.9 to 1.2 s of CPU (testdata/hostile). A seller's workbook
+// has its product sheet among its first few.
+const MaxHeaderSheets = 50
+
 // readXLSX reads an .xlsx: the zip's directory (refusing a zip bomb by its
 // declared sizes, and a directory of too many entries by its count, before
 // anything is unpacked), then only the parts a product list needs: the
@@ -180,10 +187,17 @@ func (p *Parser) readXLSX(ctx context.Context, data []byte) (*Sheet, error) {
 	if ferr := b.readWorkbook(); ferr != nil {
 		return nil, ferr
 	}
+	searched := 0
 	for _, s := range b.sheets {
 		if !s.worksheet || s.hidden || b.done[s.part] {
 			continue
 		}
+		if searched == MaxHeaderSheets {
+			ferr := noHeader(FormatXLSX)
+			ferr.Message += fmt.Sprintf(" (bulkreg looks for it in the first %d visible sheets; put the product sheet first)", MaxHeaderSheets)
+			return nil, ferr
+		}
+		searched++
 		sheet, err := b.readSheet(s)
 		switch {
 		case errors.Is(err, errNoHeaderHere):

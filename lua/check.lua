@@ -15,7 +15,8 @@
 --
 -- KEYS[1]  the policy's log: bulkreg:{s:<seller>}:log (sliding), :fixed or :tb; ZSET as in reserve*.lua
 -- KEYS[2]  bulkreg:{<tag>}:marker  HASH, the marker of the seller's hash slot; field epoch (slot_guard.lua)
--- ARGV     pairs, one per slot: ARGV[2i-1] the reservation id, ARGV[2i] the epoch the slot was granted in
+-- ARGV[1]  the first slot's reservation id; ARGV[2] the epoch it was granted in; ARGV[3], ARGV[4] the
+--          next slot's, and so on: a pair per slot
 --
 -- Reply: {epoch, now, good1, good2, ...}
 --   epoch  the hash slot's current epoch, '' when its marker is gone (its state is lost)
