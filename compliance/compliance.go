@@ -126,8 +126,8 @@ type recorded struct {
 	err   error
 }
 
-// writeRecords records the calls of one seller, each with its steps, in one
-// script. A consumer's calls of one seller's window are answered within
+// writeRecords records the calls of one seller in one script: all of them
+// in the history at once, then each call's steps. A consumer's calls of one seller's window are answered within
 // milliseconds of each other, and each used to be a script of its own: most
 // of Redis's work per row was that script's fixed cost, not its commands.
 // When the script fails with an answer of Redis (a step's error, not Redis

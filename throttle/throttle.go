@@ -360,8 +360,10 @@ func (t *Throttle) keys(seller string) keys {
 	return k
 }
 
-// Reserve takes the seller's next slot in one Redis round trip. When the slot
-// is within MaxWait it is held (Admitted) and the caller calls the API at At;
+// Reserve takes the seller's next slot in one Redis round trip, shared (with
+// a sliding log and no app-wide limit) with the seller's other rows that ask
+// while a reservation of the seller is on the wire. When the slot is within
+// MaxWait it is held (Admitted) and the caller calls the API at At;
 // otherwise nothing is held and At says when to ask again.
 func (t *Throttle) Reserve(ctx context.Context, seller string) (Reservation, error) {
 	if seller == "" {
