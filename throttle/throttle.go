@@ -410,11 +410,10 @@ func (t *Throttle) writeReserves(ctx context.Context, seller string, ids []strin
 	}
 	v, err := c.script.Run(ctx, t.rdb, c.keys, args...).Slice()
 	if err != nil {
-		if isTimeout(err) {
-			for _, id := range ids {
-				t.releaseDetached(ctx, Reservation{Seller: seller, ID: id})
-			}
-		}
+		// Each caller gives its own slot back when the answer was lost
+		// (Reserve), at once and on its own goroutine: here, one after the
+		// other, a stalled Redis would hold the seller's next batch for a
+		// release timeout per slot.
 		return nil, err
 	}
 	if len(v) != 7*len(ids) {
