@@ -147,6 +147,7 @@ type Options struct {
 // Client calls the registration API. It is safe for concurrent use.
 type Client struct {
 	base       *url.URL
+	sellers    string // base + "/v1/sellers/", the start of every registration's URL
 	http       *http.Client
 	timeout    time.Duration
 	authName   string
@@ -190,6 +191,7 @@ func New(o Options) (*Client, error) {
 		o.Now = time.Now
 	}
 	c := &Client{base: base, timeout: o.Timeout, retryAfter: o.DefaultRetryAfter, now: o.Now, http: o.HTTPClient}
+	c.sellers = base.String() + "/v1/sellers/"
 	if o.AuthHeader != "" {
 		name, value, ok := strings.Cut(o.AuthHeader, ":")
 		name = strings.TrimSpace(name)
@@ -271,7 +273,7 @@ func (c *Client) Register(ctx context.Context, seller, key string, p bulkreg.Pro
 	if err != nil {
 		return Result{Class: Permanent, Code: "bad_request", Err: fmt.Errorf("the product cannot be encoded as JSON: %w", err)}
 	}
-	target := c.base.String() + "/v1/sellers/" + url.PathEscape(seller) + "/products"
+	target := c.sellers + url.PathEscape(seller) + "/products"
 
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
