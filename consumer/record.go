@@ -129,7 +129,7 @@ func counted(c registryclient.Class) bool {
 // (inflight.go), so they ask after the block is set. With the defaults (a
 // 10 s timeout, a 60 s window) a count is never past the cap.
 func (c *Consumer) blockPastTheCap(s *slot, timeout, window, margin time.Duration, log *slog.Logger) {
-	latest := maxTime(s.answered.Add(timeout), s.sent.Add(countedWithin(timeout)))
+	latest := s.latestPossibleCount(timeout)
 	if !latest.After(s.At.Add(window + margin)) {
 		return
 	}

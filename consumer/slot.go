@@ -70,8 +70,14 @@ type slot struct {
 // place. So a count more than W + margin after the slot is not covered (with
 // the defaults 60.25 s, against 20 s for a call that got no answer).
 func (s *slot) latestCount(timeout, window, margin time.Duration) time.Time {
-	latest := maxTime(s.answered.Add(timeout), s.sent.Add(countedWithin(timeout)))
-	return minTime(latest, s.At.Add(window+margin))
+	return minTime(s.latestPossibleCount(timeout), s.At.Add(window+margin))
+}
+
+// latestPossibleCount is the latest instant the API may count a call that
+// got no answer, uncapped: latestCount caps it, blockPastTheCap holds the
+// seller when it is past the cap.
+func (s *slot) latestPossibleCount(timeout time.Duration) time.Time {
+	return maxTime(s.answered.Add(timeout), s.sent.Add(countedWithin(timeout)))
 }
 
 // countedWithin is how long after it is sent the API may count a call
