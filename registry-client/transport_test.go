@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/bulkreg/bulkreg/internal/testwait"
 )
 
 // countedServer starts h and counts the connections it accepts.
@@ -159,9 +161,13 @@ func TestSyncTransportClosesConnectionsIdleTooLong(t *testing.T) {
 		if res := c.Register(context.Background(), "s", "k", product); res.Class != Registered {
 			t.Fatalf("call %d: %v %v", i, res.Class, res.Err)
 		}
-		time.Sleep(150 * time.Millisecond)
-		if open, idle := st.pool(); open != 0 || idle != 0 {
-			t.Errorf("after %v idle: %d open, %d idle, want none (closed at the idle timeout)", 150*time.Millisecond, open, idle)
+		idleSince := time.Now()
+		testwait.For(t, 2*time.Second, "the idle connection closed at the idle timeout", func() bool {
+			open, idle := st.pool()
+			return open == 0 && idle == 0
+		})
+		if waited := time.Since(idleSince); waited < st.idleTimeout {
+			t.Errorf("the idle connection closed after %v, before the idle timeout %v", waited, st.idleTimeout)
 		}
 	}
 	if n := opened.Load(); n != 2 {
