@@ -231,7 +231,7 @@ func TestHeaderSearchStopsAfterMaxHeaderSheets(t *testing.T) {
 			})
 			s, err := parse(t, data)
 			if tc.wantNoHeader {
-				if fe := fileErrCode(t, err); fe.Code != CodeNoHeader || !strings.Contains(fe.Message, "first 50 visible sheets") {
+				if fe := fileErrCode(t, err); fe.Code != CodeNoHeader || !strings.Contains(fe.Message, "first 50 visible sheets") || !strings.Contains(koreanOf(fe), "처음 50개의 보이는 시트") {
 					t.Fatalf("error %v, want no_header naming the first %d visible sheets", fe, MaxHeaderSheets)
 				}
 				return
@@ -241,4 +241,10 @@ func TestHeaderSearchStopsAfterMaxHeaderSheets(t *testing.T) {
 			}
 		})
 	}
+}
+
+// koreanOf is the Korean sentence a seller's page shows for fe.
+func koreanOf(fe *FileError) string {
+	s, _ := messages.Render(messages.KO, fe.Code, fe.Params)
+	return s
 }

@@ -193,9 +193,8 @@ func (p *Parser) readXLSX(ctx context.Context, data []byte) (*Sheet, error) {
 			continue
 		}
 		if searched == MaxHeaderSheets {
-			ferr := noHeader(FormatXLSX)
-			ferr.Message += fmt.Sprintf(" (bulkreg looks for it in the first %d visible sheets; put the product sheet first)", MaxHeaderSheets)
-			return nil, ferr
+			return nil, fileErr(CodeNoHeader, "no header row was found in the first %d visible sheets; move the product sheet to the front or start from the template", MaxHeaderSheets).
+				withParams("kind", "sheets", "sheets", strconv.Itoa(MaxHeaderSheets))
 		}
 		searched++
 		sheet, err := b.readSheet(s)

@@ -102,6 +102,7 @@ var table = map[string]text{
 	"not_xlsx.utf8":         {"UTF-8 텍스트로 시작하지만 UTF-8이 아닌 바이트가 있습니다. Excel에서 \"CSV UTF-8(쉼표로 분리)\"로 다시 저장해 주세요", "the file starts as UTF-8 text but holds bytes that are not UTF-8; save it again from Excel as \"CSV UTF-8 (Comma delimited)\""},
 	"not_xlsx.utf16":        {"UTF-16 텍스트(Excel의 \"유니코드 텍스트\")인데 {at}바이트 지점이 손상되었습니다. Excel에서 다시 저장하거나 \"CSV UTF-8(쉼표로 분리)\"로 저장해 주세요", "the file is UTF-16 text (Excel's \"Unicode text\") but is damaged {at} bytes in; save it again from Excel, or as \"CSV UTF-8 (Comma delimited)\""},
 	"no_header":             {"머리글 행을 찾지 못했습니다. 처음 {rows}행 중 한 행에 열 이름({names}, ...)이 있어야 합니다. 템플릿에서 시작해 주세요", "no header row was found: one of the first {rows} rows must name the columns ({names}, ...); start from the template"},
+	"no_header.sheets":      {"처음 {sheets}개의 보이는 시트에서 머리글 행을 찾지 못했습니다. 상품 시트를 맨 앞으로 옮기거나 템플릿에서 시작해 주세요", "no header row was found in the first {sheets} visible sheets; move the product sheet to the front or start from the template"},
 	"missing_column":        {"머리글 행({row}행)에 필수 열 {columns}이(가) 없습니다. 열을 추가하거나 템플릿에서 시작해 주세요", "the header row (row {row}) lacks the required columns {columns}; add them or start from the template"},
 	"missing_column.one":    {"필수 열 {column}이(가) 머리글 행({row}행)에 없습니다", "the required column {column} is missing from the header row (row {row})"},
 	"duplicate_column":      {"머리글 행에 같은 열이 두 번 있습니다: {detail}", "the header row names a column twice: {detail}"},
