@@ -19,41 +19,80 @@
 -- replay failed, or a row recorded again) changes nothing.
 -- The same state again replaces the details (the latest attempt) without counting twice.
 -- Rows are applied in order, so the same row twice in one call is the same as two calls.
+--
+-- Each row's own commands (a read, two writes, a count) were most of what Redis
+-- ran per row: the rows' states are read in one HMGET, the writes are one HSET
+-- per hash and one HINCRBY per count that changed, whatever the number of rows.
 if redis.call('HEXISTS', KEYS[1], 'id') == 0 and redis.call('HEXISTS', KEYS[1], 'lost_at') == 0 then
   local t = redis.call('TIME')
   redis.call('HSET', KEYS[1], 'lost_at', string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)))
 end
 local retention = tonumber(ARGV[1])
 local changed = 0
--- A failed row whose SKU is registered already with other content (code
--- already_registered_other_content) needs no fix in the file: the meta's
--- "other_content" counts them, so a list of uploads (meta only) can tell
--- them from failures. Only failed results are decoded: they are few.
 local function other(state, json)
   if state ~= 'failed' or not json then return 0 end
   local ok, r = pcall(cjson.decode, json)
   if ok and type(r) == 'table' and r.code == 'already_registered_other_content' then return 1 end
   return 0
 end
+-- unpack passes its values on Lua's stack, which holds a few thousand.
+local CHUNK = 1000
+local function each_chunk(list, f)
+  for i = 1, #list, CHUNK do
+    f(unpack(list, i, math.min(i + CHUNK - 1, #list)))
+  end
+end
+local rows = {}
+for i = 2, #ARGV - 2, 3 do rows[#rows + 1] = ARGV[i] end
+local state, result = {}, {} -- row → its state and result as this call leaves them (false: none)
+local read = {}
+each_chunk(rows, function(...)
+  local v = redis.call('HMGET', KEYS[2], ...)
+  for _, s in ipairs(v) do read[#read + 1] = s end
+end)
+for i, row in ipairs(rows) do
+  if state[row] == nil then state[row] = read[i] end
+end
+local delta, order = {}, {} -- count field → change, fields in the order first changed
+local function count(field, d)
+  if delta[field] == nil then order[#order + 1] = field; delta[field] = 0 end
+  delta[field] = delta[field] + d
+end
+local touched = {} -- rows written, in order
 for i = 2, #ARGV - 2, 3 do
-  local row, state, result = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local prev = redis.call('HGET', KEYS[2], row)
+  local row, st, res = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local prev = state[row]
   if prev == 'registered' or prev == 'already_registered' then
     -- keep the first success's details
   else
-    local d = other(state, result)
-    if prev == 'failed' then d = d - other(prev, redis.call('HGET', KEYS[3], row)) end
-    if d ~= 0 then redis.call('HINCRBY', KEYS[1], 'other_content', d) end
-    if prev ~= state then
-      if prev then
-        redis.call('HINCRBY', KEYS[1], prev, -1)
-      end
-      redis.call('HINCRBY', KEYS[1], state, 1)
-      redis.call('HSET', KEYS[2], row, state)
+    local d = other(st, res)
+    if prev == 'failed' then
+      local before = result[row]
+      if before == nil then before = redis.call('HGET', KEYS[3], row) end
+      d = d - other(prev, before)
+    end
+    if d ~= 0 then count('other_content', d) end
+    if prev ~= st then
+      if prev then count(prev, -1) end
+      count(st, 1)
+      state[row] = st
       changed = changed + 1
     end
-    redis.call('HSET', KEYS[3], row, result)
+    if result[row] == nil then touched[#touched + 1] = row end
+    result[row] = res
   end
+end
+if #touched > 0 then
+  local states, results = {}, {}
+  for _, row in ipairs(touched) do
+    states[#states + 1], states[#states + 2] = row, state[row]
+    results[#results + 1], results[#results + 2] = row, result[row]
+  end
+  each_chunk(states, function(...) redis.call('HSET', KEYS[2], ...) end)
+  each_chunk(results, function(...) redis.call('HSET', KEYS[3], ...) end)
+end
+for _, field in ipairs(order) do
+  if delta[field] ~= 0 then redis.call('HINCRBY', KEYS[1], field, delta[field]) end
 end
 for i = 1, 4 do
   redis.call('PEXPIRE', KEYS[i], retention)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -570,4 +572,111 @@ func TestOtherContentIsCountedInTheMeta(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("row 3's redrive undone", 2, 1)
+}
+
+// TestOneCallIsTheSameAsOneCallPerRow: upload_record.lua reads the rows'
+// states at once and writes them at once; rows given in one call, the same
+// row several times among them, must leave exactly what one call per row
+// leaves: the counts, every row's state and its latest details.
+func TestOneCallIsTheSameAsOneCallPerRow(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Start(t).Client()
+	s := New(rdb, time.Hour)
+	rng := rand.New(rand.NewPCG(30, 0))
+	results := func(row int) []RowResult {
+		return []RowResult{
+			{Row: row, State: Registered, ProductID: fmt.Sprintf("P-%d", row)},
+			{Row: row, State: AlreadyRegistered, ProductID: fmt.Sprintf("P-%d", row)},
+			{Row: row, State: Failed, Code: "invalid_price", Reason: "price"},
+			{Row: row, State: Failed, Code: OtherContent, Reason: "other content", Details: []Detail{{Code: OtherContent}}},
+			{Row: row, State: Failed, Code: "server_error", Reason: "503", Attempts: 2},
+		}
+	}
+	for round := range 30 {
+		one, each := fmt.Sprintf("one-%d", round), fmt.Sprintf("each-%d", round)
+		var rs []RowResult
+		for range 1 + rng.IntN(120) { // beyond maxRecordBatch: more than one call
+			row := 2 + rng.IntN(12) // few rows, so rows repeat
+			c := results(row)
+			r := c[rng.IntN(len(c))]
+			r.At = time.Date(2026, 11, 27, 9, 0, len(rs), 0, time.UTC)
+			rs = append(rs, r)
+		}
+		for _, id := range []string{one, each} {
+			if _, err := s.Create(ctx, newUpload(id, 12)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.RecordRows(ctx, one, rs); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
+			if err := s.RecordRows(ctx, each, []RowResult{r}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, part := range []string{"meta", "states", "rows"} {
+			got, err1 := rdb.HGetAll(ctx, key(one, part)).Result()
+			want, err2 := rdb.HGetAll(ctx, key(each, part)).Result()
+			if err1 != nil || err2 != nil {
+				t.Fatal(err1, err2)
+			}
+			if part == "meta" {
+				for _, m := range []map[string]string{got, want} {
+					delete(m, "id") // the upload's own fields differ
+					delete(m, "created_at")
+					delete(m, "state_at")
+					for f, v := range m { // a count that came back to 0 may be absent in one call
+						if v == "0" {
+							delete(m, f)
+						}
+					}
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("round %d, %d results: %s after one call\n%v\nafter one call per row\n%v", round, len(rs), part, got, want)
+			}
+		}
+	}
+}
+
+// TestACallWritesEachHashOnce: the rows of a call are read in one command
+// and written in one per hash, not one each (the old script ran four
+// commands per row: most of what Redis did per registered row).
+func TestACallWritesEachHashOnce(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Start(t).Client()
+	s := New(rdb, time.Hour)
+	if _, err := s.Create(ctx, newUpload("once", 60)); err != nil {
+		t.Fatal(err)
+	}
+	var rs []RowResult
+	for row := 2; row < 62; row++ {
+		rs = append(rs, RowResult{Row: row, State: Registered, ProductID: "P"})
+	}
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordRows(ctx, "once", rs); err != nil {
+		t.Fatal(err)
+	}
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := func(cmd string) int {
+		_, rest, ok := strings.Cut(info, "cmdstat_"+cmd+":calls=")
+		if !ok {
+			return 0
+		}
+		n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+		return n
+	}
+	if h, g, m, i := calls("hset"), calls("hget"), calls("hmget"), calls("hincrby"); h > 2 || g > 0 || m > 1 || i > 1 {
+		t.Errorf("recording 60 rows ran %d HSET, %d HGET, %d HMGET, %d HINCRBY; want at most 2, 0, 1, 1", h, g, m, i)
+	}
+	st, err := s.Get(ctx, "once")
+	if err != nil || st.Registered != 60 {
+		t.Errorf("after the call: %d registered, %v; want 60", st.Registered, err)
+	}
 }
