@@ -34,11 +34,23 @@ end
 -- earliest: the earliest slot at or after `at` that keeps every window of W' at fewer than
 -- `limit` + 1 slots of `log` (scores sorted s1 <= ... <= sn, slots booked ahead included):
 -- `at` when fewer than `limit` slots are left or `at` fits, else s(n-L+1) + W' + 1µs.
-local function earliest(log, limit, win, at)
-  local n = redis.call('ZCARD', log)
+-- memo, optional, carries what one script learnt between the slots it books in a row (the
+-- log only grows meanwhile): memo.n the log's size (the caller adds what its ZADDs added),
+-- memo.refused an `at` that did not fit, which no added slot can make fit.
+local function earliest(log, limit, win, at, memo)
+  memo = memo or {}
+  local n = memo.n
+  if not n then
+    n = redis.call('ZCARD', log)
+    memo.n = n
+  end
   if n < limit then return at end
   local s = redis.call('ZRANGE', log, n - limit, n - limit, 'WITHSCORES')
   local bound = tonumber(s[2]) + win + 1
-  if bound <= at or fits(log, limit, win, at) then return at end
+  if bound <= at then return at end
+  if memo.refused ~= at then
+    if fits(log, limit, win, at) then return at end
+    memo.refused = at
+  end
   return bound
 end

@@ -56,6 +56,7 @@ local function reply(admitted, at, in_window, epoch, lost, hold)
 end
 local epoch, hold_until, lost
 local base, refused, added = nil, nil, false
+local memo = {} -- earliest's, from one id to the next
 for i, id in ipairs(ids) do
   if held[i] then
     local at = tonumber(held[i])
@@ -74,12 +75,12 @@ for i, id in ipairs(ids) do
       if blocked > base then base = blocked end
       if hold_until > base then base = hold_until end
     end
-    local at = earliest(KEYS[1], limit, win, base)
+    local at = earliest(KEYS[1], limit, win, base, memo)
     if at - now > maxwait then
       refused = at - maxwait
       reply(0, refused, 0, epoch, lost, hold_until)
     else
-      redis.call('ZADD', KEYS[1], us(at), id)
+      memo.n = memo.n + redis.call('ZADD', KEYS[1], us(at), id)
       added = true
       reply(1, at, redis.call('ZCOUNT', KEYS[1], us(at - win), us(at)), epoch, lost, hold_until)
     end

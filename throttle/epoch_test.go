@@ -3,7 +3,9 @@ package throttle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -435,4 +437,80 @@ func TestReservationsOfASellerShareAScript(t *testing.T) {
 		t.Errorf("%d concurrent reservations of one seller ran %d scripts, want them to share", rows, scripts)
 	}
 	t.Logf("%d concurrent reservations ran %d scripts", rows, scripts)
+}
+
+// TestABatchOfReservationsReadsTheLogOnce: the ids of one reserve script
+// take the slots one script each would have taken (same log, same order),
+// and the script counts the log once, not once per id, and tries to fit a
+// slot before the booked ones once: slots it adds never make room.
+func TestABatchOfReservationsReadsTheLogOnce(t *testing.T) {
+	ctx := context.Background()
+	srv := startRedis(t)
+	rdb := srv.Client()
+	const limit, ids = 5, 12
+	th := newThrottle(t, rdb, Policy{Limit: limit, Window: 2 * time.Second, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second})
+	batch, single := seller("batch"), seller("single")
+	// The same full window for both, with a hole: one slot given back.
+	for _, s := range []string{batch, single} {
+		var rs []Reservation
+		for range limit {
+			rs = append(rs, reserve(t, th, s))
+		}
+		if err := th.Release(ctx, rs[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := make([]string, ids)
+	for i := range names {
+		names[i] = fmt.Sprintf("id-%02d", i)
+	}
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := th.writeReserves(ctx, batch, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := rdb.Info(ctx, "commandstats").Val()
+	var want []Reservation
+	for _, id := range names {
+		r, err := th.writeReserves(ctx, single, []string{id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, r[0])
+	}
+	zlog := func(s string) []redis.Z { return rdb.ZRangeWithScores(ctx, th.keys(s).log, 0, -1).Val() }
+	gotLog, wantLog := zlog(batch), zlog(single)
+	if len(gotLog) != len(wantLog) {
+		t.Fatalf("the batch's log holds %d slots, one script per id leaves %d", len(gotLog), len(wantLog))
+	}
+	// The two sellers' slots lie a few ms apart: compare each slot's offset
+	// from its log's first.
+	for i := range gotLog {
+		g := int64(gotLog[i].Score - gotLog[0].Score)
+		w := int64(wantLog[i].Score - wantLog[0].Score)
+		if d := g - w; d < -50_000 || d > 50_000 || (i >= limit && gotLog[i].Member != wantLog[i].Member) {
+			t.Errorf("slot %d: %s at +%d µs in the batch, %s at +%d µs one by one", i, gotLog[i].Member, g, wantLog[i].Member, w)
+		}
+	}
+	for i := range got {
+		if got[i].Admitted != want[i].Admitted || got[i].InWindow != want[i].InWindow {
+			t.Errorf("id %d: batch %+v, one by one %+v", i, got[i], want[i])
+		}
+	}
+	calls := func(cmd string) int {
+		_, rest, ok := strings.Cut(info, "cmdstat_"+cmd+":calls=")
+		if !ok {
+			return 0
+		}
+		n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+		return n
+	}
+	if n := calls("zcard"); n != 1 {
+		t.Errorf("a script of %d ids counted the log %d times, want once", ids, n)
+	}
+	if n := calls("zcount"); n > ids+1 {
+		t.Errorf("a script of %d ids ran ZCOUNT %d times, want one per id (its window) and one fit", ids, n)
+	}
 }
