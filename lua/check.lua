@@ -23,7 +23,7 @@
 --   now    µs, as a string: the Redis clock when the script ran (the caller learns how far its slots are)
 --   goodi  1: the epoch of pair i is current and its id still holds its slot; 0: the slot must not be used
 local t = redis.call('TIME')
-local now = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+local now = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))
 local epoch = redis.call('HGET', KEYS[2], 'epoch') or ''
 local out = {epoch, now}
 local ids = {}

@@ -16,7 +16,7 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local function score(x)
   local at = tonumber(x)
   if at == nil or at <= 0 then at = now end
-  return string.format('%.0f', at)
+  return string.format('%d', at)
 end
 local retention = tonumber(ARGV[3])
 local first = score(ARGV[1])
@@ -27,7 +27,7 @@ for i = 4, #ARGV, 2 do
   add[#add + 1] = ARGV[i + 1]
 end
 redis.call('ZADD', KEYS[1], unpack(add))
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. string.format('%.0f', now - retention))
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. string.format('%d', now - retention))
 -- the key outlives its newest call by the retention, so an idle seller's history expires whole
 redis.call('PEXPIRE', KEYS[1], math.floor(retention / 1000) + 1000)
 return {first, new}

@@ -16,7 +16,7 @@
 -- ZCOUNT answers at once while the window ending at `a` is full (the limit binds), and
 -- otherwise it reads the at most 2L slots within W' of a.
 local function fits(log, limit, win, a)
-  local function us(x) return string.format('%.0f', x) end
+  local function us(x) return string.format('%d', x) end
   if redis.call('ZCOUNT', log, us(a - win), us(a)) >= limit then return false end
   local r = redis.call('ZRANGEBYSCORE', log, us(a - win), us(a + win), 'WITHSCORES')
   local s = {}

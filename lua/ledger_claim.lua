@@ -41,7 +41,7 @@ end
 local lease, retention = tonumber(ARGV[1]), tonumber(ARGV[2])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local leaseEnd = string.format('%.0f', now + lease)
+local leaseEnd = string.format('%d', now + lease)
 local wrote = false
 
 -- shared is the entry's 7th field before this claim; it turns "1" for good once a row calls with a key
@@ -81,7 +81,7 @@ local function decide(sku, owner, hash)
   return 'wait', v
 end
 
-local out = {string.format('%.0f', now)}
+local out = {string.format('%d', now)}
 for i = 3, #ARGV - 2, 3 do
   local verdict, entry = decide(ARGV[i], ARGV[i + 1], ARGV[i + 2])
   out[#out + 1] = verdict

@@ -16,7 +16,7 @@ if v and string.sub(v, 1, 2) == 'r\t' then
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local e = table.concat({'r', ARGV[3], ARGV[2], '', ARGV[4], string.format('%.0f', now)}, '\t')
+local e = table.concat({'r', ARGV[3], ARGV[2], '', ARGV[4], string.format('%d', now)}, '\t')
 redis.call('HSET', KEYS[1], ARGV[1], e)
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[5]))
 return {1, e}

@@ -35,11 +35,11 @@ local function slot_guard(marker, now, hold, id)
   end
   local cause = 'missing'
   if m[1] then cause = 'new-server' end
-  local epoch = string.format('%.0f', now) .. '-' .. string.sub(id, 1, 8)
+  local epoch = string.format('%d', now) .. '-' .. string.sub(id, 1, 8)
   local hold_until = now + hold
   local before = tonumber(m[2] or '0') or 0
   if before > hold_until then hold_until = before end
-  redis.call('HSET', marker, 'epoch', epoch, 'hold', string.format('%.0f', hold_until), 'since', string.format('%.0f', now),
+  redis.call('HSET', marker, 'epoch', epoch, 'hold', string.format('%d', hold_until), 'since', string.format('%d', now),
     'cause', cause, 'server', server)
   return epoch, hold_until, 1
 end
