@@ -329,9 +329,20 @@ type group struct {
 	revoked func(*partition)
 
 	global chan struct{} // one token per row in flight, over all partitions
+	kafka  *kafka.Client // commits with their metadata (finished.go)
 
 	mu    sync.Mutex
 	parts map[int]*partition // partitions of the current generation
+	// finished holds, per partition this member owned, the rows it finished
+	// above its last commit point: a row below them was unfinished when the
+	// partition was revoked, so the commit stopped there. When the partition
+	// comes back, those rows are read again and passed over instead of
+	// handled twice: a row dead-lettered after its attempts would otherwise
+	// be called again and could register, leaving it both registered and in
+	// the dead-letter topic (sim seed 11009: six rows of a seller refused
+	// during an outage of the API's credentials, read again by the same
+	// consumer 200 ms after a rebalance).
+	finished map[int][]int64
 }
 
 // partition is one assigned partition within one generation.
@@ -396,7 +407,8 @@ func (r *row) giveBack() {
 }
 
 func newGroup(cfg Config, log *slog.Logger, m *metrics) *group {
-	return &group{cfg: cfg, log: log, m: m, global: make(chan struct{}, cfg.MaxInFlight), parts: map[int]*partition{}}
+	return &group{cfg: cfg, log: log, m: m, global: make(chan struct{}, cfg.MaxInFlight), parts: map[int]*partition{}, finished: map[int][]int64{},
+		kafka: &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Transport: cfg.KafkaTransport}}
 }
 
 // run is a member of the group until ctx ends, then drains and leaves.
@@ -457,8 +469,15 @@ func (g *group) startGeneration(gen *kafka.Generation) {
 	// when it got to run could find rows already finished and never commit
 	// them.
 	committed := map[int]int64{}
+	metas := map[int]string{}
+	all := make([]int, 0, len(assigned))
 	for _, pa := range assigned {
-		p := g.newPartition(pa)
+		all = append(all, pa.ID)
+	}
+	done := g.committedDone(context.Background(), all)
+	for _, pa := range assigned {
+		p := g.newPartition(pa, done[pa.ID])
+		metas[pa.ID] = encodeDone(done[pa.ID])
 		parts = append(parts, p)
 		ids = append(ids, pa.ID)
 		if pa.Offset >= 0 {
@@ -477,14 +496,24 @@ func (g *group) startGeneration(gen *kafka.Generation) {
 	}
 	g.mu.Unlock()
 	g.log.Info("consumer group: generation started", "group", g.cfg.Group, "generation", gen.ID, "member", gen.MemberID, "partitions", ids)
-	gen.Start(func(ctx context.Context) { g.commitLoop(ctx, gen, parts, committed, &readers) })
+	gen.Start(func(ctx context.Context) { g.commitLoop(ctx, gen, parts, committed, metas, &readers) })
 }
 
-func (g *group) newPartition(pa kafka.PartitionAssignment) *partition {
+// newPartition starts the partition of pa; committedDone are the rows its
+// last commit named finished above its offset.
+func (g *group) newPartition(pa kafka.PartitionAssignment, committedDone []int64) *partition {
 	p := &partition{topic: g.cfg.Topic, id: pa.ID, offs: newOffsets(pa.Offset), tokens: make(chan struct{}, g.cfg.MaxInFlightPerPartition)}
 	p.hwm.Store(-1)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.finishCtx, p.finishCancel = context.WithCancel(context.Background())
+	g.mu.Lock()
+	kept := g.finished[pa.ID]
+	delete(g.finished, pa.ID)
+	g.mu.Unlock()
+	// A negative Offset (nothing committed yet) starts before them all.
+	if n := p.offs.finishedBefore(pa.Offset, append(kept, committedDone...)); n > 0 {
+		g.log.Info("consumer: rows finished before the rebalance are not handled again", "partition", pa.ID, "from", pa.Offset, "rows", n)
+	}
 	return p
 }
 
@@ -540,7 +569,10 @@ func (g *group) readPartition(ctx context.Context, p *partition, start int64) {
 		if since.IsZero() {
 			since = time.Now()
 		}
-		p.offs.read(msg.Offset, since)
+		if p.offs.read(msg.Offset, since) {
+			g.release(p) // finished before this assignment
+			continue
+		}
 		p.hwm.Store(msg.HighWaterMark)
 		p.rows.Add(1)
 		g.handle(&row{msg: msg, part: p, g: g})
@@ -591,38 +623,59 @@ func (g *group) drain(p *partition) {
 		<-done
 	}
 	p.finishCancel()
+	// Every row has finished or been given back: what finished above the
+	// first unfinished row is kept for the partition's return. Rows passed
+	// over here that are not read again this time stay kept too.
+	above := p.offs.finishedAbove()
+	g.mu.Lock()
+	if len(above) > 0 {
+		g.finished[p.id] = above
+	} else {
+		delete(g.finished, p.id)
+	}
+	g.mu.Unlock()
 }
 
 // commitLoop commits each partition's commit point every CommitInterval
 // and once more after the partitions drained, while the generation still
 // holds them. committed holds what the group has committed already.
-func (g *group) commitLoop(ctx context.Context, gen *kafka.Generation, parts []*partition, committed map[int]int64, readers *sync.WaitGroup) {
+func (g *group) commitLoop(ctx context.Context, gen *kafka.Generation, parts []*partition, committed map[int]int64, metas map[int]string, readers *sync.WaitGroup) {
 	tick := time.NewTicker(g.cfg.CommitInterval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			readers.Wait()
-			g.commit(gen, parts, committed, true)
+			g.commit(gen, parts, committed, metas, true)
 			return
 		case <-tick.C:
-			g.commit(gen, parts, committed, false)
+			g.commit(gen, parts, committed, metas, false)
 		}
 	}
 }
 
-func (g *group) commit(gen *kafka.Generation, parts []*partition, committed map[int]int64, final bool) {
-	offsets := map[int]int64{}
+// commit commits each partition whose commit point moved, or whose rows
+// finished above it changed, with those rows in the metadata.
+func (g *group) commit(gen *kafka.Generation, parts []*partition, committed map[int]int64, metas map[int]string, final bool) {
+	offsets, meta := map[int]int64{}, map[int]string{}
 	for _, p := range parts {
 		cp, ok := p.offs.commitPoint()
-		if last, seen := committed[p.id]; ok && (!seen || cp > last) {
-			offsets[p.id] = cp
+		if !ok {
+			continue
+		}
+		m := encodeDone(p.offs.finishedAbove())
+		if last, seen := committed[p.id]; !seen || cp > last || (cp == last && m != metas[p.id]) {
+			offsets[p.id], meta[p.id] = cp, m
 		}
 	}
 	if len(offsets) == 0 {
 		return
 	}
-	if err := gen.CommitOffsets(map[string]map[int]int64{g.cfg.Topic: offsets}); err != nil {
+	took, err := g.commitOffsets(gen, offsets, meta)
+	for id := range took {
+		committed[id], metas[id] = offsets[id], meta[id]
+	}
+	if err != nil {
 		g.m.commits.WithLabelValues("error").Inc()
 		// After a rebalance the broker refuses this generation's commit; the
 		// rows are then read again by the new owner and replayed.
@@ -630,9 +683,6 @@ func (g *group) commit(gen *kafka.Generation, parts []*partition, committed map[
 		return
 	}
 	g.m.commits.WithLabelValues("ok").Inc()
-	for id, off := range offsets {
-		committed[id] = off
-	}
 	g.log.Debug("consumer: committed", "generation", gen.ID, "offsets", offsets, "final", final)
 }
 

@@ -572,14 +572,25 @@ func TestCrashAllConsumers(t *testing.T) {
 	// Each partition holds a big upload, then small ones ("big1", "small2",
 	// "small4" on 0; the others on 1). The small ones were finished before the
 	// kill, but the commit could not pass the big upload's unfinished rows
-	// below them, so the new consumers read them again: proof that rows
-	// finished out of offset order and nothing past the lowest unfinished row
-	// was committed. (The SKU ledger answers those rows itself, as registered
-	// by their own row, without calling the API again.)
+	// below them: the commit named them in its metadata (finished.go), and
+	// the new consumers pass over them when they read them again. That they
+	// do is proof that rows finished out of offset order and nothing past the
+	// lowest unfinished row was committed. A row finished after the last
+	// commit before the kill is handled again (the SKU ledger answers it as
+	// registered by its own row, without calling the API).
 	var logs strings.Builder
 	for _, p := range []*proc{c3, c4} {
 		b, _ := os.ReadFile(p.log)
 		logs.Write(b)
+	}
+	passed := 0
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `"msg":"consumer: rows finished before the rebalance are not handled again"`) {
+			passed++
+		}
+	}
+	if passed == 0 {
+		t.Errorf("the new consumers passed over no finished rows; want the small uploads' rows, finished above the big uploads' unfinished ones, named by the commit")
 	}
 	for _, seller := range []string{"small1", "small2", "small3", "small4"} {
 		again := 0
@@ -588,11 +599,7 @@ func TestCrashAllConsumers(t *testing.T) {
 				again++
 			}
 		}
-		if again == 0 {
-			t.Errorf("seller %s: no row read again after the restart, want its rows read again (they sit above unfinished rows of a big upload)", seller)
-		} else {
-			t.Logf("seller %s: %d rows read again after the restart, %d API replays", seller, again, s.audit(seller).Replays)
-		}
+		t.Logf("seller %s: %d rows handled again after the restart, %d API replays", seller, again, s.audit(seller).Replays)
 	}
 	t.Logf("everything registered %v after the kill", time.Since(killed))
 }

@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -19,6 +20,10 @@ type offsets struct {
 	mu      sync.Mutex
 	pending []pendingRow // in read (offset) order; finished rows at the front are dropped
 	next    int64        // offset after the last row read; -1 before the first
+	// ahead are rows finished before this assignment (by this member in an
+	// earlier generation, or by the member whose commit named them) and not
+	// read again yet: read reports them finished.
+	ahead map[int64]bool
 }
 
 type pendingRow struct {
@@ -37,13 +42,39 @@ func newOffsets(start int64) *offsets {
 	return o
 }
 
-// read registers a row just read. Offsets arrive in increasing order, with
-// gaps where the log has none (compaction, transaction markers).
-func (o *offsets) read(offset int64, since time.Time) {
+// finishedBefore notes rows finished before this assignment, at or above
+// from (where it starts): read passes over them.
+func (o *offsets) finishedBefore(from int64, rows []int64) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.pending = append(o.pending, pendingRow{offset: offset, since: since})
+	for _, off := range rows {
+		if off >= from {
+			if o.ahead == nil {
+				o.ahead = map[int64]bool{}
+			}
+			o.ahead[off] = true
+		}
+	}
+	return len(o.ahead)
+}
+
+// read registers a row just read. Offsets arrive in increasing order, with
+// gaps where the log has none (compaction, transaction markers). It reports
+// true for a row finished before this assignment (finishedBefore): the row
+// counts as finished at once and is not to be handled.
+func (o *offsets) read(offset int64, since time.Time) (finished bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	o.next = offset + 1
+	if o.ahead[offset] {
+		delete(o.ahead, offset)
+		if len(o.pending) > 0 { // above an unfinished row: kept until that one finishes
+			o.pending = append(o.pending, pendingRow{offset: offset, since: since, done: true})
+		}
+		return true
+	}
+	o.pending = append(o.pending, pendingRow{offset: offset, since: since})
+	return false
 }
 
 // finish marks a row done. It reports false for an offset that was never
@@ -76,6 +107,26 @@ func (o *offsets) commitPoint() (int64, bool) {
 		return o.pending[0].offset, true
 	}
 	return o.next, o.next >= 0
+}
+
+// finishedAbove lists, in increasing order, the finished rows above the
+// commit point: the rows a commit cannot cover yet, since a row below them
+// is unfinished, and those finished before this assignment and not read
+// again yet.
+func (o *offsets) finishedAbove() []int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []int64
+	for _, p := range o.pending {
+		if p.done {
+			out = append(out, p.offset)
+		}
+	}
+	for off := range o.ahead {
+		out = append(out, off)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // oldest is when the oldest unfinished row was produced; zero when none.
