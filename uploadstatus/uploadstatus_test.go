@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -660,19 +658,8 @@ func TestACallWritesEachHashOnce(t *testing.T) {
 	if err := s.RecordRows(ctx, "once", rs); err != nil {
 		t.Fatal(err)
 	}
-	info, err := rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	calls := func(cmd string) int {
-		_, rest, ok := strings.Cut(info, "cmdstat_"+cmd+":calls=")
-		if !ok {
-			return 0
-		}
-		n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-		return n
-	}
-	if h, g, m, i := calls("hset"), calls("hget"), calls("hmget"), calls("hincrby"); h > 2 || g > 0 || m > 1 || i > 1 {
+	calls := testredis.CommandCalls(t, rdb)
+	if h, g, m, i := calls["hset"], calls["hget"], calls["hmget"], calls["hincrby"]; h > 2 || g > 0 || m > 1 || i > 1 {
 		t.Errorf("recording 60 rows ran %d HSET, %d HGET, %d HMGET, %d HINCRBY; want at most 2, 0, 1, 1", h, g, m, i)
 	}
 	st, err := s.Get(ctx, "once")

@@ -256,22 +256,32 @@ func (s *Sentinel) MasterAddr(ctx context.Context) (string, error) {
 // compare it before and after.
 func ScriptsRun(t testing.TB, rdb *redis.Client) int {
 	t.Helper()
+	calls := CommandCalls(t, rdb)
+	return calls["evalsha"] + calls["eval"]
+}
+
+// CommandCalls is how often the server has run each command since it
+// started or its statistics were reset (CONFIG RESETSTAT), by lower-case
+// name, commands a script ran included: INFO commandstats.
+func CommandCalls(t testing.TB, rdb *redis.Client) map[string]int {
+	t.Helper()
 	info, err := rdb.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	out := map[string]int{}
 	for _, line := range strings.Split(info, "\n") {
-		for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
-			if rest, ok := strings.CutPrefix(line, cmd); ok {
-				calls, _, _ := strings.Cut(rest, ",")
-				v, err := strconv.Atoi(calls)
-				if err != nil {
-					t.Fatalf("INFO commandstats: %q: %v", line, err)
-				}
-				n += v
-			}
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_")
+		if !ok {
+			continue
 		}
+		name, stats, _ := strings.Cut(rest, ":calls=")
+		calls, _, _ := strings.Cut(stats, ",")
+		v, err := strconv.Atoi(calls)
+		if err != nil {
+			t.Fatalf("INFO commandstats: %q: %v", line, err)
+		}
+		out[name] = v
 	}
-	return n
+	return out
 }
