@@ -11,6 +11,7 @@ import (
 
 	"github.com/bulkreg/bulkreg"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
+	"github.com/bulkreg/bulkreg/throttle"
 )
 
 // dispatch is step one for every message read: decode it and hand it to its
@@ -80,7 +81,7 @@ func (c *Consumer) attempt(r *row, t *tries, slot *slot, cb *rowCircuit, sku *sk
 	}
 	t.attempts++
 	mk := c.afterCall(r, slot, res, sku, log)
-	c.flights.land(r.m.SellerID, slot.flight)
+	c.flights.land(r.m.SellerID, slot.flight, slot.answered.Sub(slot.At) > c.deps.Throttle.Policy().Margin)
 	return c.conclude(r, t, &res, cb, sku, mk, log)
 }
 
@@ -200,6 +201,23 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 		case <-r.ctx().Done():
 		}
 		return res, false
+	}
+	if p := c.deps.Throttle.Policy(); p.Kind == throttle.TokenBucket && p.Burst <= 1 {
+		// A call of the seller that may have been counted late landed after
+		// this slot was confirmed, and its settle moved the bucket: the slot
+		// goes back and the row takes a new one, which sees it. Only with a
+		// burst of 1, where every call is spaced by the interval: with a
+		// larger burst the calls of a burst are confirmed together, and
+		// each late landing among them would send the rest back for a
+		// bucket that may well hold them (not measured; left as it was).
+		interval := p.Window / time.Duration(p.Limit)
+		if t := c.flights.lateSince(r.m.SellerID, interval+p.Window); t.After(s.confirmed) && s.due.Before(t.Add(interval)) {
+			c.notNow(s)
+			c.m.held.Inc()
+			c.release(s)
+			log.Debug("a call of the seller counted late landed after this slot was confirmed; the slot goes back", "slot", s.At)
+			return res, false
+		}
 	}
 	if !c.takeTurn(r, s) {
 		return res, false

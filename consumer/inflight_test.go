@@ -23,7 +23,7 @@ func TestFlights(t *testing.T) {
 		t.Fatal("the wait ended before the call landed")
 	default:
 	}
-	f.land("s", a)
+	f.land("s", a, false)
 	select {
 	case <-wait:
 	default:
@@ -32,5 +32,28 @@ func TestFlights(t *testing.T) {
 	if f.before("s", t0.Add(time.Hour)) != nil || len(f.bySeller) != 0 {
 		t.Errorf("a landed call is still in flight: %v", f.bySeller)
 	}
-	f.land("s", nil) // a call that never started: nothing to do
+	f.land("s", nil, false) // a call that never started: nothing to do
+}
+
+// TestALateCallLandingIsRemembered: a call that may have been counted late
+// is remembered when it lands, for its seller only and for as long as
+// asked; one counted in time is not.
+func TestALateCallLandingIsRemembered(t *testing.T) {
+	f := newFlights()
+	f.land("s", f.start("s", time.Now()), false)
+	if got := f.lateSince("s", time.Minute); !got.IsZero() {
+		t.Fatalf("a call counted in time left %v", got)
+	}
+	before := time.Now()
+	f.land("s", f.start("s", time.Now()), true)
+	if got := f.lateSince("s", time.Minute); got.Before(before) {
+		t.Errorf("a late call's landing read %v, want at or after %v", got, before)
+	}
+	if got := f.lateSince("other", time.Minute); !got.IsZero() {
+		t.Errorf("another seller read %v", got)
+	}
+	time.Sleep(2 * time.Millisecond)
+	if got := f.lateSince("s", time.Millisecond); !got.IsZero() || len(f.lateLanded) != 0 {
+		t.Errorf("a landing older than asked read %v (%d kept), want none and forgotten", got, len(f.lateLanded))
+	}
 }

@@ -40,6 +40,9 @@ type slot struct {
 	// answered: when its answer came, on the Redis clock, never before it
 	// (a settle must not move the slot short of the API's count).
 	called, answered time.Time
+	// confirmed: when Redis last vouched for the slot (the reservation's
+	// answer or the check's), on this process's clock.
+	confirmed time.Time
 	// sent: when the call was sent, on the Redis clock, never before it;
 	// the start of the time the API may count a call whose answer never
 	// came (latestCount).
@@ -199,7 +202,7 @@ func (c *Consumer) ask(ctx context.Context, r *row, leave func(time.Time, int), 
 		// is held, ask again when it is near.
 		return nil, time.Until(arrived.Add(res.Wait)), true
 	}
-	s = &slot{Reservation: res, now: true}
+	s = &slot{Reservation: res, now: true, confirmed: arrived}
 	s.place(c.clock, sent, arrived, res.At.Add(-res.Wait))
 	return s, 0, true
 }
@@ -250,7 +253,8 @@ func (c *Consumer) current(ctx context.Context, s *slot, log *slog.Logger) bool 
 			"slot", s.At, "epoch", s.Epoch, "current_epoch", chk.Epoch)
 		return false
 	}
-	s.place(c.clock, sent, time.Now(), chk.Now)
+	s.confirmed = time.Now()
+	s.place(c.clock, sent, s.confirmed, chk.Now)
 	return true
 }
 
