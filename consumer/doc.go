@@ -72,9 +72,11 @@
 // offsets; one goroutine per partition (Generation.Start) reads it through a
 // partition-bound kafka.Reader that stops being asked for messages when the
 // partition's cap is reached; an offsets tracker per partition knows the
-// lowest row not yet finished, and only that is committed
-// (Generation.CommitOffsets, tagged with this generation, which the broker
-// refuses once the generation is over). The generation's context ends at a
+// lowest row not yet finished, and only that is committed (an OffsetCommit
+// tagged with this generation's id and member, which the broker refuses once
+// the generation is over), with the rows finished above it named in the
+// commit's metadata so the next owner passes over them (finished.go). The
+// generation's context ends at a
 // rebalance: rows still waiting for a slot give it back, calls in progress
 // finish and are recorded, a last commit is made while the generation is
 // still current, and only then does the member rejoin. No heartbeat is sent
