@@ -129,6 +129,13 @@ func (o *offsets) finishedAbove() []int64 {
 	return out
 }
 
+// readThrough is the offset after the last row read (-1 before the first).
+func (o *offsets) readThrough() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.next
+}
+
 // oldest is when the oldest unfinished row was produced; zero when none.
 func (o *offsets) oldest() time.Time {
 	o.mu.Lock()
