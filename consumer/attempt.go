@@ -11,7 +11,6 @@ import (
 
 	"github.com/bulkreg/bulkreg"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
-	"github.com/bulkreg/bulkreg/throttle"
 )
 
 // dispatch is step one for every message read: decode it and hand it to its
@@ -81,8 +80,19 @@ func (c *Consumer) attempt(r *row, t *tries, slot *slot, cb *rowCircuit, sku *sk
 	}
 	t.attempts++
 	mk := c.afterCall(r, slot, res, sku, log)
-	c.flights.land(r.m.SellerID, slot.flight, slot.answered.Sub(slot.At) > c.deps.Throttle.Policy().Margin)
+	c.flights.land(r.m.SellerID, slot.flight, c.lateMatters(slot))
 	return c.conclude(r, t, &res, cb, sku, mk, log)
+}
+
+// lateMatters is how long the landing of the call made at s is to be
+// remembered (flights.lateSince): under a token bucket with a burst of 1,
+// when the API may have counted it more than the margin after its slot;
+// 0 otherwise, and then nothing is noted.
+func (c *Consumer) lateMatters(s *slot) time.Duration {
+	if c.bucketInterval == 0 || s.answered.Sub(s.At) <= c.policy.Margin {
+		return 0
+	}
+	return c.bucketInterval + c.policy.Window
 }
 
 // takeTurn takes one of the MaxConcurrentCalls turns for the row's call,
@@ -191,7 +201,7 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 	// slot, still without an answer may be counted in this slot's window
 	// (inflight.go): the slot goes back, and once that call has landed the
 	// row takes a new one, which sees where the settle put it.
-	if landed := c.flights.before(r.m.SellerID, s.At.Add(-c.deps.Throttle.Policy().Window/2)); landed != nil {
+	if landed := c.flights.before(r.m.SellerID, s.At.Add(-c.policy.Window/2)); landed != nil {
 		c.notNow(s)
 		c.m.held.Inc()
 		c.release(s)
@@ -202,16 +212,11 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 		}
 		return res, false
 	}
-	if p := c.deps.Throttle.Policy(); p.Kind == throttle.TokenBucket && p.Burst <= 1 {
+	if c.bucketInterval > 0 {
 		// A call of the seller that may have been counted late landed after
 		// this slot was confirmed, and its settle moved the bucket: the slot
-		// goes back and the row takes a new one, which sees it. Only with a
-		// burst of 1, where every call is spaced by the interval: with a
-		// larger burst the calls of a burst are confirmed together, and
-		// each late landing among them would send the rest back for a
-		// bucket that may well hold them (not measured; left as it was).
-		interval := p.Window / time.Duration(p.Limit)
-		if t := c.flights.lateSince(r.m.SellerID, interval+p.Window); t.After(s.confirmed) && s.due.Before(t.Add(interval)) {
+		// goes back and the row takes a new one, which sees it.
+		if t := c.flights.lateSince(r.m.SellerID); t.After(s.confirmed) && s.due.Before(t.Add(c.bucketInterval)) {
 			c.notNow(s)
 			c.m.held.Inc()
 			c.release(s)

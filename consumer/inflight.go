@@ -25,10 +25,14 @@ type flights struct {
 	mu       sync.Mutex
 	bySeller map[string][]*flight
 	// lateLanded is, by seller, when a call that may have been counted
-	// later than its margin allows last landed, its settle written (see
-	// lateSince).
-	lateLanded map[string]time.Time
+	// later than its margin allows last landed, its settle written, and
+	// until when that matters (lateSince); swept is its size after the last
+	// sweep of landings that no longer matter.
+	lateLanded map[string]lateLanding
+	swept      int
 }
+
+type lateLanding struct{ at, until time.Time }
 
 // flight is one call in flight: its slot, and a channel closed when it
 // lands, made only when a call waits on it (every row starts a flight; few
@@ -39,7 +43,7 @@ type flight struct {
 }
 
 func newFlights() *flights {
-	return &flights{bySeller: map[string][]*flight{}, lateLanded: map[string]time.Time{}}
+	return &flights{bySeller: map[string][]*flight{}, lateLanded: map[string]lateLanding{}}
 }
 
 // start notes a call of seller at its slot; land ends it.
@@ -51,16 +55,26 @@ func (f *flights) start(seller string, slot time.Time) *flight {
 	return fl
 }
 
-// land ends fl: the calls waiting on it go on. late says the API may have
-// counted it later than the margin after its slot: its settle moved the
-// seller's slots, and slots confirmed before may no longer hold (lateSince).
-func (f *flights) land(seller string, fl *flight, late bool) {
+// land ends fl: the calls waiting on it go on. matters, when above 0,
+// says the API may have counted it later than the margin after its slot:
+// its settle moved the seller's slots, and for that long slots confirmed
+// before may no longer hold (lateSince).
+func (f *flights) land(seller string, fl *flight, matters time.Duration) {
 	if fl == nil {
 		return
 	}
 	f.mu.Lock()
-	if late {
-		f.lateLanded[seller] = time.Now()
+	if matters > 0 {
+		now := time.Now()
+		f.lateLanded[seller] = lateLanding{at: now, until: now.Add(matters)}
+		if len(f.lateLanded) > 2*f.swept+64 {
+			for s, l := range f.lateLanded {
+				if now.After(l.until) {
+					delete(f.lateLanded, s)
+				}
+			}
+			f.swept = len(f.lateLanded)
+		}
 	}
 	list := f.bySeller[seller]
 	for i, x := range list {
@@ -97,20 +111,20 @@ func (f *flights) before(seller string, t time.Time) <-chan struct{} {
 }
 
 // lateSince is when the last call of seller that may have been counted late
-// landed, if that was within the last within; zero otherwise. A token
+// landed, while that still matters; zero otherwise. A token
 // bucket spaces a seller's calls by its emission interval, so a call counted
 // late by more than the margin can leave the next slot, confirmed before its
 // settle, too close to it (sim seed 11012: a call counted 0.4 s after its
 // slot, the next one 0.1 s after that count, 1 × 429 under 6 per 2 s with a
 // burst of 1). The half-window wait above does not see it: the late call
 // has landed by then, and the slot is only a third of a window later.
-func (f *flights) lateSince(seller string, within time.Duration) time.Time {
+func (f *flights) lateSince(seller string) time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	t, ok := f.lateLanded[seller]
-	if ok && time.Since(t) > within {
+	l, ok := f.lateLanded[seller]
+	if ok && time.Now().After(l.until) {
 		delete(f.lateLanded, seller)
 		return time.Time{}
 	}
-	return t
+	return l.at
 }

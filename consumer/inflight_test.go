@@ -1,8 +1,11 @@
 package consumer
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/bulkreg/bulkreg/internal/testwait"
 )
 
 // TestFlights: a call waits on an earlier call of its seller only, the
@@ -23,7 +26,7 @@ func TestFlights(t *testing.T) {
 		t.Fatal("the wait ended before the call landed")
 	default:
 	}
-	f.land("s", a, false)
+	f.land("s", a, 0)
 	select {
 	case <-wait:
 	default:
@@ -32,28 +35,40 @@ func TestFlights(t *testing.T) {
 	if f.before("s", t0.Add(time.Hour)) != nil || len(f.bySeller) != 0 {
 		t.Errorf("a landed call is still in flight: %v", f.bySeller)
 	}
-	f.land("s", nil, false) // a call that never started: nothing to do
+	f.land("s", nil, 0) // a call that never started: nothing to do
 }
 
 // TestALateCallLandingIsRemembered: a call that may have been counted late
-// is remembered when it lands, for its seller only and for as long as
-// asked; one counted in time is not.
+// is remembered when it lands, for its seller only and for as long as it
+// matters; one counted in time is not.
 func TestALateCallLandingIsRemembered(t *testing.T) {
 	f := newFlights()
-	f.land("s", f.start("s", time.Now()), false)
-	if got := f.lateSince("s", time.Minute); !got.IsZero() {
+	f.land("s", f.start("s", time.Now()), 0)
+	if got := f.lateSince("s"); !got.IsZero() {
 		t.Fatalf("a call counted in time left %v", got)
 	}
 	before := time.Now()
-	f.land("s", f.start("s", time.Now()), true)
-	if got := f.lateSince("s", time.Minute); got.Before(before) {
+	f.land("s", f.start("s", time.Now()), time.Minute)
+	if got := f.lateSince("s"); got.Before(before) {
 		t.Errorf("a late call's landing read %v, want at or after %v", got, before)
 	}
-	if got := f.lateSince("other", time.Minute); !got.IsZero() {
+	if got := f.lateSince("other"); !got.IsZero() {
 		t.Errorf("another seller read %v", got)
 	}
-	time.Sleep(2 * time.Millisecond)
-	if got := f.lateSince("s", time.Millisecond); !got.IsZero() || len(f.lateLanded) != 0 {
-		t.Errorf("a landing older than asked read %v (%d kept), want none and forgotten", got, len(f.lateLanded))
+	f.land("s", f.start("s", time.Now()), time.Nanosecond)
+	testwait.For(t, time.Second, "the landing no longer mattering", func() bool { return f.lateSince("s").IsZero() })
+	if len(f.lateLanded) != 0 {
+		t.Errorf("a landing that no longer matters is kept: %v", f.lateLanded)
+	}
+	// Sellers whose landings no longer matter are swept as others land.
+	for i := range 200 {
+		f.land(fmt.Sprint("gone-", i), f.start("x", time.Now()), time.Nanosecond)
+	}
+	time.Sleep(time.Millisecond) // every landing above is past its nanosecond
+	for i := range 200 {
+		f.land(fmt.Sprint("new-", i), f.start("x", time.Now()), time.Hour)
+	}
+	if n := len(f.lateLanded); n > 200+64 {
+		t.Errorf("%d landings kept after 200 stopped mattering and 200 more came, want the old ones swept", n)
 	}
 }

@@ -48,7 +48,7 @@ func (c *Consumer) afterCall(r *row, s *slot, res registryclient.Result, sku *sk
 	count := counted(res.Class)
 	answered := s.answered // the latest instant the API may have counted the call
 	if unanswered(res) {
-		p := c.deps.Throttle.Policy()
+		p := c.policy
 		answered = maxTime(s.answered, s.latestCount(c.cfg.CallTimeout, p.Window, p.Margin))
 		c.blockPastTheCap(s, c.cfg.CallTimeout, p.Window, p.Margin, log)
 	}
