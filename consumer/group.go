@@ -512,7 +512,7 @@ func (g *group) newPartition(pa kafka.PartitionAssignment, committedDone []int64
 	g.mu.Unlock()
 	// A negative Offset (nothing committed yet) starts before them all.
 	if n := p.offs.finishedBefore(pa.Offset, append(kept, committedDone...)); n > 0 {
-		g.log.Info("consumer: rows finished before the rebalance are not handled again", "partition", pa.ID, "from", pa.Offset, "rows", n)
+		g.log.Info("consumer: rows finished before this assignment (kept by this member or named by the last commit) are passed over, not handled again", "partition", pa.ID, "from", pa.Offset, "rows", n)
 	}
 	return p
 }
