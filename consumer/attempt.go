@@ -213,6 +213,21 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 		return res, false
 	}
 	if c.bucketInterval > 0 {
+		// A call of the seller before this slot may be counted, or was,
+		// later than the margin, and its settle is not written yet: the
+		// slot goes back, and once that call has landed the row takes a new
+		// one, which sees where the settle put the bucket.
+		if landed := c.flights.lateBefore(r.m.SellerID, s.At, s.redisNow(), c.policy.Margin); landed != nil {
+			c.notNow(s)
+			c.m.held.Inc()
+			c.release(s)
+			log.Debug("an earlier call of the seller may be counted late and has not landed; the slot goes back until it lands", "slot", s.At)
+			select {
+			case <-landed:
+			case <-r.ctx().Done():
+			}
+			return res, false
+		}
 		// A call of the seller that may have been counted late landed after
 		// this slot was confirmed, and its settle moved the bucket: the slot
 		// goes back and the row takes a new one, which sees it.
@@ -265,6 +280,9 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 	s.sent = s.redisNowLatest()
 	res = c.deps.Registry.Register(r.finishCtx(), m.SellerID, m.IdempotencyKey, m.Product)
 	s.answered = s.redisNowLatest()
+	if c.bucketInterval > 0 {
+		c.flights.answer(s.flight, s.answered)
+	}
 	<-c.calls
 	holding = false
 	s.called = at

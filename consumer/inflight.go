@@ -39,7 +39,10 @@ type lateLanding struct{ at, until time.Time }
 // ever wait, so the common call costs no channel).
 type flight struct {
 	slot time.Time
-	done chan struct{} // guarded by flights.mu
+	// answered is when its answer came (Redis time, latest estimate); zero
+	// while it has none. Guarded by flights.mu.
+	answered time.Time
+	done     chan struct{} // guarded by flights.mu
 }
 
 func newFlights() *flights {
@@ -92,6 +95,47 @@ func (f *flights) land(seller string, fl *flight, matters time.Duration) {
 		close(fl.done)
 	}
 	f.mu.Unlock()
+}
+
+// answer notes when fl's answer came: from then until it lands its
+// settle is being written (lateBefore).
+func (f *flights) answer(fl *flight, at time.Time) {
+	if fl == nil {
+		return
+	}
+	f.mu.Lock()
+	fl.answered = at
+	f.mu.Unlock()
+}
+
+// lateBefore returns the done channel of a call of seller in flight whose
+// slot is before t and which the API may count, or has counted, more than
+// margin after its slot: it has no answer and now is past its slot and the
+// margin, or its answer came after them and its settle is not written yet.
+// nil when there is none. Under a token bucket with a burst of 1 the next
+// call must wait for such a call to land (sim seed 14009: a call counted
+// 1.6 s after its slot while Redis was frozen, so its settle, and with it
+// lateSince, came after the next call, 0.9 s after that count, 1 × 429
+// under 3 per 3 s).
+func (f *flights) lateBefore(seller string, t, now time.Time, margin time.Duration) <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, fl := range f.bySeller[seller] {
+		if !fl.slot.Before(t) {
+			continue
+		}
+		counted := fl.answered
+		if counted.IsZero() {
+			counted = now
+		}
+		if counted.Sub(fl.slot) > margin {
+			if fl.done == nil {
+				fl.done = make(chan struct{})
+			}
+			return fl.done
+		}
+	}
+	return nil
 }
 
 // before returns the done channel of a call of seller in flight whose slot

@@ -72,3 +72,59 @@ func TestALateCallLandingIsRemembered(t *testing.T) {
 		t.Errorf("%d landings kept after 200 stopped mattering and 200 more came, want the old ones swept", n)
 	}
 }
+
+// TestACallThatMayBeCountedLateHoldsTheNext: under a token bucket the next
+// call of a seller waits for an earlier call that the API may count, or
+// counted, later than the margin, until it lands (sim seed 14009); a call
+// answered in time, or whose margin has not run out, holds nothing.
+func TestACallThatMayBeCountedLateHoldsTheNext(t *testing.T) {
+	const margin = 100 * time.Millisecond
+	t0 := time.Now()
+	next := t0.Add(time.Second)
+	for _, tc := range []struct {
+		name     string
+		answered time.Duration // after the slot; < 0: no answer yet
+		now      time.Duration // after the slot
+		held     bool
+	}{
+		{"no answer, within the margin", -1, 50 * time.Millisecond, false},
+		{"no answer, past the margin", -1, 150 * time.Millisecond, true},
+		{"answered in time, settle not written", 40 * time.Millisecond, 900 * time.Millisecond, false},
+		{"answered late, settle not written", 600 * time.Millisecond, 900 * time.Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFlights()
+			fl := f.start("s", t0)
+			if tc.answered >= 0 {
+				f.answer(fl, t0.Add(tc.answered))
+			}
+			wait := f.lateBefore("s", next, t0.Add(tc.now), margin)
+			if (wait != nil) != tc.held {
+				t.Fatalf("held %v, want %v", wait != nil, tc.held)
+			}
+			if f.lateBefore("other", next, t0.Add(time.Hour), margin) != nil {
+				t.Error("another seller's call was held")
+			}
+			if f.lateBefore("s", t0, t0.Add(time.Hour), margin) != nil {
+				t.Error("a call at the same slot was held by it")
+			}
+			if wait == nil {
+				return
+			}
+			select {
+			case <-wait:
+				t.Fatal("the wait ended before the late call landed")
+			default:
+			}
+			f.land("s", fl, time.Minute)
+			select {
+			case <-wait:
+			default:
+				t.Fatal("the wait did not end when the late call landed")
+			}
+			if f.lateBefore("s", next, t0.Add(time.Hour), margin) != nil {
+				t.Error("a landed call still holds the next")
+			}
+		})
+	}
+}
