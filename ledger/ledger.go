@@ -346,6 +346,7 @@ func (l *Ledger) MarkStep(seller, sku, row, hash, productID string, into *Entry)
 		return scriptbatch.Step{}, err
 	}
 	return scriptbatch.Step{Script: "ledger_mark.lua", Keys: []string{Key(seller)}, Args: []any{sku, row, hash, productID, l.opts.Retention.Milliseconds()},
+		Joins: 2, // ledger_mark.lua takes marks five values each and replies {marked, entry} for each
 		Reply: func(v any) error {
 			e, err := markReply(seller, sku, v)
 			*into = e

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 )
 
@@ -417,5 +418,67 @@ func TestClaimsSharingACall(t *testing.T) {
 	// Through Claim, the malformed entry is ErrUnreadable naming the SKU.
 	if _, err := l.Claim(ctx, "s1", "SKU-BAD", rowA, hashA); !errors.Is(err, ErrUnreadable) || !strings.Contains(err.Error(), "SKU-BAD") {
 		t.Errorf("Claim of a malformed entry: %v, want ErrUnreadable naming SKU-BAD", err)
+	}
+}
+
+// TestMarksInOneBatch: the marks of a batch of calls (MarkStep, joined by
+// scriptbatch) leave the ledger and give each row the answer that marking
+// one by one would, in their order: a SKU registered before keeps its first
+// registration, and a SKU marked twice in the batch keeps the first mark.
+// The batch runs one HMGET, one HSET and one PEXPIRE, not four commands a
+// mark.
+func TestMarksInOneBatch(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Start(t).Client()
+	l := New(rdb, Options{Lease: time.Minute, Retention: time.Hour})
+	if _, err := l.Mark(ctx, "s1", "SKU-OLD", rowB, hashB, "p-old"); err != nil {
+		t.Fatal(err)
+	}
+	marks := []struct{ sku, row, product string }{
+		{"SKU-1", "u:1", "p-1"}, {"SKU-OLD", "u:2", "p-2"}, {"SKU-3", "u:3", "p-3"}, {"SKU-1", "u:4", "p-4"},
+	}
+	for i := 5; i < 45; i++ {
+		marks = append(marks, struct{ sku, row, product string }{fmt.Sprint("SKU-", i), fmt.Sprint("u:", i), fmt.Sprint("p-", i)})
+	}
+	got := make([]Entry, len(marks))
+	var steps []scriptbatch.Step
+	for i, m := range marks {
+		st, err := l.MarkStep("s1", m.sku, m.row, hashA, m.product, &got[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps = append(steps, st)
+	}
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := scriptbatch.New().Run(ctx, rdb, steps...); err != nil {
+		t.Fatal(err)
+	}
+	calls := testredis.CommandCalls(t, rdb)
+	if h, g, m, p, tm := calls["hset"], calls["hget"], calls["hmget"], calls["pexpire"], calls["time"]; h != 1 || g != 0 || m != 1 || p != 1 || tm != 1 {
+		t.Errorf("%d marks in one batch ran %d HSET, %d HGET, %d HMGET, %d PEXPIRE, %d TIME; want 1, 0, 1, 1, 1", len(marks), h, g, m, p, tm)
+	}
+	want := map[int]struct{ row, product string }{0: {"u:1", "p-1"}, 1: {rowB, "p-old"}, 2: {"u:3", "p-3"}, 3: {"u:1", "p-1"}, 44 - 5 + 4: {"u:44", "p-44"}}
+	for i, w := range want {
+		if got[i].Row != w.row || got[i].ProductID != w.product || got[i].State != Registered {
+			t.Errorf("mark %d (%s by %s): %+v, want registered by %s as %s", i, marks[i].sku, marks[i].row, got[i], w.row, w.product)
+		}
+	}
+	skus := make([]string, len(marks))
+	for i, m := range marks {
+		skus[i] = m.sku
+	}
+	held, err := l.Lookup(ctx, "s1", skus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range marks {
+		if e := held[m.sku]; e != got[i] {
+			t.Errorf("mark %d (%s): the ledger holds %+v, the mark answered %+v", i, m.sku, e, got[i])
+		}
+	}
+	if ttl := rdb.PTTL(ctx, Key("s1")).Val(); ttl <= 59*time.Minute {
+		t.Errorf("ledger TTL %v after the marks, want the retention (1 h)", ttl)
 	}
 }

@@ -1,4 +1,5 @@
--- ledger_mark.lua: record that the registration API registered a seller's SKU. Used by ledger.Ledger.Mark.
+-- ledger_mark.lua: record that the registration API registered a seller's SKU. Used by ledger.Ledger.Mark
+-- and, for the SKUs of a batch of calls at once, ledger.Ledger.MarkStep (scriptbatch joins their steps).
 --
 -- KEYS[1]  bulkreg:{s:<seller>}:ledger   HASH: seller_sku → entry (layout in ledger_claim.lua)
 -- ARGV[1]  seller_sku
@@ -6,17 +7,40 @@
 -- ARGV[3]  content hash of the product registered
 -- ARGV[4]  product id the API returned
 -- ARGV[5]  retention in ms: the whole ledger expires this long after its last write
+-- ARGV[6…] optional: more marks, five values each like ARGV[1…5], marked in that order (a SKU marked
+--          twice in one call: the second sees the first's registration)
 --
--- Reply: {1, entry} when marked now (whatever claim was there is replaced); {0, entry} when the SKU was
--- registered already: the first registration's entry is kept and returned. A registration is a fact,
--- so it is recorded whoever holds the claim.
-local v = redis.call('HGET', KEYS[1], ARGV[1])
-if v and string.sub(v, 1, 2) == 'r\t' then
-  return {0, v}
+-- Reply: {marked, entry} per mark, one after the other. marked is 1 when marked now (whatever claim
+-- was there is replaced); 0 when the SKU was registered already: the first registration's entry is
+-- kept and returned. A registration is a fact, so it is recorded whoever holds the claim.
+--
+-- One HMGET, one TIME, one HSET and one PEXPIRE however many marks: per-command cost was most of what
+-- a mark cost Redis when each ran its own four.
+local skus = {}
+for i = 1, #ARGV, 5 do skus[#skus + 1] = ARGV[i] end
+local held = redis.call('HMGET', KEYS[1], unpack(skus))
+local now, ttl
+local set, by, out = {}, {}, {}
+for m, sku in ipairs(skus) do
+  local i = 5 * (m - 1)
+  local v = by[sku] or held[m]
+  if v and string.sub(v, 1, 2) == 'r\t' then
+    out[#out + 1], out[#out + 2] = 0, v
+  else
+    if not now then
+      local t = redis.call('TIME')
+      now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+    end
+    local e = table.concat({'r', ARGV[i + 3], ARGV[i + 2], '', ARGV[i + 4], now}, '\t')
+    by[sku] = e
+    set[#set + 1], set[#set + 2] = sku, e
+    out[#out + 1], out[#out + 2] = 1, e
+    local r = tonumber(ARGV[i + 5])
+    if not ttl or r > ttl then ttl = r end
+  end
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local e = table.concat({'r', ARGV[3], ARGV[2], '', ARGV[4], string.format('%d', now)}, '\t')
-redis.call('HSET', KEYS[1], ARGV[1], e)
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[5]))
-return {1, e}
+if #set > 0 then
+  redis.call('HSET', KEYS[1], unpack(set))
+  redis.call('PEXPIRE', KEYS[1], ttl)
+end
+return out

@@ -158,3 +158,50 @@ func TestComposeRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestStepsThatJoin: steps of one script, keys and argument count that may
+// join (Step.Joins) run as one step at the place of the first, and each gets
+// its own part of the reply; steps on other keys stay apart.
+func TestStepsThatJoin(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Start(t).Client()
+	const ledger, other, log = "bulkreg:{s:a}:ledger", "bulkreg:{s:a}:other", "bulkreg:{s:a}:log"
+	rdb.ZAdd(ctx, log, redis.Z{Score: 100, Member: "slot-1"})
+	replies := map[string]any{}
+	mark := func(key, sku string) Step {
+		return Step{Script: "ledger_mark.lua", Keys: []string{key}, Args: []any{sku, "u:" + sku, "h", "p-" + sku, 3_600_000}, Joins: 2,
+			Reply: func(v any) error { replies[key+" "+sku] = v; return nil }}
+	}
+	steps := []Step{
+		mark(ledger, "A"),
+		{Script: "release.lua", Keys: []string{log}, Args: []any{"slot-1"}, Reply: func(v any) error { replies["release"] = v; return nil }},
+		mark(other, "B"),
+		mark(ledger, "C"),
+		mark(ledger, "A"),
+	}
+	steps[4].Reply = nil // a step may do without its reply
+	if got := join(steps); len(got) != 3 || got[0].Script != "ledger_mark.lua" || len(got[0].Args) != 15 || got[1].Script != "release.lua" || len(got[2].Args) != 5 {
+		t.Fatalf("joined into %d steps %+v; want the three marks on %s as the first, then release.lua and the mark on %s", len(got), got, ledger, other)
+	}
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := New().Run(ctx, rdb, steps...); err != nil {
+		t.Fatal(err)
+	}
+	if n := testredis.CommandCalls(t, rdb)["hset"]; n != 2 {
+		t.Errorf("%d HSET, want 2: one per ledger", n)
+	}
+	for _, k := range []string{ledger + " A", ledger + " C", other + " B"} {
+		v, _ := replies[k].([]any)
+		if len(v) != 2 || v[0] != int64(1) || !strings.Contains(fmtReply(v[1]), "p-"+k[len(k)-1:]) {
+			t.Errorf("mark %s: reply %v, want {1, its entry}", k, replies[k])
+		}
+	}
+	if fmtReply(replies["release"]) != "1" {
+		t.Errorf("release reply %v, want 1", replies["release"])
+	}
+	if plain := []Step{{Script: "release.lua", Keys: []string{log}, Args: []any{"x"}}}; &join(plain)[0] != &plain[0] {
+		t.Error("steps that cannot join were copied")
+	}
+}
