@@ -147,7 +147,11 @@ func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 // flush sends the queue as one pipeline, then hands the turn on: a caller
 // that led one batch goes back to its own work, and a goroutine sends what
-// queued meanwhile; when the queue is empty the turn is given up.
+// queued meanwhile; when the queue is empty the turn is given up. The
+// goroutine is started only when something queued: one started to find the
+// queue empty cost a goroutine per led batch, and a new goroutine grows its
+// stack anew down go-redis's pipeline (runtime.newstack, 2.7 % of the
+// consumer's CPU in the bench).
 func (h *Hook) flush(caller bool) {
 	for {
 		h.mu.Lock()
@@ -165,6 +169,13 @@ func (h *Hook) flush(caller bool) {
 		h.mu.Unlock()
 		h.send(batch)
 		if caller {
+			h.mu.Lock()
+			if len(h.queue) == 0 {
+				h.inFlight--
+				h.mu.Unlock()
+				return
+			}
+			h.mu.Unlock()
 			go h.flush(false)
 			return
 		}
