@@ -11,6 +11,7 @@ import (
 
 	"github.com/bulkreg/bulkreg"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
+	"github.com/bulkreg/bulkreg/throttle"
 )
 
 // dispatch is step one for every message read: decode it and hand it to its
@@ -84,15 +85,63 @@ func (c *Consumer) attempt(r *row, t *tries, slot *slot, cb *rowCircuit, sku *sk
 	return c.conclude(r, t, &res, cb, sku, mk, log)
 }
 
+// lateRule says how a call that the API counts later than the margin after
+// its slot can overtake the seller's next slots where the half-window wait
+// (flights.before) does not see it:
+//   - a token bucket with a burst of 1 spaces every call by its interval,
+//     far less than half a window (sim seeds 11012 and 14009);
+//   - a fixed window keeps a window's slots a margin before its end, so a
+//     call counted later than that may be counted in the next window, whose
+//     first calls start right after the edge (sim seed 15007: 7 calls
+//     counted 0.4 s late under 7 per 2 s, the next window's 7 sent before
+//     their answers, 3 × 429).
+//
+// Only with a burst of 1: with a larger burst the calls of a burst are
+// confirmed together, and each late landing among them would send the rest
+// back for a bucket that may well hold them (not measured).
+type lateRule struct {
+	// reach: a late landing sends back the slots confirmed before it and
+	// due within reach of it; 0: the rule is off.
+	reach time.Duration
+	// window: fixed windows, aligned to the Unix epoch on the Redis clock:
+	// only calls of an earlier window hold a slot; 0 (a token bucket): every
+	// earlier call does.
+	window time.Duration
+	// remember is how long a late landing matters (flights.lateSince).
+	remember time.Duration
+}
+
+func newLateRule(p throttle.Policy) lateRule {
+	switch {
+	case p.Kind == throttle.TokenBucket && p.Burst <= 1:
+		interval := p.Window / time.Duration(p.Limit)
+		return lateRule{reach: interval, remember: interval + p.Window}
+	case p.Kind == throttle.Fixed:
+		return lateRule{reach: p.Window, window: p.Window, remember: 2 * p.Window}
+	}
+	return lateRule{}
+}
+
+// holdsFrom is the slot before which a call in flight that may be counted
+// late holds the call at slot at: at itself under a token bucket, the start
+// of at's window under a fixed window.
+func (l lateRule) holdsFrom(at time.Time) time.Time {
+	if l.window <= 0 {
+		return at
+	}
+	w := l.window.Microseconds()
+	return time.UnixMicro(at.UnixMicro() / w * w)
+}
+
 // lateMatters is how long the landing of the call made at s is to be
-// remembered (flights.lateSince): under a token bucket with a burst of 1,
-// when the API may have counted it more than the margin after its slot;
-// 0 otherwise, and then nothing is noted.
+// remembered (flights.lateSince): where the late rule applies, when the API
+// may have counted it more than the margin after its slot; 0 otherwise, and
+// then nothing is noted.
 func (c *Consumer) lateMatters(s *slot) time.Duration {
-	if c.bucketInterval == 0 || s.answered.Sub(s.At) <= c.policy.Margin {
+	if c.late.reach == 0 || s.answered.Sub(s.At) <= c.policy.Margin {
 		return 0
 	}
-	return c.bucketInterval + c.policy.Window
+	return c.late.remember
 }
 
 // takeTurn takes one of the MaxConcurrentCalls turns for the row's call,
@@ -212,12 +261,13 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 		}
 		return res, false
 	}
-	if c.bucketInterval > 0 {
-		// A call of the seller before this slot may be counted, or was,
-		// later than the margin, and its settle is not written yet: the
-		// slot goes back, and once that call has landed the row takes a new
-		// one, which sees where the settle put the bucket.
-		if landed := c.flights.lateBefore(r.m.SellerID, s.At, s.redisNow(), c.policy.Margin); landed != nil {
+	if c.late.reach > 0 {
+		// A call of the seller before this slot (under a fixed window:
+		// before this slot's window) may be counted, or was, later than the
+		// margin, and its settle is not written yet: the slot goes back, and
+		// once that call has landed the row takes a new one, which sees
+		// where the settle put the bucket or which window it counted in.
+		if landed := c.flights.lateBefore(r.m.SellerID, c.late.holdsFrom(s.At), s.redisNow(), c.policy.Margin); landed != nil {
 			c.notNow(s)
 			c.m.held.Inc()
 			c.release(s)
@@ -229,9 +279,10 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 			return res, false
 		}
 		// A call of the seller that may have been counted late landed after
-		// this slot was confirmed, and its settle moved the bucket: the slot
-		// goes back and the row takes a new one, which sees it.
-		if t := c.flights.lateSince(r.m.SellerID); t.After(s.confirmed) && s.due.Before(t.Add(c.bucketInterval)) {
+		// this slot was confirmed, and its settle moved the bucket or took
+		// a place in this slot's window: the slot goes back and the row
+		// takes a new one, which sees it.
+		if t := c.flights.lateSince(r.m.SellerID); t.After(s.confirmed) && s.due.Before(t.Add(c.late.reach)) {
 			c.notNow(s)
 			c.m.held.Inc()
 			c.release(s)
@@ -280,7 +331,7 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 	s.sent = s.redisNowLatest()
 	res = c.deps.Registry.Register(r.finishCtx(), m.SellerID, m.IdempotencyKey, m.Product)
 	s.answered = s.redisNowLatest()
-	if c.bucketInterval > 0 {
+	if c.late.reach > 0 {
 		c.flights.answer(s.flight, s.answered)
 	}
 	<-c.calls

@@ -106,14 +106,15 @@ type Consumer struct {
 	// policy is the throttle's, read once: it does not change, and rows
 	// read it on every call.
 	policy throttle.Policy
-	// bucketInterval is the interval of a token bucket with a burst of 1,
-	// whose slots a call counted late can overtake (inflight.go,
-	// lateSince); 0 for every other policy.
-	bucketInterval time.Duration
-	log            *slog.Logger
-	m              *metrics
-	group          *group
-	lanes          *lanes
+	// late is how a call counted later than the margin can overtake the
+	// seller's next slots under a token bucket with a burst of 1 or a fixed
+	// window (inflight.go, lateBefore and lateSince); zero for the sliding
+	// log, where the half-window wait covers it.
+	late  lateRule
+	log   *slog.Logger
+	m     *metrics
+	group *group
+	lanes *lanes
 	// workers runs the rows' jobs when they start or resume, on goroutines
 	// kept between rows (internal/workers).
 	workers *workers.Pool
@@ -195,13 +196,7 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 		func(d int) { c.m.waiting.Add(float64(d)) }, func(d int) { c.m.activeSellers.Add(float64(d)) })
 	c.workers = workers.New(maxIdleWorkers)
 	c.policy = deps.Throttle.Policy()
-	if c.policy.Kind == throttle.TokenBucket && c.policy.Burst <= 1 {
-		// Only with a burst of 1, where every call is spaced by the
-		// interval: with a larger burst the calls of a burst are confirmed
-		// together, and each late landing among them would send the rest
-		// back for a bucket that may well hold them (not measured).
-		c.bucketInterval = c.policy.Window / time.Duration(c.policy.Limit)
-	}
+	c.late = newLateRule(c.policy)
 	c.lanes.spawn, c.asks.spawn, c.now.spawn, c.claims.spawn = c.workers.Go, c.workers.Go, c.workers.Go, c.workers.Go
 	c.redis = newRedisGate(deps.PingRedis, cfg.RedisProbeInterval, log, c.m.redisDown.Inc)
 	if err := reg.Register(newBacklogCollector(c)); err != nil {

@@ -112,11 +112,12 @@ func (f *flights) answer(fl *flight, at time.Time) {
 // slot is before t and which the API may count, or has counted, more than
 // margin after its slot: it has no answer and now is past its slot and the
 // margin, or its answer came after them and its settle is not written yet.
-// nil when there is none. Under a token bucket with a burst of 1 the next
-// call must wait for such a call to land (sim seed 14009: a call counted
-// 1.6 s after its slot while Redis was frozen, so its settle, and with it
-// lateSince, came after the next call, 0.9 s after that count, 1 × 429
-// under 3 per 3 s).
+// nil when there is none. Where the late rule applies (attempt.go,
+// lateRule) the next call must wait for such a call to land: under a token
+// bucket (sim seed 14009: a call counted 1.6 s after its slot while Redis
+// was frozen, so its settle, and with it lateSince, came after the next
+// call, 0.9 s after that count, 1 × 429 under 3 per 3 s), and under a fixed
+// window for a call of an earlier window (seed 15007).
 func (f *flights) lateBefore(seller string, t, now time.Time, margin time.Duration) <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/bulkreg/bulkreg/internal/testwait"
+	"github.com/bulkreg/bulkreg/throttle"
 )
 
 // TestFlights: a call waits on an earlier call of its seller only, the
@@ -124,6 +125,40 @@ func TestACallThatMayBeCountedLateHoldsTheNext(t *testing.T) {
 			}
 			if f.lateBefore("s", next, t0.Add(time.Hour), margin) != nil {
 				t.Error("a landed call still holds the next")
+			}
+		})
+	}
+}
+
+// TestTheLateRuleOfEachPolicy: under a token bucket with a burst of 1 every
+// earlier call that may be counted late holds the next; under a fixed
+// window only one of an earlier window does (a call counted late inside its
+// own window takes nothing from the next); the sliding log and larger
+// bursts have no such rule.
+func TestTheLateRuleOfEachPolicy(t *testing.T) {
+	const margin = 50 * time.Millisecond
+	w := 2 * time.Second
+	start := time.UnixMicro(1_800_000_000_000_000) // a window's start: a multiple of 2 s
+	for _, tc := range []struct {
+		name   string
+		policy throttle.Policy
+		slot   time.Duration // of the call in flight, after start; the next call is at start + 2.1 s
+		held   bool
+	}{
+		{"sliding", throttle.Policy{Kind: throttle.Sliding, Limit: 7, Window: w}, 1500 * time.Millisecond, false},
+		{"token bucket, burst 1", throttle.Policy{Kind: throttle.TokenBucket, Limit: 7, Window: w, Burst: 1}, 2000 * time.Millisecond, true},
+		{"token bucket, burst 3", throttle.Policy{Kind: throttle.TokenBucket, Limit: 7, Window: w, Burst: 3}, 2000 * time.Millisecond, false},
+		{"fixed, same window", throttle.Policy{Kind: throttle.Fixed, Limit: 7, Window: w}, 2000 * time.Millisecond, false},
+		{"fixed, the window before", throttle.Policy{Kind: throttle.Fixed, Limit: 7, Window: w}, 1900 * time.Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rule := newLateRule(tc.policy)
+			next := start.Add(2100 * time.Millisecond)
+			f := newFlights()
+			f.start("s", start.Add(tc.slot)) // no answer, its margin long past
+			held := rule.reach > 0 && f.lateBefore("s", rule.holdsFrom(next), next.Add(time.Second), margin) != nil
+			if held != tc.held {
+				t.Errorf("the call at %v held the next call at %v: %v, want %v (rule %+v)", tc.slot, next.Sub(start), held, tc.held, rule)
 			}
 		})
 	}
