@@ -58,16 +58,23 @@ func testConfig(brokers []string, topic string) Config {
 
 func produce(t testing.TB, brokers []string, topic string, msgs ...kafka.Message) {
 	t.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, Balancer: &kafka.Hash{}, BatchTimeout: 5 * time.Millisecond, BatchSize: 1000, RequiredAcks: kafka.RequireAll}
-	defer w.Close()
 	// The embedded broker once answered a seeded topic's metadata with
 	// UNKNOWN_TOPIC_OR_PARTITION (1 make test run; 0 of 20 runs beside two
 	// busy loops). That answer comes before any message is written (a
 	// partial write is a kafka.WriteErrors, not this), so writing again
-	// cannot duplicate one.
+	// cannot duplicate one. Each try has a writer and transport of its own:
+	// kafka-go's shared transport keeps a topic's metadata for 6 s, so five
+	// tries 100 ms apart with one writer all read the same answer (it failed
+	// so in a clean-clone make test, TestClusterMasterFlushed).
 	var err error
-	for range 5 {
-		if err = w.WriteMessages(context.Background(), msgs...); !errors.Is(err, kafka.UnknownTopicOrPartition) {
+	for range 20 {
+		tr := &kafka.Transport{}
+		w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, Balancer: &kafka.Hash{}, BatchTimeout: 5 * time.Millisecond, BatchSize: 1000, RequiredAcks: kafka.RequireAll,
+			Transport: tr}
+		err = w.WriteMessages(context.Background(), msgs...)
+		w.Close()
+		tr.CloseIdleConnections()
+		if !errors.Is(err, kafka.UnknownTopicOrPartition) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
