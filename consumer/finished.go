@@ -58,21 +58,30 @@ func encodeDone(offs []int64) string {
 	return b.String()
 }
 
-// maxDoneRange bounds one decoded range, so a damaged or foreign metadata
-// cannot make a member allocate without end.
-const maxDoneRange = 1 << 16
+// maxDoneRange bounds one range, and maxDoneRows the rows one metadata
+// names, all its ranges together: a bound per range alone let 4000 bytes of
+// "0-65536," name 33 million rows (262 MB). A range past its bound marks the
+// metadata damaged; rows past the total are left out, like the rows past
+// encodeDone's cut, and read again.
+const (
+	maxDoneRange = 1 << 16
+	maxDoneRows  = 1 << 16
+)
 
-// decodeDone reads encodeDone's metadata; anything else names no row.
+// decodeDone reads encodeDone's metadata: increasing, non-overlapping
+// ranges, of which it names the first maxDoneRows rows. Anything else names
+// no row (the rows are read again, as before).
 func decodeDone(meta string) []int64 {
 	rest, ok := strings.CutPrefix(meta, doneMetadataPrefix)
 	if !ok || rest == "" {
 		return nil
 	}
-	var out []int64
+	type span struct{ lo, hi int64 }
+	var spans []span
 	for part := range strings.SplitSeq(rest, ",") {
 		lo, hi, isRange := strings.Cut(part, "-")
 		a, err := strconv.ParseInt(lo, 10, 64)
-		if err != nil || a < 0 {
+		if err != nil || a < 0 || (len(spans) > 0 && a <= spans[len(spans)-1].hi) {
 			return nil
 		}
 		b := a
@@ -81,7 +90,11 @@ func decodeDone(meta string) []int64 {
 				return nil
 			}
 		}
-		for o := a; o <= b; o++ {
+		spans = append(spans, span{a, b})
+	}
+	var out []int64
+	for _, s := range spans {
+		for o := s.lo; o <= s.hi && len(out) < maxDoneRows; o++ {
 			out = append(out, o)
 		}
 	}
