@@ -81,7 +81,7 @@ func (c *Consumer) attempt(r *row, t *tries, slot *slot, cb *rowCircuit, sku *sk
 	}
 	t.attempts++
 	mk := c.afterCall(r, slot, res, sku, log)
-	c.flights.land(r.m.SellerID, slot.flight, c.lateMatters(slot))
+	c.flights.land(r.m.SellerID, slot.flight, c.late.landing(slot, c.countedBy(slot, res), time.Now(), c.policy.Margin))
 	return c.conclude(r, t, &res, cb, sku, mk, log)
 }
 
@@ -102,6 +102,11 @@ func (c *Consumer) holdUntilLanded(r *row, s *slot, landed <-chan struct{}, log 
 // lateRule says how a call that the API counts later than the margin after
 // its slot can overtake the seller's next slots where the half-window wait
 // (flights.before) does not see it:
+//   - under the sliding log, the next window's first slots are placed a
+//     window and a margin after the call's slot, and a call counted later
+//     than the margin shares their window; its settle gives back such slots
+//     only beyond its lead (settle.lua), so those nearer are sent back here
+//     when they were asked for before the settle (sim seed 16004);
 //   - a token bucket with a burst of 1 spaces every call by its interval,
 //     far less than half a window (sim seeds 11012 and 14009);
 //   - a fixed window keeps a window's slots a margin before its end, so a
@@ -110,18 +115,30 @@ func (c *Consumer) holdUntilLanded(r *row, s *slot, landed <-chan struct{}, log 
 //     counted 0.4 s late under 7 per 2 s, the next window's 7 sent before
 //     their answers, 3 × 429).
 //
-// Only with a burst of 1: with a larger burst the calls of a burst are
-// confirmed together, and each late landing among them would send the rest
+// A token bucket with a larger burst has none: the calls of a burst are
+// placed together, and each late landing among them would send the rest
 // back for a bucket that may well hold them (not measured).
 type lateRule struct {
-	// reach: a late landing sends back the slots confirmed before it and
-	// due within reach of it; 0: the rule is off.
-	reach time.Duration
+	// on: a late landing sends back the slots asked for before it and due
+	// where the late call may share their window (lateLanding.sends).
+	on bool
+	// slidingWindow: under the sliding log, those are the slots due within
+	// a window of when the API may have counted the call; 0: within reach
+	// of the landing.
+	slidingWindow, reach time.Duration
+	// recheck: the throttle tells whether a slot still fits (check.lua
+	// counts a sliding log's window), so a landing sends back only the
+	// slots that no longer do.
+	recheck bool
+	// inFlight: a call also waits while an earlier one that may be counted
+	// late has not landed (flights.lateBefore). Not under the sliding log,
+	// where the half-window wait does it for the calls that matter.
+	inFlight bool
 	// window: fixed windows, aligned to the Unix epoch on the Redis clock:
 	// only calls of an earlier window hold a slot; 0 (a token bucket): every
 	// earlier call does.
 	window time.Duration
-	// remember is how long a late landing matters (flights.lateSince).
+	// remember is how long a late landing matters at least (flights.lateSince).
 	remember time.Duration
 }
 
@@ -129,9 +146,11 @@ func newLateRule(p throttle.Policy) lateRule {
 	switch {
 	case p.Kind == throttle.TokenBucket && p.Burst <= 1:
 		interval := p.Window / time.Duration(p.Limit)
-		return lateRule{reach: interval, remember: interval + p.Window}
+		return lateRule{on: true, inFlight: true, reach: interval, remember: interval + p.Window}
 	case p.Kind == throttle.Fixed:
-		return lateRule{reach: p.Window, window: p.Window, remember: 2 * p.Window}
+		return lateRule{on: true, inFlight: true, reach: p.Window, window: p.Window, remember: 2 * p.Window}
+	case p.Kind == throttle.Sliding || p.Kind == "":
+		return lateRule{on: true, recheck: true, slidingWindow: p.Window, remember: p.Window + p.Margin}
 	}
 	return lateRule{}
 }
@@ -147,15 +166,35 @@ func (l lateRule) holdsFrom(at time.Time) time.Time {
 	return time.UnixMicro(at.UnixMicro() / w * w)
 }
 
-// lateMatters is how long the landing of the call made at s is to be
-// remembered (flights.lateSince): where the late rule applies, when the API
-// may have counted it more than the margin after its slot; 0 otherwise, and
-// then nothing is noted.
-func (c *Consumer) lateMatters(s *slot) time.Duration {
-	if c.late.reach == 0 || s.answered.Sub(s.At) <= c.policy.Margin {
-		return 0
+// landing is what the landing, at now, of the call made at s, which the API
+// counted by counted (Redis clock) at the latest, sends back: nothing (the
+// zero value) when the rule is off or the call was counted within the
+// margin of its slot.
+func (l lateRule) landing(s *slot, counted, now time.Time, margin time.Duration) lateLanding {
+	if !l.on || counted.Sub(s.At) <= margin {
+		return lateLanding{}
 	}
-	return c.late.remember
+	late := lateLanding{at: now, holds: now.Add(l.reach)}
+	if l.slidingWindow > 0 {
+		// The settle put the call a margin before counted, so a slot a
+		// window and a margin after that is clear of it: due at the latest
+		// place of counted on this clock plus a window.
+		late.holds = s.due.Add(counted.Sub(s.At) + l.slidingWindow)
+	}
+	late.until = maxTime(now.Add(l.remember), late.holds)
+	return late
+}
+
+// countedBy is the latest instant (Redis clock) the API may have counted the
+// call made at s, which its settle moves the slot to (less the margin): its
+// answer, or for a call that got no answer the latest count allowed for
+// (slot.latestCount).
+func (c *Consumer) countedBy(s *slot, res registryclient.Result) time.Time {
+	if !unanswered(res) {
+		return s.answered
+	}
+	p := c.policy
+	return maxTime(s.answered, s.latestCount(c.cfg.CallTimeout, p.Window, p.Margin))
 }
 
 // takeTurn takes one of the MaxConcurrentCalls turns for the row's call,
@@ -268,7 +307,7 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 		c.holdUntilLanded(r, s, landed, log, "an earlier call of the seller has no answer yet; the slot goes back until it lands")
 		return res, false
 	}
-	if c.late.reach > 0 {
+	if c.late.inFlight {
 		// A call of the seller before this slot (under a fixed window:
 		// before this slot's window) may be counted, or was, later than the
 		// margin, and its settle is not written yet: the slot goes back, and
@@ -278,17 +317,25 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 			c.holdUntilLanded(r, s, landed, log, "an earlier call of the seller may be counted late and has not landed; the slot goes back until it lands")
 			return res, false
 		}
-		// A call of the seller that may have been counted late landed after
-		// this slot was confirmed, and its settle moved the bucket or took
-		// a place in this slot's window: the slot goes back and the row
-		// takes a new one, which sees it.
-		if t := c.flights.lateSince(r.m.SellerID); t.After(s.confirmed) && s.due.Before(t.Add(c.late.reach)) {
+	}
+	// A call of the seller that may have been counted late landed after
+	// this slot was asked for, and its settle may have moved the log or the
+	// bucket past it or taken a place in its window. Under the sliding log
+	// the throttle tells (check.lua counts the slot's window), and a slot
+	// that still fits is used; otherwise the slot goes back and the row
+	// takes a new one, which sees the settle.
+	if c.late.on && c.flights.lateSince(r.m.SellerID).sends(s) {
+		asked := time.Now()
+		if !c.late.recheck || !c.current(r.ctx(), s, log) {
 			c.notNow(s)
-			c.m.held.Inc()
+			if !c.late.recheck {
+				c.m.held.Inc()
+				log.Debug("a call of the seller counted late landed after this slot was asked for; the slot goes back", "slot", s.At)
+			}
 			c.release(s)
-			log.Debug("a call of the seller counted late landed after this slot was confirmed; the slot goes back", "slot", s.At)
 			return res, false
 		}
+		s.asked = asked // it fits the log as the landing left it
 	}
 	if !c.takeTurn(r, s) {
 		return res, false
@@ -331,7 +378,7 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 	s.sent = s.redisNowLatest()
 	res = c.deps.Registry.Register(r.finishCtx(), m.SellerID, m.IdempotencyKey, m.Product)
 	s.answered = s.redisNowLatest()
-	if c.late.reach > 0 {
+	if c.late.inFlight {
 		c.flights.answer(s.flight, s.answered)
 	}
 	<-c.calls

@@ -107,9 +107,8 @@ type Consumer struct {
 	// read it on every call.
 	policy throttle.Policy
 	// late is how a call counted later than the margin can overtake the
-	// seller's next slots under a token bucket with a burst of 1 or a fixed
-	// window (inflight.go, lateBefore and lateSince); zero for the sliding
-	// log, where the half-window wait covers it.
+	// seller's next slots where the half-window wait does not see it
+	// (attempt.go, lateRule; inflight.go, lateBefore and lateSince).
 	late  lateRule
 	log   *slog.Logger
 	m     *metrics

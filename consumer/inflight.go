@@ -24,15 +24,31 @@ import (
 type flights struct {
 	mu       sync.Mutex
 	bySeller map[string][]*flight
-	// lateLanded is, by seller, when a call that may have been counted
-	// later than its margin allows last landed, its settle written, and
-	// until when that matters (lateSince); swept is its size after the last
-	// sweep of landings that no longer matter.
+	// lateLanded is, by seller, the last landing of a call that may have
+	// been counted later than its margin allows (lateSince); swept is its
+	// size after the last sweep of landings that no longer matter.
 	lateLanded map[string]lateLanding
 	swept      int
 }
 
-type lateLanding struct{ at, until time.Time }
+// lateLanding is the landing of a call that may have been counted later
+// than its margin allows: its settle, written by then, moved the seller's
+// slots, but not the booked slots near now, whose calls may be under way
+// (settle.lua's lead). The zero value is no landing.
+type lateLanding struct {
+	at    time.Time // when it landed, its settle written
+	holds time.Time // slots asked for before at and due before holds go back (sends)
+	until time.Time // when it stops mattering, holds or later
+}
+
+// sends reports whether the landing sends back the slot s: it was asked for
+// before the settle was written, so it may have been placed without it, and
+// it is due where the settled call may share its window. When the slot was
+// last checked does not matter: settle.lua keeps such a slot in the log,
+// and a check after the settle finds it there (sim seed 16004).
+func (l lateLanding) sends(s *slot) bool {
+	return l.at.After(s.asked) && s.due.Before(l.holds)
+}
 
 // flight is one call in flight: its slot, and a channel closed when it
 // lands, made only when a call waits on it (every row starts a flight; few
@@ -58,18 +74,21 @@ func (f *flights) start(seller string, slot time.Time) *flight {
 	return fl
 }
 
-// land ends fl: the calls waiting on it go on. matters, when above 0,
-// says the API may have counted it later than the margin after its slot:
-// its settle moved the seller's slots, and for that long slots confirmed
-// before may no longer hold (lateSince).
-func (f *flights) land(seller string, fl *flight, matters time.Duration) {
+// land ends fl: the calls waiting on it go on. late, when not zero, says
+// the API may have counted it later than the margin after its slot
+// (lateSince). Two late landings of a seller make one that sends back what
+// either would.
+func (f *flights) land(seller string, fl *flight, late lateLanding) {
 	if fl == nil {
 		return
 	}
 	f.mu.Lock()
-	if matters > 0 {
+	if !late.at.IsZero() {
 		now := time.Now()
-		f.lateLanded[seller] = lateLanding{at: now, until: now.Add(matters)}
+		if l, ok := f.lateLanded[seller]; ok && now.Before(l.until) {
+			late.holds, late.until = maxTime(late.holds, l.holds), maxTime(late.until, l.until)
+		}
+		f.lateLanded[seller] = late
 		if len(f.lateLanded) > 2*f.swept+64 {
 			for s, l := range f.lateLanded {
 				if now.After(l.until) {
@@ -155,21 +174,27 @@ func (f *flights) before(seller string, t time.Time) <-chan struct{} {
 	return nil
 }
 
-// lateSince is when the last call of seller that may have been counted late
-// landed, while that still matters; zero otherwise. A token
-// bucket spaces a seller's calls by its emission interval, so a call counted
-// late by more than the margin can leave the next slot, confirmed before its
-// settle, too close to it (sim seed 11012: a call counted 0.4 s after its
-// slot, the next one 0.1 s after that count, 1 × 429 under 6 per 2 s with a
-// burst of 1). The half-window wait above does not see it: the late call
-// has landed by then, and the slot is only a third of a window later.
-func (f *flights) lateSince(seller string) time.Time {
+// lateSince is the last landing of a call of seller that may have been
+// counted late, while it still matters; zero otherwise. The half-window
+// wait above does not see what it moved: the late call has landed by then.
+//   - A token bucket spaces a seller's calls by its emission interval, so a
+//     call counted late by more than the margin can leave the next slot,
+//     placed before its settle, too close to it (sim seed 11012: a call
+//     counted 0.4 s after its slot, the next one 0.1 s after that count,
+//     1 × 429 under 6 per 2 s with a burst of 1).
+//   - Under the sliding log the next window's first slots are placed a
+//     window and a margin after the call's slot; counted later, the call
+//     shares their window (sim seed 16004: 3 calls timed out after 2 s and
+//     were counted 1.9 – 2.0 s after their slots under 3 per 2 s, the next
+//     call, placed 2.1 s after them, was sent 0.1 s after they landed:
+//     1 × 429 for each of 3 sellers).
+func (f *flights) lateSince(seller string) lateLanding {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	l, ok := f.lateLanded[seller]
 	if ok && time.Now().After(l.until) {
 		delete(f.lateLanded, seller)
-		return time.Time{}
+		return lateLanding{}
 	}
-	return l.at
+	return l
 }

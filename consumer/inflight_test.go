@@ -27,7 +27,7 @@ func TestFlights(t *testing.T) {
 		t.Fatal("the wait ended before the call landed")
 	default:
 	}
-	f.land("s", a, 0)
+	f.land("s", a, lateLanding{})
 	select {
 	case <-wait:
 	default:
@@ -36,7 +36,7 @@ func TestFlights(t *testing.T) {
 	if f.before("s", t0.Add(time.Hour)) != nil || len(f.bySeller) != 0 {
 		t.Errorf("a landed call is still in flight: %v", f.bySeller)
 	}
-	f.land("s", nil, 0) // a call that never started: nothing to do
+	f.land("s", nil, lateLanding{}) // a call that never started: nothing to do
 }
 
 // TestALateCallLandingIsRemembered: a call that may have been counted late
@@ -44,30 +44,36 @@ func TestFlights(t *testing.T) {
 // matters; one counted in time is not.
 func TestALateCallLandingIsRemembered(t *testing.T) {
 	f := newFlights()
-	f.land("s", f.start("s", time.Now()), 0)
-	if got := f.lateSince("s"); !got.IsZero() {
+	f.land("s", f.start("s", time.Now()), lateLanding{})
+	if got := f.lateSince("s"); !got.at.IsZero() {
 		t.Fatalf("a call counted in time left %v", got)
 	}
 	before := time.Now()
-	f.land("s", f.start("s", time.Now()), time.Minute)
-	if got := f.lateSince("s"); got.Before(before) {
+	f.land("s", f.start("s", time.Now()), lateFor(time.Minute))
+	if got := f.lateSince("s").at; got.Before(before) {
 		t.Errorf("a late call's landing read %v, want at or after %v", got, before)
 	}
-	if got := f.lateSince("other"); !got.IsZero() {
+	if got := f.lateSince("other"); !got.at.IsZero() {
 		t.Errorf("another seller read %v", got)
 	}
-	f.land("s", f.start("s", time.Now()), time.Nanosecond)
-	testwait.For(t, time.Second, "the landing no longer mattering", func() bool { return f.lateSince("s").IsZero() })
+	// A second late landing sends back what either would.
+	f.land("s", f.start("s", time.Now()), lateFor(time.Nanosecond))
+	if got := f.lateSince("s"); got.holds.Before(before.Add(time.Minute)) || got.until.Before(before.Add(time.Minute)) {
+		t.Errorf("a short landing after a long one left %+v, want the long one's reach kept", got)
+	}
+	f = newFlights()
+	f.land("s", f.start("s", time.Now()), lateFor(time.Nanosecond))
+	testwait.For(t, time.Second, "the landing no longer mattering", func() bool { return f.lateSince("s").at.IsZero() })
 	if len(f.lateLanded) != 0 {
 		t.Errorf("a landing that no longer matters is kept: %v", f.lateLanded)
 	}
 	// Sellers whose landings no longer matter are swept as others land.
 	for i := range 200 {
-		f.land(fmt.Sprint("gone-", i), f.start("x", time.Now()), time.Nanosecond)
+		f.land(fmt.Sprint("gone-", i), f.start("x", time.Now()), lateFor(time.Nanosecond))
 	}
 	time.Sleep(time.Millisecond) // every landing above is past its nanosecond
 	for i := range 200 {
-		f.land(fmt.Sprint("new-", i), f.start("x", time.Now()), time.Hour)
+		f.land(fmt.Sprint("new-", i), f.start("x", time.Now()), lateFor(time.Hour))
 	}
 	if n := len(f.lateLanded); n > 200+64 {
 		t.Errorf("%d landings kept after 200 stopped mattering and 200 more came, want the old ones swept", n)
@@ -117,7 +123,7 @@ func TestACallThatMayBeCountedLateHoldsTheNext(t *testing.T) {
 				t.Fatal("the wait ended before the late call landed")
 			default:
 			}
-			f.land("s", fl, time.Minute)
+			f.land("s", fl, lateFor(time.Minute))
 			select {
 			case <-wait:
 			default:
@@ -133,8 +139,8 @@ func TestACallThatMayBeCountedLateHoldsTheNext(t *testing.T) {
 // TestTheLateRuleOfEachPolicy: under a token bucket with a burst of 1 every
 // earlier call that may be counted late holds the next; under a fixed
 // window only one of an earlier window does (a call counted late inside its
-// own window takes nothing from the next); the sliding log and larger
-// bursts have no such rule.
+// own window takes nothing from the next); the sliding log (where the
+// half-window wait does it) and larger bursts have no such wait.
 func TestTheLateRuleOfEachPolicy(t *testing.T) {
 	const margin = 50 * time.Millisecond
 	w := 2 * time.Second
@@ -156,9 +162,61 @@ func TestTheLateRuleOfEachPolicy(t *testing.T) {
 			next := start.Add(2100 * time.Millisecond)
 			f := newFlights()
 			f.start("s", start.Add(tc.slot)) // no answer, its margin long past
-			held := rule.reach > 0 && f.lateBefore("s", rule.holdsFrom(next), next.Add(time.Second), margin) != nil
+			held := rule.inFlight && f.lateBefore("s", rule.holdsFrom(next), next.Add(time.Second), margin) != nil
 			if held != tc.held {
 				t.Errorf("the call at %v held the next call at %v: %v, want %v (rule %+v)", tc.slot, next.Sub(start), held, tc.held, rule)
+			}
+		})
+	}
+}
+
+// lateFor is a late landing now that matters for d.
+func lateFor(d time.Duration) lateLanding {
+	now := time.Now()
+	return lateLanding{at: now, holds: now.Add(d), until: now.Add(d)}
+}
+
+// TestALateLandingSendsBackTheSlotsPlacedWithoutIt: a call counted later
+// than the margin sends back, when it lands, the seller's slots asked for
+// before its settle was written and due where it may share their window,
+// however recently they were checked (sim seed 16004, the sliding log: 3 per
+// 2 s, 3 calls counted 1.9 s after their slots, the next placed 2.1 s after
+// them and checked after they landed); a slot asked for after the landing,
+// one clear of the call's window or a call counted within the margin sends
+// back nothing.
+func TestALateLandingSendsBackTheSlotsPlacedWithoutIt(t *testing.T) {
+	const margin = 100 * time.Millisecond
+	w := 2 * time.Second
+	t0 := time.Now() // the late call's slot, on both clocks
+	sliding := throttle.Policy{Kind: throttle.Sliding, Limit: 3, Window: w, Margin: margin}
+	bucket := throttle.Policy{Kind: throttle.TokenBucket, Limit: 3, Window: w, Margin: margin, Burst: 1}
+	for _, tc := range []struct {
+		name    string
+		policy  throttle.Policy
+		counted time.Duration // after the late call's slot, the latest it may have been counted
+		landed  time.Duration // after its slot, its settle written
+		asked   time.Duration // the next slot's reservation, after t0
+		due     time.Duration // the next slot
+		sent    bool
+	}{
+		{"sliding: counted late, next window's slot asked before", sliding, 1950 * time.Millisecond, 2000 * time.Millisecond, 500 * time.Millisecond, 2100 * time.Millisecond, true},
+		{"sliding: a slot placed where the settle would put it", sliding, 1950 * time.Millisecond, 2000 * time.Millisecond, 500 * time.Millisecond, 3950 * time.Millisecond, false},
+		{"sliding: asked for after the landing", sliding, 1950 * time.Millisecond, 2000 * time.Millisecond, 2010 * time.Millisecond, 2100 * time.Millisecond, false},
+		{"sliding: counted within the margin", sliding, 90 * time.Millisecond, 100 * time.Millisecond, 50 * time.Millisecond, 2100 * time.Millisecond, false},
+		{"sliding: no answer, the latest count past the landing", sliding, 2100 * time.Millisecond, 2000 * time.Millisecond, 500 * time.Millisecond, 4000 * time.Millisecond, true},
+		{"token bucket, burst 1: within its interval of the landing", bucket, 400 * time.Millisecond, 400 * time.Millisecond, 100 * time.Millisecond, 700 * time.Millisecond, true},
+		{"token bucket, burst 1: beyond its interval", bucket, 400 * time.Millisecond, 400 * time.Millisecond, 100 * time.Millisecond, 1100 * time.Millisecond, false},
+		{"token bucket, burst 3: no rule", throttle.Policy{Kind: throttle.TokenBucket, Limit: 3, Window: w, Margin: margin, Burst: 3}, 400 * time.Millisecond, 400 * time.Millisecond, 100 * time.Millisecond, 700 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			late := &slot{Reservation: throttle.Reservation{At: t0}, due: t0}
+			landing := newLateRule(tc.policy).landing(late, t0.Add(tc.counted), t0.Add(tc.landed), margin)
+			next := &slot{Reservation: throttle.Reservation{At: t0.Add(tc.due)}, due: t0.Add(tc.due), asked: t0.Add(tc.asked)}
+			if got := landing.sends(next); got != tc.sent {
+				t.Errorf("the slot at +%v asked at +%v sent back: %v, want %v (landing %+v)", tc.due, tc.asked, got, tc.sent, landing)
+			}
+			if !landing.at.IsZero() && landing.until.Before(landing.holds) {
+				t.Errorf("the landing stops mattering at %v, before the slots it sends back (%v)", landing.until, landing.holds)
 			}
 		})
 	}

@@ -104,7 +104,7 @@ func newMetrics(reg prometheus.Registerer, oldest func() float64) *metrics {
 	})
 	m.held = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bulkreg_consumer_slots_held_back_total",
-		Help: "Slots given back because an earlier call of the same seller may be counted too close to them: one half a window or more before still had no answer (the row took a new slot once it landed), or, under a token bucket with a burst of 1, one answered later than the margin landed after the slot was confirmed.",
+		Help: "Slots given back because an earlier call of the same seller may be counted too close to them: one half a window or more before still had no answer (the row took a new slot once it landed), or one counted later than the margin may have taken the slot's window (the throttle's check found it full or the slot given back, or, where the check does not count, the late call landed after the slot was asked for).",
 	})
 	m.stale = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bulkreg_consumer_slots_stale_total",

@@ -46,11 +46,9 @@ func (c *Consumer) afterCall(r *row, s *slot, res registryclient.Result, sku *sk
 	class := res.Class.String()
 	call := compliance.Call{At: s.called, Status: res.Status, Class: class, Key: m.IdempotencyKey}
 	count := counted(res.Class)
-	answered := s.answered // the latest instant the API may have counted the call
+	answered := c.countedBy(s, res)
 	if unanswered(res) {
-		p := c.policy
-		answered = maxTime(s.answered, s.latestCount(c.cfg.CallTimeout, p.Window, p.Margin))
-		c.blockPastTheCap(s, c.cfg.CallTimeout, p.Window, p.Margin, log)
+		c.blockPastTheCap(s, c.cfg.CallTimeout, c.policy.Window, c.policy.Margin, log)
 	}
 	rest := s.Reservation // what Settle or Release still has to do
 	rec, batch := c.deps.Calls.(stepRecorder)

@@ -40,9 +40,13 @@ type slot struct {
 	// answered: when its answer came, on the Redis clock, never before it
 	// (a settle must not move the slot short of the API's count).
 	called, answered time.Time
-	// confirmed: when Redis last vouched for the slot (the reservation's
-	// answer or the check's), on this process's clock.
-	confirmed time.Time
+	// asked: when the reservation was asked for, on this process's clock. A
+	// settle written before it is in the log the slot was placed in; one
+	// written after may have left the slot in place though it now shares a
+	// window with a call counted late: settle.lua keeps the booked slots
+	// within its lead of now (their calls may be under way), and a check
+	// after the settle finds such a slot still in the log (sim seed 16004).
+	asked time.Time
 	// sent: when the call was sent, on the Redis clock, never before it;
 	// the start of the time the API may count a call whose answer never
 	// came (latestCount).
@@ -202,7 +206,7 @@ func (c *Consumer) ask(ctx context.Context, r *row, leave func(time.Time, int), 
 		// is held, ask again when it is near.
 		return nil, time.Until(arrived.Add(res.Wait)), true
 	}
-	s = &slot{Reservation: res, now: true, confirmed: arrived}
+	s = &slot{Reservation: res, now: true, asked: sent}
 	s.place(c.clock, sent, arrived, res.At.Add(-res.Wait))
 	return s, 0, true
 }
@@ -247,14 +251,19 @@ func (c *Consumer) current(ctx context.Context, s *slot, log *slog.Logger) bool 
 		}
 		log.Debug("could not confirm the slot with the throttle; taking a new one", "err", err)
 		return false
+	case !chk.Good && chk.Epoch == s.Epoch && (s.Global.ID == "" || chk.GlobalEpoch == s.Global.Epoch):
+		// The state is Redis's own: the slot was given back, or a call
+		// counted late was settled into its window (check.lua).
+		c.m.held.Inc()
+		log.Debug("the slot is no longer the seller's to use (given back, or a call counted late took its window); taking a new one", "slot", s.At)
+		return false
 	case !chk.Good:
 		c.m.stale.Inc()
 		log.Warn("the slot was granted by a Redis that has since lost the seller's throttle state; taking a new one",
 			"slot", s.At, "epoch", s.Epoch, "current_epoch", chk.Epoch)
 		return false
 	}
-	s.confirmed = time.Now()
-	s.place(c.clock, sent, s.confirmed, chk.Now)
+	s.place(c.clock, sent, time.Now(), chk.Now)
 	return true
 }
 

@@ -389,3 +389,59 @@ func TestAnAppWideGiveBackFreesItsSellersShare(t *testing.T) {
 		t.Errorf("b's held set still counts the slot given back (%v)", err)
 	}
 }
+
+// TestASlotThatNoLongerFitsFailsItsCheck (sim seed 16004): a sliding log
+// books a seller's next window a window and a margin after the first; the
+// API then counts the first window's calls 1.9 s late and their settles move
+// them there, but keep the next window's slots, which are within their lead
+// of now (their calls may be under way). A check of those slots must refuse
+// them: the window ending at each holds the three settled calls and the
+// three booked slots. A call settled within its margin moves nothing and the
+// same slots stay good; under a token bucket the check counts nothing.
+func TestASlotThatNoLongerFitsFailsItsCheck(t *testing.T) {
+	ctx := context.Background()
+	p := Policy{Limit: 3, Window: 2 * time.Second, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second,
+		LossHold: 10 * time.Second} // a lead of 7.9 s: the settle keeps the next window's slots
+	for _, tc := range []struct {
+		name     string
+		answered time.Duration // after the first window's slots
+		good     bool
+	}{
+		{"counted 1.9 s late", 1900 * time.Millisecond, false},
+		{"counted within the margin", 50 * time.Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rdb := startRedis(t).Client()
+			th := newThrottle(t, rdb, p)
+			s := seller("fits")
+			var first, next []Reservation
+			for range p.Limit {
+				first = append(first, reserve(t, th, s))
+			}
+			for range p.Limit {
+				next = append(next, reserve(t, th, s))
+			}
+			if gap := next[0].At.Sub(first[0].At); gap < p.Window+p.Margin {
+				t.Fatalf("the next window's first slot is %v after the first window's, want at least %v", gap, p.Window+p.Margin)
+			}
+			for _, r := range first {
+				if err := th.Settle(ctx, r, r.At.Add(tc.answered)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, r := range next {
+				if n := rdb.ZScore(ctx, th.keys(s).log, r.ID).Val(); n == 0 {
+					t.Fatalf("the settle gave back the next window's slot %d, within its lead: the test shows nothing", i)
+				}
+				c, err := th.Check(ctx, r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.Good != tc.good {
+					t.Errorf("the next window's slot %d checked good %v, want %v", i, c.Good, tc.good)
+				}
+			}
+		})
+	}
+}

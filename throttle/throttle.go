@@ -785,7 +785,7 @@ func (t *Throttle) Check(ctx context.Context, r Reservation) (SlotCheck, error) 
 		return SlotCheck{}, errors.New("throttle: check: the reservation's app-wide slot has no epoch")
 	}
 	k := t.keys(r.Seller)
-	cmds, err := t.runAll(ctx, scriptCall{t.check, []string{k.log, k.marker}, []any{r.ID, r.Epoch}}, t.global.checkCall(r.Global))
+	cmds, err := t.runAll(ctx, scriptCall{t.check, []string{k.log, k.marker}, append(t.checkCounts(), r.ID, r.Epoch)}, t.global.checkCall(r.Global))
 	if err != nil {
 		return SlotCheck{}, t.fail(ctx, "check a slot", r.Seller, err)
 	}
@@ -823,7 +823,8 @@ const maxCheckBatch = 512
 // its answer, as a script of its own would have.
 func (t *Throttle) writeChecks(ctx context.Context, seller string, items []checkItem) ([]SlotCheck, error) {
 	k := t.keys(seller)
-	args := make([]any, 0, 2*len(items))
+	args := make([]any, 0, 2+2*len(items))
+	args = append(args, t.checkCounts()...)
 	for _, it := range items {
 		args = append(args, it.id, it.epoch)
 	}
@@ -832,6 +833,17 @@ func (t *Throttle) writeChecks(ctx context.Context, seller string, items []check
 		return nil, err
 	}
 	return parseChecks(v, len(items))
+}
+
+// checkCounts is check.lua's first two arguments for the seller's log: a
+// sliding log's slots must still fit its windows (a settle keeps the booked
+// slots near now that a call counted late now shares a window with); the
+// other policies' are not counted.
+func (t *Throttle) checkCounts() []any {
+	if t.p.Kind != Sliding {
+		return []any{0, 0}
+	}
+	return []any{t.p.span().Microseconds(), t.p.Limit}
 }
 
 // parseChecks reads check.lua's reply about n slots.
