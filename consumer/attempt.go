@@ -126,9 +126,9 @@ type lateRule struct {
 	// a window of when the API may have counted the call; 0: within reach
 	// of the landing.
 	slidingWindow, reach time.Duration
-	// recheck: the throttle tells whether a slot still fits (check.lua
-	// counts a sliding log's window), so a landing sends back only the
-	// slots that no longer do.
+	// recheck: the throttle tells whether a slot still fits (CheckFits:
+	// check.lua counts a sliding log's window), so a landing sends back
+	// only the slots that no longer do.
 	recheck bool
 	// inFlight: a call also waits while an earlier one that may be counted
 	// late has not landed (flights.lateBefore). Not under the sliding log,
@@ -326,7 +326,7 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 	// takes a new one, which sees the settle.
 	if c.late.on && c.flights.lateSince(r.m.SellerID).sends(s) {
 		asked := time.Now()
-		if !c.late.recheck || !c.current(r.ctx(), s, log) {
+		if !c.late.recheck || !c.stillFits(r.ctx(), s, log) {
 			c.notNow(s)
 			if !c.late.recheck {
 				c.m.held.Inc()

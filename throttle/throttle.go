@@ -768,6 +768,21 @@ type SlotCheck struct {
 // wire share the next. An error wraps ErrUnavailable: Redis did not answer, and the slot
 // must not be used either.
 func (t *Throttle) Check(ctx context.Context, r Reservation) (SlotCheck, error) {
+	return t.check1(ctx, r, false)
+}
+
+// CheckFits is Check, and under the sliding log the slot must also still
+// fit its window: the window ending at it, [x − W′, x], holds at most the
+// limit, itself included. A settle moves a call the API answered late to
+// its answer, and gives back the booked slots that then share a window with
+// it only beyond its lead (settle.lua: nearer ones may be called already);
+// ask this of a slot placed before such a settle (sim seed 16004). Under the
+// other policies it is Check.
+func (t *Throttle) CheckFits(ctx context.Context, r Reservation) (SlotCheck, error) {
+	return t.check1(ctx, r, t.p.Kind == Sliding)
+}
+
+func (t *Throttle) check1(ctx context.Context, r Reservation, fits bool) (SlotCheck, error) {
 	if !r.Admitted || r.ID == "" || r.Epoch == "" {
 		return SlotCheck{}, errors.New("throttle: check: the reservation holds no slot")
 	}
@@ -775,7 +790,7 @@ func (t *Throttle) Check(ctx context.Context, r Reservation) (SlotCheck, error) 
 		return SlotCheck{}, errors.New("throttle: check: the reservation has no seller id")
 	}
 	if r.Global.ID == "" || t.global == nil {
-		c, err := t.checks.Do(ctx, r.Seller, checkItem{id: r.ID, epoch: r.Epoch})
+		c, err := t.checks.Do(ctx, r.Seller, checkItem{id: r.ID, epoch: r.Epoch, fits: fits})
 		if err != nil {
 			return SlotCheck{}, t.fail(ctx, "check a slot", r.Seller, err)
 		}
@@ -785,7 +800,7 @@ func (t *Throttle) Check(ctx context.Context, r Reservation) (SlotCheck, error) 
 		return SlotCheck{}, errors.New("throttle: check: the reservation's app-wide slot has no epoch")
 	}
 	k := t.keys(r.Seller)
-	cmds, err := t.runAll(ctx, scriptCall{t.check, []string{k.log, k.marker}, append(t.checkCounts(), r.ID, r.Epoch)}, t.global.checkCall(r.Global))
+	cmds, err := t.runAll(ctx, scriptCall{t.check, []string{k.log, k.marker}, append(t.checkCounts(fits), r.ID, r.Epoch)}, t.global.checkCall(r.Global))
 	if err != nil {
 		return SlotCheck{}, t.fail(ctx, "check a slot", r.Seller, err)
 	}
@@ -808,8 +823,12 @@ func (t *Throttle) Check(ctx context.Context, r Reservation) (SlotCheck, error) 
 	return c, nil
 }
 
-// checkItem is one slot a Check asks about.
-type checkItem struct{ id, epoch string }
+// checkItem is one slot a Check asks about; fits: whether it must still
+// fit its window (CheckFits).
+type checkItem struct {
+	id, epoch string
+	fits      bool
+}
 
 // maxCheckBatch bounds the slots one check script asks about. A seller's
 // slots come due a window's worth at a time (a sliding log books the next
@@ -823,8 +842,14 @@ const maxCheckBatch = 512
 // its answer, as a script of its own would have.
 func (t *Throttle) writeChecks(ctx context.Context, seller string, items []checkItem) ([]SlotCheck, error) {
 	k := t.keys(seller)
+	// A slot checked with others that must fit is counted too: one more
+	// refusal of a slot that no longer fits is only ever safer.
+	fits := false
+	for _, it := range items {
+		fits = fits || it.fits
+	}
 	args := make([]any, 0, 2+2*len(items))
-	args = append(args, t.checkCounts()...)
+	args = append(args, t.checkCounts(fits)...)
 	for _, it := range items {
 		args = append(args, it.id, it.epoch)
 	}
@@ -835,12 +860,11 @@ func (t *Throttle) writeChecks(ctx context.Context, seller string, items []check
 	return parseChecks(v, len(items))
 }
 
-// checkCounts is check.lua's first two arguments for the seller's log: a
-// sliding log's slots must still fit its windows (a settle keeps the booked
-// slots near now that a call counted late now shares a window with); the
-// other policies' are not counted.
-func (t *Throttle) checkCounts() []any {
-	if t.p.Kind != Sliding {
+// checkCounts is check.lua's first two arguments for the seller's log:
+// with fits (CheckFits, a sliding log) the slots must still fit their
+// windows; otherwise they are not counted.
+func (t *Throttle) checkCounts(fits bool) []any {
+	if !fits {
 		return []any{0, 0}
 	}
 	return []any{t.p.span().Microseconds(), t.p.Limit}
