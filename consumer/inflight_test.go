@@ -1,12 +1,16 @@
 package consumer
 
 import (
+	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/throttle"
+	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
 // TestFlights: a call waits on an earlier call of its seller only, the
@@ -217,6 +221,58 @@ func TestALateLandingSendsBackTheSlotsPlacedWithoutIt(t *testing.T) {
 			}
 			if !landing.at.IsZero() && landing.until.Before(landing.holds) {
 				t.Errorf("the landing stops mattering at %v, before the slots it sends back (%v)", landing.until, landing.holds)
+			}
+		})
+	}
+}
+
+// fitsThrottle is a memThrottle that can also tell whether a slot still
+// fits its window (throttle.Throttle.CheckFits), answering fits.
+type fitsThrottle struct {
+	*memThrottle
+	fits  bool
+	asked atomic.Int64
+}
+
+func (f *fitsThrottle) CheckFits(ctx context.Context, r throttle.Reservation) (throttle.SlotCheck, error) {
+	f.asked.Add(1)
+	c, err := f.Check(ctx, r)
+	c.Good = c.Good && f.fits
+	return c, err
+}
+
+// TestTheCheckAsksWhetherASlotStillFitsAfterALateLanding: the check shortly
+// before a slot asks whether it still fits its window (CheckFits) only when
+// a call of its seller counted late landed after the slot was asked for,
+// refuses the slot when it does not, and, when it does, vouches for it as
+// the landing left it, so the call does not ask again.
+func TestTheCheckAsksWhetherASlotStillFitsAfterALateLanding(t *testing.T) {
+	for _, fits := range []bool{true, false} {
+		t.Run(fmt.Sprint("fits ", fits), func(t *testing.T) {
+			ctx := context.Background()
+			th := &fitsThrottle{memThrottle: newMemThrottle(10, time.Second), fits: fits}
+			c, err := New(testConfig([]string{"127.0.0.1:1"}, "t"), Deps{Throttle: th, Registry: newFakeRegistry(nil), Status: &memStatus{rows: map[string]uploadstatus.RowResult{}}, Calls: &memCalls{},
+				Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := th.Reserve(ctx, "s")
+			if err != nil {
+				t.Fatal(err)
+			}
+			row := &row{m: bulkreg.Message{SellerID: "s"}}
+			s := &slot{Reservation: r, due: r.At.Add(time.Second), bound: r.At.Add(time.Second), asked: time.Now().Add(-time.Second)}
+			if !c.checkSlot(ctx, row, s, c.log) || th.asked.Load() != 0 {
+				t.Fatalf("with no late landing the check asked CheckFits %d times or refused the slot", th.asked.Load())
+			}
+			now := time.Now()
+			c.flights.land("s", c.flights.start("s", r.At), lateLanding{at: now, holds: now.Add(time.Hour), until: now.Add(time.Hour)})
+			ok := c.checkSlot(ctx, row, s, c.log)
+			if th.asked.Load() != 1 || ok != fits {
+				t.Fatalf("after a late landing the check asked CheckFits %d times and kept the slot %v, want once and %v", th.asked.Load(), ok, fits)
+			}
+			if again := c.flights.lateSince("s").sends(s); again == fits {
+				t.Errorf("after the check the landing still sends the slot back: %v, want %v", again, !fits)
 			}
 		})
 	}

@@ -243,6 +243,24 @@ func (c *Consumer) current(ctx context.Context, s *slot, log *slog.Logger) bool 
 	return c.confirm(ctx, s, c.deps.Throttle.Check, log)
 }
 
+// checkSlot is the check shortly before the slot (stepCheck): current, or,
+// when a call of the seller counted late landed after the slot was asked
+// for, stillFits, which vouches for the slot as the landing left it. Asked
+// here rather than at the call (attempt.go), its round trip is off the
+// call's path: on a starved machine (a core kept busy) a round trip at the
+// slot made calls late and their slots go by.
+func (c *Consumer) checkSlot(ctx context.Context, r *row, s *slot, log *slog.Logger) bool {
+	if !c.late.recheck || !c.flights.lateSince(r.m.SellerID).sends(s) {
+		return c.current(ctx, s, log)
+	}
+	asked := time.Now()
+	if !c.stillFits(ctx, s, log) {
+		return false
+	}
+	s.asked = asked
+	return true
+}
+
 // fitsChecker is a throttle that can also tell whether a slot still fits
 // its window (throttle.Throttle.CheckFits).
 type fitsChecker interface {
