@@ -318,24 +318,13 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 			return res, false
 		}
 	}
-	// A call of the seller that may have been counted late landed after
-	// this slot was asked for, and its settle may have moved the log or the
-	// bucket past it or taken a place in its window. Under the sliding log
-	// the throttle tells (check.lua counts the slot's window), and a slot
-	// that still fits is used; otherwise the slot goes back and the row
-	// takes a new one, which sees the settle.
-	if c.late.on && c.flights.lateSince(r.m.SellerID).sends(s) {
-		asked := time.Now()
-		if !c.late.recheck || !c.stillFits(r.ctx(), s, log) {
-			c.notNow(s)
-			if !c.late.recheck {
-				c.m.held.Inc()
-				log.Debug("a call of the seller counted late landed after this slot was asked for; the slot goes back", "slot", s.At)
-			}
-			c.release(s)
-			return res, false
-		}
-		s.asked = asked // it fits the log as the landing left it
+	// A call of the seller counted late may have landed after the slot's
+	// check (checkSlot asks before): the slot goes back unless the
+	// throttle vouches for it again.
+	if sent, _ := c.sentBackByLateLanding(r.ctx(), r, s, log); sent {
+		c.notNow(s)
+		c.release(s)
+		return res, false
 	}
 	if !c.takeTurn(r, s) {
 		return res, false

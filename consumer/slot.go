@@ -245,20 +245,39 @@ func (c *Consumer) current(ctx context.Context, s *slot, log *slog.Logger) bool 
 
 // checkSlot is the check shortly before the slot (stepCheck): current, or,
 // when a call of the seller counted late landed after the slot was asked
-// for, stillFits, which vouches for the slot as the landing left it. Asked
-// here rather than at the call (attempt.go), its round trip is off the
-// call's path: on a starved machine (a core kept busy) a round trip at the
-// slot made calls late and their slots go by.
+// for, sentBackByLateLanding. Asked here rather than only at the call
+// (attempt.go), its round trip is off the call's path: on a starved machine
+// (a core kept busy) a round trip at the slot made calls late and their
+// slots go by.
 func (c *Consumer) checkSlot(ctx context.Context, r *row, s *slot, log *slog.Logger) bool {
-	if !c.late.recheck || !c.flights.lateSince(r.m.SellerID).sends(s) {
-		return c.current(ctx, s, log)
+	sent, asked := c.sentBackByLateLanding(ctx, r, s, log)
+	if sent || asked {
+		return !sent
 	}
-	asked := time.Now()
+	return c.current(ctx, s, log)
+}
+
+// sentBackByLateLanding reports whether a call of s's seller counted late
+// landed after s was asked for and its settle may have moved the log or
+// the bucket past s or taken a place in its window (lateLanding.sends), so
+// s must go back. Under the sliding log the throttle tells (CheckFits,
+// asked reports the round trip), and a slot that still fits is vouched for
+// from then on; under the other policies such a slot goes back.
+func (c *Consumer) sentBackByLateLanding(ctx context.Context, r *row, s *slot, log *slog.Logger) (sent, asked bool) {
+	if !c.late.on || !c.flights.lateSince(r.m.SellerID).sends(s) {
+		return false, false
+	}
+	if !c.late.recheck {
+		c.m.held.Inc()
+		log.Debug("a call of the seller counted late landed after this slot was asked for; the slot goes back", "slot", s.At)
+		return true, false
+	}
+	at := time.Now()
 	if !c.stillFits(ctx, s, log) {
-		return false
+		return true, true
 	}
-	s.asked = asked
-	return true
+	s.asked = at // it fits the log as the landing left it
+	return false, true
 }
 
 // fitsChecker is a throttle that can also tell whether a slot still fits
