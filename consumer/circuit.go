@@ -190,6 +190,7 @@ func (rc *rowCircuit) wait() (met, ok bool) {
 		}
 		if st, _, known := b.Local(); known && st != circuit.Closed {
 			met = true
+			rc.log.Debug("the row waits until the circuit closes or a probe is due", "state", st)
 		}
 		if err := b.WaitReady(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -210,8 +211,10 @@ func (rc *rowCircuit) wait() (met, ok bool) {
 		got, free := rc.c.turn.take()
 		if got {
 			rc.turn = true
+			rc.log.Debug("the row takes this process's turn to probe the registration API", "state", st)
 			return met, true
 		}
+		rc.log.Debug("the row waits while another row of this process holds the turn to probe", "state", st)
 		select {
 		case <-free:
 		case <-news:

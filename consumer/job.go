@@ -88,6 +88,7 @@ func (j *job) run() bool {
 		case stepClaim:
 			if c.deps.Ledger != nil && !j.sku.token {
 				if !c.claims.acquireOr(r.ctx(), r.m.SellerID, j.claimGranted) {
+					j.log.Debug("the row waits for a token to claim its SKU")
 					return false // parked until granted
 				}
 				j.sku.token = true
@@ -111,6 +112,7 @@ func (j *job) run() bool {
 			}
 			leave, parked := c.asks.enterOr(ctx, r.m.SellerID, j.admitted)
 			if parked {
+				j.log.Debug("the row waits at its seller's ask gate")
 				return false // parked until admitted
 			}
 			j.leave = leave
@@ -118,6 +120,7 @@ func (j *job) run() bool {
 
 		case stepToken:
 			if !c.now.acquireOr(r.ctx(), r.m.SellerID, j.granted) {
+				j.log.Debug("the row waits for a token to ask for a slot due now")
 				return false // parked until granted
 			}
 			j.next = stepAsk

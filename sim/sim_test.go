@@ -17,6 +17,8 @@ var (
 	seedFlag     = flag.Int64("sim.seed", -1, "replay this seed only (make soak SEED=n)")
 	durationFlag = flag.Duration("sim.duration", 0, "run seeds one after another for this long (make soak DURATION=1h)")
 	firstFlag    = flag.Int64("sim.first", 0, "with -sim.duration, the first seed (0: from the clock, printed)")
+	logLevelFlag = flag.String("sim.log-level", "warn", "the consumers' BULKREG_LOG_LEVEL (debug to replay a seed in detail)")
+	logDirFlag   = flag.String("sim.log-dir", "", "write each consumer's whole output to DIR/<seed>-consumer-<n>.log when a seed breaks a promise")
 )
 
 // shortSeeds run in every `go test ./...`: two seeds of about 25 s each,
@@ -136,6 +138,11 @@ func runSeed(t *testing.T, bin string, seed int64) Scenario {
 	if len(v.violations) > 0 {
 		t.Errorf("seed %d broke a promise (replay: make soak SEED=%d)\n%s\ninjected:\n%s\nviolations:\n  %s\n%s",
 			seed, seed, sc, strings.Join(injected, "\n"), strings.Join(v.violations, "\n  "), w.consumerLogs(15))
+		if *logDirFlag != "" {
+			if err := w.writeLogs(*logDirFlag, seed); err != nil {
+				t.Errorf("write the consumers' logs: %v", err)
+			}
+		}
 	}
 	return sc
 }

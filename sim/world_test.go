@@ -172,7 +172,7 @@ func newWorld(t testing.TB, bin string, sc Scenario) *world {
 		"BULKREG_MARGIN=" + sc.Margin.String(),
 		"BULKREG_POLICY=" + sc.Policy,
 		"BULKREG_SESSION_TIMEOUT=" + sessionTimeout.String(),
-		"BULKREG_LOG_LEVEL=warn",
+		"BULKREG_LOG_LEVEL=" + *logLevelFlag,
 	}
 	if sc.Policy == "token-bucket" {
 		w.env = append(w.env, "BULKREG_BURST="+strconv.Itoa(sc.Burst))
@@ -552,6 +552,23 @@ func (w *world) consumerLogs(lines int) string {
 		fmt.Fprintf(&b, "── consumer %d (exit: %v) ──\n%s\n", p.n, p.err, p.out.Tail(lines))
 	}
 	return b.String()
+}
+
+// writeLogs writes every consumer's whole output to dir, one file each.
+func (w *world) writeLogs(dir string, seed int64) error {
+	w.mu.Lock()
+	all := slices.Clone(w.consumers)
+	w.mu.Unlock()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, p := range all {
+		name := filepath.Join(dir, fmt.Sprintf("%d-consumer-%d.log", seed, p.n))
+		if err := os.WriteFile(name, []byte(p.out.String()), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // statuses reads every known upload's status from Redis.
