@@ -164,6 +164,10 @@ type Status struct {
 	Now     time.Time     // the Redis clock when the state was read
 	// Changed is set by Report when that report opened or closed the circuit.
 	Changed bool
+	// Own is set by Report when the failed probe it reported was its
+	// seller's own (a seller known to fail while the API answers others):
+	// the probe passed on at once, and the row spends its retry budget.
+	Own bool
 	// Reason is why the circuit is not closed; "" when closed.
 	Reason Reason
 	// Fleet-wide counters, read by Peek only (kept for Settings.Retention

@@ -314,6 +314,64 @@ func TestAProbeOfAnotherSellerMakesTheFailingOnesSick(t *testing.T) {
 	}
 }
 
+// TestAFailedProbeOfASickSellerPassesOn (sim seed 17003): the circuit is
+// open and the probe goes to a seller known sick (its calls failed while
+// another seller's were answered). Its failure is the seller's own: the
+// reply says so, the probe passes on at once and the interval is kept. A
+// failed probe of a seller not known sick still backs off, as an outage's.
+func TestAFailedProbeOfASickSellerPassesOn(t *testing.T) {
+	srv := testredis.Start(t)
+	s := fast()
+	b := newBreaker(t, srv.Client(), s)
+	ctx := context.Background()
+	// a and b fail while c is answered: they are sick.
+	for i := range 6 {
+		call(t, b, "c", fmt.Sprintf("c:%d", i), Success)
+	}
+	for i := range 20 {
+		seller := []string{"a", "b"}[i%2]
+		if _, st := call(t, b, seller, fmt.Sprintf("%s:%d", seller, i), Failure); st.State != Closed {
+			t.Fatalf("the circuit opened on %s's failure beside a healthy seller", seller)
+		}
+	}
+	time.Sleep(s.Window + s.Window/time.Duration(s.Buckets)) // c's calls leave the window
+	// An outage: sellers not known sick fail with them.
+	for i := 0; peek(t, b).State == Closed; i++ {
+		if i == 40 {
+			t.Fatal("40 failures of sellers d and e did not open the circuit, want open")
+		}
+		seller := []string{"d", "e"}[i%2]
+		call(t, b, seller, fmt.Sprintf("%s:%d", seller, i), Failure)
+	}
+	time.Sleep(s.ProbeMin)
+	probe := func(seller string) Status {
+		t.Helper()
+		d, err := b.Allow(ctx)
+		if err != nil || !d.Probe {
+			t.Fatalf("Allow for %s = %+v, %v; want the probe", seller, d, err)
+		}
+		st, err := b.Report(ctx, d, Call{Seller: seller, Row: seller + ":probe", Outcome: Failure})
+		if err != nil || st.State != Open {
+			t.Fatalf("%s's probe failed: Report = %+v, %v; want open", seller, st, err)
+		}
+		return st
+	}
+	if st := probe("a"); !st.Own || st.Wait > 5*time.Millisecond {
+		t.Errorf("the failed probe of sick seller a: own %v, next probe in %s; want its own failure and the next probe at once", st.Own, st.Wait)
+	}
+	if st := probe("b"); !st.Own || st.Wait > 5*time.Millisecond {
+		t.Errorf("the failed probe of sick seller b: own %v, next probe in %s; want its own failure and the next probe at once", st.Own, st.Wait)
+	}
+	// The interval was kept: d's failed probe doubles the first one.
+	want := time.Duration(float64(s.ProbeMin) * s.ProbeMultiplier)
+	if st := probe("d"); st.Own || st.Wait < want-5*time.Millisecond || st.Wait > want {
+		t.Errorf("the failed probe of seller d: own %v, next probe in %s; want the API's failure and the next probe in %s", st.Own, st.Wait, want)
+	}
+	if d, err := b.Allow(ctx); err != nil || d.Allowed {
+		t.Fatalf("right after d's probe failed: Allow = %+v, %v; want refused", d, err)
+	}
+}
+
 // TestOldCallsAgeOut: failures older than the window no longer count.
 func TestOldCallsAgeOut(t *testing.T) {
 	srv := testredis.Start(t)

@@ -68,8 +68,8 @@ func parseDecision(v []any) (Decision, error) {
 }
 
 func parseReport(v []any) (Status, error) {
-	if len(v) != 6 {
-		return Status{}, fmt.Errorf("the report script answered %d values, want 6", len(v))
+	if len(v) != 7 {
+		return Status{}, fmt.Errorf("the report script answered %d values, want 7", len(v))
 	}
 	s, err1 := str(v[0])
 	changed, err2 := integer(v[1])
@@ -77,7 +77,8 @@ func parseReport(v []any) (Status, error) {
 	now, err4 := micros(v[3])
 	opened, err5 := micros(v[4])
 	reason, err6 := str(v[5])
-	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
+	own, err7 := integer(v[6])
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7); err != nil {
 		return Status{}, fmt.Errorf("the report script answered %v: %w", v, err)
 	}
 	state, err := parseState(s)
@@ -86,6 +87,7 @@ func parseReport(v []any) (Status, error) {
 	}
 	st := status(state, retry, now, opened, changed == 1)
 	st.Reason = Reason(reason)
+	st.Own = own == 1
 	return st, nil
 }
 

@@ -51,8 +51,12 @@ func (c *Consumer) claimAndWait(r *row, t *tries, sku *skuClaim, cb *rowCircuit,
 		return false, false
 	}
 	if met {
-		// Its failures so far were the outage's.
-		t.retry = nil
+		// Its failures so far were the outage's, unless its last one, a
+		// probe, was judged its seller's own: with the budget started
+		// afresh, a sick seller's rows probed for ever (sim seed 17003).
+		if !cb.sick {
+			t.retry = nil
+		}
 		return true, true
 	}
 	// ── end circuit breaker

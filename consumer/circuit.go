@@ -68,7 +68,10 @@ func (c *Consumer) circuitDown(err error) {
 // Kafka. When a probe is due, a consumer that holds rows lets one of them ask
 // for it and reads no more until the circuit closes; a consumer that holds
 // none reads, so the fleet always has a row to probe with (after a rebalance
-// every row may be back in Kafka). It reports false when ctx ended.
+// every row may be back in Kafka), also when its last row ends while the
+// circuit is still open (dead-lettered: the sick seller's rows of sim seed
+// 17003, whose failed probes did not change the circuit). It reports false
+// when ctx ended.
 func (c *Consumer) readyToRead(ctx context.Context) bool {
 	b := c.deps.Circuit
 	if b == nil {
@@ -95,6 +98,7 @@ func (c *Consumer) readyToRead(ctx context.Context) bool {
 		}
 		select {
 		case <-news:
+		case <-c.lanes.idle():
 		case <-ctx.Done():
 			return false
 		}
@@ -155,6 +159,9 @@ type rowCircuit struct {
 	// own: the API refused bulkreg for this seller alone (others were
 	// answered): the circuit stayed closed, and it is the seller's failure.
 	own bool
+	// sick: the row's failed probe was its seller's own (circuit.Status.Own):
+	// meeting the open circuit afterwards does not make it the outage's.
+	sick bool
 }
 
 // Not inlined: on the heap it keeps the sleeping row's stack small (process).
@@ -314,7 +321,10 @@ func (rc *rowCircuit) report(res registryclient.Result, cancelled bool) {
 		}
 		return
 	}
-	rc.outage = rc.d.Probe || (err == nil && st.State != circuit.Closed)
+	// A failed probe of a seller the circuit knows to be sick (its calls fail
+	// while others' are answered) is that seller's failure (st.Own).
+	rc.sick = err == nil && st.Own
+	rc.outage = (rc.d.Probe || (err == nil && st.State != circuit.Closed)) && !rc.sick
 	rc.own = o == circuit.Refused && err == nil && !rc.outage
 	switch {
 	case err != nil || !st.Changed || st.State != circuit.Open || rc.d.Probe:

@@ -285,6 +285,76 @@ func TestOneSellersFailuresAreItsOwn(t *testing.T) {
 	s.checkCompliant("good", goodRows)
 }
 
+// TestASickSellersProbesAreItsOwn (sim seed 17003): the fleet's circuit is
+// open after an outage, and the only rows waiting are those of a seller the
+// circuit knows to be sick (its calls failed while another seller's were
+// answered); the API still answers 503 to that seller alone. Its rows go for
+// the probes, and each failed probe is its seller's own failure: every row
+// spends its budget of 3 attempts and is dead-lettered. Then a healthy
+// seller's rows are read, one of them probes, the circuit closes and all
+// are registered. Before, a failed probe was the outage's whoever made it:
+// the sick seller's rows probed for ever without spending an attempt, and
+// the circuit stayed open.
+func TestASickSellersProbesAreItsOwn(t *testing.T) {
+	s := newStack(t, stackOptions{partitions: 1, limit: 50, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond})
+	ctx := context.Background()
+	// Other consumers' reports: "good" answered while "poison" fails (it is
+	// sick), then, good's calls out of the window, sellers d and e fail with
+	// it: an outage opens the circuit.
+	watch := s.breaker()
+	report := func(seller, row string, o circuit.Outcome) circuit.Status {
+		t.Helper()
+		d, err := watch.Allow(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.Allowed {
+			return circuit.Status{State: d.State}
+		}
+		st, err := watch.Report(ctx, d, circuit.Call{Seller: seller, Row: row, Outcome: o})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	for i := range 6 {
+		report("good", fmt.Sprintf("good:%d", i), circuit.Success)
+	}
+	for i := range 10 {
+		if st := report("poison", fmt.Sprintf("poison:%d", i), circuit.Failure); st.State != circuit.Closed {
+			t.Fatalf("the circuit opened on a lone seller's failure %d beside a healthy seller", i)
+		}
+	}
+	time.Sleep(circuitSettings().Window + circuitSettings().Window/5) // good's calls leave the window
+	for i := 0; ; i++ {
+		if i == 60 {
+			t.Fatal("60 failures of sellers d and e did not open the circuit")
+		}
+		seller := []string{"d", "e"}[i%2]
+		if st := report(seller, fmt.Sprintf("%s:%d", seller, i), circuit.Failure); st.State != circuit.Closed {
+			break
+		}
+	}
+
+	const attempts, poisonRows, goodRows = 3, 5, 20
+	fault, _ := s.startBehindSellerFault(attempts, []string{"poison"}, nil)
+	s.publish("up-poison", "poison", poisonRows)
+	testwait.For(t, 20*time.Second, "every row of the sick seller dead-lettered", func() bool { return dlqLen(t, s.brokers, s.topic) >= poisonRows })
+	fault.checkBudgetsSpent(t, poisonRows, attempts)
+
+	published := time.Now()
+	s.publish("up-good", "good", goodRows)
+	s.waitProducts("good", goodRows, 10*time.Second)
+	t.Logf("the healthy seller's %d rows registered %v after they were published", goodRows, time.Since(published).Round(time.Millisecond))
+	s.checkCompliant("good", goodRows)
+	if n := dlqLen(t, s.brokers, s.topic); n != poisonRows {
+		t.Errorf("%d dead letters, want the sick seller's %d rows", n, poisonRows)
+	}
+	if st, err := watch.Peek(ctx); err != nil || st.State != circuit.Closed {
+		t.Errorf("at the end the circuit is %v (%v), want closed: a healthy seller's probe was answered", st.State, err)
+	}
+}
+
 // refusingGate stands before the sandbox as the registration API: while
 // refusing, it answers every registration the way a misconfigured bulkreg
 // is answered (refuse), and counts those answers; otherwise it passes the

@@ -22,6 +22,8 @@ type lanes struct {
 
 	mu       sync.Mutex
 	bySeller map[string]*lane
+	// empty is closed when the last lane retires (idle), nil when nobody waits.
+	empty chan struct{}
 
 	// observers for metrics; never nil
 	onQueued func(delta int)
@@ -78,6 +80,10 @@ func (ls *lanes) next(seller string, ln *lane) *row {
 		if ln.active == 0 {
 			delete(ls.bySeller, seller)
 			ls.onActive(-1)
+			if len(ls.bySeller) == 0 && ls.empty != nil {
+				close(ls.empty)
+				ls.empty = nil
+			}
 		}
 		ls.mu.Unlock()
 		return nil
@@ -103,6 +109,22 @@ func (ls *lanes) rowsBySeller() map[string]int {
 		out[s] = ln.active + len(ln.queue)
 	}
 	return out
+}
+
+// idle returns a channel closed once no lane holds a row (at once when
+// none does).
+func (ls *lanes) idle() <-chan struct{} {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if len(ls.bySeller) == 0 {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	if ls.empty == nil {
+		ls.empty = make(chan struct{})
+	}
+	return ls.empty
 }
 
 // sellers counts lanes with rows.

@@ -144,3 +144,52 @@ func TestLanesParkedRows(t *testing.T) {
 		t.Errorf("at most %d rows started and not ended at once, want the lane's concurrency, 2", peak)
 	}
 }
+
+// TestLanesIdle: idle's channel is closed at once while no lane holds a row,
+// and otherwise when the last row of the last lane ends, not before.
+func TestLanesIdle(t *testing.T) {
+	var mu sync.Mutex
+	var parked []func()
+	ls := newLanes(1, func(r *row, done func()) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		parked = append(parked, done)
+		return false
+	}, func(int) {}, func(int) {})
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	if !closed(ls.idle()) {
+		t.Fatal("idle is not closed while no lane holds a row")
+	}
+	for _, seller := range []string{"a", "b"} {
+		ls.add(seller, &row{})
+	}
+	ls.add("a", &row{}) // queued behind a's first row
+	idle := ls.idle()
+	take := func() func() {
+		t.Helper()
+		var done func()
+		testwait.For(t, 2*time.Second, "a row parked", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(parked) == 0 {
+				return false
+			}
+			done, parked = parked[0], parked[1:]
+			return true
+		})
+		return done
+	}
+	for i := range 3 { // a's first row, b's, then a's queued one
+		take()()
+		if last := i == 2; closed(idle) != last {
+			t.Fatalf("after %d of 3 rows ended idle is closed: %v, want %v", i+1, closed(idle), last)
+		}
+	}
+}

@@ -85,7 +85,8 @@
 -- ARGV[16] optional: their distinct sellers, "\n"-separated, at most min distinct failed sellers
 --
 -- Reply: {state, changed (0|1), retry_at µs, now µs, opened_at µs (0 when closed), reason ("" when
--- closed)}, the state after this report; changed is 1 when this report opened or closed the circuit.
+-- closed), own (0|1)}, the state after this report; changed is 1 when this report opened or closed
+-- the circuit; own is 1 when a failed probe was judged its seller's own (the seller is known sick).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local function us(x) return string.format('%.0f', x) end
@@ -106,10 +107,13 @@ local state = h[1] or 'closed'
 local opened = tonumber(h[2] or '0')
 local reason = h[6] or 'unavailable'
 
+-- own: the failure reported was the seller's own, not the API's (set
+-- before a reply that says so)
+local own = 0
 local function reply(st, changed, retry, op)
   local r = reason
   if st == 'closed' then r = '' end
-  return {st, changed, us(retry), us(now), us(op), r}
+  return {st, changed, us(retry), us(now), us(op), r, own}
 end
 
 -- the window: a ring of buckets
@@ -319,6 +323,20 @@ if state ~= 'closed' then
     return reply('closed', 1, now, 0)
   end
   if state == 'half-open' and h[4] == probe then
+    if outcome == 'failure' and ARGV[1] == 'failure' and sick[seller] then
+      -- The probe of a seller known sick failed: its own failure, as when
+      -- the circuit is closed, and no news of the API. The probe passes on
+      -- at once, the interval kept, and the reply says it was the seller's
+      -- own, so its row spends its retry budget. Counted as the API's,
+      -- such a probe held the circuit open for as long as that seller's
+      -- rows won the probe (sim seed 17003: 56 probes in a row by one row,
+      -- which never spent an attempt, while two healthy sellers' rows waited).
+      redis.call('HSET', KEYS[1], 'state', 'open', 'next_probe', us(now))
+      redis.call('HDEL', KEYS[1], 'probe_until', 'probe_id')
+      redis.call('PEXPIRE', KEYS[1], retention)
+      own = 1
+      return reply('open', 0, now, opened)
+    end
     if outcome == 'failure' then
       local interval = tonumber(h[5] or ARGV[11]) * tonumber(ARGV[13])
       if interval > tonumber(ARGV[12]) then interval = tonumber(ARGV[12]) end
