@@ -61,3 +61,32 @@ func TestSellerCalls(t *testing.T) {
 		t.Errorf("seller a's calls aged out %v after its last, more than a window and a bucket (%v)", took, s.Window)
 	}
 }
+
+// TestSellerCallsWithoutTheConsumersSettings: the producer reads a seller's
+// calls with its own Settings (the defaults: it has no --circuit-window),
+// while the consumers count them in a window of another width. The ring
+// tells its reader its own shape. Before, every bucket read as stale with
+// the other width, and the producer saw no failure at all: a seller's page
+// never said the marketplace failed its rows.
+func TestSellerCallsWithoutTheConsumersSettings(t *testing.T) {
+	srv := testredis.Start(t)
+	ctx := context.Background()
+	for _, window := range []time.Duration{2 * time.Second, 50 * time.Second} {
+		t.Run(window.String(), func(t *testing.T) {
+			s := fast()
+			s.Name, s.Window = "w"+window.String(), window
+			consumer := newBreaker(t, srv.Client(), s)
+			producer := newBreaker(t, srv.Client(), Settings{Name: s.Name})
+			for i := range 4 {
+				call(t, consumer, "a", fmt.Sprintf("a:%d", i), Failure)
+			}
+			c, err := producer.Seller(ctx, "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Failures != 4 || !c.Failing() {
+				t.Errorf("the consumers count in a %v window; read with the default settings seller a has %+v (failing %v), want 4 failures, failing", window, c, c.Failing())
+			}
+		})
+	}
+}

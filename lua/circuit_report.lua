@@ -61,7 +61,8 @@
 --
 -- KEYS[1]  bulkreg:{circuit}:state   HASH (see circuit_allow.lua); also closed_at, last_open_us,
 --          reason ("unavailable" | "misconfigured", while not closed), refusals (count)
--- KEYS[2]  bulkreg:{circuit}:window  HASH: for bucket slot i, "i:id" (bucket number), "i:n" (calls),
+-- KEYS[2]  bulkreg:{circuit}:window  HASH: "width" (a bucket's width in µs) and "nb" (buckets), the
+--          ring's shape for readers without the consumers' settings; for bucket slot i, "i:id" (bucket number), "i:n" (calls),
 --          "i:f" (transient failures), "i:rs" (sellers refused, at most 2), "i:fs" (sellers that
 --          failed), "i:fr" (rows that failed); the lists are "\n"-separated; "i:fc" (transient
 --          failures per seller, "seller\tcount" lines, for at most spread_cap sellers a bucket);
@@ -125,8 +126,10 @@ local function f(name) return slot .. ':' .. name end
 -- start the current bucket afresh when its slot holds an older one
 local function bucket()
   if tonumber(redis.call('HGET', KEYS[2], f('id')) or '-1') ~= cur then
+    -- width and nb describe the ring to its readers (circuit_seller.lua),
+    -- which do not share the consumers' settings (the producer's pages)
     redis.call('HSET', KEYS[2], f('id'), us(cur), f('n'), 0, f('f'), 0, f('rs'), '',
-      f('fs'), '', f('fr'), '', f('fc'), '', f('ok'), '')
+      f('fs'), '', f('fr'), '', f('fc'), '', f('ok'), '', 'width', us(width), 'nb', buckets)
   end
   redis.call('PEXPIRE', KEYS[2], math.ceil(2 * window / 1000) + 1000)
 end

@@ -11,6 +11,10 @@
 -- ARGV[2]  buckets
 -- ARGV[3]  seller id
 --
+-- The ring's own shape ("width", "nb", written by circuit_report.lua) wins over
+-- ARGV[1] and ARGV[2]: the reader (the producer) does not know the consumers'
+-- --circuit-window, and read with another width every bucket looked stale.
+--
 -- Reply: {transient failures, answered calls} of the seller in the window's live
 -- buckets. Answered calls a process has not sent yet (circuit.Breaker batches
 -- them) are not counted: the caller must not read a lone failure as an outage.
@@ -18,6 +22,10 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local window, buckets, seller = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local width = math.floor(window / buckets)
+local shape = redis.call('HMGET', KEYS[1], 'width', 'nb')
+if tonumber(shape[1] or '') and tonumber(shape[2] or '') then
+  width, buckets = tonumber(shape[1]), tonumber(shape[2])
+end
 if width < 1 then width = 1 end
 local cur = math.floor(now / width)
 local fails, ok = 0, 0

@@ -337,8 +337,10 @@ func (s *settings) parser() *excel.Parser {
 func (s *settings) redis() redis.UniversalClient { return s.shared.RedisClient() }
 
 // marketplace reads the consumers' circuit breaker, to tell sellers whether
-// the registration API answers. Peek reads only the state, so the consumers'
-// circuit settings do not matter here.
+// the registration API answers. Peek reads only the state, and Seller reads
+// the window's ring in the shape the consumers wrote it
+// (lua/circuit_seller.lua), so the consumers' circuit settings do not matter
+// here.
 func marketplace(rdb redis.UniversalClient) upload.Marketplace {
 	b, err := circuit.New(rdb, circuit.Settings{})
 	if err != nil { // only a nil client or invalid settings, neither possible here
