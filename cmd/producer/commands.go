@@ -130,7 +130,7 @@ func cmdUpload(ctx context.Context, e *env, args []string) int {
 	}
 	rdb := s.redis()
 	defer rdb.Close()
-	return e.waitFor(ctx, up.Statuses, marketplace(rdb), res.UploadID, s.pollInterval)
+	return e.waitFor(ctx, up.Statuses, s.marketplace(rdb), res.UploadID, s.pollInterval)
 }
 
 func (e *env) waitFor(ctx context.Context, st upload.StatusGetter, m upload.Marketplace, id string, interval time.Duration) int {
@@ -291,7 +291,7 @@ func cmdStatus(ctx context.Context, e *env, args []string) int {
 	defer closeRedis()
 	rdb := s.redis()
 	defer rdb.Close()
-	m := marketplace(rdb)
+	m := s.marketplace(rdb)
 	if *wait {
 		return e.waitFor(ctx, store, m, pos[0], s.pollInterval)
 	}
@@ -542,7 +542,7 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 		return e.errorf("%v", err)
 	}
 	up.Slots = th
-	up.Marketplace = marketplace(rdb)
+	up.Marketplace = s.marketplace(rdb)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector("producer"))
 	up.Metrics = upload.NewMetrics(reg)

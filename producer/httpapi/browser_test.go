@@ -849,10 +849,11 @@ func TestOutageInTheBrowser(t *testing.T) {
 //
 // The circuit's window is longer than the seller's limit window and margin:
 // at its limit a seller calls in bursts that far apart (a failed call keeps
-// its slot), and the notice needs failures in the circuit's window. With
-// the two windows equal (2 s) the notice left between bursts, and the
-// countdown came back, when a loaded machine spread them (a clean-clone run
-// beside other tests).
+// its slot). With the two windows equal (2 s) the notice left between
+// bursts, and the countdown came back, when a loaded machine spread them (a
+// clean-clone run beside other tests); the producer now holds the verdict
+// through such gaps (upload.RememberFailing), and the wider window keeps
+// this test about the page, not about the gaps.
 func TestOneSellersFailuresInTheBrowser(t *testing.T) {
 	ctx, stack := browserStack(t, devstack.Options{Consumers: 1, Partitions: 2,
 		Circuit: circuit.Settings{Window: 2*window + margin}})

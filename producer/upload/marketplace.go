@@ -2,6 +2,7 @@ package upload
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/bulkreg/bulkreg/circuit"
@@ -93,4 +94,77 @@ func View(ctx context.Context, st uploadstatus.Status, m Marketplace) UploadView
 		}
 	}
 	return v
+}
+
+// RememberFailing returns m with seller readings that keep a failing
+// verdict for hold after the window last showed it, while no answered call
+// of the seller says otherwise. At its limit a seller calls in bursts a
+// limit window and a margin apart (a failed call keeps its slot), and the
+// circuit's window (20 s by default against 61 s) is empty between them:
+// read as is, the failing notice left the seller's page for most of each
+// minute and the finish time came back. hold is the limit's window plus the
+// margin. m without seller readings, or hold ≤ 0, is returned as is.
+func RememberFailing(m Marketplace, hold time.Duration) Marketplace {
+	sc, ok := m.(SellerCalls)
+	if !ok || hold <= 0 {
+		return m
+	}
+	return &rememberFailing{Marketplace: m, calls: sc, hold: hold, now: time.Now, last: map[string]failingAt{}}
+}
+
+type rememberFailing struct {
+	Marketplace
+	calls SellerCalls
+	hold  time.Duration
+	now   func() time.Time
+
+	mu   sync.Mutex
+	last map[string]failingAt // sellers whose calls last read as failing
+}
+
+type failingAt struct {
+	calls circuit.SellerCalls
+	at    time.Time
+}
+
+// Seller reads seller's calls; with no answered call in the window it
+// answers the last failing reading of the seller instead, if that is
+// younger than hold.
+func (r *rememberFailing) Seller(ctx context.Context, seller string) (circuit.SellerCalls, error) {
+	c, err := r.calls.Seller(ctx, seller)
+	if err != nil {
+		return c, err
+	}
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch last, ok := r.last[seller]; {
+	case c.Failing():
+		if !ok && len(r.last) >= maxRemembered {
+			r.forget(now)
+		}
+		r.last[seller] = failingAt{calls: c, at: now}
+	case !ok:
+	case c.Answered > 0 || now.Sub(last.at) >= r.hold:
+		delete(r.last, seller) // answered again, or nothing failed for a whole hold
+	default:
+		return last.calls, nil // between bursts: nothing says it recovered
+	}
+	return c, nil
+}
+
+// maxRemembered bounds the sellers remembered at once; past it the
+// readings older than hold are dropped first.
+const maxRemembered = 10000
+
+// forget drops the readings older than hold, or all of them when none is.
+func (r *rememberFailing) forget(now time.Time) {
+	for s, l := range r.last {
+		if now.Sub(l.at) >= r.hold {
+			delete(r.last, s)
+		}
+	}
+	if len(r.last) >= maxRemembered {
+		clear(r.last)
+	}
 }

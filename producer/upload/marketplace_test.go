@@ -66,3 +66,67 @@ func TestView(t *testing.T) {
 		})
 	}
 }
+
+// readings answers a scripted sequence of seller readings.
+type readings struct {
+	Marketplace
+	seq []circuit.SellerCalls
+}
+
+func (r *readings) Seller(context.Context, string) (circuit.SellerCalls, error) {
+	c := r.seq[0]
+	r.seq = r.seq[1:]
+	return c, nil
+}
+
+// TestRememberFailing: a seller failing at its limit calls in bursts a
+// limit window apart, and the circuit's window is empty between them; the
+// failing verdict holds through such a gap, and leaves when an answered
+// call comes or when nothing failed for a whole hold.
+func TestRememberFailing(t *testing.T) {
+	const hold = 61 * time.Second
+	failing := circuit.SellerCalls{Failures: 40}
+	none := circuit.SellerCalls{}
+	answered := circuit.SellerCalls{Failures: 1, Answered: 5}
+	few := circuit.SellerCalls{Failures: 2}
+	type read struct {
+		after time.Duration // since the run's start
+		got   circuit.SellerCalls
+		want  bool // the reading answered is failing
+	}
+	for _, tc := range []struct {
+		name  string
+		reads []read
+	}{
+		{"failing, then the gap between bursts, then the next burst", []read{
+			{0, failing, true}, {20 * time.Second, none, true}, {55 * time.Second, few, true}, {61 * time.Second, failing, true}}},
+		{"answered again: the verdict leaves at once", []read{
+			{0, failing, true}, {5 * time.Second, answered, false}, {10 * time.Second, none, false}}},
+		{"nothing failed for a whole hold", []read{
+			{0, failing, true}, {hold - time.Second, none, true}, {hold, none, false}, {hold + time.Second, few, false}}},
+		{"never failing: readings as they are", []read{
+			{0, none, false}, {time.Second, few, false}, {2 * time.Second, answered, false}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &readings{}
+			for _, r := range tc.reads {
+				src.seq = append(src.seq, r.got)
+			}
+			m := RememberFailing(src, hold).(*rememberFailing)
+			start := time.Now()
+			for i, r := range tc.reads {
+				m.now = func() time.Time { return start.Add(r.after) }
+				c, err := m.Seller(context.Background(), "s")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.Failing() != r.want {
+					t.Errorf("read %d at +%v (window: %+v): answered %+v, failing %v; want failing %v", i, r.after, r.got, c, c.Failing(), r.want)
+				}
+			}
+		})
+	}
+	if m := RememberFailing(nil, hold); m != nil {
+		t.Errorf("RememberFailing(nil) = %v, want nil", m)
+	}
+}
