@@ -63,7 +63,7 @@
 // runs on one Redis Cluster slot:
 //
 //	bulkreg:{circuit}:state   HASH  state, opened_at, next_probe, probe lease, probe interval, counters
-//	bulkreg:{circuit}:window  HASH  the ring of buckets (calls, failures, capped distinct sellers and rows)
+//	bulkreg:{circuit}:window  HASH  the ring of buckets (calls, failures, capped distinct sellers and rows) and its shape (bucket width, count)
 //
 // Failing closed: when Redis does not answer, Allow refuses and its error
 // wraps ErrUnavailable. Losing Redis's data closes the circuit (an empty state
