@@ -65,6 +65,13 @@ func TestFinishEstimateIsTheLastSlot(t *testing.T) {
 	// published (one seller's rows are read in order from one partition)
 	// and each is recorded at its slot.
 	finished := map[string]time.Time{}
+	// A row's "call" lasts from its slot until its record lands: the
+	// forecast cannot tell such a row from one still waiting and may place
+	// it up to a span late (throttle.Forecast), which a loaded machine
+	// stretches from microseconds to a second (a clean-clone run: one
+	// reading a span late, 23 ms after slots it had not seen recorded).
+	type call struct{ from, to time.Time }
+	var calls []call
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, up := range []Result{a, b} {
@@ -73,18 +80,29 @@ func TestFinishEstimateIsTheLastSlot(t *testing.T) {
 			if err != nil || !slot.Admitted {
 				t.Fatalf("reserve: %+v, %v", slot, err)
 			}
+			due := time.Now().Add(slot.Wait)
 			wg.Go(func() {
-				time.Sleep(slot.Wait)
+				time.Sleep(time.Until(due))
 				if err := e.store.RecordRow(ctx, up.UploadID, uploadstatus.RowResult{Row: r.Number, State: uploadstatus.Registered}); err != nil {
 					t.Error(err)
 				}
 				mu.Lock()
-				if now := time.Now(); now.After(finished[up.UploadID]) {
+				now := time.Now()
+				if now.After(finished[up.UploadID]) {
 					finished[up.UploadID] = now
 				}
+				calls = append(calls, call{due, now})
 				mu.Unlock()
 			})
 		}
+	}
+	underWay := func(at time.Time) bool {
+		for _, c := range calls {
+			if !at.Before(c.from) && at.Before(c.to) {
+				return true
+			}
+		}
+		return false
 	}
 	type reading struct {
 		id  string
@@ -124,8 +142,13 @@ poll:
 		}
 		worst = max(worst, off)
 		// The bound is one window + 2 s; the slot arithmetic is
-		// exact, so the tolerance is the scheduling of this test's goroutines.
-		if off > 500*time.Millisecond {
+		// exact, so the tolerance is the scheduling of this test's
+		// goroutines, plus a span while a call was under way.
+		tol := 500 * time.Millisecond
+		if underWay(r.at) {
+			tol += span
+		}
+		if off > tol {
 			t.Errorf("estimate of upload %s read at +%s said +%s; it finished at +%s", r.id, r.at.Sub(start).Round(time.Millisecond),
 				r.eta.Sub(start).Round(time.Millisecond), finished[r.id].Sub(start).Round(time.Millisecond))
 		}
