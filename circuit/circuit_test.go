@@ -334,7 +334,10 @@ func TestAFailedProbeOfASickSellerPassesOn(t *testing.T) {
 			t.Fatalf("the circuit opened on %s's failure beside a healthy seller", seller)
 		}
 	}
-	time.Sleep(s.Window + s.Window/time.Duration(s.Buckets)) // c's calls leave the window
+	testwait.For(t, 2*s.Window, "c's answered calls leave the window", func() bool {
+		c, err := b.Seller(ctx, "c")
+		return err == nil && c == (SellerCalls{})
+	})
 	// An outage: sellers not known sick fail with them.
 	for i := 0; peek(t, b).State == Closed; i++ {
 		if i == 40 {
@@ -343,7 +346,7 @@ func TestAFailedProbeOfASickSellerPassesOn(t *testing.T) {
 		seller := []string{"d", "e"}[i%2]
 		call(t, b, seller, fmt.Sprintf("%s:%d", seller, i), Failure)
 	}
-	time.Sleep(s.ProbeMin)
+	testwait.For(t, 2*s.ProbeMin, "the first probe is due", func() bool { return peek(t, b).Wait == 0 })
 	probe := func(seller string) Status {
 		t.Helper()
 		d, err := b.Allow(ctx)

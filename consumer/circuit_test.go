@@ -325,7 +325,10 @@ func TestASickSellersProbesAreItsOwn(t *testing.T) {
 			t.Fatalf("the circuit opened on a lone seller's failure %d beside a healthy seller", i)
 		}
 	}
-	time.Sleep(circuitSettings().Window + circuitSettings().Window/5) // good's calls leave the window
+	testwait.For(t, 2*circuitSettings().Window, "good's answered calls leave the window", func() bool {
+		c, err := watch.Seller(ctx, "good")
+		return err == nil && c == (circuit.SellerCalls{})
+	})
 	for i := 0; ; i++ {
 		if i == 60 {
 			t.Fatal("60 failures of sellers d and e did not open the circuit")

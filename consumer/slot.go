@@ -250,9 +250,11 @@ func (c *Consumer) current(ctx context.Context, s *slot, log *slog.Logger) bool 
 // (a core kept busy) a round trip at the slot made calls late and their
 // slots go by.
 func (c *Consumer) checkSlot(ctx context.Context, r *row, s *slot, log *slog.Logger) bool {
-	sent, asked := c.sentBackByLateLanding(ctx, r, s, log)
-	if sent || asked {
-		return !sent
+	switch sent, asked := c.sentBackByLateLanding(ctx, r, s, log); {
+	case sent:
+		return false
+	case asked: // the throttle vouched for it just now
+		return true
 	}
 	return c.current(ctx, s, log)
 }

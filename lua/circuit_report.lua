@@ -326,21 +326,16 @@ if state ~= 'closed' then
     return reply('closed', 1, now, 0)
   end
   if state == 'half-open' and h[4] == probe then
+    -- The probe of a seller known sick failed: its own failure, as when the
+    -- circuit is closed, and no news of the API, so it passes the probe on
+    -- as an abandoned one does, and the reply says it was the seller's own
+    -- (its row spends its retry budget). Counted as the API's, such a probe
+    -- held the circuit open for as long as that seller's rows won the probe
+    -- (sim seed 17003: 56 probes in a row by one row, which never spent an
+    -- attempt, while two healthy sellers' rows waited).
     if outcome == 'failure' and ARGV[1] == 'failure' and sick[seller] then
-      -- The probe of a seller known sick failed: its own failure, as when
-      -- the circuit is closed, and no news of the API. The probe passes on
-      -- at once, the interval kept, and the reply says it was the seller's
-      -- own, so its row spends its retry budget. Counted as the API's,
-      -- such a probe held the circuit open for as long as that seller's
-      -- rows won the probe (sim seed 17003: 56 probes in a row by one row,
-      -- which never spent an attempt, while two healthy sellers' rows waited).
-      redis.call('HSET', KEYS[1], 'state', 'open', 'next_probe', us(now))
-      redis.call('HDEL', KEYS[1], 'probe_until', 'probe_id')
-      redis.call('PEXPIRE', KEYS[1], retention)
       own = 1
-      return reply('open', 0, now, opened)
-    end
-    if outcome == 'failure' then
+    elseif outcome == 'failure' then
       local interval = tonumber(h[5] or ARGV[11]) * tonumber(ARGV[13])
       if interval > tonumber(ARGV[12]) then interval = tonumber(ARGV[12]) end
       redis.call('HSET', KEYS[1], 'state', 'open', 'interval', us(interval), 'next_probe', us(now + interval))
@@ -348,9 +343,11 @@ if state ~= 'closed' then
       redis.call('PEXPIRE', KEYS[1], retention)
       return reply('open', 0, now + interval, opened)
     end
-    -- abandoned: the next caller probes at once
+    -- abandoned, or a sick seller's own: the next caller probes at once,
+    -- the interval kept
     redis.call('HSET', KEYS[1], 'state', 'open', 'next_probe', us(now))
     redis.call('HDEL', KEYS[1], 'probe_until', 'probe_id')
+    redis.call('PEXPIRE', KEYS[1], retention)
     return reply('open', 0, now, opened)
   end
   -- a lapsed probe's late failure or give-back: its successor decides

@@ -847,16 +847,15 @@ func TestOutageInTheBrowser(t *testing.T) {
 // unknown; once the marketplace takes the rows again the notice leaves and
 // the countdown returns.
 //
-// The circuit's window is longer than the seller's limit window and margin:
-// at its limit a seller calls in bursts that far apart (a failed call keeps
-// its slot). With the two windows equal (2 s) the notice left between
-// bursts, and the countdown came back, when a loaded machine spread them (a
-// clean-clone run beside other tests); the producer now holds the verdict
-// through such gaps (upload.RememberFailing), and the wider window keeps
-// this test about the page, not about the gaps.
+// The circuit's window (2 s) is as long as the seller's limit window, and at
+// its limit the seller calls in bursts a window and a margin apart (a failed
+// call keeps its slot): between bursts the window is empty. The producer
+// holds the verdict through such gaps (upload.RememberFailing); before, the
+// notice left and the countdown came back when a loaded machine spread the
+// bursts (a clean-clone run beside other tests).
 func TestOneSellersFailuresInTheBrowser(t *testing.T) {
 	ctx, stack := browserStack(t, devstack.Options{Consumers: 1, Partitions: 2,
-		Circuit: circuit.Settings{Window: 2*window + margin}})
+		Circuit: circuit.Settings{Window: window}})
 	base := stack.ProducerURL
 	if err := stack.Sandbox.SetChaos(sandbox.Chaos{Sellers: []string{"seller-a"}}); err != nil {
 		t.Fatal(err)

@@ -157,7 +157,8 @@ func (r *rememberFailing) Seller(ctx context.Context, seller string) (circuit.Se
 // readings older than hold are dropped first.
 const maxRemembered = 10000
 
-// forget drops the readings older than hold, or all of them when none is.
+// forget drops the readings older than hold, and all of them when that
+// leaves the map still full.
 func (r *rememberFailing) forget(now time.Time) {
 	for s, l := range r.last {
 		if now.Sub(l.at) >= r.hold {
