@@ -57,6 +57,8 @@ type conn struct {
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	idleAt time.Time
+	// scratch formats a number for bw without an allocation.
+	scratch [20]byte
 }
 
 // max1xx bounds the informational answers skipped before the final one, so
@@ -162,18 +164,14 @@ func (t *syncTransport) get(ctx context.Context) (*conn, error) {
 		return nil, context.Cause(ctx)
 	}
 	for {
+		if c := t.idleConn(); c != nil {
+			return c, nil
+		}
 		t.mu.Lock()
 		expired := t.takeExpiredLocked(time.Now())
-		if n := len(t.idle); n > 0 {
-			c := t.idle[n-1]
-			t.idle[n-1] = nil
-			t.idle = t.idle[:n-1]
+		if len(t.idle) > 0 { // put back since idleConn looked
 			t.mu.Unlock()
 			t.closeConns(expired)
-			if idleAlive(c.raw) {
-				return c, nil
-			}
-			t.discard(c)
 			continue
 		}
 		if t.open < t.maxConns {
@@ -187,6 +185,30 @@ func (t *syncTransport) get(ctx context.Context) (*conn, error) {
 		t.mu.Unlock()
 		t.closeConns(expired)
 		return t.wait(ctx, w)
+	}
+}
+
+// idleConn answers the most recently used idle connection that looks
+// alive, or nil when none is idle.
+func (t *syncTransport) idleConn() *conn {
+	for {
+		t.mu.Lock()
+		expired := t.takeExpiredLocked(time.Now())
+		n := len(t.idle)
+		if n == 0 {
+			t.mu.Unlock()
+			t.closeConns(expired)
+			return nil
+		}
+		c := t.idle[n-1]
+		t.idle[n-1] = nil
+		t.idle = t.idle[:n-1]
+		t.mu.Unlock()
+		t.closeConns(expired)
+		if idleAlive(c.raw) {
+			return c
+		}
+		t.discard(c)
 	}
 }
 
