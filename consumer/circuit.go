@@ -308,9 +308,7 @@ func (rc *rowCircuit) report(res registryclient.Result, cancelled bool) {
 	if cancelled {
 		o = circuit.Abandoned
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
-	defer cancel()
-	st, err := rc.c.deps.Circuit.Report(ctx, rc.d, circuit.Call{Seller: m.SellerID, Row: m.IdempotencyKey, Outcome: o})
+	st, err := rc.c.deps.Circuit.Report(rc.c.reports.get(), rc.d, circuit.Call{Seller: m.SellerID, Row: m.IdempotencyKey, Outcome: o})
 	if err != nil {
 		rc.c.circuitDown(err)
 		rc.log.Warn("could not report the call to the circuit breaker", "outcome", o, "probe", rc.d.Probe, "err", err)

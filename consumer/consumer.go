@@ -124,6 +124,8 @@ type Consumer struct {
 	// now is one token per row asking the throttle or holding a slot due
 	// now (see ask).
 	now *dueNow
+	// reports bounds each call's report to the circuit breaker.
+	reports *sharedDeadline
 	// claims hands out the tokens a row needs to ask the SKU ledger for its
 	// claim (job.go), the seller that started first before the others, as
 	// c.now does for slots. Without it every row that entered a lane asked
@@ -172,7 +174,7 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 		reg = prometheus.NewRegistry()
 	}
 	span := deps.Throttle.Policy().Window + deps.Throttle.Policy().Margin // how long a seller keeps its rank (duenow.go)
-	c := &Consumer{cfg: cfg, deps: deps, log: log, dlq: deps.DeadLetters, close: func() error { return nil }, calls: make(chan struct{}, cfg.MaxConcurrentCalls), now: newDueNow(cfg.MaxDueNow, span), claims: newDueNow(cfg.MaxDueNow, span), warm: &warmth{}, turn: newProbeTurn(), asks: newAskGates(), clock: newRedisClock(), door: newUploadDoor(deps.Uploads), flights: newFlights()}
+	c := &Consumer{cfg: cfg, deps: deps, log: log, dlq: deps.DeadLetters, close: func() error { return nil }, calls: make(chan struct{}, cfg.MaxConcurrentCalls), now: newDueNow(cfg.MaxDueNow, span), claims: newDueNow(cfg.MaxDueNow, span), warm: &warmth{}, turn: newProbeTurn(), asks: newAskGates(), clock: newRedisClock(), door: newUploadDoor(deps.Uploads), flights: newFlights(), reports: newSharedDeadline(reportTimeout)}
 	c.m = newMetrics(reg, func() float64 {
 		if t := c.group.oldestUnfinished(); !t.IsZero() {
 			return time.Since(t).Seconds()
