@@ -111,17 +111,22 @@ func (c *Consumer) holdUntilLanded(r *row, s *slot, landed <-chan struct{}, log 
 //     than the margin shares their window; its settle gives back such slots
 //     only beyond its lead (settle.lua), so those nearer are sent back here
 //     when they were asked for before the settle (sim seed 16004);
-//   - a token bucket with a burst of 1 spaces every call by its interval,
-//     far less than half a window (sim seeds 11012 and 14009);
+//   - a token bucket spaces its calls by its interval, far less than half a
+//     window (sim seeds 11012 and 14009, a burst of 1); a burst lets calls
+//     go back to back but each still takes a token, so a call counted late
+//     lands among the next calls' tokens whatever the burst (sim seed
+//     20014: 8 per 2 s, a burst of 2, two calls counted 0.8 s late as a
+//     latency spike ended, the two sent after them counted first: 1 × 429);
 //   - a fixed window keeps a window's slots a margin before its end, so a
 //     call counted later than that may be counted in the next window, whose
 //     first calls start right after the edge (sim seed 15007: 7 calls
 //     counted 0.4 s late under 7 per 2 s, the next window's 7 sent before
 //     their answers, 3 × 429).
 //
-// A token bucket with a larger burst has none: the calls of a burst are
-// placed together, and each late landing among them would send the rest
-// back for a bucket that may well hold them (not measured).
+// Under a token bucket a landing sends back the slots due within as many
+// intervals of it as the burst holds: the bucket the late count emptied
+// refills one token an interval. With a large burst that may send back slots
+// the bucket would have held; they take new ones, placed after the settle.
 type lateRule struct {
 	// on: a late landing sends back the slots asked for before it and due
 	// where the late call may share their window (lateLanding.sends).
@@ -148,9 +153,14 @@ type lateRule struct {
 
 func newLateRule(p throttle.Policy) lateRule {
 	switch {
-	case p.Kind == throttle.TokenBucket && p.Burst <= 1:
+	case p.Kind == throttle.TokenBucket:
 		interval := p.Window / time.Duration(p.Limit)
-		return lateRule{on: true, inFlight: true, reach: interval, remember: interval + p.Window}
+		burst := p.Burst
+		if burst <= 0 {
+			burst = p.Limit // the policy's default
+		}
+		reach := time.Duration(burst) * interval
+		return lateRule{on: true, inFlight: true, reach: reach, remember: reach + p.Window}
 	case p.Kind == throttle.Fixed:
 		return lateRule{on: true, inFlight: true, reach: p.Window, window: p.Window, remember: 2 * p.Window}
 	case p.Kind == throttle.Sliding || p.Kind == "":

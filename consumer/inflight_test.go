@@ -140,11 +140,11 @@ func TestACallThatMayBeCountedLateHoldsTheNext(t *testing.T) {
 	}
 }
 
-// TestTheLateRuleOfEachPolicy: under a token bucket with a burst of 1 every
-// earlier call that may be counted late holds the next; under a fixed
-// window only one of an earlier window does (a call counted late inside its
-// own window takes nothing from the next); the sliding log (where the
-// half-window wait does it) and larger bursts have no such wait.
+// TestTheLateRuleOfEachPolicy: under a token bucket, whatever its burst,
+// every earlier call that may be counted late holds the next (sim seeds
+// 14009 and 20014); under a fixed window only one of an earlier window does
+// (a call counted late inside its own window takes nothing from the next);
+// the sliding log (where the half-window wait does it) has no such wait.
 func TestTheLateRuleOfEachPolicy(t *testing.T) {
 	const margin = 50 * time.Millisecond
 	w := 2 * time.Second
@@ -157,7 +157,8 @@ func TestTheLateRuleOfEachPolicy(t *testing.T) {
 	}{
 		{"sliding", throttle.Policy{Kind: throttle.Sliding, Limit: 7, Window: w}, 1500 * time.Millisecond, false},
 		{"token bucket, burst 1", throttle.Policy{Kind: throttle.TokenBucket, Limit: 7, Window: w, Burst: 1}, 2000 * time.Millisecond, true},
-		{"token bucket, burst 3", throttle.Policy{Kind: throttle.TokenBucket, Limit: 7, Window: w, Burst: 3}, 2000 * time.Millisecond, false},
+		{"token bucket, burst 3", throttle.Policy{Kind: throttle.TokenBucket, Limit: 7, Window: w, Burst: 3}, 2000 * time.Millisecond, true},
+		{"token bucket, the default burst", throttle.Policy{Kind: throttle.TokenBucket, Limit: 7, Window: w}, 2000 * time.Millisecond, true},
 		{"fixed, same window", throttle.Policy{Kind: throttle.Fixed, Limit: 7, Window: w}, 2000 * time.Millisecond, false},
 		{"fixed, the window before", throttle.Policy{Kind: throttle.Fixed, Limit: 7, Window: w}, 1900 * time.Millisecond, true},
 	} {
@@ -210,7 +211,8 @@ func TestALateLandingSendsBackTheSlotsPlacedWithoutIt(t *testing.T) {
 		{"sliding: no answer, the latest count past the landing", sliding, 2100 * time.Millisecond, 2000 * time.Millisecond, 500 * time.Millisecond, 4000 * time.Millisecond, true},
 		{"token bucket, burst 1: within its interval of the landing", bucket, 400 * time.Millisecond, 400 * time.Millisecond, 100 * time.Millisecond, 700 * time.Millisecond, true},
 		{"token bucket, burst 1: beyond its interval", bucket, 400 * time.Millisecond, 400 * time.Millisecond, 100 * time.Millisecond, 1100 * time.Millisecond, false},
-		{"token bucket, burst 3: no rule", throttle.Policy{Kind: throttle.TokenBucket, Limit: 3, Window: w, Margin: margin, Burst: 3}, 400 * time.Millisecond, 400 * time.Millisecond, 100 * time.Millisecond, 700 * time.Millisecond, false},
+		{"token bucket, burst 3: within 3 intervals of the landing", throttle.Policy{Kind: throttle.TokenBucket, Limit: 3, Window: w, Margin: margin, Burst: 3}, 400 * time.Millisecond, 400 * time.Millisecond, 100 * time.Millisecond, 2300 * time.Millisecond, true},
+		{"token bucket, burst 3: beyond them", throttle.Policy{Kind: throttle.TokenBucket, Limit: 3, Window: w, Margin: margin, Burst: 3}, 400 * time.Millisecond, 400 * time.Millisecond, 100 * time.Millisecond, 2500 * time.Millisecond, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			late := &slot{Reservation: throttle.Reservation{At: t0}, due: t0}
