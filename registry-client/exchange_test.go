@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -256,7 +257,50 @@ func FuzzReadAnswer(f *testing.F) {
 		if resp.StatusCode != a.status || !bytes.Equal(body, a.body) {
 			t.Fatalf("read %d %q, net/http %d %q", a.status, a.body, resp.StatusCode, body)
 		}
+		samePlainProductID(t, a.body)
 	})
+}
+
+// samePlainProductID fails when plainProductID reads a body differently
+// from encoding/json.
+func samePlainProductID(t *testing.T, raw []byte) {
+	t.Helper()
+	id, plain := plainProductID(raw)
+	if !plain {
+		return
+	}
+	var v struct {
+		ProductID string `json:"product_id"`
+	}
+	if err := json.Unmarshal(raw, &v); err != nil || v.ProductID != id {
+		t.Fatalf("plainProductID(%q) = %q; encoding/json: %q, %v", raw, id, v.ProductID, err)
+	}
+}
+
+// The plain shape of a success is read as encoding/json reads it, and
+// every other shape is left to encoding/json.
+func TestPlainProductID(t *testing.T) {
+	for _, tc := range []struct {
+		raw   string
+		id    string
+		plain bool
+	}{
+		{`{"product_id":"p-1"}`, "p-1", true},
+		{`{"product_id":""}`, "", true},
+		{`{"product_id":"a\"b"}`, "", false},
+		{`{"product_id":"상품"}`, "", false},
+		{`{"product_id": "p-1"}`, "", false},
+		{`{"product_id":"p-1","x":1}`, "", false},
+		{`{"product_id":"p"}"}`, "", false},
+		{`{"product_id":"}`, "", false},
+		{` {"product_id":"p-1"}`, "", false},
+	} {
+		id, plain := plainProductID([]byte(tc.raw))
+		if id != tc.id || plain != tc.plain {
+			t.Errorf("plainProductID(%s) = %q, %v; want %q, %v", tc.raw, id, plain, tc.id, tc.plain)
+		}
+		samePlainProductID(t, []byte(tc.raw))
+	}
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
