@@ -470,7 +470,7 @@ func validFieldValue[T string | []byte](v T) bool {
 }
 
 // requestPath is the escaped path of a seller's registrations.
-func requestPath(base string, seller string) string {
+func requestPath(base, seller string) string {
 	var b strings.Builder
 	b.Grow(len(base) + len(seller) + len("/v1/sellers//products"))
 	b.WriteString(base)
