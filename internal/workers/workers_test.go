@@ -19,10 +19,14 @@ func TestGoroutinesAreKept(t *testing.T) {
 		done := make(chan struct{})
 		p.Go(func() { ran.Add(1); close(done) })
 		<-done
-		testwait.For(t, time.Second, "the goroutine waits for the next function", func() bool { return p.Idle() == 1 })
+		testwait.For(t, time.Second, "the goroutine waits for the next function", func() bool { return p.Idle() >= 1 })
 	}
-	if ran.Load() != 100 || p.Idle() != 1 {
-		t.Fatalf("%d functions ran, %d goroutines idle; want 100 and 1 (one goroutine for all)", ran.Load(), p.Idle())
+	// One goroutine for all, but for a rare second: a goroutine counts
+	// itself idle an instant before it waits, and a Go in that instant
+	// starts another (seen once in a clean-clone CI run). A pool that kept
+	// none would reach maxIdle (4).
+	if ran.Load() != 100 || p.Idle() > 2 {
+		t.Fatalf("%d functions ran, %d goroutines idle; want 100 and at most 2 (one goroutine for nearly all)", ran.Load(), p.Idle())
 	}
 
 	before := runtime.NumGoroutine()
