@@ -532,6 +532,8 @@ func transportError(parent, ctx context.Context, err error, timeout time.Duratio
 		return fmt.Errorf("the caller's deadline passed before the registration API answered: %w", err)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
 		return fmt.Errorf("no answer from the registration API within %v: %w", timeout, err)
+	case errors.As(err, new(*badAnswer)):
+		return fmt.Errorf("the registration API answered in a form bulkreg cannot read as HTTP/1.1: %w", err)
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
 		return fmt.Errorf("the registration API closed the connection before answering: %w", err)
 	default:

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -40,9 +39,21 @@ type answer struct {
 	cut bool
 }
 
+// badAnswer is an answer that is not HTTP/1.x as net/http reads it: the
+// API (or whatever answers at its address) spoke, but not so that bulkreg
+// can tell what it said. transportError says so instead of "cannot be
+// reached".
+type badAnswer struct{ msg string }
+
+func (e *badAnswer) Error() string { return e.msg }
+
+func malformed(format string, args ...any) error {
+	return &badAnswer{msg: fmt.Sprintf(format, args...)}
+}
+
 // errHeaderTooLarge ends an answer whose header is longer than anything the
 // contract's answers or a proxy's error page would send.
-var errHeaderTooLarge = errors.New("the answer's header is larger than 1 MiB")
+var errHeaderTooLarge error = &badAnswer{msg: "the answer's header is larger than 1 MiB"}
 
 const maxAnswerHeader = 1 << 20
 
@@ -140,7 +151,7 @@ func readAnswer(br *bufio.Reader) (a answer, keep bool, err error) {
 			break
 		}
 		if h.status == http.StatusSwitchingProtocols || n == max1xx {
-			return answer{}, false, fmt.Errorf("unexpected %d from the registration API", h.status)
+			return answer{}, false, malformed("unexpected %d from the registration API", h.status)
 		}
 	}
 	a = answer{status: h.status, header: h.header}
@@ -210,7 +221,7 @@ func skipTrailer(br *bufio.Reader) error {
 		return nil
 	}
 	if !upcomingEnd(br) {
-		return errors.New("the answer's trailer after its chunks is cut or longer than 4 KiB")
+		return malformed("the answer's trailer after its chunks is cut or longer than 4 KiB")
 	}
 	size := 0
 	for first := true; ; first = false {
@@ -223,13 +234,13 @@ func skipTrailer(br *bufio.Reader) error {
 		}
 		if line[0] == ' ' || line[0] == '\t' {
 			if first || !validFieldValue(line) {
-				return fmt.Errorf("malformed trailer line %q from the registration API", snippetBytes(line))
+				return malformed("malformed trailer line %q from the registration API", snippetBytes(line))
 			}
 			continue
 		}
 		k, v, ok := bytes.Cut(line, []byte{':'})
 		if !ok || !tokenBytes(k) || !validFieldValue(v) {
-			return fmt.Errorf("malformed trailer line %q from the registration API", snippetBytes(line))
+			return malformed("malformed trailer line %q from the registration API", snippetBytes(line))
 		}
 	}
 }
@@ -275,11 +286,11 @@ func readHead(br *bufio.Reader) (h head, err error) {
 	case "HTTP/1.0":
 		http10 = true
 	default:
-		return head{}, fmt.Errorf("malformed status line %q from the registration API", snippetBytes(line))
+		return head{}, malformed("malformed status line %q from the registration API", snippetBytes(line))
 	}
 	code, _, _ := bytes.Cut(rest, []byte{' '})
 	if len(code) != 3 || code[0] < '1' || code[0] > '5' || !digits(code) {
-		return head{}, fmt.Errorf("malformed status line %q from the registration API", snippetBytes(line))
+		return head{}, malformed("malformed status line %q from the registration API", snippetBytes(line))
 	}
 	h = head{status: int(code[0]-'0')*100 + int(code[1]-'0')*10 + int(code[2]-'0'), keep: !http10, length: -1}
 	lengthSeen := false
@@ -297,31 +308,32 @@ func readHead(br *bufio.Reader) (h head, err error) {
 		}
 		var name string
 		var value []byte
-		if line[0] == ' ' || line[0] == '\t' {
+		folded := line[0] == ' ' || line[0] == '\t'
+		if folded {
 			// obs-fold (RFC 9112 §5.2): part of the last field's value.
 			if last == "" {
-				return head{}, fmt.Errorf("malformed header line %q from the registration API", snippetBytes(line))
+				return head{}, malformed("malformed header line %q from the registration API", snippetBytes(line))
 			}
 			name, value = last, bytes.Trim(line, " \t")
 		} else {
 			k, v, ok := bytes.Cut(line, []byte{':'})
 			if !ok || !tokenBytes(k) {
-				return head{}, fmt.Errorf("malformed header line %q from the registration API", snippetBytes(line))
+				return head{}, malformed("malformed header line %q from the registration API", snippetBytes(line))
 			}
 			name, value = canonicalName(k), bytes.Trim(v, " \t")
 			last = name
 		}
 		if !validFieldValue(value) {
-			return head{}, fmt.Errorf("malformed header line %q from the registration API", snippetBytes(line))
+			return head{}, malformed("malformed header line %q from the registration API", snippetBytes(line))
 		}
 		switch name {
 		case "Content-Length":
 			n, err := strconv.ParseInt(string(value), 10, 64)
 			if err != nil || n < 0 || !digits(value) {
-				return head{}, fmt.Errorf("the registration API answered a bad Content-Length %q", snippetBytes(value))
+				return head{}, malformed("the registration API answered a bad Content-Length %q", snippetBytes(value))
 			}
 			if lengthSeen && n != h.length {
-				return head{}, fmt.Errorf("the registration API answered two different Content-Lengths (%d and %d)", h.length, n)
+				return head{}, malformed("the registration API answered two different Content-Lengths (%d and %d)", h.length, n)
 			}
 			h.length, lengthSeen = n, true
 		case "Transfer-Encoding":
@@ -331,7 +343,7 @@ func readHead(br *bufio.Reader) (h head, err error) {
 				break
 			}
 			if !asciiEqualFold(value, "chunked") {
-				return head{}, fmt.Errorf("the registration API answered a transfer coding it cannot read: %q", snippetBytes(value))
+				return head{}, malformed("the registration API answered a transfer coding it cannot read: %q", snippetBytes(value))
 			}
 			h.chunked = true
 		case "Connection":
@@ -345,26 +357,33 @@ func readHead(br *bufio.Reader) (h head, err error) {
 				}
 			}
 		}
-		if h.status >= 300 || h.status < 200 {
+		if h.status >= 300 {
 			// Only a refusal's fields are read (Retry-After, the 429's
-			// scope, a redirect's Location); a success needs none.
-			if h.header == nil {
-				h.header = make(http.Header)
-			}
-			if line[0] == ' ' || line[0] == '\t' {
-				vs := h.header[name]
-				if len(vs) > 0 {
-					vs[len(vs)-1] += " " + string(value)
-				}
-			} else {
-				h.header[name] = append(h.header[name], string(value))
-			}
+			// scope, a redirect's Location); a success or a 1xx needs none.
+			h.keepField(name, value, folded)
 		}
 	}
 	if h.chunked {
 		h.length = -1 // chunks say where the body ends; a length beside them is ignored
 	}
 	return h, nil
+}
+
+// keepField adds a field's value to h.header; folded, the value goes on
+// the field's last one, after a space as net/http joins them.
+func (h *head) keepField(name string, value []byte, folded bool) {
+	if h.header == nil {
+		h.header = make(http.Header)
+	}
+	vs := h.header[name]
+	switch {
+	case !folded || len(vs) == 0:
+		h.header[name] = append(vs, string(value))
+	case vs[len(vs)-1] == "":
+		vs[len(vs)-1] = string(value)
+	default:
+		vs[len(vs)-1] += " " + string(value)
+	}
 }
 
 // readLine reads one line without its CRLF (or LF), counting its bytes in
