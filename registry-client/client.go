@@ -308,17 +308,28 @@ func (c *Client) Register(ctx context.Context, seller, key string, p bulkreg.Pro
 	start := time.Now()
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return Result{Class: Transient, Latency: time.Since(start), Err: transportError(parent, ctx, err, c.timeout)}
+		return c.failed(Result{Latency: time.Since(start)}, parent, ctx, err)
 	}
 	defer resp.Body.Close()
 	raw, readErr := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	res := Result{Status: resp.StatusCode, Latency: time.Since(start)}
 	if readErr != nil {
-		res.Class = Transient
-		res.Err = fmt.Errorf("the answer %d of the registration API could not be read: %w", resp.StatusCode, transportError(parent, ctx, readErr, c.timeout))
-		return res
+		return c.failed(res, parent, ctx, readErr)
 	}
 	return c.classify(res, resp.Header, raw)
+}
+
+// failed is a call that got no whole answer: none at all (res.Status 0) or
+// one whose body could not be read. Transient: the Idempotency-Key makes
+// asking again safe.
+func (c *Client) failed(res Result, parent, ctx context.Context, err error) Result {
+	res.Class = Transient
+	if res.Status == 0 {
+		res.Err = transportError(parent, ctx, err, c.timeout)
+		return res
+	}
+	res.Err = fmt.Errorf("the answer %d of the registration API could not be read: %w", res.Status, transportError(parent, ctx, err, c.timeout))
+	return res
 }
 
 // registerDirect is Register's call over the synchronous transport
@@ -343,14 +354,7 @@ func (c *Client) registerDirect(ctx context.Context, seller, key string, body []
 		if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() == nil {
 			err = context.DeadlineExceeded // the call's own timeout
 		}
-		err = &url.Error{Op: "Post", URL: c.sellers + seller + "/products", Err: err}
-		res.Class = Transient
-		if a.status == 0 {
-			res.Err = transportError(ctx, ctx, err, c.timeout)
-			return res
-		}
-		res.Err = fmt.Errorf("the answer %d of the registration API could not be read: %w", a.status, transportError(ctx, ctx, err, c.timeout))
-		return res
+		return c.failed(res, ctx, ctx, &url.Error{Op: "Post", URL: c.sellers + seller + "/products", Err: err})
 	}
 	return c.classify(res, a.header, a.body)
 }
@@ -377,22 +381,23 @@ func plainProductID(raw []byte) (string, bool) {
 func (c *Client) classify(res Result, h http.Header, raw []byte) Result {
 	switch code := res.Status; {
 	case code == http.StatusCreated || code == http.StatusOK:
-		var ok struct {
-			ProductID string `json:"product_id"`
+		id, plain := plainProductID(raw)
+		if !plain {
+			var ok struct {
+				ProductID string `json:"product_id"`
+			}
+			if json.Unmarshal(raw, &ok) == nil {
+				id = ok.ProductID
+			}
 		}
-		if id, plain := plainProductID(raw); plain {
-			ok.ProductID = id
-		} else if err := json.Unmarshal(raw, &ok); err != nil {
-			ok.ProductID = ""
-		}
-		if ok.ProductID == "" {
+		if id == "" {
 			// The product may exist; asking again with the same key is safe
 			// and answers 200 with the id.
 			res.Class = Transient
 			res.Err = fmt.Errorf("the registration API answered %d without a readable product id (%s)", code, snippet(raw))
 			return res
 		}
-		res.ProductID = ok.ProductID
+		res.ProductID = id
 		res.Class = Registered
 		if code == http.StatusOK {
 			res.Class = Replayed
