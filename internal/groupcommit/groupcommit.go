@@ -7,14 +7,15 @@
 // seller's (or the upload's) hash tag. Sharing a call saves Redis the
 // script's fixed work per row, and the rows of one key come back together
 // instead of one by one between other keys' calls. Nothing waits for a batch
-// to fill: a write that finds nothing on the wire leaves at once, so a lone
-// caller is as fast as before, and a busy key batches exactly as much as the
-// write on the wire lets it.
+// to fill on a clock: a write that finds nothing on the wire leaves as soon
+// as the callers already running have had their turn (gather), and a busy
+// key batches exactly as much as the write on the wire lets it.
 package groupcommit
 
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 )
 
@@ -77,6 +78,7 @@ func (g *Group[K, T, R]) Do(ctx context.Context, key K, item T) (R, error) {
 // drain writes key's queued items, at most max per write, until none are
 // left; the next item of key then starts a writer of its own.
 func (g *Group[K, T, R]) drain(ctx context.Context, key K) {
+	g.gather(key)
 	for {
 		g.mu.Lock()
 		q := g.queues[key]
@@ -114,6 +116,34 @@ func (g *Group[K, T, R]) drain(ctx context.Context, key K) {
 				w.done <- result[R]{r: rs[i]}
 			}
 		}
+	}
+}
+
+// gatherTurns bounds how often a new writer yields before its first write.
+const gatherTurns = 4
+
+// gather lets the goroutines that are ready to run have their turn before a
+// new writer takes its key's first batch, for as long as each turn brings
+// more items (at most gatherTurns). The callers of one key come in bursts
+// that are already running, not yet queued: a seller's rows let through its
+// ask gate together, the rows whose slots share a check, a window's calls
+// finishing. Without it the first of a burst left alone and the rest
+// waited a round trip for the next write. Measured (bench many-sellers, 100
+// sellers × 500 rows, 4 consumers, 2 cores, 2 pairs): Redis commands sent
+// per row 0.82 – 0.90 → 0.70 – 0.71, Redis CPU 54 – 58 → 52 – 53 µs and
+// consumer CPU 150 – 158 → 147 – 149 µs per row. A turn is a yield, not a
+// clock: a lone caller costs one (well under a microsecond on an idle
+// machine).
+func (g *Group[K, T, R]) gather(key K) {
+	for turn, seen := 0, -1; turn < gatherTurns; turn++ {
+		g.mu.Lock()
+		n := len(g.queues[key])
+		g.mu.Unlock()
+		if n == seen {
+			return
+		}
+		seen = n
+		runtime.Gosched()
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -193,4 +194,36 @@ func TestCallerLeavesWhileItsWriteIsOnTheWire(t *testing.T) {
 	}
 	close(release)
 	testwait.For(t, 5*time.Second, "the writer gone", func() bool { return !g.Writing("k") })
+}
+
+// A burst of callers that are all ready to run when the first one starts
+// its key's writer shares that first write (gather), instead of the first
+// leaving alone and the rest waiting for the next. One P makes the order of
+// the goroutines the scheduler's, not a race: without gather the writer runs
+// the moment its starter blocks, before the rest of the burst.
+func TestABurstSharesTheFirstWrite(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	h := &heldWrites{writes: map[string][][]int{}, hold: map[string]chan struct{}{}}
+	g := New(100, h.write)
+	const burst = 8
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range burst {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if r, err := g.Do(context.Background(), "k", i); err != nil || r != fmt.Sprint("k/", i) {
+				t.Errorf("item %d: %q, %v", i, r, err)
+			}
+		}()
+	}
+	runtime.Gosched() // let every caller reach <-start
+	close(start)
+	wg.Wait()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w := h.writes["k"]; len(w) != 1 || len(w[0]) != burst {
+		t.Fatalf("writes %v, want one write of all %d items", w, burst)
+	}
 }
