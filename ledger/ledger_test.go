@@ -394,11 +394,24 @@ func TestClaimsSharingACall(t *testing.T) {
 	if err := rdb.HSet(ctx, Key("s1"), "SKU-BAD", "garbage").Err(); err != nil {
 		t.Fatal(err)
 	}
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
 	got, err := l.writeClaims(ctx, "s1", []claimArgs{
 		{"SKU-A", rowA, hashA}, {"SKU-A", rowB, hashA}, {"SKU-BAD", rowA, hashA}, {"SKU-B", rowB, hashB},
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The claims read the ledger once and write it once, not a command each.
+	calls := testredis.CommandCalls(t, rdb)
+	if h, g, m := calls["hset"], calls["hget"], calls["hmget"]; h != 1 || g != 0 || m != 1 {
+		t.Errorf("4 claims in one call ran %d HSET, %d HGET, %d HMGET; want 1, 0, 1", h, g, m)
+	}
+	for sku, row := range map[string]string{"SKU-A": rowA, "SKU-B": rowB} {
+		if e, err := parse(rdb.HGet(ctx, Key("s1"), sku).Val()); err != nil || e.Row != row || e.State != Claimed {
+			t.Errorf("%s in the ledger after the call: %+v (%v), want claimed by %s", sku, e, err, row)
+		}
 	}
 	want := []string{"call", "wait", "error", "call"}
 	for i, r := range got {

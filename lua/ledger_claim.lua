@@ -42,7 +42,24 @@ local lease, retention = tonumber(ARGV[1]), tonumber(ARGV[2])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local leaseEnd = string.format('%d', now + lease)
-local wrote = false
+
+-- The entries are read in one HMGET and written in one HSET, whatever the number of claims: a
+-- command from a script costs Redis more than the command itself, and one HGET and one HSET per
+-- claim were most of the script's commands. entries is the ledger as the claims decided so far
+-- leave it (false: no entry), so a second claim of one SKU in the call sees the first one's.
+local skus = {}
+for i = 3, #ARGV - 2, 3 do skus[#skus + 1] = ARGV[i] end
+-- unpack passes its values on Lua's stack, which holds a few thousand.
+local CHUNK = 1000
+local entries = {}
+for i = 1, #skus, CHUNK do
+  local v = redis.call('HMGET', KEYS[1], unpack(skus, i, math.min(i + CHUNK - 1, #skus)))
+  for j = 1, #v do
+    local sku = skus[i + j - 1]
+    if entries[sku] == nil then entries[sku] = v[j] end
+  end
+end
+local written, order = {}, {} -- SKU → its new entry, SKUs in the order first written
 
 -- shared is the entry's 7th field before this claim; it turns "1" for good once a row calls with a key
 -- that is not its own (a takeover), so a refusal of the key's own row can never forget the key
@@ -52,13 +69,13 @@ local function claim(sku, owner, hash, callKey, shared)
     shared = '1'
   end
   local e = table.concat({'c', hash, owner, callKey, '', leaseEnd, shared}, '\t')
-  redis.call('HSET', KEYS[1], sku, e)
-  wrote = true
+  if written[sku] == nil then order[#order + 1] = sku end
+  written[sku], entries[sku] = e, e
   return 'call', e
 end
 
 local function decide(sku, owner, hash)
-  local v = redis.call('HGET', KEYS[1], sku)
+  local v = entries[sku]
   if not v then
     return claim(sku, owner, hash, owner, '0')
   end
@@ -87,7 +104,14 @@ for i = 3, #ARGV - 2, 3 do
   out[#out + 1] = verdict
   out[#out + 1] = entry
 end
-if wrote then
+if #order > 0 then
+  local fields = {}
+  for _, sku in ipairs(order) do
+    fields[#fields + 1], fields[#fields + 2] = sku, written[sku]
+  end
+  for i = 1, #fields, CHUNK do
+    redis.call('HSET', KEYS[1], unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+  end
   redis.call('PEXPIRE', KEYS[1], retention)
 end
 return out

@@ -82,9 +82,21 @@ for i, id in ipairs(ids) do
       refused = at - maxwait
       reply(0, refused, 0, epoch, lost, hold_until)
     else
-      memo.n = memo.n + redis.call('ZADD', KEYS[1], us(at), id)
+      local new = redis.call('ZADD', KEYS[1], us(at), id)
+      memo.n = memo.n + new
       added = true
-      reply(1, at, redis.call('ZCOUNT', KEYS[1], us(at - win), us(at)), epoch, lost, hold_until)
+      -- A burst's slots mostly share one `at` (each is the slot a window
+      -- before it, plus W'): the window ending there then holds the slots
+      -- counted for the id before, and this one. Counted again only when `at`
+      -- moved, or when the id was already in the log (moved, not added).
+      local in_window
+      if new == 1 and memo.counted_at == at then
+        in_window = memo.counted + 1
+      else
+        in_window = redis.call('ZCOUNT', KEYS[1], us(at - win), us(at))
+      end
+      memo.counted_at, memo.counted = at, in_window
+      reply(1, at, in_window, epoch, lost, hold_until)
     end
     lost = 0 -- a loss is reported once, to the first id
   end

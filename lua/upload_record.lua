@@ -23,7 +23,8 @@
 -- Each row's own commands (a read, two writes, a count) were most of what Redis
 -- ran per row: the rows' states are read in one HMGET, the writes are one HSET
 -- per hash and one HINCRBY per count that changed, whatever the number of rows.
-if redis.call('HEXISTS', KEYS[1], 'id') == 0 and redis.call('HEXISTS', KEYS[1], 'lost_at') == 0 then
+local present = redis.call('HMGET', KEYS[1], 'id', 'lost_at')
+if not present[1] and not present[2] then
   local t = redis.call('TIME')
   redis.call('HSET', KEYS[1], 'lost_at', string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)))
 end

@@ -505,3 +505,44 @@ func TestABatchOfReservationsReadsTheLogOnce(t *testing.T) {
 		t.Errorf("a script of %d ids ran ZCOUNT %d times, want one per id (its window) and one fit", ids, n)
 	}
 }
+
+// TestABurstCountsItsWindowOnce: the ids of one script whose slots share
+// one instant (a burst's: the first window's slots are all "now", and each
+// later window repeats them W′ + 1µs later) report the slots in their window
+// without a ZCOUNT each: the count of the id before, plus one. The counts
+// are the ones one script per id reports (TestABatchOfReservationsReadsTheLogOnce).
+func TestABurstCountsItsWindowOnce(t *testing.T) {
+	ctx := context.Background()
+	srv := startRedis(t)
+	rdb := srv.Client()
+	const limit = 5
+	th := newThrottle(t, rdb, Policy{Limit: limit, Window: 2 * time.Second, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second})
+	s := seller("burst")
+	for window := range 2 {
+		names := make([]string, limit)
+		for i := range names {
+			names[i] = fmt.Sprintf("w%d-id%d", window, i)
+		}
+		if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := th.writeReserves(ctx, s, names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := testredis.CommandCalls(t, rdb)
+		for i, r := range got {
+			// Each window fills up: a slot W′ + 1µs after its twin does not
+			// share a window with it.
+			want := i + 1
+			if !r.Admitted || r.InWindow != want || !r.At.Equal(got[0].At) {
+				t.Errorf("window %d, id %d: %+v; want admitted at %s with %d in its window", window, i, r, got[0].At, want)
+			}
+		}
+		// One count for the burst's window, and in the second window one
+		// more for the fit that earliest tries before appending.
+		if n := calls["zcount"]; n > 1+window {
+			t.Errorf("window %d: a burst of %d slots at one instant ran ZCOUNT %d times, want at most %d", window, limit, n, 1+window)
+		}
+	}
+}
