@@ -159,7 +159,7 @@ func DefaultConfig() Config {
 		MaxInFlightPerPartition: 10000,
 		SellerConcurrency:       100,
 		MaxConcurrentCalls:      64,
-		MaxDueNow:               32,
+		MaxDueNow:               64,
 		MaxLateness:             125 * time.Millisecond,
 		CallTimeout:             10 * time.Second,
 		MissedSlotBackoffMax:    5 * time.Second,
