@@ -43,10 +43,10 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local leaseEnd = string.format('%d', now + lease)
 
--- The entries are read in one HMGET and written in one HSET, whatever the number of claims: a
--- command from a script costs Redis more than the command itself, and one HGET and one HSET per
--- claim were most of the script's commands. entries is the ledger as the claims decided so far
--- leave it (false: no entry), so a second claim of one SKU in the call sees the first one's.
+-- The entries are read in one HMGET and written in one HSET, whatever the number of claims (one
+-- HGET and one HSET per claim were most of the script's commands; fewer commands per row cost Redis
+-- a little less, fewer scripts per row much less). entries is the ledger as the claims decided so
+-- far leave it (false: no entry), so a second claim of one SKU in the call sees the first one's.
 local skus = {}
 for i = 3, #ARGV - 2, 3 do skus[#skus + 1] = ARGV[i] end
 -- unpack passes its values on Lua's stack, which holds a few thousand.

@@ -86,7 +86,7 @@ for i, id in ipairs(ids) do
       memo.n = memo.n + new
       added = true
       -- A burst's slots mostly share one `at` (each is the slot a window
-      -- before it, plus W'): the window ending there then holds the slots
+      -- before it, plus W' + 1µs): the window ending there then holds the slots
       -- counted for the id before, and this one. Counted again only when `at`
       -- moved, or when the id was already in the log (moved, not added).
       local in_window
