@@ -155,11 +155,7 @@ func newLateRule(p throttle.Policy) lateRule {
 	switch {
 	case p.Kind == throttle.TokenBucket:
 		interval := p.Window / time.Duration(p.Limit)
-		burst := p.Burst
-		if burst <= 0 {
-			burst = p.Limit // the policy's default
-		}
-		reach := time.Duration(burst) * interval
+		reach := time.Duration(p.BucketSize()) * interval
 		return lateRule{on: true, inFlight: true, reach: reach, remember: reach + p.Window}
 	case p.Kind == throttle.Fixed:
 		return lateRule{on: true, inFlight: true, reach: p.Window, window: p.Window, remember: 2 * p.Window}

@@ -175,6 +175,14 @@ func (p Policy) Validate() error {
 // span is W′ = Window + Margin.
 func (p Policy) span() time.Duration { return p.Window + p.Margin }
 
+// BucketSize is a token bucket's capacity: Burst, or Limit when Burst is 0.
+func (p Policy) BucketSize() int {
+	if p.Burst == 0 {
+		return p.Limit
+	}
+	return p.Burst
+}
+
 func (p Policy) kind() Kind {
 	if p.Kind == "" {
 		return Sliding
@@ -188,10 +196,7 @@ func (p Policy) kind() Kind {
 // between them, which the throttle takes off the tolerance, or, when the
 // tolerance is smaller than Margin, adds to the interval.
 func (p Policy) gcra() (interval, tolerance float64) {
-	burst := p.Burst
-	if burst == 0 {
-		burst = p.Limit
-	}
+	burst := p.BucketSize()
 	t := float64(p.Window.Microseconds()) / float64(p.Limit)
 	tau, m := float64(burst-1)*t, float64(p.Margin.Microseconds())
 	return t + max(0, m-tau), max(0, tau-m)
@@ -301,8 +306,8 @@ func New(rdb redis.UniversalClient, p Policy) (*Throttle, error) {
 	if p.MaxWait == 0 {
 		p.MaxWait = 2 * p.span()
 	}
-	if p.Burst == 0 && p.Kind == TokenBucket {
-		p.Burst = p.Limit
+	if p.Kind == TokenBucket {
+		p.Burst = p.BucketSize()
 	}
 	if p.ReleaseTimeout == 0 {
 		p.ReleaseTimeout = time.Second
