@@ -495,3 +495,59 @@ func TestMarksInOneBatch(t *testing.T) {
 		t.Errorf("ledger TTL %v after the marks, want the retention (1 h)", ttl)
 	}
 }
+
+// TestAFullBatchOfClaimsDecidesAsOneCallEach: a call of maxClaimBatch
+// claims (SKUs repeated, a registered one, a malformed one, a live claim of
+// another row) decides each as one call per claim would, and leaves the same
+// entries: the script's one HMGET and one HSET keep the order of decisions.
+func TestAFullBatchOfClaimsDecidesAsOneCallEach(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Start(t).Client()
+	l := New(rdb, Options{Lease: time.Minute, Retention: time.Hour})
+	claims := make([]claimArgs, maxClaimBatch)
+	for i := range claims {
+		claims[i] = claimArgs{sku: fmt.Sprint("SKU-", i%40), row: fmt.Sprintf("u:%d", i%3), hash: hashA}
+	}
+	for _, seller := range []string{"batch", "single"} {
+		if _, err := l.Mark(ctx, seller, "SKU-1", rowB, hashA, "p-1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.HSet(ctx, Key(seller), "SKU-2", "garbage").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Claim(ctx, seller, "SKU-3", rowB, hashB); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := l.writeClaims(ctx, "batch", claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(claims) {
+		t.Fatalf("%d replies to %d claims", len(got), len(claims))
+	}
+	verdicts := map[string]int{}
+	for i, c := range claims {
+		one, err := l.writeClaims(ctx, "single", []claimArgs{c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		verdicts[got[i].verdict]++
+		if got[i].verdict != one[0].verdict {
+			t.Errorf("claim %d (%s by %s): %q in the batch, %q one call each", i, c.sku, c.row, got[i].verdict, one[0].verdict)
+		}
+	}
+	for _, v := range []string{"call", "wait", "registered", "error"} {
+		if verdicts[v] == 0 {
+			t.Errorf("no %q among the batch's verdicts %v: the mix does not exercise it", v, verdicts)
+		}
+	}
+	for i := range 40 {
+		sku := fmt.Sprint("SKU-", i)
+		b, errB := parse(rdb.HGet(ctx, Key("batch"), sku).Val())
+		s, errS := parse(rdb.HGet(ctx, Key("single"), sku).Val())
+		if (errB == nil) != (errS == nil) || b.State != s.State || b.Row != s.Row || b.CallKey != s.CallKey || b.Shared != s.Shared {
+			t.Errorf("%s: %+v (%v) after the batch, %+v (%v) one call each", sku, b, errB, s, errS)
+		}
+	}
+}

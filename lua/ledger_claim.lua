@@ -47,16 +47,14 @@ local leaseEnd = string.format('%d', now + lease)
 -- HGET and one HSET per claim were most of the script's commands; fewer commands per row cost Redis
 -- a little less, fewer scripts per row much less). entries is the ledger as the claims decided so
 -- far leave it (false: no entry), so a second claim of one SKU in the call sees the first one's.
+-- A call carries at most ledger.maxClaimBatch (128) claims: the SKUs and the pairs written go
+-- through unpack whole (Lua's stack holds a few thousand values).
 local skus = {}
 for i = 3, #ARGV - 2, 3 do skus[#skus + 1] = ARGV[i] end
--- unpack passes its values on Lua's stack, which holds a few thousand.
-local CHUNK = 1000
 local entries = {}
-for i = 1, #skus, CHUNK do
-  local v = redis.call('HMGET', KEYS[1], unpack(skus, i, math.min(i + CHUNK - 1, #skus)))
-  for j = 1, #v do
-    local sku = skus[i + j - 1]
-    if entries[sku] == nil then entries[sku] = v[j] end
+if #skus > 0 then
+  for j, v in ipairs(redis.call('HMGET', KEYS[1], unpack(skus))) do
+    if entries[skus[j]] == nil then entries[skus[j]] = v end
   end
 end
 local written, order = {}, {} -- SKU → its new entry, SKUs in the order first written
@@ -109,9 +107,7 @@ if #order > 0 then
   for _, sku in ipairs(order) do
     fields[#fields + 1], fields[#fields + 2] = sku, written[sku]
   end
-  for i = 1, #fields, CHUNK do
-    redis.call('HSET', KEYS[1], unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
-  end
+  redis.call('HSET', KEYS[1], unpack(fields))
   redis.call('PEXPIRE', KEYS[1], retention)
 end
 return out
