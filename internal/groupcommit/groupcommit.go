@@ -129,10 +129,11 @@ const gatherTurns = 4
 // ask gate together, the rows whose slots share a check, a window's calls
 // finishing. Without it the first of a burst left alone and the rest
 // waited a round trip for the next write. Measured (bench many-sellers, 100
-// sellers × 500 rows, 4 consumers, 2 cores, 2 pairs): Redis commands sent
-// per row 0.82 – 0.90 → 0.70 – 0.71, Redis CPU 54 – 58 → 52 – 53 µs and
-// consumer CPU 150 – 158 → 147 – 149 µs per row. A turn is a yield, not a
-// clock: a lone caller costs one (well under a microsecond on an idle
+// sellers × 500 rows, 4 consumers, 2 cores, 6 pairs): Redis commands sent
+// per row 0.79 – 0.90 → 0.64 – 0.72 in every pair; the CPU per row fell in
+// the first 2 pairs (consumer 150 – 158 → 147 – 149 µs, Redis 54 – 58 → 52
+// – 53) and was inside the runs' noise in the other 4. A turn is a yield,
+// not a clock: a lone caller costs one (well under a microsecond on an idle
 // machine).
 func (g *Group[K, T, R]) gather(key K) {
 	for turn, seen := 0, -1; turn < gatherTurns; turn++ {

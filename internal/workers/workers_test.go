@@ -23,8 +23,8 @@ func TestGoroutinesAreKept(t *testing.T) {
 	}
 	// One goroutine for all, but for a rare second: a goroutine counts
 	// itself idle an instant before it waits, and a Go in that instant
-	// starts another (seen once in a clean-clone CI run). A pool that kept
-	// none would reach maxIdle (4).
+	// starts another (seen once in a clean-clone CI run). A pool that never
+	// handed a function to a waiting goroutine would fill up to maxIdle (4).
 	if ran.Load() != 100 || p.Idle() > 2 {
 		t.Fatalf("%d functions ran, %d goroutines idle; want 100 and at most 2 (one goroutine for nearly all)", ran.Load(), p.Idle())
 	}
