@@ -21,8 +21,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkreg/bulkreg/internal/workers"
 )
 
 // Client is what Install needs: a go-redis client that takes hooks and
@@ -55,6 +58,11 @@ type Hook struct {
 	queue    []*call
 	inFlight int
 
+	// flushers keeps the goroutines that sent what queued behind a
+	// caller's batch: a new one grew its stack anew down go-redis's
+	// pipeline each time (runtime.newstack).
+	flushers *workers.Pool
+
 	pipelines, commands atomic.Int64
 }
 
@@ -81,7 +89,7 @@ const (
 // that should see pipelines rather than single commands (a hook added first
 // is outermost in go-redis v9), for example one counting round trips.
 func Install(rdb Client, o Options) *Hook {
-	h := &Hook{client: rdb, max: o.MaxInFlight, batch: o.MaxBatch}
+	h := &Hook{client: rdb, max: o.MaxInFlight, batch: o.MaxBatch, flushers: workers.NewExpiring(4, 2*time.Second)}
 	if h.max <= 0 {
 		h.max = 1
 	}
@@ -176,7 +184,7 @@ func (h *Hook) flush(caller bool) {
 				return
 			}
 			h.mu.Unlock()
-			go h.flush(false)
+			h.flushers.Go(func() { h.flush(false) })
 			return
 		}
 	}

@@ -11,6 +11,7 @@ package workers
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Pool hands functions to idle goroutines, or starts one. Its zero value is
@@ -18,6 +19,7 @@ import (
 type Pool struct {
 	work    chan func() // unbuffered: a send succeeds only into an idle goroutine's hands
 	maxIdle int32
+	idleFor time.Duration // 0: an idle goroutine waits until Close
 	idle    atomic.Int32
 	done    chan struct{}
 	close   sync.Once
@@ -27,6 +29,17 @@ type Pool struct {
 // of wake-ups leaves no more than that many stacks behind.
 func New(maxIdle int) *Pool {
 	return &Pool{work: make(chan func()), maxIdle: int32(max(0, maxIdle)), done: make(chan struct{})}
+}
+
+// NewExpiring returns a pool like New whose idle goroutines also end after
+// waiting idleFor without work. It is for owners that have no Close of their
+// own (a batching client kept as long as the process, or built by every
+// test): a quiet pool leaves no goroutines behind, and a busy one keeps
+// them, since it hands work on long before idleFor.
+func NewExpiring(maxIdle int, idleFor time.Duration) *Pool {
+	p := New(maxIdle)
+	p.idleFor = max(0, idleFor)
+	return p
 }
 
 // Go runs f on an idle goroutine of the pool, or on a new one, and returns
@@ -40,17 +53,31 @@ func (p *Pool) Go(f func()) {
 }
 
 // loop runs f, then waits for the next function as long as the pool keeps
-// fewer than maxIdle goroutines waiting and is not closed.
+// fewer than maxIdle goroutines waiting, is not closed and (with idleFor)
+// has work for it in time.
 func (p *Pool) loop(f func()) {
+	var expire *time.Timer
+	var expired <-chan time.Time // nil, which never fires, without idleFor
 	for {
 		f()
 		if p.idle.Add(1) > p.maxIdle {
 			p.idle.Add(-1)
 			return
 		}
+		if p.idleFor > 0 {
+			if expire == nil {
+				expire = time.NewTimer(p.idleFor)
+				expired = expire.C
+			} else {
+				expire.Reset(p.idleFor) // since Go 1.23 a Reset timer sends nothing stale
+			}
+		}
 		select {
 		case f = <-p.work:
 			p.idle.Add(-1)
+		case <-expired:
+			p.idle.Add(-1)
+			return
 		case <-p.done:
 			p.idle.Add(-1)
 			return

@@ -54,6 +54,40 @@ func TestGoroutinesAreKept(t *testing.T) {
 	}
 }
 
+// TestIdleGoroutinesExpire: a pool without Close keeps a goroutine while
+// work keeps coming within idleFor, and lets it end once none does.
+func TestIdleGoroutinesExpire(t *testing.T) {
+	const idleFor = 200 * time.Millisecond
+	p := NewExpiring(4, idleFor)
+	before := runtime.NumGoroutine()
+	var ran atomic.Int32
+	for range 20 {
+		done := make(chan struct{})
+		p.Go(func() { ran.Add(1); close(done) })
+		<-done
+		testwait.For(t, time.Second, "the goroutine waits for the next function", func() bool { return p.Idle() >= 1 })
+		time.Sleep(idleFor / 10)
+	}
+	// Work every idleFor/10 for 2 idleFor: the one goroutine was kept
+	// throughout (a pool that ended it early would have started others,
+	// but could still end with one idle, so count the goroutines too).
+	if ran.Load() != 20 || p.Idle() > 2 || runtime.NumGoroutine() > before+2 {
+		t.Fatalf("%d functions ran, %d goroutines idle, %d more goroutines; want 20, at most 2 and 2", ran.Load(), p.Idle(), runtime.NumGoroutine()-before)
+	}
+	start := time.Now()
+	testwait.For(t, 10*idleFor, "the idle goroutine ends", func() bool { return p.Idle() == 0 && runtime.NumGoroutine() <= before })
+	if waited := time.Since(start); waited < idleFor/2 {
+		t.Errorf("the idle goroutine ended after %v, want about %v", waited, idleFor)
+	}
+	done := make(chan struct{})
+	p.Go(func() { close(done) })
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		t.Fatal("Go after the goroutines expired did not run its function")
+	}
+}
+
 func BenchmarkGo(b *testing.B) {
 	p := New(64)
 	defer p.Close()
