@@ -182,6 +182,18 @@ func TestAFailoverOrRestartFromDiskIsHeld(t *testing.T) {
 	}
 }
 
+// TestOfSellerHashesTheSellersTag: the marker of a seller's keys, hashed
+// without building them, is the marker of the slot its keys live in, for
+// seller ids a tag ends inside of too.
+func TestOfSellerHashesTheSellersTag(t *testing.T) {
+	m := NewMarkers()
+	for _, seller := range []string{"s-1", "", "x", "seller_0042", "판매자", "a}b", "}", "a{b", "{", "a}}", strings.Repeat("z", 300)} {
+		if got, want := m.OfSeller(seller), m.For(sellerPrefix(seller)+"log"); got != want {
+			t.Errorf("OfSeller(%q) = %s, want %s (the slot of its log key)", seller, got, want)
+		}
+	}
+}
+
 // TestMarkersLiveInTheirHashSlot: each marker's tag hashes to its slot, by
 // Redis's own rule (the CRC16 values below are Redis's), and the tags never
 // change: a new tag would make every Redis in use look as if it lost its data.

@@ -47,7 +47,7 @@ const (
 // The tags are computed (a few milliseconds) and the same in every process
 // and every version: a changed tag would make every Redis in use look lost.
 type Markers struct {
-	tags []string // tags[slot] hashes to slot
+	keys []string // keys[slot] is the marker key of slot, built once: a reservation asks for one per call
 }
 
 // NewMarkers computes the tag of every hash slot.
@@ -61,17 +61,28 @@ func NewMarkers() *Markers {
 			left--
 		}
 	}
-	return &Markers{tags: tags}
+	keys := make([]string, HashSlots)
+	for slot, tag := range tags {
+		keys[slot] = "bulkreg:{" + tag + "}:marker"
+	}
+	return &Markers{keys: keys}
 }
 
 // OfSlot is the marker key of hash slot slot (0 ≤ slot < HashSlots).
-func (m *Markers) OfSlot(slot int) string { return "bulkreg:{" + m.tags[slot] + "}:marker" }
+func (m *Markers) OfSlot(slot int) string { return m.keys[slot] }
 
 // For is the marker key of the hash slot key lives in.
 func (m *Markers) For(key string) string { return m.OfSlot(KeySlot(key)) }
 
 // OfSeller is the marker key of the hash slot of a seller's keys.
-func (m *Markers) OfSeller(seller string) string { return m.For(sellerPrefix(seller)) }
+func (m *Markers) OfSeller(seller string) string {
+	if strings.IndexByte(seller, '}') >= 0 {
+		return m.For(sellerPrefix(seller)) // the tag ends inside the seller id
+	}
+	// The hash tag of sellerPrefix(seller) is "s:" + seller: hashed
+	// without building the prefix.
+	return m.keys[crc16More(crc16("s:"), seller)%HashSlots]
+}
 
 func sellerPrefix(seller string) string { return "bulkreg:{s:" + seller + "}:" }
 
@@ -89,10 +100,21 @@ func KeySlot(key string) int {
 
 // crc16 is CRC-16/XMODEM (polynomial 0x1021, initial value 0), Redis
 // Cluster's key hash.
-func crc16(s string) uint16 {
-	var crc uint16
+func crc16(s string) uint16 { return crc16More(0, s) }
+
+// crc16More goes on with the CRC crc of some text over s, a byte at a time
+// from a table (a reservation hashes its seller's tag on every call).
+func crc16More(crc uint16, s string) uint16 {
 	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
+		crc = crc<<8 ^ crc16Table[byte(crc>>8)^s[i]]
+	}
+	return crc
+}
+
+// crc16Table[b] is the CRC of the byte b: computed once, never written after.
+var crc16Table = func() (t [256]uint16) {
+	for b := range t {
+		crc := uint16(b) << 8
 		for range 8 {
 			if crc&0x8000 != 0 {
 				crc = crc<<1 ^ 0x1021
@@ -100,9 +122,10 @@ func crc16(s string) uint16 {
 				crc <<= 1
 			}
 		}
+		t[b] = crc
 	}
-	return crc
-}
+	return t
+}()
 
 // Marker is a hash slot's marker as Redis holds it.
 type Marker struct {
