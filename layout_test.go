@@ -42,12 +42,19 @@ func TestInternalHoldsLeaves(t *testing.T) {
 			}
 		}
 	}
+	// An allowed package may itself import a helper under internal/ that
+	// imports no bulkreg package at all (internal/jsonenc): the edge ends
+	// there.
 	for imp := range internalMayImport {
 		dir := "." + strings.TrimPrefix(imp, module)
 		for _, dep := range importsOf(t, dir) {
-			if strings.HasPrefix(dep, module) {
-				t.Errorf("%s is allowed to internal/ as a leaf but imports %s", imp, dep)
+			if !strings.HasPrefix(dep, module) {
+				continue
 			}
+			if strings.HasPrefix(dep, module+"/internal/") && !importsBulkreg(t, "."+strings.TrimPrefix(dep, module)) {
+				continue
+			}
+			t.Errorf("%s is allowed to internal/ as a leaf but imports %s", imp, dep)
 		}
 	}
 }
@@ -75,6 +82,12 @@ func goPackages(t *testing.T, root string) map[string][]string {
 		t.Fatal(err)
 	}
 	return pkgs
+}
+
+// importsBulkreg reports whether the package in dir imports any bulkreg package.
+func importsBulkreg(t *testing.T, dir string) bool {
+	t.Helper()
+	return slices.ContainsFunc(importsOf(t, dir), func(dep string) bool { return strings.HasPrefix(dep, module) })
 }
 
 func importsOf(t *testing.T, dir string) []string {

@@ -295,6 +295,21 @@ func TestPlainProductID(t *testing.T) {
 		{`{"product_id":"상품"}`, "", false},
 		{`{"product_id": "p-1"}`, "", false},
 		{`{"product_id":"p-1","x":1}`, "", false},
+		{`{"product_id":"p-7","seller_sku":"SKU-1"}`, "p-7", true}, // the contract's answer
+		{`{"seller_sku":"SKU-1","product_id":"p-7"}`, "p-7", true},
+		{`{"product_id":"p-1","product_id":"p-2"}`, "p-2", true}, // encoding/json keeps the last
+		{`{"seller_sku":"SKU-1"}`, "", true},
+		{`{}`, "", true},
+		{`{"Product_ID":"p-1"}`, "", false}, // encoding/json matches keys regardless of case
+		{`{"product_id":"p-1","PRODUCT_ID":"p-2"}`, "", false},
+		{`{"product_id":"p-1",}`, "", false},
+		{`{"product_id":"p-1",,"a":"b"}`, "", false},
+		{`{"product_id":"p-1""a":"b"}`, "", false},
+		{`{"product_id":"p-1","a":{"b":"c"}}`, "", false},
+		{`{"product_id":"p-1","a":"b\"c"}`, "", false},
+		{`{"product_id""p-1"}`, "", false},
+		{`{"product_id":}`, "", false},
+		{`{,}`, "", false},
 		{`{"product_id":"p"}"}`, "", false},
 		{`{"product_id":"}`, "", false},
 		{` {"product_id":"p-1"}`, "", false},
@@ -305,6 +320,15 @@ func TestPlainProductID(t *testing.T) {
 		}
 		samePlainProductID(t, []byte(tc.raw))
 	}
+}
+
+// FuzzPlainProductID: whatever plainProductID takes as plain, encoding/json
+// reads to the same product id.
+func FuzzPlainProductID(f *testing.F) {
+	for _, seed := range []string{`{"product_id":"p-1","seller_sku":"S"}`, `{"product_id":"a","product_id":"b"}`, `{}`, `{"Product_id":"x"}`, `{"a":"b",}`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) { samePlainProductID(t, raw) })
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -50,7 +50,7 @@ func created(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
-	_, _ = io.WriteString(w, `{"product_id":"p1"}`)
+	_, _ = io.WriteString(w, `{"product_id":"p1","seller_sku":"SKU-1"}`) // the contract's answer (design.md)
 }
 
 func syncTransportOf(t testing.TB, c *Client) *syncTransport {
@@ -357,14 +357,14 @@ func TestSyncTransportAnswerShapes(t *testing.T) {
 		{name: "Connection: close", answer: func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Connection", "close")
 			w.WriteHeader(http.StatusCreated)
-			_, _ = io.WriteString(w, `{"product_id":"p1"}`)
+			_, _ = io.WriteString(w, `{"product_id":"p1","seller_sku":"SKU-1"}`) // the contract's answer (design.md)
 		}, class: Registered, reused: false},
 		{name: "no body", answer: func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) }, class: Transient, reused: true},
 		{name: "103 Early Hints first", answer: func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Link", "</x>; rel=preload")
 			w.WriteHeader(http.StatusEarlyHints)
 			w.WriteHeader(http.StatusCreated)
-			_, _ = io.WriteString(w, `{"product_id":"p1"}`)
+			_, _ = io.WriteString(w, `{"product_id":"p1","seller_sku":"SKU-1"}`) // the contract's answer (design.md)
 		}, class: Registered, reused: true},
 		{name: "503 with a body", answer: func(w http.ResponseWriter, _ *http.Request) {
 			w.WriteHeader(http.StatusServiceUnavailable)

@@ -34,6 +34,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkreg/bulkreg/internal/groupcommit"
+	"github.com/bulkreg/bulkreg/internal/jsonenc"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
 	"github.com/bulkreg/bulkreg/lua"
 )
@@ -347,11 +348,43 @@ func (s *Store) recordArgs(uploadID string, r RowResult) ([]any, error) {
 		r.At = time.Now()
 	}
 	r.Reason = CutReason(r.Reason)
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil, fmt.Errorf("record row %d of upload %s: %w", r.Row, uploadID, err)
+	b, ok := r.appendJSON(make([]byte, 0, 160))
+	if !ok {
+		var err error
+		if b, err = json.Marshal(r); err != nil {
+			return nil, fmt.Errorf("record row %d of upload %s: %w", r.Row, uploadID, err)
+		}
 	}
 	return []any{r.Row, r.State, string(b)}, nil
+}
+
+// appendJSON appends r as json.Marshal writes it (FuzzRowResultJSON holds
+// it to that) when it carries no details or cells, as nearly every row
+// does: encoding/json's reflection was 3 % of the consumer's CPU. ok is
+// false for any other row, and for a time encoding/json refuses.
+func (r RowResult) appendJSON(dst []byte) (_ []byte, ok bool) {
+	if len(r.Details) > 0 || len(r.Cells) > 0 {
+		return dst, false
+	}
+	dst = append(dst, `{"row":`...)
+	dst = strconv.AppendInt(dst, int64(r.Row), 10)
+	dst = append(dst, `,"state":`...)
+	dst = jsonenc.AppendString(dst, r.State)
+	for _, f := range [...]struct{ name, v string }{{`,"product_id":`, r.ProductID}, {`,"code":`, r.Code}, {`,"field":`, r.Field}, {`,"reason":`, r.Reason}} {
+		if f.v != "" {
+			dst = append(dst, f.name...)
+			dst = jsonenc.AppendString(dst, f.v)
+		}
+	}
+	if r.Attempts != 0 {
+		dst = append(dst, `,"attempts":`...)
+		dst = strconv.AppendInt(dst, int64(r.Attempts), 10)
+	}
+	dst = append(dst, `,"at":`...)
+	if dst, ok = jsonenc.AppendTime(dst, r.At); !ok {
+		return dst, false
+	}
+	return append(dst, '}'), true
 }
 
 // Get returns the upload, its counts and every recorded row. An upload whose

@@ -1,0 +1,52 @@
+package jsonenc
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// FuzzAppendString: every string, valid UTF-8 or not, is written as
+// encoding/json writes it.
+func FuzzAppendString(f *testing.F) {
+	for _, seed := range []string{"", "plain", "<b>&\"\\", "\x00\x01\x1f\x7f\b\f\n\r\t", "\u2028\u2029", "\xff\xfe\xe2\x80", "상품명 ✓", "\ufffd"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendString([]byte("x"), s); string(got) != "x"+string(want) {
+			t.Fatalf("AppendString(%q) = %s, encoding/json %s", s, got[1:], want)
+		}
+	})
+}
+
+// FuzzAppendTime: a time is written as encoding/json writes it, and one it
+// refuses is refused.
+func FuzzAppendTime(f *testing.F) {
+	f.Add(int64(1795000000), int64(123456789), 9*3600)
+	f.Add(int64(-62135596800), int64(0), 0)      // year 1
+	f.Add(int64(-62167219201), int64(0), 0)      // year -1
+	f.Add(int64(253402300800), int64(0), 0)      // year 10000
+	f.Add(int64(0), int64(999999999), 24*3600)   // a zone 24 hours away
+	f.Add(int64(0), int64(1), -23*3600-59*60-59) // the farthest zone it takes
+	f.Fuzz(func(t *testing.T, sec, nsec int64, offset int) {
+		tm := time.Unix(sec, nsec).In(time.FixedZone("z", offset))
+		want, err := json.Marshal(tm)
+		got, ok := AppendTime([]byte("x"), tm)
+		if ok != (err == nil) {
+			t.Fatalf("AppendTime(%v) ok %v; encoding/json: %v", tm, ok, err)
+		}
+		if !ok {
+			if string(got) != "x" {
+				t.Fatalf("AppendTime(%v) refused but wrote %q", tm, got)
+			}
+			return
+		}
+		if string(got) != "x"+string(want) {
+			t.Fatalf("AppendTime(%v) = %s, encoding/json %s", tm, got[1:], want)
+		}
+	})
+}
