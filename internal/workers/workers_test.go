@@ -15,12 +15,7 @@ import (
 func TestGoroutinesAreKept(t *testing.T) {
 	p := New(4)
 	var ran atomic.Int32
-	for range 100 {
-		done := make(chan struct{})
-		p.Go(func() { ran.Add(1); close(done) })
-		<-done
-		testwait.For(t, time.Second, "the goroutine waits for the next function", func() bool { return p.Idle() >= 1 })
-	}
+	oneByOne(t, p, &ran, 100, 0)
 	// One goroutine for all, but for a rare second: a goroutine counts
 	// itself idle an instant before it waits, and a Go in that instant
 	// starts another (seen once in a clean-clone CI run). A pool that never
@@ -45,13 +40,7 @@ func TestGoroutinesAreKept(t *testing.T) {
 
 	p.Close()
 	testwait.For(t, time.Second, "every idle goroutine ends after Close", func() bool { return p.Idle() == 0 && runtime.NumGoroutine() <= before-1 })
-	done := make(chan struct{})
-	p.Go(func() { close(done) })
-	select {
-	case <-done:
-	case <-time.After(time.Second):
-		t.Fatal("Go after Close did not run its function")
-	}
+	runsOne(t, p, "Go after Close")
 }
 
 // TestIdleGoroutinesExpire: a pool without Close keeps a goroutine while
@@ -61,13 +50,7 @@ func TestIdleGoroutinesExpire(t *testing.T) {
 	p := NewExpiring(4, idleFor)
 	before := runtime.NumGoroutine()
 	var ran atomic.Int32
-	for range 20 {
-		done := make(chan struct{})
-		p.Go(func() { ran.Add(1); close(done) })
-		<-done
-		testwait.For(t, time.Second, "the goroutine waits for the next function", func() bool { return p.Idle() >= 1 })
-		time.Sleep(idleFor / 10)
-	}
+	oneByOne(t, p, &ran, 20, idleFor/10)
 	// Work every idleFor/10 for 2 idleFor: the one goroutine was kept
 	// throughout (a pool that ended it early would have started others,
 	// but could still end with one idle, so count the goroutines too).
@@ -79,12 +62,31 @@ func TestIdleGoroutinesExpire(t *testing.T) {
 	if waited := time.Since(start); waited < idleFor/2 {
 		t.Errorf("the idle goroutine ended after %v, want about %v", waited, idleFor)
 	}
+	runsOne(t, p, "Go after the goroutines expired")
+}
+
+// oneByOne runs n functions on p one after the other, each once the one
+// before has finished and its goroutine waits again, pausing between them.
+func oneByOne(t *testing.T, p *Pool, ran *atomic.Int32, n int, pause time.Duration) {
+	t.Helper()
+	for range n {
+		done := make(chan struct{})
+		p.Go(func() { ran.Add(1); close(done) })
+		<-done
+		testwait.For(t, time.Second, "the goroutine waits for the next function", func() bool { return p.Idle() >= 1 })
+		time.Sleep(pause)
+	}
+}
+
+// runsOne fails unless a function handed to p runs within a second.
+func runsOne(t *testing.T, p *Pool, what string) {
+	t.Helper()
 	done := make(chan struct{})
 	p.Go(func() { close(done) })
 	select {
 	case <-done:
 	case <-time.After(time.Second):
-		t.Fatal("Go after the goroutines expired did not run its function")
+		t.Fatalf("%s did not run its function", what)
 	}
 }
 
