@@ -34,11 +34,6 @@ type Group[K comparable, T, R any] struct {
 
 	mu     sync.Mutex
 	queues map[K][]*waiter[T, R] // keys with a write on the wire: what waits for the next
-
-	// spare holds waiters whose caller took their result: a consumer makes
-	// about five Do calls a row, and their waiters and channels were a
-	// tenth of its allocations.
-	spare sync.Pool
 }
 
 type waiter[T, R any] struct {
@@ -73,11 +68,7 @@ const (
 // and the item may have been written. ctx does not bound the write itself
 // (it is shared), and its values do not reach it.
 func (g *Group[K, T, R]) Do(ctx context.Context, key K, item T) (R, error) {
-	w, _ := g.spare.Get().(*waiter[T, R])
-	if w == nil {
-		w = &waiter[T, R]{done: make(chan result[R], 1)}
-	}
-	w.ctx, w.item = ctx, item
+	w := &waiter[T, R]{ctx: ctx, item: item, done: make(chan result[R], 1)}
 	g.mu.Lock()
 	q, busy := g.queues[key]
 	g.queues[key] = append(q, w)
@@ -93,12 +84,6 @@ func (g *Group[K, T, R]) Do(ctx context.Context, key K, item T) (R, error) {
 	}
 	select {
 	case res := <-w.done:
-		// Its writer sent the one result it sends and is done with it;
-		// a waiter left on ctx's end may still be sent to, so only this
-		// one is used again.
-		var item T
-		w.ctx, w.item = nil, item
-		g.spare.Put(w)
 		return res.r, res.err
 	case <-ctx.Done():
 		var zero R

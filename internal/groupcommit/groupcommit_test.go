@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -227,52 +225,5 @@ func TestABurstSharesTheFirstWrite(t *testing.T) {
 	defer h.mu.Unlock()
 	if w := h.writes["k"]; len(w) != 1 || len(w[0]) != burst {
 		t.Fatalf("writes %v, want one write of all %d items", w, burst)
-	}
-}
-
-// A waiter is used again once its caller took its result: a lone Do costs
-// the writer's start and its batch, not a waiter and a channel each (6
-// allocations before). Callers that leave while their items are queued or
-// on the wire share waiters with the rest, and every caller that stays
-// still gets its own item's result.
-func TestWaitersAreReused(t *testing.T) {
-	g := New(8, func(ctx context.Context, key string, items []int) ([]int, error) {
-		rs := make([]int, len(items))
-		for i, it := range items {
-			rs[i] = it * 10
-		}
-		return rs, nil
-	})
-	ctx := context.Background()
-	if n := testing.AllocsPerRun(1000, func() { _, _ = g.Do(ctx, "k", 1) }); n > 4 {
-		t.Errorf("%.1f allocations per lone Do, want at most 4 (the writer's start and its batch)", n)
-	}
-
-	var wg sync.WaitGroup
-	var wrong, left atomic.Int32
-	for c := range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 200 {
-				item := c*1000 + i
-				cctx, cancel := context.WithCancel(ctx)
-				if i%7 == 3 {
-					cancel() // leaves before or while its item is written
-				}
-				r, err := g.Do(cctx, "k"+strconv.Itoa(c%4), item)
-				cancel()
-				switch {
-				case err != nil:
-					left.Add(1)
-				case r != item*10:
-					wrong.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if wrong.Load() != 0 || left.Load() == 0 {
-		t.Fatalf("%d results were another caller's, %d callers left; want 0 and some", wrong.Load(), left.Load())
 	}
 }
