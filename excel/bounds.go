@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/bulkreg/bulkreg/internal/jsonsize"
+	"github.com/bulkreg/bulkreg/internal/jsonenc"
 )
 
 // What one upload's answer may list. Every problem and warning goes into the
@@ -40,7 +40,7 @@ func boundProblems(s *Sheet) {
 	for i := range s.Rows {
 		r := &s.Rows[i]
 		for j := range r.Problems {
-			r.Problems[j].Message = jsonsize.Cut(r.Problems[j].Message, maxMessageJSON)
+			r.Problems[j].Message = jsonenc.Cut(r.Problems[j].Message, maxMessageJSON)
 		}
 		all := len(r.Problems)
 		if all > maxRowProblems {
@@ -59,7 +59,7 @@ func boundProblems(s *Sheet) {
 		listed += len(r.Problems)
 	}
 	for i := range s.Warnings {
-		s.Warnings[i].Message = jsonsize.Cut(s.Warnings[i].Message, maxMessageJSON)
+		s.Warnings[i].Message = jsonenc.Cut(s.Warnings[i].Message, maxMessageJSON)
 	}
 	if n := len(s.Warnings); n > maxWarnings {
 		s.Warnings = append(s.Warnings[:maxWarnings-1:maxWarnings-1], Problem{Code: CodeMoreWarnings,

@@ -1,6 +1,6 @@
 package uploadstatus
 
-import "github.com/bulkreg/bulkreg/internal/jsonsize"
+import "github.com/bulkreg/bulkreg/internal/jsonenc"
 
 // MaxReasonJSON bounds a row's reason as Redis keeps it and the status
 // answers it: JSON bytes, where a '<' takes 6. A reason lists a row's
@@ -12,11 +12,11 @@ const MaxReasonJSON = 1024
 // CutReason shortens reason, at a character, to at most MaxReasonJSON bytes
 // of JSON.
 func CutReason(reason string) string {
-	return jsonsize.Cut(reason, MaxReasonJSON)
+	return jsonenc.Cut(reason, MaxReasonJSON)
 }
 
 // JSONSize is how many bytes encoding/json writes s in, quotes included:
 // what a text costs where it is kept as JSON.
 func JSONSize(s string) int {
-	return jsonsize.Size(s) + 2
+	return jsonenc.Size(s) + 2
 }

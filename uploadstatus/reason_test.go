@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// JSONSize counts the quotes around the text too (internal/jsonsize tests
+// JSONSize counts the quotes around the text too (internal/jsonenc tests
 // the text's own bytes against encoding/json for every kind of character).
 func TestJSONSizeIsWhatJSONWrites(t *testing.T) {
 	for _, s := range []string{"", "<판매가> \"12,000원\"\n"} {
