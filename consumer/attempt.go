@@ -265,14 +265,14 @@ func (c *Consumer) conclude(r *row, t *tries, res *registryclient.Result, cb *ro
 		}
 		log.Warn("429 from the registration API: blocking the limit it names", "scope", res.Scope, "retry_after", res.RetryAfter, "attempt", t.attempts)
 		if t.rateLimited > c.cfg.MaxRateLimited {
-			c.deadLetter(r, deadLetterOf(r, *res, t.attempts, t.firstFailure), log)
+			c.deadLetterHeld(r, deadLetterOf(r, *res, t.attempts, t.firstFailure), sku, log)
 			return 0, false
 		}
 		c.block(r, res.RetryAfter, res.Scope, log)
 		// No backoff of our own: the block moved the seller's next slot past Retry-After.
 		return 0, true
 	case registryclient.Misconfigured:
-		return c.refusedBulkreg(r, t, res, cb, log)
+		return c.refusedBulkreg(r, t, res, cb, sku, log)
 	default: // Transient
 		if t.firstFailure.IsZero() {
 			t.firstFailure = time.Now()
@@ -290,7 +290,7 @@ func (c *Consumer) conclude(r *row, t *tries, res *registryclient.Result, cb *ro
 		wait := t.retry.NextBackOff()
 		if wait == backoff.Stop {
 			log.Error("registration failed after the last attempt: sending the row to the dead-letter topic", "attempts", t.attempts, "err", res.Err)
-			c.deadLetter(r, deadLetterOf(r, *res, t.attempts, t.firstFailure), log)
+			c.deadLetterHeld(r, deadLetterOf(r, *res, t.attempts, t.firstFailure), sku, log)
 			return 0, false
 		}
 		log.Warn("transient registration failure, retrying", "attempt", t.attempts, "in", wait, "status", res.Status, "err", res.Err)

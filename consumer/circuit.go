@@ -345,7 +345,7 @@ func (rc *rowCircuit) report(res registryclient.Result, cancelled bool) {
 // refusal the seller's own (other sellers are answered), the row spends its
 // retry budget as for a transient failure and is dead-lettered with the
 // class misconfigured, which redrive sends again.
-func (c *Consumer) refusedBulkreg(r *row, t *tries, res *registryclient.Result, cb *rowCircuit, log *slog.Logger) (wait time.Duration, again bool) {
+func (c *Consumer) refusedBulkreg(r *row, t *tries, res *registryclient.Result, cb *rowCircuit, sku *skuClaim, log *slog.Logger) (wait time.Duration, again bool) {
 	if cb.own {
 		if t.firstFailure.IsZero() {
 			t.firstFailure = time.Now()
@@ -355,7 +355,7 @@ func (c *Consumer) refusedBulkreg(r *row, t *tries, res *registryclient.Result, 
 		}
 		if wait = t.retry.NextBackOff(); wait == backoff.Stop {
 			log.Error("the registration API refuses this seller's calls while it answers others: sending the row to the dead-letter topic", "attempts", t.attempts, "status", res.Status, "err", res.Err)
-			c.deadLetter(r, deadLetterOf(r, *res, t.attempts, t.firstFailure), log)
+			c.deadLetterHeld(r, deadLetterOf(r, *res, t.attempts, t.firstFailure), sku, log)
 			return 0, false
 		}
 		log.Warn("the registration API refused this seller's call while it answers others, retrying", "attempt", t.attempts, "in", wait, "status", res.Status, "err", res.Err)

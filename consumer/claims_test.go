@@ -31,7 +31,7 @@ type gatedLedger struct {
 	order        []string // sellers, in the order their claims reached the gate
 }
 
-func (l *gatedLedger) Claim(ctx context.Context, seller, sku, row, hash string) (ledger.Claim, error) {
+func (l *gatedLedger) Claim(ctx context.Context, seller, sku, row, hash, from string) (ledger.Claim, error) {
 	l.mu.Lock()
 	if w := l.waitFor.Load(); w != nil && *w == seller {
 		if l.waited == nil {
@@ -58,7 +58,7 @@ func (l *gatedLedger) Claim(ctx context.Context, seller, sku, row, hash string) 
 			return ledger.Claim{}, ctx.Err()
 		}
 	}
-	return l.Ledger.Claim(ctx, seller, sku, row, hash)
+	return l.Ledger.Claim(ctx, seller, sku, row, hash, from)
 }
 
 // gate puts a new gate before the ledger and returns it: send on it to let

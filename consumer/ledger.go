@@ -20,9 +20,10 @@ import (
 // claims its SKU before it takes a slot, marks it registered after the API
 // registered it, and releases its claim when it gives up.
 type Ledger interface {
-	Claim(ctx context.Context, seller, sku, row, hash string) (ledger.Claim, error)
+	Claim(ctx context.Context, seller, sku, row, hash, from string) (ledger.Claim, error)
 	Mark(ctx context.Context, seller, sku, row, hash, productID string) (ledger.Entry, error)
 	Release(ctx context.Context, seller, sku, row string, forget bool) (bool, error)
+	SetAside(ctx context.Context, seller, sku, row, from, class string) (bool, error)
 }
 
 // CodeRegisteredOtherContent is the failure code of a row whose SKU the
@@ -45,6 +46,9 @@ type skuClaim struct {
 	// key the API is called with, which may be an earlier claimer's.
 	own  string
 	hash string
+	// from names the Kafka record the row was read from (ledger.Record):
+	// a re-read of a row that was dead-lettered is told by it.
+	from string
 	held bool // the row holds a claim it has not settled yet
 	// admitted: the row's upload was found to exist (door.go), before its
 	// first claim.
@@ -62,7 +66,8 @@ type skuClaim struct {
 //
 //go:noinline
 func (c *Consumer) newSKUClaim(r *row, log *slog.Logger) *skuClaim {
-	return &skuClaim{c: c, r: r, log: log, own: bulkreg.IdempotencyKey(r.m.UploadID, r.m.Row), hash: r.m.Product.ContentHash()}
+	return &skuClaim{c: c, r: r, log: log, own: bulkreg.IdempotencyKey(r.m.UploadID, r.m.Row), hash: r.m.Product.ContentHash(),
+		from: ledger.Record(r.msg.Topic, r.msg.Partition, r.msg.Offset)}
 }
 
 // claim runs before every attempt's slot: it takes or renews the row's
@@ -90,7 +95,7 @@ func (s *skuClaim) claim() bool {
 			r.giveBack()
 			return false
 		}
-		cl, err := c.deps.Ledger.Claim(ctx, r.m.SellerID, r.m.Product.SellerSKU, s.own, s.hash)
+		cl, err := c.deps.Ledger.Claim(ctx, r.m.SellerID, r.m.Product.SellerSKU, s.own, s.hash, s.from)
 		s.giveToken()
 		if ctx.Err() != nil {
 			r.giveBack()
@@ -132,6 +137,13 @@ func (s *skuClaim) claim() bool {
 		case ledger.Done:
 			s.held = false
 			c.record(r, s.registeredAs(cl.Entry, 0), s.resultOf(cl.Entry), s.log)
+			return false
+		case ledger.Aside:
+			// This record's row was dead-lettered, and its member died
+			// before the offset was committed. It stays set aside: a call
+			// now could register a row an operator may also send again.
+			s.held = false
+			c.record(r, setAside(cl.Entry.SetAsideAs, 0, "it was dead-lettered before this consumer read it again"), "dead_lettered", s.log)
 			return false
 		default: // ledger.Conflict
 			s.held = false
@@ -261,6 +273,36 @@ func (s *skuClaim) refused(res registryclient.Result, attempts int) uploadstatus
 			Params: map[string]string{"kind": "conflict", "field": "seller_sku", "value": strconv.Quote(s.r.m.Product.SellerSKU), "key": s.r.m.IdempotencyKey}}}
 	}
 	return rr
+}
+
+// setAside records in the ledger that the row, holding its claim, was
+// dead-lettered with class, releasing the claim (ledger.Ledger.SetAside). It
+// runs once the dead letter is written and before the row's result is: from
+// then on a re-read of the same record (its member died before the offset
+// was committed) finishes without a call. It reports false when Redis did
+// not answer before the drain ended: the row is then read again, and may
+// register while also dead-lettered, as before the mark existed.
+func (s *skuClaim) setAside(class string) bool {
+	if s.c.deps.Ledger == nil || !s.held {
+		return true
+	}
+	c, r := s.c, s.r
+	err := c.untilRedis(r.finishCtx(), "set the row aside in the ledger", s.log, func(ctx context.Context) error {
+		_, err := c.deps.Ledger.SetAside(ctx, r.m.SellerID, r.m.Product.SellerSKU, s.own, s.from, class)
+		if errors.Is(err, ledger.ErrInvalid) {
+			s.log.Error("the ledger cannot record that the row was set aside; releasing its claim", "sku", r.m.Product.SellerSKU, "err", err)
+			return nil // settle releases it
+		}
+		if err == nil {
+			s.held = false
+		}
+		return err
+	})
+	if err != nil {
+		s.log.Error("could not set the dead-lettered row aside in the ledger before the drain ended; the row will be read again", "err", err)
+		return false
+	}
+	return true
 }
 
 // settle runs when the row's processing ends: a claim still held (the row

@@ -155,7 +155,7 @@ func TestLapsedClaimIsTakenOverWithItsKey(t *testing.T) {
 	ld := ledger.New(s.rdb, ledger.Options{Lease: lease})
 	p := ledgerProduct("L-1")
 	crashedKey := bulkreg.IdempotencyKey("up-0", 5)
-	if c, err := ld.Claim(ctx, "seller-l", "L-1", crashedKey, p.ContentHash()); err != nil || c.Verdict != ledger.Call {
+	if c, err := ld.Claim(ctx, "seller-l", "L-1", crashedKey, p.ContentHash(), ""); err != nil || c.Verdict != ledger.Call {
 		t.Fatalf("seed claim: %+v, %v", c, err)
 	}
 	rc, err := registryclient.New(registryclient.Options{BaseURL: s.api.URL, Timeout: 2 * time.Second})
@@ -261,12 +261,12 @@ type flakyLedger struct {
 	claims atomic.Int64 // claims refused while down
 }
 
-func (l *flakyLedger) Claim(ctx context.Context, seller, sku, row, hash string) (ledger.Claim, error) {
+func (l *flakyLedger) Claim(ctx context.Context, seller, sku, row, hash, from string) (ledger.Claim, error) {
 	if l.down.Load() {
 		l.claims.Add(1)
 		return ledger.Claim{}, fmt.Errorf("claim: %w", redisfail.Wrap(syscall.ECONNREFUSED))
 	}
-	return l.Ledger.Claim(ctx, seller, sku, row, hash)
+	return l.Ledger.Claim(ctx, seller, sku, row, hash, from)
 }
 
 // TestLedgerUnavailableFailsClosed: while the ledger does not answer no row

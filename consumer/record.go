@@ -183,6 +183,14 @@ func (c *Consumer) record(r *row, rr uploadstatus.RowResult, result string, log 
 // deadLetter writes the row to the dead-letter topic and, once the broker
 // acknowledged it, records the row as failed and marks it finished.
 func (c *Consumer) deadLetter(r *row, d DeadLetter, log *slog.Logger) {
+	c.deadLetterHeld(r, d, nil, log)
+}
+
+// deadLetterHeld is deadLetter for a row that may hold its SKU's claim:
+// between the broker's acknowledgement and the row's result, the ledger
+// records the row as set aside (skuClaim.setAside), so that a re-read of it
+// does not register it.
+func (c *Consumer) deadLetterHeld(r *row, d DeadLetter, sku *skuClaim, log *slog.Logger) {
 	retry := c.redisBackOff()
 	for {
 		err := c.dlq.WriteDeadLetter(r.finishCtx(), d)
@@ -196,14 +204,23 @@ func (c *Consumer) deadLetter(r *row, d DeadLetter, log *slog.Logger) {
 		}
 	}
 	c.m.dlqWrites.WithLabelValues(d.Class).Inc()
+	if sku != nil && !sku.setAside(d.Class) {
+		r.giveBack()
+		return
+	}
 	if d.Class == ClassBadMessage {
 		c.m.rows.WithLabelValues("dead_lettered").Inc()
 		r.finish()
 		return
 	}
-	rr := uploadstatus.RowResult{Row: r.m.Row, State: uploadstatus.Failed, Code: d.Class, Attempts: d.Attempts, At: time.Now(),
-		Reason: fmt.Sprintf("the registration API did not take the row after %d attempts (%s); it was set aside for an operator to retry", d.Attempts, d.Message)}
-	c.record(r, rr, "dead_lettered", log)
+	c.record(r, setAside(d.Class, d.Attempts, fmt.Sprintf("the registration API did not take the row after %d attempts (%s)", d.Attempts, d.Message)), "dead_lettered", log)
+}
+
+// setAside is the result of a row dead-lettered with class, why saying what
+// happened to it.
+func setAside(class string, attempts int, why string) uploadstatus.RowResult {
+	return uploadstatus.RowResult{State: uploadstatus.Failed, Code: class, Attempts: attempts, At: time.Now(),
+		Reason: why + "; it was set aside for an operator to retry"}
 }
 
 func deadLetterOf(r *row, res registryclient.Result, attempts int, first time.Time) DeadLetter {

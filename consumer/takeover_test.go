@@ -171,7 +171,7 @@ func TestRefusalAfterATakeoverKeepsTheKey(t *testing.T) {
 			var bRes registryclient.Result
 			takeOver := func() {
 				t.Helper()
-				cl, err := ld.Claim(ctx, seller, "T-1", keyB, c.b.ContentHash())
+				cl, err := ld.Claim(ctx, seller, "T-1", keyB, c.b.ContentHash(), "")
 				if err != nil || cl.Verdict != ledger.Call || cl.CallKey != keyA {
 					t.Fatalf("B's takeover: %+v, %v; want a call with A's key %s", cl, err, keyA)
 				}
@@ -192,7 +192,7 @@ func TestRefusalAfterATakeoverKeepsTheKey(t *testing.T) {
 				close(rule.release)
 			} else {
 				// A claimed and crashed before calling.
-				if cl, err := ld.Claim(ctx, seller, "T-1", keyA, c.a.ContentHash()); err != nil || cl.Verdict != ledger.Call {
+				if cl, err := ld.Claim(ctx, seller, "T-1", keyA, c.a.ContentHash(), ""); err != nil || cl.Verdict != ledger.Call {
 					t.Fatalf("A's claim: %+v, %v", cl, err)
 				}
 				lapse()

@@ -88,6 +88,10 @@ type Entry struct {
 	// At is when the SKU was registered (Registered) or when the claim's
 	// lease ends (Claimed; the zero time for a released claim), on the Redis clock.
 	At time.Time
+	// SetAside (Claimed only) is the Kafka record (<topic>/<partition>/<offset>)
+	// of the claiming row, when that row was dead-lettered holding the claim
+	// (Ledger.SetAside); SetAsideAs is its dead letter's class. Empty otherwise.
+	SetAside, SetAsideAs string
 	// Shared (Claimed only): a row whose own key is not CallKey has held
 	// the claim, so it may have registered its content under CallKey. Such
 	// an entry is never forgotten (Release): only a call under CallKey can
@@ -125,6 +129,10 @@ const (
 	Done
 	// Conflict: the SKU is registered with other content; no call.
 	Conflict
+	// Aside: the row, read from this same Kafka record, was dead-lettered
+	// holding the claim (SetAside) and is read again because its offset was
+	// not committed; no call. Entry.SetAsideAs is the dead letter's class.
+	Aside
 )
 
 func (v Verdict) String() string {
@@ -137,6 +145,8 @@ func (v Verdict) String() string {
 		return "registered"
 	case Conflict:
 		return "conflict"
+	case Aside:
+		return "aside"
 	}
 	return "unknown"
 }
@@ -176,7 +186,7 @@ type Ledger struct {
 	claims *groupcommit.Group[string, claimArgs, claimReply]
 }
 
-type claimArgs struct{ sku, row, hash string }
+type claimArgs struct{ sku, row, hash, from string }
 
 type claimReply struct {
 	verdict, entry string
@@ -238,13 +248,18 @@ func (l *Ledger) Lookup(ctx context.Context, seller string, skus []string) (map[
 }
 
 // Claim claims seller's sku for the row whose own Idempotency-Key is row,
-// registering a product whose content hash is hash. See Verdict for the
-// answers. The Redis clock decides leases, so consumer clocks never matter.
-func (l *Ledger) Claim(ctx context.Context, seller, sku, row, hash string) (Claim, error) {
+// registering a product whose content hash is hash. from is the Kafka record
+// the row was read from (Record; "" when unknown), which tells a re-read of a
+// row set aside (Aside) from a copy sent again. See Verdict for the answers.
+// The Redis clock decides leases, so consumer clocks never matter.
+func (l *Ledger) Claim(ctx context.Context, seller, sku, row, hash, from string) (Claim, error) {
 	if err := check(seller, sku, row, hash); err != nil {
 		return Claim{}, err
 	}
-	res, err := l.claims.Do(ctx, seller, claimArgs{sku: sku, row: row, hash: hash})
+	if strings.ContainsAny(from, "\t\n") {
+		return Claim{}, fmt.Errorf("%w: seller_sku %s: the Kafka record %q holds a tab or newline", ErrInvalid, sku, from)
+	}
+	res, err := l.claims.Do(ctx, seller, claimArgs{sku: sku, row: row, hash: hash, from: from})
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s in the ledger: %w", sku, seller, err)
 	}
@@ -266,6 +281,8 @@ func (l *Ledger) Claim(ctx context.Context, seller, sku, row, hash string) (Clai
 		c.Verdict = Done
 	case "conflict":
 		c.Verdict = Conflict
+	case "aside":
+		c.Verdict = Aside
 	default:
 		return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s: unknown verdict %q", sku, seller, res.verdict)
 	}
@@ -274,10 +291,10 @@ func (l *Ledger) Claim(ctx context.Context, seller, sku, row, hash string) (Clai
 
 // writeClaims is one claim call for claims of one seller.
 func (l *Ledger) writeClaims(ctx context.Context, seller string, claims []claimArgs) ([]claimReply, error) {
-	args := make([]any, 0, 2+3*len(claims))
+	args := make([]any, 0, 2+4*len(claims))
 	args = append(args, l.opts.Lease.Milliseconds(), l.opts.Retention.Milliseconds())
 	for _, c := range claims {
-		args = append(args, c.sku, c.row, c.hash)
+		args = append(args, c.sku, c.row, c.hash, c.from)
 	}
 	res, err := l.claim.Run(ctx, l.rdb, []string{Key(seller)}, args...).StringSlice()
 	if err != nil {
@@ -375,6 +392,31 @@ func (l *Ledger) Release(ctx context.Context, seller, sku, row string, forget bo
 	return n >= 1, nil
 }
 
+// SetAside releases the claim of the row whose own Idempotency-Key is row,
+// as Release keeping the key, once that row was dead-lettered with class:
+// the entry also records from, the Kafka record the row was read from. If
+// the row's member dies before its offset is committed, the next owner reads
+// that record again, and its claim answers Aside instead of Call, so the row
+// is not registered while it is also in the dead-letter topic. A copy sent
+// again by redrive is another record and claims as usual; so does any other
+// row of the SKU, which drops the mark. It reports whether the row held the
+// claim (false: nothing was written).
+func (l *Ledger) SetAside(ctx context.Context, seller, sku, row, from, class string) (bool, error) {
+	if from == "" || strings.ContainsAny(from+class, "\t\n") {
+		return false, fmt.Errorf("%w: set seller_sku %s of seller %s aside: the Kafka record %q is empty, or it or the class %q holds a tab or newline", ErrInvalid, sku, seller, from, class)
+	}
+	n, err := l.release.Run(ctx, l.rdb, []string{Key(seller)}, sku, row, "aside", from, class).Int()
+	if err != nil {
+		return false, fmt.Errorf("set seller_sku %s of seller %s aside in the ledger: %w", sku, seller, redisfail.Wrap(err))
+	}
+	return n >= 1, nil
+}
+
+// Record names a Kafka record as Claim and SetAside take it.
+func Record(topic string, partition int, offset int64) string {
+	return topic + "/" + strconv.Itoa(partition) + "/" + strconv.FormatInt(offset, 10)
+}
+
 func check(seller, sku, row, hash string) error {
 	switch {
 	case seller == "":
@@ -391,7 +433,8 @@ func check(seller, sku, row, hash string) error {
 
 // parse reads an entry: state, hash, row, call key, product id, time (ms),
 // and for a claim whether it was shared ("0" or "1"; absent before it was
-// recorded, read as shared). Fields after the seventh are ignored, so a later
+// recorded, read as shared), then for a claim set aside the Kafka record and
+// the dead letter's class. Fields after the ninth are ignored, so a later
 // version may append some.
 func parse(v string) (Entry, error) {
 	f := strings.Split(v, "\t")
@@ -410,6 +453,9 @@ func parse(v string) (Entry, error) {
 	case "c":
 		e.State = Claimed
 		e.Shared = len(f) < 7 || f[6] != "0"
+		if len(f) >= 9 {
+			e.SetAside, e.SetAsideAs = f[7], f[8]
+		}
 	case "r":
 		e.State = Registered
 	default:

@@ -37,11 +37,27 @@ func transitions(t *testing.T, rdb redis.UniversalClient) {
 
 	claim := func(t *testing.T, l *Ledger, seller, row, hash string) Claim {
 		t.Helper()
-		c, err := l.Claim(ctx, seller, "SKU-1", row, hash)
+		c, err := l.Claim(ctx, seller, "SKU-1", row, hash, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c
+	}
+	claimFrom := func(t *testing.T, seller, row, hash, from string) Claim {
+		t.Helper()
+		c, err := l.Claim(ctx, seller, "SKU-1", row, hash, from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	setAside := func(t *testing.T, seller, row, from string) bool {
+		t.Helper()
+		ok, err := l.SetAside(ctx, seller, "SKU-1", row, from, "server_error")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
 	}
 	mark := func(t *testing.T, seller, row, hash, pid string) Entry {
 		t.Helper()
@@ -238,6 +254,65 @@ func transitions(t *testing.T, rdb redis.UniversalClient) {
 				t.Fatalf("after forget: %+v, %v; want the claim kept", e, ok)
 			}
 		}},
+		{"set aside: a re-read of the dead-lettered record finishes, a copy from another record calls", func(t *testing.T, s string) {
+			const read, copied = "rows/2/40", "rows/0/7"
+			want(t, claimFrom(t, s, rowA, hashA, read), Call, rowA)
+			if !setAside(t, s, rowA, read) {
+				t.Fatal("rowA could not set its claim aside")
+			}
+			for range 2 { // answering aside writes nothing: twice is the same
+				c := claimFrom(t, s, rowA, hashA, read)
+				want(t, c, Aside, "")
+				if c.Entry.SetAside != read || c.Entry.SetAsideAs != "server_error" || !c.Entry.At.IsZero() {
+					t.Fatalf("aside entry = %+v, want record %s, class server_error, no lease", c.Entry, read)
+				}
+			}
+			// redrive publishes the row again: another record, the kept key.
+			c := claimFrom(t, s, rowA, hashA, copied)
+			want(t, c, Call, rowA)
+			if c.Entry.SetAside != "" {
+				t.Fatalf("the copy's claim kept the mark: %+v", c.Entry)
+			}
+			// The mark is gone with it: the old record, read again now, is
+			// the row's own claim renewed (one key, so at worst a replay).
+			want(t, claimFrom(t, s, rowA, hashA, read), Call, rowA)
+		}},
+		{"set aside: another row takes the SKU with the kept key, and the mark goes", func(t *testing.T, s string) {
+			claimFrom(t, s, rowA, hashA, "rows/0/1")
+			setAside(t, s, rowA, "rows/0/1")
+			c := claimFrom(t, s, rowB, hashA, "rows/1/9")
+			want(t, c, Call, rowA)
+			if !c.Entry.Shared || c.Entry.SetAside != "" {
+				t.Fatalf("takeover of a set-aside claim: %+v, want shared and no mark", c.Entry)
+			}
+			want(t, claimFrom(t, s, rowA, hashA, "rows/0/1"), Wait, "")
+		}},
+		{"set aside by a row that does not hold the claim writes nothing", func(t *testing.T, s string) {
+			claimFrom(t, s, rowA, hashA, "rows/0/1")
+			if setAside(t, s, rowB, "rows/1/2") {
+				t.Fatal("rowB set aside rowA's claim")
+			}
+			if e, _ := lookup(t, s); e.SetAside != "" || e.At.IsZero() {
+				t.Fatalf("entry after another row's set-aside: %+v, want rowA's live claim", e)
+			}
+			if setAside(t, s, rowA, "rows/0/1"); setAside(t, s, rowA, "rows/0/1") != true {
+				t.Fatal("a second set-aside of the same claim did not hold")
+			}
+		}},
+		{"a claim without its record never reads as set aside", func(t *testing.T, s string) {
+			claimFrom(t, s, rowA, hashA, "rows/0/1")
+			setAside(t, s, rowA, "rows/0/1")
+			want(t, claimFrom(t, s, rowA, hashA, ""), Call, rowA)
+		}},
+		{"set aside on a claim of an older version keeps it shared", func(t *testing.T, s string) {
+			rdb.HSet(ctx, Key(s), "SKU-1", strings.Join([]string{"c", hashA, rowA, rowA, "", "0"}, "\t"))
+			if !setAside(t, s, rowA, "rows/0/3") {
+				t.Fatal("the old claim was not set aside")
+			}
+			if e, _ := lookup(t, s); !e.Shared || e.SetAside != "rows/0/3" || e.SetAsideAs != "server_error" {
+				t.Fatalf("old claim set aside: %+v, want shared, record rows/0/3, class server_error", e)
+			}
+		}},
 		{"release of a registered SKU changes nothing", func(t *testing.T, s string) {
 			mark(t, s, rowA, hashA, "P-6")
 			if release(t, s, rowA, true) {
@@ -261,7 +336,7 @@ func transitions(t *testing.T, rdb redis.UniversalClient) {
 		}},
 		{"a malformed entry is an error, not a guess", func(t *testing.T, s string) {
 			rdb.HSet(ctx, Key(s), "SKU-1", "garbage")
-			if _, err := l.Claim(ctx, s, "SKU-1", rowA, hashA); err == nil || !strings.Contains(err.Error(), "SKU-1") {
+			if _, err := l.Claim(ctx, s, "SKU-1", rowA, hashA, ""); err == nil || !strings.Contains(err.Error(), "SKU-1") {
 				t.Errorf("claim of a malformed entry: err = %v, want one naming SKU-1", err)
 			}
 			if _, err := l.Lookup(ctx, s, []string{"SKU-1"}); !errors.Is(err, ErrUnreadable) {
@@ -299,7 +374,7 @@ func transitions(t *testing.T, rdb redis.UniversalClient) {
 		for i := range 40 {
 			wg.Go(func() {
 				row := fmt.Sprintf("upload-%d:1", i)
-				c, err := l.Claim(ctx, s, "SKU-1", row, hashA)
+				c, err := l.Claim(ctx, s, "SKU-1", row, hashA, "")
 				if err != nil {
 					t.Error(err)
 					return
@@ -328,12 +403,20 @@ func TestInvalidArguments(t *testing.T) {
 	for _, c := range []struct{ seller, sku, row, hash string }{
 		{"", "S", rowA, hashA}, {"s", "", rowA, hashA}, {"s", "S", "", hashA}, {"s", "S", "a\tb", hashA}, {"s", "S", rowA, ""},
 	} {
-		if _, err := l.Claim(ctx, c.seller, c.sku, c.row, c.hash); !errors.Is(err, ErrInvalid) {
+		if _, err := l.Claim(ctx, c.seller, c.sku, c.row, c.hash, ""); !errors.Is(err, ErrInvalid) {
 			t.Errorf("Claim(%q, %q, %q, %q): err = %v, want ErrInvalid", c.seller, c.sku, c.row, c.hash, err)
 		}
 	}
 	if _, err := l.Mark(ctx, "s", "S", rowA, hashA, "P\t1"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Mark of a product id with a tab: err = %v, want ErrInvalid", err)
+	}
+	if _, err := l.Claim(ctx, "s", "S", rowA, hashA, "rows\t0"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Claim from a record with a tab: err = %v, want ErrInvalid", err)
+	}
+	for _, c := range []struct{ from, class string }{{"", "server_error"}, {"rows/0/1", "a\tb"}, {"rows\n0", "x"}} {
+		if _, err := l.SetAside(ctx, "s", "S", rowA, c.from, c.class); !errors.Is(err, ErrInvalid) {
+			t.Errorf("SetAside(record %q, class %q): err = %v, want ErrInvalid", c.from, c.class, err)
+		}
 	}
 }
 
@@ -398,7 +481,7 @@ func TestClaimsSharingACall(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := l.writeClaims(ctx, "s1", []claimArgs{
-		{"SKU-A", rowA, hashA}, {"SKU-A", rowB, hashA}, {"SKU-BAD", rowA, hashA}, {"SKU-B", rowB, hashB},
+		{"SKU-A", rowA, hashA, ""}, {"SKU-A", rowB, hashA, ""}, {"SKU-BAD", rowA, hashA, ""}, {"SKU-B", rowB, hashB, ""},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -429,7 +512,7 @@ func TestClaimsSharingACall(t *testing.T) {
 		t.Errorf("ledger TTL %v after claims, want the retention (1 h)", ttl)
 	}
 	// Through Claim, the malformed entry is ErrUnreadable naming the SKU.
-	if _, err := l.Claim(ctx, "s1", "SKU-BAD", rowA, hashA); !errors.Is(err, ErrUnreadable) || !strings.Contains(err.Error(), "SKU-BAD") {
+	if _, err := l.Claim(ctx, "s1", "SKU-BAD", rowA, hashA, ""); !errors.Is(err, ErrUnreadable) || !strings.Contains(err.Error(), "SKU-BAD") {
 		t.Errorf("Claim of a malformed entry: %v, want ErrUnreadable naming SKU-BAD", err)
 	}
 }
@@ -515,7 +598,7 @@ func TestAFullBatchOfClaimsDecidesAsOneCallEach(t *testing.T) {
 		if err := rdb.HSet(ctx, Key(seller), "SKU-2", "garbage").Err(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.Claim(ctx, seller, "SKU-3", rowB, hashB); err != nil {
+		if _, err := l.Claim(ctx, seller, "SKU-3", rowB, hashB, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -12,6 +12,11 @@
 --          as with "keep" and the next claimer calls with that key: a replay if it was registered.
 --          "keep": end the lease but keep the entry, so the next claimer calls with the same
 --          Idempotency-Key (the outcome of the calls made is unknown)
+--          "aside": as "keep", for a row that was dead-lettered: the entry also records the Kafka record
+--          the row was read from (ARGV[4]) and the dead letter's class (ARGV[5]), so that a re-read of
+--          that record (its offset not committed when its member died) finishes without a call
+--          (ledger_claim.lua "aside") instead of registering a row that is also in the dead-letter topic.
+--          Any later claim (another row, or this row sent again by redrive) writes the entry without them.
 --
 -- Reply: 2 when released and forgotten, 1 when released and kept, 0 when the SKU is not claimed by this
 -- row (registered, claimed by another, absent).
@@ -37,5 +42,10 @@ if ARGV[3] == 'forget' and f[4] == ARGV[2] and f[7] == '0' then
   return 2
 end
 f[6] = '0'
+if ARGV[3] == 'aside' then
+  f[7] = f[7] or '1' -- absent in entries of older versions, read as shared
+  f[8], f[9] = ARGV[4], ARGV[5]
+  for k = #f, 10, -1 do f[k] = nil end
+end
 redis.call('HSET', KEYS[1], ARGV[1], table.concat(f, '\t'))
 return 1

@@ -58,7 +58,7 @@ func TestLedgerDecidesWhatIsPublished(t *testing.T) {
 	other.Price++
 	mark("SKU-004", "0000000000000001:5", other.ContentHash(), "P-4")
 	// SKU-005: claimed by a row in flight: published, the consumers decide.
-	if _, err := ld.Claim(ctx, "seller-1", "SKU-005", "0000000000000002:6", ps["SKU-005"].ContentHash()); err != nil {
+	if _, err := ld.Claim(ctx, "seller-1", "SKU-005", "0000000000000002:6", ps["SKU-005"].ContentHash(), ""); err != nil {
 		t.Fatal(err)
 	}
 	// Another seller's registration of SKU-006 is not this seller's.
