@@ -67,6 +67,9 @@ type result struct {
 
 	CPUS        float64 `json:"consumer_cpu_s"`
 	CPUUsPerRow float64 `json:"consumer_cpu_us_per_registered_row"`
+	// AllocsPerRow is nil when the consumer binary does not export
+	// go_memstats_mallocs_total.
+	AllocsPerRow *float64 `json:"consumer_heap_allocs_per_registered_row,omitempty"`
 	// Nil when the consumer binary has no round-trip counter (older builds).
 	RoundTrips             *float64 `json:"redis_round_trips"`
 	RoundTripsPerRow       *float64 `json:"redis_round_trips_per_registered_row"`
@@ -107,6 +110,7 @@ func definitions() map[string]string {
 		"registered_rows":                                       "distinct products the sandbox registered (accepted_201 minus double registrations)",
 		"publish_s":                                             "time to publish every row to the broker (acks from all replicas); publish_to_last_registration_s counts from the same start",
 		"consumer_cpu_us_per_registered_row":                    "user + system CPU of all consumer processes (/proc/PID/stat, 10 ms ticks) from just before publishing to 1 s after the last registration, ÷ registered_rows",
+		"consumer_heap_allocs_per_registered_row":               "heap allocations of all consumer processes (go_memstats_mallocs_total) over the same span ÷ registered_rows: a count, so unlike CPU it does not move with the machine's load",
 		"redis_round_trips_per_registered_row":                  "the consumers' bulkreg_consumer_redis_roundtrips_total over the same span ÷ registered_rows: one per command or pipeline a Redis node received; null when the consumer binary has no such counter",
 		"redis_commands_sent_per_registered_row":                "the consumers' bulkreg_consumer_redis_commands_total over the same span ÷ registered_rows (a script is one command)",
 		"redis_commands_executed_per_registered_row":            "redis-server's total_commands_processed over the same span ÷ registered_rows (commands run inside scripts included)",

@@ -266,6 +266,16 @@ func run(ctx context.Context, sc scenario, pipelining, bin, parent string, pprof
 	res.CPU = cpuShare{Busy: round(after.machineBusyS - before.machineBusyS), Consumers: round(cpu), Redis: round(redisCPU),
 		Bench: round(after.benchCPUS - before.benchCPUS)}
 	res.CPU.Other = round(res.CPU.Busy - res.CPU.Consumers - res.CPU.Redis - res.CPU.Bench)
+	mallocs, haveMallocs := 0.0, true
+	for i := range procs {
+		a, okA := after.consumers[i].metrics["go_memstats_mallocs_total"]
+		b, okB := before.consumers[i].metrics["go_memstats_mallocs_total"]
+		haveMallocs = haveMallocs && okA && okB
+		mallocs += a - b
+	}
+	if haveMallocs {
+		res.AllocsPerRow = ptr(math.Round(perRow(mallocs)))
+	}
 	res.Counters = map[string]float64{}
 	for _, name := range diagnostics {
 		sum, ok := 0.0, true

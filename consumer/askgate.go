@@ -50,10 +50,18 @@ type askGate struct {
 }
 
 // gateWaiter is a row parked at a gate: it holds no goroutine (a consumer
-// parks hundreds there, one stack each cost megabytes), and admit resumes it.
+// parks hundreds there, one stack each cost megabytes), and row.admitted
+// resumes it.
 type gateWaiter struct {
-	admit func(leave func(askAgain time.Time, room int), ok bool)
-	stop  func() bool // unregisters the ctx watch
+	row  admittee
+	stop func() bool // unregisters the ctx watch
+}
+
+// admittee is a row at an ask gate, told once whether it may ask. An
+// interface rather than a func: a row's job passed as one is not a new
+// closure on the heap at every gate it enters.
+type admittee interface {
+	admitted(leave func(askAgain time.Time, room int), ok bool)
 }
 
 // unknownRoom is the room a row reports when it leaves the gate without an
@@ -68,12 +76,12 @@ func newAskGates() *askGates { return &askGates{m: map[string]*askGate{}, spawn:
 func goStatement(f func()) { go f() }
 
 // enterOr lets the row ask the throttle for the seller's next slot at once
-// (parked false), or parks it (true): admit is then called once, on another
+// (parked false), or parks it (true): row.admitted is then called once, on another
 // goroutine, with the row's leave when it may ask, or with ok false when ctx
 // ended first. leave must be called once the answer is known, with the time
 // the answer said to ask again (zero when a slot was admitted or the ask
 // failed) and the room it reported (unknownRoom when none).
-func (gs *askGates) enterOr(ctx context.Context, seller string, admit func(leave func(askAgain time.Time, room int), ok bool)) (leave func(askAgain time.Time, room int), parked bool) {
+func (gs *askGates) enterOr(ctx context.Context, seller string, row admittee) (leave func(askAgain time.Time, room int), parked bool) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g := gs.m[seller]
@@ -89,7 +97,7 @@ func (gs *askGates) enterOr(ctx context.Context, seller string, admit func(leave
 		g.asking++
 		return gs.leaveFunc(seller, g, true), false
 	}
-	w := &gateWaiter{admit: admit}
+	w := &gateWaiter{row: row}
 	g.queue = append(g.queue, w)
 	// Registered under the lock, so admitLocked (which holds it) never sees
 	// a waiter without its stop.
@@ -114,7 +122,7 @@ func (gs *askGates) cancel(seller string, g *askGate, w *gateWaiter) {
 	g.queue = slices.Delete(g.queue, i, i+1)
 	gs.mu.Unlock()
 	gs.leave(seller, g, time.Time{}, unknownRoom, false)
-	w.admit(nil, false)
+	w.row.admitted(nil, false)
 }
 
 // admitLocked hands the places that are free to the rows queued first, or
@@ -146,12 +154,12 @@ func (gs *askGates) admitLocked(seller string, g *askGate) {
 			if g.users == 0 {
 				delete(gs.m, seller)
 			}
-			gs.spawn(func() { w.admit(nil, false) })
+			gs.spawn(func() { w.row.admitted(nil, false) })
 			continue
 		}
 		g.asking++
 		leave := gs.leaveFunc(seller, g, true)
-		gs.spawn(func() { w.admit(leave, true) })
+		gs.spawn(func() { w.row.admitted(leave, true) })
 	}
 }
 

@@ -113,12 +113,12 @@ func TestAskGateOpensAsWideAsTheWindowHasRoom(t *testing.T) {
 		mu.Unlock()
 	}
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(admitted) }
-	first, parked := gs.enterOr(ctx, "s", admit)
+	first, parked := gs.enterOr(ctx, "s", admitFunc(admit))
 	if parked {
 		t.Fatal("the one place after a refusal went to no row")
 	}
 	for range 12 {
-		if _, parked := gs.enterOr(ctx, "s", admit); !parked {
+		if _, parked := gs.enterOr(ctx, "s", admitFunc(admit)); !parked {
 			t.Fatal("a second row asked while the first held the one place")
 		}
 	}
@@ -178,11 +178,11 @@ func TestAskGateReopensWhenASlotIsGivenBack(t *testing.T) {
 	refused(time.Now().Add(time.Hour), 0)
 
 	entered := make(chan func(time.Time, int), 1)
-	if _, parked := gs.enterOr(ctx, "s", func(leave func(time.Time, int), ok bool) {
+	if _, parked := gs.enterOr(ctx, "s", admitFunc(func(leave func(time.Time, int), ok bool) {
 		if ok {
 			entered <- leave
 		}
-	}); !parked {
+	})); !parked {
 		t.Fatal("a row asked after a refusal that said in an hour")
 	}
 	gs.reopen("s")
@@ -230,7 +230,7 @@ func (gs *askGates) enter(ctx context.Context, seller string) (func(time.Time, i
 		ok    bool
 	}
 	ch := make(chan admitted, 1)
-	leave, parked := gs.enterOr(ctx, seller, func(l func(time.Time, int), ok bool) { ch <- admitted{l, ok} })
+	leave, parked := gs.enterOr(ctx, seller, admitFunc(func(l func(time.Time, int), ok bool) { ch <- admitted{l, ok} }))
 	if !parked {
 		return leave, true
 	}
@@ -251,12 +251,12 @@ func TestAskGateParkedRowsHoldNoGoroutine(t *testing.T) {
 	before := runtime.NumGoroutine()
 	var told, refusedEntry atomic.Int32
 	for range 200 {
-		_, parked := gs.enterOr(ctx, "s", func(_ func(time.Time, int), ok bool) {
+		_, parked := gs.enterOr(ctx, "s", admitFunc(func(_ func(time.Time, int), ok bool) {
 			told.Add(1)
 			if !ok {
 				refusedEntry.Add(1)
 			}
-		})
+		}))
 		if !parked {
 			t.Fatal("a row went ahead although the refusal said in an hour")
 		}
@@ -274,3 +274,8 @@ func TestAskGateParkedRowsHoldNoGoroutine(t *testing.T) {
 		t.Errorf("%d gates left after every row left", len(gs.m))
 	}
 }
+
+// admitFunc is an admittee made of a function.
+type admitFunc func(leave func(time.Time, int), ok bool)
+
+func (f admitFunc) admitted(leave func(time.Time, int), ok bool) { f(leave, ok) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -126,6 +127,13 @@ type Consumer struct {
 	now *dueNow
 	// reports bounds each call's report to the circuit breaker.
 	reports *sharedDeadline
+	// slotWrites bounds the best-effort writes of a slot after its call
+	// (settle, give back): a context and a timer per registered row were
+	// a few of its ~120 heap allocations.
+	slotWrites *sharedDeadline
+	// dueTimers are the timers of rows waiting out the last stretch to their
+	// slot (sleepDue), used again: every registered row waits once.
+	dueTimers sync.Pool
 	// claims hands out the tokens a row needs to ask the SKU ledger for its
 	// claim (job.go), the seller that started first before the others, as
 	// c.now does for slots. Without it every row that entered a lane asked
@@ -174,7 +182,7 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 		reg = prometheus.NewRegistry()
 	}
 	span := deps.Throttle.Policy().Window + deps.Throttle.Policy().Margin // how long a seller keeps its rank (duenow.go)
-	c := &Consumer{cfg: cfg, deps: deps, log: log, dlq: deps.DeadLetters, close: func() error { return nil }, calls: make(chan struct{}, cfg.MaxConcurrentCalls), now: newDueNow(cfg.MaxDueNow, span), claims: newDueNow(cfg.MaxDueNow, span), warm: &warmth{}, turn: newProbeTurn(), asks: newAskGates(), clock: newRedisClock(), door: newUploadDoor(deps.Uploads), flights: newFlights(), reports: newSharedDeadline(reportTimeout)}
+	c := &Consumer{cfg: cfg, deps: deps, log: log, dlq: deps.DeadLetters, close: func() error { return nil }, calls: make(chan struct{}, cfg.MaxConcurrentCalls), now: newDueNow(cfg.MaxDueNow, span), claims: newDueNow(cfg.MaxDueNow, span), warm: &warmth{}, turn: newProbeTurn(), asks: newAskGates(), clock: newRedisClock(), door: newUploadDoor(deps.Uploads), flights: newFlights(), reports: newSharedDeadline(reportTimeout), slotWrites: newSharedDeadline(slotWriteTimeout)}
 	c.m = newMetrics(reg, func() float64 {
 		if t := c.group.oldestUnfinished(); !t.IsZero() {
 			return time.Since(t).Seconds()
@@ -303,6 +311,25 @@ func (c *Consumer) newRedisBackOff() backoff.BackOff {
 }
 
 // sleep waits d on a timer; false when ctx ended first.
+// sleepDue is sleep with a timer used again (c.dueTimers). Since Go 1.23
+// a stopped or fired timer can be Reset without a stale tick in its channel.
+func (c *Consumer) sleepDue(ctx context.Context, d time.Duration) bool {
+	t, _ := c.dueTimers.Get().(*time.Timer)
+	if t == nil {
+		t = time.NewTimer(d)
+	} else {
+		t.Reset(d)
+	}
+	defer c.dueTimers.Put(t)
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	}
+}
+
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	select {

@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -35,5 +36,36 @@ func TestSharedDeadline(t *testing.T) {
 	case <-first.Done():
 	case <-time.After(2 * d):
 		t.Fatal("the first context did not end at its deadline")
+	}
+}
+
+// TestSleepDueReusesTimersWithoutStaleTicks: a timer stopped by a row whose
+// context ended, or one that fired, is used again by the next row; neither
+// may wake it before its own time.
+func TestSleepDueReusesTimersWithoutStaleTicks(t *testing.T) {
+	c := &Consumer{}
+	ctx := context.Background()
+	for i, d := range []time.Duration{5 * time.Millisecond, 30 * time.Millisecond} {
+		start := time.Now()
+		if !c.sleepDue(ctx, d) {
+			t.Fatalf("sleep %d: ended early", i)
+		}
+		if got := time.Since(start); got < d {
+			t.Fatalf("sleep %d of %v woke after %v", i, d, got)
+		}
+	}
+	// Stopped before it fires, by the row's context; then used again.
+	gone, cancel := context.WithCancel(ctx)
+	go func() { time.Sleep(5 * time.Millisecond); cancel() }()
+	if c.sleepDue(gone, 20*time.Millisecond) {
+		t.Fatal("a sleep whose context ended reported its time came")
+	}
+	time.Sleep(30 * time.Millisecond) // past the stopped timer's time: a stale tick would be waiting now
+	start := time.Now()
+	if !c.sleepDue(ctx, 40*time.Millisecond) {
+		t.Fatal("sleep after a stopped one ended early")
+	}
+	if got := time.Since(start); got < 40*time.Millisecond {
+		t.Fatalf("a reused timer woke after %v, want 40ms: a stale tick", got)
 	}
 }

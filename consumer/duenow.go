@@ -45,7 +45,7 @@ type rank struct {
 type waiter struct {
 	rank, seq uint64
 	seller    string
-	grant     func(ok bool) // told once: the token was handed over, or ctx ended first
+	to        tokenWaiter // told once: the token was handed over, or ctx ended first
 	stop      func() bool   // unregisters the ctx watch
 	index     int           // in the heap; -1 once out of it
 }
@@ -54,12 +54,19 @@ func newDueNow(n int, keep time.Duration) *dueNow {
 	return &dueNow{free: n, keep: keep, ranks: map[string]*rank{}, now: time.Now, spawn: goStatement}
 }
 
+// tokenWaiter is a row queued for a token of a dueNow. An interface rather
+// than a func: a row's job passed as one is not a new closure on the heap
+// each time it asks, which it did twice per row.
+type tokenWaiter interface {
+	tokenGranted(from *dueNow, ok bool)
+}
+
 // acquireOr takes a token for a row of seller at once (true), or queues the
-// row without a goroutine (false): grant is then called once, on another
+// row without a goroutine (false): to is then told once, on another
 // goroutine, with true when the token is handed over, false when ctx ended
 // first (then the row holds none). A consumer queues thousands of rows here
 // when many sellers' first windows fall due at once.
-func (d *dueNow) acquireOr(ctx context.Context, seller string, grant func(ok bool)) bool {
+func (d *dueNow) acquireOr(ctx context.Context, seller string, to tokenWaiter) bool {
 	d.mu.Lock()
 	d.seq++
 	now := d.now()
@@ -77,7 +84,7 @@ func (d *dueNow) acquireOr(ctx context.Context, seller string, grant func(ok boo
 		d.mu.Unlock()
 		return true
 	}
-	w := &waiter{rank: r.order, seq: d.seq, seller: seller, grant: grant}
+	w := &waiter{rank: r.order, seq: d.seq, seller: seller, to: to}
 	heap.Push(&d.queue, w)
 	// Registered under the lock, so release (which takes it) never sees
 	// a waiter without its stop.
@@ -94,12 +101,12 @@ func (d *dueNow) cancel(w *waiter) {
 		heap.Remove(&d.queue, w.index)
 		d.left(w.seller)
 		d.mu.Unlock()
-		w.grant(false)
+		w.to.tokenGranted(d, false)
 		return
 	}
 	d.mu.Unlock()
 	d.release(w.seller) // handed a token just as ctx ended: release could not stop this call
-	w.grant(false)
+	w.to.tokenGranted(d, false)
 }
 
 // release gives back a token of a row of seller: to the best-ranked waiter.
@@ -114,7 +121,7 @@ func (d *dueNow) release(seller string) {
 	w := heap.Pop(&d.queue).(*waiter)
 	d.mu.Unlock()
 	if w.stop() { // else its ctx ended and cancel gives the token back
-		d.spawn(func() { w.grant(true) })
+		d.spawn(func() { w.to.tokenGranted(d, true) })
 	}
 }
 

@@ -10,11 +10,16 @@ import (
 // acquireOr does; false when ctx ended first (then it holds none).
 func (d *dueNow) acquire(ctx context.Context, seller string) bool {
 	got := make(chan bool, 1)
-	if d.acquireOr(ctx, seller, func(ok bool) { got <- ok }) {
+	if d.acquireOr(ctx, seller, grantFunc(func(ok bool) { got <- ok })) {
 		return true
 	}
 	return <-got
 }
+
+// grantFunc is a tokenWaiter made of a function.
+type grantFunc func(ok bool)
+
+func (f grantFunc) tokenGranted(_ *dueNow, ok bool) { f(ok) }
 
 // acquireAsync starts acquire for seller and returns a channel that reports
 // its result; it waits until the waiter is queued so the order is known.

@@ -87,7 +87,7 @@ func (j *job) run() bool {
 		switch j.next {
 		case stepClaim:
 			if c.deps.Ledger != nil && !j.sku.token {
-				if !c.claims.acquireOr(r.ctx(), r.m.SellerID, j.claimGranted) {
+				if !c.claims.acquireOr(r.ctx(), r.m.SellerID, j) {
 					j.log.Debug("the row waits for a token to claim its SKU")
 					return false // parked until granted
 				}
@@ -110,7 +110,7 @@ func (j *job) run() bool {
 			if !c.redis.wait(ctx) {
 				return j.giveBack()
 			}
-			leave, parked := c.asks.enterOr(ctx, r.m.SellerID, j.admitted)
+			leave, parked := c.asks.enterOr(ctx, r.m.SellerID, j)
 			if parked {
 				j.log.Debug("the row waits at its seller's ask gate")
 				return false // parked until admitted
@@ -119,7 +119,7 @@ func (j *job) run() bool {
 			j.next = stepToken
 
 		case stepToken:
-			if !c.now.acquireOr(r.ctx(), r.m.SellerID, j.granted) {
+			if !c.now.acquireOr(r.ctx(), r.m.SellerID, j) {
 				j.log.Debug("the row waits for a token to ask for a slot due now")
 				return false // parked until granted
 			}
@@ -159,7 +159,7 @@ func (j *job) run() bool {
 
 		case stepDue:
 			s := j.slot
-			if !sleep(r.ctx(), time.Until(s.due)) {
+			if !c.sleepDue(r.ctx(), time.Until(s.due)) {
 				c.notNow(s)
 				j.next = stepUnreserve
 				continue
@@ -243,6 +243,15 @@ func (j *job) admitted(leave func(askAgain time.Time, room int), ok bool) {
 	}
 	j.leave = leave
 	j.resume(stepToken)
+}
+
+// tokenGranted resumes a job that queued for a token of c.claims or c.now.
+func (j *job) tokenGranted(from *dueNow, ok bool) {
+	if from == j.c.claims {
+		j.claimGranted(ok)
+		return
+	}
+	j.granted(ok)
 }
 
 // claimGranted resumes a job that queued for a token of c.claims.

@@ -143,7 +143,7 @@ func (s *skuClaim) claim() bool {
 			// before the offset was committed. It stays set aside: a call
 			// now could register a row an operator may also send again.
 			s.held = false
-			c.record(r, setAside(cl.Entry.SetAsideAs, 0, "it was dead-lettered before this consumer read it again"), "dead_lettered", s.log)
+			c.record(r, setAside(cl.Entry.SetAsideAs, 0, "the registration API did not take the row in its attempts"), "dead_lettered", s.log)
 			return false
 		default: // ledger.Conflict
 			s.held = false

@@ -327,6 +327,9 @@ func (c *Consumer) confirm(ctx context.Context, s *slot, check func(context.Cont
 	return true
 }
 
+// slotWriteTimeout bounds a slot's settle or release; both are best effort.
+const slotWriteTimeout = time.Second
+
 // settle moves a counted call's slot to a margin before its answer
 // (Throttle.Settle), when that is later; best effort: a slot not settled
 // keeps its place, as before settling existed.
@@ -337,9 +340,7 @@ func (c *Consumer) settle(r throttle.Reservation, answered time.Time) {
 		// every registered row.
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if err := c.deps.Throttle.Settle(ctx, r, answered); err != nil {
+	if err := c.deps.Throttle.Settle(c.slotWrites.get(), r, answered); err != nil {
 		c.log.Debug("could not settle a slot at its answer", "seller", r.Seller, "err", err)
 	}
 }
@@ -355,9 +356,7 @@ func (c *Consumer) release(s *slot) {
 
 // unreserve gives the slot back to the throttle and reports whether it did.
 func (c *Consumer) unreserve(s *slot) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if err := c.deps.Throttle.Release(ctx, s.Reservation); err != nil {
+	if err := c.deps.Throttle.Release(c.slotWrites.get(), s.Reservation); err != nil {
 		c.log.Debug("could not give a slot back to the throttle", "seller", s.Seller, "err", err)
 		return false
 	}
