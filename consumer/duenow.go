@@ -46,8 +46,8 @@ type waiter struct {
 	rank, seq uint64
 	seller    string
 	to        tokenWaiter // told once: the token was handed over, or ctx ended first
-	stop      func() bool   // unregisters the ctx watch
-	index     int           // in the heap; -1 once out of it
+	stop      func() bool // unregisters the ctx watch
+	index     int         // in the heap; -1 once out of it
 }
 
 func newDueNow(n int, keep time.Duration) *dueNow {
