@@ -36,6 +36,16 @@ import (
 const (
 	group          = "bulkreg-sim"
 	sessionTimeout = 6 * time.Second
+	// rebalanceTimeout is how long the broker waits for members to join a
+	// rebalance, shrunk with the session (production: 60 s against 10 s). A
+	// live member joins within its drain (4 s here) and a slow broker's 2 s;
+	// 15 s is more than three of those. It also bounds a stall of kfake, the
+	// broker under the simulation: a member killed while its JoinGroup waits
+	// may be kept in the group without a session timer when the reply to the
+	// closed connection is not delivered, and then holds every rebalance
+	// until this timeout (seed 23064: 60 s at the production value, past the
+	// settle time). A real broker drops it after one session timeout.
+	rebalanceTimeout = 15 * time.Second
 	// registryTimeout is below the longest latency spike (2.2 s and a tenth
 	// of jitter), so some calls time out after the API handled them: an
 	// answer lost, the retry a replay.
@@ -172,6 +182,7 @@ func newWorld(t testing.TB, bin string, sc Scenario) *world {
 		"BULKREG_MARGIN=" + sc.Margin.String(),
 		"BULKREG_POLICY=" + sc.Policy,
 		"BULKREG_SESSION_TIMEOUT=" + sessionTimeout.String(),
+		"BULKREG_REBALANCE_TIMEOUT=" + rebalanceTimeout.String(),
 		"BULKREG_LOG_LEVEL=" + *logLevelFlag,
 	}
 	if sc.Policy == "token-bucket" {
