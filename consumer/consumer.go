@@ -310,14 +310,20 @@ func (c *Consumer) newRedisBackOff() backoff.BackOff {
 	return b
 }
 
-// sleep waits d on a timer; false when ctx ended first.
 // sleepDue is sleep with a timer used again (c.dueTimers). Since Go 1.23
-// a stopped or fired timer can be Reset without a stale tick in its channel.
+// a stopped or fired timer can be Reset without a stale tick in its channel;
+// the tick is drained anyway, so that GODEBUG=asynctimerchan=1 (the older
+// timers) cannot wake a row before its slot.
 func (c *Consumer) sleepDue(ctx context.Context, d time.Duration) bool {
 	t, _ := c.dueTimers.Get().(*time.Timer)
 	if t == nil {
 		t = time.NewTimer(d)
 	} else {
+		t.Stop()
+		select {
+		case <-t.C:
+		default:
+		}
 		t.Reset(d)
 	}
 	defer c.dueTimers.Put(t)
@@ -330,6 +336,7 @@ func (c *Consumer) sleepDue(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// sleep waits d on a timer; false when ctx ended first.
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	select {

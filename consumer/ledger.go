@@ -23,7 +23,7 @@ type Ledger interface {
 	Claim(ctx context.Context, seller, sku, row, hash, from string) (ledger.Claim, error)
 	Mark(ctx context.Context, seller, sku, row, hash, productID string) (ledger.Entry, error)
 	Release(ctx context.Context, seller, sku, row string, forget bool) (bool, error)
-	SetAside(ctx context.Context, seller, sku, row, from, class string) (bool, error)
+	SetAside(ctx context.Context, seller, sku, row, from string, note ledger.AsideNote) (bool, error)
 }
 
 // CodeRegisteredOtherContent is the failure code of a row whose SKU the
@@ -143,7 +143,7 @@ func (s *skuClaim) claim() bool {
 			// before the offset was committed. It stays set aside: a call
 			// now could register a row an operator may also send again.
 			s.held = false
-			c.record(r, setAside(cl.Entry.SetAsideAs, 0, "the registration API did not take the row in its attempts"), "dead_lettered", s.log)
+			c.record(r, setAside(cl.Aside.Class, cl.Aside.Attempts, cl.Aside.Reason), "set_aside", s.log)
 			return false
 		default: // ledger.Conflict
 			s.held = false
@@ -275,23 +275,25 @@ func (s *skuClaim) refused(res registryclient.Result, attempts int) uploadstatus
 	return rr
 }
 
-// setAside records in the ledger that the row, holding its claim, was
-// dead-lettered with class, releasing the claim (ledger.Ledger.SetAside). It
-// runs once the dead letter is written and before the row's result is: from
-// then on a re-read of the same record (its member died before the offset
-// was committed) finishes without a call. It reports false when Redis did
-// not answer before the drain ended: the row is then read again, and may
-// register while also dead-lettered, as before the mark existed.
-func (s *skuClaim) setAside(class string) bool {
-	if s.c.deps.Ledger == nil || !s.held {
+// setAside records in the ledger that the row was dead-lettered as d says,
+// releasing its claim if it holds one (ledger.Ledger.SetAside). It runs once
+// the dead letter is written and before the row's result is: from then on a
+// re-read of the same Kafka record (its member died before the offset was
+// committed) finishes without a call, with the same result. It reports
+// false when Redis did not answer before the drain ended: the row is then
+// read again, and may register while also dead-lettered.
+func (s *skuClaim) setAside(d DeadLetter) bool {
+	if s.c.deps.Ledger == nil {
 		return true
 	}
 	c, r := s.c, s.r
+	note := ledger.AsideNote{Class: d.Class, Attempts: d.Attempts, Reason: d.Message}
 	err := c.untilRedis(r.finishCtx(), "set the row aside in the ledger", s.log, func(ctx context.Context) error {
-		_, err := c.deps.Ledger.SetAside(ctx, r.m.SellerID, r.m.Product.SellerSKU, s.own, s.from, class)
+		_, err := c.deps.Ledger.SetAside(ctx, r.m.SellerID, r.m.Product.SellerSKU, s.own, s.from, note)
 		if errors.Is(err, ledger.ErrInvalid) {
-			s.log.Error("the ledger cannot record that the row was set aside; releasing its claim", "sku", r.m.Product.SellerSKU, "err", err)
-			return nil // settle releases it
+			// Asking again cannot help; the claim is released at the end (settle).
+			s.log.Error("the ledger cannot record that the row was set aside; a re-read of it before its offset is committed would call again", "sku", r.m.Product.SellerSKU, "err", err)
+			return nil
 		}
 		if err == nil {
 			s.held = false

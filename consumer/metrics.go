@@ -35,7 +35,7 @@ func newMetrics(reg prometheus.Registerer, oldest func() float64) *metrics {
 	m := &metrics{
 		rows: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulkreg_consumer_rows_total",
-			Help: "Rows finished, by result: registered (201), replayed (200, already registered), failed (refused by the API), dead_lettered.",
+			Help: "Rows finished, by result: registered (201), replayed (200, already registered), failed (refused by the API), dead_lettered, set_aside (a dead-lettered row read again, finished without a call).",
 		}, []string{"result"}),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulkreg_consumer_registry_calls_total",
@@ -128,7 +128,7 @@ func newMetrics(reg prometheus.Registerer, oldest func() float64) *metrics {
 // born at 1 shows no increase() to Prometheus, so without this the first dead
 // letter (or 429, or failed commit) after a consumer starts would never alert.
 func (m *metrics) initLabels() {
-	for _, result := range []string{"registered", "replayed", "failed", "dead_lettered"} {
+	for _, result := range []string{"registered", "replayed", "failed", "dead_lettered", "set_aside"} {
 		m.rows.WithLabelValues(result)
 	}
 	for _, c := range []registryclient.Class{registryclient.Registered, registryclient.Replayed,

@@ -26,8 +26,8 @@ bulkreg_consumer_dlq_writes_total{class="transient"} 0
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "bulkreg_consumer_dlq_writes_total"); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := testutil.GatherAndCount(reg, "bulkreg_consumer_rows_total"); err != nil || n != 4 {
-		t.Fatalf("rows_total series at start = %d (%v), want 4 (one per result)", n, err)
+	if n, err := testutil.GatherAndCount(reg, "bulkreg_consumer_rows_total"); err != nil || n != 5 {
+		t.Fatalf("rows_total series at start = %d (%v), want 5 (one per result)", n, err)
 	}
 }
 

@@ -204,7 +204,7 @@ func (c *Consumer) deadLetterHeld(r *row, d DeadLetter, sku *skuClaim, log *slog
 		}
 	}
 	c.m.dlqWrites.WithLabelValues(d.Class).Inc()
-	if sku != nil && !sku.setAside(d.Class) {
+	if sku != nil && !sku.setAside(d) {
 		r.giveBack()
 		return
 	}
@@ -213,14 +213,15 @@ func (c *Consumer) deadLetterHeld(r *row, d DeadLetter, sku *skuClaim, log *slog
 		r.finish()
 		return
 	}
-	c.record(r, setAside(d.Class, d.Attempts, fmt.Sprintf("the registration API did not take the row after %d attempts (%s)", d.Attempts, d.Message)), "dead_lettered", log)
+	c.record(r, setAside(d.Class, d.Attempts, d.Message), "dead_lettered", log)
 }
 
-// setAside is the result of a row dead-lettered with class, why saying what
-// happened to it.
-func setAside(class string, attempts int, why string) uploadstatus.RowResult {
+// setAside is the result of a row dead-lettered with class after attempts,
+// the last failure being message; a re-read of the row (ledger.Aside) records
+// it again from the note its dead letter left.
+func setAside(class string, attempts int, message string) uploadstatus.RowResult {
 	return uploadstatus.RowResult{State: uploadstatus.Failed, Code: class, Attempts: attempts, At: time.Now(),
-		Reason: why + "; it was set aside for an operator to retry"}
+		Reason: fmt.Sprintf("the registration API did not take the row after %d attempts (%s); it was set aside for an operator to retry", attempts, message)}
 }
 
 func deadLetterOf(r *row, res registryclient.Result, attempts int, first time.Time) DeadLetter {

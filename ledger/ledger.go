@@ -45,6 +45,10 @@ const (
 	// renewals (one wait for a throttle slot, at most about one 60 s window,
 	// plus one call of at most the 10 s registry timeout, plus a backoff).
 	DefaultLease = 5 * time.Minute
+	// DefaultAsideRetention is how long the records of dead-lettered rows
+	// are kept: Kafka's default retention of the rows topic, past which no
+	// record can be read again.
+	DefaultAsideRetention = 7 * 24 * time.Hour
 )
 
 // Options configure a Ledger. Zero fields take the defaults.
@@ -58,6 +62,10 @@ type Options struct {
 	// take it over (calling with the same Idempotency-Key, so this is safe
 	// even while the first row is alive). Default DefaultLease.
 	Lease time.Duration
+	// AsideRetention is how long the Kafka records of a seller's
+	// dead-lettered rows are kept after its last one (SetAside). Default
+	// DefaultAsideRetention.
+	AsideRetention time.Duration
 }
 
 // State of an entry.
@@ -88,10 +96,6 @@ type Entry struct {
 	// At is when the SKU was registered (Registered) or when the claim's
 	// lease ends (Claimed; the zero time for a released claim), on the Redis clock.
 	At time.Time
-	// SetAside (Claimed only) is the Kafka record (<topic>/<partition>/<offset>)
-	// of the claiming row, when that row was dead-lettered holding the claim
-	// (Ledger.SetAside); SetAsideAs is its dead letter's class. Empty otherwise.
-	SetAside, SetAsideAs string
 	// Shared (Claimed only): a row whose own key is not CallKey has held
 	// the claim, so it may have registered its content under CallKey. Such
 	// an entry is never forgotten (Release): only a call under CallKey can
@@ -129,9 +133,9 @@ const (
 	Done
 	// Conflict: the SKU is registered with other content; no call.
 	Conflict
-	// Aside: the row, read from this same Kafka record, was dead-lettered
-	// holding the claim (SetAside) and is read again because its offset was
-	// not committed; no call. Entry.SetAsideAs is the dead letter's class.
+	// Aside: the row of this same Kafka record was dead-lettered (SetAside)
+	// and is read again because its offset was not committed; no call.
+	// Claim.Aside is what its dead letter said.
 	Aside
 )
 
@@ -162,6 +166,46 @@ type Claim struct {
 	Entry Entry
 	// RetryIn (Wait) is how long until the other row's lease ends.
 	RetryIn time.Duration
+	// Aside (Aside) is the note of the row's dead letter; Entry is empty.
+	Aside AsideNote
+}
+
+// AsideNote is what a dead letter said about its row, kept with the row's
+// Kafka record (SetAside) so that a re-read of the record finishes the row
+// with the same result.
+type AsideNote struct {
+	Class    string // the dead letter's class
+	Attempts int
+	Reason   string // the last failure; tabs and newlines become spaces
+}
+
+// maxAsideReason caps a note's reason: an API's error message can be long,
+// and the note is only there to say again what the row's result said.
+const maxAsideReason = 500
+
+func (n AsideNote) encode() string {
+	r := strings.Map(func(c rune) rune {
+		if c == '\t' || c == '\n' || c == '\r' {
+			return ' '
+		}
+		return c
+	}, n.Reason)
+	if len(r) > maxAsideReason {
+		r = strings.ToValidUTF8(r[:maxAsideReason], "")
+	}
+	return n.Class + "\t" + strconv.Itoa(n.Attempts) + "\t" + r
+}
+
+func decodeNote(v string) (AsideNote, error) {
+	f := strings.SplitN(v, "\t", 3)
+	if len(f) != 3 {
+		return AsideNote{}, fmt.Errorf("%w: set-aside note %q has %d fields, want 3", ErrUnreadable, v, len(f))
+	}
+	n, err := strconv.Atoi(f[1])
+	if err != nil {
+		return AsideNote{}, fmt.Errorf("%w: set-aside note %q: attempts %q is not a number", ErrUnreadable, v, f[1])
+	}
+	return AsideNote{Class: f[0], Attempts: n, Reason: f[2]}, nil
 }
 
 // ErrInvalid marks arguments the ledger cannot store (an empty SKU, a tab in
@@ -205,6 +249,9 @@ func New(rdb redis.UniversalClient, o Options) *Ledger {
 	if o.Lease <= 0 {
 		o.Lease = DefaultLease
 	}
+	if o.AsideRetention <= 0 {
+		o.AsideRetention = DefaultAsideRetention
+	}
 	l := &Ledger{
 		rdb:     rdb,
 		opts:    o,
@@ -221,6 +268,10 @@ func (l *Ledger) Options() Options { return l.opts }
 
 // Key is the Redis key of a seller's ledger.
 func Key(seller string) string { return "bulkreg:{s:" + seller + "}:ledger" }
+
+// AsideKey is the Redis key of the Kafka records of a seller's dead-lettered
+// rows (SetAside), on the ledger's hash slot.
+func AsideKey(seller string) string { return "bulkreg:{s:" + seller + "}:aside" }
 
 // Lookup returns the entries of the given SKUs that the seller's ledger
 // holds, in one round trip; SKUs it does not know are absent from the map.
@@ -263,6 +314,13 @@ func (l *Ledger) Claim(ctx context.Context, seller, sku, row, hash, from string)
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s in the ledger: %w", sku, seller, err)
 	}
+	if res.verdict == "aside" {
+		note, err := decodeNote(res.entry)
+		if err != nil {
+			return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s: %w", sku, seller, err)
+		}
+		return Claim{Verdict: Aside, Aside: note}, nil
+	}
 	e, err := parse(res.entry) // an "error" verdict carries the entry that cannot be read
 	if err == nil && res.verdict == "error" {
 		err = fmt.Errorf("%w: %q", ErrUnreadable, res.entry)
@@ -281,8 +339,6 @@ func (l *Ledger) Claim(ctx context.Context, seller, sku, row, hash, from string)
 		c.Verdict = Done
 	case "conflict":
 		c.Verdict = Conflict
-	case "aside":
-		c.Verdict = Aside
 	default:
 		return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s: unknown verdict %q", sku, seller, res.verdict)
 	}
@@ -296,7 +352,7 @@ func (l *Ledger) writeClaims(ctx context.Context, seller string, claims []claimA
 	for _, c := range claims {
 		args = append(args, c.sku, c.row, c.hash, c.from)
 	}
-	res, err := l.claim.Run(ctx, l.rdb, []string{Key(seller)}, args...).StringSlice()
+	res, err := l.claim.Run(ctx, l.rdb, []string{Key(seller), AsideKey(seller)}, args...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("the claim script did not run: %w", redisfail.Wrap(err))
 	}
@@ -385,27 +441,28 @@ func (l *Ledger) Release(ctx context.Context, seller, sku, row string, forget bo
 	if forget {
 		mode = "forget"
 	}
-	n, err := l.release.Run(ctx, l.rdb, []string{Key(seller)}, sku, row, mode).Int()
+	n, err := l.release.Run(ctx, l.rdb, []string{Key(seller), AsideKey(seller)}, sku, row, mode).Int()
 	if err != nil {
 		return false, fmt.Errorf("release seller_sku %s of seller %s in the ledger: %w", sku, seller, redisfail.Wrap(err))
 	}
 	return n >= 1, nil
 }
 
-// SetAside releases the claim of the row whose own Idempotency-Key is row,
-// as Release keeping the key, once that row was dead-lettered with class:
-// the entry also records from, the Kafka record the row was read from. If
-// the row's member dies before its offset is committed, the next owner reads
-// that record again, and its claim answers Aside instead of Call, so the row
+// SetAside records that the row whose own Idempotency-Key is row, read from
+// the Kafka record from, was dead-lettered as note says, and releases the
+// row's claim as Release keeping the key, if the row holds it. If the row's
+// member dies before its offset is committed, the next owner reads that
+// record again, and its claim answers Aside instead of Call, whatever became
+// of the SKU since (another row may hold or have registered it), so the row
 // is not registered while it is also in the dead-letter topic. A copy sent
-// again by redrive is another record and claims as usual; so does any other
-// row of the SKU, which drops the mark. It reports whether the row held the
-// claim (false: nothing was written).
-func (l *Ledger) SetAside(ctx context.Context, seller, sku, row, from, class string) (bool, error) {
-	if from == "" || strings.ContainsAny(from+class, "\t\n") {
-		return false, fmt.Errorf("%w: set seller_sku %s of seller %s aside: the Kafka record %q is empty, or it or the class %q holds a tab or newline", ErrInvalid, sku, seller, from, class)
+// again by redrive is another record and claims as usual. The records are
+// kept AsideRetention after the seller's last one. It reports whether the
+// row held the claim.
+func (l *Ledger) SetAside(ctx context.Context, seller, sku, row, from string, note AsideNote) (bool, error) {
+	if seller == "" || from == "" || strings.ContainsAny(from+note.Class, "\t\n") {
+		return false, fmt.Errorf("%w: set seller_sku %s of seller %q aside: the Kafka record %q is empty, or it or the class %q holds a tab or newline", ErrInvalid, sku, seller, from, note.Class)
 	}
-	n, err := l.release.Run(ctx, l.rdb, []string{Key(seller)}, sku, row, "aside", from, class).Int()
+	n, err := l.release.Run(ctx, l.rdb, []string{Key(seller), AsideKey(seller)}, sku, row, "aside", from, note.encode(), l.opts.AsideRetention.Milliseconds()).Int()
 	if err != nil {
 		return false, fmt.Errorf("set seller_sku %s of seller %s aside in the ledger: %w", sku, seller, redisfail.Wrap(err))
 	}
@@ -433,8 +490,7 @@ func check(seller, sku, row, hash string) error {
 
 // parse reads an entry: state, hash, row, call key, product id, time (ms),
 // and for a claim whether it was shared ("0" or "1"; absent before it was
-// recorded, read as shared), then for a claim set aside the Kafka record and
-// the dead letter's class. Fields after the ninth are ignored, so a later
+// recorded, read as shared). Fields after the seventh are ignored, so a later
 // version may append some.
 func parse(v string) (Entry, error) {
 	f := strings.Split(v, "\t")
@@ -453,9 +509,6 @@ func parse(v string) (Entry, error) {
 	case "c":
 		e.State = Claimed
 		e.Shared = len(f) < 7 || f[6] != "0"
-		if len(f) >= 9 {
-			e.SetAside, e.SetAsideAs = f[7], f[8]
-		}
 	case "r":
 		e.State = Registered
 	default:

@@ -53,7 +53,7 @@ func transitions(t *testing.T, rdb redis.UniversalClient) {
 	}
 	setAside := func(t *testing.T, seller, row, from string) bool {
 		t.Helper()
-		ok, err := l.SetAside(ctx, seller, "SKU-1", row, from, "server_error")
+		ok, err := l.SetAside(ctx, seller, "SKU-1", row, from, AsideNote{Class: "transient", Attempts: 3, Reason: "status 503"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,59 +258,57 @@ func transitions(t *testing.T, rdb redis.UniversalClient) {
 			const read, copied = "rows/2/40", "rows/0/7"
 			want(t, claimFrom(t, s, rowA, hashA, read), Call, rowA)
 			if !setAside(t, s, rowA, read) {
-				t.Fatal("rowA could not set its claim aside")
+				t.Fatal("rowA's claim was not released by its set-aside")
+			}
+			if e, _ := lookup(t, s); e.State != Claimed || !e.At.IsZero() || e.CallKey != rowA {
+				t.Fatalf("entry after the set-aside: %+v, want rowA's claim released with its key", e)
 			}
 			for range 2 { // answering aside writes nothing: twice is the same
 				c := claimFrom(t, s, rowA, hashA, read)
 				want(t, c, Aside, "")
-				if c.Entry.SetAside != read || c.Entry.SetAsideAs != "server_error" || !c.Entry.At.IsZero() {
-					t.Fatalf("aside entry = %+v, want record %s, class server_error, no lease", c.Entry, read)
+				if c.Aside != (AsideNote{Class: "transient", Attempts: 3, Reason: "status 503"}) {
+					t.Fatalf("aside note = %+v, want the dead letter's", c.Aside)
 				}
 			}
 			// redrive publishes the row again: another record, the kept key.
-			c := claimFrom(t, s, rowA, hashA, copied)
-			want(t, c, Call, rowA)
-			if c.Entry.SetAside != "" {
-				t.Fatalf("the copy's claim kept the mark: %+v", c.Entry)
-			}
-			// The mark is gone with it: the old record, read again now, is
-			// the row's own claim renewed (one key, so at worst a replay).
-			want(t, claimFrom(t, s, rowA, hashA, read), Call, rowA)
+			want(t, claimFrom(t, s, rowA, hashA, copied), Call, rowA)
+			// The old record stays aside, whatever the copy does.
+			want(t, claimFrom(t, s, rowA, hashA, read), Aside, "")
 		}},
-		{"set aside: another row takes the SKU with the kept key, and the mark goes", func(t *testing.T, s string) {
-			claimFrom(t, s, rowA, hashA, "rows/0/1")
-			setAside(t, s, rowA, "rows/0/1")
+		{"set aside holds whatever becomes of the SKU: another row's claim, its release, its registration", func(t *testing.T, s string) {
+			const read = "rows/0/1"
+			claimFrom(t, s, rowA, hashA, read)
+			setAside(t, s, rowA, read)
 			c := claimFrom(t, s, rowB, hashA, "rows/1/9")
 			want(t, c, Call, rowA)
-			if !c.Entry.Shared || c.Entry.SetAside != "" {
-				t.Fatalf("takeover of a set-aside claim: %+v, want shared and no mark", c.Entry)
+			if !c.Entry.Shared {
+				t.Fatalf("takeover of a set-aside claim: %+v, want shared", c.Entry)
 			}
-			want(t, claimFrom(t, s, rowA, hashA, "rows/0/1"), Wait, "")
+			want(t, claimFrom(t, s, rowA, hashA, read), Aside, "")
+			release(t, s, rowB, false)
+			want(t, claimFrom(t, s, rowA, hashA, read), Aside, "")
+			mark(t, s, rowB, hashA, "P-9")
+			want(t, claimFrom(t, s, rowA, hashA, read), Aside, "")
 		}},
-		{"set aside by a row that does not hold the claim writes nothing", func(t *testing.T, s string) {
-			claimFrom(t, s, rowA, hashA, "rows/0/1")
-			if setAside(t, s, rowB, "rows/1/2") {
-				t.Fatal("rowB set aside rowA's claim")
+		{"set aside by a row that no longer holds the claim: recorded, nothing released", func(t *testing.T, s string) {
+			claimFrom(t, s, rowB, hashA, "rows/1/2") // rowA's lease lapsed and rowB took the SKU
+			if setAside(t, s, rowA, "rows/0/1") {
+				t.Fatal("rowA's set-aside released rowB's claim")
 			}
-			if e, _ := lookup(t, s); e.SetAside != "" || e.At.IsZero() {
-				t.Fatalf("entry after another row's set-aside: %+v, want rowA's live claim", e)
+			if e, _ := lookup(t, s); e.Row != rowB || e.At.IsZero() {
+				t.Fatalf("entry after another row's set-aside: %+v, want rowB's live claim", e)
 			}
-			if setAside(t, s, rowA, "rows/0/1"); setAside(t, s, rowA, "rows/0/1") != true {
-				t.Fatal("a second set-aside of the same claim did not hold")
-			}
+			want(t, claimFrom(t, s, rowA, hashA, "rows/0/1"), Aside, "")
 		}},
 		{"a claim without its record never reads as set aside", func(t *testing.T, s string) {
 			claimFrom(t, s, rowA, hashA, "rows/0/1")
 			setAside(t, s, rowA, "rows/0/1")
 			want(t, claimFrom(t, s, rowA, hashA, ""), Call, rowA)
 		}},
-		{"set aside on a claim of an older version keeps it shared", func(t *testing.T, s string) {
-			rdb.HSet(ctx, Key(s), "SKU-1", strings.Join([]string{"c", hashA, rowA, rowA, "", "0"}, "\t"))
-			if !setAside(t, s, rowA, "rows/0/3") {
-				t.Fatal("the old claim was not set aside")
-			}
-			if e, _ := lookup(t, s); !e.Shared || e.SetAside != "rows/0/3" || e.SetAsideAs != "server_error" {
-				t.Fatalf("old claim set aside: %+v, want shared, record rows/0/3, class server_error", e)
+		{"set-aside records expire with their retention", func(t *testing.T, s string) {
+			setAside(t, s, rowA, "rows/0/4")
+			if ttl := rdb.PTTL(ctx, AsideKey(s)).Val(); ttl < DefaultAsideRetention-time.Minute || ttl > DefaultAsideRetention {
+				t.Errorf("TTL of the set-aside records = %v, want about %v", ttl, DefaultAsideRetention)
 			}
 		}},
 		{"release of a registered SKU changes nothing", func(t *testing.T, s string) {
@@ -413,8 +411,8 @@ func TestInvalidArguments(t *testing.T) {
 	if _, err := l.Claim(ctx, "s", "S", rowA, hashA, "rows\t0"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Claim from a record with a tab: err = %v, want ErrInvalid", err)
 	}
-	for _, c := range []struct{ from, class string }{{"", "server_error"}, {"rows/0/1", "a\tb"}, {"rows\n0", "x"}} {
-		if _, err := l.SetAside(ctx, "s", "S", rowA, c.from, c.class); !errors.Is(err, ErrInvalid) {
+	for _, c := range []struct{ from, class string }{{"", "transient"}, {"rows/0/1", "a\tb"}, {"rows\n0", "x"}} {
+		if _, err := l.SetAside(ctx, "s", "S", rowA, c.from, AsideNote{Class: c.class}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("SetAside(record %q, class %q): err = %v, want ErrInvalid", c.from, c.class, err)
 		}
 	}
@@ -631,6 +629,37 @@ func TestAFullBatchOfClaimsDecidesAsOneCallEach(t *testing.T) {
 		s, errS := parse(rdb.HGet(ctx, Key("single"), sku).Val())
 		if (errB == nil) != (errS == nil) || b.State != s.State || b.Row != s.Row || b.CallKey != s.CallKey || b.Shared != s.Shared {
 			t.Errorf("%s: %+v (%v) after the batch, %+v (%v) one call each", sku, b, errB, s, errS)
+		}
+	}
+}
+
+// TestAsideNote: a dead letter's note comes back as it was written, its
+// reason on one line and at most maxAsideReason bytes of valid UTF-8.
+func TestAsideNote(t *testing.T) {
+	long := strings.Repeat("가", 400) // 1,200 bytes
+	for _, c := range []struct {
+		name string
+		in   AsideNote
+		want AsideNote
+	}{
+		{"plain", AsideNote{"transient", 3, "status 503"}, AsideNote{"transient", 3, "status 503"}},
+		{"tabs and newlines", AsideNote{"misconfigured", 5, "line 1\nline\t2\r"}, AsideNote{"misconfigured", 5, "line 1 line 2 "}},
+		{"empty reason", AsideNote{"rate_limited", 0, ""}, AsideNote{"rate_limited", 0, ""}},
+		{"long reason cut on a rune", AsideNote{"transient", 1, long}, AsideNote{"transient", 1, strings.Repeat("가", maxAsideReason/3)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := decodeNote(c.in.encode())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != c.want {
+				t.Errorf("note = %+v, want %+v", got, c.want)
+			}
+		})
+	}
+	for _, bad := range []string{"", "transient", "transient\tx\ty"} {
+		if _, err := decodeNote(bad); !errors.Is(err, ErrUnreadable) {
+			t.Errorf("decodeNote(%q): err = %v, want ErrUnreadable", bad, err)
 		}
 	}
 }

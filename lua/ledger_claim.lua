@@ -5,16 +5,15 @@
 --            claimed:    c, content hash, claimer's Idempotency-Key, Idempotency-Key to call with, "", lease end (ms),
 --                        shared ("1" once a row whose own key is not the call key has held the claim: that row
 --                        may have registered its content under the call key; "0" while only the key's own row
---                        has; absent in entries of older versions, read as "1"), and, after a row was
---                        dead-lettered holding the claim (ledger_release.lua "aside"): the Kafka record the row
---                        was read from (<topic>/<partition>/<offset>) and its dead letter's class
+--                        has; absent in entries of older versions, read as "1")
 --            registered: r, content hash, Idempotency-Key of the row that registered it, "", product id, marked at (ms)
+-- KEYS[2]  bulkreg:{s:<seller>}:aside    HASH: Kafka record (<topic>/<partition>/<offset>) of a row that was
+--          dead-lettered → its note (class, attempts, reason; tab-separated), written by ledger_release.lua
 -- ARGV[1]  lease in ms: how long a claim holds without being claimed again by its row
 -- ARGV[2]  retention in ms: the whole ledger expires this long after its last write
 -- ARGV[3], ARGV[4], ARGV[5], ARGV[6]  the first claim: the seller_sku, the claiming row's own
 --          Idempotency-Key (<upload_id>:<row>), the content hash of the row's product and the Kafka record
---          the row was read from (<topic>/<partition>/<offset>, "" when unknown); every further claim adds
---          four more, in order. Claims are decided in order, so two rows of one SKU in one call are decided
+--          the row was read from ("" when unknown); every further claim adds four more, in order. Claims are decided in order, so two rows of one SKU in one call are decided
 --          as in two calls: the first claims, the second waits.
 --
 -- Reply: {now in ms on the Redis clock, verdict, entry, verdict, entry, ...}, a verdict and an entry per
@@ -26,10 +25,10 @@
 --   "wait"        another row holds a live claim; entry is that claim (its lease end says until when).
 --   "registered"  registered before with this content; entry names the product and the row.
 --   "conflict"    registered before with other content; entry names the product.
---   "aside"       the row, read from this same Kafka record, was dead-lettered holding the claim (its
---                 member died before its offset was committed, so the record is read again); entry names the
---                 dead letter's class. No call: the row stays set aside for an operator. A copy of the row
---                 sent again from the dead-letter topic (redrive) is another record, so it claims as usual.
+--   "aside"       the row was read from a Kafka record whose row was dead-lettered (its member died before
+--                 committing the offset, so the record is read again); entry is the dead letter's note. No call
+--                 and nothing written: the row stays set aside for an operator. A copy of the row sent again
+--                 from the dead-letter topic (redrive) is another record, so it claims as usual.
 --   "error"       the SKU's entry is malformed; entry is that entry, as stored. Nothing is written for
 --                 that claim, and the others are decided as usual.
 local function split(v)
@@ -57,7 +56,18 @@ local leaseEnd = string.format('%d', now + lease)
 -- A call carries at most ledger.maxClaimBatch (128) claims: the SKUs and the pairs written go
 -- through unpack whole (Lua's stack holds a few thousand values).
 local skus = {}
-for i = 3, #ARGV - 3, 4 do skus[#skus + 1] = ARGV[i] end
+local records = {}
+for i = 3, #ARGV - 3, 4 do
+  skus[#skus + 1] = ARGV[i]
+  if ARGV[i + 3] ~= '' then records[#records + 1] = ARGV[i + 3] end
+end
+-- The set-aside notes of the claims' records: one HMGET, and only for claims that name their record.
+local aside = {}
+if #records > 0 then
+  for j, v in ipairs(redis.call('HMGET', KEYS[2], unpack(records))) do
+    if v then aside[records[j]] = v end
+  end
+end
 local entries = {}
 if #skus > 0 then
   for j, v in ipairs(redis.call('HMGET', KEYS[1], unpack(skus))) do
@@ -79,7 +89,7 @@ local function claim(sku, owner, hash, callKey, shared)
   return 'call', e
 end
 
-local function decide(sku, owner, hash, from)
+local function decide(sku, owner, hash)
   local v = entries[sku]
   if not v then
     return claim(sku, owner, hash, owner, '0')
@@ -97,9 +107,6 @@ local function decide(sku, owner, hash, from)
   if f[1] ~= 'c' then
     return 'error', v
   end
-  if from ~= '' and f[3] == owner and f[8] == from then
-    return 'aside', v
-  end
   if f[3] == owner or (tonumber(f[6]) or 0) <= now then
     return claim(sku, owner, hash, f[4], f[7] or '1')
   end
@@ -108,9 +115,15 @@ end
 
 local out = {string.format('%d', now)}
 for i = 3, #ARGV - 3, 4 do
-  local verdict, entry = decide(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3])
-  out[#out + 1] = verdict
-  out[#out + 1] = entry
+  local note = ARGV[i + 3] ~= '' and aside[ARGV[i + 3]]
+  if note then
+    out[#out + 1] = 'aside'
+    out[#out + 1] = note
+  else
+    local verdict, entry = decide(ARGV[i], ARGV[i + 1], ARGV[i + 2])
+    out[#out + 1] = verdict
+    out[#out + 1] = entry
+  end
 end
 if #order > 0 then
   local fields = {}

@@ -2,6 +2,7 @@
 -- Used by ledger.Ledger.Release.
 --
 -- KEYS[1]  bulkreg:{s:<seller>}:ledger   HASH: seller_sku → entry (layout in ledger_claim.lua)
+-- KEYS[2]  bulkreg:{s:<seller>}:aside    HASH: Kafka record → dead letter's note (only with "aside")
 -- ARGV[1]  seller_sku
 -- ARGV[2]  the releasing row's own Idempotency-Key: only its own claim is released
 -- ARGV[3]  "forget": the API refused the row's own content under the row's own key. The entry is
@@ -12,14 +13,19 @@
 --          as with "keep" and the next claimer calls with that key: a replay if it was registered.
 --          "keep": end the lease but keep the entry, so the next claimer calls with the same
 --          Idempotency-Key (the outcome of the calls made is unknown)
---          "aside": as "keep", for a row that was dead-lettered: the entry also records the Kafka record
---          the row was read from (ARGV[4]) and the dead letter's class (ARGV[5]), so that a re-read of
---          that record (its offset not committed when its member died) finishes without a call
---          (ledger_claim.lua "aside") instead of registering a row that is also in the dead-letter topic.
---          Any later claim (another row, or this row sent again by redrive) writes the entry without them.
+--          "aside": the row was dead-lettered. As "keep", and whether or not the row still holds the
+--          claim, its Kafka record (ARGV[4]) is recorded in KEYS[2] with the dead letter's note (ARGV[5]);
+--          the whole hash expires ARGV[6] ms after its last write. A re-read of that record (its offset
+--          not committed when its member died) then finishes without a call (ledger_claim.lua "aside"),
+--          whatever became of the SKU since, instead of registering a row that is also in the
+--          dead-letter topic.
 --
 -- Reply: 2 when released and forgotten, 1 when released and kept, 0 when the SKU is not claimed by this
 -- row (registered, claimed by another, absent).
+if ARGV[3] == 'aside' then
+  redis.call('HSET', KEYS[2], ARGV[4], ARGV[5])
+  redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[6]))
+end
 local v = redis.call('HGET', KEYS[1], ARGV[1])
 if not v or string.sub(v, 1, 2) ~= 'c\t' then
   return 0
@@ -42,10 +48,5 @@ if ARGV[3] == 'forget' and f[4] == ARGV[2] and f[7] == '0' then
   return 2
 end
 f[6] = '0'
-if ARGV[3] == 'aside' then
-  f[7] = f[7] or '1' -- absent in entries of older versions, read as shared
-  f[8], f[9] = ARGV[4], ARGV[5]
-  for k = #f, 10, -1 do f[k] = nil end
-end
 redis.call('HSET', KEYS[1], ARGV[1], table.concat(f, '\t'))
 return 1

@@ -136,7 +136,7 @@ func bind(getenv func(string) string) (*flag.FlagSet, *settings, *config.Binder)
 		registryConns:   128,
 		callRetention:   compliance.DefaultRetention,
 		statusRetention: 7 * 24 * time.Hour,
-		ledger:          ledger.Options{Retention: ledger.DefaultRetention, Lease: ledger.DefaultLease},
+		ledger:          ledger.Options{Retention: ledger.DefaultRetention, Lease: ledger.DefaultLease, AsideRetention: ledger.DefaultAsideRetention},
 		circuit:         circuit.DefaultSettings(),
 		shutdownTimeout: 45 * time.Second,
 		logLevel:        "info",
@@ -185,6 +185,7 @@ func bind(getenv func(string) string) (*flag.FlagSet, *settings, *config.Binder)
 	b.Duration(&c.UploadPresenceSlack, "upload-presence-slack", "a row whose upload has no record is dead-lettered as a bad message only if Redis lost nothing of the upload's hash slot since this long before the row was queued, and the row is younger than --status-retention less this (0 = 10m)")
 	b.Duration(&s.ledger.Retention, "ledger-retention", "how long a seller's SKU ledger (what it registered) is kept after the seller's last claim or registration; a re-upload after that registers again")
 	b.Duration(&s.ledger.Lease, "ledger-lease", "how long a row's claim on its SKU holds without being renewed; after it another upload's row with that SKU may take it over")
+	b.Duration(&s.ledger.AsideRetention, "ledger-aside-retention", "how long the Kafka records of a seller's dead-lettered rows are kept after its last one, so that a record read again (its consumer died before committing it) is not registered; at least the rows topic's retention")
 	bindCircuit(b, &s.circuit)
 	b.String(&s.logLevel, "log-level", "debug, info, warn or error")
 	b.String(&s.pprofAddr, "pprof-addr", "listen address of /debug/pprof (heap, CPU profile, trace), apart from --metrics-addr; empty (the default): not served. Anyone who reaches it can read the heap: keep it on loopback (127.0.0.1:6060) and reach it with kubectl port-forward")
@@ -209,7 +210,7 @@ func parse(args []string, getenv func(string) string, out io.Writer) (settings, 
 	if err := s.shared.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	for name, d := range map[string]time.Duration{"ledger-retention": s.ledger.Retention, "ledger-lease": s.ledger.Lease} {
+	for name, d := range map[string]time.Duration{"ledger-retention": s.ledger.Retention, "ledger-lease": s.ledger.Lease, "ledger-aside-retention": s.ledger.AsideRetention} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("--%s (%s) must be greater than 0, got %s", name, config.EnvName(name), d))
 		}

@@ -108,6 +108,7 @@ func TestParse(t *testing.T) {
 			}
 		}},
 		{name: "ledger lease must be positive", args: []string{"--ledger-lease", "0s"}, wantErr: "--ledger-lease (BULKREG_LEDGER_LEASE)"},
+		{name: "aside retention must be positive", args: []string{"--ledger-aside-retention", "0s"}, wantErr: "--ledger-aside-retention (BULKREG_LEDGER_ASIDE_RETENTION)"},
 		{name: "circuit defaults are the package's documented ones", check: func(t *testing.T, s settings) {
 			if s.circuit != circuit.DefaultSettings() {
 				t.Errorf("circuit settings %+v, want circuit.DefaultSettings() %+v", s.circuit, circuit.DefaultSettings())
