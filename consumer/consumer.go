@@ -327,18 +327,16 @@ func (c *Consumer) sleepDue(ctx context.Context, d time.Duration) bool {
 		t.Reset(d)
 	}
 	defer c.dueTimers.Put(t)
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		t.Stop()
-		return false
-	}
+	return waitTimer(ctx, t)
 }
 
 // sleep waits d on a timer; false when ctx ended first.
 func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
+	return waitTimer(ctx, time.NewTimer(d))
+}
+
+// waitTimer waits for t; false, t stopped, when ctx ended first.
+func waitTimer(ctx context.Context, t *time.Timer) bool {
 	select {
 	case <-t.C:
 		return true
