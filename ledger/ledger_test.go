@@ -35,21 +35,23 @@ func transitions(t *testing.T, rdb redis.UniversalClient) {
 	l := New(rdb, Options{Lease: time.Minute})
 	short := New(rdb, Options{Lease: lease})
 
-	claim := func(t *testing.T, l *Ledger, seller, row, hash string) Claim {
-		t.Helper()
-		c, err := l.Claim(ctx, seller, "SKU-1", row, hash, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	claimFrom := func(t *testing.T, seller, row, hash, from string) Claim {
+	// claimFrom claims for a row read from the Kafka record from, claim for
+	// one whose record is not known.
+	claimWith := func(t *testing.T, l *Ledger, seller, row, hash, from string) Claim {
 		t.Helper()
 		c, err := l.Claim(ctx, seller, "SKU-1", row, hash, from)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c
+	}
+	claim := func(t *testing.T, l *Ledger, seller, row, hash string) Claim {
+		t.Helper()
+		return claimWith(t, l, seller, row, hash, "")
+	}
+	claimFrom := func(t *testing.T, seller, row, hash, from string) Claim {
+		t.Helper()
+		return claimWith(t, l, seller, row, hash, from)
 	}
 	setAside := func(t *testing.T, seller, row, from string) bool {
 		t.Helper()
