@@ -338,7 +338,7 @@ func (s *Stack) startConsumer(ctx context.Context, n int, o Options, log *slog.L
 		rdb.Close()
 		return err
 	}
-	status := uploadstatus.New(rdb, 24*time.Hour)
+	status := uploadstatus.New(rdb, 24*time.Hour, uploadstatus.RecordLinger(uploadstatus.DefaultRecordLinger))
 	c, err := consumer.New(cfg, consumer.Deps{
 		Throttle: th, Registry: rc, Circuit: breaker,
 		Status:    status,

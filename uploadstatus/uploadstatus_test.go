@@ -511,6 +511,62 @@ func TestRowsFinishingTogetherShareARecordCall(t *testing.T) {
 	testwait.For(t, 5*time.Second, "the upload's writer gone", func() bool { return !s.records.Writing("g") })
 }
 
+// TestRecordLingerGathersAWindowsRows (issue 30): with RecordLinger, rows
+// of an upload finishing a few milliseconds apart, as a seller's window of
+// calls does, share one record call instead of one or a few each; every
+// row is recorded as its own, and a Store without it sends more calls for
+// the same rows.
+func TestRecordLingerGathersAWindowsRows(t *testing.T) {
+	ctx := context.Background()
+	calls := func(opts ...Option) (int, []int) {
+		srv := testredis.Start(t)
+		rdb := srv.Client()
+		s := New(rdb, time.Hour, opts...)
+		if _, err := s.Create(ctx, newUpload("w", 40)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.record.Load(ctx, rdb).Err(); err != nil { // no NOSCRIPT retry to count
+			t.Fatal(err)
+		}
+		hook := &holdFirstRecord{release: make(chan struct{})}
+		close(hook.release) // count the calls, hold none
+		rdb.AddHook(hook)
+		var wg sync.WaitGroup
+		for row := 2; row < 2+40; row++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := s.RecordRow(ctx, "w", RowResult{Row: row, State: Registered, ProductID: fmt.Sprint("P", row)}); err != nil {
+					t.Errorf("row %d: %v", row, err)
+				}
+			}()
+			time.Sleep(2 * time.Millisecond) // 40 rows over about 80 ms
+		}
+		wg.Wait()
+		st, err := s.Get(ctx, "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Registered != 40 || st.Waiting != 0 {
+			t.Errorf("registered %d waiting %d, want 40 and 0", st.Registered, st.Waiting)
+		}
+		for _, r := range st.Rows {
+			if r.ProductID != fmt.Sprint("P", r.Row) {
+				t.Errorf("row %d has product %q, want P%d", r.Row, r.ProductID, r.Row)
+			}
+		}
+		hook.mu.Lock()
+		defer hook.mu.Unlock()
+		return hook.calls, hook.rows
+	}
+	if n, rows := calls(RecordLinger(time.Second)); n != 1 {
+		t.Errorf("with a 1s linger: %d record calls carrying %v rows, want one carrying all 40", n, rows)
+	}
+	if n, rows := calls(); n < 2 {
+		t.Errorf("without a linger: %d record call carrying %v rows; the rows were meant to finish apart", n, rows)
+	}
+}
+
 // TestOtherContentIsCountedInTheMeta (issue 28, item 11): the list of a
 // seller's uploads reads each upload's meta only, so the failed rows whose
 // SKU is registered already with other content are counted there as they

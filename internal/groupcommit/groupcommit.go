@@ -32,9 +32,28 @@ type Group[K comparable, T, R any] struct {
 	// consumer's CPU in the bench with a goroutine per writer).
 	writers *workers.Pool
 
+	// linger is how long a new writer waits before its key's first write
+	// (Linger); 0: it leaves once the running callers have had their turn.
+	linger time.Duration
+
 	mu     sync.Mutex
 	queues map[K][]*waiter[T, R] // keys with a write on the wire: what waits for the next
+	// full wakes a lingering writer whose key's queue reached max: the
+	// write would carry no more by waiting longer.
+	full map[K]chan struct{}
 }
+
+// Option changes how a Group batches.
+type Option func(*groupOptions)
+
+type groupOptions struct{ linger time.Duration }
+
+// Linger makes a key's writer that finds nothing on the wire wait d before
+// its first write (or until max items wait), so that items arriving over d
+// share it. For writes nobody waits on to go on (a row's status, read by
+// people), not for writes on a row's way to its slot: each item waits up to
+// d longer.
+func Linger(d time.Duration) Option { return func(o *groupOptions) { o.linger = max(0, d) } }
 
 type waiter[T, R any] struct {
 	ctx  context.Context
@@ -49,8 +68,13 @@ type result[R any] struct {
 
 // New returns a Group whose writes carry at most maxItems items (at least
 // 1). write returns one result per item, in order, or an error for all.
-func New[K comparable, T, R any](maxItems int, write func(ctx context.Context, key K, items []T) ([]R, error)) *Group[K, T, R] {
-	return &Group[K, T, R]{write: write, max: max(1, maxItems), queues: map[K][]*waiter[T, R]{},
+func New[K comparable, T, R any](maxItems int, write func(ctx context.Context, key K, items []T) ([]R, error), opts ...Option) *Group[K, T, R] {
+	var o groupOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return &Group[K, T, R]{write: write, max: max(1, maxItems), linger: o.linger,
+		queues: map[K][]*waiter[T, R]{}, full: map[K]chan struct{}{},
 		writers: workers.NewExpiring(idleWriters, idleWritersFor)}
 }
 
@@ -72,6 +96,13 @@ func (g *Group[K, T, R]) Do(ctx context.Context, key K, item T) (R, error) {
 	g.mu.Lock()
 	q, busy := g.queues[key]
 	g.queues[key] = append(q, w)
+	if full, ok := g.full[key]; ok && len(q)+1 >= g.max {
+		close(full)
+		delete(g.full, key)
+	}
+	if !busy && g.linger > 0 && g.max > 1 {
+		g.full[key] = make(chan struct{})
+	}
 	g.mu.Unlock()
 	if !busy {
 		// A writer of its own, not this caller: the items queued behind
@@ -94,6 +125,9 @@ func (g *Group[K, T, R]) Do(ctx context.Context, key K, item T) (R, error) {
 // drain writes key's queued items, at most max per write, until none are
 // left; the next item of key then starts a writer of its own.
 func (g *Group[K, T, R]) drain(ctx context.Context, key K) {
+	if g.linger > 0 {
+		g.wait(key)
+	}
 	g.gather(key)
 	for {
 		g.mu.Lock()
@@ -133,6 +167,27 @@ func (g *Group[K, T, R]) drain(ctx context.Context, key K) {
 			}
 		}
 	}
+}
+
+// wait is a new writer's linger: until it passes or key's queue is full.
+func (g *Group[K, T, R]) wait(key K) {
+	g.mu.Lock()
+	full, ok := g.full[key]
+	g.mu.Unlock()
+	if !ok { // filled before the writer ran
+		return
+	}
+	t := time.NewTimer(g.linger)
+	select {
+	case <-t.C:
+	case <-full:
+	}
+	t.Stop()
+	g.mu.Lock()
+	if g.full[key] == full {
+		delete(g.full, key)
+	}
+	g.mu.Unlock()
 }
 
 // gatherTurns bounds how often a new writer yields before its first write.

@@ -227,3 +227,99 @@ func TestABurstSharesTheFirstWrite(t *testing.T) {
 		t.Fatalf("writes %v, want one write of all %d items", w, burst)
 	}
 }
+
+// TestLinger holds Linger's promises: items that arrive while a key's new
+// writer lingers share its first write; a queue that reaches max leaves at
+// once, without waiting the linger out; an item whose ctx ends during the
+// linger is not written; a lone item waits the linger (and no more than a
+// generous bound) before it is written.
+func TestLinger(t *testing.T) {
+	const linger = 300 * time.Millisecond
+	t.Run("items arriving during the linger share one write", func(t *testing.T) {
+		h := &heldWrites{writes: map[string][][]int{}, hold: map[string]chan struct{}{}}
+		g := New(100, h.write, Linger(linger))
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i := range 5 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if r, err := g.Do(context.Background(), "k", i); err != nil || r != fmt.Sprint("k/", i) {
+					t.Errorf("item %d: %q, %v", i, r, err)
+				}
+			}()
+			time.Sleep(linger / 10) // spread over half the linger
+		}
+		wg.Wait()
+		if took := time.Since(start); took < linger {
+			t.Errorf("the items came back after %v, before the linger (%v) passed", took, linger)
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if w := h.writes["k"]; len(w) != 1 || len(w[0]) != 5 {
+			t.Fatalf("writes %v, want one write of all 5 items", w)
+		}
+	})
+	t.Run("a full queue does not wait the linger out", func(t *testing.T) {
+		h := &heldWrites{writes: map[string][][]int{}, hold: map[string]chan struct{}{}}
+		g := New(4, h.write, Linger(time.Hour))
+		var wg sync.WaitGroup
+		for i := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := g.Do(context.Background(), "k", i); err != nil {
+					t.Errorf("item %d: %v", i, err)
+				}
+			}()
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a queue of max items waited for the hour-long linger")
+		}
+		if n := h.count("k"); n != 1 {
+			t.Fatalf("%d writes, want one of the 4 items", n)
+		}
+	})
+	t.Run("an item whose ctx ends during the linger is not written", func(t *testing.T) {
+		h := &heldWrites{writes: map[string][][]int{}, hold: map[string]chan struct{}{}}
+		g := New(100, h.write, Linger(linger))
+		ctx, cancel := context.WithTimeout(context.Background(), linger/3)
+		defer cancel()
+		errc := make(chan error, 1)
+		go func() { _, err := g.Do(ctx, "k", 1); errc <- err }()
+		if r, err := g.Do(context.Background(), "k", 2); err != nil || r != "k/2" {
+			t.Fatalf("the item that stayed: %q, %v", r, err)
+		}
+		if err := <-errc; !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("the item that left: %v, want its deadline", err)
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if w := h.writes["k"]; len(w) != 1 || len(w[0]) != 1 || w[0][0] != 2 {
+			t.Fatalf("writes %v, want one write of item 2 only", w)
+		}
+	})
+	t.Run("a lone item is written after the linger", func(t *testing.T) {
+		h := &heldWrites{writes: map[string][][]int{}, hold: map[string]chan struct{}{}}
+		g := New(100, h.write, Linger(linger))
+		start := time.Now()
+		if _, err := g.Do(context.Background(), "k", 1); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took < linger || took > linger+5*time.Second {
+			t.Fatalf("written after %v, want the linger (%v)", took, linger)
+		}
+		// The next item starts a linger of its own: the key was idle.
+		start = time.Now()
+		if _, err := g.Do(context.Background(), "k", 2); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took < linger {
+			t.Fatalf("the next lone item was written after %v, before its linger", took)
+		}
+	})
+}
