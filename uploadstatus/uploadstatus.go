@@ -103,8 +103,10 @@ type Option func(*Store)
 // seller finish over a few hundred milliseconds, a few rows at a time, and
 // each record call has fixed work (a lost-record check, the counts, four
 // expiries) that was most of its cost at five rows a call. A row's status
-// then shows up to d later; nothing the throttle or the ledger decides reads
-// it. 0: a call leaves as soon as the rows already running have queued.
+// then shows up to d later, and the consumer's row (its place in its
+// seller's lane, its offset) is finished up to d later; nothing the throttle
+// or the ledger decides reads the status. 0: a call leaves as soon as the
+// rows already running have queued.
 func RecordLinger(d time.Duration) Option { return func(s *Store) { s.linger = d } }
 
 // DefaultRecordLinger is the consumers' RecordLinger (--status-linger):

@@ -6,10 +6,11 @@
 // milliseconds, and each row used to cost its own script call on the
 // seller's (or the upload's) hash tag. Sharing a call saves Redis the
 // script's fixed work per row, and the rows of one key come back together
-// instead of one by one between other keys' calls. Nothing waits for a batch
-// to fill on a clock: a write that finds nothing on the wire leaves as soon
-// as the callers already running have had their turn (gather), and a busy
-// key batches exactly as much as the write on the wire lets it.
+// instead of one by one between other keys' calls. Unless a Group lingers
+// (Linger), nothing waits for a batch to fill on a clock: a write that finds
+// nothing on the wire leaves as soon as the callers already running have had
+// their turn (gather), and a busy key batches exactly as much as the write on
+// the wire lets it.
 package groupcommit
 
 import (
@@ -50,9 +51,9 @@ type groupOptions struct{ linger time.Duration }
 
 // Linger makes a key's writer that finds nothing on the wire wait d before
 // its first write (or until max items wait), so that items arriving over d
-// share it. For writes nobody waits on to go on (a row's status, read by
-// people), not for writes on a row's way to its slot: each item waits up to
-// d longer.
+// share it. Each caller waits up to d longer, and so does whatever it holds
+// meanwhile: for writes at the end of a row's way (its status, read by
+// people), not for writes on its way to its slot.
 func Linger(d time.Duration) Option { return func(o *groupOptions) { o.linger = max(0, d) } }
 
 type waiter[T, R any] struct {

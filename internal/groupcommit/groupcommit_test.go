@@ -313,7 +313,9 @@ func TestLinger(t *testing.T) {
 		if took := time.Since(start); took < linger || took > linger+5*time.Second {
 			t.Fatalf("written after %v, want the linger (%v)", took, linger)
 		}
-		// The next item starts a linger of its own: the key was idle.
+		// The next item starts a linger of its own once the key is idle (the
+		// writer that wrote item 1 may still hold it for a moment).
+		testwait.For(t, 5*time.Second, "the writer of item 1 gone", func() bool { return !g.Writing("k") })
 		start = time.Now()
 		if _, err := g.Do(context.Background(), "k", 2); err != nil {
 			t.Fatal(err)
