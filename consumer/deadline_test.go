@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/bulkreg/bulkreg/internal/testwait"
 )
 
 func TestSharedDeadline(t *testing.T) {
@@ -51,7 +53,14 @@ func TestSleepDueReusesTimersWithoutStaleTicks(t *testing.T) {
 	}
 	for i := range 20 {
 		fired := time.NewTimer(time.Millisecond)
-		time.Sleep(5 * time.Millisecond) // fired; its tick never read, as when ctx won the select
+		if cap(fired.C) == 1 {
+			// The older timers (asynctimerchan=1) buffer their tick: wait
+			// until it is there, never read, as when ctx won the select.
+			testwait.For(t, 5*time.Second, "the timer's tick buffered", func() bool { return len(fired.C) == 1 })
+		} else {
+			// Go 1.23's timers keep no tick to observe (nor to go stale).
+			time.Sleep(5 * time.Millisecond)
+		}
 		c.dueTimers.Put(fired)
 		got, _ := c.dueTimers.Get().(*time.Timer)
 		if got != fired {

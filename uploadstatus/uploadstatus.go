@@ -87,7 +87,6 @@ type Store struct {
 	// on the wire share the next call: one script call, one lost-record
 	// check and one expiry refresh for all of them.
 	records *groupcommit.Group[string, []any, struct{}]
-	linger  time.Duration // RecordLinger
 }
 
 // maxRecordBatch caps the rows of one record call. The script runs about
@@ -95,7 +94,9 @@ type Store struct {
 const maxRecordBatch = 100
 
 // Option changes how a Store writes.
-type Option func(*Store)
+type Option func(*options)
+
+type options struct{ linger time.Duration }
 
 // RecordLinger makes the rows of an upload that finish within d of the first
 // share one record call (RecordRow): its first row waits d, or until
@@ -107,7 +108,7 @@ type Option func(*Store)
 // seller's lane, its offset) is finished up to d later; nothing the throttle
 // or the ledger decides reads the status. 0: a call leaves as soon as the
 // rows already running have queued.
-func RecordLinger(d time.Duration) Option { return func(s *Store) { s.linger = d } }
+func RecordLinger(d time.Duration) Option { return func(o *options) { o.linger = d } }
 
 // DefaultRecordLinger is the consumers' RecordLinger (--status-linger):
 // bench many-sellers, 100 ms gathered a seller's window of results into two
@@ -126,10 +127,11 @@ func New(rdb redis.UniversalClient, retention time.Duration, opts ...Option) *St
 		record:    redis.NewScript(lua.Script("upload_record.lua")),
 		state:     redis.NewScript(lua.Script("upload_state.lua")),
 	}
+	var o options
 	for _, opt := range opts {
-		opt(s)
+		opt(&o)
 	}
-	s.records = groupcommit.New(maxRecordBatch, s.writeRecords, groupcommit.Linger(s.linger))
+	s.records = groupcommit.New(maxRecordBatch, s.writeRecords, groupcommit.Linger(o.linger))
 	return s
 }
 

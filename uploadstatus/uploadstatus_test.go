@@ -503,12 +503,21 @@ func TestRowsFinishingTogetherShareARecordCall(t *testing.T) {
 		if r.Row == 3 {
 			t.Errorf("row 3 was recorded after its caller gave up: %+v", r)
 		}
+	}
+	eachRowHasItsProduct(t, st)
+	// The writer leaves once the queue is empty: the next row starts a call.
+	testwait.For(t, 5*time.Second, "the upload's writer gone", func() bool { return !s.records.Writing("g") })
+}
+
+// eachRowHasItsProduct fails t when a row of st holds another row's product
+// (P<row>, as the shared-call tests record them): rows mixed up in a call.
+func eachRowHasItsProduct(t *testing.T, st Status) {
+	t.Helper()
+	for _, r := range st.Rows {
 		if r.ProductID != fmt.Sprint("P", r.Row) {
 			t.Errorf("row %d has product %q, want P%d: rows mixed up in a shared call", r.Row, r.ProductID, r.Row)
 		}
 	}
-	// The writer leaves once the queue is empty: the next row starts a call.
-	testwait.For(t, 5*time.Second, "the upload's writer gone", func() bool { return !s.records.Writing("g") })
 }
 
 // TestRecordLingerGathersAWindowsRows (issue 30): with RecordLinger, rows
@@ -550,11 +559,7 @@ func TestRecordLingerGathersAWindowsRows(t *testing.T) {
 		if st.Registered != 40 || st.Waiting != 0 {
 			t.Errorf("registered %d waiting %d, want 40 and 0", st.Registered, st.Waiting)
 		}
-		for _, r := range st.Rows {
-			if r.ProductID != fmt.Sprint("P", r.Row) {
-				t.Errorf("row %d has product %q, want P%d", r.Row, r.ProductID, r.Row)
-			}
-		}
+		eachRowHasItsProduct(t, st)
 		hook.mu.Lock()
 		defer hook.mu.Unlock()
 		return hook.calls, hook.rows

@@ -97,12 +97,8 @@ func (g *Group[K, T, R]) Do(ctx context.Context, key K, item T) (R, error) {
 	g.mu.Lock()
 	q, busy := g.queues[key]
 	g.queues[key] = append(q, w)
-	if full, ok := g.full[key]; ok && len(q)+1 >= g.max {
-		close(full)
-		delete(g.full, key)
-	}
-	if !busy && g.linger > 0 && g.max > 1 {
-		g.full[key] = make(chan struct{})
+	if g.linger > 0 { // the other groups (every row's claim, slot and check) skip the map
+		g.lingerLocked(key, busy, len(q)+1)
 	}
 	g.mu.Unlock()
 	if !busy {
@@ -167,6 +163,18 @@ func (g *Group[K, T, R]) drain(ctx context.Context, key K) {
 				w.done <- result[R]{r: rs[i]}
 			}
 		}
+	}
+}
+
+// lingerLocked keeps key's full channel, under g.mu: made for the new writer
+// an item without one starts, closed once queued items reach max.
+func (g *Group[K, T, R]) lingerLocked(key K, busy bool, queued int) {
+	switch full, ok := g.full[key]; {
+	case !busy && g.max > 1:
+		g.full[key] = make(chan struct{})
+	case ok && queued >= g.max:
+		close(full)
+		delete(g.full, key)
 	}
 }
 
