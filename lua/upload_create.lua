@@ -1,11 +1,15 @@
 -- upload_create.lua: create an upload's record unless one exists. Used by uploadstatus.Store.Create.
 --
 -- KEYS[1]  bulkreg:upload:{<id>}:meta    HASH: the upload's fields, its publish state and its counts
--- KEYS[2]  bulkreg:upload:{<id>}:cells   HASH: row number → JSON array of the row's original cells
--- ARGV[1]  retention in ms (every key of the upload expires this long after its last change)
+-- KEYS[2]  bulkreg:upload:{<id>}:cells   HASH: "z" → every row's original cells (uploadstatus.cellsBlob)
+-- ARGV[1]  retention in ms (every key of the upload expires this long after its last change); the meta's
+--          "keep_ms", when the caller sets it, is the same value, kept for upload_record.lua
 -- ARGV[2]  n: the number of meta field/value pairs that follow
 -- ARGV[3 .. 2+2n]           meta field, value, field, value, ... ("state_at" is set here, on the Redis clock)
--- ARGV[3+2n ..]             cells row, JSON, row, JSON, ...
+-- ARGV[3+2n ..]             cells field, value, ... (the field "z" and its blob)
+--
+-- The seller's share of Redis was charged for the upload before this runs (upload_share_charge.lua, in
+-- the seller's hash slot).
 --
 -- Reply: {} when the upload was created; otherwise the existing meta hash as a flat field/value list
 -- (a duplicate: nothing is written). The meta hash can exist with counts only (a consumer recorded a

@@ -3,7 +3,9 @@
 -- RecordRows.
 --
 -- KEYS[1]  bulkreg:upload:{<id>}:meta     HASH: fields "registered", "already_registered" and "failed" hold the counts,
---          "other_content" the failed rows among them whose SKU is registered already with other content
+--          "other_content" the failed rows among them whose SKU is registered already with other content;
+--          "keep_ms", when set, the upload's own retention in ms (an upload that published nothing is kept
+--          less long), used instead of ARGV[1]
 -- KEYS[2]  bulkreg:upload:{<id>}:states   HASH: row number → "registered" | "already_registered" | "failed"
 -- KEYS[3]  bulkreg:upload:{<id>}:rows     HASH: row number → JSON of the row's result
 -- KEYS[4]  bulkreg:upload:{<id>}:cells    HASH: row number → original cells (only its expiry is refreshed)
@@ -23,12 +25,12 @@
 -- Each row's own commands (a read, two writes, a count) were most of what Redis
 -- ran per row: the rows' states are read in one HMGET, the writes are one HSET
 -- per hash and one HINCRBY per count that changed, whatever the number of rows.
-local present = redis.call('HMGET', KEYS[1], 'id', 'lost_at')
+local present = redis.call('HMGET', KEYS[1], 'id', 'lost_at', 'keep_ms')
 if not present[1] and not present[2] then
   local t = redis.call('TIME')
   redis.call('HSET', KEYS[1], 'lost_at', string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)))
 end
-local retention = tonumber(ARGV[1])
+local retention = tonumber(present[3] or ARGV[1]) or tonumber(ARGV[1])
 local changed = 0
 local function other(state, json)
   if state ~= 'failed' or not json then return 0 end

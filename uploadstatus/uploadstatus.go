@@ -10,9 +10,13 @@
 //	bulkreg:upload:{<id>}:meta    HASH  the upload's fields, publish state, counts "registered"/"already_registered"/"failed", "lost_at"
 //	bulkreg:upload:{<id>}:states  HASH  row → "registered" | "already_registered" | "failed"
 //	bulkreg:upload:{<id>}:rows    HASH  row → JSON of its RowResult
-//	bulkreg:upload:{<id>}:cells   HASH  row → JSON of its original cells (for the error report)
+//	bulkreg:upload:{<id>}:cells   HASH  "z" → every row's original cells (for the error report), as cellsBlob writes them
 //
-// Every key expires a retention after the upload's last change.
+// Every key expires a retention after the upload's last change; an upload
+// that published nothing (Upload.Keep) sooner.
+//
+// Each seller's uploads together keep at most the seller's Share of Redis,
+// counted in a usage record under the seller's own hash tag (share.go).
 //
 // Redis can lose an upload's record (a restart without persistence, FLUSHALL,
 // a failover to a replica that missed it) while its rows are still being
@@ -83,6 +87,10 @@ type Store struct {
 	record    *redis.Script
 	state     *redis.Script
 
+	share       Share
+	shareCharge *redis.Script
+	shareSettle *redis.Script
+
 	// Rows of one upload that finish while a record call of that upload is
 	// on the wire share the next call: one script call, one lost-record
 	// check and one expiry refresh for all of them.
@@ -96,7 +104,10 @@ const maxRecordBatch = 100
 // Option changes how a Store writes.
 type Option func(*options)
 
-type options struct{ linger time.Duration }
+type options struct {
+	linger time.Duration
+	share  Share
+}
 
 // RecordLinger makes the rows of an upload that finish within d of the first
 // share one record call (RecordRow): its first row waits d, or until
@@ -126,11 +137,15 @@ func New(rdb redis.UniversalClient, retention time.Duration, opts ...Option) *St
 		create:    redis.NewScript(lua.Script("upload_create.lua")),
 		record:    redis.NewScript(lua.Script("upload_record.lua")),
 		state:     redis.NewScript(lua.Script("upload_state.lua")),
+
+		shareCharge: redis.NewScript(lua.Script("upload_share_charge.lua")),
+		shareSettle: redis.NewScript(lua.Script("upload_share_settle.lua")),
 	}
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
+	s.share = o.share
 	s.records = groupcommit.New(maxRecordBatch, s.writeRecords, groupcommit.Linger(o.linger))
 	return s
 }
@@ -155,6 +170,17 @@ type Upload struct {
 	// Cells are the original cells of every row by row number, kept for the
 	// error report. Create writes them; Get does not read them back (Cells does).
 	Cells map[int][]string `json:"-"`
+
+	// Keep is how long the upload's keys are kept after its last change,
+	// when shorter than the Store's retention (0: the retention): an upload
+	// that published nothing is a check's result, with nothing left to
+	// follow. Create writes it; the record script keeps to it.
+	Keep time.Duration `json:"-"`
+	// Results are the rows' results the producer records right after
+	// creating the upload (RecordRows: the refused rows, the rows
+	// registered before). Create counts their bytes against the seller's
+	// share, and for every other row the result a consumer will record.
+	Results []RowResult `json:"-"`
 }
 
 // RowResult is one row's outcome.
@@ -233,19 +259,40 @@ func (s *Store) Create(ctx context.Context, u Upload) (existing *Upload, err err
 	if err != nil {
 		return nil, fmt.Errorf("create upload %s: %w", u.ID, err)
 	}
+	keep := s.retention
 	meta := []any{
 		"id", u.ID, "seller_id", u.SellerID, "file_name", u.FileName, "sha256", u.SHA256,
 		"total", u.Total, "valid", u.Valid, "invalid", u.Invalid, "header", string(header),
 		"created_at", u.CreatedAt.UTC().Format(time.RFC3339Nano), "state", Publishing,
 	}
-	args := append([]any{s.ms(), len(meta) / 2}, meta...)
-	for row, cells := range u.Cells {
-		b, err := json.Marshal(cells)
+	if u.Keep > 0 && u.Keep < keep {
+		keep = u.Keep
+		meta = append(meta, "keep_ms", keep.Milliseconds())
+	}
+	var cells []any
+	if len(u.Cells) > 0 {
+		blob, err := cellsBlob(u.Cells)
 		if err != nil {
 			return nil, fmt.Errorf("create upload %s: %w", u.ID, err)
 		}
-		args = append(args, row, string(b))
+		cells = []any{cellsField, blob}
 	}
+	if u.SellerID != "" {
+		results := make([][]any, 0, len(u.Results))
+		for _, r := range u.Results {
+			a, err := s.recordArgs(u.ID, r)
+			if err != nil {
+				return nil, fmt.Errorf("create upload %s: %w", u.ID, err)
+			}
+			results = append(results, a)
+		}
+		need := uploadBytes(meta, cells, results, max(0, u.Total-len(u.Results)))
+		if _, err := s.charge(ctx, u.SellerID, u.ID, need, keep); err != nil {
+			return nil, fmt.Errorf("create upload %s: %w", u.ID, err)
+		}
+	}
+	args := append([]any{keep.Milliseconds(), len(meta) / 2}, meta...)
+	args = append(args, cells...)
 	res, err := s.create.Run(ctx, s.rdb, []string{key(u.ID, "meta"), key(u.ID, "cells")}, args...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("create upload %s in Redis: %w", u.ID, redisfail.Wrap(err))
@@ -459,6 +506,13 @@ func (s *Store) Cells(ctx context.Context, uploadID string) (map[int][]string, e
 		return nil, fmt.Errorf("read the cells of upload %s from Redis: %w", uploadID, redisfail.Wrap(err))
 	}
 	out := make(map[int][]string, len(m))
+	if blob, ok := m[cellsField]; ok {
+		if err := readCellsBlob(blob, out); err != nil {
+			return nil, fmt.Errorf("read the cells of upload %s: %w", uploadID, err)
+		}
+	}
+	// A field named by a row number holds that row's cells alone, as JSON:
+	// records kept in that form are read as well.
 	for k, v := range m {
 		row, err := strconv.Atoi(k)
 		if err != nil {

@@ -317,7 +317,12 @@ func (s *Server) uploadError(w http.ResponseWriter, r *http.Request, id string, 
 		writeProblem(w, r, problem{Status: http.StatusUnprocessableEntity, Code: ref.Code, Detail: ref.Message, Problems: ref.Problems})
 		return
 	}
-	switch {
+	switch sf, full := upload.ShareFull(err); {
+	case full:
+		// The seller's own uploads fill their share: their answer alone, a
+		// 429 that says how much, when there is room again and what to do.
+		setShareRetryAfter(w, sf)
+		writeProblem(w, r, problem{Status: http.StatusTooManyRequests, Code: "share_full", UploadID: id, Detail: sf.Error()})
 	case errors.Is(err, upload.ErrInProgress):
 		writeProblem(w, r, problem{Status: http.StatusConflict, Code: "in_progress", Detail: err.Error(), UploadID: id})
 	case errors.Is(err, upload.ErrPublish):
@@ -535,4 +540,59 @@ func cutUTF8(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// setShareRetryAfter says in Retry-After, in whole seconds rounded up, when
+// enough of the seller's uploads expire for the refused one to fit; nothing
+// when it never fits (the file alone is larger than the share).
+func setShareRetryAfter(w http.ResponseWriter, sf *uploadstatus.ShareFullError) {
+	if sf.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64((sf.RetryAfter+time.Second-1)/time.Second), 10))
+	}
+}
+
+// sharePage answers a page's upload that err refused because the seller's
+// share of the upload storage is full: a 429 page in the seller's language
+// that says how much they keep, when there is room again and what to do.
+// It reports whether it answered.
+func (s *Server) sharePage(w http.ResponseWriter, r *http.Request, c caller, err error) bool {
+	sf, full := upload.ShareFull(err)
+	if !full {
+		return false
+	}
+	setShareRetryAfter(w, sf)
+	d := s.data(r, c, "upload", "share.title")
+	share := msg(d.Lang, "share.size", byteText(sf.Share.Bytes))
+	if sf.Share.Uploads > 0 && sf.Share.Bytes > 0 {
+		share = msg(d.Lang, "share.both", sf.Share.Uploads, byteText(sf.Share.Bytes))
+	} else if sf.Share.Uploads > 0 {
+		share = msg(d.Lang, "share.count", sf.Share.Uploads)
+	}
+	if sf.RetryAfter > 0 {
+		d.Body = msg(d.Lang, "share.body", sf.Uploads, byteText(sf.Bytes), share, fmtWait(d.Lang, sf.RetryAfter))
+	} else {
+		d.Body = msg(d.Lang, "share.body.never", byteText(sf.Need), share)
+	}
+	s.render(w, r, http.StatusTooManyRequests, "message", d)
+	return true
+}
+
+// byteText says a size in MB (a seller reads sizes as the file manager
+// shows them).
+func byteText(n int64) string {
+	if n < 1<<20 {
+		return strconv.FormatInt((n+1023)>>10, 10) + " KB"
+	}
+	return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MB"
+}
+
+// fmtWait says a wait of minutes to days the way a seller reads it.
+func fmtWait(lang string, d time.Duration) string {
+	switch {
+	case d < time.Hour:
+		return fmtDuration(lang, d)
+	case d < 48*time.Hour:
+		return msg(lang, "share.hours", int((d+time.Hour-1)/time.Hour))
+	}
+	return msg(lang, "share.days", int((d+24*time.Hour-1)/(24*time.Hour)))
 }

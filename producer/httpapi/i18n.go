@@ -170,6 +170,16 @@ var messages = map[string][2]string{ // [ko, en]
 	"signout.done.body":     {"등록 중인 행은 계속 등록됩니다. 다시 로그인하려면 판매자 센터에서 bulkreg 로그인 링크를 열어 주세요.", "Rows being registered go on. To sign in again, open the bulkreg sign-in link from your seller center."},
 	"signout.yes":           {"로그아웃하기", "Yes, sign out"},
 
+	// A seller's share of the upload storage is full (issue 45, 2).
+	"share.title":      {"올린 파일을 더 보관할 공간이 없습니다", "Your upload storage is full"},
+	"share.body":       {"지금 보관 중인 업로드 %[1]d개(%[2]s)가 판매자별 보관 한도(%[3]s)를 다 써서 이 파일을 받을 수 없습니다. 이전 업로드가 만료되면 약 %[4]s 후에 다시 올릴 수 있습니다. 등록할 행이 없던 업로드는 일찍 만료됩니다. 더 빨리 올려야 하면 운영자에게 오래된 업로드 삭제나 한도 확대를 요청해 주세요.", "Your %[1]d uploads kept now (%[2]s) use your whole storage share (%[3]s), so this file was not taken. Older uploads expire and make room in about %[4]s; uploads with nothing to register expire sooner. To upload sooner, ask the operator to delete old uploads or raise your share."},
+	"share.body.never": {"이 파일의 결과(%[1]s)가 판매자별 보관 한도(%[2]s)보다 커서 받을 수 없습니다. 파일을 나눠 올리거나 운영자에게 한도 확대를 요청해 주세요.", "This file's results (%[1]s) are larger than your whole storage share (%[2]s), so it was not taken. Split the file, or ask the operator to raise your share."},
+	"share.both":       {"업로드 %d개 또는 %s", "%d uploads or %s"},
+	"share.count":      {"업로드 %d개", "%d uploads"},
+	"share.size":       {"%s", "%s"},
+	"share.hours":      {"%d시간", "%d hours"},
+	"share.days":       {"%d일", "%d days"},
+
 	// Rows registered already with other content: a group apart (issue 28, 11).
 	"detail.othercontent":     {"다른 내용으로 이미 등록됨", "Already registered with different content"},
 	"detail.othercontent.why": {"이 상품들은 이미 다른 내용으로 등록되어 있어 일괄 등록으로 바꾸지 않았습니다. 파일에는 문제가 없습니다. 가격이나 재고는 판매자 센터의 상품 관리에서 바꿔 주세요.", "These products are already registered with different content, which bulk registration does not change; nothing is wrong with the file. Change their price or stock in the seller center's product management."},

@@ -319,6 +319,9 @@ func (s *Server) pageRegister(lim *limits) http.HandlerFunc {
 			s.render(w, r, http.StatusUnprocessableEntity, "upload", d)
 			return
 		}
+		if s.sharePage(w, r, c, err) {
+			return
+		}
 		if err != nil {
 			if !errors.Is(err, upload.ErrPublish) {
 				s.logr(r).Error("upload failed", "upload_id", res.UploadID, "err", err)

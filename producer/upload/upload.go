@@ -119,7 +119,19 @@ type Uploader struct {
 	// Marketplace tells a status whether the registration API answers (the
 	// consumers' circuit breaker); nil says nothing about it.
 	Marketplace Marketplace
+	// CheckOnlyRetention is how long an upload that publishes nothing (every
+	// row refused, or registered before) is kept: its status is a check's
+	// result, complete when it is created, and it leaves the seller's share
+	// of Redis this soon. Default DefaultCheckOnlyRetention; it is never
+	// longer than the status store's retention.
+	CheckOnlyRetention time.Duration
 }
+
+// DefaultCheckOnlyRetention is Uploader.CheckOnlyRetention's default
+// (--check-only-retention): time to read the problems, download the report
+// and send the fixed file, while a seller who sends bad file after bad file
+// gets their share back within the hour.
+const DefaultCheckOnlyRetention = time.Hour
 
 // DefaultPublishBatch is Uploader.PublishBatch's default: a 500-row upload
 // is five produce round trips and five Redis writes (a few ms each), and a
@@ -164,7 +176,19 @@ var (
 	ErrPublish = errors.New("publishing to Kafka failed")
 	// ErrInProgress: the same file is being published by another request right now.
 	ErrInProgress = errors.New("the same file is being published right now")
+	// ErrShareFull: the seller's uploads keep their whole share of Redis;
+	// the error is an *uploadstatus.ShareFullError (ShareFull) that says
+	// how much and when older uploads make room.
+	ErrShareFull = uploadstatus.ErrShareFull
 )
+
+// ShareFull reports whether err refused an upload because its seller's
+// share of Redis is full, and the details.
+func ShareFull(err error) (*uploadstatus.ShareFullError, bool) {
+	var e *uploadstatus.ShareFullError
+	ok := errors.As(err, &e)
+	return e, ok
+}
 
 // InvalidRowsError refuses a strict upload: every problem found.
 type InvalidRowsError struct {
@@ -254,7 +278,28 @@ func (u *Uploader) Upload(ctx context.Context, req Request) (Result, error) {
 	// Only the bounded cells a report needs are kept: a tiny file can expand
 	// to hundreds of MB of cell text, which Redis would hold for days.
 	up.Header, up.Cells = reportCells(sheet.Header, sheet.Rows, orDefault(u.MaxReportCellBytes, DefaultMaxReportCellBytes))
+	// Refused rows are failed at once, with the reason the seller reads;
+	// rows registered before are recorded with their product. Create counts
+	// them against the seller's share before anything is written.
+	rs := make([]uploadstatus.RowResult, 0, len(invalid)+len(known))
+	for _, r := range invalid {
+		rs = append(rs, refusedRow(r, u.now()))
+	}
+	for _, rr := range known {
+		rs = append(rs, rr)
+	}
+	up.Results = rs
+	if len(valid) == 0 {
+		up.Keep = orDefault(u.CheckOnlyRetention, DefaultCheckOnlyRetention)
+	}
 	prev, err := u.Statuses.Create(ctx, up)
+	u.observeShare(ctx, req.SellerID)
+	if sf, ok := ShareFull(err); ok {
+		u.Metrics.upload("share_full")
+		log.Info("upload refused: the seller's share of the upload storage is full",
+			"uploads", sf.Uploads, "bytes", sf.Bytes, "need", sf.Need, "retry_after", sf.RetryAfter)
+		return res, err
+	}
 	if err != nil {
 		return res, fmt.Errorf("record the upload: %w", err)
 	}
@@ -285,16 +330,7 @@ func (u *Uploader) Upload(ctx context.Context, req Request) (Result, error) {
 	}
 	u.index(ctx, req.SellerID, id, res.Upload.CreatedAt)
 
-	// Refused rows are failed at once, with the reason the seller reads;
-	// rows registered before are recorded with their product.
-	if len(invalid) > 0 || len(known) > 0 {
-		rs := make([]uploadstatus.RowResult, 0, len(invalid)+len(known))
-		for _, r := range invalid {
-			rs = append(rs, refusedRow(r, u.now()))
-		}
-		for _, rr := range known {
-			rs = append(rs, rr)
-		}
+	if len(rs) > 0 {
 		if err := u.Statuses.RecordRows(ctx, id, rs); err != nil {
 			u.fail(ctx, id, "could not record the invalid and already registered rows")
 			return res, fmt.Errorf("record the invalid and already registered rows: %w", err)
@@ -336,6 +372,20 @@ func (u *Uploader) Upload(ctx context.Context, req Request) (Result, error) {
 	u.Metrics.upload("published")
 	log.Info("upload published", "rows", len(valid), "invalid", len(invalid), "already_registered", len(known), "took", time.Since(start))
 	return res, nil
+}
+
+// observeShare sets the seller's usage metrics from what the Statuses
+// store says now (only with Metrics, and a store that tells usage).
+func (u *Uploader) observeShare(ctx context.Context, seller string) {
+	us, ok := u.Statuses.(interface {
+		Usage(ctx context.Context, seller string) (uploadstatus.Usage, error)
+	})
+	if u.Metrics == nil || !ok {
+		return
+	}
+	if got, err := us.Usage(ctx, seller); err == nil {
+		u.Metrics.share(seller, got)
+	}
 }
 
 // index lists the upload under its seller. A failure costs only the
