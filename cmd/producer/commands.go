@@ -65,7 +65,7 @@ func cmdUpload(ctx context.Context, e *env, args []string) int {
 	seller := fs.String("seller", "", "seller id the rows are registered for (required)")
 	strict := fs.Bool("strict", false, "refuse the whole upload if any row is invalid (nothing is published)")
 	wait := fs.Bool("wait", false, "show progress on stderr until every row is registered or failed; exit 0 only if all registered")
-	check := s.bind(fs, e.getenv, gKafka|gRedis|gPublish|gStatus|gWait|gFile)
+	check := s.bind(fs, e.getenv, gKafka|gRedis|gPublish|gStatus|gWait|gFile|gShare)
 	pos, code, ok := e.parseArgs(fs, args, 1, "one FILE", func() error {
 		if *seller == "" {
 			return errors.New("--seller is required: the seller id the rows are registered for")
@@ -514,7 +514,7 @@ func cmdCompliance(ctx context.Context, e *env, args []string) int {
 func cmdServe(ctx context.Context, e *env, args []string) int {
 	s := defaults()
 	fs := e.flagSet("serve")
-	check := s.bind(fs, e.getenv, gKafka|gRedis|gLimit|gMargin|gPublish|gStatus|gFile|gHTTP|gSecret|gLink)
+	check := s.bind(fs, e.getenv, gKafka|gRedis|gLimit|gMargin|gPublish|gStatus|gFile|gHTTP|gSecret|gLink|gShare)
 	var auth httpapi.Auth
 	if _, code, ok := e.parseArgs(fs, args, 0, "no arguments", func() error {
 		if err := check(); err != nil {

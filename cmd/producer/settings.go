@@ -34,6 +34,10 @@ type settings struct {
 	staleAfter      time.Duration
 	statusRetention time.Duration
 	pollInterval    time.Duration
+	// each seller's share of Redis
+	shareBytes         int64
+	shareUploads       int
+	checkOnlyRetention time.Duration
 	// files
 	maxFileSize int
 	// HTTP service
@@ -70,25 +74,29 @@ type settings struct {
 
 func defaults() *settings {
 	return &settings{
-		shared:           config.Default(),
-		writeTimeout:     10 * time.Second,
-		publishTimeout:   30 * time.Second,
-		maxAttempts:      3,
-		staleAfter:       2 * time.Minute,
-		statusRetention:  7 * 24 * time.Hour,
-		pollInterval:     time.Second,
-		maxFileSize:      excel.DefaultMaxFileSize,
-		addr:             ":8080",
-		adminAddr:        "127.0.0.1:9465",
-		publicURL:        "http://localhost:8080",
-		sessionTTL:       httpapi.DefaultSessionTTL,
-		linkMaxAge:       httpapi.DefaultLinkMaxAge,
-		eventsInterval:   httpapi.DefaultEventsInterval,
-		readTimeout:      time.Minute,
-		httpWriteTimeout: 2 * time.Minute,
-		shutdownTimeout:  30 * time.Second,
-		maxUploads:       httpapi.DefaultMaxUploads,
-		logLevel:         "info",
+		shared:          config.Default(),
+		writeTimeout:    10 * time.Second,
+		publishTimeout:  30 * time.Second,
+		maxAttempts:     3,
+		staleAfter:      2 * time.Minute,
+		statusRetention: 7 * 24 * time.Hour,
+
+		shareBytes:         uploadstatus.DefaultShareBytes,
+		shareUploads:       uploadstatus.DefaultShareUploads,
+		checkOnlyRetention: upload.DefaultCheckOnlyRetention,
+		pollInterval:       time.Second,
+		maxFileSize:        excel.DefaultMaxFileSize,
+		addr:               ":8080",
+		adminAddr:          "127.0.0.1:9465",
+		publicURL:          "http://localhost:8080",
+		sessionTTL:         httpapi.DefaultSessionTTL,
+		linkMaxAge:         httpapi.DefaultLinkMaxAge,
+		eventsInterval:     httpapi.DefaultEventsInterval,
+		readTimeout:        time.Minute,
+		httpWriteTimeout:   2 * time.Minute,
+		shutdownTimeout:    30 * time.Second,
+		maxUploads:         httpapi.DefaultMaxUploads,
+		logLevel:           "info",
 
 		maxUploadsPerSeller: httpapi.DefaultMaxUploadsPerSeller,
 		minUploadRate:       httpapi.DefaultMinUploadRate,
@@ -119,6 +127,7 @@ const (
 	gSecret
 	gLink   // the public URL and how long a sign-in link lives (serve, token)
 	gMargin // the throttle's margin (serve's finish estimate)
+	gShare  // each seller's share of Redis, and how long an upload that published nothing is kept (serve, upload)
 )
 
 // bind registers the settings of the given groups on fs and returns a
@@ -153,6 +162,11 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 	}
 	if groups&gStatus != 0 {
 		b.Duration(&s.statusRetention, "status-retention", "how long an upload's status and row results are kept after its last change")
+	}
+	if groups&gShare != 0 {
+		b.Bytes(&s.shareBytes, "seller-share-bytes", "most bytes one seller's uploads keep in Redis (their status, row results and report cells); an upload past it is refused with 429 share_full until older ones expire (0 = no bound)")
+		b.Int(&s.shareUploads, "seller-share-uploads", "most uploads one seller keeps in Redis; an upload past it is refused with 429 share_full until older ones expire (0 = no bound)")
+		b.Duration(&s.checkOnlyRetention, "check-only-retention", "how long an upload that published nothing (every row refused, or registered before) is kept: a check's result, which then leaves the seller's share; at most --status-retention")
 	}
 	if groups&gWait != 0 {
 		b.Duration(&s.pollInterval, "poll-interval", "how often --wait reads the upload's progress")
@@ -226,6 +240,20 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 		}
 		if groups&gStatus != 0 {
 			positive("status-retention", s.statusRetention)
+		}
+		if groups&gShare != 0 {
+			if s.shareBytes != 0 && s.shareBytes < shareFloor {
+				// One upload may keep up to the cost ceiling; a smaller share
+				// would refuse a seller's first file.
+				bad("seller-share-bytes", "must be 0 (no bound) or at least %s, what one upload may keep, got %s", config.FormatBytes(shareFloor), config.FormatBytes(s.shareBytes))
+			}
+			if s.shareUploads < 0 {
+				bad("seller-share-uploads", "must not be negative (0 means no bound), got %d", s.shareUploads)
+			}
+			positive("check-only-retention", s.checkOnlyRetention)
+			if groups&gStatus != 0 && s.checkOnlyRetention > s.statusRetention {
+				bad("check-only-retention", "must be at most --status-retention (%s), got %s", s.statusRetention, s.checkOnlyRetention)
+			}
 		}
 		if groups&gWait != 0 {
 			positive("poll-interval", s.pollInterval)
@@ -352,8 +380,12 @@ func (s *settings) marketplace(rdb redis.UniversalClient) upload.Marketplace {
 }
 
 func (s *settings) store(rdb redis.UniversalClient) *uploadstatus.Store {
-	return uploadstatus.New(rdb, s.statusRetention)
+	return uploadstatus.New(rdb, s.statusRetention, uploadstatus.WithShare(uploadstatus.Share{Bytes: s.shareBytes, Uploads: s.shareUploads}))
 }
+
+// shareFloor is the smallest --seller-share-bytes: the most one upload
+// keeps in Redis (the cost ceiling of an upload, ARCHITECTURE.md).
+const shareFloor = 8 << 20
 
 // uploader wires the parser, the Kafka writer, the status store and the SKU
 // ledger (read only here: its retention and leases are the consumers'
@@ -367,7 +399,7 @@ func (s *settings) uploader(log *slog.Logger) (*upload.Uploader, func(), error) 
 	rdb := s.redis()
 	store := s.store(rdb)
 	up := &upload.Uploader{Parser: s.parser(), Writer: w, Statuses: store, Index: store, Ledger: ledger.New(rdb, ledger.Options{}),
-		PublishTimeout: s.publishTimeout, StaleAfter: s.staleAfter, Logger: log}
+		PublishTimeout: s.publishTimeout, StaleAfter: s.staleAfter, Logger: log, CheckOnlyRetention: s.checkOnlyRetention}
 	return up, func() { w.Close(); rdb.Close() }, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"slices"
@@ -517,5 +518,82 @@ func ValidHTTPURL(raw string) error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("want an absolute http:// or https:// URL with a host, such as https://api.example.com, got %q", Redacted(raw))
 	}
+	return nil
+}
+
+// Bytes binds a size setting: a whole number of bytes, or one with a unit,
+// KiB, MiB or GiB (powers of 1024) or kB, MB or GB (powers of 1000):
+// "268435456", "256MiB", "300MB".
+func (b *Binder) Bytes(p *int64, name, usage string) {
+	if v, ok := b.env(name); ok {
+		n, err := ParseBytes(v)
+		if err != nil {
+			b.errs = append(b.errs, fmt.Errorf("environment variable %s=%q: %w", EnvName(name), v, err))
+		} else {
+			*p = n
+		}
+	}
+	b.fs.Var(bytesValue{p}, name, b.usage(name, usage))
+}
+
+// byteUnits are the units ParseBytes reads, longest first so "MiB" is not
+// read as "B".
+var byteUnits = []struct {
+	suffix string
+	n      int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
+	{"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1},
+}
+
+// ParseBytes reads a size as Binder.Bytes takes it.
+func ParseBytes(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range byteUnits {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.n
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a size such as 268435456, 256MiB or 300MB", s)
+	}
+	if n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("%q is larger than a size can be", s)
+	}
+	return n * mult, nil
+}
+
+// FormatBytes writes n as ParseBytes reads it, in the largest binary unit
+// that holds it whole ("256MiB"; "1000" when none does).
+func FormatBytes(n int64) string {
+	for _, u := range []struct {
+		suffix string
+		n      int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.n == 0 {
+			return strconv.FormatInt(n/u.n, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+type bytesValue struct{ p *int64 }
+
+func (v bytesValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return FormatBytes(*v.p)
+}
+
+func (v bytesValue) Set(s string) error {
+	n, err := ParseBytes(s)
+	if err != nil {
+		return err
+	}
+	*v.p = n
 	return nil
 }
