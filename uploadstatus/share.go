@@ -132,7 +132,7 @@ func usageKey(seller string) string { return "bulkreg:{s:" + seller + "}:usage" 
 // corrected. The record never counts less than what is kept.
 func (s *Store) charge(ctx context.Context, seller, id string, bytes int64, keep time.Duration) (Usage, error) {
 	for settled := false; ; settled = true {
-		res, err := s.shareCharge.Run(ctx, s.rdb, []string{usageKey(seller)}, id, bytes, keep.Milliseconds(), s.share.Bytes, s.share.Uploads).Slice()
+		res, err := s.shareCharge.Run(ctx, s.rdb, []string{usageKey(seller)}, id, bytes, keep.Milliseconds(), s.share.Bytes, s.share.Uploads, s.retention.Milliseconds()).Slice()
 		if err != nil {
 			return Usage{}, fmt.Errorf("charge upload %s to seller %q's share in Redis: %w", id, seller, redisfail.Wrap(err))
 		}
@@ -143,14 +143,20 @@ func (s *Store) charge(ctx context.Context, seller, id string, bytes int64, keep
 		n, _ := res[1].(int64)
 		used, _ := res[2].(int64)
 		u := Usage{Uploads: int(n), Bytes: used}
-		if ok == 1 {
-			return u, nil
-		}
 		var due []string
 		for _, v := range res[min(4, len(res)):] {
 			if d, ok := v.(string); ok {
 				due = append(due, d)
 			}
+		}
+		if ok == 1 {
+			if len(due) > 0 {
+				// Charged; the entries past their expiry are settled now so
+				// the record does not grow with uploads long gone. Its
+				// failure costs nothing but a later settle.
+				_ = s.settleDue(ctx, seller, due)
+			}
+			return u, nil
 		}
 		if len(due) > 0 && !settled {
 			if err := s.settleDue(ctx, seller, due); err != nil {
@@ -182,7 +188,8 @@ func (s *Store) settleDue(ctx context.Context, seller string, ids []string) erro
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("look up the expired uploads of seller %q in Redis: %w", seller, redisfail.Wrap(err))
 	}
-	args := make([]any, 0, 2*len(ids))
+	args := make([]any, 0, 1+2*len(ids))
+	args = append(args, s.retention.Milliseconds())
 	for i, id := range ids {
 		ttl := cmds[i].Val()
 		switch {
@@ -238,7 +245,7 @@ func (s *Store) Delete(ctx context.Context, seller, id string) error {
 	if err := s.rdb.Del(ctx, key(id, "meta"), key(id, "states"), key(id, "rows"), key(id, "cells"), key(id, "published")).Err(); err != nil {
 		return fmt.Errorf("delete upload %s from Redis: %w", id, redisfail.Wrap(err))
 	}
-	if err := s.settle(ctx, seller, []any{id, -2}); err != nil {
+	if err := s.settle(ctx, seller, []any{s.retention.Milliseconds(), id, -2}); err != nil {
 		return err
 	}
 	if err := s.rdb.ZRem(ctx, sellerKey(seller), id).Err(); err != nil {
