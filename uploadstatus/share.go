@@ -34,14 +34,14 @@ type Share struct {
 //
 // A seller's normal week: a few dozen files of up to 500 rows a day, each
 // kept 7 days (--status-retention). An upload of 500 registered rows with
-// short texts keeps about 120 KB; with 1,000-character descriptions in
-// every row, about 0.9 MB (docs/redis-sizing.md has the measurements).
-// 1,000 uploads is 140 a day for a week; 256 MiB keeps 280 uploads (40 a
-// day for a week) of the heavy kind, or a thousand of a few hundred KB. A
-// file of 500 bad rows keeps at most about 4.6 MB, so one seller sending
-// such files is refused after about 55 of them, and they leave after
-// --check-only-retention (1 h), not 7 days, since nothing of them was
-// published.
+// short texts is charged about 140 KB; the report cells of longer texts
+// add up to 4 MiB before compression (docs/redis-sizing.md has the
+// measurements). 1,000 uploads is 140 a day for a week, and 256 MiB holds
+// a thousand uploads of 256 KB, or 40 a day for a week of 900 KB each. A
+// file of 500 bad rows is charged at most about 2.4 MB, so one seller
+// sending such files is refused after about a hundred of them, and they
+// leave after --check-only-retention (1 h), not 7 days, since nothing of
+// them was published.
 const (
 	DefaultShareBytes   = 256 << 20
 	DefaultShareUploads = 1000
