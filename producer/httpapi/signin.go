@@ -5,6 +5,7 @@ import (
 	"errors"
 	"html/template"
 	"net/http"
+	"net/url"
 )
 
 // Signing in with a link takes two requests, so that only a person signs
@@ -41,6 +42,15 @@ type linkPageData struct {
 	Token string
 	// Next is the seller the link signs in.
 	Next string
+}
+
+// LangHref is the layout's language switch: the same page in lang.
+func (d pageData) LangHref(lang string) string { return "?lang=" + lang }
+
+// LangHref keeps the link's token in the language switch: the link's page
+// in the other language, not the sign-in page without a link.
+func (d linkPageData) LangHref(lang string) string {
+	return "?" + url.Values{"token": {d.Token}, "lang": {lang}}.Encode()
 }
 
 // pageSignIn answers GET /signin. Without a token it is the sign-in page

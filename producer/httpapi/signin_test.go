@@ -466,21 +466,28 @@ func TestLinkPreviewDoesNotUseTheLink(t *testing.T) {
 			t.Fatalf("%s %v: %d, cookies %v, link used %v; want 200, the sign-in button, no cookie, the link unused:\n%.1000s",
 				fetch.method, fetch.headers, resp.StatusCode, resp.Cookies(), e.spent(t, l), page)
 		}
-		if resp.Header.Get("Referrer-Policy") != "no-referrer" || resp.Header.Get("Cache-Control") != "no-store" {
-			t.Errorf("the link's page: Referrer-Policy %q, Cache-Control %q; want no-referrer, no-store", resp.Header.Get("Referrer-Policy"), resp.Header.Get("Cache-Control"))
+		if h := resp.Header; h.Get("Referrer-Policy") != "no-referrer" || h.Get("Cache-Control") != "no-store" || h.Get("X-Frame-Options") != "DENY" {
+			t.Errorf("the link's page: Referrer-Policy %q, Cache-Control %q, X-Frame-Options %q; want no-referrer, no-store, DENY (the button must not be framed)",
+				h.Get("Referrer-Policy"), h.Get("Cache-Control"), h.Get("X-Frame-Options"))
 		}
 	}
-	// The page names the seller and the button, in Korean first.
+	// The page names the seller and the button, in Korean first; its
+	// language switch keeps the link.
 	_, page := send(t, browserClient(), "GET", link, nil, "Accept-Language: ko")
-	for _, want := range []string{"<h1>seller-a 판매자로 로그인할까요?</h1>", `id="signin-yes" autofocus>seller-a 판매자로 로그인</button>`} {
+	english := `<a href="?` + html.EscapeString(url.Values{"lang": {"en"}, "token": {linkToken(t, link)}}.Encode()) + `" hreflang="en" lang="en">English</a>`
+	for _, want := range []string{"<h1>seller-a 판매자로 로그인할까요?</h1>", `id="signin-yes" autofocus>seller-a 판매자로 로그인</button>`, english} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the link's page lacks %q:\n%.2000s", want, page)
 		}
 	}
+	resp, page := send(t, browserClient(), "GET", link+"&lang=en", nil, "Accept-Language: ko")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(page, "<h1>Sign in as seller seller-a?</h1>") || pageForm(page, "signin").Get("token") != linkToken(t, link) {
+		t.Errorf("the link's page switched to English: %d:\n%.2000s", resp.StatusCode, page)
+	}
 
 	// The seller, from the seller center (another site), presses the button.
 	c := browserClient()
-	resp := signInWith(t, c, link)
+	resp = signInWith(t, c, link)
 	var cookie *http.Cookie
 	for _, ck := range resp.Cookies() {
 		if ck.Name == cookiePlain {
