@@ -31,13 +31,20 @@ type signInEnv struct {
 
 func newSignInEnv(t *testing.T, leeway time.Duration) *signInEnv {
 	t.Helper()
-	rdb := testredis.Start(t).Client()
+	e, _ := newSignInEnvRedis(t, leeway)
+	return e
+}
+
+func newSignInEnvRedis(t *testing.T, leeway time.Duration) (*signInEnv, *testredis.Server) {
+	t.Helper()
+	srvRedis := testredis.Start(t)
+	rdb := srvRedis.Client()
 	logs := &testbin.Output{}
 	s := &Server{Auth: Auth{Secret: secret, Leeway: leeway}, Sessions: NewRedisSessions(rdb),
 		Logger: slog.New(slog.NewJSONHandler(logs, nil))}
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	return &signInEnv{srv: srv, s: s, rdb: rdb, log: logs}
+	return &signInEnv{srv: srv, s: s, rdb: rdb, log: logs}, srvRedis
 }
 
 // link mints a sign-in link for seller valid for ttl from now.
@@ -252,6 +259,7 @@ func TestSpentLinkMarkOutlivesTheLeeway(t *testing.T) {
 				t.Fatal(err)
 			}
 			accepted := time.Until(l.Expires.Add(leeway)) // the verifier's last moment
+			t.Logf("the spent mark lives %v more; the verifier accepts the link %v more", pttl, accepted.Round(time.Millisecond))
 			if pttl < accepted || pttl > accepted+leeway+2*time.Second {
 				t.Errorf("the spent mark lives %v more; the link is accepted %v more: want between that and %v", pttl, accepted, accepted+leeway+2*time.Second)
 			}
@@ -517,5 +525,25 @@ func TestLinkPreviewDoesNotUseTheLink(t *testing.T) {
 		if resp.StatusCode != http.StatusForbidden || len(resp.Cookies()) != 0 || e.spent(t, lo) {
 			t.Errorf("sign-in posted from another site (%s): %d, cookies %v, link used %v; want 403, nothing", h, resp.StatusCode, resp.Cookies(), e.spent(t, lo))
 		}
+	}
+}
+
+// With Redis down a link can be neither checked for use nor used: its page
+// and its button answer 503 and set no cookie; nothing signs in on a guess.
+func TestSignInLinkWhenRedisIsDown(t *testing.T) {
+	e, r := newSignInEnvRedis(t, 30*time.Second)
+	link, _ := e.link(t, "seller-a", 10*time.Minute, time.Now())
+	r.Stop()
+	for _, req := range []struct {
+		method, u string
+		form      url.Values
+	}{{"GET", link, nil}, {"POST", e.srv.URL + "/signin", url.Values{"token": {linkToken(t, link)}}}} {
+		resp, page := send(t, browserClient(), req.method, req.u, req.form, "Accept-Language: en")
+		if resp.StatusCode != http.StatusServiceUnavailable || len(resp.Cookies()) != 0 || pageForm(page, "signin") != nil {
+			t.Errorf("%s with Redis down: %d, cookies %v; want 503, no cookie, no button:\n%.1000s", req.method, resp.StatusCode, resp.Cookies(), page)
+		}
+	}
+	if !strings.Contains(e.log.String(), `"msg":"sign-in failed"`) {
+		t.Errorf("the failure is not logged:\n%s", e.log.String())
 	}
 }
