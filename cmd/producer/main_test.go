@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -438,7 +439,8 @@ func TestServe(t *testing.T) {
 	if resp, err := http.Get(base + "/metrics"); err != nil || resp.StatusCode != 404 {
 		t.Errorf("/metrics on the sellers' port: %v, want 404 (it is on the admin listener)", resp.Status)
 	}
-	// A sign-in link from `producer token --link` opens a session on the pages.
+	// A sign-in link from `producer token --link` opens a session on the
+	// pages: its page's button posts the link's token.
 	link := strings.TrimSpace(runCLI(env, "token", "--seller", "seller-7", "--link").stdout)
 	if !strings.HasPrefix(link, base+"/signin?token=") {
 		t.Fatalf("token --link printed %q, want a link under %s", link, base)
@@ -447,6 +449,9 @@ func TestServe(t *testing.T) {
 	browser := &http.Client{Jar: jar}
 	if resp, err := browser.Get(link); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("opening the sign-in link: %v %v", resp, err)
+	}
+	if resp, err := browser.PostForm(base+"/signin", url.Values{"token": {linkToken(link)}}); err != nil || resp.StatusCode != 200 || resp.Request.URL.Path != "/uploads" {
+		t.Fatalf("the sign-in link's button: %v %v, want the uploads page", resp, err)
 	}
 	if resp, err := browser.Get(base + "/uploads"); err != nil || resp.StatusCode != 200 {
 		t.Errorf("the uploads page after signing in: %v %v", resp, err)
@@ -676,4 +681,13 @@ func TestPublicURLSchemeInAnyCaseMakesTheCookieSecure(t *testing.T) {
 	if resp.StatusCode != 200 || len(cookies) != 1 || !cookies[0].Secure || cookies[0].Name != "__Host-bulkreg_session" {
 		t.Errorf("sign-in with --public-url HTTPS://…: %d, cookies %v; want one Secure __Host-bulkreg_session cookie", resp.StatusCode, cookies)
 	}
+}
+
+// linkToken is the token of a sign-in link, which the link's page posts.
+func linkToken(link string) string {
+	u, err := url.Parse(link)
+	if err != nil {
+		return ""
+	}
+	return u.Query().Get("token")
 }

@@ -62,7 +62,8 @@ type Auth struct {
 	Audience string
 	// MaxLifetime caps how far ahead "exp" may be (and exp − iat); 0 means DefaultMaxLifetime.
 	MaxLifetime time.Duration
-	// Leeway is the clock skew allowed on exp, nbf and iat.
+	// Leeway is the clock skew allowed on exp, nbf and iat. A used sign-in
+	// link stays spent past exp by twice as much (LinkSpentUntil).
 	Leeway time.Duration
 }
 
@@ -252,34 +253,58 @@ func (a Auth) verify(tok string, secret []byte, public []crypto.PublicKey) (*cla
 	return c, nil
 }
 
+// SignInLink is a sign-in link's token that VerifyLink accepted.
+type SignInLink struct {
+	Seller string
+	// ID is the token id (claim jti): spending it is what makes the link
+	// work once.
+	ID string
+	// Expires is the token's "exp".
+	Expires time.Time
+	// SpentUntil is how long the mark of a used link must be kept
+	// (SessionStore.SpendLink): see Auth.LinkSpentUntil.
+	SpentUntil time.Time
+}
+
+// LinkSpentUntil is when the spent mark of a sign-in link expiring at exp
+// may go. The verifier accepts the token until exp + Leeway by its own
+// clock, and the replicas' clocks are held to the same allowance, so a
+// replica whose clock is Leeway behind accepts it until exp + 2 × Leeway
+// of real time; one more second covers the time between reading the clock
+// and Redis setting the mark's expiry. A mark that outlives every
+// verifier's acceptance is the only way a link works once: derived from
+// Leeway here, it cannot fall behind the verifier when Leeway changes.
+func (a Auth) LinkSpentUntil(exp time.Time) time.Time {
+	return exp.Add(2*a.Leeway + time.Second)
+}
+
 // VerifyLink checks the token of a sign-in link: a seller's token (as
 // Verify) with "purpose": "signin" (PurposeSignIn: a bearer token, however
 // short-lived, opens no session), a token id ("jti", so it can be used
 // once), valid for at most maxAge more: a link travels through mail and
-// browser history, so it must not be worth a long-lived token. It returns
-// the seller, the token id and when the token expires.
-func (a Auth) VerifyLink(tok string, maxAge time.Duration) (seller, jti string, exp time.Time, err error) {
+// browser history, so it must not be worth a long-lived token.
+func (a Auth) VerifyLink(tok string, maxAge time.Duration) (SignInLink, error) {
 	c, err := a.verify(tok, a.Secret, a.PublicKeys)
 	if err != nil {
-		return "", "", time.Time{}, err
+		return SignInLink{}, err
 	}
 	if c.Role != "" {
-		return "", "", time.Time{}, fmt.Errorf("%w: a %q token does not name a seller", ErrBadToken, c.Role)
+		return SignInLink{}, fmt.Errorf("%w: a %q token does not name a seller", ErrBadToken, c.Role)
 	}
 	if err := bulkreg.ValidSellerID(c.Subject); err != nil {
-		return "", "", time.Time{}, fmt.Errorf("%w: claim sub: %w", ErrBadToken, err)
+		return SignInLink{}, fmt.Errorf("%w: claim sub: %w", ErrBadToken, err)
 	}
 	if c.Purpose != PurposeSignIn {
-		return "", "", time.Time{}, fmt.Errorf("%w: a sign-in link's token needs claim purpose %q, got %q (a bearer token does not open a session)", ErrBadToken, PurposeSignIn, c.Purpose)
+		return SignInLink{}, fmt.Errorf("%w: a sign-in link's token needs claim purpose %q, got %q (a bearer token does not open a session)", ErrBadToken, PurposeSignIn, c.Purpose)
 	}
 	if c.ID == "" {
-		return "", "", time.Time{}, fmt.Errorf("%w: a sign-in link's token needs a token id (claim jti)", ErrBadToken)
+		return SignInLink{}, fmt.Errorf("%w: a sign-in link's token needs a token id (claim jti)", ErrBadToken)
 	}
-	exp = c.ExpiresAt.Time
+	exp := c.ExpiresAt.Time
 	if life := time.Until(exp); life > maxAge+a.Leeway {
-		return "", "", time.Time{}, fmt.Errorf("%w: a sign-in link may be valid for %s at most, this one for %s", ErrBadToken, maxAge, life.Round(time.Second))
+		return SignInLink{}, fmt.Errorf("%w: a sign-in link may be valid for %s at most, this one for %s", ErrBadToken, maxAge, life.Round(time.Second))
 	}
-	return c.Subject, c.ID, exp, nil
+	return SignInLink{Seller: c.Subject, ID: c.ID, Expires: exp, SpentUntil: a.LinkSpentUntil(exp)}, nil
 }
 
 // Minter signs HS256 tokens, for local use and demos: the operator runs

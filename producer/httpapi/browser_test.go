@@ -372,12 +372,13 @@ func TestSellerInTheBrowser(t *testing.T) {
 	const rows, badRow = 25, 7 // the bad row shows in the preview's first screen
 	file := productFile(t, rows, badRow)
 
-	// Sign in through a link: the page moves on to the seller's uploads.
+	// Sign in through a link and its button: on to the seller's uploads.
 	link, err := stack.SignInLink("seller-a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	within(t, ctx, 20*time.Second, chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS(`table.uploads, main p`)))
+	openSignInLink(t, ctx, link)
+	within(t, ctx, 20*time.Second, chromedp.WaitVisible(chromedp.CSS(`table.uploads, main p`)))
 	poll(t, ctx, `location.pathname === "/uploads" && document.querySelector("h1").textContent === "Your uploads"`)
 	// The link opened again while signed in is no dead end: the history.
 	within(t, ctx, 20*time.Second, chromedp.Navigate(link))
@@ -635,7 +636,7 @@ func TestSellerInTheBrowser(t *testing.T) {
 	}
 	atPhone(t, bctx, "the sign-in page", "")
 	axeClean(t, bctx, "the sign-in page")
-	within(t, bctx, 20*time.Second, chromedp.Navigate(linkB+"&lang=ko"))
+	openSignInLink(t, bctx, linkB+"&lang=ko")
 	poll(t, bctx, `location.pathname === "/uploads"`)
 	page := eval[string](t, bctx, `document.querySelector("main").innerText`)
 	if !strings.Contains(page, "아직 올린 파일이 없습니다.") || strings.Contains(page, "spring-products") || strings.Contains(page, id) {
@@ -718,7 +719,7 @@ func TestOutageInTheBrowser(t *testing.T) {
 		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: eventLog})
 		return err
 	}))
-	within(t, ctx, 20*time.Second, chromedp.Navigate(link))
+	openSignInLink(t, ctx, link)
 	poll(t, ctx, `location.pathname === "/uploads"`)
 	within(t, ctx, 20*time.Second,
 		chromedp.Navigate(base+"/upload"), chromedp.WaitVisible(chromedp.CSS("#file")),
@@ -866,7 +867,7 @@ func TestOneSellersFailuresInTheBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	within(t, ctx, 20*time.Second, chromedp.Navigate(link))
+	openSignInLink(t, ctx, link)
 	poll(t, ctx, `location.pathname === "/uploads"`)
 	within(t, ctx, 20*time.Second, chromedp.Navigate(base+"/uploads/"+id+"?lang=en"), chromedp.WaitVisible(chromedp.CSS("#progress")))
 	testwait.For(t, 15*time.Second, "the failing notice shows", func() bool {

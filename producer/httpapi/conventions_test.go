@@ -113,14 +113,7 @@ func (e *sessionEnv) signIn(t *testing.T, seller string) (*http.Client, string) 
 	}
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar}
-	resp, err := c.Get(link)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("sign-in link answered %d", resp.StatusCode)
-	}
+	resp := signInWith(t, c, link)
 	u, _ := url.Parse(e.srv.URL)
 	var cookie *http.Cookie
 	for _, ck := range resp.Cookies() {
@@ -158,9 +151,7 @@ func TestSignInLinkAndCSRF(t *testing.T) {
 	}
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar}
-	if resp, err := c.Get(link); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("first use of the link: %v %v", resp, err)
-	}
+	signInWith(t, c, link)
 	other, _ := cookiejar.New(nil)
 	if resp, _ := (&http.Client{Jar: other}).Get(link); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("second use of the link: %d, want 401", resp.StatusCode)

@@ -180,6 +180,15 @@ var messages = map[string][2]string{ // [ko, en]
 	"share.hours":      {"%d시간", "%d hours"},
 	"share.days":       {"%d일", "%d days"},
 
+	// A sign-in link's page (signin.go): the link is used only by the button.
+	"signin.confirm.title": {"%s 판매자로 로그인할까요?", "Sign in as seller %s?"},
+	"signin.confirm.body":  {"아래 버튼을 눌러야 로그인됩니다. 메신저의 링크 미리보기 등이 링크를 먼저 열어도 링크는 그대로 쓸 수 있습니다.", "You are signed in when you press the button below, so a chat app's link preview that opened the link first has not used it up."},
+	"signin.confirm.yes":   {"%s 판매자로 로그인", "Sign in as seller %s"},
+	"switch.title":         {"다른 판매자로 바꿀까요?", "Switch to another seller?"},
+	"switch.body":          {"지금 %[1]s 판매자로 로그인되어 있습니다. 이 링크는 %[2]s 판매자의 로그인 링크입니다. 바꾸면 이후에 올리는 파일은 %[2]s 판매자의 상품으로 등록됩니다. 직접 받은 링크가 아니라면 바꾸지 마세요.", "You are signed in as seller %[1]s. This link signs in seller %[2]s: if you switch, the files you upload next register products for %[2]s. Do not switch unless you asked for this link yourself."},
+	"switch.stay":          {"%s 판매자로 계속하기", "Stay signed in as %s"},
+	"switch.yes":           {"%s 판매자로 바꾸기", "Switch to seller %s"},
+
 	// Rows registered already with other content: a group apart (issue 28, 11).
 	"detail.othercontent":     {"다른 내용으로 이미 등록됨", "Already registered with different content"},
 	"detail.othercontent.why": {"이 상품들은 이미 다른 내용으로 등록되어 있어 일괄 등록으로 바꾸지 않았습니다. 파일에는 문제가 없습니다. 가격이나 재고는 판매자 센터의 상품 관리에서 바꿔 주세요.", "These products are already registered with different content, which bulk registration does not change; nothing is wrong with the file. Change their price or stock in the seller center's product management."},

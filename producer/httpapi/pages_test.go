@@ -103,11 +103,7 @@ func TestSignInLinkAgainWhileSignedIn(t *testing.T) {
 	}
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar}
-	resp, err := c.Get(link)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("the link: %v %v", resp, err)
-	}
-	resp.Body.Close()
+	signInWith(t, c, link)
 	for _, u := range []string{link, e.srv.URL + "/signin", e.srv.URL + "/signin?token=garbage"} {
 		resp, err := c.Get(u)
 		if err != nil {
@@ -118,7 +114,7 @@ func TestSignInLinkAgainWhileSignedIn(t *testing.T) {
 			t.Errorf("signed in, GET %s: %d at %s, want the history", u, resp.StatusCode, resp.Request.URL.Path)
 		}
 	}
-	resp, err = (&http.Client{}).Get(link)
+	resp, err := (&http.Client{}).Get(link)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -193,6 +193,7 @@ func (s *Server) routes() []route {
 
 		{"GET", "/{$}", "page_home", false, s.pageHome},
 		{"GET", "/signin", "page_signin", false, s.pageSignIn},
+		{"POST", "/signin", "page_signin_post", false, s.pagePostSignIn},
 		{"POST", "/signout", "page_signout", false, s.pageSignOut},
 		{"GET", "/upload", "page_upload", false, s.pageUpload},
 		{"POST", "/upload/check", "page_check", false, s.pageCheck(lim)},

@@ -31,9 +31,13 @@ type SessionStore interface {
 	Get(ctx context.Context, id string) (Session, error)
 	// Delete ends the session of id.
 	Delete(ctx context.Context, id string) error
-	// SpendLink marks a sign-in link's token id (jti) used until it
-	// expires; false when it was used before.
+	// SpendLink marks a sign-in link's token id (jti) used until until
+	// (SignInLink.SpentUntil, past the last moment any verifier accepts
+	// the token); false when it was used before.
 	SpendLink(ctx context.Context, jti string, until time.Time) (bool, error)
+	// LinkSpent tells whether a sign-in link's token id was used, without
+	// using it.
+	LinkSpent(ctx context.Context, jti string) (bool, error)
 }
 
 // ErrNoSession: the cookie names no live session (expired, signed out, made up).
@@ -44,7 +48,7 @@ var ErrNoSession = errors.New("no such session")
 // id, never the id, so reading Redis gives no usable cookie:
 //
 //	bulkreg:session:{<sha256 of id>}  HASH seller, csrf; expires with the session
-//	bulkreg:signin:{<sha256 of jti>}  STRING, a spent sign-in link; expires with the link
+//	bulkreg:signin:{<sha256 of jti>}  STRING, a spent sign-in link; expires after every verifier refuses the link (Auth.LinkSpentUntil)
 type RedisSessions struct {
 	rdb redis.UniversalClient
 }
@@ -100,9 +104,28 @@ func (s *RedisSessions) SpendLink(ctx context.Context, jti string, until time.Ti
 	return ok, nil
 }
 
+// LinkSpent implements SessionStore.
+func (s *RedisSessions) LinkSpent(ctx context.Context, jti string) (bool, error) {
+	n, err := s.rdb.Exists(ctx, hashed("bulkreg:signin:", jti)).Result()
+	if err != nil {
+		return false, fmt.Errorf("read the sign-in link's mark in Redis: %w", err)
+	}
+	return n == 1, nil
+}
+
 // Session cookies: HttpOnly, SameSite=Strict, Path=/. Behind TLS the
 // cookie is Secure and named with the __Host- prefix, which the browser
 // accepts only from a secure origin, for this host, without a Domain.
+//
+// Strict, not Lax: a request another site starts (a link, a form, a
+// script), a GET included, carries no session, so nothing another site
+// makes the browser ask acts as the seller. Signing in loses nothing by
+// it: a sign-in link's GET only shows a page, and the POST that uses the
+// link is sent by that page, same-origin, with the cookie, so the service
+// sees who is signed in before it starts or switches a session
+// (signin.go). Lax would let the link's GET see the session too (one
+// click fewer when switching sellers) at the price of every page's GET
+// acting as the seller when another site links to it.
 const (
 	cookiePlain  = "bulkreg_session"
 	cookieSecure = "__Host-bulkreg_session"
