@@ -24,6 +24,7 @@ import (
 	"github.com/segmentio/kafka-go/sasl/scram"
 
 	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/internal/redact"
 )
 
 // Config holds the settings shared by the producer, the consumer and devstack.
@@ -492,22 +493,14 @@ func (c Config) KafkaTransport() kafka.RoundTripper {
 	return &kafka.Transport{SASL: m, TLS: c.kafkaTLS()}
 }
 
-// Redacted hides the password of a URL's user information
-// (https://user:secret@host → https://user:xxxxx@host) for messages and logs.
-// A malformed URL that holds an "@" is cut to what follows the last one:
-// url.Parse reads "http//user:secret@host", "http:/user:secret@host" or
-// "user:secret@host" without error as a path or an opaque part, where
-// url.URL.Redacted finds no password to hide.
-func Redacted(raw string) string {
-	u, err := url.Parse(raw)
-	if err == nil && (u.Host != "" || !strings.Contains(raw, "@")) {
-		return u.Redacted()
-	}
-	if i := strings.LastIndex(raw, "@"); i >= 0 {
-		return "…" + raw[i:]
-	}
-	return raw
-}
+// Redacted is a URL as messages and logs show it: the password of its user
+// information and every query value hidden (https://user:xxxxx@host/?token=xxxxx),
+// its fragment dropped. A malformed URL that holds an "@" is cut to what
+// follows the last one: url.Parse reads "http//user:secret@host",
+// "http:/user:secret@host" or "user:secret@host" without error as a path or
+// an opaque part, where url.URL.Redacted finds no password to hide. See
+// package internal/redact.
+func Redacted(raw string) string { return redact.URL(raw) }
 
 // ValidHTTPURL checks a URL setting that must be an absolute http or https
 // URL with a host; the error never holds the URL's password. The scheme
