@@ -128,7 +128,7 @@ var table = map[string]text{
 	"call_failed.unreachable":     {"마켓에 연결할 수 없음", "the marketplace could not be reached"},
 	"call_failed.closed":          {"마켓이 답하기 전에 연결을 끊음", "the marketplace closed the connection without answering"},
 	"call_failed.unreadable":      {"마켓의 응답을 읽을 수 없음", "the marketplace's answer could not be read"},
-	"call_failed.tls":             {"마켓과 보안 연결(TLS)을 맺지 못함", "the secure connection (TLS) to the marketplace failed"},
+	"call_failed.tls":             {"마켓과 보안 연결을 맺지 못함", "the secure connection (TLS) to the marketplace failed"},
 	"call_failed.cancelled":       {"응답을 받기 전에 호출이 취소됨", "the call was cancelled before an answer came"},
 	"call_failed.not_sent":        {"요청을 보내지 않음", "no call was made"},
 	"bad_message":                 {"이 행의 메시지를 읽을 수 없어 운영자에게 넘겼습니다", "the row's message could not be read; it was handed to an operator"},

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bulkreg/bulkreg/messages"
 )
 
 const (
@@ -235,5 +237,23 @@ func TestURLCredentialsNeedHTTPS(t *testing.T) {
 		case err != nil && strings.Contains(err.Error(), testPassword):
 			t.Errorf("%s: the error shows the password: %v", tt.url, err)
 		}
+	}
+}
+
+// Every Failure has its own sentence in both languages (the message
+// table's call_failed.<failure>), so none reads as the generic "no usable
+// answer".
+func TestEveryFailureHasItsSentence(t *testing.T) {
+	generic := Result{}.SellerDetail()
+	for _, f := range []Failure{FailureTimeout, FailureUnreachable, FailureClosed, FailureUnreadable, FailureTLS, FailureCancelled, FailureNotSent} {
+		if !messages.Known("call_failed." + string(f)) {
+			t.Errorf("the message table has no call_failed.%s", f)
+		}
+		if d := (Result{Failure: f}).SellerDetail(); d == generic || d == "" {
+			t.Errorf("%s: seller detail %q", f, d)
+		}
+	}
+	if got := (Result{Status: 503, Failure: FailureClosed}).SellerDetail(); got != "status 503" {
+		t.Errorf("an answer whose body was cut: %q, want its status", got)
 	}
 }
