@@ -176,11 +176,20 @@ func (b *Binder) List(p *[]string, name, usage string) {
 // flag's, is in its DefValue (-h prints it, the README's check reads it).
 type listValue struct{ p *[]string }
 
+// String shows an item that holds credentials (an address written as a URL,
+// which Validate refuses) redacted, so -h never prints a password.
 func (v listValue) String() string {
 	if v.p == nil {
 		return ""
 	}
-	return strings.Join(*v.p, ",")
+	items := make([]string, len(*v.p))
+	for i, s := range *v.p {
+		items[i] = s
+		if strings.Contains(s, "@") {
+			items[i] = redact.URL(s)
+		}
+	}
+	return strings.Join(items, ",")
 }
 
 func (v listValue) Set(s string) error {
@@ -349,6 +358,19 @@ func (c Config) Validate() error {
 	}
 	if len(c.RedisAddrs) == 0 {
 		bad("redis-addrs", "at least one Redis address is needed")
+	}
+	// An address is host:port. One written as a URL would be dialled as it
+	// is, and the dial error, which names the address, would print the
+	// password it carries.
+	for _, a := range c.RedisAddrs {
+		if strings.Contains(a, "@") || strings.Contains(a, "://") {
+			bad("redis-addrs", "%q is not host:port: a URL such as redis://user:password@host:6379 is not read here; give host:port, the password in --redis-password (%s) and the user in --redis-username", redact.URL(a), EnvName("redis-password"))
+		}
+	}
+	for _, a := range c.KafkaBrokers {
+		if strings.Contains(a, "@") || strings.Contains(a, "://") {
+			bad("kafka-brokers", "%q is not host:port: give host:port, and SASL credentials in --kafka-username and --kafka-password (%s)", redact.URL(a), EnvName("kafka-password"))
+		}
 	}
 	if err := ValidHTTPURL(c.RegistryURL); err != nil {
 		bad("registry-url", "%v", err)
