@@ -393,7 +393,7 @@ func (c *Client) Register(ctx context.Context, seller, key string, p bulkreg.Pro
 func (c *Client) failed(res Result, parent, ctx context.Context, err error) Result {
 	res.Class = Transient
 	var terr error
-	terr, res.Failure = transportError(parent, ctx, err, c.timeout)
+	res.Failure, terr = transportError(parent, ctx, err, c.timeout)
 	if res.Status == 0 {
 		res.Err = terr
 		return res
@@ -634,25 +634,25 @@ func snippet(raw []byte) string {
 	return fmt.Sprintf("body %q", s)
 }
 
-// transportError says why a call got no whole answer, for operators, and
-// the Failure a seller reads.
-func transportError(parent, ctx context.Context, err error, timeout time.Duration) (error, Failure) {
+// transportError says why a call got no whole answer: the Failure a seller
+// reads, and the error for operators.
+func transportError(parent, ctx context.Context, err error, timeout time.Duration) (Failure, error) {
 	var ne net.Error
 	switch {
 	case errors.Is(parent.Err(), context.Canceled):
-		return fmt.Errorf("the call was cancelled before the registration API answered: %w", err), FailureCancelled
+		return FailureCancelled, fmt.Errorf("the call was cancelled before the registration API answered: %w", err)
 	case errors.Is(parent.Err(), context.DeadlineExceeded):
-		return fmt.Errorf("the caller's deadline passed before the registration API answered: %w", err), FailureCancelled
+		return FailureCancelled, fmt.Errorf("the caller's deadline passed before the registration API answered: %w", err)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
-		return fmt.Errorf("no answer from the registration API within %v: %w", timeout, err), FailureTimeout
+		return FailureTimeout, fmt.Errorf("no answer from the registration API within %v: %w", timeout, err)
 	case errors.As(err, new(*badAnswer)), malformedForNetHTTP(err):
-		return fmt.Errorf("the registration API answered in a form bulkreg cannot read as HTTP/1.1: %w", err), FailureUnreadable
+		return FailureUnreadable, fmt.Errorf("the registration API answered in a form bulkreg cannot read as HTTP/1.1: %w", err)
 	case tlsFailure(err):
-		return fmt.Errorf("the TLS handshake with the registration API failed: %w", err), FailureTLS
+		return FailureTLS, fmt.Errorf("the TLS handshake with the registration API failed: %w", err)
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
-		return fmt.Errorf("the registration API closed the connection before answering: %w", err), FailureClosed
+		return FailureClosed, fmt.Errorf("the registration API closed the connection before answering: %w", err)
 	default:
-		return fmt.Errorf("the registration API cannot be reached: %w", err), FailureUnreachable
+		return FailureUnreachable, fmt.Errorf("the registration API cannot be reached: %w", err)
 	}
 }
 
