@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -206,7 +207,10 @@ type Client struct {
 	timeout time.Duration
 	// auth is sent with every call: the Basic auth of the URL's user and
 	// password, and the AuthHeader, each formatted once.
-	auth       []field
+	auth []field
+	// secrets are the credentials in auth as an answer could echo them
+	// (scrub): the password, the Basic credentials, the header's value.
+	secrets    []string
 	retryAfter time.Duration
 	now        func() time.Time
 }
@@ -250,12 +254,15 @@ func New(o Options) (*Client, error) {
 		o.Now = time.Now
 	}
 	var auth []field
+	var secrets []string
 	basic := base.User != nil
 	if user := base.User; user != nil {
 		password, _ := user.Password()
 		// As net/http's Request.SetBasicAuth: user:password, base64, the
 		// unescaped forms of the URL's.
-		auth = append(auth, field{"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte(user.Username()+":"+password))})
+		cred := base64.StdEncoding.EncodeToString([]byte(user.Username() + ":" + password))
+		auth = append(auth, field{"Authorization", "Basic " + cred})
+		secrets = append(secrets, cred, password)
 		base.User = nil
 	}
 	if o.AuthHeader != "" {
@@ -269,6 +276,10 @@ func New(o Options) (*Client, error) {
 			return nil, errors.New("the registry URL (--registry-url) carries a user and password, sent as an Authorization header (Basic auth), and --registry-auth-header sets Authorization too: keep one of them")
 		}
 		auth = append(auth, field{name, strings.TrimSpace(value)})
+		secrets = append(secrets, strings.TrimSpace(value))
+		if _, token, ok := strings.Cut(strings.TrimSpace(value), " "); ok { // "Bearer <token>": the token alone too
+			secrets = append(secrets, strings.TrimSpace(token))
+		}
 	}
 	if len(auth) > 0 && base.Scheme != "https" && !(o.AllowInsecureAuth && isLoopback(base.Hostname())) {
 		what := "an auth header (--registry-auth-header) is configured"
@@ -280,7 +291,9 @@ func New(o Options) (*Client, error) {
 		}
 		return nil, fmt.Errorf("registry URL %q (--registry-url): %s, so the URL must be https (for a sandbox on this machine, allow plain http with --registry-insecure-auth)", base.String(), what)
 	}
-	c := &Client{base: base, timeout: o.Timeout, retryAfter: o.DefaultRetryAfter, now: o.Now, http: o.HTTPClient, auth: auth}
+	// A secret of a few characters would hide ordinary words of a message.
+	secrets = slices.DeleteFunc(secrets, func(s string) bool { return len(s) < 4 })
+	c := &Client{base: base, timeout: o.Timeout, retryAfter: o.DefaultRetryAfter, now: o.Now, http: o.HTTPClient, auth: auth, secrets: secrets}
 	c.sellers = base.String() + "/v1/sellers/"
 	c.basePath = base.EscapedPath()
 	if c.http == nil {
@@ -340,6 +353,38 @@ func (c *Client) Close() { c.http.CloseIdleConnections() }
 
 // Register registers one product for a seller under an idempotency key.
 func (c *Client) Register(ctx context.Context, seller, key string, p bulkreg.Product) Result {
+	return c.scrub(c.register(ctx, seller, key, p))
+}
+
+// scrub hides the client's own credentials in what an answer made it say:
+// a server or proxy that echoes the request's headers in its error page or
+// message would otherwise put them in Err (the logs, the dead letters) or
+// in Message (the seller's reason).
+func (c *Client) scrub(res Result) Result {
+	if len(c.secrets) == 0 || (res.Err == nil && res.Message == "" && res.Code == "" && res.Field == "") {
+		return res
+	}
+	hide := func(s string) (string, bool) {
+		found := false
+		for _, sec := range c.secrets {
+			if strings.Contains(s, sec) {
+				s, found = strings.ReplaceAll(s, sec, redact.Mask), true
+			}
+		}
+		return s, found
+	}
+	if res.Err != nil {
+		if s, found := hide(res.Err.Error()); found {
+			res.Err = errors.New(s)
+		}
+	}
+	res.Message, _ = hide(res.Message)
+	res.Code, _ = hide(res.Code)
+	res.Field, _ = hide(res.Field)
+	return res
+}
+
+func (c *Client) register(ctx context.Context, seller, key string, p bulkreg.Product) Result {
 	if seller == "" || key == "" {
 		return Result{Class: Permanent, Code: "bad_request", Failure: FailureNotSent, Err: errors.New("seller id and idempotency key must not be empty")}
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -255,5 +256,36 @@ func TestEveryFailureHasItsSentence(t *testing.T) {
 	}
 	if got := (Result{Status: 503, Failure: FailureClosed}).SellerDetail(); got != "status 503" {
 		t.Errorf("an answer whose body was cut: %q, want its status", got)
+	}
+}
+
+// An answer that echoes the request's credentials (a debugging proxy's
+// error page, an API that quotes the header it refused) does not carry them
+// into the operator's error or the seller's message.
+func TestEchoedCredentialsAreHidden(t *testing.T) {
+	basic := base64.StdEncoding.EncodeToString([]byte(testUser + ":" + testPassword))
+	for _, tr := range transports {
+		for _, status := range []int{503, 401, 422} {
+			s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(status)
+				fmt.Fprintf(w, `{"error":{"code":"echo","message":"got %s and X-Api-Key %s (%s)","field":"name"}}`,
+					r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"), testPassword)
+			}))
+			c, err := New(Options{BaseURL: withCredentials(s.URL), AuthHeader: "X-Api-Key: key-77d1c0e5", AllowInsecureAuth: true, HTTPClient: tr.http()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := c.Register(context.Background(), "seller-1", "u:1", product)
+			for _, leak := range []string{testPassword, basic, "key-77d1c0e5"} {
+				if res.Err == nil || strings.Contains(res.Err.Error(), leak) || strings.Contains(res.Message, leak) {
+					t.Errorf("%s %d: err %v, message %q: holds %q", tr.name, status, res.Err, res.Message, leak)
+				}
+			}
+			if !strings.Contains(res.Message, "got Basic xxxxx") {
+				t.Errorf("%s %d: message %q, want the rest of the API's words kept", tr.name, status, res.Message)
+			}
+			c.Close()
+			s.Close()
+		}
 	}
 }
