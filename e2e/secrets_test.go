@@ -134,8 +134,15 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 	if st.Registered != rows-deadLettered-1 || st.Failed != deadLettered+1 {
 		t.Errorf("upload: %d registered, %d failed (done %v), want %d and %d", st.Registered, st.Failed, st.Done(), rows-deadLettered-1, deadLettered+1)
 	}
+	// The seller reads what happened to a dropped row, in words (rows 12
+	// and 24 hold S-011 and S-023, under the header).
+	for _, r := range st.Rows {
+		if (r.Row == 12 || r.Row == 24) && !strings.Contains(r.Reason, "the marketplace closed the connection without answering") {
+			t.Errorf("row %d's reason %q does not say the connection closed", r.Row, r.Reason)
+		}
+	}
 
-	t.Logf("upload done %v after the build", time.Since(began).Round(time.Millisecond))
+	t.Logf("upload done %v after the start", time.Since(began).Round(time.Millisecond))
 
 	// What a seller reads: the status, the JSON answers, the pages, the reports.
 	type output struct {
@@ -190,8 +197,14 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 		}
 	}
 
+	for _, o := range outs {
+		if o.name == "page /uploads/"+id+" ko" && !bytes.Contains(o.data, []byte("마켓이 답하기 전에 연결을 끊음")) {
+			t.Errorf("the Korean page does not say in Korean that the connection closed")
+		}
+	}
+
 	// What operators read and what is stored: the DLQ, Redis, the logs.
-	letters := 0
+	letters, detailed := 0, 0
 	for _, tp := range []string{topic, bulkreg.DLQTopic(topic)} {
 		for _, m := range readTopic(t, brokers[0], tp, 2) {
 			var b bytes.Buffer
@@ -203,11 +216,17 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 			add(fmt.Sprintf("%s offset %d/%d", tp, m.Partition, m.Offset), b.Bytes(), false)
 			if tp != topic {
 				letters++
+				// Operators still read the detail, the address included.
+				for _, h := range m.Headers {
+					if h.Key == "bulkreg-error-message" && strings.Contains(string(h.Value), "closed the connection") && strings.Contains(string(h.Value), registry) {
+						detailed++
+					}
+				}
 			}
 		}
 	}
-	if letters != deadLettered {
-		t.Errorf("%d dead letters, want %d", letters, deadLettered)
+	if letters != deadLettered || detailed != 2 {
+		t.Errorf("%d dead letters, %d of them naming the dropped connection and the API's address; want %d and 2", letters, detailed, deadLettered)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr, Password: redisPass})
 	defer rdb.Close()
@@ -275,7 +294,7 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 	if want := rows - 1 + deadLettered*(attempts-1); registrations < want {
 		t.Errorf("the API received %d registrations, want at least %d", registrations, want)
 	}
-	t.Logf("outputs searched %v after the build", time.Since(began).Round(time.Millisecond))
+	t.Logf("outputs searched %v after the start", time.Since(began).Round(time.Millisecond))
 	t.Logf("searched %d outputs (%d Redis keys, %d dead letters, %d log lines of the consumer) and %d requests to the API (%d registrations)",
 		len(outs), keys, letters, strings.Count(procs[1].out.String(), "\n"), len(reqs), registrations)
 }
