@@ -38,10 +38,13 @@ const (
 
 // DeadLetter is a message that will not be processed, with the reason.
 type DeadLetter struct {
-	Original     kafka.Message
-	Class        string // "bad-message", "transient", "rate-limited"
-	Message      string // the last error, a sentence
-	Attempts     int    // calls made to the API (0 for a bad message)
+	Original kafka.Message
+	Class    string // "bad-message", "transient", "rate-limited"
+	Message  string // the last error, a sentence for operators (the DLQ's headers)
+	// Detail is the last failure as the row's seller reads it
+	// (registryclient.Result.SellerDetail): never a URL or an address.
+	Detail       string
+	Attempts     int // calls made to the API (0 for a bad message)
 	FirstFailure time.Time
 }
 

@@ -287,7 +287,7 @@ func (s *skuClaim) setAside(d DeadLetter) bool {
 		return true
 	}
 	c, r := s.c, s.r
-	note := ledger.AsideNote{Class: d.Class, Attempts: d.Attempts, Reason: d.Message}
+	note := ledger.AsideNote{Class: d.Class, Attempts: d.Attempts, Reason: d.Detail} // what a re-read tells the seller
 	err := c.untilRedis(r.finishCtx(), "set the row aside in the ledger", s.log, func(ctx context.Context) error {
 		_, err := c.deps.Ledger.SetAside(ctx, r.m.SellerID, r.m.Product.SellerSKU, s.own, s.from, note)
 		if errors.Is(err, ledger.ErrInvalid) {

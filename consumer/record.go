@@ -213,15 +213,15 @@ func (c *Consumer) deadLetterHeld(r *row, d DeadLetter, sku *skuClaim, log *slog
 		r.finish()
 		return
 	}
-	c.record(r, setAside(d.Class, d.Attempts, d.Message), "dead_lettered", log)
+	c.record(r, setAside(d.Class, d.Attempts, d.Detail), "dead_lettered", log)
 }
 
 // setAside is the result of a row dead-lettered with class after attempts,
-// the last failure being message; a re-read of the row (ledger.Aside) records
+// the last failure being detail, as its seller reads it; a re-read of the row (ledger.Aside) records
 // it again from the note its dead letter left.
-func setAside(class string, attempts int, message string) uploadstatus.RowResult {
+func setAside(class string, attempts int, detail string) uploadstatus.RowResult {
 	return uploadstatus.RowResult{State: uploadstatus.Failed, Code: class, Attempts: attempts, At: time.Now(),
-		Reason: fmt.Sprintf("the registration API did not take the row after %d attempts (%s); it was set aside for an operator to retry", attempts, message)}
+		Reason: fmt.Sprintf("the registration API did not take the row after %d attempts (%s); it was set aside for an operator to retry", attempts, detail)}
 }
 
 func deadLetterOf(r *row, res registryclient.Result, attempts int, first time.Time) DeadLetter {
@@ -229,17 +229,20 @@ func deadLetterOf(r *row, res registryclient.Result, attempts int, first time.Ti
 	if res.Err != nil {
 		msg = res.Err.Error()
 	}
-	return DeadLetter{Original: r.msg, Class: res.Class.String(), Message: msg, Attempts: attempts, FirstFailure: first}
+	return DeadLetter{Original: r.msg, Class: res.Class.String(), Message: msg, Detail: res.SellerDetail(), Attempts: attempts, FirstFailure: first}
 }
 
 func registered(res registryclient.Result, attempts int) uploadstatus.RowResult {
 	return uploadstatus.RowResult{State: uploadstatus.Registered, ProductID: res.ProductID, Attempts: attempts, At: time.Now()}
 }
 
+// refused is the result of a row the API refused for its content: the
+// API's own message for the row (the contract's, for the seller), else what
+// SellerDetail says; never the client's error, which is for operators.
 func refused(res registryclient.Result, attempts int) uploadstatus.RowResult {
 	reason := res.Message
-	if reason == "" && res.Err != nil {
-		reason = res.Err.Error()
+	if reason == "" {
+		reason = res.SellerDetail()
 	}
 	return uploadstatus.RowResult{State: uploadstatus.Failed, Code: res.Code, Field: res.Field, Reason: reason, Attempts: attempts, At: time.Now()}
 }

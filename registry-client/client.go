@@ -14,6 +14,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,12 +24,15 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/internal/redact"
+	"github.com/bulkreg/bulkreg/messages"
 )
 
 // Class is what a caller should do with an answer.
@@ -94,8 +99,44 @@ type Result struct {
 	Scope Scope
 	// Latency is the time from sending the request to reading the answer.
 	Latency time.Duration
-	// Err explains every class but Registered and Replayed as a sentence.
+	// Failure says why no usable answer came, in words a seller may read
+	// (SellerDetail): set when Status is 0, and when an answer's body could
+	// not be read.
+	Failure Failure
+	// Err explains every class but Registered and Replayed as a sentence
+	// for operators: logs and the dead-letter topic. It may name the API's
+	// address and quote its answer, never a credential: the base URL shows
+	// with its password hidden (it is kept apart from the URL, see New).
 	Err error
+}
+
+// Failure is why a call got no usable answer.
+type Failure string
+
+// The failures of a call without a usable answer. Each is a variant of the
+// message table's "call_failed" (package messages), which says it in Korean
+// and English.
+const (
+	FailureTimeout     Failure = "timeout"     // no answer within the call's timeout
+	FailureUnreachable Failure = "unreachable" // the connection could not be made (refused, no route, name not found)
+	FailureClosed      Failure = "closed"      // the connection closed before a whole answer
+	FailureUnreadable  Failure = "unreadable"  // something answered, but not as HTTP/1.1 bulkreg can read
+	FailureTLS         Failure = "tls"         // the TLS handshake failed (certificate, protocol)
+	FailureCancelled   Failure = "cancelled"   // the caller cancelled the call, or its deadline passed
+	FailureNotSent     Failure = "not_sent"    // the client refused to send the call (a seller id or key it cannot send)
+)
+
+// SellerDetail is what a seller may read about an answer that did not
+// register the row: "status 503" when the API answered, else what went
+// wrong, from the message table in English ("the marketplace did not answer
+// in time"). It never holds a URL, an address, a server's page or a
+// credential, whatever the failure: operators read Err for that.
+func (r Result) SellerDetail() string {
+	if r.Status > 0 {
+		return "status " + strconv.Itoa(r.Status)
+	}
+	s, _ := messages.Render(messages.EN, "call_failed", map[string]string{messages.KindParam: string(r.Failure)})
+	return s
 }
 
 // Scope names the limit a 429 was answered for.
@@ -119,6 +160,11 @@ func (r Result) OK() bool { return r.Class == Registered || r.Class == Replayed 
 // Options configure a Client. Zero values take the defaults noted.
 type Options struct {
 	// BaseURL of the API, for example http://localhost:8081. Required.
+	// A user and password in it (https://svc:secret@host) are sent as HTTP
+	// Basic auth with every call, as net/http sends them; like AuthHeader
+	// they need https (or AllowInsecureAuth for a loopback host). It may
+	// carry no query or fragment: the API takes none, and a credential put
+	// there would be dropped without a word.
 	BaseURL string
 	// Timeout of one call, including reading the answer (default 10 s).
 	Timeout time.Duration
@@ -126,7 +172,8 @@ type Options struct {
 	// "Name: value" (for example "Authorization: Bearer abc"). It requires
 	// an https BaseURL, unless AllowInsecureAuth is set for a loopback one.
 	AuthHeader string
-	// AllowInsecureAuth lets AuthHeader travel over plain http to a
+	// AllowInsecureAuth lets AuthHeader, or the user and password of
+	// BaseURL, travel over plain http to a
 	// loopback host (127.0.0.0/8, ::1, localhost): a sandbox on the same
 	// machine. Any other host still needs https.
 	AllowInsecureAuth bool
@@ -147,16 +194,23 @@ type Options struct {
 
 // Client calls the registration API. It is safe for concurrent use.
 type Client struct {
+	// base is the base URL without its user information: every URL the
+	// client builds, and so every message, comes from it. The credentials
+	// live only in auth, as header fields.
 	base     *url.URL
 	sellers  string // base + "/v1/sellers/", the start of every registration's URL
 	basePath string // the base URL's escaped path, for the direct call
 	// direct is the synchronous transport when the client built it: then
 	// Register calls through it without net/http's Client (exchange.go).
-	direct     *syncTransport
-	http       *http.Client
-	timeout    time.Duration
-	authName   string
-	authValue  string
+	direct  *syncTransport
+	http    *http.Client
+	timeout time.Duration
+	// auth is sent with every call: the Basic auth of the URL's user and
+	// password, and the AuthHeader, each formatted once.
+	auth []field
+	// secrets are the credentials in auth as an answer could echo them
+	// (scrub): the password, the Basic credentials, the header's value.
+	secrets    []string
 	retryAfter time.Duration
 	now        func() time.Time
 }
@@ -165,18 +219,22 @@ type Client struct {
 // tiny, and an HTML error page from a proxy is not worth more.
 const maxAnswer = 64 << 10
 
-// New checks the options and builds a client.
+// New checks the options and builds a client. Its errors name the setting
+// (--registry-url, --registry-auth-header, --registry-insecure-auth) and
+// never show a credential.
 func New(o Options) (*Client, error) {
 	if o.BaseURL == "" {
 		return nil, errors.New("registry URL is empty: set BULKREG_REGISTRY_URL or --registry-url")
 	}
 	base, err := url.Parse(o.BaseURL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, fmt.Errorf("registry URL %q is not an absolute http(s) URL", o.BaseURL)
+		return nil, fmt.Errorf("registry URL %q (--registry-url, BULKREG_REGISTRY_URL) is not an absolute http(s) URL", redact.URL(o.BaseURL))
+	}
+	if base.RawQuery != "" || base.ForceQuery || base.Fragment != "" {
+		return nil, fmt.Errorf("registry URL %q (--registry-url, BULKREG_REGISTRY_URL) has a query or fragment, which no call would carry: put a user and password in the URL (sent as Basic auth) or a key in --registry-auth-header", redact.Parsed(base))
 	}
 	base.Path = strings.TrimSuffix(base.Path, "/")
 	base.RawPath = ""
-	base.RawQuery, base.Fragment = "", ""
 	if o.Timeout < 0 {
 		return nil, fmt.Errorf("registry timeout %v is negative", o.Timeout)
 	}
@@ -195,22 +253,48 @@ func New(o Options) (*Client, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	c := &Client{base: base, timeout: o.Timeout, retryAfter: o.DefaultRetryAfter, now: o.Now, http: o.HTTPClient}
-	c.sellers = base.String() + "/v1/sellers/"
+	var auth []field
+	var secrets []string
+	basic := base.User != nil
+	if user := base.User; user != nil {
+		password, _ := user.Password()
+		// As net/http's Request.SetBasicAuth: user:password, base64, the
+		// unescaped forms of the URL's.
+		cred := base64.StdEncoding.EncodeToString([]byte(user.Username() + ":" + password))
+		auth = append(auth, field{"Authorization", "Basic " + cred})
+		secrets = append(secrets, cred, password)
+		base.User = nil
+	}
 	if o.AuthHeader != "" {
 		name, value, ok := strings.Cut(o.AuthHeader, ":")
 		name = strings.TrimSpace(name)
-		if !ok || name == "" || strings.ContainsAny(name, " \t\r\n") || strings.ContainsAny(value, "\r\n") {
-			return nil, errors.New(`registry auth header must be written "Name: value", for example "Authorization: Bearer abc"`)
+		if !ok || name == "" || !tokenBytes([]byte(name)) || !validFieldValue(value) {
+			return nil, errors.New(`registry auth header (--registry-auth-header, BULKREG_REGISTRY_AUTH_HEADER) must be written "Name: value", for example "Authorization: Bearer abc"`)
 		}
-		c.authName, c.authValue = http.CanonicalHeaderKey(name), strings.TrimSpace(value)
-		if base.Scheme != "https" && !(o.AllowInsecureAuth && isLoopback(base.Hostname())) {
-			if o.AllowInsecureAuth {
-				return nil, fmt.Errorf("registry URL %q: the auth header may go over plain http only to a loopback host (127.0.0.1, ::1, localhost); use https", base.Redacted())
-			}
-			return nil, fmt.Errorf("registry URL %q: an auth header is configured, so the URL must be https (for a sandbox on this machine, allow plain http explicitly)", base.Redacted())
+		name = http.CanonicalHeaderKey(name)
+		if len(auth) > 0 && name == "Authorization" {
+			return nil, errors.New("the registry URL (--registry-url) carries a user and password, sent as an Authorization header (Basic auth), and --registry-auth-header sets Authorization too: keep one of them")
+		}
+		auth = append(auth, field{name, strings.TrimSpace(value)})
+		secrets = append(secrets, strings.TrimSpace(value))
+		if _, token, ok := strings.Cut(strings.TrimSpace(value), " "); ok { // "Bearer <token>": the token alone too
+			secrets = append(secrets, strings.TrimSpace(token))
 		}
 	}
+	if len(auth) > 0 && base.Scheme != "https" && !(o.AllowInsecureAuth && isLoopback(base.Hostname())) {
+		what := "an auth header (--registry-auth-header) is configured"
+		if basic {
+			what = "it carries a user and password, sent as Basic auth"
+		}
+		if o.AllowInsecureAuth {
+			return nil, fmt.Errorf("registry URL %q (--registry-url): %s, which may go over plain http only to a loopback host (127.0.0.1, ::1, localhost); use https", base.String(), what)
+		}
+		return nil, fmt.Errorf("registry URL %q (--registry-url): %s, so the URL must be https (for a sandbox on this machine, allow plain http with --registry-insecure-auth)", base.String(), what)
+	}
+	// A secret of a few characters would hide ordinary words of a message.
+	secrets = slices.DeleteFunc(secrets, func(s string) bool { return len(s) < 4 })
+	c := &Client{base: base, timeout: o.Timeout, retryAfter: o.DefaultRetryAfter, now: o.Now, http: o.HTTPClient, auth: auth, secrets: secrets}
+	c.sellers = base.String() + "/v1/sellers/"
 	c.basePath = base.EscapedPath()
 	if c.http == nil {
 		tr := newTransport(base, o.MaxConnsPerHost, o.TLSConfig)
@@ -269,13 +353,45 @@ func (c *Client) Close() { c.http.CloseIdleConnections() }
 
 // Register registers one product for a seller under an idempotency key.
 func (c *Client) Register(ctx context.Context, seller, key string, p bulkreg.Product) Result {
+	return c.scrub(c.register(ctx, seller, key, p))
+}
+
+// scrub hides the client's own credentials in what an answer made it say:
+// a server or proxy that echoes the request's headers in its error page or
+// message would otherwise put them in Err (the logs, the dead letters) or
+// in Message (the seller's reason).
+func (c *Client) scrub(res Result) Result {
+	if len(c.secrets) == 0 || (res.Err == nil && res.Message == "" && res.Code == "" && res.Field == "") {
+		return res
+	}
+	hide := func(s string) (string, bool) {
+		found := false
+		for _, sec := range c.secrets {
+			if strings.Contains(s, sec) {
+				s, found = strings.ReplaceAll(s, sec, redact.Mask), true
+			}
+		}
+		return s, found
+	}
+	if res.Err != nil {
+		if s, found := hide(res.Err.Error()); found {
+			res.Err = errors.New(s)
+		}
+	}
+	res.Message, _ = hide(res.Message)
+	res.Code, _ = hide(res.Code)
+	res.Field, _ = hide(res.Field)
+	return res
+}
+
+func (c *Client) register(ctx context.Context, seller, key string, p bulkreg.Product) Result {
 	if seller == "" || key == "" {
-		return Result{Class: Permanent, Code: "bad_request", Err: errors.New("seller id and idempotency key must not be empty")}
+		return Result{Class: Permanent, Code: "bad_request", Failure: FailureNotSent, Err: errors.New("seller id and idempotency key must not be empty")}
 	}
 	// Escaping does not make ".." a harmless path segment: a proxy that
 	// normalises paths would send the call (and the credentials) elsewhere.
 	if err := bulkreg.ValidSellerID(seller); err != nil {
-		return Result{Class: Permanent, Code: "bad_seller_id", Err: fmt.Errorf("no call made: %w", err)}
+		return Result{Class: Permanent, Code: "bad_seller_id", Failure: FailureNotSent, Err: fmt.Errorf("no call made: %w", err)}
 	}
 	body := p.AppendJSON(make([]byte, 0, 256))
 	if c.direct != nil {
@@ -288,7 +404,7 @@ func (c *Client) Register(ctx context.Context, seller, key string, p bulkreg.Pro
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
-		return Result{Class: Permanent, Code: "bad_request", Err: fmt.Errorf("the request cannot be built: %w", err)}
+		return Result{Class: Permanent, Code: "bad_request", Failure: FailureNotSent, Err: fmt.Errorf("the request cannot be built: %w", err)}
 	}
 	// net/http resends a request carrying an Idempotency-Key on its own when
 	// a pooled connection dies before the answer. That second POST would
@@ -298,8 +414,8 @@ func (c *Client) Register(ctx context.Context, seller, key string, p bulkreg.Pro
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Idempotency-Key", key)
-	if c.authName != "" {
-		req.Header.Set(c.authName, c.authValue)
+	for _, f := range c.auth {
+		req.Header.Set(f.name, f.value)
 	}
 
 	start := time.Now()
@@ -321,11 +437,13 @@ func (c *Client) Register(ctx context.Context, seller, key string, p bulkreg.Pro
 // asking again safe.
 func (c *Client) failed(res Result, parent, ctx context.Context, err error) Result {
 	res.Class = Transient
+	var terr error
+	res.Failure, terr = transportError(parent, ctx, err, c.timeout)
 	if res.Status == 0 {
-		res.Err = transportError(parent, ctx, err, c.timeout)
+		res.Err = terr
 		return res
 	}
-	res.Err = fmt.Errorf("the answer %d of the registration API could not be read: %w", res.Status, transportError(parent, ctx, err, c.timeout))
+	res.Err = fmt.Errorf("the answer %d of the registration API could not be read: %w", res.Status, terr)
 	return res
 }
 
@@ -334,14 +452,11 @@ func (c *Client) failed(res Result, parent, ctx context.Context, err error) Resu
 // without net/http's general request and answer.
 func (c *Client) registerDirect(ctx context.Context, seller, key string, body []byte) Result {
 	if !validFieldValue(key) {
-		return Result{Class: Permanent, Code: "bad_request", Err: fmt.Errorf("no call made: the idempotency key %q holds a control character", snippet([]byte(key)))}
+		return Result{Class: Permanent, Code: "bad_request", Failure: FailureNotSent, Err: fmt.Errorf("no call made: the idempotency key %q holds a control character", snippet([]byte(key)))}
 	}
-	fields := [4]field{{"Content-Type", "application/json"}, {"Accept", "application/json"}, {"Idempotency-Key", key}}
+	fields := [5]field{{"Content-Type", "application/json"}, {"Accept", "application/json"}, {"Idempotency-Key", key}}
 	n := 3
-	if c.authName != "" {
-		fields[3] = field{c.authName, c.authValue}
-		n = 4
-	}
+	n += copy(fields[n:], c.auth) // at most two: Basic auth and the auth header
 	start := time.Now()
 	a, err := c.direct.post(ctx, start.Add(c.timeout), requestPath(c.basePath, seller), fields[:n], body)
 	res := Result{Status: a.status, Latency: time.Since(start)}
@@ -351,6 +466,7 @@ func (c *Client) registerDirect(ctx context.Context, seller, key string, body []
 		if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() == nil {
 			err = context.DeadlineExceeded // the call's own timeout
 		}
+		// c.sellers holds no credential (New keeps them apart).
 		return c.failed(res, ctx, ctx, &url.Error{Op: "Post", URL: c.sellers + seller + "/products", Err: err})
 	}
 	return c.classify(res, a.header, a.body)
@@ -456,7 +572,7 @@ func (c *Client) classify(res Result, h http.Header, raw []byte) Result {
 	case code == http.StatusUnauthorized || code == http.StatusForbidden || code == http.StatusProxyAuthRequired:
 		res.Class = Misconfigured
 		apiError(&res, raw)
-		res.Err = fmt.Errorf("the registration API refused bulkreg's credentials (%d %s: %s): check the registry auth header (BULKREG_REGISTRY_AUTH_HEADER) and the key's rights",
+		res.Err = fmt.Errorf("the registration API refused bulkreg's credentials (%d %s: %s): check the user and password in the registry URL (BULKREG_REGISTRY_URL) or the registry auth header (BULKREG_REGISTRY_AUTH_HEADER), and the key's rights",
 			code, http.StatusText(code), describe(res, raw))
 	case code == http.StatusMethodNotAllowed || (code == http.StatusNotFound && !contractError(raw)):
 		// A 404 in the contract's JSON is an answer about the row or the
@@ -465,7 +581,7 @@ func (c *Client) classify(res Result, h http.Header, raw []byte) Result {
 		res.Class = Misconfigured
 		apiError(&res, raw)
 		res.Err = fmt.Errorf("the registration API has no registration route at %s (%d %s: %s): check the registry URL (BULKREG_REGISTRY_URL)",
-			c.base.Redacted(), code, http.StatusText(code), describe(res, raw))
+			c.base.String(), code, http.StatusText(code), describe(res, raw))
 	case code == http.StatusRequestTimeout || code >= 500:
 		res.Class = Transient
 		apiError(&res, raw)
@@ -563,22 +679,47 @@ func snippet(raw []byte) string {
 	return fmt.Sprintf("body %q", s)
 }
 
-func transportError(parent, ctx context.Context, err error, timeout time.Duration) error {
+// transportError says why a call got no whole answer: the Failure a seller
+// reads, and the error for operators.
+func transportError(parent, ctx context.Context, err error, timeout time.Duration) (Failure, error) {
 	var ne net.Error
 	switch {
 	case errors.Is(parent.Err(), context.Canceled):
-		return fmt.Errorf("the call was cancelled before the registration API answered: %w", err)
+		return FailureCancelled, fmt.Errorf("the call was cancelled before the registration API answered: %w", err)
 	case errors.Is(parent.Err(), context.DeadlineExceeded):
-		return fmt.Errorf("the caller's deadline passed before the registration API answered: %w", err)
+		return FailureCancelled, fmt.Errorf("the caller's deadline passed before the registration API answered: %w", err)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
-		return fmt.Errorf("no answer from the registration API within %v: %w", timeout, err)
-	case errors.As(err, new(*badAnswer)):
-		return fmt.Errorf("the registration API answered in a form bulkreg cannot read as HTTP/1.1: %w", err)
+		return FailureTimeout, fmt.Errorf("no answer from the registration API within %v: %w", timeout, err)
+	case errors.As(err, new(*badAnswer)), malformedForNetHTTP(err):
+		return FailureUnreadable, fmt.Errorf("the registration API answered in a form bulkreg cannot read as HTTP/1.1: %w", err)
+	case tlsFailure(err):
+		return FailureTLS, fmt.Errorf("the TLS handshake with the registration API failed: %w", err)
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
-		return fmt.Errorf("the registration API closed the connection before answering: %w", err)
+		return FailureClosed, fmt.Errorf("the registration API closed the connection before answering: %w", err)
 	default:
-		return fmt.Errorf("the registration API cannot be reached: %w", err)
+		return FailureUnreachable, fmt.Errorf("the registration API cannot be reached: %w", err)
 	}
+}
+
+// malformedForNetHTTP reports net/http's error for an answer that is not
+// HTTP/1.x (it has no type of its own).
+func malformedForNetHTTP(err error) bool {
+	return strings.Contains(err.Error(), "malformed HTTP")
+}
+
+// tlsFailure reports an error of the TLS handshake: a certificate not
+// verified, an alert from the server, a record that is not TLS.
+func tlsFailure(err error) bool {
+	var (
+		verify *tls.CertificateVerificationError
+		record tls.RecordHeaderError
+		alert  tls.AlertError
+		ua     x509.UnknownAuthorityError
+		host   x509.HostnameError
+		inv    x509.CertificateInvalidError
+	)
+	return errors.As(err, &verify) || errors.As(err, &record) || errors.As(err, &alert) ||
+		errors.As(err, &ua) || errors.As(err, &host) || errors.As(err, &inv)
 }
 
 // redactLocation shows a redirect target without its query or credentials,

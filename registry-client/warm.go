@@ -58,8 +58,8 @@ func (c *Client) warmRequest(ctx context.Context) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.authName != "" {
-		req.Header.Set(c.authName, c.authValue)
+	for _, f := range c.auth {
+		req.Header.Set(f.name, f.value)
 	}
 	return c.http.Do(req)
 }

@@ -140,6 +140,8 @@ func bind(getenv func(string) string) (*flag.FlagSet, *settings, func() error) {
 	fraction(fs, getenv, &envErrs, &o.SlowRate, "slow-rate", "fraction of requests registered but answered only after --slow-delay (0 to 1)")
 	b.Duration(&o.SlowDelay, "slow-delay", "how late a slow answer comes; above a client's timeout it provokes a retry")
 	fraction(fs, getenv, &envErrs, &o.DropRate, "drop-rate", "fraction of requests whose connection is closed without an answer or registration (0 to 1)")
+	b.Secret(&o.BasicAuth, "basic-auth", "user:password every registration must send as HTTP Basic auth (401 otherwise); empty: none")
+	b.Int(&o.KeepRequests, "keep-requests", "how many requests to keep whole (method, target, header fields, body) for GET /admin/requests; 0 keeps none")
 	tm := &s.timeouts
 	b.Duration(&tm.readHeader, "read-header-timeout", "time to read a request's headers")
 	b.Duration(&tm.read, "read-timeout", "time to read a whole request, body included")

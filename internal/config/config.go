@@ -25,6 +25,7 @@ import (
 	"github.com/segmentio/kafka-go/sasl/scram"
 
 	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/internal/redact"
 )
 
 // Config holds the settings shared by the producer, the consumer and devstack.
@@ -176,11 +177,20 @@ func (b *Binder) List(p *[]string, name, usage string) {
 // flag's, is in its DefValue (-h prints it, the README's check reads it).
 type listValue struct{ p *[]string }
 
+// String shows an item that holds credentials (an address written as a URL,
+// which Validate refuses) redacted, so -h never prints a password.
 func (v listValue) String() string {
 	if v.p == nil {
 		return ""
 	}
-	return strings.Join(*v.p, ",")
+	items := make([]string, len(*v.p))
+	for i, s := range *v.p {
+		items[i] = s
+		if strings.Contains(s, "@") {
+			items[i] = redact.URL(s)
+		}
+	}
+	return strings.Join(items, ",")
 }
 
 func (v listValue) Set(s string) error {
@@ -350,6 +360,19 @@ func (c Config) Validate() error {
 	if len(c.RedisAddrs) == 0 {
 		bad("redis-addrs", "at least one Redis address is needed")
 	}
+	// An address is host:port. One written as a URL would be dialled as it
+	// is, and the dial error, which names the address, would print the
+	// password it carries.
+	for _, a := range c.RedisAddrs {
+		if strings.Contains(a, "@") || strings.Contains(a, "://") {
+			bad("redis-addrs", "%q is not host:port: a URL such as redis://user:password@host:6379 is not read here; give host:port, the password in --redis-password (%s) and the user in --redis-username", redact.URL(a), EnvName("redis-password"))
+		}
+	}
+	for _, a := range c.KafkaBrokers {
+		if strings.Contains(a, "@") || strings.Contains(a, "://") {
+			bad("kafka-brokers", "%q is not host:port: give host:port, and SASL credentials in --kafka-username and --kafka-password (%s)", redact.URL(a), EnvName("kafka-password"))
+		}
+	}
 	if err := ValidHTTPURL(c.RegistryURL); err != nil {
 		bad("registry-url", "%v", err)
 	}
@@ -493,22 +516,14 @@ func (c Config) KafkaTransport() kafka.RoundTripper {
 	return &kafka.Transport{SASL: m, TLS: c.kafkaTLS()}
 }
 
-// Redacted hides the password of a URL's user information
-// (https://user:secret@host → https://user:xxxxx@host) for messages and logs.
-// A malformed URL that holds an "@" is cut to what follows the last one:
-// url.Parse reads "http//user:secret@host", "http:/user:secret@host" or
-// "user:secret@host" without error as a path or an opaque part, where
-// url.URL.Redacted finds no password to hide.
-func Redacted(raw string) string {
-	u, err := url.Parse(raw)
-	if err == nil && (u.Host != "" || !strings.Contains(raw, "@")) {
-		return u.Redacted()
-	}
-	if i := strings.LastIndex(raw, "@"); i >= 0 {
-		return "…" + raw[i:]
-	}
-	return raw
-}
+// Redacted is a URL as messages and logs show it: the password of its user
+// information and every query value hidden (https://user:xxxxx@host/?token=xxxxx),
+// its fragment dropped. A malformed URL that holds an "@" is cut to what
+// follows the last one: url.Parse reads "http//user:secret@host",
+// "http:/user:secret@host" or "user:secret@host" without error as a path or
+// an opaque part, where url.URL.Redacted finds no password to hide. See
+// package internal/redact.
+func Redacted(raw string) string { return redact.URL(raw) }
 
 // ValidHTTPURL checks a URL setting that must be an absolute http or https
 // URL with a host; the error never holds the URL's password. The scheme

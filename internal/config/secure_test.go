@@ -271,3 +271,33 @@ func TestMalformedURLsKeepTheirPassword(t *testing.T) {
 		}
 	}
 }
+
+// A Redis or Kafka address written as a URL with credentials
+// (redis://:secret@host:6379) is refused naming the flag: the address
+// settings take host:port, the password has a setting of its own. Neither
+// the refusal nor -h shows the password.
+func TestAddressesWithCredentialsAreRefused(t *testing.T) {
+	const pw = "pw-addr-4b1e9d"
+	for _, tt := range []struct{ env, flag, value string }{
+		{"BULKREG_REDIS_ADDRS", "--redis-addrs", "redis://:" + pw + "@redis.internal:6379"},
+		{"BULKREG_REDIS_ADDRS", "--redis-addrs", "localhost:6379,rediss://default:" + pw + "@redis.internal:6380"},
+		{"BULKREG_REDIS_ADDRS", "--redis-addrs", "default:" + pw + "@redis.internal:6379"},
+		{"BULKREG_KAFKA_BROKERS", "--kafka-brokers", "kafka://user:" + pw + "@kafka.internal:9092"},
+	} {
+		_, err := parse(t, map[string]string{tt.env: tt.value})
+		if err == nil || !strings.Contains(err.Error(), tt.flag) {
+			t.Errorf("%s=%s: err = %v, want a refusal naming %s", tt.env, tt.value, err, tt.flag)
+		} else if strings.Contains(err.Error(), pw) {
+			t.Errorf("%s: the refusal shows the password: %v", tt.env, err)
+		}
+		var out bytes.Buffer
+		fs := flag.NewFlagSet("x", flag.ContinueOnError)
+		fs.SetOutput(&out)
+		c := Default()
+		c.Bind(NewBinder(fs, func(k string) string { return map[string]string{tt.env: tt.value}[k] }))
+		fs.PrintDefaults()
+		if strings.Contains(out.String(), pw) {
+			t.Errorf("%s: -h shows the password:\n%s", tt.env, out.String())
+		}
+	}
+}

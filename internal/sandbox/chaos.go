@@ -29,6 +29,10 @@ type Chaos struct {
 	// SKUs' registrations are answered 503: the API keeps failing on these
 	// products alone (poison rows).
 	SKUs []string `json:"skus,omitempty"`
+	// DropSKUs' registrations get no answer: the connection is closed once
+	// the body is read, as a crashed proxy does, so the client sees a
+	// transport error rather than a status.
+	DropSKUs []string `json:"drop_skus,omitempty"`
 	// Storm answers every registration 429 with Retry-After StormRetryAfter
 	// seconds (at least 1), whatever the limit counted: a gateway in front of
 	// the API throttling on its own. These 429s are counted apart (Injected)
@@ -63,6 +67,7 @@ type chaos struct {
 	c       Chaos
 	sellers map[string]bool
 	skus    map[string]bool
+	drops   map[string]bool // DropSKUs
 	calls   []Call
 	dropped int // calls not logged beyond maxCalls
 }
@@ -78,7 +83,7 @@ func (s *Server) SetChaos(c Chaos) error {
 	}
 	s.chaos.mu.Lock()
 	defer s.chaos.mu.Unlock()
-	s.chaos.c = Chaos{Status: c.Status, Sellers: slices.Clone(c.Sellers), SKUs: slices.Clone(c.SKUs),
+	s.chaos.c = Chaos{Status: c.Status, Sellers: slices.Clone(c.Sellers), SKUs: slices.Clone(c.SKUs), DropSKUs: slices.Clone(c.DropSKUs),
 		Storm: c.Storm, StormRetryAfter: c.StormRetryAfter, RefuseNameContaining: c.RefuseNameContaining}
 	s.chaos.sellers = make(map[string]bool, len(c.Sellers))
 	for _, id := range c.Sellers {
@@ -88,6 +93,10 @@ func (s *Server) SetChaos(c Chaos) error {
 	for _, sku := range c.SKUs {
 		s.chaos.skus[sku] = true
 	}
+	s.chaos.drops = make(map[string]bool, len(c.DropSKUs))
+	for _, sku := range c.DropSKUs {
+		s.chaos.drops[sku] = true
+	}
 	return nil
 }
 
@@ -96,7 +105,7 @@ func (s *Server) Chaos() Chaos {
 	s.chaos.mu.Lock()
 	defer s.chaos.mu.Unlock()
 	c := s.chaos.c
-	c.Sellers, c.SKUs = slices.Clone(c.Sellers), slices.Clone(c.SKUs)
+	c.Sellers, c.SKUs, c.DropSKUs = slices.Clone(c.Sellers), slices.Clone(c.SKUs), slices.Clone(c.DropSKUs)
 	return c
 }
 
@@ -148,7 +157,14 @@ func (s *Server) chaosAnswer(sellerID, sku string) (a answer, ok bool) {
 func (s *Server) chaosNeedsSKU() bool {
 	s.chaos.mu.Lock()
 	defer s.chaos.mu.Unlock()
-	return len(s.chaos.skus) > 0
+	return len(s.chaos.skus) > 0 || len(s.chaos.drops) > 0
+}
+
+// chaosDrops reports whether the registration of sku gets no answer.
+func (s *Server) chaosDrops(sku string) bool {
+	s.chaos.mu.Lock()
+	defer s.chaos.mu.Unlock()
+	return sku != "" && s.chaos.drops[sku]
 }
 
 // refusesName is the text that makes a product's name refused, "" for none.
@@ -167,7 +183,11 @@ func refusedName(marker, name string) bool { return marker != "" && strings.Cont
 //	PUT    /admin/chaos   a Chaos as JSON: switch it on
 //	DELETE /admin/chaos   switch it off
 //	GET    /admin/calls   every registration request answered (Call, JSON array)
+//	GET    /admin/requests the requests kept whole (Request, JSON array; Options.KeepRequests)
 func (s *Server) chaosRoutes() {
+	s.mux.HandleFunc("GET /admin/requests", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, s.Requests())
+	})
 	s.mux.HandleFunc("GET /admin/chaos", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.Chaos())
 	})

@@ -22,6 +22,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,6 +81,15 @@ type Options struct {
 	// Now is the clock limits are counted by; nil means time.Now. Tests pass
 	// a fake clock to put registrations exactly at window boundaries.
 	Now func() time.Time
+	// BasicAuth, "user:password", makes every registration need HTTP Basic
+	// auth with these credentials (Authorization: Basic …, RFC 7617);
+	// others are answered 401 and count as Invalid. Empty: none needed.
+	BasicAuth string
+	// KeepRequests is how many requests the server keeps whole (method,
+	// target, header fields, body), the first ones it receives on any
+	// route, for Requests and GET /admin/requests: a test reads exactly
+	// what a client sent. 0 keeps none.
+	KeepRequests int
 }
 
 // Audit is what the API counted, per seller, since it started.
@@ -185,6 +195,9 @@ type Server struct {
 	outage outage // the outage switch (outage.go), locked on its own
 	chaos  chaos  // injected answers and the call log (chaos.go), locked on their own
 
+	basic    string   // Options.BasicAuth
+	received received // the requests kept whole (auth.go), locked on their own
+
 	mu       sync.Mutex
 	faults   faults
 	sellers  map[string]*seller
@@ -246,6 +259,12 @@ func New(o Options) (*Server, error) {
 	if o.MaxBody < 0 {
 		bad("MaxBody is %d, it must be 0 (the default %d) or more", o.MaxBody, DefaultMaxBody)
 	}
+	if o.BasicAuth != "" && !strings.Contains(o.BasicAuth, ":") {
+		bad("BasicAuth must be written user:password")
+	}
+	if o.KeepRequests < 0 {
+		bad("KeepRequests is %d, it must be 0 (none) or more", o.KeepRequests)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("sandbox options are invalid: %w", err)
 	}
@@ -254,7 +273,9 @@ func New(o Options) (*Server, error) {
 		limit: o.Limit, window: o.Window, policy: o.Policy, burst: o.Burst, maxBody: o.MaxBody, log: o.Logger, now: o.Now,
 		faults:  faults{fail: o.FailRate, slow: o.SlowRate, drop: o.DropRate, latency: o.Latency, jitter: o.Jitter, slowDelay: o.SlowDelay},
 		sellers: map[string]*seller{},
+		basic:   o.BasicAuth,
 	}
+	s.received.keep = o.KeepRequests
 	if s.limit == 0 {
 		s.limit = DefaultLimit
 	}
@@ -312,7 +333,10 @@ func New(o Options) (*Server, error) {
 
 // ServeHTTP serves every route: POST /v1/sellers/{seller_id}/products,
 // GET /audit, GET /healthz, GET /metrics and /admin/outage (outage.go).
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.keep(r)
+	s.mux.ServeHTTP(w, r)
+}
 
 // SetFaults changes the injected faults while the server runs (SlowDelay
 // stays as configured). A rate outside [0, 1] or a negative duration is
@@ -429,8 +453,23 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		s.logCall(call)
 		return
 	}
+	if s.refuseCredentials(w, r) {
+		call.Status, call.Code = http.StatusUnauthorized, "unauthorized"
+		s.count(sellerID, func(sl *seller) { sl.invalid++ })
+		s.logCall(call)
+		s.observe(ctx, start, sellerID, key, strconv.Itoa(http.StatusUnauthorized))
+		return
+	}
 	if s.chaosNeedsSKU() {
 		call.SKU = peekSKU(r, s.maxBody)
+	}
+	if s.chaosDrops(call.SKU) {
+		s.count(sellerID, func(sl *seller) { sl.injected++ })
+		drop(w)
+		call.Injected = true
+		s.logCall(call)
+		s.observe(ctx, start, sellerID, key, "dropped")
+		return
 	}
 	if a, ok := s.chaosAnswer(sellerID, call.SKU); ok {
 		s.count(sellerID, func(sl *seller) { sl.injected++ })

@@ -109,11 +109,14 @@ func RowReason(lang string, header []string, rr uploadstatus.RowResult) string {
 		}
 	}
 	if d, ok := deadLettered(rr); ok {
-		// The consumer's detail is English ("status 503", or the client's
-		// error): say it from the status, and the cause from the row's
-		// class (its code), in the seller's words.
+		// The consumer's detail is English: "status 503", or a call that
+		// got no answer as the message table's call_failed says it. Say it
+		// in the seller's words, and the cause from the row's class (its
+		// code).
 		if n, ok := strings.CutPrefix(d["detail"], "status "); ok {
 			d["detail"], _ = messages.Render(lang, "dead_lettered.status", map[string]string{"status": n})
+		} else if s, ok := callFailed(lang, d["detail"]); ok {
+			d["detail"] = s
 		} else {
 			d["detail"], _ = messages.Render(lang, "dead_lettered.noanswer", nil)
 		}
@@ -153,6 +156,20 @@ func details(ps []excel.Problem) []uploadstatus.Detail {
 		out[i] = uploadstatus.Detail{Code: p.Code, Cell: p.Cell, Field: p.Column, Params: p.Params}
 	}
 	return out
+}
+
+// callFailed is the English sentence of a call_failed variant (what a call
+// without an answer recorded, registryclient.Result.SellerDetail) in lang.
+func callFailed(lang, en string) (string, bool) {
+	for _, k := range messages.Keys() {
+		if k != "call_failed" && !strings.HasPrefix(k, "call_failed.") {
+			continue
+		}
+		if s, _ := messages.Template(messages.EN, k); s == en {
+			return messages.Template(lang, k)
+		}
+	}
+	return "", false
 }
 
 // deadLetteredPrefix starts the reason consumers record for a row set aside

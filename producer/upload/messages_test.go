@@ -226,6 +226,9 @@ func TestADeadLetterIsSaidInKorean(t *testing.T) {
 	}{
 		{"transient", "status 503", []string{"4번", "일시적인 오류", "응답 코드 503", "파일 내용에는 문제가 없습니다", "두 번 등록되지는 않습니다"}},
 		{"transient", `Post "http://registry/v1/sellers/s/products": context deadline exceeded`, []string{"4번", "일시적인 오류", "제대로 된 응답을 받지 못함"}},
+		{"transient", "the marketplace did not answer in time", []string{"4번", "일시적인 오류", "마켓이 제한 시간 안에 답하지 않음"}},
+		{"transient", "the marketplace could not be reached", []string{"마켓에 연결할 수 없음"}},
+		{"transient", "the secure connection (TLS) to the marketplace failed", []string{"마켓과 보안 연결을 맺지 못함"}},
 		{"misconfigured", "status 401", []string{"bulkreg의 접속을 거부해", "응답 코드 401"}},
 		{"rate_limited", "status 429", []string{"등록 한도", "응답 코드 429"}},
 		{"unknown", "status 418", []string{"4번", "응답 코드 418", "운영자"}},
