@@ -228,9 +228,11 @@ func partName(name string) string {
 	return strings.TrimPrefix(strings.ToLower(strings.ReplaceAll(name, `\`, "/")), "/")
 }
 
-// walk reads a part's XML to its end, strictly, calling visit (when not nil)
-// for each token.
-func (b *xlsxFile) walk(f *zip.File, visit func(t *xmlToken) error) error {
+// walk reads a part's XML to its end, strictly, calling visit for each
+// token Excel reads as the part's content: the elements of the namespace
+// space (nsMain, or nsPkgRel for a relationships part) and their text, with
+// Markup Compatibility applied (mceFilter).
+func (b *xlsxFile) walk(f *zip.File, space xmlNS, visit func(t *xmlToken) error) error {
 	b.done[f] = true
 	rc, err := f.Open()
 	if err != nil {
@@ -242,6 +244,7 @@ func (b *xlsxFile) walk(f *zip.File, visit func(t *xmlToken) error) error {
 	// Tokens point into the buffer only until the next one, so the next
 	// part may read into it (parts are read one after another).
 	defer func() { b.xmlBuf = s.buf }()
+	mce := mceFilter{s: s, data: space, visit: visit}
 	for {
 		tok, err := s.next()
 		if errors.Is(err, errXMLEnd) {
@@ -250,10 +253,13 @@ func (b *xlsxFile) walk(f *zip.File, visit func(t *xmlToken) error) error {
 		if err != nil {
 			return err
 		}
-		if visit != nil {
-			if err := visit(tok); err != nil {
-				return err
-			}
+		if mce.direct(tok) {
+			err = visit(tok)
+		} else {
+			err = mce.token(tok)
+		}
+		if err != nil {
+			return err
 		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 func (b *xlsxFile) readSheet(s bookSheet) (*Sheet, error) {
 	g := newGrid(b.opts, b.budget, FormatXLSX, s.name)
 	r := sheetReader{xlsxFile: b, grid: g, vText: boundedText{max: b.opts.MaxCellBytes}, isText: boundedText{max: b.opts.MaxCellBytes}}
-	err := b.walk(s.part, r.visit)
+	err := b.walk(s.part, nsMain, r.visit)
 	if fe, ok := errors.AsType[*FileError](err); ok {
 		return nil, fe
 	}

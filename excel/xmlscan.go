@@ -17,7 +17,12 @@ import (
 // accepts with the same elements and text. What it refuses that a workbook
 // never holds: a DOCTYPE, names outside ASCII, more than one root element,
 // text outside the root, a tag longer than maxTagBytes, nesting deeper than
-// maxDepth, an element with more than maxAttrs attributes.
+// maxDepth, an element with more than maxAttrs attributes, a prefix not
+// declared, more than maxNSInScope namespace declarations in scope.
+//
+// It resolves every element's namespace, and every prefixed attribute's,
+// from the declarations in scope (xmlns.go), so its reader can tell
+// SpreadsheetML from anything else whatever the prefixes (mceFilter).
 //
 // Every entry it reads (an element, an attribute, a chunk of text, a
 // comment, an instruction) counts against the upload's xmlBudget, empty or
@@ -43,7 +48,16 @@ type xmlScanner struct {
 
 	names  []byte // the open elements' names, one after another
 	starts []int  // where each open element's name starts in names
-	roots  int
+	// ns holds the namespace declarations in scope, innermost last, their
+	// prefixes and names in nsBytes; nsDepths says where the declarations
+	// of each open element that made some begin, so its end drops them.
+	ns       []nsBinding
+	nsBytes  []byte
+	nsDepths []nsMark
+	// defaultNS is 1 + the index in ns of the default namespace's
+	// declaration in scope, 0 when there is none.
+	defaultNS int
+	roots     int
 	// pendingEnd: the last start tag closed itself; next returns its end.
 	pendingEnd bool
 
@@ -72,32 +86,50 @@ const (
 // xmlToken is one token. Its slices are valid until the next call to next.
 type xmlToken struct {
 	kind  xmlKind
-	local []byte    // start, end: the name without its prefix
+	space xmlNS     // start: the element's namespace, from the declarations in scope
+	local []byte    // start, end: the element's name without its prefix
+	uri   []byte    // start: the namespace's name; empty for no namespace
+	nsID  uint64    // start: nsID(uri)
+	hasMC bool      // start: an attribute is in the Markup Compatibility namespace
 	attrs []xmlAttr // start
 	text  []byte    // text: a chunk of decoded character data
 }
 
 type xmlAttr struct {
-	local    []byte
-	prefixed bool // the name had a prefix ("r:id")
-	value    []byte
+	local  []byte
+	prefix []byte // nil for an unprefixed name ("r" of "r:id")
+	// space and uri: the namespace of a prefixed name (an unprefixed
+	// attribute is in no namespace, whatever the default). A namespace
+	// declaration ("xmlns", "xmlns:r") is left as it is: nsNone.
+	space xmlNS
+	uri   []byte
+	value []byte
+}
+
+// isDecl reports a namespace declaration: xmlns="..." or xmlns:p="...".
+func (a *xmlAttr) isDecl() bool {
+	if a.prefix == nil {
+		return string(a.local) == "xmlns"
+	}
+	return string(a.prefix) == "xmlns"
 }
 
 // attr returns the value of the unprefixed attribute named local.
 func (t *xmlToken) attr(local string) []byte {
 	for i := range t.attrs {
-		if !t.attrs[i].prefixed && string(t.attrs[i].local) == local {
+		if t.attrs[i].prefix == nil && string(t.attrs[i].local) == local {
 			return t.attrs[i].value
 		}
 	}
 	return nil
 }
 
-// anyAttr returns the value of the attribute named local, prefixed or not.
-func (t *xmlToken) anyAttr(local string) []byte {
+// attrNS returns the value of the attribute named local in the namespace
+// space, under whatever prefix.
+func (t *xmlToken) attrNS(space xmlNS, local string) []byte {
 	for i := range t.attrs {
-		if string(t.attrs[i].local) == local {
-			return t.attrs[i].value
+		if a := &t.attrs[i]; a.prefix != nil && a.space == space && string(a.local) == local {
+			return a.value
 		}
 	}
 	return nil
@@ -234,7 +266,7 @@ func (s *xmlScanner) next() (*xmlToken, error) {
 	}
 	if s.pendingEnd {
 		s.pendingEnd = false
-		s.tok = xmlToken{kind: xmlEnd, local: s.tok.local}
+		s.tok.kind, s.tok.attrs = xmlEnd, nil
 		s.pop()
 		return &s.tok, nil
 	}
@@ -268,7 +300,7 @@ func (s *xmlScanner) next() (*xmlToken, error) {
 				}
 				continue
 			}
-			s.tok = xmlToken{kind: xmlText, text: text}
+			s.tok.kind, s.tok.text = xmlText, text
 			return &s.tok, nil
 		}
 		if !s.fill(2) {
@@ -311,7 +343,7 @@ func (s *xmlScanner) next() (*xmlToken, error) {
 				if err != nil {
 					return nil, err
 				}
-				s.tok = xmlToken{kind: xmlText, text: text}
+				s.tok.kind, s.tok.text = xmlText, text
 				return &s.tok, nil
 			}
 			if s.err != nil {
