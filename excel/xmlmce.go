@@ -20,11 +20,17 @@ import (
 //     understands (SpreadsheetML, relationships, Markup Compatibility),
 //     else mc:Fallback, else nothing. The branch's content is read as if it
 //     stood in the AlternateContent's place; the other branches are not.
+//     (LibreOffice takes the Fallback of a Choice requiring x14 too; Excel,
+//     which understands x14, takes that Choice: Excel writes such pairs
+//     only where the Fallback says the same for older programs.)
 //   - An element of a namespace mc:Ignorable lists (in scope) is ignored
-//     with its subtree, unless mc:ProcessContent names it: then its content
-//     is read in its place. Ignorable attributes (x14ac:dyDescent on every
-//     row Excel writes) are never read anyway: the reader reads only
-//     unprefixed attributes and r:id.
+//     with its subtree. mc:ProcessContent, which asks a consumer to read
+//     such an element's content in its place, is not honoured: LibreOffice
+//     does not honour it either, and what it wraps being skipped can only
+//     leave out a row, which the check shows the seller, never add one.
+//     Ignorable attributes (x14ac:dyDescent on every row Excel writes) are
+//     never read anyway: the reader reads only unprefixed attributes and
+//     r:id.
 //   - An element of a namespace neither the part's, nor ignorable, nor one
 //     of Office's that stands where the schema allows only SpreadsheetML (in
 //     sheetData, a row, a cell, a cell's text, the shared strings, the
@@ -46,39 +52,33 @@ type mceFilter struct {
 	visit func(*xmlToken) error
 	skip  int // depth inside a skipped subtree, 0 outside one
 	open  []mceFrame
-	// ignorable and process are the namespaces mc:Ignorable lists and the
-	// names mc:ProcessContent lists, in scope, innermost last.
+	// ignorable holds the namespaces mc:Ignorable lists in scope,
+	// innermost last.
 	ignorable []uint64 // nsID
-	process   []mceName
-}
-
-type mceName struct {
-	ns    uint64 // nsID
-	local string // "*" for every name of the namespace
 }
 
 type frameKind uint8
 
 const (
-	frameData    frameKind = iota // an element handed to the reader, with mc:Ignorable or mc:ProcessContent
-	frameThrough                  // read through: a chosen branch, a processed ignorable element
+	frameData    frameKind = iota // an element handed to the reader, with mc:Ignorable
+	frameThrough                  // read through: AlternateContent's chosen branch
 	frameAlt                      // mc:AlternateContent
 )
 
 // mceFrame is an open element that is not plain data: a frame of
-// AlternateContent, a branch or processed element read through, or an
+// AlternateContent, a branch read through, or an
 // element of the part's namespace with Markup Compatibility attributes.
 type mceFrame struct {
 	depth  int32 // the element's depth, 1 for the root
 	kind   frameKind
 	chosen bool // frameAlt: a branch was taken
-	// the lengths of ignorable and process before the element's attributes
-	// (each at most maxMCENames).
-	ignorable, process uint8
+	// the length of ignorable before the element's attributes (at most
+	// maxMCENames).
+	ignorable uint8
 }
 
-// maxMCENames bounds the names of mc:Ignorable and mc:ProcessContent in
-// scope: Excel lists two to five.
+// maxMCENames bounds the namespaces mc:Ignorable lists in scope: Excel
+// lists two to five.
 const maxMCENames = 64
 
 // containers are the elements of SpreadsheetML (and of relationships parts)
@@ -139,7 +139,7 @@ func (f *mceFilter) token(t *xmlToken) error {
 		if n := len(f.open); n > 0 && int(f.open[n-1].depth) == len(f.s.starts)+1 {
 			fr := f.open[n-1]
 			f.open = f.open[:n-1]
-			f.ignorable, f.process = f.ignorable[:fr.ignorable], f.process[:fr.process]
+			f.ignorable = f.ignorable[:fr.ignorable]
 			if fr.kind != frameData {
 				return nil
 			}
@@ -164,9 +164,8 @@ func (f *mceFilter) token(t *xmlToken) error {
 // start takes every other start tag: parent is the frame of the element's
 // parent when it has one.
 func (f *mceFilter) start(t *xmlToken, depth int, parent *mceFrame) error {
-	fr := mceFrame{depth: int32(depth), ignorable: uint8(len(f.ignorable)), process: uint8(len(f.process))}
-	// mc:Ignorable and mc:ProcessContent hold for the element itself and
-	// what it holds.
+	fr := mceFrame{depth: int32(depth), ignorable: uint8(len(f.ignorable))}
+	// mc:Ignorable holds for the element itself and what it holds.
 	if err := f.scope(t); err != nil {
 		return err
 	}
@@ -183,8 +182,7 @@ func (f *mceFilter) start(t *xmlToken, depth int, parent *mceFrame) error {
 			return nil
 		}
 	case t.space == f.data:
-		// An element with mc:Ignorable or mc:ProcessContent: its frame
-		// keeps their scope.
+		// An element with mc:Ignorable: its frame keeps its scope.
 		fr.kind = frameData
 		f.open = append(f.open, fr)
 		return f.visit(t)
@@ -195,22 +193,18 @@ func (f *mceFilter) start(t *xmlToken, depth int, parent *mceFrame) error {
 		f.open = append(f.open, fr)
 		return nil
 	case !understood(t.space) && f.isIgnorable(t.nsID):
-		if f.processes(t) {
-			fr.kind = frameThrough
-			f.open = append(f.open, fr)
-			return nil
-		}
+		// Skipped, mc:ProcessContent or not (see mceFilter).
 	case t.space != nsOffice && f.inContainer(depth):
 		return f.s.fail("the element <%s> of %s stands inside a SpreadsheetML element that holds only SpreadsheetML (Excel reports such a file as damaged)", f.qname(), describeNS(t))
 	}
-	f.ignorable, f.process = f.ignorable[:fr.ignorable], f.process[:fr.process]
+	f.ignorable = f.ignorable[:fr.ignorable]
 	f.skip = 1
 	return nil
 }
 
 // inContainer reports whether the nearest element above depth the reader
-// was handed (a branch of AlternateContent or a processed element stands
-// for its content) is a container.
+// was handed (a branch of AlternateContent stands for its content) is a
+// container.
 func (f *mceFilter) inContainer(depth int) bool {
 	s, k := f.s, len(f.open)-1
 	for d := depth - 1; d >= 1; d-- {
@@ -246,35 +240,20 @@ func describeNS(t *xmlToken) string {
 	return "the namespace " + strconv.Quote(shorten(string(bytes.ToValidUTF8(t.uri, []byte("?")))))
 }
 
-// scope takes the element's mc:Ignorable and mc:ProcessContent into scope.
+// scope takes the element's mc:Ignorable into scope.
 func (f *mceFilter) scope(t *xmlToken) error {
 	for i := range t.attrs {
 		a := &t.attrs[i]
-		if a.space != nsMC || a.prefix == nil {
+		if a.space != nsMC || a.prefix == nil || string(a.local) != "Ignorable" {
 			continue
 		}
-		switch string(a.local) {
-		case "Ignorable":
-			for p := range bytes.FieldsSeq(a.value) {
-				if b := f.s.lookupNS(p); b != nil && len(p) > 0 {
-					if len(f.ignorable) == maxMCENames {
-						return f.s.fail("mc:Ignorable names more than %d namespaces in scope, more than any workbook's", maxMCENames)
-					}
-					f.ignorable = append(f.ignorable, b.id)
+		// A prefix not declared names no namespace to ignore.
+		for p := range bytes.FieldsSeq(a.value) {
+			if b := f.s.lookupNS(p); b != nil {
+				if len(f.ignorable) == maxMCENames {
+					return f.s.fail("mc:Ignorable names more than %d namespaces in scope, more than any workbook's", maxMCENames)
 				}
-			}
-		case "ProcessContent":
-			for q := range bytes.FieldsSeq(a.value) {
-				prefix, local, ok := bytes.Cut(q, []byte(":"))
-				if !ok {
-					continue
-				}
-				if b := f.s.lookupNS(prefix); b != nil {
-					if len(f.process) == maxMCENames {
-						return f.s.fail("mc:ProcessContent names more than %d elements in scope, more than any workbook's", maxMCENames)
-					}
-					f.process = append(f.process, mceName{ns: b.id, local: string(local)})
-				}
+				f.ignorable = append(f.ignorable, b.id)
 			}
 		}
 	}
@@ -287,16 +266,6 @@ func (f *mceFilter) scope(t *xmlToken) error {
 func (f *mceFilter) isIgnorable(id uint64) bool {
 	for _, n := range f.ignorable {
 		if n == id {
-			return true
-		}
-	}
-	return false
-}
-
-// processes reports an ignorable element mc:ProcessContent names.
-func (f *mceFilter) processes(t *xmlToken) bool {
-	for _, n := range f.process {
-		if n.ns == t.nsID && (n.local == "*" || n.local == string(t.local)) {
 			return true
 		}
 	}
