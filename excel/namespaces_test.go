@@ -242,3 +242,70 @@ func TestOnlySpreadsheetMLMakesStringsAndSheets(t *testing.T) {
 		})
 	}
 }
+
+// excelParts are a workbook's parts as Excel 365 writes them (the roots'
+// declarations, mc:Ignorable, x14ac:dyDescent on every row, xr:uid, the
+// workbook's AlternateContent around x15ac:absPath, extLst), the elements
+// prefixed by p as the Open XML SDK writes them ("x:") or not ("").
+func excelParts(p string) map[string]string {
+	decl := `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>` + "\r\n"
+	ns := `xmlns="` + mainNS + `"`
+	if p != "" {
+		ns = `xmlns:` + strings.TrimSuffix(p, ":") + `="` + mainNS + `"`
+	}
+	var rows strings.Builder
+	strs := []string{}
+	for r, cells := range [][]string{nsHeader, nsProduct("EXCEL-1"), nsProduct("EXCEL-2")} {
+		fmt.Fprintf(&rows, `<%srow r="%d" spans="1:5" x14ac:dyDescent="0.3">`, p, r+1)
+		for c, v := range cells {
+			if v == "1000" || v == "1" {
+				fmt.Fprintf(&rows, `<%sc r="%s"><%sv>%s</%sv></%sc>`, p, cellName(c+1, r+1), p, v, p, p)
+				continue
+			}
+			fmt.Fprintf(&rows, `<%sc r="%s" t="s"><%sv>%d</%sv></%sc>`, p, cellName(c+1, r+1), p, len(strs), p, p)
+			strs = append(strs, v)
+		}
+		rows.WriteString("</" + p + "row>")
+	}
+	var sst strings.Builder
+	fmt.Fprintf(&sst, `%s<%ssst %s count="%d" uniqueCount="%d">`, decl, p, ns, len(strs), len(strs))
+	for _, s := range strs {
+		fmt.Fprintf(&sst, `<%ssi><%st>%s</%st></%ssi>`, p, p, s, p, p)
+	}
+	sst.WriteString("</" + p + "sst>")
+	return map[string]string{
+		"[Content_Types].xml": decl + `<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/><Default Extension="xml" ContentType="application/xml"/><Override PartName="/xl/workbook.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/></Types>`,
+		"_rels/.rels":         decl + `<Relationships xmlns="` + pkgRelNS + `"><Relationship Id="rId3" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/extended-properties" Target="docProps/app.xml"/><Relationship Id="rId1" Type="` + relNS + `/officeDocument" Target="xl/workbook.xml"/></Relationships>`,
+		"xl/workbook.xml": decl + `<` + p + `workbook ` + ns + ` xmlns:r="` + relNS + `" xmlns:mc="` + mcNS + `" mc:Ignorable="x15 xr xr6 xr10 xr2" xmlns:x15="http://schemas.microsoft.com/office/spreadsheetml/2010/11/main" xmlns:xr="` + xrNS + `" xmlns:xr6="http://schemas.microsoft.com/office/spreadsheetml/2016/revision6" xmlns:xr10="http://schemas.microsoft.com/office/spreadsheetml/2016/revision10" xmlns:xr2="http://schemas.microsoft.com/office/spreadsheetml/2015/revision2">` +
+			`<` + p + `fileVersion appName="xl" lastEdited="7" lowestEdited="7" rupBuild="27328"/><` + p + `workbookPr defaultThemeVersion="166925"/>` +
+			`<mc:AlternateContent xmlns:mc="` + mcNS + `"><mc:Choice Requires="x15"><x15ac:absPath url="C:\Users\seller\" xmlns:x15ac="http://schemas.microsoft.com/office/spreadsheetml/2010/11/ac"/></mc:Choice></mc:AlternateContent>` +
+			`<xr:revisionPtr revIDLastSave="0" documentId="8_{5C0E0C2B}" xr6:coauthVersionLast="47" xr6:coauthVersionMax="47" xr10:uidLastSave="{00000000-0000-0000-0000-000000000000}"/>` +
+			`<` + p + `bookViews><` + p + `workbookView xWindow="-110" yWindow="-110" windowWidth="38620" windowHeight="21100" xr2:uid="{A1B2}"/></` + p + `bookViews>` +
+			`<` + p + `sheets><` + p + `sheet name="상품" sheetId="1" r:id="rId1"/></` + p + `sheets><` + p + `calcPr calcId="191029"/>` +
+			`<` + p + `extLst><` + p + `ext uri="{140A7094-0E35-4892-8432-C4D2E57EDEB5}" xmlns:x15="http://schemas.microsoft.com/office/spreadsheetml/2010/11/main"><x15:workbookPr chartTrackingRefBase="1"/></` + p + `ext></` + p + `extLst></` + p + `workbook>`,
+		"xl/_rels/workbook.xml.rels": decl + `<Relationships xmlns="` + pkgRelNS + `"><Relationship Id="rId3" Type="` + relNS + `/styles" Target="styles.xml"/><Relationship Id="rId4" Type="` + relNS + `/sharedStrings" Target="sharedStrings.xml"/><Relationship Id="rId1" Type="` + relNS + `/worksheet" Target="worksheets/sheet1.xml"/></Relationships>`,
+		"xl/styles.xml": decl + `<` + p + `styleSheet ` + ns + ` xmlns:mc="` + mcNS + `" mc:Ignorable="x14ac x16r2 xr" xmlns:x14ac="` + x14acNS + `" xmlns:x16r2="http://schemas.microsoft.com/office/spreadsheetml/2015/02/main" xmlns:xr="` + xrNS + `">` +
+			`<` + p + `fonts count="1" x14ac:knownFonts="1"><` + p + `font><` + p + `sz val="11"/><` + p + `name val="맑은 고딕"/></` + p + `font></` + p + `fonts>` +
+			`<` + p + `cellXfs count="1"><` + p + `xf numFmtId="0" fontId="0" fillId="0" borderId="0" xfId="0"/></` + p + `cellXfs></` + p + `styleSheet>`,
+		"xl/sharedStrings.xml": sst.String(),
+		"xl/worksheets/sheet1.xml": decl + `<` + p + `worksheet ` + ns + ` xmlns:r="` + relNS + `" xmlns:mc="` + mcNS + `" mc:Ignorable="x14ac xr xr2 xr3" xmlns:x14ac="` + x14acNS + `" xmlns:xr="` + xrNS + `" xmlns:xr2="http://schemas.microsoft.com/office/spreadsheetml/2015/revision2" xmlns:xr3="http://schemas.microsoft.com/office/spreadsheetml/2016/revision3" xr:uid="{5E4D3C2B-0000-0000-0000-000000000000}">` +
+			`<` + p + `dimension ref="A1:E3"/><` + p + `sheetViews><` + p + `sheetView tabSelected="1" workbookViewId="0"/></` + p + `sheetViews><` + p + `sheetFormatPr defaultRowHeight="17" x14ac:dyDescent="0.3"/>` +
+			`<` + p + `sheetData>` + rows.String() + `</` + p + `sheetData><` + p + `pageMargins left="0.7" right="0.7" top="0.75" bottom="0.75" header="0.3" footer="0.3"/></` + p + `worksheet>`,
+		"docProps/app.xml": decl + `<Properties xmlns="http://schemas.openxmlformats.org/officeDocument/2006/extended-properties"><Application>Microsoft Excel</Application></Properties>`,
+	}
+}
+
+// Files as Excel and the Open XML SDK write them are read whole: their
+// Office namespaces, ignorable attributes and AlternateContent are not data
+// and refuse nothing.
+func TestExcelWrittenWorkbooks(t *testing.T) {
+	for _, p := range []string{"", "x:"} {
+		s, err := parse(t, rawXLSX(t, excelParts(p)))
+		if err != nil {
+			t.Fatalf("prefix %q: %v", p, err)
+		}
+		if s.SheetName != "상품" || len(s.Rows) != 2 || s.Rows[0].Product.SellerSKU != "EXCEL-1" || s.Rows[1].Product.SellerSKU != "EXCEL-2" || s.Valid() != 2 {
+			t.Fatalf("prefix %q: %+v", p, s)
+		}
+	}
+}
