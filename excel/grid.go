@@ -77,10 +77,10 @@ type grid struct {
 	fields    []string // per header column: the field, "" for an unknown or ignored column
 	// long: per header column, the field a cell longer than MaxHeaderChars
 	// would name were it short enough ("" for none), to say why it does not.
-	long []string
-	warnings  []Problem
-	rows      []rawRow // the first MaxRows data rows
-	count     int      // data rows seen
+	long     []string
+	warnings []Problem
+	rows     []rawRow // the first MaxRows data rows
+	count    int      // data rows seen
 	// mergeProblems are the errors of merges across columns or from the header, by index in rows.
 	mergeProblems []mergeProblem
 }
