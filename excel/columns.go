@@ -204,9 +204,9 @@ func appendHeaderKey(dst []byte, s string) ([]byte, bool) {
 	return dst, true
 }
 
-// cutHeader keeps the first MaxHeaderChars characters of a header cell,
-// marking a cut with "…": a cut header is longer than MaxHeaderChars and
-// so names no column, as the whole cell did not.
+// cutHeader keeps the first MaxHeaderChars characters of a header cell (or
+// a sheet's name), marking a cut with "…": a cut header is longer than
+// MaxHeaderChars and so names no column, as the whole cell did not.
 func cutHeader(s string) string {
 	if len(s) <= MaxHeaderChars {
 		return s

@@ -139,3 +139,16 @@ func TestHeaderKeyStopsPastTheLongestName(t *testing.T) {
 		t.Fatalf("%q %v", key, ok)
 	}
 }
+
+// A sheet's name reaches the same pages and messages: it is cut the same way.
+func TestLongSheetNameCut(t *testing.T) {
+	name := strings.Repeat("시", 600)
+	sheet := sheetOf(``, nsRow("", 1, "", nsHeader...)+nsRow("", 2, "", nsProduct("A-1")...))
+	s, err := parse(t, nsBookWith(t, sheet, "", `<sheet name="`+name+`" sheetId="1" r:id="rId1"/>`, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.SheetName != cutHeader(name) || utf8.RuneCountInString(s.SheetName) != MaxHeaderChars+1 {
+		t.Fatalf("sheet name of %d characters", utf8.RuneCountInString(s.SheetName))
+	}
+}

@@ -59,7 +59,9 @@ func (b *xlsxFile) readWorkbook() *FileError {
 						return errors.New("a sheet with a name or id longer than any workbook's")
 					}
 					state := string(t.attr("state"))
-					refs = append(refs, sheetRef{name: string(name), rid: string(rid), hidden: state == "hidden" || state == "veryHidden"})
+					// The name reaches messages and pages: cut like a header
+					// (Excel allows 31 characters).
+					refs = append(refs, sheetRef{name: cutHeader(string(name)), rid: string(rid), hidden: state == "hidden" || state == "veryHidden"})
 				}
 			}
 		case xmlEnd:
