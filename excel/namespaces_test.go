@@ -1,6 +1,8 @@
 package excel
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -308,4 +310,59 @@ func TestExcelWrittenWorkbooks(t *testing.T) {
 			t.Fatalf("prefix %q: %+v", p, s)
 		}
 	}
+}
+
+// FuzzMarkupCompatibility: whatever a part holds, the reader is handed only
+// elements of SpreadsheetML's namespace, balanced, and text only inside
+// them; a part the scanner accepts is read to its end or refused.
+func FuzzMarkupCompatibility(f *testing.F) {
+	for _, s := range []string{
+		sheetOf(` xmlns:mc="`+mcNS+`" xmlns:h="`+foreignNS+`" mc:Ignorable="h"`, nsRow("", 1, "", "a")+nsRow("h:", 2, "", "b")+
+			`<mc:AlternateContent><mc:Choice Requires="h">`+nsRow("", 3, "", "c")+`</mc:Choice><mc:Fallback>`+nsRow("", 3, "", "d")+`</mc:Fallback></mc:AlternateContent>`),
+		`<x:sst xmlns:x="` + mainNS + `"><x:si><x:t>a</x:t></x:si><si xmlns="` + mainNS + `"><r><t>b</t></r></si></x:sst>`,
+		`<worksheet xmlns="` + mainNS + `"><sheetData><row xmlns=""/></sheetData></worksheet>`,
+		`<worksheet xmlns="` + mainNS + `" xmlns:mc="` + mcNS + `"><mc:AlternateContent><mc:Choice Requires="mc"><mc:AlternateContent><mc:Fallback><sheetData/></mc:Fallback></mc:AlternateContent></mc:Choice></mc:AlternateContent></worksheet>`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		s := newXMLScanner(t.Context(), bytes.NewReader(doc), &xmlBudget{limit: 100_000})
+		depth := 0
+		visit := func(tok *xmlToken) error {
+			switch tok.kind {
+			case xmlStart:
+				if tok.space != nsMain {
+					t.Fatalf("handed <%s> of %q", tok.local, tok.uri)
+				}
+				depth++
+			case xmlEnd:
+				if depth--; depth < 0 {
+					t.Fatalf("an end without its start")
+				}
+			case xmlText:
+				if depth == 0 {
+					t.Fatalf("text outside every element handed")
+				}
+			}
+			return nil
+		}
+		mce := mceFilter{s: s, data: nsMain, visit: visit}
+		for {
+			tok, err := s.next()
+			if err != nil {
+				if errors.Is(err, errXMLEnd) && depth != 0 {
+					t.Fatalf("%d elements handed without their end", depth)
+				}
+				return
+			}
+			if mce.direct(tok) {
+				err = visit(tok)
+			} else {
+				err = mce.token(tok)
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
 }
