@@ -53,7 +53,11 @@ type xlsxFile struct {
 	zr     *zip.Reader
 	parts  map[string]*zip.File // lower-cased, '/'-separated name → entry
 	done   map[*zip.File]bool   // parts already read to their end
-	xmlBuf []byte               // the XML scanner's buffer, handed from part to part
+	// last is the XML scanner of the part read last and mce its filter:
+	// their buffers are handed to the next part's (parts are read one
+	// after another).
+	last *xmlScanner
+	mce  mceFilter
 
 	sheets     []bookSheet // in workbook order
 	date1904   bool        // days count from 1904 (old Mac Excel), not 1900
@@ -240,11 +244,12 @@ func (b *xlsxFile) walk(f *zip.File, space xmlNS, visit func(t *xmlToken) error)
 	}
 	defer rc.Close()
 	b.xml.part = f.Name
-	s := newXMLScannerIn(b.ctx, rc, b.xml, b.xmlBuf)
-	// Tokens point into the buffer only until the next one, so the next
-	// part may read into it (parts are read one after another).
-	defer func() { b.xmlBuf = s.buf }()
-	mce := mceFilter{s: s, data: space, visit: visit}
+	// Tokens point into the buffers only until the next one, so the next
+	// part may read into them.
+	s := newXMLScannerAfter(b.ctx, rc, b.xml, b.last)
+	defer func() { b.last = s }()
+	mce := &b.mce
+	*mce = mceFilter{s: s, data: space, visit: visit, open: mce.open[:0], ignorable: mce.ignorable[:0]}
 	for {
 		tok, err := s.next()
 		if errors.Is(err, errXMLEnd) {

@@ -249,7 +249,7 @@ func (f *mceFilter) scope(t *xmlToken) error {
 		}
 		// A prefix not declared names no namespace to ignore.
 		for p := range bytes.FieldsSeq(a.value) {
-			if b := f.s.lookupNS(p); b != nil {
+			if b, _ := f.s.lookupNS(p); b != nil {
 				if len(f.ignorable) == maxMCENames {
 					return f.s.fail("mc:Ignorable names more than %d namespaces in scope, more than any workbook's", maxMCENames)
 				}
@@ -278,7 +278,7 @@ func (f *mceFilter) isIgnorable(id uint64) bool {
 func (f *mceFilter) requiresUnderstood(requires []byte) bool {
 	n := 0
 	for p := range bytes.FieldsSeq(requires) {
-		b := f.s.lookupNS(p)
+		b, _ := f.s.lookupNS(p)
 		if b == nil || !understood(b.space) {
 			return false
 		}

@@ -85,12 +85,16 @@ type nsMark struct {
 }
 
 // Bounds of the declarations in scope. Excel declares 7 to 10 namespaces
-// on a part's root and a few more inside; a prefixed name is looked up
-// among those in scope, so their number bounds each look-up, and their
-// bytes what the scanner keeps.
+// on a part's root and a few more inside, excelize 62 on its styles' root;
+// their bytes bound what the scanner keeps. A prefixed name is looked up
+// among those in scope, innermost first: each nsLookupSteps bindings passed
+// on the way count as one XML entry against the upload's budget, so a
+// crafted part whose names are all looked up past hundreds of declarations
+// is refused by the budget rather than costing seconds.
 const (
-	maxNSInScope = 64
-	maxNSBytes   = 16 << 10
+	maxNSInScope  = 256
+	maxNSBytes    = 64 << 10
+	nsLookupSteps = 16
 )
 
 // nsID hashes a namespace name (FNV-1a), so that sets of namespaces are
@@ -150,7 +154,12 @@ func (s *xmlScanner) declare(name []byte) error {
 // resolve returns the namespace of a prefix (nil: the default namespace,
 // for an element), or fails for a prefix not declared.
 func (s *xmlScanner) resolve(prefix []byte, name []byte) (xmlNS, []byte, uint64, error) {
-	if b := s.lookupNS(prefix); b != nil {
+	if b, steps := s.lookupNS(prefix); b != nil {
+		if steps >= nsLookupSteps {
+			if err := s.count(steps / nsLookupSteps); err != nil {
+				return nsNone, nil, 0, err
+			}
+		}
 		return b.space, s.nsBytes[b.off+b.plen : b.off+b.plen+b.ulen], b.id, nil
 	}
 	switch {
@@ -162,22 +171,24 @@ func (s *xmlScanner) resolve(prefix []byte, name []byte) (xmlNS, []byte, uint64,
 	return nsNone, nil, 0, s.fail("the prefix %s of <%s> is not declared", quoteName(prefix), name)
 }
 
-// lookupNS returns the declaration in scope of a prefix, nil if none.
-func (s *xmlScanner) lookupNS(prefix []byte) *nsBinding {
+// lookupNS returns the declaration in scope of a prefix (nil if none)
+// and how many declarations it passed to find it.
+func (s *xmlScanner) lookupNS(prefix []byte) (*nsBinding, int) {
 	if prefix == nil {
 		if s.defaultNS == 0 {
-			return nil
+			return nil, 0
 		}
-		return &s.ns[s.defaultNS-1]
+		return &s.ns[s.defaultNS-1], 0
 	}
 	key := prefixKey(prefix)
 	for i := len(s.ns) - 1; i >= 0; i-- {
 		b := &s.ns[i]
 		if b.key == key && (b.plen < 8 || bytes.Equal(s.nsBytes[b.off:b.off+b.plen], prefix)) {
-			return b
+			return b, len(s.ns) - 1 - i
 		}
 	}
-	return nil
+	// Not declared: the part is refused.
+	return nil, 0
 }
 
 // closeNS drops the declarations of the element that ends, if it made any

@@ -121,7 +121,7 @@ func TestXMLScanner(t *testing.T) {
 		{"prefix out of scope", `<a><b xmlns:p="u"/><p:c/></a>`, nil, "not declared"},
 		{"prefix bound to nothing", `<a xmlns:p=""/>`, nil, "binds the prefix p to no namespace"},
 		{"xmlns declared", `<a xmlns:xmlns="u"/>`, nil, "reserved prefix"},
-		{"too many namespaces", "<a" + manyDecls(maxNSInScope+1) + "/>", nil, "past 64 declarations"},
+		{"too many namespaces", "<a" + manyDecls(200) + "><b" + manyDecls(maxNSInScope-199) + "/></a>", nil, "past 256 declarations"},
 		{"entities and line ends", "<t a=\"&lt;&#x41;&#66;\r\n\">a&amp;b&quot;&apos;&gt;\r\nc\rd<![CDATA[<x>&amp;\r\n]]></t>",
 			[]string{"start t a=<AB\n", "text a&b\"'>\nc\nd<x>&amp;\n", "end t"}, ""},
 		{"comment", `<a><!-- a - b --><b/></a><!-- after -->`, []string{"start a", "start b", "end b", "end a"}, ""},
@@ -173,6 +173,30 @@ func manyDecls(n int) string {
 		b.WriteString(" xmlns:p" + strconv.Itoa(i) + `="u"`)
 	}
 	return b.String()
+}
+
+// A name looked up past hundreds of declarations costs the budget for the
+// declarations it passes: a part of such names is refused by the budget.
+func TestNamespaceLookupsCountAgainstTheBudget(t *testing.T) {
+	doc := "<p0:a" + manyDecls(200) + "><b" + strings.ReplaceAll(manyDecls(55), "xmlns:p", "xmlns:q") + ">" + strings.Repeat("<p0:x/>", 1000) + "</b></p0:a>"
+	read := func(limit int) error {
+		s := newXMLScanner(context.Background(), strings.NewReader(doc), &xmlBudget{limit: limit})
+		for {
+			if _, err := s.next(); err != nil {
+				if errors.Is(err, errXMLEnd) {
+					return nil
+				}
+				return err
+			}
+		}
+	}
+	// 1,258 entries, and 1,001 look-ups passing 254 declarations each.
+	if err := read(20_000); err != nil {
+		t.Fatalf("within the budget: %v", err)
+	}
+	if err := read(10_000); err == nil || !strings.Contains(err.Error(), "more than 10,000 XML entries") {
+		t.Fatalf("past the budget: %v", err)
+	}
 }
 
 // A text longer than one chunk arrives whole, across chunks, with an entity
