@@ -117,6 +117,10 @@ func TestOnlySpreadsheetMLMakesRows(t *testing.T) {
 				`<mc:AlternateContent><mc:Choice Requires="h" xmlns:h="`+foreignNS+`">`+nsRow("", 3, "", nsProduct("CHOICE-1")...)+`</mc:Choice>`+
 				`<mc:Fallback><mc:AlternateContent><mc:Choice xmlns:y="`+mainNS+`" Requires="y">`+nsRow("y:", 3, "", nsProduct("INNER-1")...)+`</mc:Choice></mc:AlternateContent></mc:Fallback></mc:AlternateContent>`),
 			[]string{"SHOWN-1", "INNER-1"}, ""},
+		{"text between AlternateContent's branches is not a value's",
+			sheetOf(` xmlns:mc="`+mcNS+`" xmlns:s="`+mainNS+`"`, header+
+				`<row r="2"><c r="A2" t="inlineStr"><is><t>SHOWN-1</t></is></c><c r="B2" t="inlineStr"><is><t>셔츠</t></is></c><c r="C2" t="inlineStr"><is><t>CAT-1</t></is></c><c r="D2"><v>1<mc:AlternateContent>x<mc:Choice Requires="s">0</mc:Choice>x</mc:AlternateContent>00</v></c><c r="E2"><v>1</v></c></row>`),
+			[]string{"SHOWN-1"}, ""},
 		{"a cell in an ignorable namespace, inside a row",
 			sheetOf(` xmlns:h="`+foreignNS+`" xmlns:mc="`+mcNS+`" mc:Ignorable="h"`, header+
 				`<row r="2"><h:c r="A2" t="inlineStr"><h:is><h:t>HIDDEN-1</h:t></h:is></h:c><c r="A2" t="inlineStr"><is><t>SHOWN-1</t></is></c><c r="B2" t="inlineStr"><is><t>셔츠</t></is></c><c r="C2" t="inlineStr"><is><t>CAT-1</t></is></c><c r="D2"><v>1000</v></c><c r="E2"><v>1</v></c></row>`),

@@ -112,7 +112,8 @@ func (f *mceFilter) direct(t *xmlToken) bool {
 	n := len(f.open)
 	switch {
 	case t.kind == xmlText:
-		return true
+		// Not text of AlternateContent itself (between its branches).
+		return n == 0 || f.open[n-1].kind != frameAlt || int(f.open[n-1].depth) != len(f.s.starts)
 	case t.kind == xmlEnd:
 		return n == 0 || int(f.open[n-1].depth) != len(f.s.starts)+1
 	}
@@ -128,6 +129,9 @@ func (f *mceFilter) token(t *xmlToken) error {
 	case xmlText:
 		if f.skip > 0 {
 			return nil
+		}
+		if n := len(f.open); n > 0 && f.open[n-1].kind == frameAlt && int(f.open[n-1].depth) == len(f.s.starts) {
+			return nil // between AlternateContent's branches: not content
 		}
 		return f.visit(t)
 	case xmlEnd:
