@@ -359,7 +359,7 @@ func FuzzMarkupCompatibility(f *testing.F) {
 				}
 				return
 			}
-			if mce.direct(tok) {
+			if mce.plain(tok) {
 				err = visit(tok)
 			} else {
 				err = mce.token(tok)

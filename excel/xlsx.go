@@ -258,7 +258,7 @@ func (b *xlsxFile) walk(f *zip.File, space xmlNS, visit func(t *xmlToken) error)
 		if err != nil {
 			return err
 		}
-		if mce.direct(tok) {
+		if mce.plain(tok) {
 			err = visit(tok)
 		} else {
 			err = mce.token(tok)

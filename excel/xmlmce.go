@@ -100,24 +100,13 @@ func understood(space xmlNS) bool {
 	return space == nsMain || space == nsRel || space == nsPkgRel || space == nsMC || space == nsXML
 }
 
-// direct reports a token the reader takes as it is, the filter's state
-// unchanged: text outside a skipped subtree, the end of an element without
-// a frame, and the start of an element of the part's namespace without
-// Markup Compatibility attributes whose parent is not AlternateContent (the
-// common case, checked by walk before calling token).
-func (f *mceFilter) direct(t *xmlToken) bool {
-	if f.skip != 0 {
-		return false
-	}
-	n := len(f.open)
-	switch {
-	case t.kind == xmlText:
-		// Not text of AlternateContent itself (between its branches).
-		return n == 0 || f.open[n-1].kind != frameAlt || int(f.open[n-1].depth) != len(f.s.starts)
-	case t.kind == xmlEnd:
-		return n == 0 || int(f.open[n-1].depth) != len(f.s.starts)+1
-	}
-	return t.space == f.data && !t.hasMC && (n == 0 || f.open[n-1].kind != frameAlt || int(f.open[n-1].depth) != len(f.s.starts)-1)
+// plain reports a token the reader takes as it is, the filter's state
+// unchanged, in the common case: no frame open, not skipping, and not the
+// start of an element of another namespace or with Markup Compatibility
+// attributes. Small enough to be inlined where walk calls it; token decides
+// every other token.
+func (f *mceFilter) plain(t *xmlToken) bool {
+	return f.skip == 0 && len(f.open) == 0 && (t.kind != xmlStart || t.space == f.data && !t.hasMC)
 }
 
 // token takes the next token of the part. Elements of the part's
@@ -186,9 +175,12 @@ func (f *mceFilter) start(t *xmlToken, depth int, parent *mceFrame) error {
 			return nil
 		}
 	case t.space == f.data:
-		// An element with mc:Ignorable: its frame keeps its scope.
-		fr.kind = frameData
-		f.open = append(f.open, fr)
+		// An element with mc:Ignorable: its frame keeps its scope, but for
+		// the root's (Excel's parts all have one), which holds to the end.
+		if depth > 1 {
+			fr.kind = frameData
+			f.open = append(f.open, fr)
+		}
 		return f.visit(t)
 	case depth == 1:
 		return f.s.fail("the root element <%s> is in %s, not in SpreadsheetML's, so this is not a part Excel reads", f.qname(), describeNS(t))

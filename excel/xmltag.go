@@ -133,8 +133,14 @@ func (s *xmlScanner) readStart() (*xmlToken, error) {
 			return nil, err
 		}
 	}
-	space, uri, id, err := s.resolve(prefix, name)
-	if err != nil {
+	var space xmlNS
+	var uri []byte
+	var id uint64
+	if prefix == nil && s.defaultNS > 0 {
+		// Most names: the default namespace, without a look-up.
+		b := &s.ns[s.defaultNS-1]
+		space, uri, id = b.space, s.nsBytes[b.off+b.plen:b.off+b.plen+b.ulen], b.id
+	} else if space, uri, id, err = s.resolve(prefix, name); err != nil {
 		return nil, err
 	}
 	hasMC := false
@@ -196,7 +202,9 @@ func (s *xmlScanner) givenTwice(local []byte) bool {
 }
 
 func (s *xmlScanner) pop() {
-	s.closeNS()
+	if n := len(s.nsDepths); n > 0 && int(s.nsDepths[n-1].depth) == len(s.starts) {
+		s.closeNS()
+	}
 	n := len(s.starts) - 1
 	s.names = s.names[:s.starts[n]]
 	s.starts = s.starts[:n]
