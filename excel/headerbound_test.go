@@ -152,3 +152,19 @@ func TestLongSheetNameCut(t *testing.T) {
 		t.Fatalf("sheet name of %d characters", utf8.RuneCountInString(s.SheetName))
 	}
 }
+
+// What a refusal says of the XML is bounded too: a name or a cell
+// reference a tag long is not repeated whole into the pages.
+func TestDamageMessagesBounded(t *testing.T) {
+	longName := strings.Repeat("n", 500_000)
+	for _, tc := range []struct{ name, data string }{
+		{"a long element name closed by another", sheetOf(``, nsRow("", 1, "", nsHeader...)+"<"+longName+"></x"+longName+">")},
+		{"a long cell reference in another row", sheetOf(``, nsRow("", 1, "", nsHeader...)+`<row r="2"><c r="A`+strings.Repeat("0", 500_000)+`3"><v>1</v></c></row>`)},
+	} {
+		_, err := parse(t, nsBook(t, tc.data, ""))
+		fe := fileErrCode(t, err)
+		if fe.Code != CodeDamaged || len(fe.Message) > 1000 {
+			t.Errorf("%s: %s, a message of %d bytes", tc.name, fe.Code, len(fe.Message))
+		}
+	}
+}

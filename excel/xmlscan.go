@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
+	"unicode/utf8"
 )
 
 // xmlScanner reads one XML document (a part of an .xlsx) strictly and
@@ -209,10 +210,22 @@ func (s *xmlScanner) count(n int) error {
 // errXMLEnd is next's answer once the document ended well-formed.
 var errXMLEnd = errors.New("excel: end of the XML document")
 
+// maxErrorText bounds what an error says of the XML: names and values it
+// quotes may be up to a tag long, and the error reaches the seller's pages.
+const maxErrorText = 300
+
 // fail records the first error, with the line it is on.
 func (s *xmlScanner) fail(format string, args ...any) error {
 	if s.err == nil {
-		s.err = fmt.Errorf("line %d: %s", s.line(), fmt.Sprintf(format, args...))
+		msg := fmt.Sprintf(format, args...)
+		if len(msg) > maxErrorText {
+			cut := maxErrorText
+			for cut > 0 && !utf8.RuneStart(msg[cut]) {
+				cut--
+			}
+			msg = msg[:cut] + "…"
+		}
+		s.err = fmt.Errorf("line %d: %s", s.line(), msg)
 	}
 	return s.err
 }
