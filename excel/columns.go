@@ -1,6 +1,7 @@
 package excel
 
 import (
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -137,11 +138,87 @@ func appendNormalizedHeader(dst []byte, s string) []byte {
 	return dst
 }
 
-// lookupColumn returns the column a header cell names.
+// MaxHeaderChars bounds a header cell, in characters, its surrounding
+// spaces trimmed: a known column's name with its decorations ("판매가 (원,
+// 필수)*") is far shorter. A longer header cell names no column (however
+// its text reads once decorations and brackets are dropped), and the
+// reader keeps only its first MaxHeaderChars characters and "…" (Sheet.Header),
+// so every page, answer and report that shows the header shows at most
+// that.
+const MaxHeaderChars = 100
+
+// maxHeaderKey is the longest normalised name of a known column, in bytes.
+var maxHeaderKey = func() int {
+	n := 0
+	for k := range columnIndex {
+		n = max(n, len(k))
+	}
+	return n
+}()
+
+// lookupColumn returns the column a header cell names: none when the cell
+// is longer than MaxHeaderChars.
 func lookupColumn(header string) (Column, bool) {
+	header = strings.TrimFunc(header, isSpace)
+	if len(header) > MaxHeaderChars && (len(header) > utf8.UTFMax*MaxHeaderChars || utf8.RuneCountInString(header) > MaxHeaderChars) {
+		return Column{}, false
+	}
+	return lookupNormalized(header)
+}
+
+// lookupNormalized is lookupColumn whatever the header's length. It stops
+// normalising past the longest known name, so a long header costs no more
+// than a short one.
+func lookupNormalized(header string) (Column, bool) {
 	var buf [64]byte
-	c, ok := columnIndex[string(appendNormalizedHeader(buf[:0], header))]
+	key, ok := appendHeaderKey(buf[:0], header)
+	if !ok {
+		return Column{}, false
+	}
+	c, ok := columnIndex[string(key)]
 	return c, ok
+}
+
+// appendHeaderKey is appendNormalizedHeader stopping (false) once the key
+// is longer than any known column's.
+func appendHeaderKey(dst []byte, s string) ([]byte, bool) {
+	depth := 0
+	for _, r := range s {
+		switch r {
+		case '(', '[', '（', '［', '<':
+			depth++
+			continue
+		case ')', ']', '）', '］', '>':
+			if depth > 0 {
+				depth--
+			}
+			continue
+		}
+		if depth > 0 || unicode.IsSpace(r) || r == '_' || r == '-' || r == '.' || r == '*' || r == '＊' || r == '\u200b' || r == '\ufeff' {
+			continue
+		}
+		if dst = utf8.AppendRune(dst, unicode.ToLower(r)); len(dst) > maxHeaderKey {
+			return dst, false
+		}
+	}
+	return dst, true
+}
+
+// cutHeader keeps the first MaxHeaderChars characters of a header cell (or
+// a sheet's name), marking a cut with "…": a cut header is longer than
+// MaxHeaderChars and so names no column, as the whole cell did not.
+func cutHeader(s string) string {
+	if len(s) <= MaxHeaderChars {
+		return s
+	}
+	n := 0
+	for i := range s {
+		if n == MaxHeaderChars {
+			return s[:i] + "…"
+		}
+		n++
+	}
+	return s
 }
 
 // headerScore counts the distinct known columns a row names.

@@ -66,7 +66,7 @@ func TestLibreOfficeFiles(t *testing.T) {
 		}
 		return b
 	}
-	for _, name := range []string{"korean-headers-comma.csv", "korean-headers-semicolon.csv", "korean-headers-tab-utf16.txt", "korean-headers.xlsx"} {
+	for _, name := range []string{"korean-headers-comma.csv", "korean-headers-semicolon.csv", "korean-headers-tab-utf16.txt", "korean-headers.xlsx", "korean-headers-from-csv.xlsx"} {
 		sameSheet(t, name, mustParse(t, read(name)), want)
 	}
 	_, err := parse(t, read("korean-headers.ods"))

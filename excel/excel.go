@@ -10,9 +10,14 @@
 // streaming reader. For an .xlsx, only the parts a product list needs are
 // unpacked (the relationships, the workbook, its styles and shared strings,
 // the sheets up to the one read), each once, under a size limit (zip bombs
-// are refused by their declared sizes before anything is unpacked, and a part
-// that unpacks past its declared size fails); every part read is checked to
-// its last byte (a cut-off sheet is refused, not read half), and the
+// are refused by their declared sizes before anything is unpacked, a zip
+// directory too large by its end record and headers before it is read, and a
+// part that unpacks past its declared size fails); only elements of
+// SpreadsheetML's namespace are data, with Markup Compatibility applied as
+// Excel and LibreOffice apply it (xmlmce.go, docs/reading-workbooks.md), and
+// header cells are cut to MaxHeaderChars where they are read; every part
+// read is checked to its last byte (a cut-off sheet is refused, not read
+// half), and the
 // worksheet is read in one pass that keeps at most MaxCellBytes of each cell
 // and MaxTextBytes of cell text in all, so a cell pointing at a huge shared
 // string, or a thousand cells pointing at the same one, cost no more than

@@ -151,12 +151,19 @@ func FuzzSheetXML(f *testing.F) {
 	}
 	// The shapes of the hostile corpus, small: repeated, overlapping and
 	// header merges, deep nesting, many attributes, huge numbers.
-	f.Add([]byte(`<worksheet><sheetData><row r="1"><c r="A1" t="inlineStr"><is><t>sku</t></is></c><c r="B1" t="inlineStr"><is><t>name</t></is></c><c r="D1" t="inlineStr"><is><t>price</t></is></c></row><row r="2"><c r="A2" t="inlineStr"><is><t>A</t></is></c><c r="D2"><v>1e308</v></c></row><row r="3" hidden="1"><c r="D3"><v>` + strings.Repeat("9", 400) + `</v></c></row></sheetData><mergeCells>` +
+	f.Add([]byte(`<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData><row r="1"><c r="A1" t="inlineStr"><is><t>sku</t></is></c><c r="B1" t="inlineStr"><is><t>name</t></is></c><c r="D1" t="inlineStr"><is><t>price</t></is></c></row><row r="2"><c r="A2" t="inlineStr"><is><t>A</t></is></c><c r="D2"><v>1e308</v></c></row><row r="3" hidden="1"><c r="D3"><v>` + strings.Repeat("9", 400) + `</v></c></row></sheetData><mergeCells>` +
 		strings.Repeat(`<mergeCell ref="A2:B3"/>`, 50) + `<mergeCell ref="D1:D3"/><mergeCell ref="D2:D3"/><mergeCell ref="D3:D3"/></mergeCells></worksheet>`))
-	f.Add([]byte(`<worksheet><sheetData>` + strings.Repeat("<x>", 300) + strings.Repeat("</x>", 300) + `</sheetData></worksheet>`))
-	f.Add([]byte(`<worksheet><sheetData><row` + strings.Repeat(` a=""`, 1) + ` b="" c=""` + `/></sheetData><x` + hostileAttrs(300) + `/></worksheet>`))
+	f.Add([]byte(`<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>` + strings.Repeat("<x>", 300) + strings.Repeat("</x>", 300) + `</sheetData></worksheet>`))
+	f.Add([]byte(`<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData><row` + strings.Repeat(` a=""`, 1) + ` b="" c=""` + `/></sheetData><x` + hostileAttrs(300) + `/></worksheet>`))
 	f.Add([]byte(`<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData><row r="1048577"><c r="A1048577"><v>1</v></c></row></sheetData></worksheet>`))
 	f.Add([]byte(`<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData><row><c r="ZZZZ1" t="s"><v>99999</v></c></row></sheetData><mergeCells><mergeCell ref="A1:XFD1048576"/></mergeCells></worksheet>`))
+	// Namespaces and Markup Compatibility: prefixes, a default bound again,
+	// ignorable and foreign elements, AlternateContent's branches.
+	header, row := nsRow("x:", 1, "", nsHeader...), nsRow("", 2, ` x14ac:dyDescent="0.3"`, nsProduct("A-1")...)
+	f.Add([]byte(`<x:worksheet xmlns:x="` + mainNS + `" xmlns:mc="` + mcNS + `" xmlns:h="` + foreignNS + `" xmlns:x14ac="` + x14acNS + `" mc:Ignorable="h x14ac"><x:sheetData>` + header +
+		`<h:row r="2"/><mc:AlternateContent><mc:Choice Requires="x">` + strings.Replace(row, "<row", `<row xmlns="`+mainNS+`"`, 1) + `</mc:Choice><mc:Fallback><h:x/></mc:Fallback></mc:AlternateContent></x:sheetData></x:worksheet>`))
+	f.Add([]byte(`<worksheet xmlns="` + mainNS + `" xmlns:mc="` + mcNS + `" xmlns:x14="` + x14NS + `"><sheetData>` + nsRow("", 1, "", nsHeader...) +
+		`<mc:AlternateContent><mc:Choice Requires="x14"><x14:row/></mc:Choice><mc:Fallback>` + nsRow("", 2, "", nsProduct("B-1")...) + `</mc:Fallback></mc:AlternateContent><row r="3" xmlns=""/></sheetData></worksheet>`))
 	p := fuzzParser()
 	f.Fuzz(func(t *testing.T, sheet []byte) {
 		data := replacePart(t, base, "xl/worksheets/sheet1.xml", sheet)
@@ -175,6 +182,8 @@ func FuzzBoundedSheet(f *testing.F) {
 	f.Add([]byte(`<worksheet><sheetData><row r="1"><c t="s"><v>0</v></c><c t="s"><v>0</v></c></row></sheetData></worksheet>`),
 		[]byte(`<sst><si><t>`+strings.Repeat("가", 100)+`</t><rPh><t>x</t></rPh></si></sst>`))
 	f.Add(manyRowsSheet(30), []byte(`<sst/>`))
+	f.Add([]byte(sheetOf(``, `<row r="1"><c t="s"><v>0</v></c><c t="s"><v>1</v></c></row>`)),
+		[]byte(`<s:sst xmlns:s="`+mainNS+`" xmlns:mc="`+mcNS+`" xmlns:h="`+foreignNS+`" mc:Ignorable="h"><s:si><s:t>판매자</s:t><h:t>x</h:t><s:r><s:t>상품코드</s:t></s:r></s:si><h:si/><s:si><s:t>price</s:t></s:si></s:sst>`))
 	p := NewParser(Options{MaxFileSize: 2 << 20, UnzipSizeLimit: 16 << 20, ParseTimeout: 3 * time.Second, MaxConcurrent: 1,
 		MaxCellBytes: 64, MaxTextBytes: 4096})
 	f.Fuzz(func(t *testing.T, sheet, sst []byte) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -71,12 +72,15 @@ type grid struct {
 	sheetName string
 	where     string // for messages: `sheet "Sheet1"`, "the CSV file" or "the tab-separated file"
 
-	headerRow int // 0 until found
-	header    []string
+	headerRow int      // 0 until found
+	header    []string // cut to MaxHeaderChars (cutHeader)
 	fields    []string // per header column: the field, "" for an unknown or ignored column
-	warnings  []Problem
-	rows      []rawRow // the first MaxRows data rows
-	count     int      // data rows seen
+	// long: per header column, the field a cell longer than MaxHeaderChars
+	// would name were it short enough ("" for none), to say why it does not.
+	long     []string
+	warnings []Problem
+	rows     []rawRow // the first MaxRows data rows
+	count    int      // data rows seen
 	// mergeProblems are the errors of merges across columns or from the header, by index in rows.
 	mergeProblems []mergeProblem
 }
@@ -181,10 +185,14 @@ func (g *grid) setHeader(num int, texts []string) {
 	g.headerRow = num
 	g.header = make([]string, last)
 	g.fields = make([]string, last)
+	g.long = make([]string, last)
 	for i := range last {
-		g.header[i] = strings.TrimFunc(texts[i], isSpace)
-		if c, ok := lookupColumn(g.header[i]); ok {
+		h := strings.TrimFunc(texts[i], isSpace)
+		g.header[i] = cutHeader(h)
+		if c, ok := lookupColumn(h); ok {
 			g.fields[i] = c.Field
+		} else if c, ok := lookupNormalized(h); ok && g.header[i] != h {
+			g.long[i] = c.Field
 		}
 	}
 }
@@ -211,6 +219,10 @@ func (g *grid) checkHeader() *FileError {
 		field := g.fields[i]
 		switch {
 		case h == "":
+		case g.long[i] != "":
+			g.warnings = append(g.warnings, Problem{Row: g.headerRow, Cell: ref, Code: CodeUnknownColumn,
+				Message: fmt.Sprintf("column %s is longer than %d characters, so it is not read as %s; shorten the header cell to the column's name", quote(h), MaxHeaderChars, g.long[i]),
+				Params:  pairs("kind", "long", "header", quote(h), "field", g.long[i], "max", strconv.Itoa(MaxHeaderChars))})
 		case field == "" && !ignoredHeaders[normalizeHeader(h)]:
 			g.warnings = append(g.warnings, Problem{Row: g.headerRow, Cell: ref, Code: CodeUnknownColumn,
 				Message: fmt.Sprintf("column %s is not a known column; it is ignored", quote(h)), Params: pairs("header", quote(h))})
@@ -233,19 +245,34 @@ func (g *grid) checkHeader() *FileError {
 			Params: pairs("detail", strings.Join(msgs, "; "))}
 	}
 	var missing []Problem
-	var labels []string
+	var labels, longCells []string
 	for _, c := range Columns() {
 		if _, ok := seen[c.Field]; c.Required && !ok {
 			labels = append(labels, c.Label())
-			missing = append(missing, Problem{Row: g.headerRow, Column: c.Field, Code: CodeMissingColumn,
+			p := Problem{Row: g.headerRow, Column: c.Field, Code: CodeMissingColumn,
 				Message: fmt.Sprintf("the required column %s is missing from the header row (row %d)", c.Label(), g.headerRow),
-				Params:  pairs("kind", "one", "column", c.Label(), "row", strconv.Itoa(g.headerRow))})
+				Params:  pairs("kind", "one", "column", c.Label(), "row", strconv.Itoa(g.headerRow))}
+			if j := slices.Index(g.long, c.Field); j >= 0 {
+				ref := cellName(j+1, g.headerRow)
+				longCells = append(longCells, ref)
+				p.Cell = ref
+				p.Message = fmt.Sprintf("the required column %s is missing from the header row (row %d): the header cell %s would name it but is longer than %d characters; shorten it to the column's name", c.Label(), g.headerRow, ref, MaxHeaderChars)
+				p.Params = pairs("kind", "one_long", "column", c.Label(), "row", strconv.Itoa(g.headerRow), "cell", ref, "max", strconv.Itoa(MaxHeaderChars))
+			}
+			missing = append(missing, p)
 		}
 	}
 	if len(missing) > 0 {
-		return &FileError{Code: CodeMissingColumn, Problems: missing, Params: pairs("row", strconv.Itoa(g.headerRow), "columns", strings.Join(labels, ", ")),
+		fe := &FileError{Code: CodeMissingColumn, Problems: missing, Params: pairs("row", strconv.Itoa(g.headerRow), "columns", strings.Join(labels, ", ")),
 			Message: fmt.Sprintf("the header row (row %d of %s) lacks the required column%s %s; add %s or start from the template",
 				g.headerRow, g.where, plural(len(missing)), joinAnd(labels), map[bool]string{true: "it", false: "them"}[len(missing) == 1])}
+		if len(longCells) > 0 {
+			// Say why, in the sentence every page shows first.
+			fe.Message = fmt.Sprintf("the header row (row %d of %s) lacks the required column%s %s: header cells longer than %d characters (%s) are not read as column names; shorten them to the columns' names, or start from the template",
+				g.headerRow, g.where, plural(len(missing)), joinAnd(labels), MaxHeaderChars, strings.Join(longCells, ", "))
+			fe.Params["kind"], fe.Params["cells"], fe.Params["max"] = "long", strings.Join(longCells, ", "), strconv.Itoa(MaxHeaderChars)
+		}
+		return fe
 	}
 	return nil
 }

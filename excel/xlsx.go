@@ -4,7 +4,6 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +17,8 @@ import (
 // memory and time whether it is empty or not.
 const (
 	// maxParts caps the entries of the zip, counted from its directory's
-	// end record before the directory is read.
+	// end record and its headers before archive/zip reads the directory
+	// (readZipDirectory).
 	maxParts = 10000
 	// maxRels caps the relationships of one relationships part, and
 	// maxSheets the sheets a workbook lists.
@@ -53,7 +53,11 @@ type xlsxFile struct {
 	zr     *zip.Reader
 	parts  map[string]*zip.File // lower-cased, '/'-separated name → entry
 	done   map[*zip.File]bool   // parts already read to their end
-	xmlBuf []byte               // the XML scanner's buffer, handed from part to part
+	// last is the XML scanner of the part read last and mce its filter:
+	// their buffers are handed to the next part's (parts are read one
+	// after another).
+	last *xmlScanner
+	mce  mceFilter
 
 	sheets     []bookSheet // in workbook order
 	date1904   bool        // days count from 1904 (old Mac Excel), not 1900
@@ -145,16 +149,30 @@ func describeZipErr(err error) error {
 // has its product sheet among its first few.
 const MaxHeaderSheets = 50
 
-// readXLSX reads an .xlsx: the zip's directory (refusing a zip bomb by its
-// declared sizes, and a directory of too many entries by its count, before
-// anything is unpacked), then only the parts a product list needs: the
+// readXLSX reads an .xlsx: the zip's directory (refusing a directory of too
+// many entries or bytes before it is read, and a zip bomb by its declared
+// sizes before anything is unpacked), then only the parts a product list needs: the
 // package's and the workbook's relationships, the workbook, its styles and
 // shared strings, and the sheets up to the first visible one with a header
 // row. Any other part (document properties, themes, pictures, other sheets)
 // is neither unpacked nor parsed, so whatever it holds costs nothing.
 func (p *Parser) readXLSX(ctx context.Context, data []byte) (*Sheet, error) {
-	if n, ok := zipEntries(data); ok && n > maxParts {
-		return nil, fileErr(CodeTooLarge, "the file holds %s parts, more than any workbook needs (at most %s); save it again from Excel as .xlsx", group(int64(n)), group(maxParts)).withParams("kind", "content")
+	// archive/zip reads every header of the directory into memory before
+	// its entries can be counted (and reads on past the count the end
+	// record declares): the directory is measured first, without keeping
+	// anything, and one too large is refused before zip.NewReader.
+	if d, ok := readZipDirectory(data); ok {
+		n := group(int64(min(d.declaredEntries, 1<<62)))
+		if d.declaredEntries <= maxParts && d.entries > maxParts {
+			// The end record says fewer than the directory holds.
+			n = "more than " + group(maxParts)
+		}
+		if d.declaredEntries > maxParts || d.entries > maxParts {
+			return nil, fileErr(CodeTooLarge, "the file holds %s parts, more than any workbook needs (at most %s); save it again from Excel as .xlsx", n, group(maxParts)).withParams("kind", "content")
+		}
+		if n := max(d.declaredBytes, d.bytes); n > maxDirectoryBytes {
+			return nil, fileErr(CodeTooLarge, "the file's zip directory holds more than %s, more than any workbook needs; save it again from Excel as .xlsx", byteSize(maxDirectoryBytes)).withParams("kind", "content")
+		}
 	}
 	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
@@ -209,36 +227,16 @@ func (p *Parser) readXLSX(ctx context.Context, data []byte) (*Sheet, error) {
 	return nil, noHeader(FormatXLSX)
 }
 
-// zipEntries reads the number of entries a zip's end-of-directory record
-// (or its Zip64 record) declares, without reading the directory: ok is
-// false when there is no such record, and archive/zip will say why.
-func zipEntries(data []byte) (n uint64, ok bool) {
-	const eocdLen, locLen = 22, 20
-	from := max(0, len(data)-eocdLen-0xFFFF)
-	i := bytes.LastIndex(data[from:], []byte("PK\x05\x06"))
-	if i < 0 || from+i+eocdLen > len(data) {
-		return 0, false
-	}
-	i += from
-	n = uint64(binary.LittleEndian.Uint16(data[i+10:]))
-	if n != 0xFFFF || i < locLen || !bytes.HasPrefix(data[i-locLen:], []byte("PK\x06\x07")) {
-		return n, true
-	}
-	off := binary.LittleEndian.Uint64(data[i-locLen+8:])
-	if off > uint64(len(data)) || off+40 > uint64(len(data)) || !bytes.HasPrefix(data[off:], []byte("PK\x06\x06")) {
-		return n, true
-	}
-	return binary.LittleEndian.Uint64(data[off+32:]), true
-}
-
 // partName is how parts are looked up: lower case, '/' separated, no leading '/'.
 func partName(name string) string {
 	return strings.TrimPrefix(strings.ToLower(strings.ReplaceAll(name, `\`, "/")), "/")
 }
 
-// walk reads a part's XML to its end, strictly, calling visit (when not nil)
-// for each token.
-func (b *xlsxFile) walk(f *zip.File, visit func(t *xmlToken) error) error {
+// walk reads a part's XML to its end, strictly, calling visit for each
+// token Excel reads as the part's content: the elements of the namespace
+// space (nsMain, or nsPkgRel for a relationships part) and their text, with
+// Markup Compatibility applied (mceFilter).
+func (b *xlsxFile) walk(f *zip.File, space xmlNS, visit func(t *xmlToken) error) error {
 	b.done[f] = true
 	rc, err := f.Open()
 	if err != nil {
@@ -246,10 +244,12 @@ func (b *xlsxFile) walk(f *zip.File, visit func(t *xmlToken) error) error {
 	}
 	defer rc.Close()
 	b.xml.part = f.Name
-	s := newXMLScannerIn(b.ctx, rc, b.xml, b.xmlBuf)
-	// Tokens point into the buffer only until the next one, so the next
-	// part may read into it (parts are read one after another).
-	defer func() { b.xmlBuf = s.buf }()
+	// Tokens point into the buffers only until the next one, so the next
+	// part may read into them.
+	s := newXMLScannerAfter(b.ctx, rc, b.xml, b.last)
+	defer func() { b.last = s }()
+	mce := &b.mce
+	*mce = mceFilter{s: s, data: space, visit: visit, open: mce.open[:0], ignorable: mce.ignorable[:0]}
 	for {
 		tok, err := s.next()
 		if errors.Is(err, errXMLEnd) {
@@ -258,10 +258,13 @@ func (b *xlsxFile) walk(f *zip.File, visit func(t *xmlToken) error) error {
 		if err != nil {
 			return err
 		}
-		if visit != nil {
-			if err := visit(tok); err != nil {
-				return err
-			}
+		if mce.plain(tok) {
+			err = visit(tok)
+		} else {
+			err = mce.token(tok)
+		}
+		if err != nil {
+			return err
 		}
 	}
 }

@@ -40,7 +40,7 @@ func (b *xlsxFile) readWorkbook() *FileError {
 	}
 	var refs []sheetRef
 	inSheets := false
-	err := b.walk(wb, func(t *xmlToken) error {
+	err := b.walk(wb, nsMain, func(t *xmlToken) error {
 		switch t.kind {
 		case xmlStart:
 			switch string(t.local) {
@@ -54,12 +54,14 @@ func (b *xlsxFile) readWorkbook() *FileError {
 					if len(refs) == maxSheets {
 						return fileErr(CodeTooLarge, "the workbook lists more than %s sheets; save the product list alone in a new workbook", group(maxSheets)).withParams("kind", "content")
 					}
-					name, rid := t.attr("name"), t.anyAttr("id")
+					name, rid := t.attr("name"), t.attrNS(nsRel, "id")
 					if len(name) > maxRefBytes || len(rid) > maxRefBytes {
 						return errors.New("a sheet with a name or id longer than any workbook's")
 					}
 					state := string(t.attr("state"))
-					refs = append(refs, sheetRef{name: string(name), rid: string(rid), hidden: state == "hidden" || state == "veryHidden"})
+					// The name reaches messages and pages: cut like a header
+					// (Excel allows 31 characters).
+					refs = append(refs, sheetRef{name: cutHeader(string(name)), rid: string(rid), hidden: state == "hidden" || state == "veryHidden"})
 				}
 			}
 		case xmlEnd:
@@ -125,7 +127,7 @@ type rel struct{ id, typ, target string }
 func (b *xlsxFile) readRels(f *zip.File, dir string) ([]rel, error) {
 	var rels []rel
 	n := 0
-	err := b.walk(f, func(t *xmlToken) error {
+	err := b.walk(f, nsPkgRel, func(t *xmlToken) error {
 		if t.kind != xmlStart || string(t.local) != "Relationship" {
 			return nil
 		}

@@ -15,7 +15,7 @@ import (
 func (b *xlsxFile) readSheet(s bookSheet) (*Sheet, error) {
 	g := newGrid(b.opts, b.budget, FormatXLSX, s.name)
 	r := sheetReader{xlsxFile: b, grid: g, vText: boundedText{max: b.opts.MaxCellBytes}, isText: boundedText{max: b.opts.MaxCellBytes}}
-	err := b.walk(s.part, r.visit)
+	err := b.walk(s.part, nsMain, r.visit)
 	if fe, ok := errors.AsType[*FileError](err); ok {
 		return nil, fe
 	}
@@ -201,14 +201,16 @@ func (r *sheetReader) startCell(t *xmlToken) error {
 		if !ok {
 			return fmt.Errorf("row %d: %q is not a cell name", r.row, shorten(string(ref)))
 		}
+		// A reference that reads as a cell may still be long ("A" and a
+		// million zeros before the row): it is named as Excel would.
 		if row != r.row {
-			return fmt.Errorf("cell %s is inside row %d", ref, r.row)
+			return fmt.Errorf("cell %s is inside row %d", cellName(c, row), r.row)
 		}
 		if c == r.lastCol {
-			return fmt.Errorf("cell %s is given twice", ref)
+			return fmt.Errorf("cell %s is given twice", cellName(c, row))
 		}
 		if c < r.lastCol {
-			return fmt.Errorf("cell %s comes after %s", ref, cellName(r.lastCol, r.row))
+			return fmt.Errorf("cell %s comes after %s", cellName(c, row), cellName(r.lastCol, r.row))
 		}
 		col = c
 	}

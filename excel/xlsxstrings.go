@@ -99,7 +99,7 @@ func (b *xlsxFile) readSharedStrings(f *zip.File) error {
 	sst.arena = make([]byte, 0, min(f.UncompressedSize64, uint64(b.opts.MaxTextBytes)))
 	tb := boundedText{max: b.opts.MaxCellBytes}
 	inSI, inT, rph := false, false, 0
-	err := b.walk(f, func(t *xmlToken) error {
+	err := b.walk(f, nsMain, func(t *xmlToken) error {
 		switch t.kind {
 		case xmlStart:
 			switch string(t.local) {

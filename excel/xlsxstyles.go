@@ -20,7 +20,7 @@ func (b *xlsxFile) readStyles(f *zip.File) error {
 	tooMany := func() error {
 		return fileErr(CodeTooLarge, "the file's styles hold more than %s formats, more than Excel allows; save it again from Excel as .xlsx", group(maxStyles)).withParams("kind", "content")
 	}
-	err := b.walk(f, func(t *xmlToken) error {
+	err := b.walk(f, nsMain, func(t *xmlToken) error {
 		switch t.kind {
 		case xmlStart:
 			switch string(t.local) {

@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -35,9 +36,9 @@ func scanAll(r io.Reader) ([]string, error) {
 		switch tok.kind {
 		case xmlStart:
 			flush()
-			line := "start " + string(tok.local)
+			line := "start " + nsName(string(tok.uri), string(tok.local))
 			for _, a := range tok.attrs {
-				line += " " + string(a.local) + "=" + string(a.value)
+				line += " " + nsName(string(a.uri), string(a.local)) + "=" + string(a.value)
 			}
 			out = append(out, line)
 		case xmlEnd:
@@ -47,6 +48,14 @@ func scanAll(r io.Reader) ([]string, error) {
 			text.Write(tok.text)
 		}
 	}
+}
+
+// nsName writes a name with its namespace, if any: "{u}row".
+func nsName(space, local string) string {
+	if space == "" {
+		return local
+	}
+	return "{" + space + "}" + local
 }
 
 // decodeAll is scanAll with encoding/xml in its strict mode.
@@ -76,9 +85,13 @@ func decodeAll(data []byte) ([]string, error) {
 		case xml.StartElement:
 			flush()
 			depth++
-			line := "start " + t.Name.Local
+			line := "start " + nsName(t.Name.Space, t.Name.Local)
 			for _, a := range t.Attr {
-				line += " " + a.Name.Local + "=" + a.Value
+				space := a.Name.Space
+				if space == "xmlns" {
+					space = "" // a declaration, as the scanner leaves it
+				}
+				line += " " + nsName(space, a.Name.Local) + "=" + a.Value
 			}
 			out = append(out, line)
 		case xml.EndElement:
@@ -100,7 +113,15 @@ func TestXMLScanner(t *testing.T) {
 		err       string // part of the error; "" = accepted
 	}{
 		{"cell", `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>` + "\r\n" + `<x:c r="A1" t='s' xmlns:x="u"><v>1</v><is/></x:c>`,
-			[]string{"start c r=A1 t=s x=u", "start v", "text 1", "end v", "start is", "end is", "end c"}, ""},
+			[]string{"start {u}c r=A1 t=s x=u", "start v", "text 1", "end v", "start is", "end is", "end c"}, ""},
+		{"namespaces", `<a xmlns="m" xmlns:p="q" p:b="1" c="2"><p:d xmlns:p="r" p:e="3"/><f xmlns=""/><g xml:space="preserve"/></a>`,
+			[]string{"start {m}a xmlns=m p=q {q}b=1 c=2", "start {r}d p=r {r}e=3", "end d", "start f xmlns=", "end f", "start {m}g {" + uriXML + "}space=preserve", "end g", "end a"}, ""},
+		{"undeclared element prefix", `<p:a/>`, nil, "prefix p of <p:a> is not declared"},
+		{"undeclared attribute prefix", `<a xmlns:p="u"><b q:c="1"/></a>`, nil, "prefix q of <b> is not declared"},
+		{"prefix out of scope", `<a><b xmlns:p="u"/><p:c/></a>`, nil, "not declared"},
+		{"prefix bound to nothing", `<a xmlns:p=""/>`, nil, "binds the prefix p to no namespace"},
+		{"xmlns declared", `<a xmlns:xmlns="u"/>`, nil, "reserved prefix"},
+		{"too many namespaces", "<a" + manyDecls(200) + "><b" + manyDecls(maxNSInScope-199) + "/></a>", nil, "past 256 declarations"},
 		{"entities and line ends", "<t a=\"&lt;&#x41;&#66;\r\n\">a&amp;b&quot;&apos;&gt;\r\nc\rd<![CDATA[<x>&amp;\r\n]]></t>",
 			[]string{"start t a=<AB\n", "text a&b\"'>\nc\nd<x>&amp;\n", "end t"}, ""},
 		{"comment", `<a><!-- a - b --><b/></a><!-- after -->`, []string{"start a", "start b", "end b", "end a"}, ""},
@@ -146,6 +167,38 @@ func TestXMLScanner(t *testing.T) {
 	}
 }
 
+func manyDecls(n int) string {
+	var b strings.Builder
+	for i := range n {
+		b.WriteString(" xmlns:p" + strconv.Itoa(i) + `="u"`)
+	}
+	return b.String()
+}
+
+// A name looked up past hundreds of declarations costs the budget for the
+// declarations it passes: a part of such names is refused by the budget.
+func TestNamespaceLookupsCountAgainstTheBudget(t *testing.T) {
+	doc := "<p0:a" + manyDecls(200) + "><b" + strings.ReplaceAll(manyDecls(55), "xmlns:p", "xmlns:q") + ">" + strings.Repeat("<p0:x/>", 1000) + "</b></p0:a>"
+	read := func(limit int) error {
+		s := newXMLScanner(context.Background(), strings.NewReader(doc), &xmlBudget{limit: limit})
+		for {
+			if _, err := s.next(); err != nil {
+				if errors.Is(err, errXMLEnd) {
+					return nil
+				}
+				return err
+			}
+		}
+	}
+	// 1,258 entries, and 1,001 look-ups passing 254 declarations each.
+	if err := read(20_000); err != nil {
+		t.Fatalf("within the budget: %v", err)
+	}
+	if err := read(10_000); err == nil || !strings.Contains(err.Error(), "more than 10,000 XML entries") {
+		t.Fatalf("past the budget: %v", err)
+	}
+}
+
 // A text longer than one chunk arrives whole, across chunks, with an entity
 // and a multi-byte character cut at every boundary on the way.
 func TestXMLScannerLongText(t *testing.T) {
@@ -168,6 +221,8 @@ func FuzzXMLScanner(f *testing.F) {
 		`<a b="1"><c>x&amp;y</c><![CDATA[z]]></a>`,
 		"<?xml version=\"1.0\"?>\r\n<w:worksheet xmlns:w=\"u\"><w:sheetData><w:row r=\"1\"><w:c r=\"A1\" t=\"inlineStr\"><w:is><w:t xml:space=\"preserve\"> a\r\nb </w:t></w:is></w:c></w:row></w:sheetData></w:worksheet>",
 		`<a><!-- c --><?pi x?></a>`,
+		`<a xmlns="m" xmlns:p="q" p:b="1"><p:d xmlns:p="r" p:e="3"/><f xmlns=""/><g xml:space="preserve"/></a>`,
+		`<x:worksheet xmlns:x="` + uriMain + `" xmlns:mc="` + uriMC + `" mc:Ignorable="h" xmlns:h="h"><h:row/><mc:AlternateContent><mc:Choice Requires="x"/></mc:AlternateContent></x:worksheet>`,
 		`<a>&#x10FFFF;&#65;</a>`,
 	} {
 		f.Add([]byte(s))

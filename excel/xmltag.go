@@ -17,28 +17,29 @@ func isNameChar(c byte) bool {
 
 func isXMLSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
-// name reads an XML name at b[i:] and returns its end, its local part and
-// whether it had a prefix; ok is false when there is no valid name there.
-func xmlName(b []byte, i int) (end int, local []byte, prefixed, ok bool) {
+// xmlName reads an XML name at b[i:] and returns its end, its prefix (nil
+// without one) and its local part; ok is false when there is no valid name
+// there.
+func xmlName(b []byte, i int) (end int, prefix, local []byte, ok bool) {
 	if i >= len(b) || !isNameStart(b[i]) {
-		return i, nil, false, false
+		return i, nil, nil, false
 	}
 	start, colon := i, -1
 	for i++; i < len(b) && isNameChar(b[i]); i++ {
 		if b[i] == ':' {
 			if colon >= 0 {
-				return i, nil, false, false
+				return i, nil, nil, false
 			}
 			colon = i
 		}
 	}
 	if colon < 0 {
-		return i, b[start:i], false, true
+		return i, nil, b[start:i], true
 	}
 	if colon == i-1 || !isNameStart(b[colon+1]) {
-		return i, nil, false, false
+		return i, nil, nil, false
 	}
-	return i, b[colon+1 : i], true, true
+	return i, b[start:colon], b[colon+1 : i], true
 }
 
 func (s *xmlScanner) readStart() (*xmlToken, error) {
@@ -52,13 +53,14 @@ func (s *xmlScanner) readStart() (*xmlToken, error) {
 	if self {
 		tag = tag[:len(tag)-1]
 	}
-	i, local, _, ok := xmlName(tag, 0)
+	i, prefix, local, ok := xmlName(tag, 0)
 	if !ok {
 		return nil, s.fail("an element without a valid name")
 	}
 	name := tag[:i]
 	s.attrs = s.attrs[:0]
 	s.scratch = s.scratch[:0]
+	hasDecl := false
 	for i < len(tag) {
 		if !isXMLSpace(tag[i]) {
 			return nil, s.fail("unexpected %q in element <%s>", tag[i], name)
@@ -75,7 +77,7 @@ func (s *xmlScanner) readStart() (*xmlToken, error) {
 			clear(s.seen)
 		}
 		j := i
-		if i, a.local, a.prefixed, aok = xmlName(tag, i); !aok {
+		if i, a.prefix, a.local, aok = xmlName(tag, i); !aok {
 			return nil, s.fail("an attribute without a valid name in element <%s>", name)
 		}
 		aname := tag[j:i]
@@ -100,7 +102,7 @@ func (s *xmlScanner) readStart() (*xmlToken, error) {
 		if len(s.attrs) >= maxAttrs {
 			return nil, s.fail("element <%s> has more than %d attributes", name, maxAttrs)
 		}
-		if !a.prefixed && s.givenTwice(a.local) {
+		if a.prefix == nil && s.givenTwice(a.local) {
 			return nil, s.fail("attribute %s given twice in <%s>", aname, name)
 		}
 		v, err := s.attrValue(raw)
@@ -108,6 +110,7 @@ func (s *xmlScanner) readStart() (*xmlToken, error) {
 			return nil, err
 		}
 		a.value = v
+		hasDecl = hasDecl || a.isDecl()
 		s.attrs = append(s.attrs, a)
 	}
 	if err := s.count(1 + len(s.attrs)); err != nil {
@@ -121,10 +124,39 @@ func (s *xmlScanner) readStart() (*xmlToken, error) {
 	if len(s.starts) >= maxDepth {
 		return nil, s.fail("elements nested more than %d deep", maxDepth)
 	}
+	// The element's declarations are in scope for its own name and
+	// attributes, so they are taken first.
 	s.starts = append(s.starts, len(s.names))
 	s.names = append(s.names, name...)
+	if hasDecl {
+		if err := s.declare(name); err != nil {
+			return nil, err
+		}
+	}
+	var space xmlNS
+	var uri []byte
+	var id uint64
+	if prefix == nil && s.defaultNS > 0 {
+		// Most names: the default namespace, without a look-up.
+		b := &s.ns[s.defaultNS-1]
+		space, uri, id = b.space, s.nsBytes[b.off+b.plen:b.off+b.plen+b.ulen], b.id
+	} else if space, uri, id, err = s.resolve(prefix, name); err != nil {
+		return nil, err
+	}
+	hasMC := false
+	for k := range s.attrs {
+		if a := &s.attrs[k]; a.prefix != nil && !a.isDecl() {
+			if a.space, a.uri, _, err = s.resolve(a.prefix, name); err != nil {
+				return nil, err
+			}
+			hasMC = hasMC || a.space == nsMC
+		}
+	}
 	s.pendingEnd = self
-	s.tok = xmlToken{kind: xmlStart, local: local, attrs: s.attrs}
+	// Set field by field: the token is reused, and only what the kind
+	// says is read.
+	t := &s.tok
+	t.kind, t.space, t.local, t.uri, t.nsID, t.attrs, t.hasMC = xmlStart, space, local, uri, id, s.attrs, hasMC
 	return &s.tok, nil
 }
 
@@ -135,7 +167,7 @@ func (s *xmlScanner) readStart() (*xmlToken, error) {
 func (s *xmlScanner) givenTwice(local []byte) bool {
 	if len(s.attrs) < linearAttrs {
 		for _, b := range s.attrs {
-			if !b.prefixed && bytes.Equal(b.local, local) {
+			if b.prefix == nil && bytes.Equal(b.local, local) {
 				return true
 			}
 		}
@@ -147,7 +179,7 @@ func (s *xmlScanner) givenTwice(local []byte) bool {
 	}
 	if len(s.seen) == 0 {
 		for i, b := range s.attrs {
-			if !b.prefixed {
+			if b.prefix == nil {
 				s.seen[maphash.Bytes(s.seenSeed, b.local)] = i
 			}
 		}
@@ -162,7 +194,7 @@ func (s *xmlScanner) givenTwice(local []byte) bool {
 		return true
 	}
 	for _, b := range s.attrs {
-		if !b.prefixed && bytes.Equal(b.local, local) {
+		if b.prefix == nil && bytes.Equal(b.local, local) {
 			return true
 		}
 	}
@@ -170,6 +202,9 @@ func (s *xmlScanner) givenTwice(local []byte) bool {
 }
 
 func (s *xmlScanner) pop() {
+	if n := len(s.nsDepths); n > 0 && int(s.nsDepths[n-1].depth) == len(s.starts) {
+		s.closeNS()
+	}
 	n := len(s.starts) - 1
 	s.names = s.names[:s.starts[n]]
 	s.starts = s.starts[:n]
@@ -182,7 +217,7 @@ func (s *xmlScanner) readEnd() (*xmlToken, error) {
 	}
 	tag := s.buf[s.pos+2 : gt]
 	s.pos = gt + 1
-	i, local, _, ok := xmlName(tag, 0)
+	i, _, local, ok := xmlName(tag, 0)
 	if !ok || len(bytes.TrimRight(tag[i:], " \t\r\n")) != 0 {
 		return nil, s.fail("an end tag without a valid name")
 	}
@@ -193,7 +228,7 @@ func (s *xmlScanner) readEnd() (*xmlToken, error) {
 		return nil, s.fail("element <%s> closed by </%s>", open, tag[:i])
 	}
 	s.pop()
-	s.tok = xmlToken{kind: xmlEnd, local: local}
+	s.tok.kind, s.tok.local, s.tok.attrs = xmlEnd, local, nil
 	return &s.tok, nil
 }
 

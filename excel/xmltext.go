@@ -209,8 +209,8 @@ func (s *xmlScanner) skipUntil(close string, from int) ([]byte, error) {
 // checkPI checks a processing instruction (between <? and ?>): a target
 // name, and for the XML declaration version 1.0.
 func (s *xmlScanner) checkPI(body []byte) error {
-	end, _, prefixed, ok := xmlName(body, 0)
-	if !ok || prefixed || (end < len(body) && !isXMLSpace(body[end])) {
+	end, prefix, _, ok := xmlName(body, 0)
+	if !ok || prefix != nil || (end < len(body) && !isXMLSpace(body[end])) {
 		return s.fail("a processing instruction without a valid target name")
 	}
 	if string(body[:end]) != "xml" {

@@ -14,10 +14,6 @@ import (
 // string) keeps this much at most, for the 7 days an upload is kept.
 const DefaultMaxReportCellBytes = 4 << 20
 
-// maxHeaderCellLen bounds a header cell kept for the report, in characters:
-// a known column's name with its decorations ("판매가 (원, 필수)*").
-const maxHeaderCellLen = 100
-
 // numberCellLen bounds the cells of the number fields, in characters: the
 // longest number a seller can mean ("1,000,000,000.0") with room to spare.
 const numberCellLen = 40
@@ -61,7 +57,9 @@ func reportCells(header []string, rows []excel.Row, budget int) (keptHeader []st
 		if f, ok := excel.HeaderField(h); ok {
 			cols = append(cols, i)
 			limits = append(limits, reportCellLimit(f))
-			keptHeader = append(keptHeader, cutCell(h, maxHeaderCellLen))
+			// The reader cut it to excel.MaxHeaderChars, and a cell it cut
+			// names no column.
+			keptHeader = append(keptHeader, h)
 		}
 	}
 	order := slices.Clone(rows)

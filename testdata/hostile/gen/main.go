@@ -99,10 +99,10 @@ func corpus() []hostile {
 			return book(bookOpts{rows: validRows(500), merges: m.String()})
 		}},
 		{"sst-13m-empty.xlsx", "13,000,000 empty <si/> in the shared strings (issue 27: 683 MB RSS)", func() []byte {
-			return book(bookOpts{rows: validRows(5), sst: "<sst>" + repeat("<si/>", 13_000_000) + "</sst>"})
+			return book(bookOpts{rows: validRows(5), sst: "<sst " + ns + ">" + repeat("<si/>", 13_000_000) + "</sst>"})
 		}},
 		{"styles-13m-xf.xlsx", "13,000,000 <xf/> in the styles' cellXfs (issue 27: 500 MB RSS)", func() []byte {
-			return book(bookOpts{rows: validRows(5), styles: "<styleSheet><cellXfs>" + repeat("<xf/>", 13_000_000) + "</cellXfs></styleSheet>"})
+			return book(bookOpts{rows: validRows(5), styles: "<styleSheet " + ns + "><cellXfs>" + repeat("<xf/>", 13_000_000) + "</cellXfs></styleSheet>"})
 		}},
 		{"docprops-149k-attrs.xlsx", "one element with 149,000 distinct attributes in docProps/app.xml (issue 27: 39 s of CPU)", func() []byte {
 			return book(bookOpts{rows: validRows(5), extra: map[string]string{"docProps/app.xml": manyAttrs("Properties", 149000)}})
@@ -120,7 +120,7 @@ func corpus() []hostile {
 		{"numfmts-200k.xlsx", "200,000 custom number formats with 200-character codes", func() []byte {
 			code := strings.Repeat("0", 200)
 			var b strings.Builder
-			b.WriteString("<styleSheet><numFmts>")
+			b.WriteString("<styleSheet " + ns + "><numFmts>")
 			for i := range 200_000 {
 				fmt.Fprintf(&b, `<numFmt numFmtId="%d" formatCode="%s"/>`, 200+i, code)
 			}
@@ -191,7 +191,7 @@ func corpus() []hostile {
 			return book(bookOpts{rows: validRows(500), hidden: true})
 		}},
 		{"sst-long-strings.xlsx", "900 shared strings of 64 KiB each (56 MiB of text)", func() []byte {
-			return book(bookOpts{rows: validRows(5), sst: "<sst>" + repeat("<si><t>"+strings.Repeat("가", 64<<10/3)+"</t></si>", 900) + "</sst>"})
+			return book(bookOpts{rows: validRows(5), sst: "<sst " + ns + ">" + repeat("<si><t>"+strings.Repeat("가", 64<<10/3)+"</t></si>", 900) + "</sst>"})
 		}},
 		{"sst-expansion.xlsx", "4,500 cells all showing one 1 MiB shared string", func() []byte {
 			var b strings.Builder
@@ -202,7 +202,7 @@ func corpus() []hostile {
 				}
 				b.WriteString("</row>")
 			}
-			return book(bookOpts{rawRows: b.String(), sst: "<sst><si><t>" + strings.Repeat("a", 1<<20) + "</t></si></sst>"})
+			return book(bookOpts{rawRows: b.String(), sst: "<sst " + ns + "><si><t>" + strings.Repeat("a", 1<<20) + "</t></si></sst>"})
 		}},
 		{"xml-utf16-part.xlsx", "the worksheet written in UTF-16 with an encoding=\"UTF-16\" declaration", func() []byte {
 			return book(bookOpts{rows: validRows(5), sheetUTF16: true})
@@ -325,7 +325,7 @@ func corpus() []hostile {
 				}
 				b.WriteString("</row>")
 			}
-			return book(bookOpts{rawRows: b.String(), sst: `<sst><si><t>x</t></si></sst>`})
+			return book(bookOpts{rawRows: b.String(), sst: `<sst ` + ns + `><si><t>x</t></si></sst>`})
 		}},
 		{"sheet-huge-refs.xlsx", "5 rows, then a row of 2,000,000 <c/> with references like XFD1048576, ZZZZZZZZZZZZZZZZ1 and A99999999999999999999", func() []byte {
 			refs := []string{`<c r="XFD1048576"/>`, `<c r="ZZZZZZZZZZZZZZZZ1"/>`, `<c r="A99999999999999999999"/>`, `<c/>`}
