@@ -78,7 +78,7 @@ func (w *world) rel(t time.Time) string { return fmt.Sprintf("%+.1fs", t.Sub(w.s
 func (w *world) judge(ctx context.Context, settledOK bool, waitingWhy string, settleAt time.Time) verdict {
 	v := verdict{outcomes: map[string]int{}}
 	if !settledOK {
-		v.violate("still waiting at the settle time (%s, %s after the last fault): %s", w.rel(settleAt), w.sc.SettleTime(retryMaxElapsed, sessionTimeout), waitingWhy)
+		v.violate("still waiting at the settle time (%s, %s after the last fault): %s", w.rel(settleAt), w.sc.SettleTime(retryMaxElapsed, w.sc.SessionTimeout()), waitingWhy)
 	}
 	audit := w.sb.Audit()
 	calls := w.sb.Calls()
@@ -123,7 +123,7 @@ func (w *world) judge(ctx context.Context, settledOK bool, waitingWhy string, se
 		// calls: a loss from a row's whole life (retry budget, a call, two
 		// windows of slots) before the first registration counts too.
 		lostBetween := false
-		life := retryMaxElapsed + registryTimeout + 2*w.sc.Window
+		life := retryMaxElapsed + w.sc.CallTimeout() + 2*w.sc.Window
 		for _, l := range losses {
 			if l.After(regs[0].at.Add(-life)) && l.Before(regs[len(regs)-1].at) {
 				lostBetween = true
