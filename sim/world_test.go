@@ -48,7 +48,7 @@ const (
 	// until this timeout (seed 23064: 60 s at the production value, past the
 	// settle time). A real broker drops it after one session timeout.
 	rebalanceTimeout = 15 * time.Second
-	retryMaxElapsed = 8 * time.Second
+	retryMaxElapsed  = 8 * time.Second
 )
 
 // proc is one consumer process.
