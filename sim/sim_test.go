@@ -141,6 +141,9 @@ func runScenario(t *testing.T, bin string, sc Scenario) (verdict, *world) {
 	}
 	t.Logf("seed %d: %d rows (%s), settled %v after %.1fs, %d faults, %d violations",
 		seed, v.rows, strings.Join(outcomes, ", "), ok, time.Since(began).Seconds(), len(sc.Faults), len(v.violations))
+	if v.lossWarnings > 0 || v.migrations > 0 {
+		t.Logf("seed %d: %d slot migrations, %d Redis losses injected, %d warnings that Redis lost the throttle's state", seed, v.migrations, len(w.losses), v.lossWarnings)
+	}
 	for _, n := range v.notes {
 		t.Logf("note: %s", n)
 	}
