@@ -11,14 +11,17 @@ import (
 	"github.com/bulkreg/bulkreg/internal/testbin"
 )
 
-// The fault review's three regression scenarios: named and built by hand,
-// not drawn, each placing its fault against a call in flight (Fault.OnCall).
-// Each runs the sim's world (the built binaries, a consumer's own Redis
+// The fault review's scenarios: named and built by hand, not drawn. The
+// first three place their fault against a call in flight (Fault.OnCall);
+// each runs the sim's world (the built binaries, a consumer's own Redis
 // proxy and registration listener) and is judged by the sandbox's own call
-// log: no 429 from the limit. Run them with `make fault-review`
-// (go test -tags faultreview ./sim -run FaultReview); the build tag keeps
-// them out of `go test ./sim` until the log holds each call's latest possible
-// count before it is sent (issue 43, items 1 and 5), which they wait for.
+// log: no 429 from the limit. The fourth reshards a Redis Cluster under a
+// busy seller. Run them with `make fault-review` (go test -tags faultreview
+// ./sim -run FaultReview, about 3 minutes); the build tag keeps them out of
+// `go test ./sim`, whose short run stays about a minute. The first three
+// wait for the log to hold each call's latest possible count before it is
+// sent, and the drain to keep its bound when Redis does not answer (issue
+// 43, items 1 and 5).
 
 // reviewUpload is one seller's 10 rows: two windows of 5 and then some, so
 // the next owner of the partition calls a whole window while the first
@@ -145,5 +148,45 @@ func TestFaultReviewDeployWhileRedisIsCut(t *testing.T) {
 	}
 	if old.err != nil {
 		t.Errorf("consumer 0 exited with %v after SIGTERM, want a clean exit", old.err)
+	}
+}
+
+// TestFaultReviewReshardIsNotALoss: a Redis Cluster world whose busiest
+// seller's hash slot is moved to another master four times, 4 s apart,
+// while the seller calls (60 rows at 10 per 4 s). A reshard moves the
+// throttle's state whole: no consumer warns of a loss (the judge counts the
+// warnings), and the seller is not held: no gap between its calls longer
+// than a window and the call timeout.
+func TestFaultReviewReshardIsNotALoss(t *testing.T) {
+	bin := testbin.Build(t, "producer", "consumer")
+	u := Upload{At: time.Second, Seller: "seller-a", Name: "seller-a-1.csv", Note: "first upload"}
+	for j := range 60 {
+		u.Rows = append(u.Rows, Row{SKU: fmt.Sprintf("a-%03d", j+1), Price: 1000 + 10*j})
+	}
+	sc := Scenario{Seed: -4, Family: "fault review: reshard", Policy: "sliding", Cluster: true,
+		Limit: 10, Window: 4 * time.Second, Margin: 100 * time.Millisecond,
+		Consumers: 2, Partitions: 2, LedgerLease: 3 * time.Second, RetryAttempts: 5,
+		Uploads: []Upload{u}}
+	for i := range 4 {
+		sc.Faults = append(sc.Faults, Fault{Kind: SlotMigrate, At: time.Duration(4+4*i) * time.Second, Target: "seller-a"})
+	}
+	v, w := runScenario(t, bin, sc)
+	var gap time.Duration
+	var last time.Time
+	for _, c := range w.sb.Calls() {
+		if c.Seller != "seller-a" {
+			continue
+		}
+		if !last.IsZero() && c.Received.Sub(last) > gap {
+			gap = c.Received.Sub(last)
+		}
+		last = c.Received
+	}
+	t.Logf("%d slot migrations: %d warnings that Redis lost the throttle's state; the seller's longest gap between calls %.1fs", v.migrations, v.lossWarnings, gap.Seconds())
+	if v.migrations != 4 || v.lossWarnings != 0 {
+		t.Errorf("%d warnings of a loss over %d migrations, want 0 over 4", v.lossWarnings, v.migrations)
+	}
+	if limit := sc.Window + sc.CallTimeout(); gap > limit {
+		t.Errorf("the seller waited %.1fs between two calls, more than a window and the call timeout (%s): held as after a loss", gap.Seconds(), limit)
 	}
 }
