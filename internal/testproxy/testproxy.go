@@ -182,8 +182,8 @@ func (l *Link) pump(dst, src net.Conn, fromClient bool) {
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
+		buf := make([]byte, 32<<10)
 		for {
-			buf := make([]byte, 32<<10)
 			n, err := src.Read(buf)
 			if n > 0 {
 				if fromClient {
@@ -191,7 +191,7 @@ func (l *Link) pump(dst, src net.Conn, fromClient bool) {
 					l.sent++
 					l.mu.Unlock()
 				}
-				queue <- chunk{buf[:n], time.Now()}
+				queue <- chunk{append([]byte(nil), buf[:n]...), time.Now()}
 			}
 			if err != nil {
 				close(queue)
