@@ -195,3 +195,29 @@ func TestAClusterFailoverIsALoss(t *testing.T) {
 		t.Errorf("the reservation after a failover = %+v; want Lost and a new epoch (was %s)", after, before.Epoch)
 	}
 }
+
+// TestAReshardBeforeAnyReservationIsNotALoss: a hash slot moved before any
+// reservation in it since Initialize carries the marker Initialize wrote,
+// which names its node too: the first reservation after the move finds no
+// loss and no hold.
+func TestAReshardBeforeAnyReservationIsNotALoss(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	rdb := c.Client()
+	ctx := context.Background()
+	th := newThrottle(t, rdb, Policy{Limit: 5, Window: time.Second, Margin: 20 * time.Millisecond})
+	s := seller("untouched")
+	slot := KeySlot(sellerPrefix(s))
+	from, err := c.Owner(ctx, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := c.Nodes[(indexOf(c.Nodes, from)+1)%len(c.Nodes)]
+	if n, err := c.MigrateSlot(ctx, slot, to, testredis.MigrateOptions{}); err != nil || n != 1 {
+		t.Fatalf("MigrateSlot = %d, %v; want the marker alone moved", n, err)
+	}
+	r := reserve(t, th, s)
+	if r.Lost || !r.HeldUntil.IsZero() || !strings.HasSuffix(r.Epoch, "-init") {
+		t.Errorf("the first reservation after the move = %+v; want no loss, no hold, the epoch Initialize began", r)
+	}
+}
