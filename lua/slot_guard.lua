@@ -16,7 +16,8 @@
 --           a restart from disk or a failover, either of which may miss the last writes)
 --   server  run_id of the redis-server process that holds the state
 --   node    the Redis Cluster node id (CLUSTER MYID) of that process; "" on a
---           single Redis. Written at the first reservation that finds it absent.
+--           single Redis. Written by Initialize (init.lua), or by the first
+--           reservation that finds it absent (a marker of an older version).
 --   replid  that process's replication id (INFO replication, master_replid)
 --   moved   µs: when the marker was last found on another node of the same
 --           Cluster, moved there whole with its hash slot (absent: never)
