@@ -45,7 +45,8 @@
 // against a call in flight (Fault.OnCall): the fault review's three
 // (faultreview_test.go, make fault-review) kill a consumer during an API
 // slowdown, pause one past the window, and deploy while one's Redis link is
-// cut, each judged by the sandbox's own call log.
+// cut, each judged by the sandbox's own call log; a fourth reshards a
+// Cluster under a busy seller.
 //
 // After the last fault ends, the run waits at most the settle time
 // (Scenario.SettleTime: the busiest seller's windows, a row's retry budget,
