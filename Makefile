@@ -9,7 +9,7 @@ AXE_VERSION := 4.14.1
 AXE_DIR     := $(HOME)/.cache/bulkreg/axe
 AXE         := $(AXE_DIR)/node_modules/axe-core/axe.min.js
 
-.PHONY: test demo deps build lint fuzz bench soak
+.PHONY: test demo deps build lint fuzz bench soak fault-review
 
 # deps installs the outside programs the tests start for real: redis-server
 # (Redis and Redis Cluster in tests), kcat (an independent Kafka client
@@ -139,3 +139,11 @@ bench: deps
 DURATION ?= 10m
 soak: deps
 	$(GO) test -count=1 -v -timeout 0 -run '^TestSoak$$' ./sim $(if $(SEED),-sim.seed=$(SEED),-sim.duration=$(DURATION) $(if $(FIRST),-sim.first=$(FIRST)))
+
+# fault-review runs the fault review's named scenarios (sim/
+# faultreview_test.go, build tag faultreview; about 3 minutes): a consumer
+# killed during an API slowdown, one paused past the window, a deploy while
+# a consumer's Redis link is cut (each must end with 0 × 429), and a Redis
+# Cluster resharded under a busy seller (no loss warned, no hold).
+fault-review: deps
+	$(GO) test -count=1 -v -timeout 15m -tags faultreview -run '^TestFaultReview' ./sim

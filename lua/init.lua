@@ -23,12 +23,20 @@ local server = ''
 if type(info) == 'string' then
   server = string.match(info, 'run_id:(%x+)') or ''
 end
+-- The node and replication ids, so a marker that moves with its hash slot
+-- (a reshard) before any reservation in it is told from a loss (slot_guard.lua).
+local node, replid = '', ''
+local myid = redis.pcall('CLUSTER', 'MYID')
+if type(myid) == 'string' then node = myid end
+local repl = redis.pcall('INFO', 'replication')
+if type(repl) == 'string' then replid = string.match(repl, 'master_replid:(%x+)') or '' end
 local present, created = 0, 0
 for i = 2, #ARGV do
   if redis.call('EXISTS', ARGV[i]) == 1 then
     present = present + 1
   elseif ARGV[1] == 'create' then
-    redis.call('HSET', ARGV[i], 'epoch', now .. '-init', 'hold', '0', 'since', now, 'cause', 'init', 'server', server)
+    redis.call('HSET', ARGV[i], 'epoch', now .. '-init', 'hold', '0', 'since', now, 'cause', 'init', 'server', server,
+      'node', node, 'replid', replid)
     created = created + 1
   end
 end

@@ -12,14 +12,41 @@
 // 403 bursts, 429 storms, Redis frozen (SIGSTOP), restarted empty, FLUSHALL,
 // consumers SIGKILLed and SIGTERMed (a new one starts later), consumers
 // joining and leaving, and slow Kafka. The window is 2–3 s and the limit 3–8,
-// so a seed runs in tens of seconds.
+// so a seed runs in tens of seconds; the consumers' session timeout (6 s) is
+// two to three windows.
+//
+// Production runs a session timeout a sixth of the window (10 s to 60 s): a
+// dead consumer's partitions move while its late counts are still in the
+// API's trailing window. Seeds from ProductionRatiosFrom draw that ratio (a
+// window of 8–12 s, a session a sixth of it, twice the limit) and the faults
+// it takes to meet it: a consumer paused (SIGSTOP) past its session and
+// resumed, one consumer's Redis link slowed or blackholed, one consumer's
+// registration link slowed or blackholed, a rolling restart (each consumer
+// SIGTERMed in turn, a new one starting) during a latency spike, and, when the
+// seed's Redis is a three-master Cluster (a third of them), its busiest
+// seller's hash slot moved to another master mid-run (CLUSTER SETSLOT
+// IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE). A blackholed link accepts and
+// holds what is sent, forwarding and answering nothing until it ends
+// (internal/testproxy.Link). On a Cluster the single-server faults (freeze,
+// restart, FLUSHALL, a consumer's Redis link) are not drawn: a Cluster client
+// reaches each master at the address the Cluster announces, past any proxy.
 //
 // The parts are real: the producer and the consumer are the built binaries,
-// started and killed as processes; Redis is a redis-server process; Kafka is
+// started and killed as processes; Redis is a redis-server process (or three,
+// a Cluster), and each consumer reaches it through its own proxy; Kafka is
 // the kfake broker over sockets, with a control hook that delays every
 // request for "slow Kafka". The registration API is internal/sandbox in this
 // process, served over real HTTP: in process so the schedule can switch its
-// faults (Chaos, SetFaults) at the drawn moments and read its call log.
+// faults (Chaos, SetFaults) at the drawn moments and read its call log. Each
+// consumer has its own registration listener into that one sandbox (its own
+// base URL, a proxy the schedule can slow or cut).
+//
+// Named scenarios are built by hand rather than drawn, and may place a fault
+// against a call in flight (Fault.OnCall): the fault review's three
+// (faultreview_test.go, make fault-review) kill a consumer during an API
+// slowdown, pause one past the window, and deploy while one's Redis link is
+// cut, each judged by the sandbox's own call log; a fourth reshards a
+// Cluster under a busy seller.
 //
 // After the last fault ends, the run waits at most the settle time
 // (Scenario.SettleTime: the busiest seller's windows, a row's retry budget,
@@ -49,6 +76,6 @@
 // FoundationDB would need every part behind a simulated clock and network.
 //
 // Not drawn yet: a Sentinel failover and one Redis Cluster master flushed
-// (internal/testredis can start both); the single Redis's restart and flush
-// stand for data loss.
+// or failed over (internal/testredis can start both); the single Redis's
+// restart and flush stand for data loss.
 package sim

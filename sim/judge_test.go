@@ -21,7 +21,14 @@ type verdict struct {
 	notes      []string
 	rows       int
 	outcomes   map[string]int
+	// lossWarnings counts the consumers' warnings that Redis lost the
+	// throttle's state; migrations the slot migrations done.
+	lossWarnings, migrations int
 }
+
+// lossWarning is the text of a consumer's warning that Redis lost the
+// throttle's state of a hash slot (consumer/slot.go).
+const lossWarning = "lost the throttle's state"
 
 func (v *verdict) violate(format string, args ...any) {
 	v.violations = append(v.violations, fmt.Sprintf(format, args...))
@@ -78,7 +85,7 @@ func (w *world) rel(t time.Time) string { return fmt.Sprintf("%+.1fs", t.Sub(w.s
 func (w *world) judge(ctx context.Context, settledOK bool, waitingWhy string, settleAt time.Time) verdict {
 	v := verdict{outcomes: map[string]int{}}
 	if !settledOK {
-		v.violate("still waiting at the settle time (%s, %s after the last fault): %s", w.rel(settleAt), w.sc.SettleTime(retryMaxElapsed, sessionTimeout), waitingWhy)
+		v.violate("still waiting at the settle time (%s, %s after the last fault): %s", w.rel(settleAt), w.sc.SettleTime(retryMaxElapsed, w.sc.SessionTimeout()), waitingWhy)
 	}
 	audit := w.sb.Audit()
 	calls := w.sb.Calls()
@@ -123,7 +130,7 @@ func (w *world) judge(ctx context.Context, settledOK bool, waitingWhy string, se
 		// calls: a loss from a row's whole life (retry budget, a call, two
 		// windows of slots) before the first registration counts too.
 		lostBetween := false
-		life := retryMaxElapsed + registryTimeout + 2*w.sc.Window
+		life := retryMaxElapsed + w.sc.CallTimeout() + 2*w.sc.Window
 		for _, l := range losses {
 			if l.After(regs[0].at.Add(-life)) && l.Before(regs[len(regs)-1].at) {
 				lostBetween = true
@@ -250,6 +257,28 @@ func (w *world) judge(ctx context.Context, settledOK bool, waitingWhy string, se
 			}
 		}
 	}
+	// 5. No false alarm of a loss: a consumer warns that Redis lost the
+	// throttle's state (and its sellers are held) only after Redis did; a
+	// reshard moves the state whole.
+	w.mu.Lock()
+	consumers := slices.Clone(w.consumers)
+	nLosses := len(w.losses)
+	migrations := 0
+	for _, in := range w.injected {
+		if in.Kind == SlotMigrate && !strings.HasPrefix(in.Note, "skipped") {
+			migrations++
+		}
+	}
+	w.mu.Unlock()
+	warned := 0
+	for _, p := range consumers {
+		warned += strings.Count(p.out.String(), lossWarning)
+	}
+	v.lossWarnings, v.migrations = warned, migrations
+	if warned > 0 && nLosses == 0 {
+		v.violate("consumers warned %d times that Redis lost the throttle's state, and held its sellers, though no Redis data was lost (%d slot migrations)", warned, migrations)
+	}
+
 	w.mu.Lock()
 	for _, e := range w.uploadErr {
 		v.note("an upload was refused six times: %s", e)

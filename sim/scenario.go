@@ -41,6 +41,28 @@ const (
 	ConsumerJoin Kind = "consumer-join"
 	// SlowKafka: every request to the broker answered Value late.
 	SlowKafka Kind = "slow-kafka"
+	// ConsumerPause: a consumer stopped (SIGSTOP) for For, then resumed
+	// (SIGCONT): past its session, the group hands its partitions on while
+	// it still holds calls it made.
+	ConsumerPause Kind = "consumer-pause"
+	// RedisLinkSlow: one consumer's link to Redis (its own proxy) delays
+	// every byte, either way, by Value for For.
+	RedisLinkSlow Kind = "redis-link-slow"
+	// RedisLinkCut: one consumer's link to Redis blackholed for For: the
+	// proxy accepts, and neither forwards nor answers until it ends.
+	RedisLinkCut Kind = "redis-link-cut"
+	// APILinkSlow: one consumer's link to the registration API (its own
+	// listener) delays every byte, either way, by Value for For: its calls
+	// are counted Value late.
+	APILinkSlow Kind = "api-link-slow"
+	// APILinkCut: one consumer's link to the API blackholed for For.
+	APILinkCut Kind = "api-link-cut"
+	// RollingRestart: every running consumer SIGTERMed in turn, For/n
+	// apart, a new one starting as each goes: a deploy.
+	RollingRestart Kind = "rolling-restart"
+	// SlotMigrate: the Redis Cluster hash slot of a seller (Target) moved,
+	// with its keys, to the next master (a live reshard).
+	SlotMigrate Kind = "slot-migrate"
 )
 
 // Fault is one fault of a schedule, at an offset from the run's start.
@@ -50,7 +72,12 @@ type Fault struct {
 	For    time.Duration // 0 with Seller5xx: until the end of the run
 	Value  time.Duration // Latency, SlowKafka: the delay
 	Status int           // Auth: 401 or 403
-	Target string        // Seller5xx: the seller; SKU5xx: the SKUs, comma-separated; consumer faults: the consumer's number
+	Target string        // Seller5xx, SlotMigrate: the seller; SKU5xx: the SKUs, comma-separated; consumer and link faults: the consumer's number
+	// OnCall: the fault begins at the target consumer's first call, through
+	// its registration link, at or after At, Lag after it: a fault placed
+	// against a call in flight (named scenarios; seeds place by time).
+	OnCall bool
+	Lag    time.Duration
 }
 
 func (f Fault) String() string {
@@ -69,6 +96,9 @@ func (f Fault) String() string {
 	}
 	if f.Target != "" {
 		fmt.Fprintf(&b, " target %s", f.Target)
+	}
+	if f.OnCall {
+		fmt.Fprintf(&b, " at its next call + %s", f.Lag)
 	}
 	return b.String()
 }
@@ -103,8 +133,46 @@ type Scenario struct {
 	RefuseMarker  string // "" or the text in a product name the API refuses
 	RetryAttempts int
 	Family        string // "" or "claim race" (claimRace)
-	Uploads       []Upload
-	Faults        []Fault
+	// Session is the consumers' group session timeout and Heartbeat their
+	// heartbeat interval (0: 6 s and 1 s, two to three windows: a dead
+	// consumer's partitions move after its late counts left the window).
+	// Production runs a session a sixth of the window (10 s to 60 s), which
+	// seeds from ProductionRatiosFrom draw.
+	Session, Heartbeat time.Duration
+	// RegistryTimeout is the consumers' call timeout (0: 2 s).
+	RegistryTimeout time.Duration
+	// Cluster: Redis is a three-master Redis Cluster, not one redis-server.
+	Cluster bool
+	Uploads []Upload
+	Faults  []Fault
+}
+
+// The simulation's defaults for a Scenario's zero durations. The registry
+// timeout is below the longest latency spike (2.2 s and a tenth of jitter),
+// so some calls time out after the API handled them: an answer lost, the
+// retry a replay.
+const (
+	DefaultSession         = 6 * time.Second
+	DefaultHeartbeat       = time.Second
+	DefaultRegistryTimeout = 2 * time.Second
+)
+
+// SessionTimeout is the consumers' session timeout.
+func (s Scenario) SessionTimeout() time.Duration { return cmpDur(s.Session, DefaultSession) }
+
+// HeartbeatInterval is the consumers' heartbeat interval.
+func (s Scenario) HeartbeatInterval() time.Duration { return cmpDur(s.Heartbeat, DefaultHeartbeat) }
+
+// CallTimeout is the consumers' registry timeout.
+func (s Scenario) CallTimeout() time.Duration {
+	return cmpDur(s.RegistryTimeout, DefaultRegistryTimeout)
+}
+
+func cmpDur(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
 }
 
 // FaultsEnd is when the last fault that ends is over and the last upload
@@ -112,7 +180,7 @@ type Scenario struct {
 func (s Scenario) FaultsEnd() time.Duration {
 	var end time.Duration
 	for _, f := range s.Faults {
-		end = max(end, f.At+f.For)
+		end = max(end, f.At+f.Lag+f.For)
 	}
 	for _, u := range s.Uploads {
 		end = max(end, u.At)
@@ -164,8 +232,11 @@ func (s Scenario) String() string {
 	if s.Policy == "token-bucket" {
 		fmt.Fprintf(&b, " burst %d", s.Burst)
 	}
-	fmt.Fprintf(&b, " window %s margin %s, %d consumers, %d partitions, ledger lease %s, retry attempts %d",
-		s.Window, s.Margin, s.Consumers, s.Partitions, s.LedgerLease, s.RetryAttempts)
+	fmt.Fprintf(&b, " window %s margin %s, %d consumers, %d partitions, ledger lease %s, retry attempts %d, session %s, heartbeat %s, call timeout %s",
+		s.Window, s.Margin, s.Consumers, s.Partitions, s.LedgerLease, s.RetryAttempts, s.SessionTimeout(), s.HeartbeatInterval(), s.CallTimeout())
+	if s.Cluster {
+		b.WriteString(", Redis Cluster of 3 masters")
+	}
 	if s.RefuseMarker != "" {
 		fmt.Fprintf(&b, ", the API refuses names containing %q", s.RefuseMarker)
 	}
@@ -202,6 +273,17 @@ func (s Scenario) Kinds() map[Kind]int {
 	return n
 }
 
+// ProductionRatiosFrom is the first seed drawn with production's ratios:
+// from it on, Generate draws a window of 8–12 s and a session timeout a
+// sixth of it (production: 60 s and 10 s), so a dead, paused or cut-off
+// consumer's partitions move while its late counts are still in the window;
+// the faults that needs (consumer-pause, redis-link-slow, redis-link-cut,
+// api-link-slow, api-link-cut, rolling-restart during a latency spike) and,
+// on a third of them, a Redis Cluster with a busy seller's hash slot moved
+// mid-run (slot-migrate). Seeds below it draw the schedules the findings in
+// README were written against, unchanged.
+const ProductionRatiosFrom = 30000
+
 // Generate draws a scenario from seed; the same seed gives the same
 // scenario on every machine (math/rand/v2's PCG is specified).
 func Generate(seed int64) Scenario {
@@ -231,6 +313,19 @@ func Generate(seed int64) Scenario {
 	if r.IntN(3) == 0 {
 		s.RefuseMarker = "BANNED"
 	}
+	prod := seed >= ProductionRatiosFrom
+	faultSpan, rowsPerLimit := 20*time.Second, 6
+	if prod {
+		s.Window = []time.Duration{8 * time.Second, 10 * time.Second, 12 * time.Second}[r.IntN(3)]
+		s.Session = s.Window / 6
+		s.Heartbeat = s.Session / 4
+		s.Cluster = r.IntN(3) == 0
+		s.Consumers = 2 + r.IntN(2) // a partition has a next owner
+		s.Limit *= 2                // as many windows per seller at the longer window
+		// Fewer windows per seller, so a seed of longer windows stays
+		// about a minute long; the faults spread over as many windows.
+		faultSpan, rowsPerLimit = 30*time.Second, 3
+	}
 
 	// Uploads: each seller a first file, then maybe the same file again and
 	// a file that changes some of its products and adds new ones.
@@ -238,7 +333,7 @@ func Generate(seed int64) Scenario {
 	var allSKUs []string
 	for i := range sellers {
 		seller := fmt.Sprintf("seller-%c", 'a'+i)
-		n := 4 + r.IntN(6*s.Limit)
+		n := 4 + r.IntN(rowsPerLimit*s.Limit)
 		first := Upload{At: dur(0, 3*time.Second), Seller: seller, Name: seller + "-1.csv", Note: "first upload"}
 		if i > 0 && r.IntN(4) == 0 { // a seller who comes late, when others may have broken something
 			first.At = dur(8*time.Second, 16*time.Second)
@@ -290,10 +385,38 @@ func Generate(seed int64) Scenario {
 		{RedisFreeze, 2}, {RedisRestart, 2}, {RedisFlush, 3},
 		{ConsumerKill, 3}, {ConsumerTerm, 3}, {ConsumerJoin, 2}, {SlowKafka, 2},
 	}
+	if prod {
+		kinds = append(kinds, []struct {
+			k      Kind
+			weight int
+		}{{ConsumerPause, 3}, {RedisLinkSlow, 2}, {RedisLinkCut, 2}, {APILinkSlow, 2}, {APILinkCut, 2}, {RollingRestart, 2}, {SlotMigrate, 3}}...)
+		for i, k := range kinds {
+			switch k.k {
+			case RedisFreeze, RedisRestart, RedisFlush, RedisLinkSlow, RedisLinkCut:
+				// A Cluster client reaches every master by the address
+				// the Cluster announces: no per-consumer proxy sits in
+				// front of it, and the single-server faults do not apply.
+				if s.Cluster {
+					kinds[i].weight = 0
+				}
+			case SlotMigrate:
+				if !s.Cluster {
+					kinds[i].weight = 0
+				}
+			}
+		}
+	}
 	total := 0
 	for _, k := range kinds {
 		total += k.weight
 	}
+	busiest := ""
+	for seller, n := range s.RowsPerSeller() {
+		if busiest == "" || n > s.RowsPerSeller()[busiest] || (n == s.RowsPerSeller()[busiest] && seller < busiest) {
+			busiest = seller
+		}
+	}
+	var extra []Fault
 	for range 2 + r.IntN(6) {
 		pick := r.IntN(total)
 		var k Kind
@@ -304,7 +427,7 @@ func Generate(seed int64) Scenario {
 			}
 			pick -= c.weight
 		}
-		f := Fault{Kind: k, At: dur(0, 20*time.Second)}
+		f := Fault{Kind: k, At: dur(0, faultSpan)}
 		switch k {
 		case Latency:
 			f.For, f.Value = dur(time.Second, 8*time.Second), dur(300*time.Millisecond, 2200*time.Millisecond)
@@ -312,7 +435,9 @@ func Generate(seed int64) Scenario {
 			f.For = dur(500*time.Millisecond, 5*time.Second)
 		case Seller5xx:
 			f.Target = fmt.Sprintf("seller-%c", 'a'+r.IntN(sellers))
-			if r.IntN(2) == 0 {
+			// Until the end only with the short windows: its rows spend
+			// every attempt, a window each at the long ones.
+			if r.IntN(2) == 0 && !prod {
 				f.At, f.For = 0, 0 // until the end
 			} else {
 				f.For = dur(time.Second, 8*time.Second)
@@ -333,9 +458,33 @@ func Generate(seed int64) Scenario {
 			f.For = dur(2*time.Second, 10*time.Second)
 		case SlowKafka:
 			f.For, f.Value = dur(time.Second, 6*time.Second), dur(100*time.Millisecond, time.Second)
+		case ConsumerPause:
+			// Past the session, and some past the window.
+			f.Target, f.For = fmt.Sprint(r.IntN(s.Consumers)), dur(s.SessionTimeout()+500*time.Millisecond, s.Window+3*time.Second)
+		case RedisLinkSlow:
+			f.Target, f.For, f.Value = fmt.Sprint(r.IntN(s.Consumers)), dur(time.Second, 8*time.Second), dur(50*time.Millisecond, 1500*time.Millisecond)
+		case RedisLinkCut:
+			f.Target, f.For = fmt.Sprint(r.IntN(s.Consumers)), dur(500*time.Millisecond, 6*time.Second)
+		case APILinkSlow:
+			f.Target, f.For, f.Value = fmt.Sprint(r.IntN(s.Consumers)), dur(time.Second, 8*time.Second), dur(300*time.Millisecond, 2200*time.Millisecond)
+		case APILinkCut:
+			f.Target, f.For = fmt.Sprint(r.IntN(s.Consumers)), dur(500*time.Millisecond, 5*time.Second)
+		case RollingRestart:
+			// A deploy during an API slowdown: every call of the restart
+			// may be counted later than the margin.
+			f.For = dur(2*time.Second, 10*time.Second)
+			extra = append(extra, Fault{Kind: Latency, At: max(0, f.At-time.Second), For: f.For + 2*time.Second,
+				Value: s.Margin + dur(200*time.Millisecond, 2000*time.Millisecond)})
+		case SlotMigrate:
+			f.Target = busiest
 		}
 		s.Faults = append(s.Faults, f)
 	}
+	if s.Cluster {
+		// Every Cluster seed reshards its busiest seller's hash slot once.
+		extra = append(extra, Fault{Kind: SlotMigrate, At: dur(2*time.Second, faultSpan), Target: busiest})
+	}
+	s.Faults = append(s.Faults, extra...)
 	claimRace(&s, rand.New(rand.NewPCG(uint64(seed), 0xc1a1)), dur)
 	slices.SortStableFunc(s.Uploads, func(a, b Upload) int { return int(a.At - b.At) })
 	slices.SortStableFunc(s.Faults, func(a, b Fault) int { return int(a.At - b.At) })

@@ -96,15 +96,24 @@ func cmpOr(s, def string) string {
 	return s
 }
 
-// runSeed runs one scenario and fails t with its seed, its schedule and
-// every broken promise.
+// runSeed runs one seed's scenario and fails t with its seed, its schedule
+// and every broken promise.
 func runSeed(t *testing.T, bin string, seed int64) Scenario {
 	sc := Generate(seed)
+	runScenario(t, bin, sc)
+	return sc
+}
+
+// runScenario runs sc, judges it and fails t with its schedule and every
+// broken promise; it returns the verdict and the world, stopped, for a
+// named scenario's own checks.
+func runScenario(t *testing.T, bin string, sc Scenario) (verdict, *world) {
+	seed := sc.Seed
 	began := time.Now()
 	w := newWorld(t, bin, sc)
 	w.run()
 	ctx := context.Background()
-	settleAt := w.start.Add(sc.FaultsEnd() + sc.SettleTime(retryMaxElapsed, sessionTimeout))
+	settleAt := w.start.Add(sc.FaultsEnd() + sc.SettleTime(retryMaxElapsed, sc.SessionTimeout()))
 	ok, why := false, ""
 	for {
 		ok, why = w.settled(ctx)
@@ -132,17 +141,24 @@ func runSeed(t *testing.T, bin string, seed int64) Scenario {
 	}
 	t.Logf("seed %d: %d rows (%s), settled %v after %.1fs, %d faults, %d violations",
 		seed, v.rows, strings.Join(outcomes, ", "), ok, time.Since(began).Seconds(), len(sc.Faults), len(v.violations))
+	if v.lossWarnings > 0 || v.migrations > 0 {
+		t.Logf("seed %d: %d slot migrations, %d Redis losses injected, %d warnings that Redis lost the throttle's state", seed, v.migrations, len(w.losses), v.lossWarnings)
+	}
 	for _, n := range v.notes {
 		t.Logf("note: %s", n)
 	}
 	if len(v.violations) > 0 {
-		t.Errorf("seed %d broke a promise (replay: make soak SEED=%d)\n%s\ninjected:\n%s\nviolations:\n  %s\n%s",
-			seed, seed, sc, strings.Join(injected, "\n"), strings.Join(v.violations, "\n  "), w.consumerLogs(15))
+		replay := fmt.Sprintf("replay: make soak SEED=%d", seed)
+		if sc.Family != "" && seed < 0 {
+			replay = "replay: go test ./sim -run " + t.Name()
+		}
+		t.Errorf("seed %d broke a promise (%s)\n%s\ninjected:\n%s\nviolations:\n  %s\n%s",
+			seed, replay, sc, strings.Join(injected, "\n"), strings.Join(v.violations, "\n  "), w.consumerLogs(15))
 		if *logDirFlag != "" {
 			if err := w.writeLogs(*logDirFlag, seed); err != nil {
 				t.Errorf("write the consumers' logs: %v", err)
 			}
 		}
 	}
-	return sc
+	return v, w
 }

@@ -28,14 +28,16 @@ import (
 	"github.com/bulkreg/bulkreg/internal/redisproc"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 	"github.com/bulkreg/bulkreg/internal/testbin"
+	"github.com/bulkreg/bulkreg/internal/testproxy"
+	"github.com/bulkreg/bulkreg/internal/testredis"
+	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
 // The consumers' settings the simulation shrinks with the window; the rest
 // are the scenario's.
 const (
-	group          = "bulkreg-sim"
-	sessionTimeout = 6 * time.Second
+	group = "bulkreg-sim"
 	// rebalanceTimeout is how long the broker waits for members to join a
 	// rebalance, shrunk with the session (production: 60 s against 10 s). A
 	// live member joins within its drain (4 s here) and a slow broker's 2 s;
@@ -46,11 +48,7 @@ const (
 	// until this timeout (seed 23064: 60 s at the production value, past the
 	// settle time). A real broker drops it after one session timeout.
 	rebalanceTimeout = 15 * time.Second
-	// registryTimeout is below the longest latency spike (2.2 s and a tenth
-	// of jitter), so some calls time out after the API handled them: an
-	// answer lost, the retry a replay.
-	registryTimeout = 2 * time.Second
-	retryMaxElapsed = 8 * time.Second
+	retryMaxElapsed  = 8 * time.Second
 )
 
 // proc is one consumer process.
@@ -60,6 +58,12 @@ type proc struct {
 	out  *testbin.Output
 	done chan struct{}
 	err  error
+	// redisLink is its own proxy in front of Redis (nil on a Cluster) and
+	// apiLink its own registration listener, a proxy in front of the one
+	// sandbox: the schedule slows or cuts one consumer's links.
+	redisLink, apiLink *testproxy.Link
+	termAt             time.Time // when it was sent SIGTERM
+	exitAt             time.Time // when it exited
 }
 
 // event is a fault's start or end, or an upload, on the run's timeline.
@@ -92,6 +96,10 @@ type world struct {
 	redis    *redisproc.Proc
 	redisPID int
 	frozen   bool
+	// cluster is the Redis Cluster when the scenario asks for one (then
+	// redis is nil); redisAddrs is what the producer and the judge dial.
+	cluster    *testredis.Cluster
+	redisAddrs []string
 
 	sb       *sandbox.Server
 	registry string
@@ -103,7 +111,9 @@ type world struct {
 	consumers []*proc    // every consumer ever started
 	live      []*proc    // running, in start order
 	nextN     int
-	active    map[int]bool // faults in force, by index
+	active    map[int]bool          // faults in force, by index
+	targets   map[int]*proc         // link and pause faults: the consumer each one hit
+	rolling   map[int]chan struct{} // rolling restarts: closed when the last consumer was replaced
 	injected  []Injected
 	losses    []time.Time // Redis lost its data
 	uploadIDs map[string]string
@@ -112,10 +122,13 @@ type world struct {
 
 func newWorld(t testing.TB, bin string, sc Scenario) *world {
 	t.Helper()
-	w := &world{t: t, sc: sc, bin: bin, dir: t.TempDir(), active: map[int]bool{}, uploadIDs: map[string]string{}}
+	w := &world{t: t, sc: sc, bin: bin, dir: t.TempDir(), active: map[int]bool{}, targets: map[int]*proc{}, rolling: map[int]chan struct{}{}, uploadIDs: map[string]string{}}
 
 	topic := bulkreg.DefaultTopic
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(sc.Partitions), topic, bulkreg.DLQTopic(topic)))
+	// The broker's floor on session timeouts (6 s by default, as Kafka's)
+	// lowered, so production's ratio of session to window fits a short seed.
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(sc.Partitions), topic, bulkreg.DLQTopic(topic)),
+		kfake.GroupMinSessionTimeout(500*time.Millisecond))
 	if err != nil {
 		t.Fatalf("start the embedded Kafka broker: %v", err)
 	}
@@ -131,20 +144,26 @@ func newWorld(t testing.TB, bin string, sc Scenario) *world {
 		return nil, nil, false
 	})
 
-	rp, err := redisproc.Start(context.Background(), t.TempDir(), 0)
-	if err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
-	w.redis = rp
-	t.Cleanup(func() {
-		w.rmu.Lock()
-		defer w.rmu.Unlock()
-		if w.frozen {
-			_ = syscall.Kill(w.redisPID, syscall.SIGCONT)
+	if sc.Cluster {
+		w.cluster = testredis.StartCluster(t, 3)
+		w.redisAddrs = w.cluster.Addrs()
+	} else {
+		rp, err := redisproc.Start(context.Background(), t.TempDir(), 0)
+		if err != nil {
+			t.Fatalf("start redis-server: %v", err)
 		}
-		w.redis.Stop()
-	})
-	w.redisPID = redisPID(t, rp.Addr)
+		w.redis = rp
+		t.Cleanup(func() {
+			w.rmu.Lock()
+			defer w.rmu.Unlock()
+			if w.frozen {
+				_ = syscall.Kill(w.redisPID, syscall.SIGCONT)
+			}
+			w.redis.Stop()
+		})
+		w.redisPID = redisPID(t, rp.Addr)
+		w.redisAddrs = []string{rp.Addr}
+	}
 
 	opts := sandbox.Options{Limit: sc.Limit, Window: sc.Window}
 	if sc.Policy != "sliding" {
@@ -174,14 +193,14 @@ func newWorld(t testing.TB, bin string, sc Scenario) *world {
 
 	w.env = []string{
 		"BULKREG_KAFKA_BROKERS=" + strings.Join(w.brokers, ","),
-		"BULKREG_REDIS_ADDRS=" + rp.Addr,
+		"BULKREG_REDIS_ADDRS=" + strings.Join(w.redisAddrs, ","),
 		"BULKREG_REGISTRY_URL=http://" + w.registry,
 		"BULKREG_GROUP=" + group,
 		"BULKREG_LIMIT=" + strconv.Itoa(sc.Limit),
 		"BULKREG_WINDOW=" + sc.Window.String(),
 		"BULKREG_MARGIN=" + sc.Margin.String(),
 		"BULKREG_POLICY=" + sc.Policy,
-		"BULKREG_SESSION_TIMEOUT=" + sessionTimeout.String(),
+		"BULKREG_SESSION_TIMEOUT=" + sc.SessionTimeout().String(),
 		"BULKREG_REBALANCE_TIMEOUT=" + rebalanceTimeout.String(),
 		"BULKREG_LOG_LEVEL=" + *logLevelFlag,
 	}
@@ -189,6 +208,17 @@ func newWorld(t testing.TB, bin string, sc Scenario) *world {
 		w.env = append(w.env, "BULKREG_BURST="+strconv.Itoa(sc.Burst))
 	}
 	return w
+}
+
+// redisClient is a client of the world's Redis, single or Cluster, as the
+// judge reads it (directly, through no consumer's link).
+func (w *world) redisClient() redis.UniversalClient {
+	if w.cluster != nil {
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: w.redisAddrs})
+	}
+	w.rmu.Lock()
+	defer w.rmu.Unlock()
+	return redis.NewClient(&redis.Options{Addr: w.redis.Addr})
 }
 
 // redisPID asks the server for its process id (redisproc keeps it private):
@@ -233,8 +263,8 @@ func (w *world) startConsumer() *proc {
 	cmd := w.command("consumer")
 	cmd.Env = append(cmd.Env,
 		"BULKREG_METRICS_ADDR=127.0.0.1:"+strconv.Itoa(ports[0]),
-		"BULKREG_HEARTBEAT_INTERVAL=1s",
-		"BULKREG_REGISTRY_TIMEOUT="+registryTimeout.String(),
+		"BULKREG_HEARTBEAT_INTERVAL="+w.sc.HeartbeatInterval().String(),
+		"BULKREG_REGISTRY_TIMEOUT="+w.sc.CallTimeout().String(),
 		"BULKREG_RETRY_INITIAL=100ms",
 		"BULKREG_RETRY_MAX_INTERVAL=1s",
 		"BULKREG_RETRY_MAX_ELAPSED="+retryMaxElapsed.String(),
@@ -251,12 +281,38 @@ func (w *world) startConsumer() *proc {
 		"BULKREG_SHUTDOWN_TIMEOUT=10s",
 	)
 	p := &proc{n: n, cmd: cmd, out: &testbin.Output{}, done: make(chan struct{})}
+	// Its own links: a proxy in front of the single Redis (a Cluster
+	// client reaches each master at the address the Cluster announces) and
+	// one in front of the sandbox's listener, its own base URL.
+	var err2 error
+	if p.apiLink, err2 = testproxy.NewLink(w.t, w.registry); err2 != nil {
+		w.t.Errorf("consumer %d's registration link: %v", n, err2)
+		return nil
+	}
+	cmd.Env = append(cmd.Env, "BULKREG_REGISTRY_URL=http://"+p.apiLink.Addr())
+	if w.redis != nil {
+		w.rmu.Lock()
+		addr := w.redis.Addr
+		w.rmu.Unlock()
+		if p.redisLink, err2 = testproxy.NewLink(w.t, addr); err2 != nil {
+			w.t.Errorf("consumer %d's Redis link: %v", n, err2)
+			return nil
+		}
+		cmd.Env = append(cmd.Env, "BULKREG_REDIS_ADDRS="+p.redisLink.Addr())
+	}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		w.t.Errorf("start consumer %d: %v", n, err)
 		return nil
 	}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
+	go func() {
+		err := cmd.Wait()
+		w.mu.Lock()
+		p.exitAt = time.Now()
+		w.mu.Unlock()
+		p.err = err
+		close(p.done)
+	}()
 	w.mu.Lock()
 	w.consumers = append(w.consumers, p)
 	w.live = append(w.live, p)
@@ -264,19 +320,47 @@ func (w *world) startConsumer() *proc {
 	return p
 }
 
-// takeLive removes the target'th live consumer (modulo how many run) from
-// the live list and returns it; nil when none runs.
-func (w *world) takeLive(target string) *proc {
+// consumerFor is the consumer fault i acts on: the one whose call began
+// it (Fault.OnCall), or else the Target'th live one (modulo how many run);
+// nil when none runs.
+func (w *world) consumerFor(i int, f Fault) *proc {
+	w.mu.Lock()
+	p := w.targets[i]
+	w.mu.Unlock()
+	if p != nil {
+		return p
+	}
+	if p = w.pickLive(f.Target); p != nil {
+		w.mu.Lock()
+		w.targets[i] = p
+		w.mu.Unlock()
+	}
+	return p
+}
+
+// pickLive is the target'th live consumer (modulo how many run), left
+// running; nil when none runs.
+func (w *world) pickLive(target string) *proc {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.live) == 0 {
 		return nil
 	}
 	i, _ := strconv.Atoi(target)
-	i %= len(w.live)
-	p := w.live[i]
-	w.live = slices.Delete(w.live, i, i+1)
-	return p
+	return w.live[i%len(w.live)]
+}
+
+// signal sends sig to p, noting when a SIGTERM went (the drain's bound is
+// measured from it).
+func (w *world) signal(p *proc, sig syscall.Signal) {
+	if sig == syscall.SIGTERM {
+		w.mu.Lock()
+		if p.termAt.IsZero() {
+			p.termAt = time.Now()
+		}
+		w.mu.Unlock()
+	}
+	_ = p.cmd.Process.Signal(sig)
 }
 
 func (w *world) dropLive(p *proc) {
@@ -315,7 +399,40 @@ func (w *world) applyActive() {
 			slowKafka = max(slowKafka, f.Value)
 		}
 	}
+	type linkFaults struct {
+		redisDelay, apiDelay time.Duration
+		redisCut, apiCut     bool
+	}
+	links := map[*proc]*linkFaults{}
+	for _, p := range w.consumers {
+		links[p] = &linkFaults{}
+	}
+	for i := range w.active {
+		f, p := w.sc.Faults[i], w.targets[i]
+		if p == nil {
+			continue
+		}
+		lf := links[p]
+		switch f.Kind {
+		case RedisLinkSlow:
+			lf.redisDelay = max(lf.redisDelay, f.Value)
+		case RedisLinkCut:
+			lf.redisCut = true
+		case APILinkSlow:
+			lf.apiDelay = max(lf.apiDelay, f.Value)
+		case APILinkCut:
+			lf.apiCut = true
+		}
+	}
 	w.mu.Unlock()
+	for p, lf := range links {
+		if p.redisLink != nil {
+			p.redisLink.SetDelay(lf.redisDelay)
+			p.redisLink.SetBlackhole(lf.redisCut)
+		}
+		p.apiLink.SetDelay(lf.apiDelay)
+		p.apiLink.SetBlackhole(lf.apiCut)
+	}
 	w.slowKafka.Store(int64(slowKafka))
 	if err := w.sb.SetChaos(c); err != nil {
 		w.t.Errorf("set the sandbox's chaos: %v", err)
@@ -336,6 +453,12 @@ func (w *world) begin(i int, joined map[int]*proc, stopped map[int]bool) string 
 	switch f.Kind {
 	case Latency, APIOutage, Auth, Storm429, Seller5xx, SKU5xx, SlowKafka:
 		w.applyActive()
+	case RedisFreeze, RedisRestart, RedisFlush:
+		if w.cluster != nil {
+			return "skipped: Redis is a Cluster"
+		}
+	}
+	switch f.Kind {
 	case RedisFreeze:
 		w.rmu.Lock()
 		defer w.rmu.Unlock()
@@ -375,21 +498,87 @@ func (w *world) begin(i int, joined map[int]*proc, stopped map[int]bool) string 
 		}
 		w.lost()
 	case ConsumerKill, ConsumerTerm:
-		p := w.takeLive(f.Target)
+		p := w.consumerFor(i, f)
 		if p == nil {
 			stopped[i] = false
 			return "no consumer running"
 		}
+		w.dropLive(p)
 		sig := syscall.SIGKILL
 		if f.Kind == ConsumerTerm {
 			sig = syscall.SIGTERM
 		}
-		_ = p.cmd.Process.Signal(sig)
+		w.signal(p, sig)
 		stopped[i] = true
 	case ConsumerJoin:
 		joined[i] = w.startConsumer()
+	case ConsumerPause:
+		p := w.consumerFor(i, f)
+		if p == nil {
+			return "no consumer running"
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGSTOP)
+		return fmt.Sprintf("consumer %d", p.n)
+	case RedisLinkSlow, RedisLinkCut, APILinkSlow, APILinkCut:
+		p := w.consumerFor(i, f)
+		if p == nil {
+			return "no consumer running"
+		}
+		if p.redisLink == nil && (f.Kind == RedisLinkSlow || f.Kind == RedisLinkCut) {
+			return "skipped: Redis is a Cluster"
+		}
+		w.applyActive()
+		return fmt.Sprintf("consumer %d", p.n)
+	case RollingRestart:
+		w.mu.Lock()
+		old := slices.Clone(w.live)
+		w.mu.Unlock()
+		if len(old) == 0 {
+			return "no consumer running"
+		}
+		done := make(chan struct{})
+		w.mu.Lock()
+		w.rolling[i] = done
+		w.mu.Unlock()
+		go func() {
+			defer close(done)
+			gap := f.For / time.Duration(len(old))
+			for j, p := range old {
+				if j > 0 {
+					time.Sleep(gap)
+				}
+				w.dropLive(p)
+				w.signal(p, syscall.SIGTERM)
+				w.startConsumer()
+			}
+		}()
+		return fmt.Sprintf("%d consumers, %s apart", len(old), f.For/time.Duration(len(old)))
+	case SlotMigrate:
+		if w.cluster == nil {
+			return "skipped: Redis is not a Cluster"
+		}
+		return w.migrate(f.Target)
 	}
 	return ""
+}
+
+// migrate moves the hash slot of seller's keys to the next master, keys
+// and all, as a live reshard does.
+func (w *world) migrate(seller string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	slot := throttle.KeySlot("bulkreg:{s:" + seller + "}:")
+	from, err := w.cluster.Owner(ctx, slot)
+	if err != nil {
+		return "no owner: " + err.Error()
+	}
+	to := w.cluster.Nodes[(slices.Index(w.cluster.Nodes, from)+1)%len(w.cluster.Nodes)]
+	n, err := w.cluster.MigrateSlot(ctx, slot, to, testredis.MigrateOptions{Batch: 10})
+	if err != nil {
+		w.t.Errorf("move hash slot %d of %s: %v", slot, seller, err)
+		return err.Error()
+	}
+	return fmt.Sprintf("hash slot %d, %d keys, %s → %s", slot, n, from.Addr, to.Addr)
 }
 
 func (w *world) lost() {
@@ -421,7 +610,23 @@ func (w *world) end(i int, joined map[int]*proc, stopped map[int]bool) {
 	case ConsumerJoin:
 		if p := joined[i]; p != nil {
 			w.dropLive(p)
-			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			w.signal(p, syscall.SIGTERM)
+		}
+	case ConsumerPause:
+		w.mu.Lock()
+		p := w.targets[i]
+		w.mu.Unlock()
+		if p != nil {
+			_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	case RedisLinkSlow, RedisLinkCut, APILinkSlow, APILinkCut:
+		w.applyActive()
+	case RollingRestart:
+		w.mu.Lock()
+		done := w.rolling[i]
+		w.mu.Unlock()
+		if done != nil {
+			<-done
 		}
 	}
 }
@@ -484,6 +689,9 @@ func (w *world) run() {
 	w.waitGroup(w.sc.Consumers, 30*time.Second)
 	var events []event
 	for i, f := range w.sc.Faults {
+		if f.OnCall {
+			continue // runOnCall
+		}
 		events = append(events, event{at: f.At, fault: i})
 		if f.For > 0 || f.Kind != Seller5xx {
 			events = append(events, event{at: f.At + f.For, fault: i, end: true})
@@ -496,8 +704,13 @@ func (w *world) run() {
 
 	joined, stopped := map[int]*proc{}, map[int]bool{}
 	began := map[int]int{} // fault → index in w.injected
-	var uploads sync.WaitGroup
+	var uploads, onCall sync.WaitGroup
 	w.start = time.Now()
+	for i, f := range w.sc.Faults {
+		if f.OnCall {
+			onCall.Go(func() { w.runOnCall(i) })
+		}
+	}
 	for _, e := range events {
 		if d := time.Until(w.start.Add(e.at)); d > 0 {
 			time.Sleep(d)
@@ -520,6 +733,62 @@ func (w *world) run() {
 		}
 	}
 	uploads.Wait()
+	onCall.Wait()
+}
+
+// runOnCall plays fault i, which begins Lag after the first call, at or
+// after its At, of its Target consumer, or of any consumer when Target is
+// "" (then the fault acts on the consumer that called).
+func (w *world) runOnCall(i int) {
+	f := w.sc.Faults[i]
+	time.Sleep(time.Until(w.start.Add(f.At)))
+	w.mu.Lock()
+	var watch []*proc
+	if f.Target == "" {
+		watch = slices.Clone(w.live)
+	}
+	w.mu.Unlock()
+	if f.Target != "" {
+		if p := w.pickLive(f.Target); p != nil {
+			watch = []*proc{p}
+		}
+	}
+	record := func(note string) int {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.injected = append(w.injected, Injected{Fault: f, Began: time.Now(), Note: note})
+		return len(w.injected) - 1
+	}
+	sent := make([]int64, len(watch))
+	for j, p := range watch {
+		sent[j] = p.apiLink.Sent()
+	}
+	var caller *proc
+	for deadline := time.Now().Add(2 * time.Minute); caller == nil; {
+		if time.Now().After(deadline) || len(watch) == 0 {
+			record("never began: no call came")
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+		for j, p := range watch {
+			if p.apiLink.Sent() > sent[j] {
+				caller = p
+				break
+			}
+		}
+	}
+	time.Sleep(f.Lag)
+	w.mu.Lock()
+	w.targets[i] = caller
+	w.mu.Unlock()
+	joined, stopped := map[int]*proc{}, map[int]bool{}
+	note := w.begin(i, joined, stopped)
+	k := record(strings.TrimPrefix(fmt.Sprintf("%s; consumer %d called at %s", note, caller.n, w.rel(time.Now().Add(-f.Lag))), "; "))
+	time.Sleep(f.For)
+	w.end(i, joined, stopped)
+	w.mu.Lock()
+	w.injected[k].Ended = time.Now()
+	w.mu.Unlock()
 }
 
 // waitGroup waits until the group is stable with n members.
@@ -541,7 +810,8 @@ func (w *world) stopAll() {
 	all := slices.Clone(w.consumers)
 	w.mu.Unlock()
 	for _, p := range all {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		_ = p.cmd.Process.Signal(syscall.SIGCONT) // a paused one too
+		w.signal(p, syscall.SIGTERM)
 	}
 	for _, p := range all {
 		select {
@@ -584,10 +854,7 @@ func (w *world) writeLogs(dir string, seed int64) error {
 
 // statuses reads every known upload's status from Redis.
 func (w *world) statuses(ctx context.Context) (map[string]uploadstatus.Status, map[string]error) {
-	w.rmu.Lock()
-	addr := w.redis.Addr
-	w.rmu.Unlock()
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := w.redisClient()
 	defer rdb.Close()
 	store := uploadstatus.New(rdb, time.Hour)
 	w.mu.Lock()

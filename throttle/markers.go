@@ -32,7 +32,9 @@ const (
 	// CauseNewServer: a reservation found the marker written by another
 	// redis-server process: a restart from disk (an append-only file may
 	// miss its last second) or a failover (a replica may miss the last
-	// writes). Part of the data may be lost.
+	// writes). Part of the data may be lost. A marker that moved with its
+	// hash slot to another master of the same Cluster (a reshard) is not
+	// lost: it keeps its state and cause, and records the move (Marker.Moved).
 	CauseNewServer = "new-server"
 )
 
@@ -43,6 +45,11 @@ const (
 // marker outlives the sellers' logs, so its absence means Redis lost the
 // slot's data rather than that the sellers were idle. lua/slot_guard.lua
 // describes its fields.
+//
+// A slot migration moves the marker with the sellers' logs, whole; the
+// reserve script tells it from a failover or a restart (which may miss the
+// last writes) by the node and replication ids the marker records, and
+// takes the marker over without a new epoch or a hold (slot_guard.lua).
 //
 // The tags are computed (a few milliseconds) and the same in every process
 // and every version: a changed tag would make every Redis in use look lost.
@@ -148,6 +155,13 @@ type Marker struct {
 	Cause string
 	// Server is the run_id of the redis-server process the state belongs to.
 	Server string
+	// Node is that process's Redis Cluster node id; "" on a single Redis, or
+	// before a reservation in the hash slot recorded it.
+	Node string
+	// Moved is when a reservation last found the marker moved whole, with
+	// its hash slot, from another master of the same Cluster (zero: never).
+	// A move is not a loss: Epoch, HoldUntil, Since and Cause stay.
+	Moved time.Time
 }
 
 // Read returns the marker of the hash slot of each key, in order: one
@@ -175,12 +189,15 @@ func parseMarker(h map[string]string) Marker {
 	if h["epoch"] == "" {
 		return Marker{}
 	}
-	mk := Marker{Found: true, Epoch: h["epoch"], Cause: h["cause"], Server: h["server"]}
+	mk := Marker{Found: true, Epoch: h["epoch"], Cause: h["cause"], Server: h["server"], Node: h["node"]}
 	if us, err := strconv.ParseInt(h["hold"], 10, 64); err == nil && us > 0 {
 		mk.HoldUntil = time.UnixMicro(us)
 	}
 	if us, err := strconv.ParseInt(h["since"], 10, 64); err == nil && us > 0 {
 		mk.Since = time.UnixMicro(us)
+	}
+	if us, err := strconv.ParseInt(h["moved"], 10, 64); err == nil && us > 0 {
+		mk.Moved = time.UnixMicro(us)
 	}
 	return mk
 }

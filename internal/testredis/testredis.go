@@ -81,7 +81,9 @@ type Cluster struct {
 
 // StartCluster starts n masters (at least 3) and joins them with
 // `redis-cli --cluster create`, then waits until every slot is served.
-func StartCluster(t testing.TB, n int) *Cluster {
+// extraArgs are passed to every redis-server (for example "--appendonly",
+// "yes", so a node restarted with Server.Restart keeps its data).
+func StartCluster(t testing.TB, n int, extraArgs ...string) *Cluster {
 	t.Helper()
 	if n < 3 {
 		t.Fatalf("a Redis Cluster needs at least 3 masters, asked for %d", n)
@@ -89,7 +91,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	c := &Cluster{t: t}
 	addrs := make([]string, n)
 	for i := range n {
-		c.Nodes = append(c.Nodes, Start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"))
+		c.Nodes = append(c.Nodes, Start(t, append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"}, extraArgs...)...))
 		addrs[i] = c.Nodes[i].Addr
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)
@@ -113,6 +115,43 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("Redis Cluster on %v did not reach cluster_state:ok within 20s", addrs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// AddReplica starts one more cluster node and makes it a replica of master,
+// then waits until it is in sync. It is not in Nodes (which lists masters).
+func (c *Cluster) AddReplica(ctx context.Context, master *Server) *Server {
+	c.t.Helper()
+	r := Start(c.t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
+	rc := r.Client()
+	mc := master.Client()
+	if err := rc.ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(master.Port)).Err(); err != nil {
+		c.t.Fatalf("CLUSTER MEET: %v", err)
+	}
+	id, err := mc.ClusterMyID(ctx).Result()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := rc.ClusterReplicate(ctx, id).Err()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("CLUSTER REPLICATE %s on %s: %v", id, r.Addr, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for {
+		info, err := rc.Info(ctx, "replication").Result()
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			return r
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("replica %s of %s not in sync within 20s", r.Addr, master.Addr)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -284,4 +323,130 @@ func CommandCalls(t testing.TB, rdb *redis.Client) map[string]int {
 		out[name] = v
 	}
 	return out
+}
+
+// Owner is the master that serves hash slot slot, as the first node that
+// answers CLUSTER SHARDS says.
+func (c *Cluster) Owner(ctx context.Context, slot int) (*Server, error) {
+	var lastErr error
+	for _, n := range c.Nodes {
+		cl := redis.NewClient(&redis.Options{Addr: n.Addr})
+		shards, err := cl.ClusterShards(ctx).Result()
+		cl.Close()
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		for _, sh := range shards {
+			for _, r := range sh.Slots {
+				if int64(slot) < r.Start || int64(slot) > r.End {
+					continue
+				}
+				for _, node := range sh.Nodes {
+					if node.Role != "master" {
+						continue
+					}
+					for _, s := range c.Nodes {
+						if s.Port == int(node.Port) {
+							return s, nil
+						}
+					}
+				}
+			}
+		}
+		return nil, fmt.Errorf("no master of the Cluster serves hash slot %d", slot)
+	}
+	return nil, fmt.Errorf("no node answered CLUSTER SHARDS: %w", lastErr)
+}
+
+// MigrateOptions shape a MigrateSlot.
+type MigrateOptions struct {
+	// Batch is how many keys one MIGRATE moves (0: 10, as redis-cli's reshard).
+	Batch int
+	// Pause is waited after each batch, so clients meet the slot half moved
+	// (ASK and TRYAGAIN redirections); 0: none.
+	Pause time.Duration
+}
+
+// MigrateSlot moves hash slot slot with its keys to master to, as
+// `redis-cli --cluster reshard` does: CLUSTER SETSLOT IMPORTING on to,
+// MIGRATING on the slot's master, MIGRATE of its keys in batches, then
+// SETSLOT NODE on both and on every other master. It returns how many keys
+// moved; moving a slot to the master that serves it moves none.
+func (c *Cluster) MigrateSlot(ctx context.Context, slot int, to *Server, o MigrateOptions) (int, error) {
+	from, err := c.Owner(ctx, slot)
+	if err != nil {
+		return 0, err
+	}
+	if from == to {
+		return 0, nil
+	}
+	src := redis.NewClient(&redis.Options{Addr: from.Addr})
+	defer src.Close()
+	dst := redis.NewClient(&redis.Options{Addr: to.Addr})
+	defer dst.Close()
+	srcID, err := src.ClusterMyID(ctx).Result()
+	if err != nil {
+		return 0, fmt.Errorf("CLUSTER MYID on %s: %w", from.Addr, err)
+	}
+	dstID, err := dst.ClusterMyID(ctx).Result()
+	if err != nil {
+		return 0, fmt.Errorf("CLUSTER MYID on %s: %w", to.Addr, err)
+	}
+	if err := dst.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID).Err(); err != nil {
+		return 0, fmt.Errorf("CLUSTER SETSLOT %d IMPORTING on %s: %w", slot, to.Addr, err)
+	}
+	if err := src.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID).Err(); err != nil {
+		return 0, fmt.Errorf("CLUSTER SETSLOT %d MIGRATING on %s: %w", slot, from.Addr, err)
+	}
+	batch := o.Batch
+	if batch <= 0 {
+		batch = 10
+	}
+	host, port, err := net.SplitHostPort(to.Addr)
+	if err != nil {
+		return 0, err
+	}
+	moved := 0
+	for {
+		keys, err := src.ClusterGetKeysInSlot(ctx, slot, batch).Result()
+		if err != nil {
+			return moved, fmt.Errorf("CLUSTER GETKEYSINSLOT %d on %s: %w", slot, from.Addr, err)
+		}
+		if len(keys) == 0 {
+			break
+		}
+		args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		if err := src.Do(ctx, args...).Err(); err != nil {
+			return moved, fmt.Errorf("MIGRATE %d keys of slot %d from %s to %s: %w", len(keys), slot, from.Addr, to.Addr, err)
+		}
+		moved += len(keys)
+		if o.Pause > 0 {
+			select {
+			case <-ctx.Done():
+				return moved, ctx.Err()
+			case <-time.After(o.Pause):
+			}
+		}
+	}
+	// The target first, then the source, then the others: the order
+	// redis-cli keeps, so no node is left believing the slot unserved.
+	order := []*Server{to, from}
+	for _, n := range c.Nodes {
+		if n != to && n != from {
+			order = append(order, n)
+		}
+	}
+	for _, n := range order {
+		cl := redis.NewClient(&redis.Options{Addr: n.Addr})
+		err := cl.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", dstID).Err()
+		cl.Close()
+		if err != nil {
+			return moved, fmt.Errorf("CLUSTER SETSLOT %d NODE on %s: %w", slot, n.Addr, err)
+		}
+	}
+	return moved, nil
 }
