@@ -63,7 +63,7 @@ type Auth struct {
 	// MaxLifetime caps how far ahead "exp" may be (and exp − iat); 0 means DefaultMaxLifetime.
 	MaxLifetime time.Duration
 	// Leeway is the clock skew allowed on exp, nbf and iat. A used sign-in
-	// link stays spent past exp by twice as much (LinkSpentUntil).
+	// link stays spent past exp by three times as much (LinkSpentUntil).
 	Leeway time.Duration
 }
 
@@ -268,14 +268,17 @@ type SignInLink struct {
 
 // LinkSpentUntil is when the spent mark of a sign-in link expiring at exp
 // may go. The verifier accepts the token until exp + Leeway by its own
-// clock, and the replicas' clocks are held to the same allowance, so a
-// replica whose clock is Leeway behind accepts it until exp + 2 × Leeway
-// of real time; one more second covers the time between reading the clock
-// and Redis setting the mark's expiry. A mark that outlives every
+// clock, and each replica's clock is held within Leeway of true time, so
+// two replicas differ by up to 2 × Leeway: the replica that set the mark
+// may run Leeway ahead (its mark's expiry, a relative TTL, falls Leeway
+// early in true time) while another runs Leeway behind (it accepts the
+// token until exp + 2 × Leeway of true time). exp + 3 × Leeway covers
+// both; one more second covers the time between reading the clock and
+// Redis setting the mark's expiry. A mark that outlives every
 // verifier's acceptance is the only way a link works once: derived from
 // Leeway here, it cannot fall behind the verifier when Leeway changes.
 func (a Auth) LinkSpentUntil(exp time.Time) time.Time {
-	return exp.Add(2*a.Leeway + time.Second)
+	return exp.Add(3*a.Leeway + time.Second)
 }
 
 // VerifyLink checks the token of a sign-in link: a seller's token (as
