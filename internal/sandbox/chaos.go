@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/bulkreg/bulkreg/productrules"
 )
 
 // maxCalls bounds the answers the call log keeps.
@@ -86,7 +88,7 @@ func (s *Server) SetChaos(c Chaos) error {
 	}
 	s.chaos.skus = make(map[string]bool, len(c.SKUs))
 	for _, sku := range c.SKUs {
-		s.chaos.skus[sku] = true
+		s.chaos.skus[productrules.NormalizeSKU(sku)] = true
 	}
 	return nil
 }
@@ -208,5 +210,5 @@ func peekSKU(r *http.Request, maxBody int64) string {
 	if json.Unmarshal(body, &p) != nil {
 		return ""
 	}
-	return p.SKU
+	return productrules.NormalizeSKU(p.SKU)
 }
