@@ -10,6 +10,7 @@ import (
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/excel"
 	"github.com/bulkreg/bulkreg/ledger"
+	"github.com/bulkreg/bulkreg/productrules"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
@@ -81,11 +82,18 @@ func (u *Uploader) checkLedger(ctx context.Context, uploadID, seller string, she
 
 // sameContent reports whether a ledger entry's content hash is p's. An
 // entry registered before text was normalised holds the hash of the product
-// as the seller typed it (typed: excel.Sheet.AsTyped), which differs from p
-// when the file holds decomposed text (NFD, as macOS writes it): the same
-// file uploaded again is the same content.
+// as the seller typed it then. The same file uploaded again is the same
+// content (typed: excel.Sheet.AsTyped, the text of this file as typed), and
+// so is a file whose text was decomposed throughout (NFD, as macOS writes
+// it) uploaded again from elsewhere in NFC.
 func sameContent(hash string, p, typed bulkreg.Product) bool {
-	return hash == p.ContentHash() || typed != p && hash == typed.ContentHash()
+	if hash == p.ContentHash() || typed != p && hash == typed.ContentHash() {
+		return true
+	}
+	d := p
+	d.SellerSKU, d.Name, d.CategoryCode = productrules.NFD(p.SellerSKU), productrules.NFD(p.Name), productrules.NFD(p.CategoryCode)
+	d.Brand, d.ImageURL, d.Description = productrules.NFD(p.Brand), productrules.NFD(p.ImageURL), productrules.NFD(p.Description)
+	return d != p && d != typed && hash == d.ContentHash()
 }
 
 // alreadyDetail is ledger.Entry.AlreadyRegistered's facts for the message
