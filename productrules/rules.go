@@ -37,7 +37,8 @@
 // the combining grapheme joiner, Hangul fillers), which no font shows.
 // Other text (name, brand, description) keeps them: emoji sequences join
 // with U+200D, Persian and Indic writing needs U+200C, Hebrew and Arabic
-// brand names carry direction marks; pages isolate seller text instead.
+// brand names carry direction marks; what keeps them from reordering a page
+// is isolating seller text where it is shown.
 //
 // What is not here is not a rule of the API: the spreadsheet validator adds
 // help a spreadsheet needs (a long number Excel shortened to 8.8E+12, a price
