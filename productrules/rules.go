@@ -259,46 +259,79 @@ func IsInvisibleFormat(c rune) bool {
 	return unicode.Is(unicode.Cf, c) || unicode.Is(unicode.Variation_Selector, c) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, c)
 }
 
-// formatNames names the format characters sellers meet, for messages; the
-// rest are named by code point only.
-var formatNames = map[rune]string{
-	0x00AD: "SOFT HYPHEN",
-	0x034F: "COMBINING GRAPHEME JOINER",
-	0x061C: "ARABIC LETTER MARK",
-	0x115F: "HANGUL CHOSEONG FILLER",
-	0x1160: "HANGUL JUNGSEONG FILLER",
-	0x180E: "MONGOLIAN VOWEL SEPARATOR",
-	0x200B: "ZERO WIDTH SPACE",
-	0x200C: "ZERO WIDTH NON-JOINER",
-	0x200D: "ZERO WIDTH JOINER",
-	0x200E: "LEFT-TO-RIGHT MARK",
-	0x200F: "RIGHT-TO-LEFT MARK",
-	0x202A: "LEFT-TO-RIGHT EMBEDDING",
-	0x202B: "RIGHT-TO-LEFT EMBEDDING",
-	0x202C: "POP DIRECTIONAL FORMATTING",
-	0x202D: "LEFT-TO-RIGHT OVERRIDE",
-	0x202E: "RIGHT-TO-LEFT OVERRIDE",
-	0x2060: "WORD JOINER",
-	0x2061: "FUNCTION APPLICATION",
-	0x2062: "INVISIBLE TIMES",
-	0x2063: "INVISIBLE SEPARATOR",
-	0x2064: "INVISIBLE PLUS",
-	0x2066: "LEFT-TO-RIGHT ISOLATE",
-	0x2067: "RIGHT-TO-LEFT ISOLATE",
-	0x2068: "FIRST STRONG ISOLATE",
-	0x2069: "POP DIRECTIONAL ISOLATE",
-	0x3164: "HANGUL FILLER",
-	0xFE0E: "VARIATION SELECTOR-15",
-	0xFE0F: "VARIATION SELECTOR-16",
-	0xFEFF: "ZERO WIDTH NO-BREAK SPACE (BYTE ORDER MARK)",
-	0xFFA0: "HALFWIDTH HANGUL FILLER",
+// formatName names the format characters sellers meet, for messages; ""
+// for the rest, which are named by code point only.
+func formatName(c rune) string {
+	switch c {
+	case 0x00AD:
+		return "SOFT HYPHEN"
+	case 0x034F:
+		return "COMBINING GRAPHEME JOINER"
+	case 0x061C:
+		return "ARABIC LETTER MARK"
+	case 0x115F:
+		return "HANGUL CHOSEONG FILLER"
+	case 0x1160:
+		return "HANGUL JUNGSEONG FILLER"
+	case 0x180E:
+		return "MONGOLIAN VOWEL SEPARATOR"
+	case 0x200B:
+		return "ZERO WIDTH SPACE"
+	case 0x200C:
+		return "ZERO WIDTH NON-JOINER"
+	case 0x200D:
+		return "ZERO WIDTH JOINER"
+	case 0x200E:
+		return "LEFT-TO-RIGHT MARK"
+	case 0x200F:
+		return "RIGHT-TO-LEFT MARK"
+	case 0x202A:
+		return "LEFT-TO-RIGHT EMBEDDING"
+	case 0x202B:
+		return "RIGHT-TO-LEFT EMBEDDING"
+	case 0x202C:
+		return "POP DIRECTIONAL FORMATTING"
+	case 0x202D:
+		return "LEFT-TO-RIGHT OVERRIDE"
+	case 0x202E:
+		return "RIGHT-TO-LEFT OVERRIDE"
+	case 0x2060:
+		return "WORD JOINER"
+	case 0x2061:
+		return "FUNCTION APPLICATION"
+	case 0x2062:
+		return "INVISIBLE TIMES"
+	case 0x2063:
+		return "INVISIBLE SEPARATOR"
+	case 0x2064:
+		return "INVISIBLE PLUS"
+	case 0x2066:
+		return "LEFT-TO-RIGHT ISOLATE"
+	case 0x2067:
+		return "RIGHT-TO-LEFT ISOLATE"
+	case 0x2068:
+		return "FIRST STRONG ISOLATE"
+	case 0x2069:
+		return "POP DIRECTIONAL ISOLATE"
+	case 0x3164:
+		return "HANGUL FILLER"
+	case 0xFE0E:
+		return "VARIATION SELECTOR-15"
+	case 0xFE0F:
+		return "VARIATION SELECTOR-16"
+	case 0xFEFF:
+		return "ZERO WIDTH NO-BREAK SPACE (BYTE ORDER MARK)"
+	case 0xFFA0:
+		return "HALFWIDTH HANGUL FILLER"
+	}
+	return ""
 }
 
 // CharName names a character for a message: "U+200D ZERO WIDTH JOINER",
 // or "U+E0041" when the table has no name for it.
 func CharName(c rune) string {
 	s := fmt.Sprintf("U+%04X", c)
-	if n, ok := formatNames[c]; ok {
+	if n := formatName(c); n != "" {
 		s += " " + n
 	}
 	return s
