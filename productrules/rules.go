@@ -221,14 +221,39 @@ func (r Rule) Text(s string) (string, *Violation) {
 	if IsBlank(s) {
 		return s, r.Missing()
 	}
-	if !utf8.ValidString(s) {
+	n, plain, valid := scanText(s)
+	if !valid {
 		return s, r.violation(CodeInvalidChars, "holds characters that are not valid text")
 	}
-	s = NFC(s)
-	if n := utf8.RuneCountInString(s); n > r.MaxLen {
+	if !plain {
+		s = norm.NFC.String(s)
+		n = utf8.RuneCountInString(s)
+	}
+	if n > r.MaxLen {
 		return s, r.TooLong(n)
 	}
 	return s, r.checkFormat(s)
+}
+
+// scanText counts the characters of s and reports whether it is plain
+// (plainNFC) and valid UTF-8, in one pass.
+func scanText(s string) (n int, plain, valid bool) {
+	plain = true
+	for i := 0; i < len(s); n++ {
+		if s[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		if c == utf8.RuneError && size == 1 {
+			return n, false, false
+		}
+		if c < 0xAC00 || c > 0xD7A3 {
+			plain = false
+		}
+		i += size
+	}
+	return n, plain, true
 }
 
 // NormalizeSKU is the key a SKU is compared by: its NFC form. Two SKUs are
@@ -240,7 +265,22 @@ func NormalizeSKU(s string) string { return NFC(s) }
 
 // NFC is the composed form of a text, the form text is compared, sent and
 // kept in.
-func NFC(s string) string { return norm.NFC.String(s) }
+func NFC(s string) string {
+	if plainNFC(s) {
+		return s
+	}
+	return norm.NFC.String(s)
+}
+
+// plainNFC reports text of ASCII and precomposed Hangul syllables only,
+// most of what sellers type: it is in NFC already (none of these
+// characters decomposes, and none composes with another of them: a
+// syllable composes only with a conjoining jamo after it), so the
+// normalizer's tables need not be read.
+func plainNFC(s string) bool {
+	_, plain, valid := scanText(s)
+	return plain && valid
+}
 
 // NFD is the decomposed form of a text: the other form software writes
 // text in (macOS file names, text copied from them). Records kept before

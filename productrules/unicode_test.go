@@ -198,3 +198,20 @@ func FuzzSKU(f *testing.F) {
 		}
 	})
 }
+
+// TestPlainTextSkipsTheNormalizer: the fast path answers exactly what the
+// normalizer does, on the text it takes (ASCII and Hangul syllables) and
+// on text next to it that it must leave to the normalizer.
+func TestPlainTextSkipsTheNormalizer(t *testing.T) {
+	for _, s := range []string{"", "SKU-001", "가방-001", "상품 이름 L", "힣가", "가\u11a8", "e\u0301", "가\u0301", "Å", "\u1100\u1161", "ＡＢＣ", "가\ufeff"} {
+		if got, want := NFC(s), norm.NFC.String(s); got != want {
+			t.Errorf("NFC(%+q) = %+q, want %+q", s, got, want)
+		}
+		if plainNFC(s) && !norm.NFC.IsNormalString(s) {
+			t.Errorf("plainNFC(%+q) but it is not NFC", s)
+		}
+	}
+	if !plainNFC("가방-001 상품") || plainNFC("가\u11a8") || plainNFC("e\u0301") {
+		t.Error("plainNFC does not tell plain text")
+	}
+}
