@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/xuri/excelize/v2"
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
@@ -211,5 +212,49 @@ func TestReuploadAndRace(t *testing.T) {
 	out := producerCLI(t, bin, env, "status", strings.TrimSpace(r.stdout))
 	if !strings.Contains(out.stdout, "40 rows: 4 registered, 36 already registered, 0 failed, 0 waiting") {
 		t.Errorf("producer status: %s", out.stdout)
+	}
+
+	// ── Forms: the same 10 products typed in NFC and pasted in NFD (as from a
+	// Mac), uploaded at once, and in the NFC file "ZW-002" with three
+	// look-alikes holding U+200D, U+2060 and U+200C. Each product is
+	// registered once; the look-alikes are refused on their cells.
+	var nfcRows, nfdRows []sheetRow
+	for i := range 10 {
+		sku := fmt.Sprintf("가방-%03d", i)
+		nfcRows = append(nfcRows, sheetRow{sku, strconv.Itoa(3000 + i)})
+		nfdRows = append(nfdRows, sheetRow{norm.NFD.String(sku), strconv.Itoa(3000 + i)})
+	}
+	nfcRows = append(nfcRows, sheetRow{"ZW-002", "4000"}, sheetRow{"ZW-\u200d002", "4000"}, sheetRow{"ZW-\u2060002", "4000"}, sheetRow{"ZW-\u200c002", "4000"})
+	formIDs := make([]string, 2)
+	for i, rows := range [][]sheetRow{nfcRows, nfdRows} {
+		wg.Go(func() {
+			r := producerCLI(t, bin, env, "upload", "--seller", "seller-forms", writeSheet(t, fmt.Sprintf("forms-%d.xlsx", i), rows))
+			formIDs[i] = strings.TrimSpace(r.stdout)
+			if formIDs[i] == "" {
+				t.Errorf("forms upload %d: exit %d, no upload id: %s", i, r.code, r.stderr)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	var forms [2]uploadstatus.Status
+	testwait.For(t, 60*time.Second, "both form uploads done", func() bool {
+		for i, id := range formIDs {
+			forms[i] = statusOf(t, bin, env, id)
+		}
+		return forms[0].Done() && forms[1].Done()
+	})
+	if a := audit("seller-forms"); a.Products != 11 || a.Accepted != 11 {
+		t.Errorf("forms: the sandbox counts %d products in %d registrations; want 11 and 11 (10 products in two forms, ZW-002)", a.Products, a.Accepted)
+	}
+	if reg, already, failed := forms[0].Registered+forms[1].Registered, forms[0].AlreadyRegistered+forms[1].AlreadyRegistered, forms[0].Failed+forms[1].Failed; reg != 11 || already != 10 || failed != 3 {
+		t.Errorf("forms: %d rows registered, %d already registered, %d failed over both uploads; want 11, 10, 3", reg, already, failed)
+	}
+	for _, r := range forms[0].Rows {
+		if r.Row >= 13 && (r.State != uploadstatus.Failed || !strings.Contains(r.Reason, "invisible character U+")) {
+			t.Errorf("forms: row %d (%+q) is %s %q, want failed naming the invisible character", r.Row, nfcRows[r.Row-2].sku, r.State, r.Reason)
+		}
 	}
 }

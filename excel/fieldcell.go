@@ -1,5 +1,10 @@
 package excel
 
+import (
+	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/productrules"
+)
+
 // FieldCell names the cell of field (for example FieldSellerSKU) in
 // spreadsheet row n ("A17"), so a problem found after parsing (the SKU
 // ledger's) names a cell like the parser's own problems do. It returns ""
@@ -11,4 +16,45 @@ func (s *Sheet) FieldCell(field string, n int) string {
 		}
 	}
 	return ""
+}
+
+// AsTyped returns the product of a valid row with its text as the seller
+// typed it: outer spaces trimmed as always, but not brought to NFC. It
+// differs from r.Product only in text typed in another normalization form
+// (NFD, as macOS writes it). A version that kept text as typed sent and
+// hashed this product, so the producer compares a ledger entry's content
+// hash with it too: the same file uploaded again is the same content.
+func (s *Sheet) AsTyped(r Row) bulkreg.Product {
+	p := r.Product
+	seen := map[string]bool{}
+	for i, h := range s.Header {
+		c, ok := lookupColumn(h)
+		if !ok || seen[c.Field] || i >= len(r.Cells) {
+			continue
+		}
+		seen[c.Field] = true // the first column of a field is the one read
+		var f *string
+		switch c.Field {
+		case FieldSellerSKU:
+			f = &p.SellerSKU
+		case FieldName:
+			f = &p.Name
+		case FieldCategoryCode:
+			f = &p.CategoryCode
+		case FieldBrand:
+			f = &p.Brand
+		case FieldImageURL:
+			f = &p.ImageURL
+		case FieldDescription:
+			f = &p.Description
+		default:
+			continue
+		}
+		// Only a change of form is undone: a cell that reads otherwise
+		// (a merged cell's value, a cleaned apostrophe) keeps the product's.
+		if typed := cleanCell(r.Cells[i]); typed != *f && productrules.NFC(typed) == *f {
+			*f = typed
+		}
+	}
+	return p
 }

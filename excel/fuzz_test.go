@@ -224,7 +224,8 @@ func FuzzCSV(f *testing.F) {
 // FuzzCell: the cell rules on any text.
 func FuzzCell(f *testing.F) {
 	for _, s := range []string{"12000", "12,000", "12,000원", "1.2E+4", "11000.000000000002", "-0", "'=1+1", "\t'=x",
-		"https://img.example.com/a.jpg", "8.80123E+12", " 판매가 (필수)* ", "(((", "가\xff", strings.Repeat("9", 40), "CAT-101"} {
+		"https://img.example.com/a.jpg", "8.80123E+12", " 판매가 (필수)* ", "(((", "가\xff", strings.Repeat("9", 40), "CAT-101",
+		"ZW-\u200d002", "ZW-002\u2060", "\u202eZW", "\u1100\u1161\u1107\u1161\u11bc-001", "-0.0", "\u22120", "-0.0000001"} {
 		f.Add(s)
 	}
 	v := newValidator()
@@ -239,6 +240,15 @@ func FuzzCell(f *testing.F) {
 			}
 			// What the validator accepts, the table (the API) accepts as it is sent.
 			var again *productrules.Violation
+			if rule.Type == productrules.Text && !productrules.IsNFC(text) {
+				t.Fatalf("%s %q accepted as %+q, not in NFC", rule.Field, s, text)
+			}
+			if rule.Field == productrules.SellerSKU && strings.IndexFunc(text, productrules.IsInvisibleFormat) >= 0 {
+				t.Fatalf("seller_sku %+q accepted with an invisible character", text)
+			}
+			if rule.Type == productrules.WholeNumber && n == 0 && productrules.HasSign(cleanCell(s)) {
+				t.Fatalf("%s %q: a signed zero accepted", rule.Field, s)
+			}
 			if rule.Type == productrules.Text {
 				if text != "" {
 					again = rule.CheckText(text)

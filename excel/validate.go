@@ -98,7 +98,8 @@ func (v validator) product(values [numFields]cellValue, bad func(fi int, viol *p
 }
 
 // checkCell applies one field's rule to a cleaned cell. A Text field answers
-// its text, a WholeNumber field its number.
+// its text in NFC (productrules.Rule.Text: the form the file's duplicate
+// check, the ledger and the API compare), a WholeNumber field its number.
 func checkCell(rule productrules.Rule, cv cellValue) (string, int64, *productrules.Violation) {
 	v, field := cv.text, rule.Field
 	if v == "" && !cv.cut {
@@ -130,17 +131,20 @@ func checkCell(rule productrules.Rule, cv cellValue) (string, int64, *productrul
 			Message: field + " holds more text than one cell may hold here (" + byteSize(int64(len(v))) + "); shorten it",
 			Params:  pairs("field", field, "kind", "cell", "size", byteSize(int64(len(v))))}
 	}
-	if viol := rule.CheckText(v); viol != nil {
+	text, viol := rule.Text(v)
+	if viol != nil {
 		return "", 0, viol
 	}
-	return v, 0, nil
+	return text, 0, nil
 }
 
 // parseWhole reads a whole number as sellers type it. Accepted: "12000",
 // "12,000" (commas exactly every three digits), "12000.0", and a number a
 // formula left a hair off whole ("11000.000000000002"). Refused, with the
-// reason: units ("12,000원"), decimals, signs and anything else. Then the
-// rule's range applies.
+// reason: units ("12,000원"), decimals, signs ("+5", "−5", and on zero too:
+// "-0", "+0", "-0.0", the "-0" a writer may store in a numeric cell) and
+// anything else; a negative number is out of range. Then the rule's range
+// applies.
 func parseWhole(rule productrules.Rule, v string) (int64, *productrules.Violation) {
 	notWhole := func() (int64, *productrules.Violation) {
 		viol := rule.NotWhole(v)
@@ -173,8 +177,8 @@ func parseWhole(rule productrules.Rule, v string) (int64, *productrules.Violatio
 			return notWhole()
 		}
 		r := math.Round(f)
-		if math.Abs(f-r) > 1e-6 {
-			return notWhole()
+		if math.Abs(f-r) > 1e-6 || r == 0 && productrules.HasSign(s) {
+			return notWhole() // a fraction, or a signed zero: "-0", "-0.0", "-0e3"
 		}
 		if r < float64(rule.Min) || r > float64(rule.Max) {
 			return 0, rule.OutOfRange(v)

@@ -18,6 +18,15 @@
 // The whole hash expires Retention after the seller's last write to it: Redis
 // 7.0 has no expiry per hash field, and a seller who keeps registering keeps
 // every SKU it ever registered.
+//
+// A SKU is keyed by its NFC form (productrules.NormalizeSKU): every method
+// normalises the SKU it is given, so "가방-001" typed as one code point a
+// syllable and pasted as jamo (NFD) is one entry whoever asks. Entries written
+// before SKUs were normalised are keyed as the seller typed them, NFC or NFD:
+// Lookup finds an entry under either form, and Claim moves one found under
+// the NFD form to the NFC key (atomically, in its script), so the ledger ends
+// up keyed by NFC as its SKUs are used again. A key in a mixed form (some
+// syllables composed, some not) is not found; no writer produces one.
 package ledger
 
 import (
@@ -34,6 +43,7 @@ import (
 	"github.com/bulkreg/bulkreg/internal/redisfail"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/lua"
+	"github.com/bulkreg/bulkreg/productrules"
 )
 
 // Defaults of Options.
@@ -230,7 +240,18 @@ type Ledger struct {
 	claims *groupcommit.Group[string, claimArgs, claimReply]
 }
 
-type claimArgs struct{ sku, row, hash, from string }
+type claimArgs struct{ sku, alias, row, hash, from string }
+
+// keys returns a SKU's key in the ledger (its NFC form) and the NFD form an
+// entry written before SKUs were normalised may be under ("" when it is the
+// key itself, as for every SKU without composed characters).
+func keys(sku string) (key, alias string) {
+	key = productrules.NormalizeSKU(sku)
+	if d := productrules.NFD(key); d != key {
+		alias = d
+	}
+	return key, alias
+}
 
 type claimReply struct {
 	verdict, entry string
@@ -275,25 +296,43 @@ func AsideKey(seller string) string { return "bulkreg:{s:" + seller + "}:aside" 
 
 // Lookup returns the entries of the given SKUs that the seller's ledger
 // holds, in one round trip; SKUs it does not know are absent from the map.
+// The map is keyed by the SKUs as given; each is looked up by its NFC key
+// and, for an entry written before SKUs were normalised, its NFD form.
 func (l *Ledger) Lookup(ctx context.Context, seller string, skus []string) (map[string]Entry, error) {
 	out := map[string]Entry{}
 	if len(skus) == 0 {
 		return out, nil
 	}
-	vals, err := l.rdb.HMGet(ctx, Key(seller), skus...).Result()
+	// fields: the SKUs' keys, in order, then the NFD forms of those that have one.
+	fields := make([]string, len(skus), 2*len(skus))
+	aliasAt := make([]int, len(skus)) // index of the SKU's NFD form in fields, or -1
+	var aliases []string
+	for i, sku := range skus {
+		key, alias := keys(sku)
+		fields[i], aliasAt[i] = key, -1
+		if alias != "" {
+			aliasAt[i] = len(skus) + len(aliases)
+			aliases = append(aliases, alias)
+		}
+	}
+	fields = append(fields, aliases...)
+	vals, err := l.rdb.HMGet(ctx, Key(seller), fields...).Result()
 	if err != nil {
 		return nil, fmt.Errorf("look up %d SKUs of seller %s in the ledger: %w", len(skus), seller, redisfail.Wrap(err))
 	}
-	for i, v := range vals {
-		s, ok := v.(string)
+	for i, sku := range skus {
+		s, ok := vals[i].(string)
+		if !ok && aliasAt[i] >= 0 {
+			s, ok = vals[aliasAt[i]].(string)
+		}
 		if !ok {
 			continue
 		}
 		e, err := parse(s)
 		if err != nil {
-			return nil, fmt.Errorf("look up seller_sku %s of seller %s: %w", skus[i], seller, err)
+			return nil, fmt.Errorf("look up seller_sku %s of seller %s: %w", sku, seller, err)
 		}
-		out[skus[i]] = e
+		out[sku] = e
 	}
 	return out, nil
 }
@@ -304,13 +343,14 @@ func (l *Ledger) Lookup(ctx context.Context, seller string, skus []string) (map[
 // row set aside (Aside) from a copy sent again. See Verdict for the answers.
 // The Redis clock decides leases, so consumer clocks never matter.
 func (l *Ledger) Claim(ctx context.Context, seller, sku, row, hash, from string) (Claim, error) {
+	sku, alias := keys(sku)
 	if err := check(seller, sku, row, hash); err != nil {
 		return Claim{}, err
 	}
 	if strings.ContainsAny(from, "\t\n") {
 		return Claim{}, fmt.Errorf("%w: seller_sku %s: the Kafka record %q holds a tab or newline", ErrInvalid, sku, from)
 	}
-	res, err := l.claims.Do(ctx, seller, claimArgs{sku: sku, row: row, hash: hash, from: from})
+	res, err := l.claims.Do(ctx, seller, claimArgs{sku: sku, alias: alias, row: row, hash: hash, from: from})
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s in the ledger: %w", sku, seller, err)
 	}
@@ -347,10 +387,10 @@ func (l *Ledger) Claim(ctx context.Context, seller, sku, row, hash, from string)
 
 // writeClaims is one claim call for claims of one seller.
 func (l *Ledger) writeClaims(ctx context.Context, seller string, claims []claimArgs) ([]claimReply, error) {
-	args := make([]any, 0, 2+4*len(claims))
+	args := make([]any, 0, 2+5*len(claims))
 	args = append(args, l.opts.Lease.Milliseconds(), l.opts.Retention.Milliseconds())
 	for _, c := range claims {
-		args = append(args, c.sku, c.row, c.hash, c.from)
+		args = append(args, c.sku, c.alias, c.row, c.hash, c.from)
 	}
 	res, err := l.claim.Run(ctx, l.rdb, []string{Key(seller), AsideKey(seller)}, args...).StringSlice()
 	if err != nil {
@@ -376,6 +416,7 @@ func (l *Ledger) writeClaims(ctx context.Context, seller string, claims []claimA
 // caller compares the returned Entry.Row with its own key to tell its own
 // registration from another row's.
 func (l *Ledger) Mark(ctx context.Context, seller, sku, row, hash, productID string) (Entry, error) {
+	sku = productrules.NormalizeSKU(sku)
 	if err := checkMark(seller, sku, row, hash, productID); err != nil {
 		return Entry{}, err
 	}
@@ -415,6 +456,7 @@ func markReply(seller, sku string, v any) (Entry, error) {
 // holds the entry Mark would have returned. The error is Mark's for input it
 // refuses (ErrInvalid).
 func (l *Ledger) MarkStep(seller, sku, row, hash, productID string, into *Entry) (scriptbatch.Step, error) {
+	sku = productrules.NormalizeSKU(sku)
 	if err := checkMark(seller, sku, row, hash, productID); err != nil {
 		return scriptbatch.Step{}, err
 	}
@@ -437,6 +479,7 @@ func (l *Ledger) MarkStep(seller, sku, row, hash, productID string, into *Entry)
 // and forgetting the key would let the next claimer register the SKU again
 // under its own. It reports whether a claim was released.
 func (l *Ledger) Release(ctx context.Context, seller, sku, row string, forget bool) (bool, error) {
+	sku = productrules.NormalizeSKU(sku)
 	mode := "keep"
 	if forget {
 		mode = "forget"
@@ -459,6 +502,7 @@ func (l *Ledger) Release(ctx context.Context, seller, sku, row string, forget bo
 // kept AsideRetention after the seller's last one. It reports whether the
 // row held the claim.
 func (l *Ledger) SetAside(ctx context.Context, seller, sku, row, from string, note AsideNote) (bool, error) {
+	sku = productrules.NormalizeSKU(sku)
 	if seller == "" || from == "" || strings.ContainsAny(from+note.Class, "\t\n") {
 		return false, fmt.Errorf("%w: set seller_sku %s of seller %q aside: the Kafka record %q is empty, or it or the class %q holds a tab or newline", ErrInvalid, sku, seller, from, note.Class)
 	}

@@ -481,7 +481,7 @@ func TestClaimsSharingACall(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := l.writeClaims(ctx, "s1", []claimArgs{
-		{"SKU-A", rowA, hashA, ""}, {"SKU-A", rowB, hashA, ""}, {"SKU-BAD", rowA, hashA, ""}, {"SKU-B", rowB, hashB, ""},
+		{sku: "SKU-A", row: rowA, hash: hashA}, {sku: "SKU-A", row: rowB, hash: hashA}, {sku: "SKU-BAD", row: rowA, hash: hashA}, {sku: "SKU-B", row: rowB, hash: hashB},
 	})
 	if err != nil {
 		t.Fatal(err)

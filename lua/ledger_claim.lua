@@ -11,10 +11,14 @@
 --          dead-lettered → its note (class, attempts, reason; tab-separated), written by ledger_release.lua
 -- ARGV[1]  lease in ms: how long a claim holds without being claimed again by its row
 -- ARGV[2]  retention in ms: the whole ledger expires this long after its last write
--- ARGV[3], ARGV[4], ARGV[5], ARGV[6]  the first claim: the seller_sku, the claiming row's own
---          Idempotency-Key (<upload_id>:<row>), the content hash of the row's product and the Kafka record
---          the row was read from ("" when unknown); every further claim adds four more, in order. Claims are decided in order, so two rows of one SKU in one call are decided
---          as in two calls: the first claims, the second waits.
+-- ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]  the first claim: the seller_sku in NFC (the ledger's key),
+--          the SKU's NFD form when it differs ("" otherwise), the claiming row's own Idempotency-Key
+--          (<upload_id>:<row>), the content hash of the row's product and the Kafka record the row was read
+--          from ("" when unknown); every further claim adds five more, in order. Claims are decided in
+--          order, so two rows of one SKU in one call are decided as in two calls: the first claims, the
+--          second waits. An entry written before SKUs were normalised may be keyed by the NFD form: when the
+--          NFC key has no entry and the NFD form has one, the entry moves to the NFC key as it is (HSET the
+--          NFC key, HDEL the NFD form) and the claim is decided on it.
 --
 -- Reply: {now in ms on the Redis clock, verdict, entry, verdict, entry, ...}, a verdict and an entry per
 -- claim, in order, the verdict one of
@@ -30,7 +34,8 @@
 --                 and nothing written: the row stays set aside for an operator. A copy of the row sent again
 --                 from the dead-letter topic (redrive) is another record, so it claims as usual.
 --   "error"       the SKU's entry is malformed; entry is that entry, as stored. Nothing is written for
---                 that claim, and the others are decided as usual.
+--                 that claim (an entry found under the NFD form still moves to the NFC key, unchanged),
+--                 and the others are decided as usual.
 local function split(v)
   local out, i = {}, 1
   while true do
@@ -57,9 +62,10 @@ local leaseEnd = string.format('%d', now + lease)
 -- through unpack whole (Lua's stack holds a few thousand values).
 local skus = {}
 local records = {}
-for i = 3, #ARGV - 3, 4 do
+for i = 3, #ARGV - 4, 5 do
   skus[#skus + 1] = ARGV[i]
-  if ARGV[i + 3] ~= '' then records[#records + 1] = ARGV[i + 3] end
+  if ARGV[i + 1] ~= '' then skus[#skus + 1] = ARGV[i + 1] end
+  if ARGV[i + 4] ~= '' then records[#records + 1] = ARGV[i + 4] end
 end
 -- The set-aside notes of the claims' records: one HMGET, and only for claims that name their record.
 local aside = {}
@@ -75,6 +81,7 @@ if #skus > 0 then
   end
 end
 local written, order = {}, {} -- SKU → its new entry, SKUs in the order first written
+local moved = {}                -- NFD forms whose entries moved to their NFC keys
 
 -- shared is the entry's 7th field before this claim; it turns "1" for good once a row calls with a key
 -- that is not its own (a takeover), so a refusal of the key's own row can never forget the key
@@ -89,8 +96,14 @@ local function claim(sku, owner, hash, callKey, shared)
   return 'call', e
 end
 
-local function decide(sku, owner, hash)
+local function decide(sku, alias, owner, hash)
   local v = entries[sku]
+  if not v and alias ~= '' and entries[alias] then
+    v = entries[alias]
+    if written[sku] == nil then order[#order + 1] = sku end
+    written[sku], entries[sku], entries[alias] = v, v, false
+    moved[#moved + 1] = alias
+  end
   if not v then
     return claim(sku, owner, hash, owner, '0')
   end
@@ -114,13 +127,13 @@ local function decide(sku, owner, hash)
 end
 
 local out = {string.format('%d', now)}
-for i = 3, #ARGV - 3, 4 do
-  local note = ARGV[i + 3] ~= '' and aside[ARGV[i + 3]]
+for i = 3, #ARGV - 4, 5 do
+  local note = ARGV[i + 4] ~= '' and aside[ARGV[i + 4]]
   if note then
     out[#out + 1] = 'aside'
     out[#out + 1] = note
   else
-    local verdict, entry = decide(ARGV[i], ARGV[i + 1], ARGV[i + 2])
+    local verdict, entry = decide(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3])
     out[#out + 1] = verdict
     out[#out + 1] = entry
   end
@@ -132,5 +145,8 @@ if #order > 0 then
   end
   redis.call('HSET', KEYS[1], unpack(fields))
   redis.call('PEXPIRE', KEYS[1], retention)
+end
+if #moved > 0 then
+  redis.call('HDEL', KEYS[1], unpack(moved))
 end
 return out

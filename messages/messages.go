@@ -44,6 +44,7 @@ var table = map[string]text{
 	"invalid_characters":           {"{field}에 올바른 글자가 아닌 문자가 있습니다", "{field} holds characters that are not valid text"},
 	"invalid_characters.multiline": {"{field}은(는) 한 줄이어야 합니다. 줄바꿈이나 탭을 지워 주세요", "{field} must be one line, without line breaks or tabs"},
 	"invalid_characters.control":   {"{field}에 보이지 않는 제어 문자({char})가 있습니다", "{field} holds an invisible control character ({char})"},
+	"invalid_characters.format":    {"{field}의 {at}번째 글자는 보이지 않는 문자({char})입니다. 다른 코드와 똑같아 보일 수 있으니 지우고 다시 입력해 주세요", "{field} holds the invisible character {char} at character {at}, which makes it look like another code; delete it"},
 	"invalid_characters.spaces":    {"{field}에는 공백을 쓸 수 없는데 {value}입니다", "{field} must not contain spaces, got {value}"},
 	"invalid_url":                  {"{field}은(는) https:// 또는 http:// 로 시작하는 주소여야 하는데 {value}입니다", "{field} must be a web address starting with https:// or http://, got {value}"},
 	"invalid_code":                 {"{field}은(는) 영문, 숫자, '-', '_', '.' 로 된 {max}자 이내의 코드여야 하는데 {value}입니다", "{field} must be a code of 1 to {max} letters, digits, '-', '_' or '.', got {value}"},

@@ -9,7 +9,7 @@
 // The table, in the contract's field order (lengths are characters, not bytes):
 //
 //	field          required  type          rule
-//	seller_sku     yes       text          1–100 characters, one word: no spaces, line breaks or control characters
+//	seller_sku     yes       text          1–100 characters, one word: no spaces, line breaks, control or format characters
 //	name           yes       text          1–200 characters, one line
 //	category_code  yes       text          1–64 characters: letters A–Z a–z, digits, '-', '_', '.' (an opaque marketplace code)
 //	price          yes       whole number  1 to 1,000,000,000 (won)
@@ -22,6 +22,24 @@
 // A text that is empty or holds only spaces is absent. Text must be valid
 // UTF-8 without control characters (line breaks and tabs only where allowed).
 //
+// Text is compared, counted and kept in Unicode Normalization Form C (NFC):
+// "가방" typed on one computer (one code point a syllable) and pasted from
+// another (NFD, the jamo one by one) are the same text, the same length
+// and, for a SKU, the same product. Text answers its NFC form (Text);
+// NormalizeSKU is the one SKU key every comparison uses (the file's
+// duplicate check, the ledger, the API's own bookkeeping).
+//
+// A SKU is an identifier, so it refuses what makes two SKUs look alike
+// while they differ: format characters (Unicode category Cf: zero-width
+// joiners and non-joiners, the word joiner, bidirectional controls such as
+// U+202E that reverse how the text is shown, the soft hyphen, the byte-order
+// mark) and the other default-ignorable code points (variation selectors,
+// the combining grapheme joiner, Hangul fillers), which no font shows.
+// Other text (name, brand, description) keeps them: emoji sequences join
+// with U+200D, Persian and Indic writing needs U+200C, Hebrew and Arabic
+// brand names carry direction marks; what keeps them from reordering a page
+// is isolating seller text where it is shown.
+//
 // What is not here is not a rule of the API: the spreadsheet validator adds
 // help a spreadsheet needs (a long number Excel shortened to 8.8E+12, a price
 // typed as "12,000원", a date where a code belongs), which explains a problem
@@ -29,11 +47,14 @@
 package productrules
 
 import (
+	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // Field names, as in the registration API's JSON body.
@@ -185,18 +206,175 @@ func IsSpace(r rune) bool {
 	return unicode.IsSpace(r) || r == '\ufeff' || r == '\u200b'
 }
 
-// CheckText checks the value of a Text field. A blank value is absent.
+// CheckText checks the value of a Text field in its NFC form. A blank
+// value is absent.
 func (r Rule) CheckText(s string) *Violation {
+	_, v := r.Text(s)
+	return v
+}
+
+// Text checks the value of a Text field and answers it in NFC, the form it
+// is compared, sent and kept in. Its length is counted in that form, so the
+// same text typed in either form has the same length. A blank value is
+// absent (and answered as it came).
+func (r Rule) Text(s string) (string, *Violation) {
 	if IsBlank(s) {
-		return r.Missing()
+		return s, r.Missing()
 	}
-	if !utf8.ValidString(s) {
-		return r.violation(CodeInvalidChars, "holds characters that are not valid text")
+	n, plain, valid := scanText(s)
+	if !valid {
+		return s, r.violation(CodeInvalidChars, "holds characters that are not valid text")
 	}
-	if n := utf8.RuneCountInString(s); n > r.MaxLen {
-		return r.TooLong(n)
+	if !plain {
+		s = norm.NFC.String(s)
+		n = utf8.RuneCountInString(s)
 	}
-	return r.checkFormat(s)
+	if n > r.MaxLen {
+		return s, r.TooLong(n)
+	}
+	return s, r.checkFormat(s)
+}
+
+// scanText counts the characters of s and reports whether it is plain
+// (plainNFC) and valid UTF-8, in one pass.
+func scanText(s string) (n int, plain, valid bool) {
+	plain = true
+	for i := 0; i < len(s); n++ {
+		if s[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		if c == utf8.RuneError && size == 1 {
+			return n, false, false
+		}
+		if c < 0xAC00 || c > 0xD7A3 {
+			plain = false
+		}
+		i += size
+	}
+	return n, plain, true
+}
+
+// NormalizeSKU is the key a SKU is compared by: its NFC form. Two SKUs are
+// the same product exactly when their keys are equal. It is what the
+// validator sends, the ledger keys entries by and the API counts products
+// by; text that is not valid UTF-8 is answered unchanged (no rule accepts
+// it).
+func NormalizeSKU(s string) string { return NFC(s) }
+
+// NFC is the composed form of a text, the form text is compared, sent and
+// kept in.
+func NFC(s string) string {
+	if plainNFC(s) {
+		return s
+	}
+	return norm.NFC.String(s)
+}
+
+// plainNFC reports text of ASCII and precomposed Hangul syllables only,
+// most of what sellers type: it is in NFC already (none of these
+// characters decomposes, and none composes with another of them: a
+// syllable composes only with a conjoining jamo after it), so the
+// normalizer's tables need not be read.
+func plainNFC(s string) bool {
+	_, plain, valid := scanText(s)
+	return plain && valid
+}
+
+// NFD is the decomposed form of a text: the other form software writes
+// text in (macOS file names, text copied from them). Records kept before
+// text was normalised may hold it.
+func NFD(s string) string { return norm.NFD.String(s) }
+
+// IsNFC reports whether s is in NFC.
+func IsNFC(s string) bool { return norm.NFC.IsNormalString(s) }
+
+// IsInvisibleFormat reports a character a SKU refuses because no font shows
+// it while it makes the text differ: a format character (Unicode category
+// Cf), a variation selector, or another default-ignorable code point
+// (U+034F, the Hangul fillers, Khmer's inherent vowels, Mongolian's
+// free variation selectors).
+func IsInvisibleFormat(c rune) bool {
+	return unicode.Is(unicode.Cf, c) || unicode.Is(unicode.Variation_Selector, c) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, c)
+}
+
+// formatName names the format characters sellers meet, for messages; ""
+// for the rest, which are named by code point only.
+func formatName(c rune) string {
+	switch c {
+	case 0x00AD:
+		return "SOFT HYPHEN"
+	case 0x034F:
+		return "COMBINING GRAPHEME JOINER"
+	case 0x061C:
+		return "ARABIC LETTER MARK"
+	case 0x115F:
+		return "HANGUL CHOSEONG FILLER"
+	case 0x1160:
+		return "HANGUL JUNGSEONG FILLER"
+	case 0x180E:
+		return "MONGOLIAN VOWEL SEPARATOR"
+	case 0x200B:
+		return "ZERO WIDTH SPACE"
+	case 0x200C:
+		return "ZERO WIDTH NON-JOINER"
+	case 0x200D:
+		return "ZERO WIDTH JOINER"
+	case 0x200E:
+		return "LEFT-TO-RIGHT MARK"
+	case 0x200F:
+		return "RIGHT-TO-LEFT MARK"
+	case 0x202A:
+		return "LEFT-TO-RIGHT EMBEDDING"
+	case 0x202B:
+		return "RIGHT-TO-LEFT EMBEDDING"
+	case 0x202C:
+		return "POP DIRECTIONAL FORMATTING"
+	case 0x202D:
+		return "LEFT-TO-RIGHT OVERRIDE"
+	case 0x202E:
+		return "RIGHT-TO-LEFT OVERRIDE"
+	case 0x2060:
+		return "WORD JOINER"
+	case 0x2061:
+		return "FUNCTION APPLICATION"
+	case 0x2062:
+		return "INVISIBLE TIMES"
+	case 0x2063:
+		return "INVISIBLE SEPARATOR"
+	case 0x2064:
+		return "INVISIBLE PLUS"
+	case 0x2066:
+		return "LEFT-TO-RIGHT ISOLATE"
+	case 0x2067:
+		return "RIGHT-TO-LEFT ISOLATE"
+	case 0x2068:
+		return "FIRST STRONG ISOLATE"
+	case 0x2069:
+		return "POP DIRECTIONAL ISOLATE"
+	case 0x3164:
+		return "HANGUL FILLER"
+	case 0xFE0E:
+		return "VARIATION SELECTOR-15"
+	case 0xFE0F:
+		return "VARIATION SELECTOR-16"
+	case 0xFEFF:
+		return "ZERO WIDTH NO-BREAK SPACE (BYTE ORDER MARK)"
+	case 0xFFA0:
+		return "HALFWIDTH HANGUL FILLER"
+	}
+	return ""
+}
+
+// CharName names a character for a message: "U+200D ZERO WIDTH JOINER",
+// or "U+E0041" when the table has no name for it.
+func CharName(c rune) string {
+	s := fmt.Sprintf("U+%04X", c)
+	if n := formatName(c); n != "" {
+		s += " " + n
+	}
+	return s
 }
 
 // TooLong refuses a text of n characters; n is past MaxLen.
@@ -228,6 +406,9 @@ func (r Rule) checkFormat(s string) *Violation {
 		if v := r.checkChars(s, false); v != nil {
 			return v
 		}
+		if v := r.checkInvisible(s); v != nil {
+			return v
+		}
 		if strings.IndexFunc(s, IsSpace) >= 0 {
 			return r.violation(CodeInvalidChars, "must not contain spaces, got "+Quote(s), "kind", "spaces", "value", Quote(s))
 		}
@@ -257,6 +438,22 @@ func (r Rule) checkChars(s string, multiline bool) *Violation {
 	return nil
 }
 
+// checkInvisible refuses the first invisible format character
+// (IsInvisibleFormat), naming it and its place: a SKU that holds one looks
+// like another SKU that does not.
+func (r Rule) checkInvisible(s string) *Violation {
+	at := 0
+	for _, c := range s {
+		at++
+		if IsInvisibleFormat(c) {
+			name := CharName(c)
+			return r.violation(CodeInvalidChars, "holds the invisible character "+name+" at character "+strconv.Itoa(at)+", which makes it look like another code; delete it",
+				"kind", "format", "char", name, "at", strconv.Itoa(at))
+		}
+	}
+	return nil
+}
+
 func isCodeByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
 }
@@ -264,11 +461,30 @@ func isCodeByte(c byte) bool {
 // CheckNumber checks the value of a WholeNumber field. shown is the value as
 // the caller received it, for the message (the seller's cell text, or the
 // JSON literal); empty means the number itself.
+//
+// A whole number has no sign: a negative one is out of range, and a zero
+// written with a sign ("-0", "+0", "−0") is refused as not a whole number
+// like any other signed value, whatever its field's range.
 func (r Rule) CheckNumber(n int64, shown string) *Violation {
+	if n == 0 && HasSign(shown) {
+		return r.NotWhole(shown)
+	}
 	if n < r.Min || n > r.Max {
 		return r.OutOfRange(orNumber(shown, n))
 	}
 	return nil
+}
+
+// HasSign reports a number written with a sign before it, after any
+// spaces: '+' or '-', the minus sign U+2212, and the small and full-width
+// plus and minus signs.
+func HasSign(shown string) bool {
+	c, _ := utf8.DecodeRuneInString(strings.TrimLeftFunc(shown, IsSpace))
+	switch c {
+	case '+', '-', '\u2212', '\ufe62', '\ufe63', '\uff0b', '\uff0d':
+		return true
+	}
+	return false
 }
 
 // OutOfRange refuses a whole number outside Min..Max; shown is how the value is quoted.

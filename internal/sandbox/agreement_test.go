@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/bulkreg/bulkreg/excel"
 	"github.com/bulkreg/bulkreg/productrules"
 )
@@ -38,6 +40,14 @@ func agreementCases() []agreeCase {
 		text(productrules.SellerSKU, "format: a space", "SKU 2", false),
 		text(productrules.SellerSKU, "format: a line break", "A\nB", false),
 		text(productrules.SellerSKU, "format: a control character", "A\aB", false),
+		text(productrules.SellerSKU, "format: a zero-width joiner", "ZW-\u200d002", false),
+		text(productrules.SellerSKU, "format: a word joiner at the end", "ZW-002\u2060", false),
+		text(productrules.SellerSKU, "format: a zero-width non-joiner", "ZW-\u200c002", false),
+		text(productrules.SellerSKU, "format: a right-to-left override", "\u202eZW-002", false),
+		text(productrules.SellerSKU, "format: a soft hyphen", "ZW-\u00ad002", false),
+		text(productrules.SellerSKU, "form: NFD", norm.NFD.String("가방-001"), true),
+		text(productrules.SellerSKU, "length: 100 syllables in NFD", rep(norm.NFD.String("각"), 100), true),
+		text(productrules.SellerSKU, "length: 101 syllables in NFD", rep(norm.NFD.String("각"), 101), false),
 
 		{productrules.Name, "required: absent", "", "", false},
 		text(productrules.Name, "length: 200", rep("n", 200), true),
@@ -46,6 +56,8 @@ func agreementCases() []agreeCase {
 		text(productrules.Name, "format: a line break", "두 줄\n이름", false),
 		text(productrules.Name, "format: a tab", "a\tb", false),
 		text(productrules.Name, "format: a control character", "a\x1bb", false),
+		text(productrules.Name, "format: an emoji sequence joined by U+200D", "가족 👨\u200d👩\u200d👧 세트", true),
+		text(productrules.Name, "form: NFD", norm.NFD.String("린넨 셔츠"), true),
 
 		{productrules.CategoryCode, "required: absent", "", "", false},
 		text(productrules.CategoryCode, "format: letters and a hyphen", "CAT-101", true),
@@ -65,6 +77,7 @@ func agreementCases() []agreeCase {
 		num(productrules.Price, "type: a fraction", "12.5", "12.5", false),
 		num(productrules.Price, "type: text", "abc", `"abc"`, false),
 		num(productrules.Price, "type: a unit", "12,000원", `"12,000원"`, false),
+		num(productrules.Price, "sign: -0", "-0", "-0", false),
 
 		{productrules.Stock, "required: absent", "", "", false},
 		num(productrules.Stock, "range: 0", "0", "0", true),
@@ -72,6 +85,8 @@ func agreementCases() []agreeCase {
 		num(productrules.Stock, "range: 1,000,000", "1000000", "1000000", true),
 		num(productrules.Stock, "range: 1,000,001", "1000001", "1000001", false),
 		num(productrules.Stock, "type: a fraction", "1.5", "1.5", false),
+		num(productrules.Stock, "sign: -0", "-0", "-0", false),
+		num(productrules.Stock, "sign: -0.0", "-0.0", "-0.0", false),
 
 		{productrules.Brand, "optional: absent", "", "", true},
 		text(productrules.Brand, "length: 100", rep("B", 100), true),
@@ -100,6 +115,7 @@ func agreementCases() []agreeCase {
 		num(productrules.ShippingFee, "range: 1,000,000", "1000000", "1000000", true),
 		num(productrules.ShippingFee, "range: 1,000,001", "1000001", "1000001", false),
 		num(productrules.ShippingFee, "type: a fraction", "1.5", "1.5", false),
+		num(productrules.ShippingFee, "sign: -0", "-0", "-0", false),
 	}
 }
 

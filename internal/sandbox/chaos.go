@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/bulkreg/bulkreg/productrules"
 )
 
 // maxCalls bounds the answers the call log keeps.
@@ -91,7 +93,7 @@ func (s *Server) SetChaos(c Chaos) error {
 	}
 	s.chaos.skus = make(map[string]bool, len(c.SKUs))
 	for _, sku := range c.SKUs {
-		s.chaos.skus[sku] = true
+		s.chaos.skus[productrules.NormalizeSKU(sku)] = true
 	}
 	s.chaos.drops = make(map[string]bool, len(c.DropSKUs))
 	for _, sku := range c.DropSKUs {
@@ -228,5 +230,5 @@ func peekSKU(r *http.Request, maxBody int64) string {
 	if json.Unmarshal(body, &p) != nil {
 		return ""
 	}
-	return p.SKU
+	return productrules.NormalizeSKU(p.SKU)
 }

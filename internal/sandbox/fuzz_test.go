@@ -18,6 +18,8 @@ func FuzzDecodeProduct(f *testing.F) {
 	f.Add([]byte(`[1,2]`))
 	f.Add([]byte(`{"seller_sku":"A","name":"n","category_code":"c","price":1,"stock":0,"image_url":"javascript:x"}`))
 	f.Add([]byte(`{"seller_sku":"A","name":"n\u0000","category_code":"c","price":1e3,"stock":99999999999999999999}`))
+	f.Add([]byte(`{"seller_sku":"ZW-\u200d002","name":"n","category_code":"c","price":1,"stock":-0}`))
+	f.Add([]byte(`{"seller_sku":"\u1100\u1161\u1107\u1161\u11bc-001","name":"\u1100\u1161","category_code":"c","price":1,"stock":0}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		p, apiErr, status := decodeProduct(body)
 		switch {
@@ -34,6 +36,9 @@ func FuzzDecodeProduct(f *testing.F) {
 				}
 				if v != nil {
 					t.Fatalf("accepted a product that breaks a rule (%v): %+v from %q", v, p, body)
+				}
+				if r.Type == productrules.Text && !productrules.IsNFC(texts[r.Field]) {
+					t.Fatalf("accepted %s %+q, not in NFC, from %q", r.Field, texts[r.Field], body)
 				}
 			}
 			if !json.Valid(body) {

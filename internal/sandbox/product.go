@@ -16,8 +16,9 @@ const maxKeyLen = 255
 
 // product is a registration as the API understands it. It is also the
 // canonical form two requests with the same Idempotency-Key are compared in:
-// the same product written with other spacing, field order or unknown fields
-// is the same registration.
+// the same product written with other spacing, field order, unknown fields
+// or Unicode normalization form (its text is kept in NFC) is the same
+// registration.
 type product struct {
 	SellerSKU    string `json:"seller_sku"`
 	Name         string `json:"name"`
@@ -77,7 +78,9 @@ func decodeProduct(body []byte) (product, *apiError, int) {
 	return p, nil, 0
 }
 
-// checkText applies a Text rule to a decoded JSON value (absent is nil).
+// checkText applies a Text rule to a decoded JSON value (absent is nil) and
+// answers the text in NFC, so the same product written in NFC or NFD is one
+// registration (the canonical form below) and one SKU (Stats' Products).
 func checkText(rule productrules.Rule, v any) (string, *productrules.Violation) {
 	if v == nil {
 		return "", rule.Missing()
@@ -89,7 +92,8 @@ func checkText(rule productrules.Rule, v any) (string, *productrules.Violation) 
 	if productrules.IsBlank(s) {
 		return "", rule.Missing()
 	}
-	if err := rule.CheckText(s); err != nil {
+	s, err := rule.Text(s)
+	if err != nil {
 		return "", err
 	}
 	return s, nil

@@ -126,7 +126,9 @@ const ScopeHeader = "X-RateLimit-Scope"
 // SellerAudit counts one seller's answers.
 type SellerAudit struct {
 	Accepted int `json:"accepted"` // 201s
-	// Products is the number of distinct seller_sku values registered. It
+	// Products is the number of distinct seller_sku values registered, one
+	// SKU counted once in whichever normalization form it came (NFC or
+	// NFD: productrules.NormalizeSKU). It
 	// equals Accepted unless one product was registered twice under two
 	// Idempotency-Keys, which is exactly the double registration to catch.
 	Products    int `json:"products"`

@@ -10,6 +10,7 @@ import (
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/excel"
 	"github.com/bulkreg/bulkreg/ledger"
+	"github.com/bulkreg/bulkreg/productrules"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
@@ -33,6 +34,10 @@ const CodeRegisteredOtherContent = "already_registered_other_content"
 //
 // Rows of one SKU in flight in two uploads at once are both published; the
 // consumers' claim lets only one of them call.
+//
+// The rows' SKUs and text are in NFC (the validator normalises them), and
+// the ledger finds a SKU under either form (ledger.Ledger.Lookup), so a SKU
+// typed in NFC in one file and pasted in NFD in another is one product.
 func (u *Uploader) checkLedger(ctx context.Context, uploadID, seller string, sheet *excel.Sheet) (map[int]uploadstatus.RowResult, error) {
 	known := map[int]uploadstatus.RowResult{}
 	if u.Ledger == nil {
@@ -58,7 +63,7 @@ func (u *Uploader) checkLedger(ctx context.Context, uploadID, seller string, she
 		if !r.Valid() || !ok || e.State != ledger.Registered {
 			continue
 		}
-		if e.Hash != r.Product.ContentHash() {
+		if !sameContent(e.Hash, r.Product, sheet.AsTyped(*r)) {
 			r.Problems = append(r.Problems, excel.Problem{Row: r.Number, Column: excel.FieldSellerSKU,
 				Cell: sheet.FieldCell(excel.FieldSellerSKU, r.Number), Code: CodeRegisteredOtherContent,
 				Message: fmt.Sprintf("seller_sku %q is already registered as %s; bulk registration does not change existing products", r.Product.SellerSKU, e.ProductID),
@@ -73,6 +78,22 @@ func (u *Uploader) checkLedger(ctx context.Context, uploadID, seller string, she
 		known[r.Number] = rr
 	}
 	return known, nil
+}
+
+// sameContent reports whether a ledger entry's content hash is p's. An
+// entry registered before text was normalised holds the hash of the product
+// as the seller typed it then. The same file uploaded again is the same
+// content (typed: excel.Sheet.AsTyped, the text of this file as typed), and
+// so is a file whose text was decomposed throughout (NFD, as macOS writes
+// it) uploaded again from elsewhere in NFC.
+func sameContent(hash string, p, typed bulkreg.Product) bool {
+	if hash == p.ContentHash() || typed != p && hash == typed.ContentHash() {
+		return true
+	}
+	d := p
+	d.SellerSKU, d.Name, d.CategoryCode = productrules.NFD(p.SellerSKU), productrules.NFD(p.Name), productrules.NFD(p.CategoryCode)
+	d.Brand, d.ImageURL, d.Description = productrules.NFD(p.Brand), productrules.NFD(p.ImageURL), productrules.NFD(p.Description)
+	return d != p && d != typed && hash == d.ContentHash()
 }
 
 // alreadyDetail is ledger.Entry.AlreadyRegistered's facts for the message
