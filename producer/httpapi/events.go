@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
-	"slices"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/bulkreg/bulkreg/producer/upload"

@@ -25,18 +25,18 @@ import (
 
 // Kinds of answers, in the order Run sends them.
 const (
-	Upload     = "upload_json"      // POST /v1/uploads
-	DryRun     = "dry_run_json"     // POST /v1/uploads?dry_run=true
-	CheckPage  = "check_page"       // POST /upload/check
-	CheckFrag  = "check_fragment"   // POST /upload/check with X-Fragment (the page's script)
-	Register   = "register_page"    // POST /upload without confirmation
-	DetailPage = "detail_page"      // GET /uploads/{id}
-	Status     = "status_json"      // GET /v1/uploads/{id}
-	Events     = "event_stream"     // GET /v1/uploads/{id}/events, its first event
-	History    = "history_page"     // GET /uploads
-	Report     = "report_xlsx"      // GET /v1/uploads/{id}/report.xlsx
-	FixFile    = "fix_file_xlsx"    // GET /v1/uploads/{id}/report.xlsx?failed_only=true
-	Template   = "template_xlsx"    // GET /v1/template.xlsx
+	Upload     = "upload_json"    // POST /v1/uploads
+	DryRun     = "dry_run_json"   // POST /v1/uploads?dry_run=true
+	CheckPage  = "check_page"     // POST /upload/check
+	CheckFrag  = "check_fragment" // POST /upload/check with X-Fragment (the page's script)
+	Register   = "register_page"  // POST /upload without confirmation
+	DetailPage = "detail_page"    // GET /uploads/{id}
+	Status     = "status_json"    // GET /v1/uploads/{id}
+	Events     = "event_stream"   // GET /v1/uploads/{id}/events, its first event
+	History    = "history_page"   // GET /uploads
+	Report     = "report_xlsx"    // GET /v1/uploads/{id}/report.xlsx
+	FixFile    = "fix_file_xlsx"  // GET /v1/uploads/{id}/report.xlsx?failed_only=true
+	Template   = "template_xlsx"  // GET /v1/template.xlsx
 	NoUpload   = "no upload: the file was refused"
 	Languages  = "ko,en"
 	statusNone = 0
