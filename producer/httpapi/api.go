@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"path"
@@ -146,11 +147,17 @@ func (s *Server) readUploadForm(w http.ResponseWriter, r *http.Request, seller s
 		io.Reader
 		io.Closer
 	}{body, r.Body}, s.maxFile()+multipartSlack)
-	f, err := s.readFile(r)
+	f, err := s.readFile(r, params["boundary"])
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		var big errTooLarge
 		switch {
+		case errors.Is(err, errFormTooLarge):
+			w.Header().Set("Connection", "close")
+			writeProblem(w, r, problem{Status: http.StatusRequestEntityTooLarge, Code: "form_too_large", Detail: err.Error()})
+		case errors.Is(err, errTooManyFields):
+			w.Header().Set("Connection", "close")
+			writeProblem(w, r, problem{Status: http.StatusBadRequest, Code: "too_many_fields", Detail: err.Error()})
 		case body.timedOut:
 			s.logr(r).Info("upload body too slow; cut off", "seller", seller, "bytes", body.n, "after", time.Since(start).Round(time.Millisecond))
 			w.Header().Set("Connection", "close")
@@ -170,24 +177,71 @@ type errTooLarge struct{}
 
 func (errTooLarge) Error() string { return "file too large" }
 
-// readFile streams the multipart body to the part named "file", keeping
-// the CSRF token field on the way (the pages' forms put it first).
-func (s *Server) readFile(r *http.Request) (form, error) {
-	mr, err := r.MultipartReader()
-	if err != nil {
-		return form{}, fmt.Errorf("the body is not multipart/form-data: %w", err)
+// The form around the file is bounded before the file: a body of part
+// headers (10 MiB of them, or a million empty fields) is refused after
+// formBudget bytes or maxFormParts parts, without reading the rest.
+// The pages' forms send three small fields before the file; an API client
+// the file alone.
+const (
+	// formBudget bounds the bytes of the form before the file's content:
+	// every part's header and the fields before the file.
+	formBudget = 64 << 10
+	// maxFormParts bounds the parts read before the file.
+	maxFormParts = 16
+)
+
+var (
+	errFormTooLarge  = fmt.Errorf("the form's fields and part headers before the file take more than %d bytes: send the file in a field named \"file\", with at most a few small fields", formBudget)
+	errTooManyFields = fmt.Errorf("the form has more than %d fields before the file: send the file in a field named \"file\", with at most a few small fields", maxFormParts)
+)
+
+// formReader gives the multipart reader at most budget bytes until open is
+// set (the file's part has begun), then the rest of the body.
+type formReader struct {
+	r      io.Reader
+	n      int64
+	budget int64
+	open   bool
+}
+
+func (f *formReader) Read(p []byte) (int, error) {
+	if !f.open {
+		left := f.budget - f.n
+		if left <= 0 {
+			return 0, errFormTooLarge
+		}
+		p = p[:min(int64(len(p)), left)]
 	}
+	n, err := f.r.Read(p)
+	f.n += int64(n)
+	return n, err
+}
+
+// readFile streams the multipart body to the part named "file", keeping
+// the CSRF token field on the way (the pages' forms put it first). The
+// parts before the file are bounded (formBudget, maxFormParts); nothing
+// after the file is read.
+func (s *Server) readFile(r *http.Request, boundary string) (form, error) {
+	body := &formReader{r: r.Body, budget: formBudget}
+	mr := multipart.NewReader(body, boundary)
 	var f form
-	for {
+	for parts := 0; ; parts++ {
+		if parts == maxFormParts {
+			return form{}, errTooManyFields
+		}
 		part, err := mr.NextPart()
 		if err == io.EOF {
 			return form{}, errors.New(`no field "file" in the form: send the spreadsheet in a field named "file"`)
+		}
+		if errors.Is(err, errFormTooLarge) {
+			return form{}, errFormTooLarge
 		}
 		if err != nil {
 			return form{}, fmt.Errorf("read the form: %w", err)
 		}
 		switch part.FormName() {
 		case "file":
+			body.open = true
 			var buf bytes.Buffer
 			n, err := io.Copy(&buf, io.LimitReader(part, s.maxFile()+1))
 			if err != nil {
