@@ -3,6 +3,8 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -556,15 +558,42 @@ func navigated(r *http.Request) bool {
 	return r.Header.Get("Sec-Fetch-Mode") == "navigate" || strings.Contains(r.Header.Get("Accept"), "text/html")
 }
 
-func (s *Server) apiTemplate(w http.ResponseWriter, r *http.Request) {
+// templateFile is the upload template, written once: every request is
+// served the same bytes (a 304 when the client has them), so the
+// unauthenticated download costs a copy, not a workbook written anew.
+type templateFile struct {
+	xlsx []byte
+	etag string
+	err  error
+}
+
+// templateCacheControl lets a client and a shared cache keep the template
+// for an hour, then ask again with its ETag (a 304 when unchanged): the
+// template changes only with a new release.
+const templateCacheControl = "public, max-age=3600"
+
+func buildTemplate() templateFile {
 	var buf bytes.Buffer
 	if err := upload.WriteTemplate(&buf); err != nil {
+		return templateFile{err: fmt.Errorf("write the upload template: %w", err)}
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	return templateFile{xlsx: buf.Bytes(), etag: `"` + hex.EncodeToString(sum[:12]) + `"`}
+}
+
+func (s *Server) apiTemplate(w http.ResponseWriter, r *http.Request) {
+	if s.templateXLSX.err != nil {
+		s.logr(r).Error("template", "err", s.templateXLSX.err)
 		writeProblem(w, r, problem{Status: http.StatusInternalServerError, Code: "template_failed", Detail: "the template could not be written"})
 		return
 	}
-	w.Header().Set("Content-Type", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet")
-	w.Header().Set("Content-Disposition", `attachment; filename="bulkreg-template.xlsx"`)
-	w.Write(buf.Bytes())
+	h := w.Header()
+	h.Set("Content-Type", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet")
+	h.Set("Content-Disposition", `attachment; filename="bulkreg-template.xlsx"`)
+	h.Set("Cache-Control", templateCacheControl)
+	h.Set("ETag", s.templateXLSX.etag)
+	// ServeContent answers If-None-Match (304) and ranges from the bytes.
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(s.templateXLSX.xlsx))
 }
 
 func (s *Server) apiCompliance(w http.ResponseWriter, r *http.Request) {
