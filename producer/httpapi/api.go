@@ -244,7 +244,12 @@ func (s *Server) readFile(r *http.Request, boundary string) (form, error) {
 		switch part.FormName() {
 		case "file":
 			body.open = true
+			// Sized once from the request's length: a buffer grown by
+			// doubling to 10 MiB leaves 16 MiB of garbage behind it.
 			var buf bytes.Buffer
+			if n := r.ContentLength; n > 0 {
+				buf.Grow(int(min(n, s.maxFile()+1)))
+			}
 			n, err := io.Copy(&buf, io.LimitReader(part, s.maxFile()+1))
 			if err != nil {
 				return form{}, fmt.Errorf("read the file: %w", err)

@@ -167,3 +167,14 @@ func paramValues(params map[string]string, more ...string) []string {
 	}
 	return out
 }
+
+// attrIsolated is text for an attribute (a tooltip, a label), set apart
+// as isolated does for a page's text: an element cannot be put in an
+// attribute, so the text goes between a first-strong isolate and its pop
+// (U+2068 … U+2069), which end any override in it.
+func attrIsolated(text string) string {
+	if text == "" {
+		return ""
+	}
+	return "\u2068" + text + "\u2069"
+}

@@ -343,6 +343,8 @@ type uploadRow struct {
 	// empty, the failed rows apart whose SKU is registered already with
 	// different content (nothing to fix: issue 28, item 11).
 	OtherText string
+	// FileNameAttr is FileName for an attribute, set apart (attrIsolated).
+	FileNameAttr string
 }
 
 func (s *Server) pageUploads(w http.ResponseWriter, r *http.Request) {
@@ -368,6 +370,7 @@ func (s *Server) pageUploads(w http.ResponseWriter, r *http.Request) {
 		if st.OtherContent > 0 {
 			row.OtherText = msg(d.Lang, "uploads.other", st.OtherContent)
 		}
+		row.FileNameAttr = attrIsolated(row.FileName)
 		d.Uploads = append(d.Uploads, row)
 	}
 	if page.Next != "" {
@@ -743,6 +746,7 @@ func checkedView(lang string, c *upload.Checked) *checkView {
 			cv := cellView{Text: isolated(text, previewCellLen, text), Cell: cell}
 			if p, ok := bad[cell]; ok {
 				cv.Problem, cv.Said = shownProblem(lang, p, header)
+				cv.Problem = attrIsolated(cv.Problem)
 			}
 			used += escapedLen(text) + 2*escapedLen(cv.Problem) + cellMarkup
 			rv.Cells = append(rv.Cells, cv)
