@@ -339,6 +339,11 @@ func (s *Server) apiPostUpload(lim *limits) http.HandlerFunc {
 			writeProblem(w, r, problem{Status: http.StatusForbidden, Code: "csrf", Detail: errCSRF.Error()})
 			return
 		}
+		done, err := s.work.take(r.Context(), c.seller)
+		if err != nil {
+			return // the client went away while the seller's other upload was handled
+		}
+		defer done()
 		if dryRun {
 			chk, err := s.Uploader.Check(r.Context(), c.seller, f.data)
 			if err != nil {

@@ -251,7 +251,12 @@ func (s *Server) pageForm(w http.ResponseWriter, r *http.Request, lim *limits) (
 		s.renderMessage(w, r, http.StatusForbidden, "forbidden.title", "forbidden.body")
 		return w, caller{}, form{}, nil, false
 	}
-	return w, c, f, release, true
+	done, err := s.work.take(r.Context(), c.seller)
+	if err != nil {
+		release() // the client went away while the seller's other upload was handled
+		return w, caller{}, form{}, nil, false
+	}
+	return w, c, f, func() { done(); release() }, true
 }
 
 // pageCheck checks the posted file and shows every problem by cell next to

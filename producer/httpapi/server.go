@@ -111,6 +111,7 @@ type Server struct {
 	// templateXLSX is the upload template, written once at init.
 	templateXLSX templateFile
 	streams      *sellerSlots
+	work         *sellerWork
 	cop          *http.CrossOriginProtection
 	stop         chan struct{} // closed by StopStreams
 	stopMu       sync.Once
@@ -223,6 +224,7 @@ func (s *Server) init() {
 	s.stop = make(chan struct{})
 	s.cop = http.NewCrossOriginProtection()
 	s.streams = newSellerSlots(orDefault(s.MaxStreamsPerSeller, DefaultMaxStreamsPerSeller))
+	s.work = newSellerWork()
 	s.pages = parsePages()
 	s.openapi, _ = webFiles.ReadFile("openapi.json")
 	s.templateXLSX = buildTemplate()
