@@ -112,7 +112,7 @@ func service(redisAddr string, brokers []string) (map[string]any, error) {
 		for range n {
 			get(etag)
 		}
-		return float64((hostile.CPU()-c0).Nanoseconds()) / n / 1000
+		return float64((hostile.CPU() - c0).Nanoseconds()) / n / 1000
 	}
 	out := map[string]any{
 		"template_cpu_us_per_request":     perRequest(""),
