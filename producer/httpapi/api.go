@@ -298,6 +298,11 @@ type UploadResponse struct {
 	AlreadyRegistered int              `json:"already_registered"`
 	Problems          []upload.Problem `json:"problems,omitempty"`
 	Warnings          []upload.Problem `json:"warnings,omitempty"`
+	// ProblemsOmitted and WarningsOmitted count the problems and warnings
+	// left out of the lists above (jsonProblemsBudget); the report lists
+	// every row's.
+	ProblemsOmitted int `json:"problems_omitted,omitempty"`
+	WarningsOmitted int `json:"warnings_omitted,omitempty"`
 	StatusURL         string           `json:"status_url"`
 }
 
@@ -311,6 +316,10 @@ type CheckResponse struct {
 	AlreadyRegistered int              `json:"already_registered"`
 	Problems          []upload.Problem `json:"problems"`
 	Warnings          []upload.Problem `json:"warnings"`
+	// ProblemsOmitted and WarningsOmitted count the problems and warnings
+	// left out of the lists above (jsonProblemsBudget).
+	ProblemsOmitted int `json:"problems_omitted,omitempty"`
+	WarningsOmitted int `json:"warnings_omitted,omitempty"`
 }
 
 func (s *Server) apiPostUpload(lim *limits) http.HandlerFunc {
@@ -350,8 +359,10 @@ func (s *Server) apiPostUpload(lim *limits) http.HandlerFunc {
 				s.uploadError(w, r, "", err)
 				return
 			}
-			writeJSON(w, http.StatusOK, CheckResponse{DryRun: true, Total: len(chk.Rows), Valid: chk.Valid, Invalid: chk.Invalid,
-				AlreadyRegistered: chk.AlreadyRegistered, Problems: chk.Problems, Warnings: chk.Warnings})
+			resp := CheckResponse{DryRun: true, Total: len(chk.Rows), Valid: chk.Valid, Invalid: chk.Invalid, AlreadyRegistered: chk.AlreadyRegistered}
+			resp.Problems, resp.ProblemsOmitted = budgetProblems(chk.Problems, jsonProblemsBudget)
+			resp.Warnings, resp.WarningsOmitted = budgetProblems(chk.Warnings, jsonWarningsBudget)
+			writeJSON(w, http.StatusOK, resp)
 			return
 		}
 		res, err := s.Uploader.Upload(r.Context(), upload.Request{SellerID: c.seller, FileName: f.name, Data: f.data, Strict: strict})
@@ -367,6 +378,8 @@ func (s *Server) apiPostUpload(lim *limits) http.HandlerFunc {
 			for _, row := range res.Sheet.Rows {
 				resp.Problems = append(resp.Problems, upload.Problems(row.Problems)...)
 			}
+			resp.Problems, resp.ProblemsOmitted = budgetProblems(resp.Problems, jsonProblemsBudget)
+			resp.Warnings, resp.WarningsOmitted = budgetProblems(resp.Warnings, jsonWarningsBudget)
 		}
 		code := http.StatusCreated
 		if res.Duplicate {
@@ -375,6 +388,30 @@ func (s *Server) apiPostUpload(lim *limits) http.HandlerFunc {
 		w.Header().Set("Location", resp.StatusURL)
 		writeJSON(w, code, resp)
 	}
+}
+
+// The JSON answers' lists of problems are bounded in bytes: a file's
+// problems are at most one per field of 500 rows, but what each quotes is
+// the seller's, and the answer stays under the 1 MiB ceiling whatever it is.
+const (
+	jsonProblemsBudget = 768 << 10
+	jsonWarningsBudget = 64 << 10
+)
+
+// budgetProblems keeps ps's first problems while their JSON (escapedLen,
+// a JSON escape's worst) fits budget bytes, and counts the rest.
+func budgetProblems(ps []upload.Problem, budget int) ([]upload.Problem, int) {
+	used := 0
+	for i, p := range ps {
+		used += 80 + escapedLen(p.Column) + escapedLen(p.Cell) + escapedLen(p.Code) + escapedLen(p.Message)
+		for k, v := range p.Params {
+			used += 8 + escapedLen(k) + escapedLen(v)
+		}
+		if used > budget {
+			return ps[:i], len(ps) - i
+		}
+	}
+	return ps, 0
 }
 
 // uploadError answers a failed upload or check.

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"mime/multipart"
 	"net/http"
@@ -160,5 +161,23 @@ func TestIsolated(t *testing.T) {
 				t.Errorf("cutRunes(%q, %d) = %q", s, n, got)
 			}
 		}
+	}
+}
+
+// TestJSONProblemsAreBudgeted: the JSON answers' problems are kept while
+// they fit the budget, the rest counted; a list under it is kept whole.
+func TestJSONProblemsAreBudgeted(t *testing.T) {
+	p := upload.Problem{Row: 2, Column: "price", Cell: "D2", Code: "not_whole_number", Message: strings.Repeat("<", 1000), Params: map[string]string{"value": strings.Repeat("&", 1000)}}
+	ps := make([]upload.Problem, 1000)
+	for i := range ps {
+		ps[i] = p
+	}
+	kept, omitted := budgetProblems(ps, jsonProblemsBudget)
+	b, _ := json.Marshal(kept)
+	if len(kept)+omitted != len(ps) || omitted == 0 || len(b) > jsonProblemsBudget {
+		t.Errorf("kept %d (%d bytes of JSON), omitted %d of %d; the budget is %d bytes", len(kept), len(b), omitted, len(ps), jsonProblemsBudget)
+	}
+	if kept, omitted := budgetProblems(ps[:10], jsonProblemsBudget); len(kept) != 10 || omitted != 0 {
+		t.Errorf("10 problems: kept %d, omitted %d", len(kept), omitted)
 	}
 }
