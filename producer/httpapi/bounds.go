@@ -42,7 +42,7 @@ const (
 	// rows and columns show that.
 	previewRows    = 100
 	previewColumns = 30
-	previewBudget  = 384 << 10
+	previewBudget  = 320 << 10
 	// maxRowsListed bounds the failed rows the detail page and an event
 	// lists (each list: rows to fix, rows registered with other
 	// content); the fix file has every one.

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -13,6 +14,7 @@ import (
 	"github.com/bulkreg/bulkreg/internal/hostile"
 	"github.com/bulkreg/bulkreg/internal/hostile/answers"
 	"github.com/bulkreg/bulkreg/producer/upload"
+	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
 // The ceiling every answer about an upload of at most 10 MiB stays under
@@ -130,5 +132,88 @@ func TestHostileAnswersUnderTheCeiling(t *testing.T) {
 	for _, k := range keys {
 		a := worst[k]
 		t.Logf("largest %-28s %8d bytes, %4d ms CPU, RSS +%5.1f MiB", k, a.Bytes, a.CPU.Milliseconds(), float64(a.RSSGrowth)/(1<<20))
+	}
+}
+
+// TestCheckPageOfTheWorstContentIsBounded renders the check page and
+// Register's question of a check made of the worst content each field can
+// hold (every header, cell, value and message long and made of the
+// characters escaping makes longest, every row with a problem in every
+// column, hundreds of warnings), which no file need reach: each is at most
+// 1 MiB in both languages, whatever the reader lets through.
+func TestCheckPageOfTheWorstContentIsBounded(t *testing.T) {
+	long := func(s string, n int) string { return strings.Repeat(s, n) }
+	c := &upload.Checked{Problems: []upload.Problem{}, Warnings: []upload.Problem{}}
+	// One string of each kind, shared by every cell (a string is never copied).
+	cell, message, value := long("\"<&>'", 2000), long("<&>", 3000), long("&\u202e", 3000)
+	for i := range 256 {
+		c.Header = append(c.Header, "판매가("+long("&", 5000)+strconv.Itoa(i)+")")
+		c.Columns = append(c.Columns, upload.ColumnLetters(i))
+	}
+	for r := 2; r < 502; r++ {
+		row := upload.CheckedRow{Number: r, State: upload.RowInvalid}
+		for i := range 256 {
+			row.Cells = append(row.Cells, cell)
+			p := upload.Problem{Row: r, Column: "price", Cell: c.Columns[i] + strconv.Itoa(r), Code: "not_whole_number",
+				Message: message, Params: map[string]string{"field": "price", "value": value, "min": "0", "max": "1"}}
+			row.Problems = append(row.Problems, p)
+			c.Problems = append(c.Problems, p)
+		}
+		c.Rows = append(c.Rows, row)
+		c.Invalid++
+	}
+	for i := range 500 {
+		c.Warnings = append(c.Warnings, upload.Problem{Code: "unknown_column", Message: long("<", 5000), Params: map[string]string{"header": long("&", 5000) + strconv.Itoa(i)}})
+	}
+	pages := parsePages()
+	for _, lang := range []string{langKO, langEN} {
+		for _, confirm := range []bool{false, true} {
+			v := checkedView(lang, c)
+			v.Confirm = confirm
+			var buf strings.Builder
+			d := pageData{Lang: lang, Check: v, Again: confirm}
+			if err := pages["upload"].ExecuteTemplate(&buf, "layout", d); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s, confirm %v: %d bytes, %d problems and %d rows shown", lang, confirm, buf.Len(), len(v.Problems), len(v.Rows))
+			if buf.Len() > answerCeilingBytes {
+				t.Errorf("%s: the check page of the worst content is %d bytes; the ceiling is %d", lang, buf.Len(), answerCeilingBytes)
+			}
+			if v.ProblemsMore == "" || v.PreviewCut == "" || v.WarningsMore == "" {
+				t.Errorf("%s: the page does not say what it left out: %q %q %q", lang, v.ProblemsMore, v.PreviewCut, v.WarningsMore)
+			}
+		}
+	}
+}
+
+// TestFailedRowsOfTheWorstContentAreBounded: an upload of 500 failed rows
+// whose reasons and header are long and made of what escaping makes
+// longest: the event carrying them and the detail page's lists stay under
+// 1 MiB, and the rows left out are counted.
+func TestFailedRowsOfTheWorstContentAreBounded(t *testing.T) {
+	st := uploadstatus.Status{Upload: uploadstatus.Upload{ID: "u", Total: 1000, Header: []string{"가격(" + strings.Repeat("&", 60000) + ")"}}}
+	reason := strings.Repeat("<&\u202e", 3000)
+	for r := 2; r < 1002; r++ {
+		rr := uploadstatus.RowResult{Row: r, State: uploadstatus.Failed, Field: "price", Code: "invalid_price", Reason: reason,
+			Details: []uploadstatus.Detail{{Code: "not_whole_number", Cell: "A" + strconv.Itoa(r), Field: "price", Params: map[string]string{"field": "price", "value": reason}}}}
+		if r%2 == 0 {
+			rr.Code = uploadstatus.OtherContent
+		}
+		st.Rows = append(st.Rows, rr)
+	}
+	for _, lang := range []string{langKO, langEN} {
+		failed, other, more, otherMore := failedRows(lang, st)
+		b, _ := json.Marshal(ProgressEvent{FailedRows: failed, OtherContentRows: other, FailedRowsMore: more, OtherContentRowsMore: otherMore})
+		var page int
+		for _, r := range append(failed, other...) {
+			page += len(r.FieldHTML()) + len(r.ReasonHTML())
+		}
+		t.Logf("%s: %d + %d rows listed, %d + %d left out; the event %d bytes, the lists on a page %d", lang, len(failed), len(other), more, otherMore, len(b), page)
+		if len(failed)+more != 500 || len(other)+otherMore != 500 || more == 0 {
+			t.Errorf("%s: %d + %d failed rows, %d + %d other: not every row counted", lang, len(failed), more, len(other), otherMore)
+		}
+		if len(b) > answerCeilingBytes || page > answerCeilingBytes {
+			t.Errorf("%s: the event is %d bytes, the detail page's lists %d; the ceiling is %d", lang, len(b), page, answerCeilingBytes)
+		}
 	}
 }
