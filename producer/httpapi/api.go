@@ -301,9 +301,9 @@ type UploadResponse struct {
 	// ProblemsOmitted and WarningsOmitted count the problems and warnings
 	// left out of the lists above (jsonProblemsBudget); the report lists
 	// every row's.
-	ProblemsOmitted int `json:"problems_omitted,omitempty"`
-	WarningsOmitted int `json:"warnings_omitted,omitempty"`
-	StatusURL         string           `json:"status_url"`
+	ProblemsOmitted int    `json:"problems_omitted,omitempty"`
+	WarningsOmitted int    `json:"warnings_omitted,omitempty"`
+	StatusURL       string `json:"status_url"`
 }
 
 // CheckResponse is the answer to POST /v1/uploads?dry_run=true: what the
