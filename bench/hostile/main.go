@@ -20,7 +20,21 @@
 //   - redis_bytes: MEMORY USAGE of the upload's keys after Upload;
 //   - check_answer_bytes, upload_answer_bytes: the JSON answer of
 //     POST /v1/uploads?dry_run=true and POST /v1/uploads as producer/httpapi
-//     builds it (the problem document when the file is refused).
+//     builds it (the problem document when the file is refused);
+//   - answers: every answer the service gives about the file (issue 45:
+//     the check page and its fragment, Register without confirmation, the
+//     dry run's and the upload's JSON, the detail and history pages, the
+//     status JSON, the event stream's first event, the report and the fix
+//     file), in Korean and English, each with its bytes, CPU and RSS
+//     growth (internal/hostile/answers), the service's handler with the
+//     production defaults, under GOMEMLIMIT=460MiB (the shipped sizing).
+//
+// The output's "worst_answers" is the worst bytes, CPU and RSS of each
+// answer kind in each language over the corpus, and which file; "service"
+// is what the template download costs a request and what a form of 10 MiB
+// of part headers costs, and "other_seller" the latencies of a seller's
+// normal requests while another's worst check is answered again and again
+// (-other-seller, default 20 s; 0 leaves it out).
 package main
 
 import (
@@ -45,6 +59,7 @@ import (
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/excel"
 	"github.com/bulkreg/bulkreg/internal/hostile"
+	"github.com/bulkreg/bulkreg/internal/hostile/answers"
 	"github.com/bulkreg/bulkreg/internal/redisproc"
 	"github.com/bulkreg/bulkreg/producer/httpapi"
 	"github.com/bulkreg/bulkreg/producer/upload"
@@ -63,7 +78,9 @@ type figures struct {
 	RedisBytes        int64   `json:"redis_bytes"`
 	CheckAnswerBytes  int     `json:"check_answer_bytes"`
 	UploadAnswerBytes int     `json:"upload_answer_bytes"`
-	Error             string  `json:"error,omitempty"`
+	// Answers are every answer about the file (internal/hostile/answers).
+	Answers []answers.Answer `json:"answers,omitempty"`
+	Error   string           `json:"error,omitempty"`
 }
 
 func main() {
@@ -73,9 +90,11 @@ func main() {
 	redisAddr := flag.String("redis", "", "(internal) the redis-server of the parent")
 	brokers := flag.String("brokers", "", "(internal) the Kafka broker of the parent")
 	timeout := flag.Duration("timeout", 2*time.Minute, "give up on one file after this long")
+	withAnswers := flag.Bool("answers", true, "measure every answer about each file too (the pages, the JSON, the events, the reports)")
+	otherSeller := flag.Duration("other-seller", 20*time.Second, "measure another seller's latencies during the worst check this long (0: not)")
 	flag.Parse()
 	if *child != "" {
-		f, err := measure(*dir, *child, *redisAddr, strings.Split(*brokers, ","))
+		f, err := measure(*dir, *child, *redisAddr, strings.Split(*brokers, ","), *withAnswers)
 		if err != nil {
 			f.Error = err.Error()
 		}
@@ -84,12 +103,12 @@ func main() {
 		}
 		return
 	}
-	if err := run(*dir, *only, *timeout); err != nil {
+	if err := run(*dir, *only, *timeout, *withAnswers, *otherSeller); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(dir, only string, timeout time.Duration) error {
+func run(dir, only string, timeout time.Duration, withAnswers bool, otherSeller time.Duration) error {
 	files, err := hostile.Names(dir)
 	if err != nil {
 		return err
@@ -119,7 +138,9 @@ func run(dir, only string, timeout time.Duration) error {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		cmd := exec.CommandContext(ctx, self, "-dir", dir, "-child", f, "-redis", rp.Addr, "-brokers", strings.Join(kc.ListenAddrs(), ","))
+		cmd := exec.CommandContext(ctx, self, "-dir", dir, "-child", f, "-redis", rp.Addr, "-brokers", strings.Join(kc.ListenAddrs(), ","),
+			"-answers="+strconv.FormatBool(withAnswers))
+		cmd.Env = append(os.Environ(), "GOMEMLIMIT=460MiB")
 		cmd.Stderr = os.Stderr
 		out, err := cmd.Output()
 		cancel()
@@ -151,18 +172,46 @@ func run(dir, only string, timeout time.Duration) error {
 	pick("redis_bytes", func(f figures) float64 { return float64(f.RedisBytes) })
 	pick("check_answer_bytes", func(f figures) float64 { return float64(f.CheckAnswerBytes) })
 	pick("upload_answer_bytes", func(f figures) float64 { return float64(f.UploadAnswerBytes) })
-	host, _ := os.Hostname()
+	out := map[string]any{
+		"machine":       machine(),
+		"ceiling":       map[string]any{"cpu_ms": 1000, "rss_mib": 64, "redis_bytes": 8 << 20, "answer_bytes": 1 << 20, "other_seller_p99_ms": 100},
+		"files":         all,
+		"worst":         worst,
+		"worst_answers": worstAnswers(all),
+	}
+	svc, err := service(rp.Addr, kc.ListenAddrs())
+	if err != nil {
+		return err
+	}
+	out["service"] = svc
+	if otherSeller > 0 {
+		lat, err := otherSellerLatency(dir, rp.Addr, kc.ListenAddrs(), otherSeller)
+		if err != nil {
+			return err
+		}
+		out["other_seller"] = lat
+	}
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
-	return enc.Encode(map[string]any{
-		"machine": map[string]any{"host": host, "nproc": runtime.NumCPU(), "go": runtime.Version(), "os": runtime.GOOS + "/" + runtime.GOARCH},
-		"ceiling": map[string]any{"cpu_ms": 1000, "rss_mib": 64, "redis_bytes": 8 << 20, "answer_bytes": 1 << 20},
-		"files":   all,
-		"worst":   worst,
-	})
+	return enc.Encode(out)
 }
 
-func measure(dir, name, redisAddr string, brokers []string) (figures, error) {
+// machine names where the figures were measured.
+func machine() map[string]any {
+	host, _ := os.Hostname()
+	m := map[string]any{"host": host, "nproc": runtime.NumCPU(), "go": runtime.Version(), "os": runtime.GOOS + "/" + runtime.GOARCH}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m["cpu"] = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return m
+}
+
+func measure(dir, name, redisAddr string, brokers []string, withAnswers bool) (figures, error) {
 	data, err := hostile.Load(dir, name)
 	f := figures{File: name, Bytes: len(data)}
 	if err != nil {
@@ -210,8 +259,24 @@ func measure(dir, name, redisAddr string, brokers []string) (figures, error) {
 	if uerr != nil && !errors.Is(uerr, upload.ErrRefused) {
 		return f, uerr
 	}
+	if withAnswers {
+		// Another seller, so that the upload above is not this one's
+		// duplicate: every answer is measured from the file's first upload.
+		tok, err := httpapi.MintToken([]byte(benchSecret), seller+"-a", time.Hour, time.Now())
+		if err != nil {
+			return f, err
+		}
+		srv := &httpapi.Server{Uploader: up, Auth: httpapi.Auth{Secret: []byte(benchSecret)}}
+		f.Answers, err = answers.Run(ctx, srv.Handler(), data, answers.Options{Token: tok, FileName: name, RSS: true})
+		if err != nil {
+			return f, err
+		}
+	}
 	return f, nil
 }
+
+// benchSecret signs the bench's sellers' tokens.
+const benchSecret = "bench-hostile-0123456789abcdef0123456789"
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 

@@ -3,10 +3,13 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"path"
@@ -146,11 +149,17 @@ func (s *Server) readUploadForm(w http.ResponseWriter, r *http.Request, seller s
 		io.Reader
 		io.Closer
 	}{body, r.Body}, s.maxFile()+multipartSlack)
-	f, err := s.readFile(r)
+	f, err := s.readFile(r, params["boundary"])
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		var big errTooLarge
 		switch {
+		case errors.Is(err, errFormTooLarge):
+			w.Header().Set("Connection", "close")
+			writeProblem(w, r, problem{Status: http.StatusRequestEntityTooLarge, Code: "form_too_large", Detail: err.Error()})
+		case errors.Is(err, errTooManyFields):
+			w.Header().Set("Connection", "close")
+			writeProblem(w, r, problem{Status: http.StatusBadRequest, Code: "too_many_fields", Detail: err.Error()})
 		case body.timedOut:
 			s.logr(r).Info("upload body too slow; cut off", "seller", seller, "bytes", body.n, "after", time.Since(start).Round(time.Millisecond))
 			w.Header().Set("Connection", "close")
@@ -170,25 +179,77 @@ type errTooLarge struct{}
 
 func (errTooLarge) Error() string { return "file too large" }
 
-// readFile streams the multipart body to the part named "file", keeping
-// the CSRF token field on the way (the pages' forms put it first).
-func (s *Server) readFile(r *http.Request) (form, error) {
-	mr, err := r.MultipartReader()
-	if err != nil {
-		return form{}, fmt.Errorf("the body is not multipart/form-data: %w", err)
+// The form around the file is bounded before the file: a body of part
+// headers (10 MiB of them, or a million empty fields) is refused after
+// formBudget bytes or maxFormParts parts, without reading the rest.
+// The pages' forms send three small fields before the file; an API client
+// the file alone.
+const (
+	// formBudget bounds the bytes of the form before the file's content:
+	// every part's header and the fields before the file.
+	formBudget = 64 << 10
+	// maxFormParts bounds the parts read before the file.
+	maxFormParts = 16
+)
+
+var (
+	errFormTooLarge  = fmt.Errorf("the form's fields and part headers before the file take more than %d bytes: send the file in a field named \"file\", with at most a few small fields", formBudget)
+	errTooManyFields = fmt.Errorf("the form has more than %d fields before the file: send the file in a field named \"file\", with at most a few small fields", maxFormParts)
+)
+
+// formReader gives the multipart reader at most budget bytes until open is
+// set (the file's part has begun), then the rest of the body.
+type formReader struct {
+	r      io.Reader
+	n      int64
+	budget int64
+	open   bool
+}
+
+func (f *formReader) Read(p []byte) (int, error) {
+	if !f.open {
+		left := f.budget - f.n
+		if left <= 0 {
+			return 0, errFormTooLarge
+		}
+		p = p[:min(int64(len(p)), left)]
 	}
+	n, err := f.r.Read(p)
+	f.n += int64(n)
+	return n, err
+}
+
+// readFile streams the multipart body to the part named "file", keeping
+// the CSRF token field on the way (the pages' forms put it first). The
+// parts before the file are bounded (formBudget, maxFormParts); nothing
+// after the file is read.
+func (s *Server) readFile(r *http.Request, boundary string) (form, error) {
+	body := &formReader{r: r.Body, budget: formBudget}
+	mr := multipart.NewReader(body, boundary)
 	var f form
-	for {
+	for parts := 0; ; parts++ {
+		if parts == maxFormParts {
+			return form{}, errTooManyFields
+		}
 		part, err := mr.NextPart()
 		if err == io.EOF {
 			return form{}, errors.New(`no field "file" in the form: send the spreadsheet in a field named "file"`)
+		}
+		if errors.Is(err, errFormTooLarge) {
+			return form{}, errFormTooLarge
 		}
 		if err != nil {
 			return form{}, fmt.Errorf("read the form: %w", err)
 		}
 		switch part.FormName() {
 		case "file":
+			body.open = true
+			// Sized once from the request's length: a buffer grown by
+			// doubling to 10 MiB leaves 16 MiB of garbage behind it.
 			var buf bytes.Buffer
+			if n := r.ContentLength; n > 0 {
+				buf.Grow(int(min(n, s.maxFile()+1)))
+			}
 			n, err := io.Copy(&buf, io.LimitReader(part, s.maxFile()+1))
 			if err != nil {
 				return form{}, fmt.Errorf("read the file: %w", err)
@@ -237,7 +298,12 @@ type UploadResponse struct {
 	AlreadyRegistered int              `json:"already_registered"`
 	Problems          []upload.Problem `json:"problems,omitempty"`
 	Warnings          []upload.Problem `json:"warnings,omitempty"`
-	StatusURL         string           `json:"status_url"`
+	// ProblemsOmitted and WarningsOmitted count the problems and warnings
+	// left out of the lists above (jsonProblemsBudget); the report lists
+	// every row's.
+	ProblemsOmitted int    `json:"problems_omitted,omitempty"`
+	WarningsOmitted int    `json:"warnings_omitted,omitempty"`
+	StatusURL       string `json:"status_url"`
 }
 
 // CheckResponse is the answer to POST /v1/uploads?dry_run=true: what the
@@ -250,6 +316,10 @@ type CheckResponse struct {
 	AlreadyRegistered int              `json:"already_registered"`
 	Problems          []upload.Problem `json:"problems"`
 	Warnings          []upload.Problem `json:"warnings"`
+	// ProblemsOmitted and WarningsOmitted count the problems and warnings
+	// left out of the lists above (jsonProblemsBudget).
+	ProblemsOmitted int `json:"problems_omitted,omitempty"`
+	WarningsOmitted int `json:"warnings_omitted,omitempty"`
 }
 
 func (s *Server) apiPostUpload(lim *limits) http.HandlerFunc {
@@ -278,14 +348,21 @@ func (s *Server) apiPostUpload(lim *limits) http.HandlerFunc {
 			writeProblem(w, r, problem{Status: http.StatusForbidden, Code: "csrf", Detail: errCSRF.Error()})
 			return
 		}
+		done, err := s.work.take(r.Context(), c.seller)
+		if err != nil {
+			return // the client went away while the seller's other upload was handled
+		}
+		defer done()
 		if dryRun {
 			chk, err := s.Uploader.Check(r.Context(), c.seller, f.data)
 			if err != nil {
 				s.uploadError(w, r, "", err)
 				return
 			}
-			writeJSON(w, http.StatusOK, CheckResponse{DryRun: true, Total: len(chk.Rows), Valid: chk.Valid, Invalid: chk.Invalid,
-				AlreadyRegistered: chk.AlreadyRegistered, Problems: chk.Problems, Warnings: chk.Warnings})
+			resp := CheckResponse{DryRun: true, Total: len(chk.Rows), Valid: chk.Valid, Invalid: chk.Invalid, AlreadyRegistered: chk.AlreadyRegistered}
+			resp.Problems, resp.ProblemsOmitted = budgetProblems(chk.Problems, jsonProblemsBudget)
+			resp.Warnings, resp.WarningsOmitted = budgetProblems(chk.Warnings, jsonWarningsBudget)
+			writeJSON(w, http.StatusOK, resp)
 			return
 		}
 		res, err := s.Uploader.Upload(r.Context(), upload.Request{SellerID: c.seller, FileName: f.name, Data: f.data, Strict: strict})
@@ -301,6 +378,8 @@ func (s *Server) apiPostUpload(lim *limits) http.HandlerFunc {
 			for _, row := range res.Sheet.Rows {
 				resp.Problems = append(resp.Problems, upload.Problems(row.Problems)...)
 			}
+			resp.Problems, resp.ProblemsOmitted = budgetProblems(resp.Problems, jsonProblemsBudget)
+			resp.Warnings, resp.WarningsOmitted = budgetProblems(resp.Warnings, jsonWarningsBudget)
 		}
 		code := http.StatusCreated
 		if res.Duplicate {
@@ -309,6 +388,30 @@ func (s *Server) apiPostUpload(lim *limits) http.HandlerFunc {
 		w.Header().Set("Location", resp.StatusURL)
 		writeJSON(w, code, resp)
 	}
+}
+
+// The JSON answers' lists of problems are bounded in bytes: a file's
+// problems are at most one per field of 500 rows, but what each quotes is
+// the seller's, and the answer stays under the 1 MiB ceiling whatever it is.
+const (
+	jsonProblemsBudget = 768 << 10
+	jsonWarningsBudget = 64 << 10
+)
+
+// budgetProblems keeps ps's first problems while their JSON (escapedLen,
+// a JSON escape's worst) fits budget bytes, and counts the rest.
+func budgetProblems(ps []upload.Problem, budget int) ([]upload.Problem, int) {
+	used := 0
+	for i, p := range ps {
+		used += 80 + escapedLen(p.Column) + escapedLen(p.Cell) + escapedLen(p.Code) + escapedLen(p.Message)
+		for k, v := range p.Params {
+			used += 8 + escapedLen(k) + escapedLen(v)
+		}
+		if used > budget {
+			return ps[:i], len(ps) - i
+		}
+	}
+	return ps, 0
 }
 
 // uploadError answers a failed upload or check.
@@ -507,15 +610,42 @@ func navigated(r *http.Request) bool {
 	return r.Header.Get("Sec-Fetch-Mode") == "navigate" || strings.Contains(r.Header.Get("Accept"), "text/html")
 }
 
-func (s *Server) apiTemplate(w http.ResponseWriter, r *http.Request) {
+// templateFile is the upload template, written once: every request is
+// served the same bytes (a 304 when the client has them), so the
+// unauthenticated download costs a copy, not a workbook written anew.
+type templateFile struct {
+	xlsx []byte
+	etag string
+	err  error
+}
+
+// templateCacheControl lets a client and a shared cache keep the template
+// for an hour, then ask again with its ETag (a 304 when unchanged): the
+// template changes only with a new release.
+const templateCacheControl = "public, max-age=3600"
+
+func buildTemplate() templateFile {
 	var buf bytes.Buffer
 	if err := upload.WriteTemplate(&buf); err != nil {
+		return templateFile{err: fmt.Errorf("write the upload template: %w", err)}
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	return templateFile{xlsx: buf.Bytes(), etag: `"` + hex.EncodeToString(sum[:12]) + `"`}
+}
+
+func (s *Server) apiTemplate(w http.ResponseWriter, r *http.Request) {
+	if s.templateXLSX.err != nil {
+		s.logr(r).Error("template", "err", s.templateXLSX.err)
 		writeProblem(w, r, problem{Status: http.StatusInternalServerError, Code: "template_failed", Detail: "the template could not be written"})
 		return
 	}
-	w.Header().Set("Content-Type", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet")
-	w.Header().Set("Content-Disposition", `attachment; filename="bulkreg-template.xlsx"`)
-	w.Write(buf.Bytes())
+	h := w.Header()
+	h.Set("Content-Type", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet")
+	h.Set("Content-Disposition", `attachment; filename="bulkreg-template.xlsx"`)
+	h.Set("Cache-Control", templateCacheControl)
+	h.Set("ETag", s.templateXLSX.etag)
+	// ServeContent answers If-None-Match (304) and ranges from the bytes.
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(s.templateXLSX.xlsx))
 }
 
 func (s *Server) apiCompliance(w http.ResponseWriter, r *http.Request) {

@@ -3,7 +3,9 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
+	"html/template"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/bulkreg/bulkreg/producer/upload"
@@ -36,6 +38,11 @@ type ProgressEvent struct {
 	// is registered already with other content are not among them (nothing
 	// in the file is wrong) but in OtherContentRows, sent with them.
 	FailedRows []FailedRow `json:"failed_rows,omitempty"`
+	// FailedRowsMore and OtherContentRowsMore count the rows of each list
+	// left out (at most 200 are sent, and 320 KiB of text): the fix file
+	// has every one.
+	FailedRowsMore       int `json:"failed_rows_more,omitempty"`
+	OtherContentRowsMore int `json:"other_content_rows_more,omitempty"`
 	// OtherContent counts those rows (they are counted in Failed too);
 	// ToFix counts the failed rows that need a fix in the file.
 	OtherContent     int         `json:"other_content"`
@@ -55,7 +62,16 @@ type FailedRow struct {
 	Field  string `json:"field,omitempty"`
 	Code   string `json:"code,omitempty"`
 	Reason string `json:"reason"`
+	// values are what Reason quotes of the seller's file (ReasonHTML).
+	values []string
 }
+
+// ReasonHTML is Reason for a page, the values it quotes from the seller's
+// file set apart (isolated).
+func (r FailedRow) ReasonHTML() template.HTML { return isolated(r.Reason, textShownLen, r.values...) }
+
+// FieldHTML is Field for a page, set apart: it is the seller's header.
+func (r FailedRow) FieldHTML() template.HTML { return isolated(r.Field, headerShownLen, r.Field) }
 
 func percent(st uploadstatus.Status) int {
 	if st.Total == 0 {
@@ -65,21 +81,43 @@ func percent(st uploadstatus.Status) int {
 }
 
 // failedRows are the failed rows, said in lang, and apart the rows whose
-// SKU is registered already with other content.
-func failedRows(lang string, st uploadstatus.Status) (failed, other []FailedRow) {
+// SKU is registered already with other content: each list its first
+// maxRowsListed rows and rowsBudget bytes, each row's field and reason cut
+// (bounds.go); failedMore and otherMore count the rows left out, which the
+// fix file and the report have.
+func failedRows(lang string, st uploadstatus.Status) (failed, other []FailedRow, failedMore, otherMore int) {
 	failed = []FailedRow{}
+	header := make([]string, len(st.Header))
+	for i, h := range st.Header {
+		header[i] = cutRunes(h, headerShownLen)
+	}
+	var usedFailed, usedOther int
 	for _, r := range st.Rows {
 		if r.State != uploadstatus.Failed {
 			continue
 		}
-		fr := FailedRow{Row: r.Row, Field: upload.FieldIn(lang, st.Header, r.Field), Code: r.Code, Reason: upload.RowReason(lang, st.Header, r)}
+		list, used, more := &failed, &usedFailed, &failedMore
 		if r.Code == uploadstatus.OtherContent {
-			other = append(other, fr)
-		} else {
-			failed = append(failed, fr)
+			list, used, more = &other, &usedOther, &otherMore
 		}
+		if len(*list) >= maxRowsListed || *used >= rowsBudget {
+			*more++
+			continue
+		}
+		var values []string
+		r.Details = slices.Clone(r.Details) // st's rows stay as they are
+		for i := range r.Details {
+			r.Details[i].Params = cutParams(r.Details[i].Params)
+			values = paramValues(r.Details[i].Params, values...)
+		}
+		r.Reason = cutRunes(r.Reason, textShownLen)
+		fr := FailedRow{Row: r.Row, Field: cutRunes(upload.FieldIn(lang, header, r.Field), headerShownLen), Code: r.Code,
+			Reason: cutRunes(upload.RowReason(lang, header, r), textShownLen)}
+		fr.values = append(values, fr.Field, r.ProductID)
+		*used += escapedLen(fr.Field) + escapedLen(fr.Reason) + len(fr.Code) + cellMarkup
+		*list = append(*list, fr)
 	}
-	return failed, other
+	return failed, other, failedMore, otherMore
 }
 
 func progressEvent(p upload.Progress) ProgressEvent {
@@ -150,7 +188,7 @@ func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		if changed(cmp, last) || first {
 			if ev.Failed != lastFailed {
-				ev.FailedRows, ev.OtherContentRows = failedRows(pickLang(r), p.Status)
+				ev.FailedRows, ev.OtherContentRows, ev.FailedRowsMore, ev.OtherContentRowsMore = failedRows(pickLang(r), p.Status)
 				lastFailed = ev.Failed
 			}
 			b, _ := json.Marshal(ev)

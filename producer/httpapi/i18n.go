@@ -192,6 +192,15 @@ var messages = map[string][2]string{ // [ko, en]
 	// Rows registered already with other content: a group apart (issue 28, 11).
 	"detail.othercontent":     {"다른 내용으로 이미 등록됨", "Already registered with different content"},
 	"detail.othercontent.why": {"이 상품들은 이미 다른 내용으로 등록되어 있어 일괄 등록으로 바꾸지 않았습니다. 파일에는 문제가 없습니다. 가격이나 재고는 판매자 센터의 상품 관리에서 바꿔 주세요.", "These products are already registered with different content, which bulk registration does not change; nothing is wrong with the file. Change their price or stock in the seller center's product management."},
+
+	// The bounds of what a page shows (bounds.go): what was left out.
+	"check.preview.cut": {"미리보기는 전체 %[3]d행 %[4]d열 가운데 첫 %[1]d개 행과 %[2]d개 열만 보여 줍니다. 검사는 모든 행과 열에 했습니다.",
+		"The preview shows the first %[1]d rows and %[2]d columns only, of %[3]d rows and %[4]d columns; every row and column was checked."},
+	"check.problems.more": {"문제 %d개는 여기에 보여 주지 않았습니다. 위의 문제를 고친 뒤 다시 검사하면 나머지를 보여 줍니다. '등록'한 뒤 받는 고칠 파일에는 행마다 모든 문제가 있습니다.",
+		"%d more problems are not listed here. Fix the ones above and check again to see the rest; the fix file you get after Register lists every row's problems."},
+	"check.warnings.more":     {"참고할 내용 %d개는 보여 주지 않았습니다.", "%d more notes are not shown."},
+	"check.fileproblems.more": {"문제 %d개는 보여 주지 않았습니다. 위의 문제를 고친 뒤 다시 올려 주세요.", "%d more problems are not shown; fix the ones above and upload again."},
+	"detail.rows.more":        {"행 %d개는 여기에 보여 주지 않았습니다. 고칠 파일(.xlsx)에 모든 행과 사유가 있습니다.", "%d more rows are not listed here; the fix file (.xlsx) has every row and its reason."},
 }
 
 func langIndex(lang string) int {
@@ -227,7 +236,7 @@ func fmtDuration(lang string, d time.Duration) string {
 func jsMessages(lang string) map[string]string {
 	out := map[string]string{}
 	for _, k := range []string{"detail.eta", "detail.eta.now", "detail.eta.none", "detail.done", "detail.percent", "dur.min", "dur.sec", "detail.nofailed", "upload.nofile", "upload.working",
-		"outage.eta", "failing.eta", "paused.eta", "state.done.ok", "state.done.other", "state.done.partial", "state.done.failed", "end.fix"} {
+		"outage.eta", "failing.eta", "paused.eta", "state.done.ok", "state.done.other", "state.done.partial", "state.done.failed", "end.fix", "detail.rows.more"} {
 		out[k] = msg(lang, k)
 	}
 	for _, s := range []string{"publishing", "published", "publish_failed", "done"} {

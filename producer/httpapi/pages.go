@@ -174,7 +174,12 @@ func (s *Server) pageForm(w http.ResponseWriter, r *http.Request, lim *limits) (
 		s.renderMessage(w, r, http.StatusForbidden, "forbidden.title", "forbidden.body")
 		return w, caller{}, form{}, nil, false
 	}
-	return w, c, f, release, true
+	done, err := s.work.take(r.Context(), c.seller)
+	if err != nil {
+		release() // the client went away while the seller's other upload was handled
+		return w, caller{}, form{}, nil, false
+	}
+	return w, c, f, func() { done(); release() }, true
 }
 
 // pageCheck checks the posted file and shows every problem by cell next to
@@ -269,6 +274,8 @@ type uploadRow struct {
 	// empty, the failed rows apart whose SKU is registered already with
 	// different content (nothing to fix: issue 28, item 11).
 	OtherText string
+	// FileNameAttr is FileName for an attribute, set apart (attrIsolated).
+	FileNameAttr string
 }
 
 func (s *Server) pageUploads(w http.ResponseWriter, r *http.Request) {
@@ -294,6 +301,7 @@ func (s *Server) pageUploads(w http.ResponseWriter, r *http.Request) {
 		if st.OtherContent > 0 {
 			row.OtherText = msg(d.Lang, "uploads.other", st.OtherContent)
 		}
+		row.FileNameAttr = attrIsolated(row.FileName)
 		d.Uploads = append(d.Uploads, row)
 	}
 	if page.Next != "" {
@@ -377,6 +385,13 @@ type detailView struct {
 	FailedRows                                                 []FailedRow
 	OtherContentRows                                           []FailedRow // registered already with other content, apart
 	Fix                                                        int         // failed rows to fix: Failed without OtherContentRows
+	// OtherCount counts the rows registered already with other content;
+	// FailedMore and OtherMore say how many rows of each list are not
+	// shown (failedRows bounds them), empty when every one is.
+	OtherCount            int
+	FailedMore, OtherMore string
+	// FileLine names the uploaded file and when, the name set apart.
+	FileLine template.HTML
 	// Failed above counts the rows to fix too: the rows registered already
 	// with other content have their own count (OtherContentRows).
 	// Marketplace is "not_answering", "failing" or "misconfigured" while rows wait
@@ -424,8 +439,16 @@ func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
 		State: stateText(d.Lang, p.Status), Total: p.Total, Registered: p.Registered, Already: p.AlreadyRegistered,
 		Failed: p.ToFix(), Waiting: p.RowsWaiting, Done: p.Registered + p.AlreadyRegistered + p.Failed,
 		Percent: ev.Percent, IsDone: ev.Done, Ahead: p.RowsAhead}
-	v.FailedRows, v.OtherContentRows = failedRows(d.Lang, p.Status)
-	v.Fix = len(v.FailedRows)
+	var more, otherMore int
+	v.FailedRows, v.OtherContentRows, more, otherMore = failedRows(d.Lang, p.Status)
+	v.Fix, v.OtherCount = len(v.FailedRows)+more, len(v.OtherContentRows)+otherMore
+	if more > 0 {
+		v.FailedMore = msg(d.Lang, "detail.rows.more", more)
+	}
+	if otherMore > 0 {
+		v.OtherMore = msg(d.Lang, "detail.rows.more", otherMore)
+	}
+	v.FileLine = isolated(msg(d.Lang, "detail.file", v.FileName, v.Created), textShownLen+maxFileNameLen, v.FileName)
 	if !ev.Done && (p.Marketplace == upload.MarketplaceNotAnswering || p.Marketplace == upload.MarketplaceMisconfigured || p.Marketplace == upload.MarketplaceFailing) {
 		v.Marketplace = p.Marketplace
 	}
@@ -476,7 +499,9 @@ func orDash(s string) string {
 	return s
 }
 
-// checkView is a check's result as the page shows it.
+// checkView is a check's result as the page shows it. Every list and the
+// preview are bounded (bounds.go): the page stays under the answer ceiling
+// whatever the file holds, and says what it left out.
 type checkView struct {
 	// Plan says what Register will do (n register, m skipped with
 	// problems, k already registered); Register is n, Skips whether any row
@@ -487,9 +512,11 @@ type checkView struct {
 	Skips    bool
 	Confirm  bool
 
-	Refusal      string
+	Refusal      template.HTML
 	NoRows       bool
-	FileProblems []string
+	FileProblems []template.HTML
+	// FileProblemsMore says how many of a refused file's problems are not listed.
+	FileProblemsMore string
 
 	// Summary counts the rows by what Register does with them; Invalid
 	// counts the rows with problems to fix, Other those registered already
@@ -498,21 +525,34 @@ type checkView struct {
 	Total, Valid, Invalid, Already, Other int
 	Problems                              []problemView
 	OtherContent                          []problemView // SKUs registered already with other content, apart from Problems
-	Warnings                              []string
-	Header                                []colView
-	Rows                                  []rowView
+	// ProblemsMore and OtherMore say how many of each list are not shown,
+	// and where to see them all; empty when every one is.
+	ProblemsMore, OtherMore string
+	Warnings                []template.HTML
+	WarningsMore            string
+	Header                  []colView
+	Rows                    []rowView
+	// PreviewCut says which rows and columns the preview shows when it
+	// does not show them all.
+	PreviewCut string
 
 	// Before says the seller uploaded this very file before (BeforeID).
 	Before, BeforeID string
 }
 
 type problemView struct {
-	Row         int
-	Cell, Label string
-	Text        string
+	Row   int
+	Cell  string
+	Label template.HTML // the column's header, as the seller's file names it
+	Text  template.HTML
+	// Linked: the cell is in the preview (a link to it goes somewhere).
+	Linked bool
 }
 
-type colView struct{ Letter, Name string }
+type colView struct {
+	Letter string
+	Name   template.HTML
+}
 
 type rowView struct {
 	Number       int
@@ -520,17 +560,40 @@ type rowView struct {
 	Cells        []cellView
 }
 
-type cellView struct{ Text, Cell, Problem string }
+type cellView struct {
+	Text    template.HTML
+	Cell    string
+	Problem string        // the problem's text, for the tooltip
+	Said    template.HTML // the same, for the screen reader
+}
 
 // previewCellLen bounds a cell's text in the preview, in characters.
 const previewCellLen = 60
 
 func refusalView(lang string, ref upload.Refusal) *checkView {
-	v := &checkView{Refusal: ref.Text(lang), NoRows: ref.Code == upload.CodeNoRows}
-	for _, p := range ref.Problems {
-		v.FileProblems = append(v.FileProblems, p.In(lang, nil))
+	ref.Params = cutParams(ref.Params)
+	v := &checkView{Refusal: isolated(ref.Text(lang), textShownLen, paramValues(ref.Params)...), NoRows: ref.Code == upload.CodeNoRows}
+	for i, p := range ref.Problems {
+		if i == maxFileProblemsShown {
+			v.FileProblemsMore = msg(lang, "check.fileproblems.more", len(ref.Problems)-i)
+			break
+		}
+		p.Params, p.Message = cutParams(p.Params), cutRunes(p.Message, textShownLen)
+		v.FileProblems = append(v.FileProblems, isolated(p.In(lang, nil), textShownLen, paramValues(p.Params)...))
 	}
 	return v
+}
+
+// shownProblem is a problem of a check as a page shows it: its params and
+// message cut, its text and the values it quotes set apart (isolated).
+func shownProblem(lang string, p upload.Problem, header []string) (string, template.HTML) {
+	p.Params, p.Message = cutParams(p.Params), cutRunes(p.Message, textShownLen)
+	text := p.Text(lang, header)
+	var field string
+	if f := p.Params["field"]; f != "" {
+		field = upload.FieldName(lang, header, f)
+	}
+	return cutRunes(text, textShownLen), isolated(text, textShownLen, paramValues(p.Params, field)...)
 }
 
 func checkedView(lang string, c *upload.Checked) *checkView {
@@ -558,27 +621,35 @@ func checkedView(lang string, c *upload.Checked) *checkView {
 	default:
 		v.Plan = msg(lang, "check.plan", c.Valid, fix, c.AlreadyRegistered)
 	}
-	labels := map[string]string{} // column letters → the seller's header
+	// The seller's header, cut where it is shown: a header full of text in
+	// brackets still names its column, and a page names the column once
+	// per problem.
+	header := make([]string, len(c.Header))
 	for i, h := range c.Header {
-		v.Header = append(v.Header, colView{Letter: c.Columns[i], Name: h})
-		labels[c.Columns[i]] = h
+		header[i] = cutRunes(h, headerShownLen)
+	}
+	cols := min(len(header), previewColumns)
+	labels := make(map[string]string, len(header)) // column letters → the seller's header
+	for i, h := range header {
+		if i < len(c.Columns) {
+			labels[c.Columns[i]] = h
+		}
+	}
+	for i := range cols {
+		v.Header = append(v.Header, colView{Letter: c.Columns[i], Name: isolated(header[i], headerShownLen, header[i])})
 	}
 	if b := c.UploadedBefore; b != nil {
 		v.Before = b.Text(lang)
 		v.BeforeID = b.UploadID
 	}
-	for _, p := range c.Problems {
-		pv := problemView{Row: p.Row, Cell: p.Cell, Label: labels[strings.TrimRight(p.Cell, "0123456789")], Text: p.Text(lang, c.Header)}
-		if p.Code == upload.CodeRegisteredOtherContent { // a group apart: nothing to fix in the file
-			v.OtherContent = append(v.OtherContent, pv)
-			continue
-		}
-		v.Problems = append(v.Problems, pv)
-	}
-	for _, w := range c.Warnings {
-		v.Warnings = append(v.Warnings, w.In(lang, c.Header))
-	}
+
+	// The preview: the first rows and columns, up to previewBudget bytes.
+	shown := map[string]bool{} // cells in the preview
+	used := 0
 	for _, r := range c.Rows {
+		if len(v.Rows) == previewRows || used >= previewBudget {
+			break
+		}
 		rv := rowView{Number: r.Number, Class: r.State}
 		switch r.State {
 		case upload.RowValid:
@@ -591,34 +662,75 @@ func checkedView(lang string, c *upload.Checked) *checkView {
 		default:
 			rv.State, rv.Class = msg(lang, "row.already"), "already"
 		}
-		bad := map[string]string{}
+		bad := map[string]upload.Problem{}
 		for _, p := range r.Problems {
-			if p.Cell != "" {
-				bad[p.Cell] = p.Text(lang, c.Header)
+			if _, ok := bad[p.Cell]; p.Cell != "" && !ok {
+				bad[p.Cell] = p
 			}
 		}
-		for i := range c.Header {
+		for i := range cols {
 			cell := c.Columns[i] + itoa(r.Number)
 			text := ""
 			if i < len(r.Cells) {
 				text = cutRunes(r.Cells[i], previewCellLen)
 			}
-			rv.Cells = append(rv.Cells, cellView{Text: text, Cell: cell, Problem: bad[cell]})
+			cv := cellView{Text: isolated(text, previewCellLen, text), Cell: cell}
+			if p, ok := bad[cell]; ok {
+				cv.Problem, cv.Said = shownProblem(lang, p, header)
+				cv.Problem = attrIsolated(cv.Problem)
+			}
+			used += escapedLen(text) + 2*escapedLen(cv.Problem) + cellMarkup
+			rv.Cells = append(rv.Cells, cv)
+			shown[cell] = true
 		}
 		v.Rows = append(v.Rows, rv)
 	}
-	return v
-}
-
-func cutRunes(s string, n int) string {
-	i := 0
-	for j := range s {
-		if i == n {
-			return s[:j] + "…"
-		}
-		i++
+	if len(v.Rows) < len(c.Rows) || cols < len(header) {
+		v.PreviewCut = msg(lang, "check.preview.cut", len(v.Rows), cols, len(c.Rows), len(header))
 	}
-	return s
+
+	// The problems, in the file's order, up to maxProblemsShown and
+	// problemsBudget bytes; the rows registered with other content apart.
+	used = 0
+	var more, otherMore int
+	for _, p := range c.Problems {
+		isOther := p.Code == upload.CodeRegisteredOtherContent // a group apart: nothing to fix in the file
+		list := &v.Problems
+		if isOther {
+			list = &v.OtherContent
+		}
+		if len(v.Problems)+len(v.OtherContent) >= maxProblemsShown || used >= problemsBudget {
+			if isOther {
+				otherMore++
+			} else {
+				more++
+			}
+			continue
+		}
+		label := labels[strings.TrimRight(p.Cell, "0123456789")]
+		text, html := shownProblem(lang, p, header)
+		used += escapedLen(p.Cell) + escapedLen(label) + escapedLen(text) + cellMarkup
+		pv := problemView{Row: p.Row, Cell: p.Cell, Text: html, Linked: shown[p.Cell]}
+		if label != "" {
+			pv.Label = isolated(label, headerShownLen, label)
+		}
+		*list = append(*list, pv)
+	}
+	if more > 0 {
+		v.ProblemsMore = msg(lang, "check.problems.more", more)
+	}
+	if otherMore > 0 {
+		v.OtherMore = msg(lang, "check.problems.more", otherMore)
+	}
+	for i, w := range c.Warnings {
+		if i == maxWarningsShown {
+			v.WarningsMore = msg(lang, "check.warnings.more", len(c.Warnings)-i)
+			break
+		}
+		w.Params, w.Message = cutParams(w.Params), cutRunes(w.Message, textShownLen)
+		v.Warnings = append(v.Warnings, isolated(w.In(lang, header), textShownLen, paramValues(w.Params)...))
+	}
+	return v
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -108,10 +108,13 @@ type Server struct {
 	handler http.Handler
 	pages   map[string]*template.Template
 	openapi []byte
-	streams *sellerSlots
-	cop     *http.CrossOriginProtection
-	stop    chan struct{} // closed by StopStreams
-	stopMu  sync.Once
+	// templateXLSX is the upload template, written once at init.
+	templateXLSX templateFile
+	streams      *sellerSlots
+	work         *sellerWork
+	cop          *http.CrossOriginProtection
+	stop         chan struct{} // closed by StopStreams
+	stopMu       sync.Once
 }
 
 // Defaults of Server's limits.
@@ -222,8 +225,10 @@ func (s *Server) init() {
 	s.stop = make(chan struct{})
 	s.cop = http.NewCrossOriginProtection()
 	s.streams = newSellerSlots(orDefault(s.MaxStreamsPerSeller, DefaultMaxStreamsPerSeller))
+	s.work = newSellerWork()
 	s.pages = parsePages()
 	s.openapi, _ = webFiles.ReadFile("openapi.json")
+	s.templateXLSX = buildTemplate()
 	mux := http.NewServeMux()
 	names := map[string]string{}
 	for _, rt := range s.routes() {

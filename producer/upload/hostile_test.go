@@ -81,6 +81,12 @@ var hostileOutcomes = map[string]string{
 	"sheets-9990-no-header.xlsx":     excel.CodeNoHeader,
 	"sheets-9990-far-cell.xlsx":      excel.CodeNoHeader,
 	"rels-outside.xlsx":              excel.CodeDamaged,
+	// Issue 45: what the answers repeat (producer/httpapi's
+	// TestHostileAnswersUnderTheCeiling renders every answer of them).
+	"csv-header-attack.csv":          "500/0",
+	"sheet-header-attack.xlsx":       "500/0",
+	"csv-256-unknown-columns.csv":    "500/500",
+	"csv-long-headers-bad-cells.csv": "500/0",
 }
 
 // hostileDir is the hostile corpus (go run ./testdata/hostile/gen writes it).

@@ -114,5 +114,74 @@ func (u *Uploader) BuildReportIn(ctx context.Context, lang string, st uploadstat
 	if err := excel.WriteReportIn(&buf, lang, st.Header, rows, failedOnly); err != nil {
 		return Report{}, fmt.Errorf("write the report of upload %s: %w", st.ID, err)
 	}
+	// The cells kept are bounded in bytes (DefaultMaxReportCellBytes), but
+	// text that does not compress (random syllables) writes a report as
+	// large as its cells. Past MaxReportBytes the report is written again
+	// with the cells of fewer rows, the rows to fix first, each row left
+	// without its cells saying so, until it fits.
+	for try := 0; buf.Len() > MaxReportBytes && try < 4; try++ {
+		kept := cellBytes(cells)
+		if kept == 0 {
+			break
+		}
+		cells = keepCells(st, cells, int(int64(kept)*int64(MaxReportBytes)*9/10/int64(buf.Len())))
+		rows = ReportRowsIn(lang, st, cells)
+		buf.Reset()
+		if err := excel.WriteReportIn(&buf, lang, st.Header, rows, failedOnly); err != nil {
+			return Report{}, fmt.Errorf("write the report of upload %s: %w", st.ID, err)
+		}
+	}
 	return Report{XLSX: buf.Bytes(), Rows: n, Name: ReportName(lang, st, failedOnly)}, nil
+}
+
+// MaxReportBytes bounds a report's file: every answer about an upload of at
+// most 10 MiB is at most 1 MiB (design.md's ceiling).
+const MaxReportBytes = 1 << 20
+
+func cellBytes(cells map[int][]string) int {
+	n := 0
+	for _, c := range cells {
+		for _, v := range c {
+			n += len(v)
+		}
+	}
+	return n
+}
+
+// keepCells keeps the cells of rows while their bytes fit budget, the
+// failed rows first (the fix file's rows), in row order; the other rows
+// keep none (an empty list, which ReportRows explains in the report).
+func keepCells(st uploadstatus.Status, cells map[int][]string, budget int) map[int][]string {
+	failed := make(map[int]bool, len(st.Rows))
+	for _, r := range st.Rows {
+		failed[r.Row] = r.State == uploadstatus.Failed
+	}
+	nums := make([]int, 0, len(cells))
+	for n := range cells {
+		nums = append(nums, n)
+	}
+	slices.SortFunc(nums, func(a, b int) int {
+		if failed[a] != failed[b] {
+			if failed[a] {
+				return -1
+			}
+			return 1
+		}
+		return a - b
+	})
+	out := make(map[int][]string, len(cells))
+	used := 0
+	for _, n := range nums {
+		size := 0
+		for _, v := range cells[n] {
+			size += len(v)
+		}
+		if used+size > budget {
+			out[n] = []string{}
+			continue
+		}
+		used += size
+		out[n] = cells[n]
+	}
+	return out
 }

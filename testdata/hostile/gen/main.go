@@ -386,7 +386,80 @@ func corpus() []hostile {
 		{"rels-outside.xlsx", "the workbook's sheet relationship pointing at ../../etc/passwd", func() []byte {
 			return book(bookOpts{rows: validRows(5), sheetTarget: "../../etc/passwd"})
 		}},
+		// Shapes of issue 45: what an answer repeats. Header text in
+		// brackets is ignored when headers are matched, so a header can be
+		// long and still name a known column; a page that says the header
+		// once per problem multiplies it by the problems.
+		{"csv-header-attack.csv", "500 rows with a bad price under the price header 판매가( + 60,000 & + ) (issue 45: 601 MB of Korean HTML)", func() []byte {
+			h := excel.TemplateHeader()
+			h[3] = "판매가(" + repeat("&", 60000) + ")"
+			rows := validRows(500)
+			for i := range rows {
+				rows[i][3] = "abc"
+			}
+			return csvWith(h, rows, ',')
+		}},
+		{"csv-256-unknown-columns.csv", "500 valid rows with 256 unknown columns of 66 & each (issue 45: a 41 MB check page)", func() []byte {
+			h := excel.TemplateHeader()
+			for c := range 256 {
+				h = append(h, fmt.Sprintf("메모 %d", c+1))
+			}
+			rows := validRows(500)
+			for i := range rows {
+				for c := range 256 {
+					rows[i] = append(rows[i], repeat("&", 60)+fmt.Sprintf("%03d%03d", i%1000, c))
+				}
+			}
+			return csvWith(h, rows, ',')
+		}},
+		{"csv-long-headers-bad-cells.csv", "every header 1,000 characters in brackets, 64 more such headers, and 500 rows of a problem in every field and right-to-left overrides", func() []byte {
+			h := excel.TemplateHeader()
+			long := "(" + repeat("<&\"'>", 200) + ")"
+			for i := range h {
+				h[i] += long
+			}
+			for c := range 64 {
+				h = append(h, fmt.Sprintf("x%d%s", c, long))
+			}
+			rows := badRows(500)
+			for i := range rows {
+				for range 64 {
+					rows[i] = append(rows[i], "\u202e"+repeat("가", 10))
+				}
+			}
+			return csvWith(h, rows, ',')
+		}},
+		{"sheet-header-attack.xlsx", "the price header 판매가( + 32,000 & + ) (Excel's longest cell) over 500 rows with a bad price", func() []byte {
+			h := excel.TemplateHeader()
+			h[3] = "판매가(" + repeat("&", 32000) + ")"
+			rows := validRows(500)
+			for i := range rows {
+				rows[i][3] = "abc"
+			}
+			var b strings.Builder
+			b.WriteString(rowXML(1, h, false))
+			for i, r := range rows {
+				b.WriteString(rowXML(i+2, r, false))
+			}
+			return book(bookOpts{sheetFirst: `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>` + "\n" +
+				`<worksheet ` + ns + `><sheetData>` + b.String() + `</sheetData></worksheet>`})
+		}},
 	}
+}
+
+// csvWith is a CSV of header and rows, every cell quoted.
+func csvWith(header []string, rows [][]string, sep byte) []byte {
+	var b strings.Builder
+	for _, r := range append([][]string{header}, rows...) {
+		for i, c := range r {
+			if i > 0 {
+				b.WriteByte(sep)
+			}
+			b.WriteString(`"` + strings.ReplaceAll(c, `"`, `""`) + `"`)
+		}
+		b.WriteString("\r\n")
+	}
+	return []byte(b.String())
 }
 
 // manySheets is a workbook of n visible sheets, each its own part holding

@@ -180,28 +180,43 @@
         if (pace) pace.hidden = p.rows_ahead > 0;
       }
     }
-    function failedRows(rows) {
+    // A cell of the seller's text, set apart (<bdi>): a right-to-left
+    // override in it must not turn the page's words around it.
+    function isolatedCell(tr, text) {
+      var b = document.createElement("bdi");
+      b.textContent = text || "";
+      tr.insertCell().appendChild(b);
+    }
+    // The rows a list leaves out (the server sends at most a bound of them).
+    function more(id, n) {
+      var el = document.getElementById(id);
+      el.hidden = !(n > 0);
+      el.textContent = n > 0 ? fmt(m["detail.rows.more"], n) : "";
+    }
+    function failedRows(rows, left) {
       var table = document.getElementById("failed"), body = table.tBodies[0];
       body.textContent = "";
       rows.forEach(function (r) {
         var tr = body.insertRow(), th = document.createElement("th");
         th.scope = "row"; th.textContent = r.row; tr.appendChild(th);
-        tr.insertCell().textContent = r.field || "";
-        tr.insertCell().textContent = r.reason || "";
+        isolatedCell(tr, r.field);
+        isolatedCell(tr, r.reason);
       });
       table.hidden = rows.length === 0;
       document.getElementById("no-failed").hidden = rows.length !== 0;
+      more("failed-more", left);
     }
-    function otherRows(rows) {
+    function otherRows(rows, left) {
       var sec = document.getElementById("other-content"), body = document.getElementById("other").tBodies[0];
       body.textContent = "";
       rows.forEach(function (r) {
         var tr = body.insertRow(), th = document.createElement("th");
         th.scope = "row"; th.textContent = r.row; tr.appendChild(th);
-        tr.insertCell().textContent = r.reason || "";
+        isolatedCell(tr, r.reason);
       });
-      set("n-other", rows.length);
+      set("n-other", rows.length + (left || 0));
       sec.hidden = rows.length === 0;
+      more("other-more", left);
     }
     showETA();
     if (done) return;
@@ -222,7 +237,7 @@
       showEnd(p);
       sec.dataset.done = String(done);
       sec.dataset.received = String(Number(sec.dataset.received || 0) + 1);
-      if (p.failed_rows) { failedRows(p.failed_rows); otherRows(p.other_content_rows || []); }
+      if (p.failed_rows) { failedRows(p.failed_rows, p.failed_rows_more || 0); otherRows(p.other_content_rows || [], p.other_content_rows_more || 0); }
       showETA();
       if (done) { es.close(); clearInterval(tick); }
     });
