@@ -1,0 +1,55 @@
+package excel
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func reviewCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// Review: a CSV under the text budget (7.9 MiB) whose every text cell is
+// "A" + U+030A (composes to Å) takes the normalizer's slow path on every
+// cell. Reading and validating it costs about 0.6 s of CPU; the producer
+// then calls Sheet.AsTyped for every row whose SKU the ledger knows (a
+// re-upload: producer/upload/ledger.go evaluates it before sameContent
+// looks at the hash), which normalises every text cell again: about
+// another 0.57 s. The upload path is past its 1 s ceiling before the
+// ledger, Kafka or any page.
+func TestReviewNFCSlowPathWithinTheCeiling(t *testing.T) {
+	unit := "A\u030a"
+	var b strings.Builder
+	b.WriteString("seller_sku,name,category_code,price,stock,brand,image_url,description,shipping_fee\n")
+	per := 79 * (1 << 20) / 10 / 500
+	for i := range 500 {
+		sku := fmt.Sprintf("S%d-%s", i, strings.Repeat(unit, 20))
+		name, brand := strings.Repeat(unit, 60), strings.Repeat(unit, 30)
+		desc := strings.Repeat(unit, (per-len(sku)-len(name)-len(brand)-60)/len(unit))
+		fmt.Fprintf(&b, "%s,%s,CAT-1,1000,1,%s,,%s,0\n", sku, name, brand, desc)
+	}
+	data := []byte(b.String())
+	c0 := reviewCPU()
+	s, err := NewParser(Options{}).ParseBytes(context.Background(), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1 := reviewCPU()
+	for _, r := range s.Rows {
+		_ = s.AsTyped(r)
+	}
+	c2 := reviewCPU()
+	t.Logf("%d bytes, %d valid rows: parse and validate %v CPU, AsTyped of every row %v CPU", len(data), s.Valid(), c1-c0, c2-c1)
+	if s.Valid() != 500 {
+		t.Fatalf("%d valid rows, want 500", s.Valid())
+	}
+	if c2-c0 > time.Second {
+		t.Errorf("reading the file and AsTyped of its rows took %v of CPU, over the 1 s ceiling of the whole upload", c2-c0)
+	}
+}
