@@ -83,8 +83,8 @@ var hostileOutcomes = map[string]string{
 	"rels-outside.xlsx":              excel.CodeDamaged,
 	// Issue 45: what the answers repeat (producer/httpapi's
 	// TestHostileAnswersUnderTheCeiling renders every answer of them).
-	"csv-header-attack.csv":          "500/0",
-	"sheet-header-attack.xlsx":       "500/0",
+	"csv-header-attack.csv":          excel.CodeMissingColumn,
+	"sheet-header-attack.xlsx":       excel.CodeMissingColumn,
 	"csv-256-unknown-columns.csv":    "500/500",
 	"csv-long-headers-bad-cells.csv": "500/0",
 }

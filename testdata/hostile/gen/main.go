@@ -31,6 +31,7 @@ import (
 	"strings"
 	"time"
 	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/bulkreg/bulkreg/excel"
 )
@@ -412,14 +413,19 @@ func corpus() []hostile {
 			}
 			return csvWith(h, rows, ',')
 		}},
-		{"csv-long-headers-bad-cells.csv", "every header 1,000 characters in brackets, 64 more such headers, and 500 rows of a problem in every field and right-to-left overrides", func() []byte {
+		{"csv-long-headers-bad-cells.csv", "every header as long as a header that still matches can be (excel.MaxHeaderChars, the rest markup in brackets), 64 more such headers, and 500 rows of a problem in every field and right-to-left overrides", func() []byte {
 			h := excel.TemplateHeader()
-			long := "(" + repeat("<&\"'>", 200) + ")"
+			// longest pads a header with bracketed markup to exactly
+			// MaxHeaderChars characters: longer headers match no column.
+			longest := func(name string) string {
+				pad := []rune(repeat("<&\"'>", excel.MaxHeaderChars))
+				return name + "(" + string(pad[:excel.MaxHeaderChars-utf8.RuneCountInString(name)-2]) + ")"
+			}
 			for i := range h {
-				h[i] += long
+				h[i] = longest(h[i])
 			}
 			for c := range 64 {
-				h = append(h, fmt.Sprintf("x%d%s", c, long))
+				h = append(h, longest(fmt.Sprintf("x%d", c)))
 			}
 			rows := badRows(500)
 			for i := range rows {
