@@ -253,7 +253,7 @@ func New(o Options) (*Client, error) {
 		o.Now = time.Now
 	}
 	var auth []field
-	var creds []string
+	var whole, split []string
 	basic := base.User != nil
 	if user := base.User; user != nil {
 		password, _ := user.Password()
@@ -261,7 +261,7 @@ func New(o Options) (*Client, error) {
 		// unescaped forms of the URL's.
 		cred := base64.StdEncoding.EncodeToString([]byte(user.Username() + ":" + password))
 		auth = append(auth, field{"Authorization", "Basic " + cred})
-		creds = append(creds, cred, password)
+		whole, split = append(whole, cred), append(split, password)
 		base.User = nil
 	}
 	if o.AuthHeader != "" {
@@ -275,9 +275,9 @@ func New(o Options) (*Client, error) {
 			return nil, errors.New("the registry URL (--registry-url) carries a user and password, sent as an Authorization header (Basic auth), and --registry-auth-header sets Authorization too: keep one of them")
 		}
 		auth = append(auth, field{name, strings.TrimSpace(value)})
-		creds = append(creds, strings.TrimSpace(value))
+		whole = append(whole, strings.TrimSpace(value))
 		if _, token, ok := strings.Cut(strings.TrimSpace(value), " "); ok { // "Bearer <token>": the token alone too
-			creds = append(creds, strings.TrimSpace(token))
+			split = append(split, strings.TrimSpace(token))
 		}
 	}
 	if len(auth) > 0 && base.Scheme != "https" && !(o.AllowInsecureAuth && isLoopback(base.Hostname())) {
@@ -290,7 +290,7 @@ func New(o Options) (*Client, error) {
 		}
 		return nil, fmt.Errorf("registry URL %q (--registry-url): %s, so the URL must be https (for a sandbox on this machine, allow plain http with --registry-insecure-auth)", base.String(), what)
 	}
-	c := &Client{base: base, timeout: o.Timeout, retryAfter: o.DefaultRetryAfter, now: o.Now, http: o.HTTPClient, auth: auth, secrets: newSecrets(creds)}
+	c := &Client{base: base, timeout: o.Timeout, retryAfter: o.DefaultRetryAfter, now: o.Now, http: o.HTTPClient, auth: auth, secrets: newSecrets(whole, split)}
 	c.sellers = base.String() + "/v1/sellers/"
 	c.basePath = base.EscapedPath()
 	if c.http == nil {

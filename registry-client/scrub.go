@@ -26,6 +26,10 @@ const minSecret = 4
 // that to a page). Longest first, so that a form holding another is hidden
 // whole. The zero value hides nothing.
 //
+// A password or token with spaces is hidden piece by piece too: net/http
+// quotes the field of a malformed status line up to its first space, which
+// may end inside the secret.
+//
 // What an answer says is hidden before anything cuts or quotes it: a
 // secret cut in two, or quoted, is no longer found whole. What is cut
 // afterwards never ends in the first bytes of a secret either (cut).
@@ -33,7 +37,10 @@ type secrets struct {
 	forms []string
 }
 
-func newSecrets(raw []string) secrets {
+// newSecrets takes the credentials shown whole (the Basic credentials, a
+// header's value, which begins with a scheme word such as "Bearer") and
+// those whose pieces between spaces are secret too (a password, a token).
+func newSecrets(whole, split []string) secrets {
 	var forms []string
 	add := func(s string) {
 		if len(s) >= minSecret && !slices.Contains(forms, s) {
@@ -41,6 +48,14 @@ func newSecrets(raw []string) secrets {
 		}
 	}
 	inner := func(q string) string { return q[1 : len(q)-1] }
+	var raw []string
+	raw = append(raw, whole...)
+	for _, s := range split {
+		raw = append(raw, s)
+		if pieces := strings.Fields(s); len(pieces) > 1 {
+			raw = append(raw, pieces...)
+		}
+	}
 	for _, s := range raw {
 		add(s)
 		add(inner(strconv.Quote(s)))
@@ -91,17 +106,25 @@ func (k secrets) cut(s string, n int) (string, bool) {
 }
 
 // secretStart is the length of the longest end of s that is the start (not
-// the whole) of a form of a secret, 0 if none.
+// the whole) of a form of a secret, or of the mask that hid one (a mask cut
+// in part reads as if it were the secret), 0 if none.
 func (k secrets) secretStart(s string) int {
+	if len(k.forms) == 0 {
+		return 0
+	}
 	longest := 0
-	for _, f := range k.forms {
+	start := func(f string) {
 		for d := min(len(f)-1, len(s)); d > longest; d-- {
 			if strings.HasSuffix(s, f[:d]) {
 				longest = d
-				break
+				return
 			}
 		}
 	}
+	for _, f := range k.forms {
+		start(f)
+	}
+	start(redact.Mask)
 	return longest
 }
 
