@@ -365,8 +365,9 @@ func (c *Client) scrub(res Result) Result {
 		return res
 	}
 	if res.Err != nil {
-		if msg := res.Err.Error(); c.secrets.hide(msg) != msg {
-			res.Err = errors.New(c.secrets.hide(msg))
+		msg := res.Err.Error()
+		if hidden := c.secrets.hide(msg); hidden != msg {
+			res.Err = errors.New(hidden)
 		}
 	}
 	res.Message = c.secrets.hide(res.Message)
