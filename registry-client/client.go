@@ -24,11 +24,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/internal/redact"
@@ -209,8 +207,9 @@ type Client struct {
 	// password, and the AuthHeader, each formatted once.
 	auth []field
 	// secrets are the credentials in auth as an answer could echo them
-	// (scrub): the password, the Basic credentials, the header's value.
-	secrets    []string
+	// (scrub.go): the password, the Basic credentials, the header's value
+	// and its token, each in every form a message could show.
+	secrets    secrets
 	retryAfter time.Duration
 	now        func() time.Time
 }
@@ -254,7 +253,7 @@ func New(o Options) (*Client, error) {
 		o.Now = time.Now
 	}
 	var auth []field
-	var secrets []string
+	var whole, split []string
 	basic := base.User != nil
 	if user := base.User; user != nil {
 		password, _ := user.Password()
@@ -262,7 +261,7 @@ func New(o Options) (*Client, error) {
 		// unescaped forms of the URL's.
 		cred := base64.StdEncoding.EncodeToString([]byte(user.Username() + ":" + password))
 		auth = append(auth, field{"Authorization", "Basic " + cred})
-		secrets = append(secrets, cred, password)
+		whole, split = append(whole, cred), append(split, password)
 		base.User = nil
 	}
 	if o.AuthHeader != "" {
@@ -276,9 +275,9 @@ func New(o Options) (*Client, error) {
 			return nil, errors.New("the registry URL (--registry-url) carries a user and password, sent as an Authorization header (Basic auth), and --registry-auth-header sets Authorization too: keep one of them")
 		}
 		auth = append(auth, field{name, strings.TrimSpace(value)})
-		secrets = append(secrets, strings.TrimSpace(value))
+		whole = append(whole, strings.TrimSpace(value))
 		if _, token, ok := strings.Cut(strings.TrimSpace(value), " "); ok { // "Bearer <token>": the token alone too
-			secrets = append(secrets, strings.TrimSpace(token))
+			split = append(split, strings.TrimSpace(token))
 		}
 	}
 	if len(auth) > 0 && base.Scheme != "https" && !(o.AllowInsecureAuth && isLoopback(base.Hostname())) {
@@ -291,9 +290,7 @@ func New(o Options) (*Client, error) {
 		}
 		return nil, fmt.Errorf("registry URL %q (--registry-url): %s, so the URL must be https (for a sandbox on this machine, allow plain http with --registry-insecure-auth)", base.String(), what)
 	}
-	// A secret of a few characters would hide ordinary words of a message.
-	secrets = slices.DeleteFunc(secrets, func(s string) bool { return len(s) < 4 })
-	c := &Client{base: base, timeout: o.Timeout, retryAfter: o.DefaultRetryAfter, now: o.Now, http: o.HTTPClient, auth: auth, secrets: secrets}
+	c := &Client{base: base, timeout: o.Timeout, retryAfter: o.DefaultRetryAfter, now: o.Now, http: o.HTTPClient, auth: auth, secrets: newSecrets(whole, split)}
 	c.sellers = base.String() + "/v1/sellers/"
 	c.basePath = base.EscapedPath()
 	if c.http == nil {
@@ -359,28 +356,23 @@ func (c *Client) Register(ctx context.Context, seller, key string, p bulkreg.Pro
 // scrub hides the client's own credentials in what an answer made it say:
 // a server or proxy that echoes the request's headers in its error page or
 // message would otherwise put them in Err (the logs, the dead letters) or
-// in Message (the seller's reason).
+// in Message (the seller's reason). classify hides them in the answer
+// before it cuts or quotes any of it (a secret cut in two or quoted is no
+// longer found whole); this last pass covers the errors of net/http and the
+// network, which quote what a server sent whole.
 func (c *Client) scrub(res Result) Result {
-	if len(c.secrets) == 0 || (res.Err == nil && res.Message == "" && res.Code == "" && res.Field == "") {
+	if len(c.secrets.forms) == 0 || (res.Err == nil && res.Message == "" && res.Code == "" && res.Field == "") {
 		return res
 	}
-	hide := func(s string) (string, bool) {
-		found := false
-		for _, sec := range c.secrets {
-			if strings.Contains(s, sec) {
-				s, found = strings.ReplaceAll(s, sec, redact.Mask), true
-			}
-		}
-		return s, found
-	}
 	if res.Err != nil {
-		if s, found := hide(res.Err.Error()); found {
-			res.Err = errors.New(s)
+		msg := res.Err.Error()
+		if hidden := c.secrets.hide(msg); hidden != msg {
+			res.Err = errors.New(hidden)
 		}
 	}
-	res.Message, _ = hide(res.Message)
-	res.Code, _ = hide(res.Code)
-	res.Field, _ = hide(res.Field)
+	res.Message = c.secrets.hide(res.Message)
+	res.Code = c.secrets.hide(res.Code)
+	res.Field = c.secrets.hide(res.Field)
 	return res
 }
 
@@ -438,6 +430,12 @@ func (c *Client) register(ctx context.Context, seller, key string, p bulkreg.Pro
 func (c *Client) failed(res Result, parent, ctx context.Context, err error) Result {
 	res.Class = Transient
 	var terr error
+	// A line of a malformed answer is quoted only when the error is shown:
+	// with the secrets hidden before it is cut (exchange.go).
+	var bad *badAnswer
+	if errors.As(err, &bad) && bad.format != "" {
+		bad.secrets = c.secrets
+	}
 	res.Failure, terr = transportError(parent, ctx, err, c.timeout)
 	if res.Status == 0 {
 		res.Err = terr
@@ -452,7 +450,7 @@ func (c *Client) failed(res Result, parent, ctx context.Context, err error) Resu
 // without net/http's general request and answer.
 func (c *Client) registerDirect(ctx context.Context, seller, key string, body []byte) Result {
 	if !validFieldValue(key) {
-		return Result{Class: Permanent, Code: "bad_request", Failure: FailureNotSent, Err: fmt.Errorf("no call made: the idempotency key %q holds a control character", snippet([]byte(key)))}
+		return Result{Class: Permanent, Code: "bad_request", Failure: FailureNotSent, Err: fmt.Errorf("no call made: the idempotency key %q holds a control character", c.secrets.snippet([]byte(key)))}
 	}
 	fields := [5]field{{"Content-Type", "application/json"}, {"Accept", "application/json"}, {"Idempotency-Key", key}}
 	n := 3
@@ -545,7 +543,7 @@ func (c *Client) classify(res Result, h http.Header, raw []byte) Result {
 			// The product may exist; asking again with the same key is safe
 			// and answers 200 with the id.
 			res.Class = Transient
-			res.Err = fmt.Errorf("the registration API answered %d without a readable product id (%s)", code, snippet(raw))
+			res.Err = fmt.Errorf("the registration API answered %d without a readable product id (%s)", code, c.secrets.snippet(raw))
 			return res
 		}
 		res.ProductID = id
@@ -556,7 +554,7 @@ func (c *Client) classify(res Result, h http.Header, raw []byte) Result {
 	case code == http.StatusTooManyRequests:
 		res.Class = RateLimited
 		res.RetryAfter = c.parseRetryAfter(h.Get("Retry-After"))
-		apiError(&res, raw)
+		c.apiError(&res, raw)
 		res.Scope = ScopeSeller
 		switch v := strings.ToLower(strings.TrimSpace(h.Get(ScopeHeader))); {
 		case v == string(ScopeApp), v == "" && res.Code == "app_rate_limited":
@@ -568,34 +566,34 @@ func (c *Client) classify(res Result, h http.Header, raw []byte) Result {
 	case code >= 300 && code < 400:
 		// Not followed (see New): the registry URL is not the API's.
 		res.Class = Misconfigured
-		res.Err = fmt.Errorf("the registration API answered a redirect (%d) to %q; redirects are not followed: set the registry URL to the final address", code, redactLocation(h.Get("Location")))
+		res.Err = fmt.Errorf("the registration API answered a redirect (%d) to %q; redirects are not followed: set the registry URL to the final address", code, redactLocation(c.secrets.hide(h.Get("Location"))))
 	case code == http.StatusUnauthorized || code == http.StatusForbidden || code == http.StatusProxyAuthRequired:
 		res.Class = Misconfigured
-		apiError(&res, raw)
+		c.apiError(&res, raw)
 		res.Err = fmt.Errorf("the registration API refused bulkreg's credentials (%d %s: %s): check the user and password in the registry URL (BULKREG_REGISTRY_URL) or the registry auth header (BULKREG_REGISTRY_AUTH_HEADER), and the key's rights",
-			code, http.StatusText(code), describe(res, raw))
+			code, http.StatusText(code), c.describe(res, raw))
 	case code == http.StatusMethodNotAllowed || (code == http.StatusNotFound && !contractError(raw)):
 		// A 404 in the contract's JSON is an answer about the row or the
 		// seller; any other 404 (a server's or proxy's page) says the route
 		// does not exist at this URL.
 		res.Class = Misconfigured
-		apiError(&res, raw)
+		c.apiError(&res, raw)
 		res.Err = fmt.Errorf("the registration API has no registration route at %s (%d %s: %s): check the registry URL (BULKREG_REGISTRY_URL)",
-			c.base.String(), code, http.StatusText(code), describe(res, raw))
+			c.base.String(), code, http.StatusText(code), c.describe(res, raw))
 	case code == http.StatusRequestTimeout || code >= 500:
 		res.Class = Transient
-		apiError(&res, raw)
-		res.Err = fmt.Errorf("the registration API answered %d %s: %s", code, http.StatusText(code), describe(res, raw))
+		c.apiError(&res, raw)
+		res.Err = fmt.Errorf("the registration API answered %d %s: %s", code, http.StatusText(code), c.describe(res, raw))
 	case code >= 400:
 		res.Class = Permanent
-		apiError(&res, raw)
+		c.apiError(&res, raw)
 		if res.Code == "" {
 			res.Code = "http_" + strconv.Itoa(code)
 		}
-		res.Err = fmt.Errorf("the registration API refused the row (%d): %s", code, describe(res, raw))
+		res.Err = fmt.Errorf("the registration API refused the row (%d): %s", code, c.describe(res, raw))
 	default:
 		res.Class = Transient
-		res.Err = fmt.Errorf("the registration API answered an unexpected %d: %s", code, snippet(raw))
+		res.Err = fmt.Errorf("the registration API answered an unexpected %d: %s", code, c.secrets.snippet(raw))
 	}
 	return res
 }
@@ -624,7 +622,9 @@ func (c *Client) parseRetryAfter(v string) time.Duration {
 // minRetryAfter is the shortest block a 429 causes.
 const minRetryAfter = time.Second
 
-func apiError(res *Result, raw []byte) {
+// apiError reads the contract's error body into res, the client's
+// credentials hidden in what it says.
+func (c *Client) apiError(res *Result, raw []byte) {
 	var body struct {
 		Error struct {
 			Code    string `json:"code"`
@@ -633,7 +633,7 @@ func apiError(res *Result, raw []byte) {
 		} `json:"error"`
 	}
 	if json.Unmarshal(raw, &body) == nil {
-		res.Code, res.Message, res.Field = body.Error.Code, body.Error.Message, body.Error.Field
+		res.Code, res.Message, res.Field = c.secrets.hide(body.Error.Code), c.secrets.hide(body.Error.Message), c.secrets.hide(body.Error.Field)
 	}
 }
 
@@ -648,7 +648,7 @@ func contractError(raw []byte) bool {
 	return json.Unmarshal(raw, &body) == nil && body.Error != nil && body.Error.Code != ""
 }
 
-func describe(res Result, raw []byte) string {
+func (c *Client) describe(res Result, raw []byte) string {
 	if res.Message != "" {
 		s := res.Message
 		if res.Field != "" {
@@ -659,24 +659,7 @@ func describe(res Result, raw []byte) string {
 		}
 		return s
 	}
-	return snippet(raw)
-}
-
-// snippet shows the start of a body that is not the contract's JSON, such as
-// a proxy's HTML page, on one line.
-func snippet(raw []byte) string {
-	if len(raw) == 0 {
-		return "empty body"
-	}
-	s := strings.Join(strings.Fields(string(raw)), " ")
-	if len(s) > 120 {
-		s = s[:120]
-		for !utf8.ValidString(s) {
-			s = s[:len(s)-1]
-		}
-		s += "…"
-	}
-	return fmt.Sprintf("body %q", s)
+	return c.secrets.snippet(raw)
 }
 
 // transportError says why a call got no whole answer: the Failure a seller

@@ -43,13 +43,38 @@ type answer struct {
 // API (or whatever answers at its address) spoke, but not so that bulkreg
 // can tell what it said. transportError says so instead of "cannot be
 // reached".
-type badAnswer struct{ msg string }
+type badAnswer struct {
+	msg string
+	// format, when set, quotes line, which the answer sent (its %q verb):
+	// the line is cut and its secrets hidden only when the error is shown,
+	// by secrets, which the client sets (Client.failed) before the error
+	// leaves it.
+	format  string
+	line    string
+	secrets secrets
+}
 
-func (e *badAnswer) Error() string { return e.msg }
+func (e *badAnswer) Error() string {
+	if e.format == "" {
+		return e.msg
+	}
+	return fmt.Sprintf(e.format, e.secrets.line(e.line))
+}
 
 func malformed(format string, args ...any) error {
 	return &badAnswer{msg: fmt.Sprintf(format, args...)}
 }
+
+// malformedLine is a badAnswer that quotes (with format's %q) the start of
+// a line the answer sent. More than maxLine bytes are kept, so that a secret
+// cut by maxLine is still found whole and hidden; a longer one is dropped
+// by the cut.
+func malformedLine(format string, line []byte) error {
+	return &badAnswer{format: format, line: string(line[:min(len(line), maxKeptLine)])}
+}
+
+// maxKeptLine is how much of a malformed line a badAnswer keeps.
+const maxKeptLine = 4 << 10
 
 // errHeaderTooLarge ends an answer whose header is longer than anything the
 // contract's answers or a proxy's error page would send.
@@ -234,13 +259,13 @@ func skipTrailer(br *bufio.Reader) error {
 		}
 		if line[0] == ' ' || line[0] == '\t' {
 			if first || !validFieldValue(line) {
-				return malformed("malformed trailer line %q from the registration API", snippetBytes(line))
+				return malformedLine("malformed trailer line %q from the registration API", line)
 			}
 			continue
 		}
 		k, v, ok := bytes.Cut(line, []byte{':'})
 		if !ok || !tokenBytes(k) || !validFieldValue(v) {
-			return malformed("malformed trailer line %q from the registration API", snippetBytes(line))
+			return malformedLine("malformed trailer line %q from the registration API", line)
 		}
 	}
 }
@@ -286,11 +311,11 @@ func readHead(br *bufio.Reader) (h head, err error) {
 	case "HTTP/1.0":
 		http10 = true
 	default:
-		return head{}, malformed("malformed status line %q from the registration API", snippetBytes(line))
+		return head{}, malformedLine("malformed status line %q from the registration API", line)
 	}
 	code, _, _ := bytes.Cut(rest, []byte{' '})
 	if len(code) != 3 || code[0] < '1' || code[0] > '5' || !digits(code) {
-		return head{}, malformed("malformed status line %q from the registration API", snippetBytes(line))
+		return head{}, malformedLine("malformed status line %q from the registration API", line)
 	}
 	h = head{status: int(code[0]-'0')*100 + int(code[1]-'0')*10 + int(code[2]-'0'), keep: !http10, length: -1}
 	lengthSeen := false
@@ -312,25 +337,25 @@ func readHead(br *bufio.Reader) (h head, err error) {
 		if folded {
 			// obs-fold (RFC 9112 §5.2): part of the last field's value.
 			if last == "" {
-				return head{}, malformed("malformed header line %q from the registration API", snippetBytes(line))
+				return head{}, malformedLine("malformed header line %q from the registration API", line)
 			}
 			name, value = last, bytes.Trim(line, " \t")
 		} else {
 			k, v, ok := bytes.Cut(line, []byte{':'})
 			if !ok || !tokenBytes(k) {
-				return head{}, malformed("malformed header line %q from the registration API", snippetBytes(line))
+				return head{}, malformedLine("malformed header line %q from the registration API", line)
 			}
 			name, value = canonicalName(k), bytes.Trim(v, " \t")
 			last = name
 		}
 		if !validFieldValue(value) {
-			return head{}, malformed("malformed header line %q from the registration API", snippetBytes(line))
+			return head{}, malformedLine("malformed header line %q from the registration API", line)
 		}
 		switch name {
 		case "Content-Length":
 			n, err := strconv.ParseInt(string(value), 10, 64)
 			if err != nil || n < 0 || !digits(value) {
-				return head{}, malformed("the registration API answered a bad Content-Length %q", snippetBytes(value))
+				return head{}, malformedLine("the registration API answered a bad Content-Length %q", value)
 			}
 			if lengthSeen && n != h.length {
 				return head{}, malformed("the registration API answered two different Content-Lengths (%d and %d)", h.length, n)
@@ -343,7 +368,7 @@ func readHead(br *bufio.Reader) (h head, err error) {
 				break
 			}
 			if !asciiEqualFold(value, "chunked") {
-				return head{}, malformed("the registration API answered a transfer coding it cannot read: %q", snippetBytes(value))
+				return head{}, malformedLine("the registration API answered a transfer coding it cannot read: %q", value)
 			}
 			h.chunked = true
 		case "Connection":
@@ -468,13 +493,6 @@ func digits(b []byte) bool {
 		}
 	}
 	return len(b) > 0
-}
-
-func snippetBytes(b []byte) string {
-	if len(b) > 64 {
-		b = b[:64]
-	}
-	return string(b)
 }
 
 // validFieldValue is net/http's rule for a header value it sends: no
