@@ -52,6 +52,9 @@ const (
 // Create records each seller's usage and refuses nothing.
 func WithShare(sh Share) Option { return func(o *options) { o.share = sh } }
 
+// Share is the share each seller's uploads are bounded to (WithShare).
+func (s *Store) Share() Share { return s.share }
+
 // ErrShareFull is what a *ShareFullError wraps: the seller's uploads keep
 // as much of Redis as their share allows.
 var ErrShareFull = errors.New("the seller's share of the upload storage is full")
