@@ -35,7 +35,9 @@ type Share struct {
 //
 // A seller's normal week: a few dozen files of up to 500 rows a day, each
 // kept 7 days (--status-retention). An upload of 500 registered rows with
-// short texts is charged about 140 KB; the report cells of longer texts
+// short texts is charged about 130 KB once its rows are in (1.1 MB while
+// they are registered: each row the largest result a consumer records, so
+// 256 MiB holds over 200 such uploads in flight); the report cells of longer texts
 // add up to 4 MiB before compression (docs/redis-sizing.md has the
 // measurements). 1,000 uploads is 140 a day for a week, and 256 MiB holds
 // a thousand uploads of 256 KB, or 40 a day for a week of 900 KB each. A

@@ -420,7 +420,9 @@ func TestShareFollowsTheRowsAsTheyComeIn(t *testing.T) {
 		name string
 		rows func(r int) RowResult
 	}{
-		{"100 registered", func(r int) RowResult { return RowResult{Row: r, State: Registered, ProductID: "P-" + strconv.Itoa(r), Attempts: 1} }},
+		{"100 registered", func(r int) RowResult {
+			return RowResult{Row: r, State: Registered, ProductID: "P-" + strconv.Itoa(r), Attempts: 1}
+		}},
 		{"100 failed, short", func(r int) RowResult { return RowResult{Row: r, State: Failed, Code: "transient", Reason: "x"} }},
 		{"the same 100 failed again, 1 KB", func(r int) RowResult { return RowResult{Row: r, State: Failed, Code: "invalid", Reason: long} }},
 		{"the last 100 registered", func(r int) RowResult { return RowResult{Row: r, State: Registered, ProductID: "P-" + strconv.Itoa(r)} }},
@@ -464,7 +466,7 @@ func TestRecordRowBoundsTheResult(t *testing.T) {
 	s := New(rdb, time.Hour)
 	big := strings.Repeat("\x01", 20_000)
 	rr := RowResult{Row: 2, State: Failed, Code: big, Field: big, ProductID: big, Reason: big, Attempts: 1 << 62,
-		At: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("x", -(23*3600 + 59*60))),
+		At:      time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("x", -(23*3600+59*60))),
 		Details: []Detail{{Code: "c", Params: map[string]string{"v": strings.Repeat("d", 5000)}}}}
 	if err := s.RecordRow(ctx, "b1", rr); err != nil {
 		t.Fatal(err)

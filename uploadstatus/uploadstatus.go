@@ -118,7 +118,7 @@ type options struct {
 }
 
 // KeepTombstones sets how long an upload that was deleted, or that expired
-// and left its seller's share, keeps its tombstone (a key of about 150
+// and left its seller's share, keeps its tombstone (a key of under 150
 // bytes, charged to the seller's share while it lives): meanwhile a row of
 // it recorded late is dropped and logged, not kept as a new upload that
 // nothing is charged for. Without it, the Store's retention: a row later
