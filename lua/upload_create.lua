@@ -2,6 +2,8 @@
 --
 -- KEYS[1]  bulkreg:upload:{<id>}:meta    HASH: the upload's fields, its publish state and its counts
 -- KEYS[2]  bulkreg:upload:{<id>}:cells   HASH: "z" → every row's original cells (uploadstatus.cellsBlob)
+-- KEYS[3]  bulkreg:upload:{<id>}:gone    STRING: the tombstone of the upload deleted or expired before
+--          (upload_share_lookup.lua); creating the upload again removes it
 -- ARGV[1]  retention in ms (every key of the upload expires this long after its last change); the meta's
 --          "keep_ms", when the caller sets it, is the same value, kept for upload_record.lua
 -- ARGV[2]  n: the number of meta field/value pairs that follow
@@ -17,6 +19,7 @@
 if redis.call('HEXISTS', KEYS[1], 'id') == 1 then
   return redis.call('HGETALL', KEYS[1])
 end
+redis.call('DEL', KEYS[3])
 local retention = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
 for i = 3, 2 + 2 * n, 2 do

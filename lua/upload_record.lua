@@ -9,14 +9,23 @@
 -- KEYS[2]  bulkreg:upload:{<id>}:states   HASH: row number → "registered" | "already_registered" | "failed"
 -- KEYS[3]  bulkreg:upload:{<id>}:rows     HASH: row number → JSON of the row's result
 -- KEYS[4]  bulkreg:upload:{<id>}:cells    HASH: row number → original cells (only its expiry is refreshed)
+-- KEYS[5]  bulkreg:upload:{<id>}:gone     STRING: the upload's tombstone: it was deleted, or it expired and its
+--          seller's share let it go (upload_share_lookup.lua, upload_delete.lua)
 -- ARGV[1]  retention in ms
 -- ARGV[2], ARGV[3], ARGV[4]  the first row: its number, its state ("registered", "already_registered"
 --          or "failed") and the JSON of its result; every further row adds three more, in order.
 --
--- Reply: how many rows changed the counts (a new row, or failed → registered).
+-- Reply: how many rows changed the counts (a new row, or failed → registered); -1 when nothing was
+-- recorded because the upload's tombstone is there.
 -- An upload whose record is gone (its meta has no "id": Redis lost it, or it expired) still
 -- gets the rows, and its meta gets "lost_at" (ms, Redis clock) once: the status then says that
--- part of it was lost instead of passing for a small upload.
+-- part of it was lost instead of passing for a small upload. Unless its tombstone is there: then the
+-- upload was deleted, or it expired and left its seller's share, on purpose, and a row arriving late
+-- must not bring back an upload nothing is charged for; the caller logs the rows it drops.
+--
+-- Meta's "rows_bytes", when meta has "row_allowance" (Store.Create wrote it), is what the recorded rows
+-- keep, for the seller's share (upload_share_measure.lua): each row its state and result with Redis's
+-- overhead (bound below).
 -- "registered" and "already_registered" are final: a later result of any state (a redelivered row whose
 -- replay failed, or a row recorded again) changes nothing.
 -- The same state again replaces the details (the latest attempt) without counting twice.
@@ -25,8 +34,9 @@
 -- Each row's own commands (a read, two writes, a count) were most of what Redis
 -- ran per row: the rows' states are read in one HMGET, the writes are one HSET
 -- per hash and one HINCRBY per count that changed, whatever the number of rows.
-local present = redis.call('HMGET', KEYS[1], 'id', 'lost_at', 'keep_ms')
+local present = redis.call('HMGET', KEYS[1], 'id', 'lost_at', 'keep_ms', 'row_allowance')
 if not present[1] and not present[2] then
+  if redis.call('EXISTS', KEYS[5]) == 1 then return -1 end
   local t = redis.call('TIME')
   redis.call('HSET', KEYS[1], 'lost_at', string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)))
 end
@@ -61,6 +71,21 @@ local function count(field, d)
   if delta[field] == nil then order[#order + 1] = field; delta[field] = 0 end
   delta[field] = delta[field] + d
 end
+local allowance = tonumber(present[4])
+-- What Redis's allocator (jemalloc) takes for n bytes: above 64, four size classes per power of two.
+local function alloc(n)
+  if n <= 64 then return math.ceil(n / 16) * 16 end
+  local p = 64
+  while p * 2 < n do p = p * 2 end
+  local step = p / 4
+  return math.ceil(n / step) * step
+end
+-- What a row keeps: its result (an sds: 4 bytes of header), two hash entries, its number twice and its
+-- state (uploadstatus.rowCost counts the same).
+local function bound(res)
+  return alloc(#res + 4) + 2 * 48 + 32
+end
+local was = {} -- row → its bound before this call (0: not recorded)
 local touched = {} -- rows written, in order
 for i = 2, #ARGV - 2, 3 do
   local row, st, res = ARGV[i], ARGV[i + 1], ARGV[i + 2]
@@ -81,7 +106,16 @@ for i = 2, #ARGV - 2, 3 do
       state[row] = st
       changed = changed + 1
     end
-    if result[row] == nil then touched[#touched + 1] = row end
+    if result[row] == nil then
+      touched[#touched + 1] = row
+      if allowance then
+        was[row] = 0
+        if prev == 'failed' then
+          local old = redis.call('HGET', KEYS[3], row)
+          if old then was[row] = bound(old) end
+        end
+      end
+    end
     result[row] = res
   end
 end
@@ -93,6 +127,11 @@ if #touched > 0 then
   end
   each_chunk(states, function(...) redis.call('HSET', KEYS[2], ...) end)
   each_chunk(results, function(...) redis.call('HSET', KEYS[3], ...) end)
+  if allowance then
+    local d = 0
+    for _, row in ipairs(touched) do d = d + bound(result[row]) - was[row] end
+    if d ~= 0 then count('rows_bytes', d) end
+  end
 end
 for _, field in ipairs(order) do
   if delta[field] ~= 0 then redis.call('HINCRBY', KEYS[1], field, delta[field]) end

@@ -6,7 +6,8 @@
 -- letter publish it once.
 --
 -- KEYS[1]  bulkreg:upload:{<id>}:meta     HASH: field "failed" holds the count of failed rows, "other_content" those of them
---          whose SKU is registered already with other content
+--          whose SKU is registered already with other content, "rows_bytes" what the recorded rows keep
+--          (upload_record.lua)
 -- KEYS[2]  bulkreg:upload:{<id>}:states   HASH: row number → state
 -- KEYS[3]  bulkreg:upload:{<id>}:rows     HASH: row number → JSON of the row's result
 -- KEYS[4]  bulkreg:upload:{<id>}:cells    HASH: row number → original cells (only its expiry is refreshed)
@@ -27,6 +28,17 @@ local result = redis.call('HGET', KEYS[3], ARGV[1]) or ''
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
 redis.call('HINCRBY', KEYS[1], 'failed', -1)
+-- what the row kept leaves "rows_bytes", as upload_record.lua counted it
+if redis.call('HEXISTS', KEYS[1], 'row_allowance') == 1 then
+  local n = #result + 4
+  local c = math.ceil(n / 16) * 16
+  if n > 64 then
+    local p = 64
+    while p * 2 < n do p = p * 2 end
+    c = math.ceil(n / (p / 4)) * (p / 4)
+  end
+  redis.call('HINCRBY', KEYS[1], 'rows_bytes', -(c + 2 * 48 + 32))
+end
 -- the failed rows registered already with other content are counted apart too (upload_record.lua)
 local ok, r = pcall(cjson.decode, result)
 if ok and type(r) == 'table' and r.code == 'already_registered_other_content' then

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -156,8 +157,10 @@ func TestShareReleasedWhenTheUploadIsDeleted(t *testing.T) {
 	if ids, _ := s.SellerUploads(ctx, "seller-1", time.Time{}, 10); len(ids) != 0 {
 		t.Errorf("the seller still lists %v", ids)
 	}
-	if u, _ := s.Usage(ctx, "seller-1"); u.Uploads != 0 || u.Bytes != 0 {
-		t.Errorf("usage after the delete: %+v, want none", u)
+	// What is left is the upload's tombstone, charged what Redis keeps of it.
+	tomb, _ := rdb.MemoryUsage(ctx, goneKey("d1"), 0).Result()
+	if u, _ := s.Usage(ctx, "seller-1"); u.Uploads != 0 || tomb == 0 || u.Bytes < tomb || u.Bytes > 2*tomb {
+		t.Errorf("usage after the delete: %+v, want no upload and the tombstone's %d bytes", u, tomb)
 	}
 	if _, err := s.Create(ctx, newUpload("d2", 3)); err != nil {
 		t.Errorf("an upload after the delete: %v", err)
@@ -198,5 +201,294 @@ func TestCellsKeptAsOneBlob(t *testing.T) {
 	rdb.HSet(ctx, key("c1", "cells"), "9999", `["old","row"]`)
 	if got, _ := s.Cells(ctx, "c1"); len(got) != 501 || got[9999][0] != "old" {
 		t.Errorf("a row kept in a field of its own is not read back: %q", got[9999])
+	}
+}
+
+// keptBytes is MEMORY USAGE of every key of upload id.
+func keptBytes(t *testing.T, s *Store, id string) int64 {
+	t.Helper()
+	var kept int64
+	for _, part := range []string{"meta", "states", "rows", "cells", "published"} {
+		if n, err := s.rdb.MemoryUsage(context.Background(), key(id, part), 0).Result(); err == nil {
+			kept += n
+		}
+	}
+	return kept
+}
+
+// A consumer records rows of an upload whose keys expired (a consumer far
+// behind, a dead letter redriven late) after a charge settled the upload's
+// entry as gone, or rows of an upload deleted while they were being
+// registered: the upload's tombstone keeps them from bringing it back for
+// a retention with nothing charged. The share never counts less than what
+// is kept.
+func TestLateRowsDoNotBringBackAGoneUpload(t *testing.T) {
+	ctx := context.Background()
+	for _, how := range []string{"expired", "deleted"} {
+		t.Run(how, func(t *testing.T) {
+			rdb := testredis.Start(t).Client()
+			retention := time.Hour
+			if how == "expired" {
+				retention = 1500 * time.Millisecond
+			}
+			s := New(rdb, retention, WithShare(Share{Uploads: 1}))
+			if _, err := s.Create(ctx, newUpload("u1", 500)); err != nil {
+				t.Fatal(err)
+			}
+			if how == "expired" {
+				time.Sleep(retention + 300*time.Millisecond)
+				// The seller's next upload settles u1's entry: gone.
+				if _, err := s.Create(ctx, newUpload("u2", 3)); err != nil {
+					t.Fatalf("the next upload after u1 expired: %v", err)
+				}
+			} else if err := s.Delete(ctx, "seller-1", "u1"); err != nil {
+				t.Fatal(err)
+			}
+			// A consumer records u1's rows late.
+			rows := make([]RowResult, 0, 500)
+			for r := 2; r < 502; r++ {
+				rows = append(rows, RowResult{Row: r, State: Failed, Code: "transient", Attempts: 3,
+					Reason: "the registration API did not take the row after 3 attempts (the marketplace closed the connection without answering); it was set aside for an operator to retry"})
+			}
+			if err := s.RecordRows(ctx, "u1", rows); err != nil {
+				t.Fatal(err)
+			}
+			kept := keptBytes(t, s, "u1")
+			ttl, _ := rdb.PTTL(ctx, MetaKey("u1")).Result()
+			u, err := s.Usage(ctx, "seller-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			charged := int64(0)
+			if v, err := rdb.HGet(ctx, usageKey("seller-1"), "u1").Result(); err == nil {
+				charged, _ = strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			}
+			t.Logf("u1 keeps %d bytes for %v more; its share entry charges %d; the seller's usage %+v", kept, ttl, charged, u)
+			if kept > 0 && charged < kept {
+				t.Errorf("u1 (%s, then recorded late) keeps %d bytes in Redis for %v, charged %d: the share counts less than what is kept", how, kept, ttl, charged)
+			}
+		})
+	}
+}
+
+// A row set aside after its retries (consumer.setAside's reason) or refused
+// with the API's message (kept up to MaxReasonJSON, its code and field as
+// long as the API sent them) keeps several times what a registered row
+// keeps: the share charges each row not yet recorded the largest result a
+// consumer records, so it covers what Redis keeps of the worst failed rows.
+// TestShareChargesWhatRedisKeeps (producer/upload) checks the usual rows.
+func TestShareChargesFailedRowsTheirLargestResult(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		reason string
+	}{
+		{"set aside after 3 attempts", "the registration API did not take the row after 3 attempts (the marketplace closed the connection without answering); it was set aside for an operator to retry"},
+		{"refused with the API's message of 1 KB", strings.Repeat("가", MaxReasonJSON/3)},
+		{"refused with a 1 KB message of escaped characters", strings.Repeat("<\x01", MaxReasonJSON)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb := testredis.Start(t).Client()
+			s := New(rdb, time.Hour, WithShare(Share{Bytes: 1 << 30}))
+			up := newUpload("u1", 500)
+			if _, err := s.Create(ctx, up); err != nil {
+				t.Fatal(err)
+			}
+			rows := make([]RowResult, 0, 500)
+			for r := 2; r < 502; r++ {
+				rows = append(rows, RowResult{Row: r, State: Failed, Code: "transient", Attempts: 3, Reason: tc.reason})
+			}
+			// Half as the producer records, half as a consumer does, with
+			// the API's code and field as long as it sent them.
+			if err := s.RecordRows(ctx, "u1", rows[:250]); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rows[250:] {
+				r.Code, r.Field, r.ProductID = strings.Repeat("c", 10_000), strings.Repeat("\x02", 10_000), strings.Repeat("가", 10_000)
+				if err := s.RecordRow(ctx, "u1", r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			kept := keptBytes(t, s, "u1")
+			u, err := s.Usage(ctx, "seller-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: Redis keeps %d bytes, the share is charged %d", tc.name, kept, u.Bytes)
+			if u.Bytes < kept {
+				t.Errorf("%s: charged %d bytes for %d kept (%.1f×): the share counts less than what is kept", tc.name, u.Bytes, kept, float64(kept)/float64(u.Bytes))
+			}
+		})
+	}
+}
+
+// The share's scripts run on Redis 6.2, which has no PEXPIRETIME (7.0):
+// emulated here by renaming the command away. An entry whose expiry passed
+// while its upload is still kept (the same file sent again as a check-only
+// upload moves its entry to a second) is settled, and a seller at their
+// share gets the 429 share_full, not a Redis error (503).
+func TestSettleRunsWithoutPEXPIRETIME(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Start(t, "--rename-command", "PEXPIRETIME", "").Client()
+	s := New(rdb, time.Hour, WithShare(Share{Uploads: 1}))
+	if _, err := s.Create(ctx, newUpload("u1", 3)); err != nil {
+		t.Fatal(err)
+	}
+	again := newUpload("u1", 3)
+	again.Keep = time.Second // the same file, now with nothing to publish
+	if _, err := s.Create(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1200 * time.Millisecond)
+	_, err := s.Create(ctx, newUpload("u2", 3))
+	var sf *ShareFullError
+	if !errors.As(err, &sf) {
+		t.Errorf("a second upload past a share of 1 on a Redis without PEXPIRETIME: %v; want a *ShareFullError", err)
+	}
+}
+
+// The share's entries change only while they hold what their caller read:
+// a settle or a delete that read an entry before the seller sent the same
+// file again leaves the fresh charge in place. Run deterministically by
+// calling the settle script with the value read before the new charge.
+func TestSettleKeepsAChargeMadeSinceItsLookUp(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Start(t).Client()
+	s := New(rdb, time.Hour, WithShare(Share{Uploads: 1}))
+	if _, err := s.Create(ctx, newUpload("r1", 3)); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := rdb.HGet(ctx, usageKey("seller-1"), "r1").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Deleted, then the same file again: a fresh charge.
+	if err := s.Delete(ctx, "seller-1", "r1"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Millisecond)
+	if _, err := s.Create(ctx, newUpload("r1", 3)); err != nil {
+		t.Fatalf("the same file after its delete: %v", err)
+	}
+	fresh, _ := rdb.HGet(ctx, usageKey("seller-1"), "r1").Result()
+	if n, _ := rdb.Exists(ctx, goneKey("r1")).Result(); n != 0 || fresh == stale {
+		t.Fatalf("after the upload came back: tombstone %d, entry %q (stale %q); want no tombstone and a fresh entry", n, fresh, stale)
+	}
+	// A settle that looked r1 up before it came back, as gone.
+	for _, args := range [][]any{
+		{s.retention.Milliseconds(), "r1", stale, -2, "", ""},
+		{s.retention.Milliseconds(), "r1", stale, 1000, tombstoneBytes("r1"), "g"},
+		{s.retention.Milliseconds(), "r1", "", 1000, tombstoneBytes("r1"), "g"},
+	} {
+		if err := s.settle(ctx, "seller-1", args); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := rdb.HGet(ctx, usageKey("seller-1"), "r1").Result(); got != fresh {
+			t.Errorf("a settle %v with a value read before the new charge changed it: %q, want %q", args[2:], got, fresh)
+		}
+	}
+	if u, _ := s.Usage(ctx, "seller-1"); u.Uploads != 1 {
+		t.Errorf("usage %+v, want the upload sent again", u)
+	}
+	// Rows of the upload sent again are recorded: its tombstone is gone.
+	if err := s.RecordRows(ctx, "r1", []RowResult{{Row: 2, State: Registered, ProductID: "P-2"}}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := s.Get(ctx, "r1"); err != nil || st.Registered != 1 {
+		t.Errorf("a row of the upload sent again: %d registered, %v", st.Registered, err)
+	}
+}
+
+// While an upload's rows come in, the share follows what they keep and
+// never counts less: each row not yet recorded, and each failed row a
+// consumer recorded (a later attempt may bring a longer reason), is
+// counted the largest result; once every row is in, the entry is final.
+func TestShareFollowsTheRowsAsTheyComeIn(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Start(t).Client()
+	s := New(rdb, time.Hour, WithShare(Share{Bytes: 1 << 30}))
+	up := newUpload("m1", 300)
+	if _, err := s.Create(ctx, up); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := s.Usage(ctx, "seller-1")
+	if err := s.SetState(ctx, "m1", Published, ""); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("가", MaxReasonJSON/3)
+	steps := []struct {
+		name string
+		rows func(r int) RowResult
+	}{
+		{"100 registered", func(r int) RowResult {
+			return RowResult{Row: r, State: Registered, ProductID: "P-" + strconv.Itoa(r), Attempts: 1}
+		}},
+		{"100 failed, short", func(r int) RowResult { return RowResult{Row: r, State: Failed, Code: "transient", Reason: "x"} }},
+		{"the same 100 failed again, 1 KB", func(r int) RowResult { return RowResult{Row: r, State: Failed, Code: "invalid", Reason: long} }},
+		{"the last 100 registered", func(r int) RowResult { return RowResult{Row: r, State: Registered, ProductID: "P-" + strconv.Itoa(r)} }},
+	}
+	starts := []int{2, 102, 102, 202}
+	var last Usage
+	for i, st := range steps {
+		for r := starts[i]; r < starts[i]+100; r++ {
+			if err := s.RecordRow(ctx, "m1", st.rows(r)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		kept := keptBytes(t, s, "m1")
+		u, err := s.Usage(ctx, "seller-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: Redis keeps %d bytes, the share counts %d", st.name, kept, u.Bytes)
+		if u.Bytes < kept {
+			t.Errorf("%s: the share counts %d bytes for %d kept", st.name, u.Bytes, kept)
+		}
+		last = u
+	}
+	if last.Bytes >= first.Bytes {
+		t.Errorf("with every row in, the share counts %d bytes, as much as before any (%d)", last.Bytes, first.Bytes)
+	}
+	if v, _ := rdb.HGet(ctx, usageKey("seller-1"), "m1").Result(); strings.HasSuffix(v, " p") {
+		t.Errorf("every row is in, the entry %q is still provisional", v)
+	}
+}
+
+// A consumer's row result is at most MaxResultJSON bytes of JSON: the
+// API's code, field and product id are cut, and details past the bound are
+// left out (the reason says them). rowAllowance is what such a row keeps.
+func TestRecordRowBoundsTheResult(t *testing.T) {
+	if rowAllowance != rowCost(MaxResultJSON) {
+		t.Fatalf("rowAllowance %d, want rowCost(MaxResultJSON) = %d", rowAllowance, rowCost(MaxResultJSON))
+	}
+	ctx := context.Background()
+	rdb := testredis.Start(t).Client()
+	s := New(rdb, time.Hour)
+	big := strings.Repeat("\x01", 20_000)
+	rr := RowResult{Row: 2, State: Failed, Code: big, Field: big, ProductID: big, Reason: big, Attempts: 1 << 62,
+		At:      time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("x", -(23*3600+59*60))),
+		Details: []Detail{{Code: "c", Params: map[string]string{"v": strings.Repeat("d", 5000)}}}}
+	if err := s.RecordRow(ctx, "b1", rr); err != nil {
+		t.Fatal(err)
+	}
+	small := RowResult{Row: 3, State: Failed, Code: "x", Reason: "r", Details: []Detail{{Code: "c", Params: map[string]string{"v": "d"}}}}
+	if err := s.RecordRow(ctx, "b1", small); err != nil {
+		t.Fatal(err)
+	}
+	for row, wantDetails := range map[string]bool{"2": false, "3": true} {
+		js, err := rdb.HGet(ctx, key("b1", "rows"), row).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got RowResult
+		if err := json.Unmarshal([]byte(js), &got); err != nil {
+			t.Fatal(err)
+		}
+		if len(js) > MaxResultJSON || (len(got.Details) > 0) != wantDetails {
+			t.Errorf("row %s keeps %d bytes of JSON with %d details; want at most %d, details kept: %v", row, len(js), len(got.Details), MaxResultJSON, wantDetails)
+		}
+		if row == "2" && (JSONSize(got.Code) > MaxCodeJSON+2 || JSONSize(got.Field) > MaxFieldJSON+2 || JSONSize(got.ProductID) > MaxProductIDJSON+2) {
+			t.Errorf("row 2 keeps code %d, field %d, product id %d bytes of JSON", JSONSize(got.Code), JSONSize(got.Field), JSONSize(got.ProductID))
+		}
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"time"
@@ -87,9 +88,14 @@ type Store struct {
 	record    *redis.Script
 	state     *redis.Script
 
-	share       Share
-	shareCharge *redis.Script
-	shareSettle *redis.Script
+	share        Share
+	tombstone    time.Duration
+	log          *slog.Logger
+	shareCharge  *redis.Script
+	shareSettle  *redis.Script
+	shareLookup  *redis.Script
+	shareMeasure *redis.Script
+	shareDelete  *redis.Script
 
 	// Rows of one upload that finish while a record call of that upload is
 	// on the wire share the next call: one script call, one lost-record
@@ -105,9 +111,24 @@ const maxRecordBatch = 100
 type Option func(*options)
 
 type options struct {
-	linger time.Duration
-	share  Share
+	linger    time.Duration
+	share     Share
+	tombstone time.Duration
+	log       *slog.Logger
 }
+
+// KeepTombstones sets how long an upload that was deleted, or that expired
+// and left its seller's share, keeps its tombstone (a key of under 150
+// bytes, charged to the seller's share while it lives): meanwhile a row of
+// it recorded late is dropped and logged, not kept as a new upload that
+// nothing is charged for. Without it, the Store's retention: a row later
+// than that is later than any consumer's backlog or redrive the retention
+// is sized for. 0 or less: the retention.
+func KeepTombstones(d time.Duration) Option { return func(o *options) { o.tombstone = d } }
+
+// Logger sets where the Store logs the rows it drops (rows recorded after
+// their upload was deleted or expired); without it, slog.Default().
+func Logger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // RecordLinger makes the rows of an upload that finish within d of the first
 // share one record call (RecordRow): its first row waits d, or until
@@ -138,14 +159,25 @@ func New(rdb redis.UniversalClient, retention time.Duration, opts ...Option) *St
 		record:    redis.NewScript(lua.Script("upload_record.lua")),
 		state:     redis.NewScript(lua.Script("upload_state.lua")),
 
-		shareCharge: redis.NewScript(lua.Script("upload_share_charge.lua")),
-		shareSettle: redis.NewScript(lua.Script("upload_share_settle.lua")),
+		shareCharge:  redis.NewScript(lua.Script("upload_share_charge.lua")),
+		shareSettle:  redis.NewScript(lua.Script("upload_share_settle.lua")),
+		shareLookup:  redis.NewScript(lua.Script("upload_share_lookup.lua")),
+		shareMeasure: redis.NewScript(lua.Script("upload_share_measure.lua")),
+		shareDelete:  redis.NewScript(lua.Script("upload_delete.lua")),
 	}
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
 	s.share = o.share
+	s.tombstone = o.tombstone
+	if s.tombstone <= 0 {
+		s.tombstone = retention
+	}
+	s.log = o.log
+	if s.log == nil {
+		s.log = slog.Default()
+	}
 	s.records = groupcommit.New(maxRecordBatch, s.writeRecords, groupcommit.Linger(o.linger))
 	return s
 }
@@ -286,14 +318,19 @@ func (s *Store) Create(ctx context.Context, u Upload) (existing *Upload, err err
 			}
 			results = append(results, a)
 		}
-		need := uploadBytes(meta, cells, results, max(0, u.Total-len(u.Results)))
-		if _, err := s.charge(ctx, u.SellerID, u.ID, need, keep); err != nil {
+		// The meta carries what the share needs to measure the upload once
+		// its rows are in (lua/upload_share_measure.lua); until then its
+		// entry is provisional: each row not yet recorded is charged the
+		// largest result a consumer records.
+		base, need := uploadBytes(meta, cells, results, max(0, u.Total-len(u.Results)), u.Total)
+		meta = append(meta, "charge_base", base, "row_allowance", rowAllowance)
+		if _, err := s.charge(ctx, u.SellerID, u.ID, need, keep, "p"); err != nil {
 			return nil, fmt.Errorf("create upload %s: %w", u.ID, err)
 		}
 	}
 	args := append([]any{keep.Milliseconds(), len(meta) / 2}, meta...)
 	args = append(args, cells...)
-	res, err := s.create.Run(ctx, s.rdb, []string{key(u.ID, "meta"), key(u.ID, "cells")}, args...).StringSlice()
+	res, err := s.create.Run(ctx, s.rdb, []string{key(u.ID, "meta"), key(u.ID, "cells"), goneKey(u.ID)}, args...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("create upload %s in Redis: %w", u.ID, redisfail.Wrap(err))
 	}
@@ -358,10 +395,25 @@ func (s *Store) move(ctx context.Context, id, to, reason string, stale time.Dura
 // each other, and they share one script call and one expiry refresh. A row
 // that finds no call on the wire leaves at once, or after the Store's
 // RecordLinger; one whose ctx ends before its call leaves is not sent.
+//
+// The result is kept to MaxResultJSON bytes of JSON (its details, then its
+// cells, are left out past it): the seller's share charges each row not
+// yet recorded that much.
+//
+// A row of an upload that was deleted, or that expired and left its
+// seller's share, is dropped while the upload's tombstone lives (logged at
+// Warn): it would bring back an upload that nothing is charged for. The
+// call then returns nil: there is nothing the caller can do about it.
 func (s *Store) RecordRow(ctx context.Context, uploadID string, r RowResult) error {
 	args, err := s.recordArgs(uploadID, r)
 	if err != nil {
 		return err
+	}
+	if js, _ := args[2].(string); len(js) > MaxResultJSON {
+		r.Details, r.Cells = nil, nil
+		if args, err = s.recordArgs(uploadID, r); err != nil {
+			return err
+		}
 	}
 	if _, err := s.records.Do(ctx, uploadID, args); err != nil {
 		return fmt.Errorf("record row %d of upload %s: %w", r.Row, uploadID, err)
@@ -376,8 +428,14 @@ func (s *Store) writeRecords(ctx context.Context, uploadID string, rows [][]any)
 	for _, a := range rows {
 		args = append(args, a...)
 	}
-	if err := s.record.Run(ctx, s.rdb, recordKeys(uploadID), args...).Err(); err != nil {
+	n, err := s.record.Run(ctx, s.rdb, recordKeys(uploadID), args...).Int()
+	if err != nil {
 		return nil, fmt.Errorf("the record script did not run: %w", redisfail.Wrap(err))
+	}
+	if n < 0 {
+		first, _ := rows[0][0].(int)
+		s.log.Warn("rows of an upload that was deleted or expired were not recorded: their upload is gone on purpose, and recording them would keep it again uncharged",
+			"upload_id", uploadID, "rows", len(rows), "first_row", first)
 	}
 	return make([]struct{}, len(rows)), nil
 }
@@ -404,7 +462,7 @@ func (s *Store) RecordRows(ctx context.Context, uploadID string, rs []RowResult)
 }
 
 func recordKeys(id string) []string {
-	return []string{key(id, "meta"), key(id, "states"), key(id, "rows"), key(id, "cells")}
+	return []string{key(id, "meta"), key(id, "states"), key(id, "rows"), key(id, "cells"), goneKey(id)}
 }
 
 func (s *Store) recordArgs(uploadID string, r RowResult) ([]any, error) {
@@ -421,6 +479,11 @@ func (s *Store) recordArgs(uploadID string, r RowResult) ([]any, error) {
 		r.At = time.Now()
 	}
 	r.Reason = CutReason(r.Reason)
+	// The API's code, field and product id come from its answer: bounded,
+	// so a row's result has a largest size the share can charge.
+	r.Code = jsonenc.Cut(r.Code, MaxCodeJSON)
+	r.Field = jsonenc.Cut(r.Field, MaxFieldJSON)
+	r.ProductID = jsonenc.Cut(r.ProductID, MaxProductIDJSON)
 	b, ok := r.appendJSON(make([]byte, 0, 160))
 	if !ok {
 		var err error

@@ -142,6 +142,7 @@ Redis cannot be reached; 2 bad flags.`, cmdCompliance},
 		{"redis-init", "", "prepare a new Redis for the throttle (once, before the first consumer starts)", redisInitDetails, cmdRedisInit},
 		{"redrive", "[--dry-run] [--upload ID] [--seller S] [--class C,…] [--since T] [--until T]",
 			"send dead-lettered rows to the rows topic again (after an outage or a fixed fault)", redriveDetails, cmdRedrive},
+		{"delete-upload", "--seller S ID...", "delete uploads of a seller from Redis, giving back their share", deleteUploadDetails, cmdDeleteUpload},
 	}
 }
 
@@ -163,9 +164,9 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: producer SUBCOMMAND [flags] [args]")
 	fmt.Fprintln(w, "\nsubcommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-13s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "  %-11s %s\n", "completion", "print a shell completion script: producer completion bash|zsh|fish")
+	fmt.Fprintf(w, "  %-13s %s\n", "completion", "print a shell completion script: producer completion bash|zsh|fish")
 	fmt.Fprintln(w, "\nrun `producer SUBCOMMAND -h` for its flags; every flag is also a BULKREG_* environment variable.")
 	fmt.Fprintln(w, "`producer --version` prints the build.")
 	fmt.Fprintln(w, "\nexit status: 0 done; 1 the work failed or found problems; 2 bad flags, arguments or settings.")
@@ -229,8 +230,12 @@ func (e *env) flagSet(name string) *flag.FlagSet {
 	return fs
 }
 
+// atLeastOne is parseArgs's want for one or more positional arguments.
+const atLeastOne = -1
+
 // parseArgs parses flags that may come before, between or after the
-// positional arguments, and checks the count of positional arguments.
+// positional arguments, and checks the count of positional arguments
+// (want, or with atLeastOne any number but none).
 // It returns ok false when the caller must stop with code: after -h (0) or
 // a usage error (2), printed as internal/cli prints every binary's.
 func (e *env) parseArgs(fs *flag.FlagSet, args []string, want int, names string, bindErr func() error) ([]string, int, bool) {
@@ -242,7 +247,10 @@ func (e *env) parseArgs(fs *flag.FlagSet, args []string, want int, names string,
 	if !ok {
 		return nil, code, false
 	}
-	if len(pos) != want {
+	if want == atLeastOne && len(pos) == 0 {
+		return nil, cli.UsageError(e.stderr, fs.Name(), fmt.Errorf("want %s, got none", names)), false
+	}
+	if want != atLeastOne && len(pos) != want {
 		if want == 0 {
 			return nil, cli.UsageError(e.stderr, fs.Name(), cli.NoArgs(pos)), false
 		}

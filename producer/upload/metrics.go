@@ -16,8 +16,8 @@ type Metrics struct {
 	rowsBad prometheus.Counter
 	rowsOld prometheus.Counter
 	publish prometheus.Histogram
-	shareB  *prometheus.GaugeVec
-	shareN  *prometheus.GaugeVec
+	shareB  prometheus.Histogram
+	shareR  prometheus.Histogram
 }
 
 // NewMetrics registers the producer's metrics on reg.
@@ -33,12 +33,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Rows not published because the seller registered their SKU with the same content before."}),
 		publish: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "bulkreg_producer_publish_seconds",
 			Help: "Time from handing an upload's rows to Kafka until every row was acknowledged.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
-		shareB: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bulkreg_producer_seller_share_bytes",
-			Help: "Bytes a seller's uploads keep in Redis, as the seller's share counts them, when this producer last handled one of the seller's uploads."}, []string{"seller"}),
-		shareN: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bulkreg_producer_seller_share_uploads",
-			Help: "Uploads a seller keeps in Redis, as the seller's share counts them, when this producer last handled one of the seller's uploads."}, []string{"seller"}),
+		// One series whatever the number of sellers: a seller label would
+		// keep a series per seller for the life of the process.
+		shareB: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "bulkreg_producer_seller_usage_bytes",
+			Help:    "Bytes the seller's uploads keep in Redis, as their share counts them, observed each time this producer handles one of the seller's uploads.",
+			Buckets: prometheus.ExponentialBuckets(64<<10, 4, 8)}),
+		shareR: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "bulkreg_producer_seller_share_used_ratio",
+			Help:    "How full the seller's share of Redis is (the larger of bytes and uploads, as a fraction of the share), observed each time this producer handles one of the seller's uploads; not observed without a share.",
+			Buckets: []float64{0.1, 0.25, 0.5, 0.8, 0.9, 1}}),
 	}
-	reg.MustRegister(m.uploads, m.rowsPub, m.rowsBad, m.rowsOld, m.publish, m.shareB, m.shareN)
+	reg.MustRegister(m.uploads, m.rowsPub, m.rowsBad, m.rowsOld, m.publish, m.shareB, m.shareR)
 	return m
 }
 
@@ -62,9 +66,19 @@ func (m *Metrics) publishSeconds(d time.Duration) {
 	}
 }
 
-func (m *Metrics) share(seller string, u uploadstatus.Usage) {
-	if m != nil {
-		m.shareB.WithLabelValues(seller).Set(float64(u.Bytes))
-		m.shareN.WithLabelValues(seller).Set(float64(u.Uploads))
+func (m *Metrics) share(u uploadstatus.Usage, sh uploadstatus.Share) {
+	if m == nil {
+		return
+	}
+	m.shareB.Observe(float64(u.Bytes))
+	var r float64
+	if sh.Bytes > 0 {
+		r = float64(u.Bytes) / float64(sh.Bytes)
+	}
+	if sh.Uploads > 0 {
+		r = max(r, float64(u.Uploads)/float64(sh.Uploads))
+	}
+	if sh.Bytes > 0 || sh.Uploads > 0 {
+		m.shareR.Observe(r)
 	}
 }

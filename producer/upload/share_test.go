@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/xuri/excelize/v2"
 
 	"github.com/bulkreg/bulkreg/internal/testredis"
@@ -192,6 +193,57 @@ func TestShareChargesWhatRedisKeeps(t *testing.T) {
 		t.Logf("%s: Redis keeps %d bytes, the share is charged %d", tc.name, kept, u.Bytes)
 		if u.Bytes < kept || u.Bytes > kept*3/2 {
 			t.Errorf("%s: charged %d bytes for %d kept; want at least what is kept and at most half again", tc.name, u.Bytes, kept)
+		}
+	}
+}
+
+// The share's metrics keep one series whatever the number of sellers (a
+// seller label would keep one per seller for the life of the process): the
+// usage of each seller whose upload was handled is observed, and how full
+// their share is.
+func TestShareMetricsHaveNoSellerLabel(t *testing.T) {
+	e := newEnv(t, nil, WriterOptions{})
+	e.store = uploadstatus.New(e.rdb, time.Hour, uploadstatus.WithShare(uploadstatus.Share{Bytes: 64 << 20, Uploads: 4}))
+	e.up.Statuses, e.up.Index = e.store, e.store
+	reg := prometheus.NewRegistry()
+	e.up.Metrics = NewMetrics(reg)
+	ctx := context.Background()
+	const sellers = 30
+	for i := range sellers {
+		seller := "seller-" + strconv.Itoa(i)
+		if _, err := e.up.Upload(ctx, Request{SellerID: seller, FileName: "f.xlsx", Data: xlsx(t, seller, validRows(2)...)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, mf := range mfs {
+		name := mf.GetName()
+		if !strings.Contains(name, "seller") {
+			continue
+		}
+		seen[name] = true
+		if len(mf.GetMetric()) != 1 || len(mf.GetMetric()[0].GetLabel()) != 0 {
+			t.Errorf("%s: %d series, labels %v; want one series without labels", name, len(mf.GetMetric()), mf.GetMetric()[0].GetLabel())
+			continue
+		}
+		h := mf.GetMetric()[0].GetHistogram()
+		if h.GetSampleCount() != sellers {
+			t.Errorf("%s: %d observations, want one per upload (%d)", name, h.GetSampleCount(), sellers)
+		}
+		if name == "bulkreg_producer_seller_share_used_ratio" {
+			// Each seller keeps 1 of 4 uploads: a quarter of their share.
+			if got := h.GetSampleSum() / float64(sellers); got < 0.25 || got > 0.26 {
+				t.Errorf("%s: mean %.3f, want each seller's 1 upload of 4 (0.25)", name, got)
+			}
+		}
+	}
+	for _, want := range []string{"bulkreg_producer_seller_usage_bytes", "bulkreg_producer_seller_share_used_ratio"} {
+		if !seen[want] {
+			t.Errorf("%s is not registered", want)
 		}
 	}
 }

@@ -374,17 +374,18 @@ func (u *Uploader) Upload(ctx context.Context, req Request) (Result, error) {
 	return res, nil
 }
 
-// observeShare sets the seller's usage metrics from what the Statuses
-// store says now (only with Metrics, and a store that tells usage).
+// observeShare observes the seller's usage from what the Statuses store
+// says now (only with Metrics, and a store that tells usage and share).
 func (u *Uploader) observeShare(ctx context.Context, seller string) {
 	us, ok := u.Statuses.(interface {
 		Usage(ctx context.Context, seller string) (uploadstatus.Usage, error)
+		Share() uploadstatus.Share
 	})
 	if u.Metrics == nil || !ok {
 		return
 	}
 	if got, err := us.Usage(ctx, seller); err == nil {
-		u.Metrics.share(seller, got)
+		u.Metrics.share(got, us.Share())
 	}
 }
 
