@@ -95,3 +95,32 @@ func TestMisplacedDataElementsRefused(t *testing.T) {
 		t.Errorf("read %q, want SHOWN-1:셔츠 and SKU-3:셔츠", got)
 	}
 }
+
+// An mc:AlternateContent whose Choice requires a namespace this reader does
+// not understand, inside the shared strings or the workbook's sheets, is
+// refused as damaged like one among the rows: Excel, which understands x14,
+// would show the Choice where this reader would read the Fallback.
+func TestAlternateContentNotUnderstoodInDataRefused(t *testing.T) {
+	header := nsRow("", 1, "", nsHeader...)
+	sharedRow := `<row r="2"><c r="A2" t="s"><v>0</v></c><c r="B2" t="inlineStr"><is><t>셔츠</t></is></c><c r="C2" t="inlineStr"><is><t>CAT-1</t></is></c><c r="D2"><v>1000</v></c><c r="E2"><v>1</v></c></row>`
+	alt := func(choice, fallback string) string {
+		return `<mc:AlternateContent xmlns:mc="` + mcNS + `" xmlns:x14="` + x14NS + `"><mc:Choice Requires="x14">` + choice + `</mc:Choice><mc:Fallback>` + fallback + `</mc:Fallback></mc:AlternateContent>`
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+	}{
+		{"in a shared string", nsBook(t, sheetOf(``, header+sharedRow), `<sst xmlns="`+mainNS+`"><si>`+alt(`<t>CHOICE-1</t>`, `<t>FALLBACK-1</t>`)+`</si></sst>`)},
+		{"among the shared strings", nsBook(t, sheetOf(``, header+sharedRow), `<sst xmlns="`+mainNS+`">`+alt(`<si><t>CHOICE-1</t></si>`, `<si><t>FALLBACK-1</t></si>`)+`</sst>`)},
+		{"among the workbook's sheets", nsBookWith(t, sheetOf(``, header+nsRow("", 2, "", nsProduct("SHOWN-1")...)), "",
+			alt(`<sheet name="상품" sheetId="1" r:id="rId2"/>`, `<sheet name="상품" sheetId="1" r:id="rId1"/>`), map[string]string{"xl/worksheets/sheet2.xml": sheetOf(``, header+nsRow("", 2, "", nsProduct("OTHER-1")...))})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parse(t, tc.data)
+			fe := (*FileError)(nil)
+			if !errors.As(err, &fe) || fe.Code != CodeDamaged || !strings.Contains(fe.Message, `mc:Choice requires "x14"`) {
+				t.Fatalf("got %v, want the file refused as damaged for its mc:Choice", err)
+			}
+		})
+	}
+}
