@@ -4,16 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
 
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // A CSV under the text budget (7.9 MiB) whose every text cell is "A" +
 // U+030A (composes to Å) takes the normalizer's slow path on every cell:
