@@ -8,7 +8,6 @@ import (
 	"time"
 )
 
-
 // A CSV under the text budget (7.9 MiB) whose every text cell is "A" +
 // U+030A (composes to Å) takes the normalizer's slow path on every cell:
 // reading and validating it costs about 0.6 s of CPU. The producer then
