@@ -234,6 +234,16 @@ type Row struct {
 	Product  bulkreg.Product // meaningful only when Valid()
 	Cells    []string        // the raw cell texts, aligned with Sheet.Header
 	Problems []Problem
+	// typed says, for a row the validator built, which text fields it
+	// brought to NFC from another form (textFieldBit), so AsTyped need not
+	// normalise again.
+	typed textForms
+}
+
+// textForms records which of a row's text fields NFC changed.
+type textForms struct {
+	known   bool   // the validator built the row
+	changed uint16 // by textFieldBit
 }
 
 // Valid reports whether the row can be registered.

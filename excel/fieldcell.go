@@ -19,7 +19,7 @@ func (s *Sheet) FieldCell(field string, n int) string {
 }
 
 // AsTyped returns the product of a valid row with its text as the seller
-// typed it: outer spaces trimmed as always, but not brought to NFC. It
+// typed it (without normalising again for a row the parser built): outer spaces trimmed as always, but not brought to NFC. It
 // differs from r.Product only in text typed in another normalization form
 // (NFD, as macOS writes it). A version that kept text as typed sent and
 // hashed this product, so the producer compares a ledger entry's content
@@ -52,7 +52,15 @@ func (s *Sheet) AsTyped(r Row) bulkreg.Product {
 		}
 		// Only a change of form is undone: a cell that reads otherwise
 		// (a merged cell's value, a cleaned apostrophe) keeps the product's.
-		if typed := cleanCell(r.Cells[i]); typed != *f && productrules.NFC(typed) == *f {
+		// The validator recorded which fields it brought to NFC (the text
+		// it checked is the cleaned cell): normalising every text again
+		// cost as much as reading the file did.
+		typed := cleanCell(r.Cells[i])
+		if r.typed.known {
+			if r.typed.changed&textFieldBit(c.Field) != 0 {
+				*f = typed
+			}
+		} else if typed != *f && productrules.NFC(typed) == *f {
 			*f = typed
 		}
 	}

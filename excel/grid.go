@@ -523,7 +523,7 @@ func (g *grid) validate(mergedBad [][]bool, s *Sheet) {
 			}
 			values[fi] = cellValue{text: cleanCell(c.text), runes: c.runes, cut: c.cut}
 		}
-		row.Product = v.product(values, func(fi int, viol *productrules.Violation) {
+		row.Product, row.typed = v.product(values, func(fi int, viol *productrules.Violation) {
 			if skip[fi] {
 				return // the cell already has its real problem
 			}

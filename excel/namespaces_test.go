@@ -78,9 +78,13 @@ func sheetOf(rootAttrs, data string) string {
 // Calc 7.4.7, given these files (converted to CSV), shows SHOWN-1 alone for
 // the foreign row, the ignorable row, the ignorable cell, the no-namespace
 // row, the Office-namespace row and the ProcessContent wrapper, and
-// SHOWN-1 and FALLBACK-1 for the AlternateContent. Where it skips a foreign
-// element that stands among the cells, which Markup Compatibility calls an
-// error and Excel reports as damage, the file is refused, naming it.
+// SHOWN-1 and FALLBACK-1 for the AlternateContent, where Excel, which
+// understands x14, shows SHOWN-1 and CHOICE-1: an AlternateContent among
+// the rows whose Choice requires a namespace this reader does not
+// understand is refused as damaged, so that what Excel shows and what is
+// registered cannot differ. Where LibreOffice skips a foreign element that
+// stands among the cells, which Markup Compatibility calls an error and
+// Excel reports as damage, the file is refused, naming it.
 func TestOnlySpreadsheetMLMakesRows(t *testing.T) {
 	header := nsRow("", 1, "", nsHeader...)
 	visible := nsRow("", 2, "", nsProduct("SHOWN-1")...)
@@ -100,10 +104,23 @@ func TestOnlySpreadsheetMLMakesRows(t *testing.T) {
 			sheetOf(` xmlns:mc="`+mcNS+`" xmlns:x14="`+x14NS+`"`, header+visible+
 				`<mc:AlternateContent><mc:Choice Requires="x14">`+nsRow("", 3, "", nsProduct("CHOICE-1")...)+`</mc:Choice>`+
 				`<mc:Fallback>`+nsRow("", 3, "", nsProduct("FALLBACK-1")...)+`</mc:Fallback></mc:AlternateContent>`),
-			[]string{"SHOWN-1", "FALLBACK-1"}, ""},
+			nil, `mc:Choice requires "x14"`},
+		{"AlternateContent: a Choice needing x14 after one taken",
+			sheetOf(` xmlns:mc="`+mcNS+`" xmlns:x14="`+x14NS+`" xmlns:s="`+mainNS+`"`, header+visible+
+				`<mc:AlternateContent><mc:Choice Requires="s">`+nsRow("", 3, "", nsProduct("CHOICE-1")...)+`</mc:Choice>`+
+				`<mc:Choice Requires="x14">`+nsRow("", 3, "", nsProduct("CHOICE-2")...)+`</mc:Choice></mc:AlternateContent>`),
+			nil, `mc:Choice requires "x14"`},
+		{"AlternateContent in a cell: a Choice needing x14",
+			sheetOf(` xmlns:mc="`+mcNS+`" xmlns:x14="`+x14NS+`"`, header+
+				`<row r="2"><c r="A2" t="inlineStr"><is><t>SHOWN-1</t></is></c><c r="B2" t="inlineStr"><is><t>셔츠</t></is></c><c r="C2" t="inlineStr"><is><t>CAT-1</t></is></c><c r="D2"><mc:AlternateContent><mc:Choice Requires="x14"><v>9</v></mc:Choice><mc:Fallback><v>1000</v></mc:Fallback></mc:AlternateContent></c><c r="E2"><v>1</v></c></row>`),
+			nil, `mc:Choice requires "x14"`},
+		{"AlternateContent beside sheetData: not data, the Choice passed over",
+			`<worksheet xmlns="` + mainNS + `" xmlns:mc="` + mcNS + `" xmlns:x14="` + x14NS + `"><sheetData>` + header + visible + `</sheetData>` +
+				`<mc:AlternateContent><mc:Choice Requires="x14"><x14:sparklineGroups/></mc:Choice><mc:Fallback/></mc:AlternateContent></worksheet>`,
+			[]string{"SHOWN-1"}, ""},
 		{"AlternateContent: a Choice needing SpreadsheetML is taken, the rest not",
 			sheetOf(` xmlns:mc="`+mcNS+`" xmlns:x14="`+x14NS+`" xmlns:s="`+mainNS+`"`, header+visible+
-				`<mc:AlternateContent><mc:Choice Requires="x14">`+nsRow("", 3, "", nsProduct("CHOICE-1")...)+`</mc:Choice>`+
+				`<mc:AlternateContent>`+
 				`<mc:Choice Requires="s">`+nsRow("", 3, "", nsProduct("CHOICE-2")...)+`</mc:Choice>`+
 				`<mc:Choice Requires="s">`+nsRow("", 3, "", nsProduct("CHOICE-3")...)+`</mc:Choice>`+
 				`<mc:Fallback>`+nsRow("", 3, "", nsProduct("FALLBACK-1")...)+`</mc:Fallback></mc:AlternateContent>`),
@@ -111,11 +128,15 @@ func TestOnlySpreadsheetMLMakesRows(t *testing.T) {
 		{"AlternateContent: no Choice understood, no Fallback",
 			sheetOf(` xmlns:mc="`+mcNS+`" xmlns:x14="`+x14NS+`"`, header+visible+
 				`<mc:AlternateContent><mc:Choice Requires="x14">`+nsRow("", 3, "", nsProduct("CHOICE-1")...)+`</mc:Choice></mc:AlternateContent>`),
-			[]string{"SHOWN-1"}, ""},
+			nil, `mc:Choice requires "x14"`},
 		{"AlternateContent in a Fallback, declaring its own prefix",
 			sheetOf(` xmlns:mc="`+mcNS+`"`, header+visible+
 				`<mc:AlternateContent><mc:Choice Requires="h" xmlns:h="`+foreignNS+`">`+nsRow("", 3, "", nsProduct("CHOICE-1")...)+`</mc:Choice>`+
 				`<mc:Fallback><mc:AlternateContent><mc:Choice xmlns:y="`+mainNS+`" Requires="y">`+nsRow("y:", 3, "", nsProduct("INNER-1")...)+`</mc:Choice></mc:AlternateContent></mc:Fallback></mc:AlternateContent>`),
+			nil, `mc:Choice requires "h"`},
+		{"AlternateContent in a Fallback, every Choice understood",
+			sheetOf(` xmlns:mc="`+mcNS+`"`, header+visible+
+				`<mc:AlternateContent><mc:Fallback><mc:AlternateContent><mc:Choice xmlns:y="`+mainNS+`" Requires="y">`+nsRow("y:", 3, "", nsProduct("INNER-1")...)+`</mc:Choice></mc:AlternateContent></mc:Fallback></mc:AlternateContent>`),
 			[]string{"SHOWN-1", "INNER-1"}, ""},
 		{"text between AlternateContent's branches is not a value's",
 			sheetOf(` xmlns:mc="`+mcNS+`" xmlns:s="`+mainNS+`"`, header+

@@ -64,14 +64,38 @@ type validator struct {
 
 func newValidator() validator { return validator{rules: productrules.Rules()} }
 
+// textFieldBit is a text field's bit in textForms.changed (0 for a field
+// that is not text).
+func textFieldBit(field string) uint16 {
+	switch field {
+	case productrules.SellerSKU:
+		return 1 << 0
+	case productrules.Name:
+		return 1 << 1
+	case productrules.CategoryCode:
+		return 1 << 2
+	case productrules.Brand:
+		return 1 << 3
+	case productrules.ImageURL:
+		return 1 << 4
+	case productrules.Description:
+		return 1 << 5
+	}
+	return 0
+}
+
 // product checks one row's values (indexed like v.rules) and builds the
-// product; bad receives each failed rule with its field's index.
-func (v validator) product(values [numFields]cellValue, bad func(fi int, viol *productrules.Violation)) bulkreg.Product {
+// product; bad receives each failed rule with its field's index. forms says
+// which text fields NFC changed from the text as typed.
+func (v validator) product(values [numFields]cellValue, bad func(fi int, viol *productrules.Violation)) (bulkreg.Product, textForms) {
 	var p bulkreg.Product
+	forms := textForms{known: true}
 	for fi, rule := range v.rules {
 		text, n, viol := checkCell(rule, values[fi])
 		if viol != nil {
 			bad(fi, viol)
+		} else if rule.Type == productrules.Text && text != values[fi].text {
+			forms.changed |= textFieldBit(rule.Field)
 		}
 		switch rule.Field {
 		case productrules.SellerSKU:
@@ -94,7 +118,7 @@ func (v validator) product(values [numFields]cellValue, bad func(fi int, viol *p
 			p.ShippingFee = n
 		}
 	}
-	return p
+	return p, forms
 }
 
 // checkCell applies one field's rule to a cleaned cell. A Text field answers

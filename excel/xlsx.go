@@ -161,18 +161,23 @@ func (p *Parser) readXLSX(ctx context.Context, data []byte) (*Sheet, error) {
 	// its entries can be counted (and reads on past the count the end
 	// record declares): the directory is measured first, without keeping
 	// anything, and one too large is refused before zip.NewReader.
-	if d, ok := readZipDirectory(data); ok {
-		n := group(int64(min(d.declaredEntries, 1<<62)))
-		if d.declaredEntries <= maxParts && d.entries > maxParts {
-			// The end record says fewer than the directory holds.
-			n = "more than " + group(maxParts)
-		}
-		if d.declaredEntries > maxParts || d.entries > maxParts {
-			return nil, fileErr(CodeTooLarge, "the file holds %s parts, more than any workbook needs (at most %s); save it again from Excel as .xlsx", n, group(maxParts)).withParams("kind", "content")
-		}
-		if n := max(d.declaredBytes, d.bytes); n > maxDirectoryBytes {
-			return nil, fileErr(CodeTooLarge, "the file's zip directory holds more than %s, more than any workbook needs; save it again from Excel as .xlsx", byteSize(maxDirectoryBytes)).withParams("kind", "content")
-		}
+	d, ok := readZipDirectory(data)
+	if !ok {
+		// Where the directory is not found as archive/zip finds it, its
+		// size is not known: the file is refused rather than handed to
+		// archive/zip unmeasured.
+		return nil, damagedFile(errors.New("excel: the zip's directory could not be found"))
+	}
+	n := group(int64(min(d.declaredEntries, 1<<62)))
+	if d.declaredEntries <= maxParts && d.entries > maxParts {
+		// The end record says fewer than the directory holds.
+		n = "more than " + group(maxParts)
+	}
+	if d.declaredEntries > maxParts || d.entries > maxParts {
+		return nil, fileErr(CodeTooLarge, "the file holds %s parts, more than any workbook needs (at most %s); save it again from Excel as .xlsx", n, group(maxParts)).withParams("kind", "content")
+	}
+	if n := max(d.declaredBytes, d.bytes); n > maxDirectoryBytes {
+		return nil, fileErr(CodeTooLarge, "the file's zip directory holds more than %s, more than any workbook needs; save it again from Excel as .xlsx", byteSize(maxDirectoryBytes)).withParams("kind", "content")
 	}
 	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
 	if err != nil {

@@ -66,9 +66,19 @@ type sheetReader struct {
 	isText  boundedText
 
 	merges []mergeRange
+	shape  xmlShape
 }
 
 func (r *sheetReader) visit(t *xmlToken) error {
+	// The shape is checked to the sheet's end, past its header too.
+	switch t.kind {
+	case xmlStart:
+		if _, err := r.shape.start(t.local); err != nil {
+			return r.mce.s.fail("%v", err)
+		}
+	case xmlEnd:
+		defer r.shape.end()
+	}
 	if r.skipping {
 		return nil
 	}

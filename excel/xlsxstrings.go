@@ -98,41 +98,45 @@ func (b *xlsxFile) readSharedStrings(f *zip.File) error {
 	// 8 MiB table on the way).
 	sst.arena = make([]byte, 0, min(f.UncompressedSize64, uint64(b.opts.MaxTextBytes)))
 	tb := boundedText{max: b.opts.MaxCellBytes}
-	inSI, inT, rph := false, false, 0
+	// shape puts every element where SpreadsheetML allows it (a string
+	// inside a string, a text inside a phonetic guide's properties, is
+	// damage); inT: the innermost element is an entry's text or a run's,
+	// not a phonetic guide's.
+	var shape xmlShape
+	inT := false
 	err := b.walk(f, nsMain, func(t *xmlToken) error {
 		switch t.kind {
 		case xmlStart:
-			switch string(t.local) {
-			case "si":
-				inSI, inT, rph = true, false, 0
+			k, err := shape.start(t.local)
+			if err != nil {
+				return b.mce.s.fail("%v", err)
+			}
+			switch k {
+			case elSI:
 				tb.reset()
-			case "rPh":
-				rph++
-			case "t":
-				inT = inSI && rph == 0
+			case elT:
+				_, parent := shape.top()
+				inT = parent == elSI || parent == elRun
 			}
 		case xmlEnd:
-			switch string(t.local) {
-			case "si":
-				if inSI {
-					if len(sst.ends) == maxSharedStrings {
-						return fileErr(CodeTooLarge, "the file's shared strings hold more than %s entries, far more than a product list needs; save it again from Excel as .xlsx, or as CSV", group(maxSharedStrings)).withParams("kind", "content")
-					}
-					tb.unescape()
-					// The table's text is bounded like the cells': its
-					// entries are kept whether a cell shows them or not.
-					if int64(len(sst.arena)+len(tb.buf)) > b.opts.MaxTextBytes {
-						return fileErr(CodeTooLarge, "the file's shared strings hold more than %s of text; a product list of a few hundred rows is far smaller, so the file was refused", byteSize(b.opts.MaxTextBytes)).withParams("kind", "content")
-					}
-					sst.arena = append(sst.arena, tb.buf...)
-					sst.ends = append(sst.ends, uint32(len(sst.arena)))
-					sst.runes = append(sst.runes, int32(min(tb.runes, math.MaxInt32)))
-					sst.cut = append(sst.cut, tb.cut)
+			k, _ := shape.top()
+			shape.end()
+			switch k {
+			case elSI:
+				if len(sst.ends) == maxSharedStrings {
+					return fileErr(CodeTooLarge, "the file's shared strings hold more than %s entries, far more than a product list needs; save it again from Excel as .xlsx, or as CSV", group(maxSharedStrings)).withParams("kind", "content")
 				}
-				inSI = false
-			case "rPh":
-				rph--
-			case "t":
+				tb.unescape()
+				// The table's text is bounded like the cells': its
+				// entries are kept whether a cell shows them or not.
+				if int64(len(sst.arena)+len(tb.buf)) > b.opts.MaxTextBytes {
+					return fileErr(CodeTooLarge, "the file's shared strings hold more than %s of text; a product list of a few hundred rows is far smaller, so the file was refused", byteSize(b.opts.MaxTextBytes)).withParams("kind", "content")
+				}
+				sst.arena = append(sst.arena, tb.buf...)
+				sst.ends = append(sst.ends, uint32(len(sst.arena)))
+				sst.runes = append(sst.runes, int32(min(tb.runes, math.MaxInt32)))
+				sst.cut = append(sst.cut, tb.cut)
+			case elT:
 				inT = false
 			}
 		case xmlText:

@@ -115,7 +115,11 @@ func findDirEnd(b []byte) int {
 }
 
 // findDir64End reads the Zip64 locator just before the end record at end:
-// found is false when there is none (or it is not one archive/zip uses).
+// found is false when there is none (or it is not one archive/zip uses:
+// archive/zip takes the offset as an int64, so one of 2^63 or more reads as
+// negative and it goes on with the 32-bit end record, as this does). p is
+// -1 when the offset is past any file this reader is given: archive/zip
+// fails reading the Zip64 end record there.
 func findDir64End(data []byte, end int64) (p int64, found bool) {
 	loc := end - zipDir64LocLen
 	if loc < 0 || !bytes.HasPrefix(data[loc:], []byte(zipDir64LocSig)) {
@@ -125,7 +129,10 @@ func findDir64End(data []byte, end int64) (p int64, found bool) {
 		return 0, false
 	}
 	off := binary.LittleEndian.Uint64(data[loc+8:])
-	if off > 1<<62 {
+	if off >= 1<<63 {
+		return 0, false
+	}
+	if off > uint64(len(data)) {
 		return -1, true
 	}
 	return int64(off), true

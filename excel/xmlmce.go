@@ -20,9 +20,15 @@ import (
 //     understands (SpreadsheetML, relationships, Markup Compatibility),
 //     else mc:Fallback, else nothing. The branch's content is read as if it
 //     stood in the AlternateContent's place; the other branches are not.
-//     (LibreOffice takes the Fallback of a Choice requiring x14 too; Excel,
-//     which understands x14, takes that Choice: Excel writes such pairs
-//     only where the Fallback says the same for older programs.)
+//     Inside a container (sheetData, a row, a cell, a cell's text, a shared
+//     string, the workbook's sheets: isContainer), where Excel never writes
+//     AlternateContent, a Choice that requires a namespace this reader does
+//     not understand refuses the part as damaged: Excel, which understands
+//     x14 and more, would show that Choice where this reader (and
+//     LibreOffice) would read the Fallback, so the rows Excel shows and the
+//     rows registered could differ. Elsewhere (the workbook's x15ac:absPath,
+//     extensions) a Choice not understood is passed over, as Markup
+//     Compatibility says: what stands there is no row.
 //   - An element of a namespace mc:Ignorable lists (in scope) is ignored
 //     with its subtree. mc:ProcessContent, which asks a consumer to read
 //     such an element's content in its place, is not honoured: LibreOffice
@@ -72,6 +78,9 @@ type mceFrame struct {
 	depth  int32 // the element's depth, 1 for the root
 	kind   frameKind
 	chosen bool // frameAlt: a branch was taken
+	// inData: frameAlt stands inside a container, where every Choice must
+	// be understood.
+	inData bool
 	// the length of ignorable before the element's attributes (at most
 	// maxMCENames).
 	ignorable uint8
@@ -166,6 +175,8 @@ func (f *mceFilter) start(t *xmlToken, depth int, parent *mceFrame) error {
 	case parent != nil && parent.kind == frameAlt:
 		// Only its branches, and only one of them.
 		switch {
+		case t.space == nsMC && string(t.local) == "Choice" && parent.inData && !f.requiresUnderstood(t.attr("Requires")):
+			return f.s.fail("an mc:Choice requires %q (a namespace this reader does not understand) among the rows, cells or texts, where Excel writes none: Excel could show other rows than bulkreg reads", shorten(string(bytes.ToValidUTF8(t.attr("Requires"), []byte("?")))))
 		case t.space != nsMC || parent.chosen:
 		case string(t.local) == "Choice" && f.requiresUnderstood(t.attr("Requires")),
 			string(t.local) == "Fallback":
@@ -185,7 +196,7 @@ func (f *mceFilter) start(t *xmlToken, depth int, parent *mceFrame) error {
 	case depth == 1:
 		return f.s.fail("the root element <%s> is in %s, not in SpreadsheetML's, so this is not a part Excel reads", f.qname(), describeNS(t))
 	case t.space == nsMC && string(t.local) == "AlternateContent":
-		fr.kind = frameAlt
+		fr.kind, fr.inData = frameAlt, f.inContainer(depth)
 		f.open = append(f.open, fr)
 		return nil
 	case !understood(t.space) && f.isIgnorable(t.nsID):

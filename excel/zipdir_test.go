@@ -100,3 +100,58 @@ func TestZipDirectoryOfRealFiles(t *testing.T) {
 		}
 	}
 }
+
+// zip64Located is a crafted directory of n headers whose end record says
+// 0xFFFF entries, with a Zip64 locator before it pointing at offset.
+func zip64Located(n int, offset uint64) []byte {
+	data := craftedDirectory(n, 0, 0xFFFF)
+	end := data[len(data)-zipDirEndLen:]
+	loc := make([]byte, zipDir64LocLen)
+	copy(loc, zipDir64LocSig)
+	binary.LittleEndian.PutUint64(loc[8:], offset)
+	binary.LittleEndian.PutUint32(loc[16:], 1)
+	var b bytes.Buffer
+	b.Write(data[:len(data)-zipDirEndLen])
+	b.Write(loc)
+	b.Write(end)
+	return b.Bytes()
+}
+
+// A Zip64 locator whose offset is 2^63 or more is taken by archive/zip as
+// "not Zip64" (int64(p) < 0) and it goes on with the 32-bit end record: the
+// directory is measured from that record as well, and refused by its
+// count before archive/zip reads it. A locator pointing past the file, where
+// archive/zip finds no directory, refuses the file as damaged without
+// archive/zip reading anything either.
+func TestZipDirectoryZip64Locator(t *testing.T) {
+	const bound = 1 << 20
+	for _, tc := range []struct {
+		name   string
+		offset uint64
+		code   string
+		msg    string
+	}{
+		// 3 × 65,536 − 1 headers: archive/zip's modulo check passes.
+		{"offset 2^63", 1 << 63, CodeTooLarge, "holds 65,535 parts"},
+		{"offset 2^64 - 1", 1<<64 - 1, CodeTooLarge, "holds 65,535 parts"},
+		{"offset 2^62 + 1", 1<<62 + 1, CodeDamaged, "damaged"},
+		{"offset past the file", 1 << 40, CodeDamaged, "damaged"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := zip64Located(196_607, tc.offset)
+			if len(data) > DefaultMaxFileSize {
+				t.Fatalf("file %d bytes, over the upload limit", len(data))
+			}
+			p := NewParser(Options{})
+			var err error
+			alloc := allocatedBy(func() { _, err = p.ParseBytes(context.Background(), data) })
+			fe := fileErrCode(t, err)
+			if fe.Code != tc.code || !strings.Contains(fe.Message, tc.msg) {
+				t.Errorf("%s: %s, want %s: …%s…", fe.Code, fe.Message, tc.code, tc.msg)
+			}
+			if alloc > bound {
+				t.Errorf("opening the file allocated %d KiB before it was refused, want at most %d KiB (directory measured before archive/zip reads it)", alloc>>10, bound>>10)
+			}
+		})
+	}
+}

@@ -226,6 +226,10 @@ func (r Rule) Text(s string) (string, *Violation) {
 		return s, r.violation(CodeInvalidChars, "holds characters that are not valid text")
 	}
 	if !plain {
+		if n > maxComposed*r.MaxLen {
+			// Too long in any form: composing it would only cost time.
+			return s, r.TooLong(n)
+		}
 		s = norm.NFC.String(s)
 		n = utf8.RuneCountInString(s)
 	}
@@ -234,6 +238,12 @@ func (r Rule) Text(s string) (string, *Violation) {
 	}
 	return s, r.checkFormat(s)
 }
+
+// maxComposed is the most characters NFC composes into one: the longest
+// canonical decomposition (U+1F82, ᾂ, is four). A text of more than
+// maxComposed × MaxLen characters as typed is too long in NFC too, and is
+// refused without composing it, its length given as typed.
+const maxComposed = 4
 
 // scanText counts the characters of s and reports whether it is plain
 // (plainNFC) and valid UTF-8, in one pass.

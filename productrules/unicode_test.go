@@ -1,6 +1,7 @@
 package productrules
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 	"unicode"
@@ -213,5 +214,50 @@ func TestPlainTextSkipsTheNormalizer(t *testing.T) {
 	}
 	if !plainNFC("가방-001 상품") || plainNFC("가\u11a8") || plainNFC("e\u0301") {
 		t.Error("plainNFC does not tell plain text")
+	}
+}
+
+// NFC composes at most maxComposed characters into one (checked over every
+// code point), so a text longer than maxComposed × MaxLen as typed is
+// refused as too long without being composed: the refusal allocates no copy
+// of the text. One at the bound is composed and counted in NFC.
+func TestTooLongInAnyFormIsNotComposed(t *testing.T) {
+	most := 0
+	for c := rune(0); c <= unicode.MaxRune; c++ {
+		if utf8.ValidRune(c) {
+			most = max(most, utf8.RuneCountInString(norm.NFD.String(string(c))))
+		}
+	}
+	if most != maxComposed {
+		t.Fatalf("the longest canonical decomposition is %d characters, maxComposed is %d", most, maxComposed)
+	}
+	rule := Must(Description)
+	alpha := "\u03b1\u0313\u0300\u0345" // ᾂ decomposed: four characters that compose to one
+	for _, tc := range []struct {
+		name string
+		text string
+		n    string // the length the refusal gives; "" when accepted
+		copy bool   // composing allocates a copy of the text
+	}{
+		{"A and a ring, past four times the limit", strings.Repeat("A\u030a", 2*rule.MaxLen+1), "40,002", false},
+		{"ᾂ decomposed, four times the limit", strings.Repeat(alpha, rule.MaxLen), "", true},
+		{"ᾂ decomposed, past four times the limit", strings.Repeat(alpha, rule.MaxLen) + "\u03b1", "40,001", false},
+		{"A and a ring, under four times the limit", strings.Repeat("A\u030a", rule.MaxLen+1), "10,001", true},
+	} {
+		var viol *Violation
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, viol = rule.Text(tc.text)
+		runtime.ReadMemStats(&after)
+		alloc := after.TotalAlloc - before.TotalAlloc
+		if tc.copy != (alloc >= uint64(len(tc.text))) {
+			t.Errorf("%s: %d bytes allocated for a text of %d bytes, want a copy: %v", tc.name, alloc, len(tc.text), tc.copy)
+		}
+		switch {
+		case tc.n == "" && viol != nil:
+			t.Errorf("%s: %v, want it accepted (%d characters in NFC)", tc.name, viol, rule.MaxLen)
+		case tc.n != "" && (viol == nil || viol.Code != CodeTooLong || viol.Params["n"] != tc.n):
+			t.Errorf("%s: %+v, want too_long with n=%s", tc.name, viol, tc.n)
+		}
 	}
 }

@@ -63,7 +63,7 @@ func (u *Uploader) checkLedger(ctx context.Context, uploadID, seller string, she
 		if !r.Valid() || !ok || e.State != ledger.Registered {
 			continue
 		}
-		if !sameContent(e.Hash, r.Product, sheet.AsTyped(*r)) {
+		if !sameContent(e.Hash, r.Product, func() bulkreg.Product { return sheet.AsTyped(*r) }) {
 			r.Problems = append(r.Problems, excel.Problem{Row: r.Number, Column: excel.FieldSellerSKU,
 				Cell: sheet.FieldCell(excel.FieldSellerSKU, r.Number), Code: CodeRegisteredOtherContent,
 				Message: fmt.Sprintf("seller_sku %q is already registered as %s; bulk registration does not change existing products", r.Product.SellerSKU, e.ProductID),
@@ -85,9 +85,15 @@ func (u *Uploader) checkLedger(ctx context.Context, uploadID, seller string, she
 // as the seller typed it then. The same file uploaded again is the same
 // content (typed: excel.Sheet.AsTyped, the text of this file as typed), and
 // so is a file whose text was decomposed throughout (NFD, as macOS writes
-// it) uploaded again from elsewhere in NFC.
-func sameContent(hash string, p, typed bulkreg.Product) bool {
-	if hash == p.ContentHash() || typed != p && hash == typed.ContentHash() {
+// it) uploaded again from elsewhere in NFC. The hash of p is compared
+// first: the common case (the same file again, typed in NFC) costs one hash,
+// and typed (AsTyped) and the NFD form are built only when it differs.
+func sameContent(hash string, p bulkreg.Product, asTyped func() bulkreg.Product) bool {
+	if hash == p.ContentHash() {
+		return true
+	}
+	typed := asTyped()
+	if typed != p && hash == typed.ContentHash() {
 		return true
 	}
 	d := p
