@@ -167,7 +167,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 // otherSellerLatency: seller A has the corpus's worst check
-// (csv-header-attack.csv's Korean check page) answered again and again,
+// (csv-long-headers-bad-cells.csv's Korean check page: the longest headers that still match, a problem in every field) answered again and again,
 // as many at once as a seller may, for d; seller B meanwhile sends normal
 // requests over HTTP. B's latencies.
 func otherSellerLatency(dir, redisAddr string, brokers []string, d time.Duration) (map[string]any, error) {
@@ -178,7 +178,7 @@ func otherSellerLatency(dir, redisAddr string, brokers []string, d time.Duration
 	defer stop()
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
-	worst, err := hostile.Load(dir, "csv-header-attack.csv")
+	worst, err := hostile.Load(dir, "csv-long-headers-bad-cells.csv")
 	if err != nil {
 		return nil, err
 	}
