@@ -3,7 +3,8 @@
 -- nothing. A seller's finish estimate: the rows still waiting take the slots
 -- held ahead first, in order, and then the slots the policy's reserve script
 -- would give them one after another, each new slot counted before the next:
---   sliding       t = max(now, blocked_until, s(n-L+1) + W' + 1µs) over the log (reserve.lua)
+--   sliding       t = max(now, blocked_until, e(n-L+1) + W' + 1µs) over the log's latest counts, and
+--                 the new call's latest count t + reach joins them (reserve.lua)
 --   fixed         the first aligned window with room, before its last margin (reserve_fixed.lua)
 --   token-bucket  t = max(now, blocked_until, tat - tolerance) (reserve_token_bucket.lua)
 -- Used by throttle.Throttle.Forecast.
@@ -17,7 +18,8 @@
 -- ARGV[2]  W' = window + margin, in µs
 -- ARGV[3]  n, the rows to place (at most 100000)
 -- ARGV[4]  kind: "sliding", "fixed" or "token-bucket"
--- ARGV[5]  fixed: W, the API's window in µs; token bucket: the emission interval in µs
+-- ARGV[5]  sliding: reach, in µs, from a slot to its call's latest count (reserve.lua);
+--          fixed: W, the API's window in µs; token bucket: the emission interval in µs
 -- ARGV[6]  token bucket: the tolerance in µs
 --
 -- Reply: {now, held, last}; times are µs as strings on the Redis clock.
@@ -42,8 +44,11 @@ local raw = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. us(now - win), '+inf', '
 local s = {}
 for i = 2, #raw, 2 do s[#s + 1] = tonumber(raw[i]) end
 local held = {}
+-- a sliding log holds latest counts: a slot not begun has its latest count at or after now + reach
+local reach = 0
+if kind == 'sliding' then reach = tonumber(ARGV[5] or '0') end
 for _, v in ipairs(s) do
-  if v >= now then held[#held + 1] = v end
+  if v >= now + reach then held[#held + 1] = v - reach end
 end
 if n == 0 then
   return {us(now), #held, us(now)}
@@ -92,13 +97,13 @@ for _ = 1, n - #held do
   if #s >= limit then
     at = math.max(at, s[#s - limit + 1] + win + 1)
   end
-  -- keep s sorted: a new slot is before held ones only while fewer than L are in the window
+  -- keep s sorted: a new latest count is before others only while fewer than L are in the window
   local i = #s + 1
-  while i > 1 and s[i - 1] > at do
+  while i > 1 and s[i - 1] > at + reach do
     s[i] = s[i - 1]
     i = i - 1
   end
-  s[i] = at
+  s[i] = at + reach
   if at > last then last = at end
 end
 return {us(now), #held, us(last)}

@@ -1,34 +1,35 @@
--- settle.lua: a call the API answered later than a margin after its slot:
--- move the slot to the answer less the margin, and keep what the log relies
--- on true. Used by throttle.Throttle.SettleStep, in a batch
--- (internal/scriptbatch) with the call's other writes, and by Throttle.Settle
--- on its own, for a seller's log (every policy) and for the app-wide log.
+-- settle.lua: a call the API answered: keep the log's place for it no later than needed. Used by
+-- throttle.Throttle.SettleStep, in a batch (internal/scriptbatch) with the call's other writes, and
+-- by Throttle.Settle on its own, for a seller's log (every policy) and for the app-wide log.
 --
--- The API counted the call at `at` + margin at the latest (the caller passes
--- the answer's time less the margin), so the log must hold it there until
--- at + W' has passed; every hold counts from that instant, not from the slot:
---   - the log's key lives at least until at + W' (and a second more), so it
---     does not expire with the slot's old place while the call still fills
---     the window (reserve.lua set its expiry from the slots it knew then);
---   - slots booked after the old place that no call has begun yet (after
---     now + lead) and that now share a window of W' with `limit` others are
---     given back: their rows find them gone at Check and take new ones;
---   - a slot no longer in the log (Redis lost it, or the key expired or was
---     trimmed before a very late answer) is not brought back, but the API
---     counted a call the log no longer knows: no new slot of the log starts
---     before at + W' + 1µs (the block key), and slots booked before that which
---     no call has begun are given back. This is how a call made before Redis
---     lost its data and counted late holds its seller past the loss hold.
+-- A seller's sliding log (ARGV[6] "sliding") holds each call's latest possible count (package
+-- throttle's doc): the API counted the call by its answer, so the entry moves to the answer's time
+-- when that is earlier (ZADD XX LT), never later. Moving a latest count earlier frees room and
+-- can make no booked slot unsafe, so nothing is given back and nothing is counted again. An entry
+-- the log no longer holds (Redis lost it), or an answer after the entry (the API took longer than
+-- the call timeout the entry assumed), blocks the log until the answer + W' + 1µs (the block key):
+-- no later slot shares a window with the call; the slots granted before are not taken back.
+--
+-- The app-wide log (ARGV[6] "app-wide") holds slots, not latest counts: a call answered later
+-- than a margin after its slot is moved to the answer less the margin (the caller passes that),
+-- and every hold counts from there:
+--   - the log's key lives at least until at + W' (and a second more);
+--   - slots booked after the old place that no call has begun yet (after now + lead) and that now
+--     share a window of W' with `limit` others are given back: their rows find them gone at Check
+--     and take new ones;
+--   - a slot no longer in the log is not brought back, but no new slot of the log starts before
+--     at + W' + 1µs (the block key), and slots booked before that which no call has begun are
+--     given back.
 --
 -- A fixed window (ARGV[6] "fixed") keeps the slot in its own window, since the
 -- API may have counted the call there: each later aligned window the call may
 -- have been counted in (up to the one holding the answer) gets a place taken
 -- for it (member <id>:<k> at the window's start), and the slots booked in such
 -- a window beyond `limit`, latest first, are given back when no call has begun
--- on them. A token bucket (ARGV[6] "token-bucket") moves the slot as a sliding
--- log does, keeps tat at least an interval after it, as if reserved there, and
--- gives back the slots booked after it that the bucket no longer has a token
--- for when no call has begun on them.
+-- on them. A token bucket (ARGV[6] "token-bucket") moves the slot later as the
+-- app-wide log does, keeps tat at least an interval after it, as if reserved
+-- there, and gives back the slots booked after it that the bucket no longer has
+-- a token for when no call has begun on them.
 --
 -- KEYS[1]  the log: bulkreg:{s:<seller>}:log (reserve.lua) or bulkreg:{g}:log (reserve_global.lua); :fixed, :tb; ZSET
 -- KEYS[2]  optional: the log's block key (bulkreg:{s:<seller>}:block or bulkreg:{g}:block), STRING µs, as block.lua
@@ -36,18 +37,38 @@
 --          the app-wide log: optional bulkreg:{g}:given, ZSET, each slot given back (member = id,
 --          score = its slot), so reserve_global.lua drops it from its seller's held set (the
 --          fair shares), which this script cannot name: the slot is another seller's
--- ARGV[1]  at: the answer's time in µs on the Redis clock, less the margin
+-- ARGV[1]  at: the answer's time in µs on the Redis clock (a sliding log); less the margin (the others)
 -- ARGV[2]  reservation id
--- ARGV[3]  optional: W' = window + margin, in µs (absent: only move the slot, as a bare ZADD XX GT)
+-- ARGV[3]  optional: W' = window + margin, in µs (absent: only move the slot later, as a bare ZADD XX GT)
 -- ARGV[4]  L, slots per window (with ARGV[3])
 -- ARGV[5]  lead in µs (with ARGV[3]): slots within this of now may be checked and called already, and are kept
--- ARGV[6]  optional: the log's kind: "sliding" (the default), "fixed" or "token-bucket"
+-- ARGV[6]  optional: the log's kind: "sliding" (a seller's log of latest counts), "app-wide" (the default),
+--          "fixed" or "token-bucket"
 -- ARGV[7]  fixed: W, the API's window in µs; token bucket: the emission interval in µs
 -- ARGV[8]  token bucket: the tolerance in µs (reserve_token_bucket.lua)
 --
--- Reply: the number of booked slots given back (0 but when the call was counted later than they assumed).
--- A retry is harmless: a slot already at `at` moves nothing, a place already taken is not taken twice.
+-- Reply: the number of booked slots given back (always 0 for a sliding log).
+-- A retry is harmless: an entry already at or before `at` moves nothing, a place already taken is
+-- not taken twice.
 local at, id = tonumber(ARGV[1]), ARGV[2]
+if ARGV[6] == 'sliding' then
+  local held = redis.call('ZSCORE', KEYS[1], id)
+  if held and at <= tonumber(held) then
+    redis.call('ZADD', KEYS[1], 'XX', 'LT', ARGV[1], id)
+    return 0
+  end
+  -- Not in the log (Redis lost it), or answered after the latest count the log held (the API took
+  -- longer than the call timeout: outside what the log assumes): no new slot starts before
+  -- at + W' + 1µs, so no call after it shares a window with this one.
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local blocked = at + tonumber(ARGV[3]) + 1
+  local cur = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+  if blocked > cur then
+    redis.call('SET', KEYS[2], string.format('%.0f', blocked), 'PX', math.ceil((blocked - now) / 1000) + 1000)
+  end
+  return 0
+end
 if not ARGV[3] then
   redis.call('ZADD', KEYS[1], 'XX', 'GT', ARGV[1], id)
   return 0
@@ -57,7 +78,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local function us(x) return string.format('%.0f', x) end
 local given = 0
-local kind = ARGV[6] or 'sliding'
+local kind = ARGV[6] or 'app-wide'
 local record = kind ~= 'token-bucket' and KEYS[3]
 -- give back the booked slot m at score x (µs)
 local function giveBack(m, x)

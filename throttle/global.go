@@ -217,7 +217,7 @@ func (g *globalScripts) releaseCall(seller, id string) scriptCall {
 }
 
 func (g *globalScripts) checkCall(s GlobalSlot) scriptCall {
-	return scriptCall{g.check, []string{GlobalLogKey, g.marker}, []any{0, 0, s.ID, s.Epoch}}
+	return scriptCall{g.check, []string{GlobalLogKey, g.marker}, []any{s.ID, s.Epoch}}
 }
 
 // globalHold is the app-wide log's hold after a loss: as far beyond its

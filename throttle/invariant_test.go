@@ -1,0 +1,78 @@
+package throttle
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bulkreg/bulkreg/internal/sandbox"
+	"github.com/bulkreg/bulkreg/internal/testwait"
+)
+
+// TestADeadCallersLogIsAlreadySafe: a consumer reserves a window of calls
+// and sends them to an API that, slowed down, counts them 1.5 s late (within
+// the 2 s call timeout), and dies before any answer: no settle ever comes.
+// The partition's next owner (another Throttle on the same Redis) calls at
+// once, to an API that is fast again. Its calls must come a window after
+// the dead calls' latest counts, judged by the API's own count (the
+// sandbox's audit): before, the log kept the dead calls at their slots, the
+// next calls came W′ after those, while the late counts were still in the
+// API's window, and the API refused them all.
+func TestADeadCallersLogIsAlreadySafe(t *testing.T) {
+	p := Policy{Limit: 3, Window: 2 * time.Second, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second, CallTimeout: 2 * time.Second}
+	rdb := startRedis(t).Client()
+	j := startJudge(t, sandbox.Options{Limit: p.Limit, Window: p.Window, Latency: 1500 * time.Millisecond})
+	s := seller("dead")
+	dead := newThrottle(t, rdb, p)
+	var wg sync.WaitGroup
+	for i := range p.Limit {
+		r := reserve(t, dead, s)
+		wg.Go(func() {
+			time.Sleep(time.Until(r.At))
+			if status, _ := j.register(t, s, fmt.Sprintf("dead-%d", i)); status != http.StatusCreated {
+				t.Errorf("the dead consumer's call %d: status %d", i, status)
+			}
+			// the consumer is dead: its answer is never settled
+		})
+	}
+	testwait.For(t, 5*time.Second, "the dead consumer's calls reach the API", func() bool { return j.arrived.Load() == int64(p.Limit) })
+	if err := j.sb.SetFaults(0, 0, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	next := newThrottle(t, rdb, p)
+	callNext(t, next, j, s, p.Limit)
+	wg.Wait()
+	j.registered(t, s, 2*p.Limit)
+}
+
+// TestALatestCountIsInTheLogBeforeTheCall: what a reservation writes is the
+// call's latest possible count, SendWithin + CallTimeout after its slot, and
+// SendBy tells its caller the last instant it may send; a consumer killed
+// right after its reservation leaves exactly that in Redis.
+func TestALatestCountIsInTheLogBeforeTheCall(t *testing.T) {
+	p := Policy{Limit: 2, Window: time.Second, Margin: 100 * time.Millisecond, MaxWait: 5 * time.Second,
+		SendWithin: 30 * time.Millisecond, CallTimeout: 700 * time.Millisecond}
+	rdb := startRedis(t).Client()
+	th := newThrottle(t, rdb, p)
+	s := seller("latest")
+	r := reserve(t, th, s)
+	if want := r.At.Add(p.SendWithin); !r.SendBy.Equal(want) {
+		t.Errorf("SendBy = %v, want the slot + SendWithin = %v", r.SendBy, want)
+	}
+	got := slotsOf(t, rdb, th.keys(s).log)[r.ID]
+	if want := r.At.Add(p.SendWithin + p.CallTimeout); !got.Equal(want) {
+		t.Errorf("the log holds %v for the call, want its latest count %v", got, want)
+	}
+	// The log's key outlives the latest count by the window: the count
+	// still matters until then.
+	ttl, err := rdb.PTTL(context.Background(), th.keys(s).log).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := time.Until(got.Add(p.span())); ttl < left {
+		t.Errorf("the log expires in %v, before the latest count leaves the window (%v)", ttl, left)
+	}
+}
