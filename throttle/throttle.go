@@ -296,9 +296,9 @@ type Reservation struct {
 	// latest count for it assumes so; see the package doc). Zero when
 	// !Admitted. With an app-wide limit it counts from the earlier of the
 	// two slots (At − Spread).
-	SendBy time.Time
-	InWindow int           // slots in the trailing W′ ending at At, this one included (0 when !Admitted)
-	ID       string        // the slot's member in the log; Release and Check need it ("" when !Admitted)
+	SendBy   time.Time
+	InWindow int    // slots in the trailing W′ ending at At, this one included (0 when !Admitted)
+	ID       string // the slot's member in the log; Release and Check need it ("" when !Admitted)
 	// Epoch is the epoch of the seller's hash slot the slot was granted in;
 	// Check tells whether it is still current. "" when !Admitted.
 	Epoch string
