@@ -1,16 +1,12 @@
 package consumer
 
 import (
-	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/throttle"
-	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
 // TestFlights: a call waits on an earlier call of its seller only, the
@@ -144,7 +140,8 @@ func TestACallThatMayBeCountedLateHoldsTheNext(t *testing.T) {
 // every earlier call that may be counted late holds the next (sim seeds
 // 14009 and 20014); under a fixed window only one of an earlier window does
 // (a call counted late inside its own window takes nothing from the next);
-// the sliding log (where the half-window wait does it) has no such wait.
+// the sliding log, whose entries are latest counts already, has no late
+// rule at all.
 func TestTheLateRuleOfEachPolicy(t *testing.T) {
 	const margin = 50 * time.Millisecond
 	w := 2 * time.Second
@@ -167,7 +164,7 @@ func TestTheLateRuleOfEachPolicy(t *testing.T) {
 			next := start.Add(2100 * time.Millisecond)
 			f := newFlights()
 			f.start("s", start.Add(tc.slot)) // no answer, its margin long past
-			held := rule.inFlight && f.lateBefore("s", rule.holdsFrom(next), next.Add(time.Second), margin) != nil
+			held := rule.on && f.lateBefore("s", rule.holdsFrom(next), next.Add(time.Second), margin) != nil
 			if held != tc.held {
 				t.Errorf("the call at %v held the next call at %v: %v, want %v (rule %+v)", tc.slot, next.Sub(start), held, tc.held, rule)
 			}
@@ -183,12 +180,11 @@ func lateFor(d time.Duration) lateLanding {
 
 // TestALateLandingSendsBackTheSlotsPlacedWithoutIt: a call counted later
 // than the margin sends back, when it lands, the seller's slots asked for
-// before its settle was written and due where it may share their window,
-// however recently they were checked (sim seed 16004, the sliding log: 3 per
-// 2 s, 3 calls counted 1.9 s after their slots, the next placed 2.1 s after
-// them and checked after they landed); a slot asked for after the landing,
-// one clear of the call's window or a call counted within the margin sends
-// back nothing.
+// before its settle was written and due where it may share their bucket,
+// however recently they were checked; a slot asked for after the landing,
+// one clear of the call's reach or a call counted within the margin sends
+// back nothing, and under the sliding log (whose entries are latest counts
+// already) no landing sends back anything.
 func TestALateLandingSendsBackTheSlotsPlacedWithoutIt(t *testing.T) {
 	const margin = 100 * time.Millisecond
 	w := 2 * time.Second
@@ -204,11 +200,9 @@ func TestALateLandingSendsBackTheSlotsPlacedWithoutIt(t *testing.T) {
 		due     time.Duration // the next slot
 		sent    bool
 	}{
-		{"sliding: counted late, next window's slot asked before", sliding, 1950 * time.Millisecond, 2000 * time.Millisecond, 500 * time.Millisecond, 2100 * time.Millisecond, true},
-		{"sliding: a slot placed where the settle would put it", sliding, 1950 * time.Millisecond, 2000 * time.Millisecond, 500 * time.Millisecond, 3950 * time.Millisecond, false},
+		{"sliding: no late rule", sliding, 1950 * time.Millisecond, 2000 * time.Millisecond, 500 * time.Millisecond, 2100 * time.Millisecond, false},
 		{"sliding: asked for after the landing", sliding, 1950 * time.Millisecond, 2000 * time.Millisecond, 2010 * time.Millisecond, 2100 * time.Millisecond, false},
 		{"sliding: counted within the margin", sliding, 90 * time.Millisecond, 100 * time.Millisecond, 50 * time.Millisecond, 2100 * time.Millisecond, false},
-		{"sliding: no answer, the latest count past the landing", sliding, 2100 * time.Millisecond, 2000 * time.Millisecond, 500 * time.Millisecond, 4000 * time.Millisecond, true},
 		{"token bucket, burst 1: within its interval of the landing", bucket, 400 * time.Millisecond, 400 * time.Millisecond, 100 * time.Millisecond, 700 * time.Millisecond, true},
 		{"token bucket, burst 1: beyond its interval", bucket, 400 * time.Millisecond, 400 * time.Millisecond, 100 * time.Millisecond, 1100 * time.Millisecond, false},
 		{"token bucket, burst 3: within 3 intervals of the landing", throttle.Policy{Kind: throttle.TokenBucket, Limit: 3, Window: w, Margin: margin, Burst: 3}, 400 * time.Millisecond, 400 * time.Millisecond, 100 * time.Millisecond, 2300 * time.Millisecond, true},
@@ -223,58 +217,6 @@ func TestALateLandingSendsBackTheSlotsPlacedWithoutIt(t *testing.T) {
 			}
 			if !landing.at.IsZero() && landing.until.Before(landing.holds) {
 				t.Errorf("the landing stops mattering at %v, before the slots it sends back (%v)", landing.until, landing.holds)
-			}
-		})
-	}
-}
-
-// fitsThrottle is a memThrottle that can also tell whether a slot still
-// fits its window (throttle.Throttle.CheckFits), answering fits.
-type fitsThrottle struct {
-	*memThrottle
-	fits  bool
-	asked atomic.Int64
-}
-
-func (f *fitsThrottle) CheckFits(ctx context.Context, r throttle.Reservation) (throttle.SlotCheck, error) {
-	f.asked.Add(1)
-	c, err := f.Check(ctx, r)
-	c.Good = c.Good && f.fits
-	return c, err
-}
-
-// TestTheCheckAsksWhetherASlotStillFitsAfterALateLanding: the check shortly
-// before a slot asks whether it still fits its window (CheckFits) only when
-// a call of its seller counted late landed after the slot was asked for,
-// refuses the slot when it does not, and, when it does, vouches for it as
-// the landing left it, so the call does not ask again.
-func TestTheCheckAsksWhetherASlotStillFitsAfterALateLanding(t *testing.T) {
-	for _, fits := range []bool{true, false} {
-		t.Run(fmt.Sprint("fits ", fits), func(t *testing.T) {
-			ctx := context.Background()
-			th := &fitsThrottle{memThrottle: newMemThrottle(10, time.Second), fits: fits}
-			c, err := New(testConfig([]string{"127.0.0.1:1"}, "t"), Deps{Throttle: th, Registry: newFakeRegistry(nil), Status: &memStatus{rows: map[string]uploadstatus.RowResult{}}, Calls: &memCalls{},
-				Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }})
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := th.Reserve(ctx, "s")
-			if err != nil {
-				t.Fatal(err)
-			}
-			row := &row{m: bulkreg.Message{SellerID: "s"}}
-			s := &slot{Reservation: r, due: r.At.Add(time.Second), bound: r.At.Add(time.Second), asked: time.Now().Add(-time.Second)}
-			if !c.checkSlot(ctx, row, s, c.log) || th.asked.Load() != 0 {
-				t.Fatalf("with no late landing the check asked CheckFits %d times or refused the slot", th.asked.Load())
-			}
-			now := time.Now()
-			c.flights.land("s", c.flights.start("s", r.At), lateLanding{at: now, holds: now.Add(time.Hour), until: now.Add(time.Hour)})
-			ok := c.checkSlot(ctx, row, s, c.log)
-			if th.asked.Load() != 1 || ok != fits {
-				t.Fatalf("after a late landing the check asked CheckFits %d times and kept the slot %v, want once and %v", th.asked.Load(), ok, fits)
-			}
-			if again := c.flights.lateSince("s").sends(s); again == fits {
-				t.Errorf("after the check the landing still sends the slot back: %v, want %v", again, !fits)
 			}
 		})
 	}

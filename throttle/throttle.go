@@ -644,7 +644,10 @@ func (t *Throttle) Release(ctx context.Context, r Reservation) error {
 
 // Settle tells the throttle that the API answered r's call at answer (Redis
 // clock, at or after the true time of the answer): the API counted the call
-// somewhere between its send and its answer, so by answer at the latest.
+// somewhere between its send and its answer, so by answer at the latest. A
+// zero answer says the call got no answer (a timeout, a connection broken
+// after the request went out, the call cancelled): it may be counted up to
+// its latest count, the slot + SendWithin + CallTimeout.
 //
 // In the seller's sliding log the call's latest count moves to answer when
 // that is earlier, and never later (the package doc's invariant): the next
@@ -669,11 +672,13 @@ func (t *Throttle) Release(ctx context.Context, r Reservation) error {
 // within Margin of its slot moves none of these, and costs no command.
 // Needs Redis 6.2 (ZADD GT and LT).
 func (t *Throttle) Settle(ctx context.Context, r Reservation, answer time.Time) error {
+	given := answer
+	answer = t.answered(r, answer)
 	at, late := t.settleAt(r, answer)
 	if late && (r.ID != "" || r.Global.ID != "") {
 		t.noteLate(r, at)
 	}
-	seller := r.ID != "" && t.sellerMoves(r, answer)
+	seller := r.ID != "" && t.sellerMoves(r, given)
 	global := r.Global.ID != "" && t.global != nil && late
 	if !seller && !global {
 		return nil
@@ -702,14 +707,27 @@ func (t *Throttle) Settle(ctx context.Context, r Reservation, answer time.Time) 
 	return nil
 }
 
+// answered is when Settle and SettleStep take r's call to be answered: answer,
+// or for a call that got no answer (answer zero: a timeout, a connection
+// broken after the request went out, the call cancelled) its latest count,
+// the slot + reach.
+func (t *Throttle) answered(r Reservation, answer time.Time) time.Time {
+	if answer.IsZero() {
+		return r.At.Add(t.p.reach() - r.Spread)
+	}
+	return answer
+}
+
 // sellerMoves reports whether a settle at answer has work in the seller's
-// log: always under the sliding log (the answer moves the latest count
-// earlier, or blocks the log when it came after it); under the others,
-// when answer − Margin is after the slot.
+// log: under the sliding log, for every call that was answered (the answer
+// moves the latest count earlier, or blocks the log when it came after it);
+// a call without an answer has its latest count in the log already. Under
+// the others, when answer − Margin is after the slot.
 func (t *Throttle) sellerMoves(r Reservation, answer time.Time) bool {
 	if t.p.Kind == Sliding {
-		return true
+		return !answer.IsZero()
 	}
+	answer = t.answered(r, answer)
 	_, move := t.settleAt(r, answer)
 	return move
 }
@@ -770,6 +788,7 @@ func (t *Throttle) SettleStep(r Reservation, answer time.Time) (s scriptbatch.St
 	if r.ID == "" || r.Seller == "" || !t.sellerMoves(r, answer) {
 		return s, false
 	}
+	answer = t.answered(r, answer)
 	if at, late := t.settleAt(r, answer); late {
 		t.noteLate(r, at)
 	}
