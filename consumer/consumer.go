@@ -264,6 +264,10 @@ func (c *Consumer) RedisHealthy() bool { return c.redis.healthy() }
 func (c *Consumer) untilRedis(ctx context.Context, what string, log *slog.Logger, op func(context.Context) error) error {
 	retry := c.redisBackOff()
 	for n := 1; ; n++ {
+		if err := ctx.Err(); err != nil {
+			// The drain ended: no write starts after it (group.drain).
+			return err
+		}
 		err := op(ctx)
 		if err == nil || ctx.Err() != nil {
 			return err

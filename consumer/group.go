@@ -599,7 +599,14 @@ func (g *group) release(p *partition) {
 }
 
 // drain ends a partition's ownership: rows waiting for a slot give it back,
-// calls in progress get DrainTimeout to finish and be recorded.
+// calls in progress get DrainTimeout to finish and be recorded. At the drain
+// timeout every row's remaining work stops (finishCtx: the calls are
+// cancelled, no Redis write starts) and the drain waits one heartbeat more
+// at most, for the rows to let go, before the final commit: a Redis read
+// begun before the timeout is bounded only by the Redis client's read
+// timeout, and a dark link would otherwise hold the commit past the
+// session (drain + 2 × heartbeat ≤ session). A row still busy then is left
+// unfinished and read again by the partition's next owner.
 func (g *group) drain(p *partition) {
 	p.cancel()
 	if g.revoked != nil {
@@ -615,7 +622,13 @@ func (g *group) drain(p *partition) {
 		g.log.Warn("consumer: calls still in progress after the drain timeout; their rows will be read again",
 			"partition", p.id, "unfinished", p.offs.unfinished())
 		p.finishCancel()
-		<-done
+		timer.Reset(g.cfg.HeartbeatInterval)
+		select {
+		case <-done:
+		case <-timer.C:
+			g.log.Warn("consumer: rows still waiting for Redis a heartbeat after the drain timeout; committing without them, they will be read again",
+				"partition", p.id, "unfinished", p.offs.unfinished())
+		}
 	}
 	p.finishCancel()
 	// Every row has finished or been given back: what finished above the

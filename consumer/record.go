@@ -88,6 +88,11 @@ func (c *Consumer) afterCall(r *row, s *slot, res registryclient.Result, sku *sk
 	if marking {
 		mk.done, mk.failed = err == nil, err != nil
 	}
+	if r.finishCtx().Err() != nil {
+		// The drain ended: no best-effort write starts after it. The slot
+		// keeps its call's latest count, which is safe (package throttle).
+		return mk
+	}
 	switch {
 	case count:
 		c.settle(rest, answered)
