@@ -21,15 +21,12 @@
 --     at + W' + 1µs (the block key), and slots booked before that which no call has begun are
 --     given back.
 --
--- A fixed window (ARGV[6] "fixed") keeps the slot in its own window, since the
--- API may have counted the call there: each later aligned window the call may
--- have been counted in (up to the one holding the answer) gets a place taken
--- for it (member <id>:<k> at the window's start), and the slots booked in such
--- a window beyond `limit`, latest first, are given back when no call has begun
--- on them. A token bucket (ARGV[6] "token-bucket") moves the slot later as the
--- app-wide log does, keeps tat at least an interval after it, as if reserved
--- there, and gives back the slots booked after it that the bucket no longer has
--- a token for when no call has begun on them.
+-- A fixed window (ARGV[6] "fixed") holds the call's slot and a place in every later aligned
+-- window up to the one holding its latest count (reserve_fixed.lua): the places after the window
+-- holding the answer go back. A token bucket (ARGV[6] "token-bucket") holds the call's latest
+-- count: it moves to the answer, and tat down to the bucket replayed over the log's entries. An
+-- answer after the latest count (outside what the log assumes) takes a place in each window up to
+-- the answer's, or keeps tat an interval after the answer.
 --
 -- KEYS[1]  the log: bulkreg:{s:<seller>}:log (reserve.lua) or bulkreg:{g}:log (reserve_global.lua); :fixed, :tb; ZSET
 -- KEYS[2]  optional: the log's block key (bulkreg:{s:<seller>}:block or bulkreg:{g}:block), STRING µs, as block.lua
@@ -37,7 +34,7 @@
 --          the app-wide log: optional bulkreg:{g}:given, ZSET, each slot given back (member = id,
 --          score = its slot), so reserve_global.lua drops it from its seller's held set (the
 --          fair shares), which this script cannot name: the slot is another seller's
--- ARGV[1]  at: the answer's time in µs on the Redis clock (a sliding log); less the margin (the others)
+-- ARGV[1]  at: the answer's time in µs on the Redis clock; less the margin for the app-wide log
 -- ARGV[2]  reservation id
 -- ARGV[3]  optional: W' = window + margin, in µs (absent: only move the slot later, as a bare ZADD XX GT)
 -- ARGV[4]  L, slots per window (with ARGV[3])
@@ -45,9 +42,10 @@
 -- ARGV[6]  optional: the log's kind: "sliding" (a seller's log of latest counts), "app-wide" (the default),
 --          "fixed" or "token-bucket"
 -- ARGV[7]  fixed: W, the API's window in µs; token bucket: the emission interval in µs
--- ARGV[8]  token bucket: the tolerance in µs (reserve_token_bucket.lua)
+-- ARGV[8]  fixed: reach, in µs, from a slot to its call's latest count; token bucket: the tolerance in µs
+-- ARGV[9]  token bucket: reach
 --
--- Reply: the number of booked slots given back (always 0 for a sliding log).
+-- Reply: the number of booked slots given back (the app-wide log's; 0 for a seller's log).
 -- A retry is harmless: an entry already at or before `at` moves nothing, a place already taken is
 -- not taken twice.
 local at, id = tonumber(ARGV[1]), ARGV[2]
@@ -69,6 +67,50 @@ if ARGV[6] == 'sliding' then
   end
   return 0
 end
+if ARGV[6] == 'fixed' then
+  local held = redis.call('ZSCORE', KEYS[1], id)
+  if not held then return 0 end
+  local W, reach = tonumber(ARGV[7]), tonumber(ARGV[8] or '0')
+  local k0 = math.floor(tonumber(held) / W)
+  local k1, last = math.floor((tonumber(held) + reach) / W), math.floor(at / W)
+  if last <= k1 then
+    -- counted by the answer: the places after its window go back
+    for i = last - k0 + 1, k1 - k0 do redis.call('ZREM', KEYS[1], id .. ':' .. i) end
+    return 0
+  end
+  -- answered after its latest count (outside what the log assumes): a place in every window up to
+  -- the answer's, so no later call takes it
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  for k = k1 + 1, last do
+    redis.call('ZADD', KEYS[1], 'NX', string.format('%.0f', k * W), id .. ':' .. (k - k0))
+  end
+  local need = math.ceil(((last + 1) * W - now) / 1000) + 1000
+  if redis.call('PTTL', KEYS[1]) < need then redis.call('PEXPIRE', KEYS[1], need) end
+  return 0
+end
+if ARGV[6] == 'token-bucket' then
+  local held = redis.call('ZSCORE', KEYS[1], id)
+  if not held then return 0 end
+  local T = tonumber(ARGV[7])
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local tat = tonumber(redis.call('GET', KEYS[3]) or '0')
+  if at < tonumber(held) then
+    redis.call('ZADD', KEYS[1], 'XX', 'LT', ARGV[1], id)
+    -- The bucket replayed over the entries, in time order: each is at or after its call's count,
+    -- so the replay never frees a token the API's bucket has spent. An entry before now - W' has
+    -- left the API's bucket (interval + tolerance <= W').
+    local r = redis.call('ZRANGEBYSCORE', KEYS[1], string.format('%.0f', now - tonumber(ARGV[3])), '+inf', 'WITHSCORES')
+    local replay = 0
+    for i = 2, #r, 2 do replay = math.max(replay, tonumber(r[i])) + T end
+    if replay < tat then redis.call('SET', KEYS[3], string.format('%.3f', replay), 'KEEPTTL') end
+  elseif at + T > tat then
+    -- answered after its latest count (outside what the log assumes): tat covers the answer
+    redis.call('SET', KEYS[3], string.format('%.3f', at + T), 'PX', math.ceil((at + T - now) / 1000) + 1000)
+  end
+  return 0
+end
 if not ARGV[3] then
   redis.call('ZADD', KEYS[1], 'XX', 'GT', ARGV[1], id)
   return 0
@@ -78,8 +120,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local function us(x) return string.format('%.0f', x) end
 local given = 0
-local kind = ARGV[6] or 'app-wide'
-local record = kind ~= 'token-bucket' and KEYS[3]
+local record = KEYS[3]
 -- give back the booked slot m at score x (µs)
 local function giveBack(m, x)
   redis.call('ZREM', KEYS[1], m)
@@ -92,49 +133,11 @@ local function giveBack(m, x)
 end
 
 local held = redis.call('ZSCORE', KEYS[1], id)
-if held and kind == 'fixed' then
-  local W = tonumber(ARGV[7])
-  local last = at + (win - W) -- the answer: the API counted the call by then
-  for k = math.floor(tonumber(held) / W) + 1, math.floor(last / W) do
-    local from, to = k * W, (k + 1) * W
-    redis.call('ZADD', KEYS[1], 'NX', us(from), id .. ':' .. k)
-    local over = redis.call('ZCOUNT', KEYS[1], us(from), '(' .. us(to)) - limit
-    if over > 0 then
-      local r = redis.call('ZREVRANGEBYSCORE', KEYS[1], '(' .. us(to), '(' .. us(math.max(from, now + lead)), 'WITHSCORES', 'LIMIT', 0, over)
-      for i = 1, #r, 2 do giveBack(r[i], tonumber(r[i + 1])) end
-    end
-    local need = math.ceil((to - now) / 1000) + 1000
-    if redis.call('PTTL', KEYS[1]) < need then redis.call('PEXPIRE', KEYS[1], need) end
-  end
-  return given
-end
 if held then
   if at <= tonumber(held) then return 0 end
   redis.call('ZADD', KEYS[1], 'XX', 'GT', us(at), id)
   local need = math.ceil((at - now + win) / 1000) + 1000
   if redis.call('PTTL', KEYS[1]) < need then redis.call('PEXPIRE', KEYS[1], need) end
-  if kind == 'token-bucket' then
-    local interval, tolerance = tonumber(ARGV[7]), tonumber(ARGV[8] or '0')
-    local tat = at + interval
-    if tat > tonumber(redis.call('GET', KEYS[3]) or '0') then
-      redis.call('SET', KEYS[3], string.format('%.3f', tat), 'PX', math.ceil((tat - now) / 1000) + 1000)
-    end
-    -- The move adds the call only to the spans that begin after its old place, so the
-    -- bucket replayed from there (full then) over the slots since, in time order, finds
-    -- every slot the move made too early; those no call has begun on are given back.
-    local r = redis.call('ZRANGEBYSCORE', KEYS[1], us(tonumber(held)), '+inf', 'WITHSCORES')
-    local replay = tonumber(held)
-    for i = 1, #r, 2 do
-      local x = tonumber(r[i + 1])
-      if x < replay - tolerance and x > now + lead then
-        redis.call('ZREM', KEYS[1], r[i])
-        given = given + 1
-      else
-        replay = math.max(replay, x) + interval
-      end
-    end
-    return given
-  end
   -- The booked slots whose window of W' (ending at the slot) now holds the
   -- call and did not before, in order: each that now holds more than `limit`
   -- is given back, unless its call may have begun. Those are the slots in
@@ -147,8 +150,8 @@ if held then
   local lo = '(' .. us(from)
   if at > from then lo = us(at) end
   -- A range from `at` (a settled place beyond now + lead: a call without an
-  -- answer, consumer/slot.go latestCount) holds the call itself, which was
-  -- made and is never given back (TestASettleAtTheNextWindowsFirstSlot).
+  -- answer, settled at its latest count) holds the call itself, which was
+  -- made and is never given back.
   local r = redis.call('ZRANGEBYSCORE', KEYS[1], lo, us(at + win), 'WITHSCORES')
   for i = 1, #r, 2 do
     local x = tonumber(r[i + 1])

@@ -76,3 +76,68 @@ func TestALatestCountIsInTheLogBeforeTheCall(t *testing.T) {
 		t.Errorf("the log expires in %v, before the latest count leaves the window (%v)", ttl, left)
 	}
 }
+
+// TestEveryPolicyCoversADeadCallersLatestCounts: each policy's version of
+// the invariant, judged by an API that counts that way. A consumer sends its
+// calls to an API that counts them late (within the call timeout) and dies
+// before any answer; the next owner calls at once, to an API that is fast
+// again. Under a fixed window the dead calls, slotted early in a window,
+// are counted in the next one: they took a place in every window up to
+// their latest counts, so the next calls go to the window after. Under a
+// bucket of one token the dead call is counted 400 ms after its slot: tat
+// covered its latest count, so the next call comes an interval after that.
+// Before, the log knew only the slots, and the API refused the next calls.
+func TestEveryPolicyCoversADeadCallersLatestCounts(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		p     Policy
+		judge sandbox.Options
+		calls int
+		late  func(first Reservation) time.Duration // the API's latency for the dead calls
+	}{
+		{"fixed", Policy{Kind: Fixed, Limit: 2, Window: time.Second, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second, CallTimeout: time.Second},
+			sandbox.Options{Policy: sandbox.PolicyFixed, Limit: 2, Window: time.Second}, 2,
+			func(first Reservation) time.Duration {
+				// 100 ms into the next aligned window
+				w := time.Second.Microseconds()
+				return time.Until(time.UnixMicro((first.At.UnixMicro()/w + 1) * w).Add(100 * time.Millisecond))
+			}},
+		{"token bucket", Policy{Kind: TokenBucket, Limit: 4, Window: 2 * time.Second, Burst: 1, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second, CallTimeout: time.Second},
+			sandbox.Options{Policy: sandbox.PolicyTokenBucket, Limit: 4, Window: 2 * time.Second, Burst: 1}, 1,
+			func(Reservation) time.Duration { return 400 * time.Millisecond }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rdb := startRedis(t).Client()
+			j := startJudge(t, tc.judge)
+			s := seller("dead-" + string(tc.p.Kind))
+			dead := newThrottle(t, rdb, tc.p)
+			if tc.p.Kind == Fixed {
+				awaitWindowAhead(t, rdb, tc.p.Window, 800*time.Millisecond)
+			}
+			var first []Reservation
+			for range tc.calls {
+				first = append(first, reserve(t, dead, s))
+			}
+			if err := j.sb.SetFaults(0, 0, 0, tc.late(first[0]), 0); err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			for i, r := range first {
+				wg.Go(func() {
+					time.Sleep(time.Until(r.At))
+					if status, _ := j.register(t, s, fmt.Sprintf("dead-%d", i)); status != http.StatusCreated {
+						t.Errorf("the dead consumer's call %d: status %d", i, status)
+					}
+				})
+			}
+			testwait.For(t, 5*time.Second, "the dead consumer's calls reach the API", func() bool { return j.arrived.Load() == int64(tc.calls) })
+			if err := j.sb.SetFaults(0, 0, 0, 0, 0); err != nil {
+				t.Fatal(err)
+			}
+			callNext(t, newThrottle(t, rdb, tc.p), j, s, tc.calls)
+			wg.Wait()
+			j.registered(t, s, 2*tc.calls)
+		})
+	}
+}

@@ -266,35 +266,45 @@ func TestATokenBucketCountsALateCallWhereItWasCounted(t *testing.T) {
 	j.registered(t, s, 2)
 }
 
-// TestATokenBucketTakesBackTheSlotsALateCountLeftNoTokenFor: with a bucket
-// of one token refilled every 500 ms (600 ms between slots with the
-// margin), three slots are booked and the API counts the first call 500 ms
-// late. The second slot, 200 ms after that count, has no token left at the
-// API: it is taken back (its row finds it gone at Check), the third stays,
-// and every slot then held, with the late call where it was counted,
-// conforms to the API's bucket.
-func TestATokenBucketTakesBackTheSlotsALateCountLeftNoTokenFor(t *testing.T) {
+// TestATokenBucketCoversTheLatestCounts: with a bucket of one token
+// refilled every 500 ms and calls counted up to 600 ms after they are sent,
+// three slots booked at once are each an interval after the one before's
+// latest count, so whichever instant in its reach the API counts a call at
+// (here the first one 500 ms late), the next conforms: nothing needs taking
+// back. Once the calls are answered, their settles bring tat back to the
+// answers: the next slot is an interval after the last answer, not after
+// its latest count.
+func TestATokenBucketCoversTheLatestCounts(t *testing.T) {
 	ctx := context.Background()
 	rdb := startRedis(t).Client()
-	p := Policy{Kind: TokenBucket, Limit: 4, Window: 2 * time.Second, Burst: 1, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second}
+	p := Policy{Kind: TokenBucket, Limit: 4, Window: 2 * time.Second, Burst: 1, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second,
+		CallTimeout: 600 * time.Millisecond}
 	th := newThrottle(t, rdb, p)
+	reach := th.Policy().reach()
 	s := seller("tb-spike")
 	first, second, third := reserve(t, th, s), reserve(t, th, s), reserve(t, th, s)
+	if err := conformsToBucket([]time.Time{first.At.Add(reach), second.At, second.At.Add(reach), third.At}, p); err != nil {
+		t.Errorf("slots booked at once, each call counted as late as it may be: %v", err)
+	}
 	answered := first.At.Add(500 * time.Millisecond)
 	if err := th.Settle(ctx, first, answered); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := th.Check(ctx, second); err != nil || c.Good {
-		t.Errorf("Check of the slot %v after a call the API counted %v late = %+v, %v; want it taken back",
-			second.At.Sub(first.At), answered.Sub(first.At), c, err)
+	for i, r := range []Reservation{second, third} {
+		if c, err := th.Check(ctx, r); err != nil || !c.Good {
+			t.Errorf("Check of slot %d after the late count = %+v, %v; want it good", i+2, c, err)
+		}
 	}
-	if c, err := th.Check(ctx, third); err != nil || !c.Good {
-		t.Errorf("Check of the slot %v after the late call = %+v, %v; want it kept", third.At.Sub(first.At), c, err)
+	for _, r := range []Reservation{second, third} {
+		if err := th.Settle(ctx, r, r.At.Add(10*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	next := reserve(t, th, s)
-	// the late call counted anywhere up to its answer: in [answer − margin, answer]
-	if err := conformsToBucket([]time.Time{answered.Add(-p.Margin), third.At, next.At}, p); err != nil {
-		t.Errorf("the slots held after the late count: %v", err)
+	interval, _ := p.gcra()
+	want := third.At.Add(10*time.Millisecond + time.Duration(interval)*time.Microsecond)
+	if d := next.At.Sub(want); d < -time.Millisecond || d > time.Millisecond {
+		t.Errorf("after the answers the next slot is %v, want an interval after the last answer (%v)", next.At, want)
 	}
 }
 

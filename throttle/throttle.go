@@ -270,19 +270,20 @@ func (p Policy) gcra() (interval, tolerance float64) {
 	return t + max(0, m-tau), max(0, tau-m)
 }
 
-// kindArgs are the arguments the reserve, peek and forecast scripts take
-// after their own for the policy's kind: the reach from a slot to its
-// call's latest count for Sliding, the API's window for Fixed, the GCRA
-// interval and tolerance for TokenBucket.
+// kindArgs are the arguments the reserve, peek, forecast and settle scripts
+// take after their own for the policy's kind: the API's window for Fixed,
+// the GCRA interval and tolerance for TokenBucket, then for every kind the
+// reach from a slot to its call's latest count.
 func (p Policy) kindArgs() []any {
+	reach := p.reach().Microseconds()
 	switch p.Kind {
 	case Fixed:
-		return []any{p.Window.Microseconds()}
+		return []any{p.Window.Microseconds(), reach}
 	case TokenBucket:
 		interval, tolerance := p.gcra()
-		return []any{strconv.FormatFloat(interval, 'f', 3, 64), strconv.FormatFloat(tolerance, 'f', 3, 64)}
+		return []any{strconv.FormatFloat(interval, 'f', 3, 64), strconv.FormatFloat(tolerance, 'f', 3, 64), reach}
 	}
-	return []any{p.reach().Microseconds()}
+	return []any{reach}
 }
 
 // Reservation is the throttle's answer to one request for a slot.
@@ -719,17 +720,21 @@ func (t *Throttle) answered(r Reservation, answer time.Time) time.Time {
 }
 
 // sellerMoves reports whether a settle at answer has work in the seller's
-// log: under the sliding log, for every call that was answered (the answer
-// moves the latest count earlier, or blocks the log when it came after it);
-// a call without an answer has its latest count in the log already. Under
-// the others, when answer − Margin is after the slot.
+// log. A call without an answer (answer zero) has none: its latest count is
+// in the log already, under every policy. An answered call moves its latest
+// count earlier under the sliding log and the bucket (or holds the log
+// longer when the answer came after it); under a fixed window it gives back
+// the places after the answer's window, when it has any.
 func (t *Throttle) sellerMoves(r Reservation, answer time.Time) bool {
-	if t.p.Kind == Sliding {
-		return !answer.IsZero()
+	if answer.IsZero() {
+		return false
 	}
-	answer = t.answered(r, answer)
-	_, move := t.settleAt(r, answer)
-	return move
+	if t.p.Kind == Fixed {
+		w := t.p.Window.Microseconds()
+		slot := r.At.Add(-r.Spread).UnixMicro()
+		return answer.UnixMicro()/w != (slot+t.p.reach().Microseconds())/w
+	}
+	return true
 }
 
 // sellerSettle is settle.lua's keys and arguments for r's call in the
@@ -737,19 +742,11 @@ func (t *Throttle) sellerMoves(r Reservation, answer time.Time) bool {
 func (t *Throttle) sellerSettle(r Reservation, answer time.Time) (ks []string, args []any) {
 	k := t.keys(r.Seller)
 	ks = []string{k.log, k.block}
-	if t.p.Kind == Sliding {
-		return ks, append(t.settleArgs(answer, r.ID, t.p.Limit, t.p.span()), string(Sliding))
-	}
-	at, _ := t.settleAt(r, answer)
-	args = t.settleArgs(at, r.ID, t.p.Limit, t.p.span())
-	switch t.p.Kind {
-	case Fixed:
-		args = append(args, string(Fixed), t.p.Window.Microseconds())
-	case TokenBucket:
+	if t.p.Kind == TokenBucket {
 		ks = append(ks, k.tat)
-		args = append(append(args, string(TokenBucket)), t.p.kindArgs()...)
 	}
-	return ks, args
+	args = append(t.settleArgs(answer, r.ID, t.p.Limit, t.p.span()), string(t.p.kind()))
+	return ks, append(args, t.p.kindArgs()...)
 }
 
 // settleArgs are settle.lua's arguments for the entry id moved to at, in a
