@@ -11,7 +11,6 @@ import (
 
 	"github.com/bulkreg/bulkreg"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
-	"github.com/bulkreg/bulkreg/throttle"
 )
 
 // dispatch is step one for every message read: decode it and hand it to its
@@ -85,105 +84,7 @@ func (c *Consumer) attempt(r *row, t *tries, slot *slot, cb *rowCircuit, sku *sk
 	}
 	t.attempts++
 	mk := c.afterCall(r, slot, res, sku, log)
-	if c.late.on {
-		c.flights.land(r.m.SellerID, slot.flight, c.late.landing(slot, c.countedBy(slot, res), time.Now(), c.policy.Margin))
-	}
 	return c.conclude(r, t, &res, cb, sku, mk, log)
-}
-
-// holdUntilLanded gives s back and waits until an earlier call of the
-// row's seller has landed (landed is closed) or the row is done; the row
-// then takes a new slot, which sees where that call's settle put it.
-func (c *Consumer) holdUntilLanded(r *row, s *slot, landed <-chan struct{}, log *slog.Logger, why string) {
-	c.notNow(s)
-	c.m.held.Inc()
-	c.release(s)
-	log.Debug(why, "slot", s.At)
-	select {
-	case <-landed:
-	case <-r.ctx().Done():
-	}
-}
-
-// lateRule says how a call that the API counts later than the margin after
-// its slot can overtake the seller's next slots under a log of slots (Fixed
-// and TokenBucket; the sliding log holds latest counts and needs none):
-//   - a token bucket spaces its calls by its interval, far less than half a
-//     window (sim seeds 11012 and 14009, a burst of 1); a burst lets calls
-//     go back to back but each still takes a token, so a call counted late
-//     lands among the next calls' tokens whatever the burst (sim seed
-//     20014);
-//   - a fixed window keeps a window's slots a margin before its end, so a
-//     call counted later than that may be counted in the next window, whose
-//     first calls start right after the edge (sim seed 15007).
-//
-// Under a token bucket a landing sends back the slots due within as many
-// intervals of it as the burst holds: the bucket the late count emptied
-// refills one token an interval. With a large burst that may send back slots
-// the bucket would have held; they take new ones, placed after the settle.
-type lateRule struct {
-	// on: a late landing sends back the slots asked for before it and due
-	// where the late call may share their window (lateLanding.sends), a
-	// call waits while an earlier one of its seller half a window before it
-	// has not landed (flights.before), and while an earlier one that may be
-	// counted late has not landed (flights.lateBefore).
-	on bool
-	// reach: the slots due within reach of the landing are sent back.
-	reach time.Duration
-	// window: fixed windows, aligned to the Unix epoch on the Redis clock:
-	// only calls of an earlier window hold a slot; 0 (a token bucket): every
-	// earlier call does.
-	window time.Duration
-	// remember is how long a late landing matters at least (flights.lateSince).
-	remember time.Duration
-}
-
-func newLateRule(p throttle.Policy) lateRule {
-	switch {
-	case p.Kind == throttle.TokenBucket:
-		interval := p.Window / time.Duration(p.Limit)
-		reach := time.Duration(p.BucketSize()) * interval
-		return lateRule{on: true, reach: reach, remember: reach + p.Window}
-	case p.Kind == throttle.Fixed:
-		return lateRule{on: true, reach: p.Window, window: p.Window, remember: 2 * p.Window}
-	}
-	return lateRule{}
-}
-
-// holdsFrom is the slot before which a call in flight that may be counted
-// late holds the call at slot at: at itself under a token bucket, the start
-// of at's window under a fixed window.
-func (l lateRule) holdsFrom(at time.Time) time.Time {
-	if l.window <= 0 {
-		return at
-	}
-	w := l.window.Microseconds()
-	return time.UnixMicro(at.UnixMicro() / w * w)
-}
-
-// landing is what the landing, at now, of the call made at s, which the API
-// counted by counted (Redis clock) at the latest, sends back: nothing (the
-// zero value) when the rule is off or the call was counted within the
-// margin of its slot.
-func (l lateRule) landing(s *slot, counted, now time.Time, margin time.Duration) lateLanding {
-	if !l.on || counted.Sub(s.At) <= margin {
-		return lateLanding{}
-	}
-	late := lateLanding{at: now, holds: now.Add(l.reach)}
-	late.until = maxTime(now.Add(l.remember), late.holds)
-	return late
-}
-
-// countedBy is the latest instant (Redis clock) the API may have counted the
-// call made at s, which its settle tells the throttle: its answer, or for a
-// call that got no answer one more call timeout after the client gave up
-// (countedWithin). Under the sliding log a call without an answer is not
-// settled at all (afterCall): its latest count is in the log already.
-func (c *Consumer) countedBy(s *slot, res registryclient.Result) time.Time {
-	if !unanswered(res) {
-		return s.answered
-	}
-	return s.answered.Add(c.cfg.CallTimeout)
 }
 
 // takeTurn takes one of the MaxConcurrentCalls turns for the row's call,
@@ -288,33 +189,6 @@ func (c *Consumer) conclude(r *row, t *tries, res *registryclient.Result, cb *ro
 // call, and a late call would shrink the gap to the next window's calls. Its
 // slot is given back and the row takes a new one (made is false).
 func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res registryclient.Result, made bool) {
-	if c.late.on {
-		// Under a log of slots (lateRule), an earlier call of the seller,
-		// half a window or more before this slot, still without an answer
-		// may be counted in this slot's window (inflight.go): the slot goes
-		// back, and once that call has landed the row takes a new one, which
-		// sees where the settle put it.
-		if landed := c.flights.before(r.m.SellerID, s.At.Add(-c.policy.Window/2)); landed != nil {
-			c.holdUntilLanded(r, s, landed, log, "an earlier call of the seller has no answer yet; the slot goes back until it lands")
-			return res, false
-		}
-		// A call of the seller before this slot (under a fixed window:
-		// before this slot's window) may be counted, or was, later than the
-		// margin, and its settle is not written yet: the slot goes back, and
-		// once that call has landed the row takes a new one, which sees
-		// where the settle put the bucket or which window it counted in.
-		if landed := c.flights.lateBefore(r.m.SellerID, c.late.holdsFrom(s.At), s.redisNow(), c.policy.Margin); landed != nil {
-			c.holdUntilLanded(r, s, landed, log, "an earlier call of the seller may be counted late and has not landed; the slot goes back until it lands")
-			return res, false
-		}
-	}
-	// A call of the seller counted late may have landed after the slot's
-	// check (checkSlot asks before): the slot goes back.
-	if c.sentBackByLateLanding(r, s, log) {
-		c.notNow(s)
-		c.release(s)
-		return res, false
-	}
 	if !c.takeTurn(r, s) {
 		return res, false
 	}
@@ -343,9 +217,6 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 		return res, false
 	}
 	m := r.m
-	if c.late.on {
-		s.flight = c.flights.start(m.SellerID, s.At)
-	}
 	// The clock is read last, right before the request is written: a call
 	// later than its slot allows (waiting for a turn, a late timer, a
 	// process paused past its slot) is not made. The throttle's log holds
@@ -355,8 +226,6 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 	late := time.Since(s.bound)
 	c.m.lateness.Observe(late.Seconds())
 	if late > s.sendWithin(c.cfg.MaxLateness) {
-		c.flights.land(m.SellerID, s.flight, lateLanding{})
-		s.flight = nil
 		cb.abandon()
 		c.m.late.Inc()
 		c.release(s)
@@ -365,9 +234,6 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 	at := s.redisNow()
 	res = c.deps.Registry.Register(r.finishCtx(), m.SellerID, m.IdempotencyKey, m.Product)
 	s.answered = s.redisNowLatest()
-	if c.late.on {
-		c.flights.answer(s.flight, s.answered)
-	}
 	<-c.calls
 	holding = false
 	s.called = at

@@ -31,18 +31,12 @@ type slot struct {
 	// it is the earlier of the seller's and the app-wide slot (At − Spread):
 	// the call is made at the later, so the earlier log sees it late.
 	bound time.Time
-	// flight is the call's note in Consumer.flights, from its start until
-	// afterCall has written what it leaves in Redis.
-	flight *flight
 	// now: the row holds a token of Consumer.now until its call starts.
 	now bool
 	// called: when the call was sent, on the Redis clock, never after it.
 	// answered: when its answer came, on the Redis clock, never before it
 	// (a settle must not move the slot short of the API's count).
 	called, answered time.Time
-	// asked: when the reservation was asked for, on this process's clock
-	// (the late rules of the logs of slots, lateLanding.sends).
-	asked time.Time
 }
 
 // countedWithin is how long after it is sent the API may count a call
@@ -179,7 +173,7 @@ func (c *Consumer) ask(ctx context.Context, r *row, leave func(time.Time, int), 
 		// is held, ask again when it is near.
 		return nil, time.Until(arrived.Add(res.Wait)), true
 	}
-	s = &slot{Reservation: res, now: true, asked: sent}
+	s = &slot{Reservation: res, now: true}
 	s.place(c.clock, sent, arrived, res.At.Add(-res.Wait))
 	return s, 0, true
 }
@@ -216,31 +210,14 @@ func (c *Consumer) current(ctx context.Context, s *slot, log *slog.Logger) bool 
 	return c.confirm(ctx, s, c.deps.Throttle.Check, log)
 }
 
-// checkSlot is the check shortly before the slot (stepCheck): current, or,
-// under a log of slots (Fixed, TokenBucket), sent back when a call of the
-// seller counted late landed after the slot was asked for
-// (lateLanding.sends). Asked here rather than only at the call (attempt.go),
-// its round trip is off the call's path: on a starved machine (a core kept
-// busy) a round trip at the slot made calls late and their slots go by.
-func (c *Consumer) checkSlot(ctx context.Context, r *row, s *slot, log *slog.Logger) bool {
-	if c.sentBackByLateLanding(r, s, log) {
-		return false
-	}
+// checkSlot is the check shortly before the slot (stepCheck): current.
+// Asked here rather than only at the call (attempt.go), its round trip is
+// off the call's path: on a starved machine (a core kept busy) a round trip
+// at the slot made calls late and their slots go by. A slot once granted
+// needs no other check: the throttle wrote its call's latest count when it
+// granted it (package throttle).
+func (c *Consumer) checkSlot(ctx context.Context, s *slot, log *slog.Logger) bool {
 	return c.current(ctx, s, log)
-}
-
-// sentBackByLateLanding reports whether a call of s's seller counted late
-// landed after s was asked for and its settle may have moved the bucket
-// past s or taken a place in its window (lateLanding.sends), so s must go
-// back. Never under the sliding log, whose entries are latest counts
-// already (package throttle's doc).
-func (c *Consumer) sentBackByLateLanding(r *row, s *slot, log *slog.Logger) bool {
-	if !c.late.on || !c.flights.lateSince(r.m.SellerID).sends(s) {
-		return false
-	}
-	c.m.held.Inc()
-	log.Debug("a call of the seller counted late landed after this slot was asked for; the slot goes back", "slot", s.At)
-	return true
 }
 
 func (c *Consumer) confirm(ctx context.Context, s *slot, check func(context.Context, throttle.Reservation) (throttle.SlotCheck, error), log *slog.Logger) bool {
@@ -256,10 +233,9 @@ func (c *Consumer) confirm(ctx context.Context, s *slot, check func(context.Cont
 		log.Debug("could not confirm the slot with the throttle; taking a new one", "err", err)
 		return false
 	case !chk.Good && chk.Epoch == s.Epoch && (s.Global.ID == "" || chk.GlobalEpoch == s.Global.Epoch):
-		// The state is Redis's own: the slot was given back (or, under a
-		// log of slots, a call counted late was settled into its window).
+		// The state is Redis's own: the slot was given back.
 		c.m.held.Inc()
-		log.Debug("the slot is no longer the seller's to use (given back, or a call counted late took its window); taking a new one", "slot", s.At)
+		log.Debug("the slot is no longer the seller's to use (given back); taking a new one", "slot", s.At)
 		return false
 	case !chk.Good:
 		c.m.stale.Inc()
