@@ -56,10 +56,18 @@
 // a call without an answer needs no settle, its latest count is in the log
 // already; the next window of a seller waits for nothing but the log.
 //
-// The Fixed and TokenBucket policies and the app-wide log (Global) hold
-// slots, not latest counts: a call counted later than the margin after its
-// slot is moved there by its settle, which gives back the booked slots it
-// then overfills, unless their calls may have begun.
+// The other policies say the same sentence their way. Fixed: the call
+// occupies every aligned window between its send and its latest count, so
+// the reservation takes a place for it in each of them, and only where
+// each holds fewer than Limit; its settle gives back the places after the
+// window holding the answer. TokenBucket: tat covers each call's latest
+// count, which its log holds; its settle moves the entry to the answer and
+// tat down to the bucket replayed over the entries (each at or after its
+// call's count, so the replay never frees a token the API's bucket spent).
+//
+// The app-wide log (Global) still holds slots: a call counted later than
+// the margin after its slot is moved there by its settle, which gives back
+// the booked slots it then overfills, unless their calls may have begun.
 //
 // The sliding log is the only policy exact against an API that refuses the
 // (L+1)-th call inside any trailing window, and it keeps the two other ways
@@ -130,8 +138,8 @@ const (
 	// Fixed mirrors an API that counts Limit calls per window [kW, (k+1)W)
 	// aligned to the Unix epoch on its clock, as INCR + EXPIRE on a key
 	// named by ⌊now / W⌋ does. Slots of window k fall in [kW, (k+1)W −
-	// Margin), so a call the API counts within Margin of its slot is counted
-	// in that window. The API's clock and Redis's must agree (NTP) to well
+	// Margin), and a call takes a place in every later window up to the one
+	// holding its latest count (see the package doc). The API's clock and Redis's must agree (NTP) to well
 	// within Margin. Up to 2 × Limit calls can fall inside one trailing
 	// window: a sliding-window API refuses them.
 	Fixed Kind = "fixed"
@@ -298,7 +306,7 @@ type Reservation struct {
 	// !Admitted. With an app-wide limit it counts from the earlier of the
 	// two slots (At − Spread).
 	SendBy   time.Time
-	InWindow int    // slots in the trailing W′ ending at At, this one included (0 when !Admitted)
+	InWindow int    // the window the slot was placed in: a sliding log's latest counts in [At − W′, At + reach], this call's included (0 when !Admitted)
 	ID       string // the slot's member in the log; Release and Check need it ("" when !Admitted)
 	// Epoch is the epoch of the seller's hash slot the slot was granted in;
 	// Check tells whether it is still current. "" when !Admitted.
