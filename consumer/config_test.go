@@ -93,7 +93,8 @@ func TestZeroMeansTheDefault(t *testing.T) {
 // TestLatenessWithinTheHold: a row confirms its slot up to 2 × MaxLateness
 // before calling, so the throttle's hold after a loss must cover that.
 func TestLatenessWithinTheHold(t *testing.T) {
-	p := throttle.Policy{Limit: 100, Window: time.Minute, Margin: 250 * time.Millisecond, LossHold: time.Minute + 500*time.Millisecond}
+	p := throttle.Policy{Limit: 100, Window: time.Minute, Margin: 250 * time.Millisecond, LossHold: time.Minute + 500*time.Millisecond,
+		CallTimeout: 20 * time.Second} // two of the default registry timeouts
 	cfg := Config{Brokers: []string{"localhost:9092"}}
 	if err := cfg.validate(p); err != nil {
 		t.Errorf("default lateness with the default hold: %v", err)
