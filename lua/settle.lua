@@ -3,12 +3,14 @@
 -- by Throttle.Settle on its own, for a seller's log (every policy) and for the app-wide log.
 --
 -- A seller's sliding log (ARGV[6] "sliding") holds each call's latest possible count (package
--- throttle's doc): the API counted the call by its answer, so the entry moves to the answer's time
--- when that is earlier (ZADD XX LT), never later. Moving a latest count earlier frees room and
+-- throttle's doc): the API counted the call by its answer, so the entry moves to the answer less
+-- the margin (the caller passes it, never before the slot) when that is earlier (ZADD XX LT), never
+-- later. Moving a latest count earlier frees room and
 -- can make no booked slot unsafe, so nothing is given back and nothing is counted again. An entry
 -- the log no longer holds (Redis lost it), or an answer after the entry (the API took longer than
--- the call timeout the entry assumed), blocks the log until the answer + W' + 1µs (the block key):
--- no later slot shares a window with the call; the slots granted before are not taken back.
+-- the call timeout the entry assumed), blocks the log until at + W' + 1µs, the answer + W + 1µs
+-- (the block key): no later slot shares a window with the call; the slots granted before are not
+-- taken back.
 --
 -- The app-wide log (ARGV[6] "app-wide") holds slots, not latest counts: a call answered later
 -- than a margin after its slot is moved to the answer less the margin (the caller passes that),
@@ -34,7 +36,8 @@
 --          the app-wide log: optional bulkreg:{g}:given, ZSET, each slot given back (member = id,
 --          score = its slot), so reserve_global.lua drops it from its seller's held set (the
 --          fair shares), which this script cannot name: the slot is another seller's
--- ARGV[1]  at: the answer's time in µs on the Redis clock; less the margin for the app-wide log
+-- ARGV[1]  at: the answer's time in µs on the Redis clock; less the margin (not before the slot) for a
+--          sliding log, less the margin for the app-wide log
 -- ARGV[2]  reservation id
 -- ARGV[3]  optional: W' = window + margin, in µs (absent: only move the slot later, as a bare ZADD XX GT)
 -- ARGV[4]  L, slots per window (with ARGV[3])

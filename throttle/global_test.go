@@ -368,7 +368,8 @@ func TestAFreePlaceNowIsNotLostToSlotsBookedAhead(t *testing.T) {
 
 // TestSettleMovesTheAppWideSlotToo: the app-wide log is a log of slots; a
 // call answered later than a margin after its slot is settled there a margin
-// before its answer, and in the seller's log of latest counts at its answer.
+// before its answer, and so is its entry in the seller's log of latest
+// counts.
 func TestSettleMovesTheAppWideSlotToo(t *testing.T) {
 	srv := startRedis(t)
 	rdb := srv.Client()
@@ -384,7 +385,7 @@ func TestSettleMovesTheAppWideSlotToo(t *testing.T) {
 	if got := globalLog(t, rdb)[r.Global.ID]; !got.Equal(want) {
 		t.Errorf("the app-wide slot is at %v after the settle, want a margin before the answer, %v", got, want)
 	}
-	if got := slotsOf(t, rdb, th.keys(r.Seller).log)[r.ID]; !got.Equal(answered) {
-		t.Errorf("the seller's latest count is at %v after the settle, want the answer, %v", got, answered)
+	if got := slotsOf(t, rdb, th.keys(r.Seller).log)[r.ID]; !got.Equal(want) {
+		t.Errorf("the seller's latest count is at %v after the settle, want the answer less the margin, %v", got, want)
 	}
 }

@@ -14,9 +14,10 @@
 //   - the seller's log in Redis holds each call's latest possible count, and
 //     holds it before the call is sent: the reservation itself writes
 //     slot + reach (lua/reserve.lua), no round trip of its own;
-//   - a settle can only move it earlier, to the answer's time (the API
-//     counted the call by its answer); a release removes it only for a call
-//     that was not sent or that the API says it did not count;
+//   - a settle can only move it earlier: the API counted the call by its
+//     answer, and the entry goes to the answer less the margin, never
+//     before the slot; a release removes it only for a call that was not
+//     sent or that the API says it did not count;
 //   - a call gets a slot t only if the window ending at its latest count
 //     holds fewer than Limit latest counts, and so does every later window
 //     that would hold it; a window of latest counts is W′ + reach long
@@ -29,18 +30,18 @@
 // Why no trailing Window then holds Limit + 1 counts: say L + 1 calls are
 // counted within [x, x + Window], and j is the one whose reservation ran
 // last (scripts run one at a time). When it ran, each of the L others was
-// in the log with an entry e that is at least its count (a latest count, or
-// an answer) and at most its slot + reach, so x ≤ e ≤ x + Window + reach;
-// and so is j's own, t + reach, since j is counted in [t, t + reach]. That
-// is L + 1 latest counts in one window of W′ + reach holding j's: the rule
-// refused it. The proof uses each entry only as a bound of its call's
-// count, never the caller's presence, so nothing depends on the caller
-// surviving: a consumer that dies, is paused or loses its link to Redis
-// after its reservation leaves a log that is already safe, and the
-// partition's next owner places its calls a window after the dead calls'
-// latest counts. The margin is not used by the proof: it is slack for what
-// the proof assumes (the API's clock against Redis's over a window, where
-// the API stamps a call between its arrival and its answer). All
+// in the log with an entry e no earlier than its count less the margin (a
+// latest count, or an answer less the margin) and no later than its slot +
+// reach, so x − Margin ≤ e ≤ x + Window + reach; and so is j's own,
+// t + reach, since j is counted in [t, t + reach]. That is L + 1 entries in
+// one window of W′ + reach holding j's: the rule refused it. The proof uses
+// each entry only as a bound of its call's count, never the caller's
+// presence, so nothing depends on the caller surviving: a consumer that
+// dies, is paused or loses its link to Redis after its reservation leaves
+// a log that is already safe, and the partition's next owner places its
+// calls a window after the dead calls' latest counts. The margin is what a
+// settled entry may lag its call's count: a burst's calls answered within
+// it keep one place, their slot, and so do the next window's. All
 // Throttles of a seller must share one Policy, reach included.
 //
 // What the caller must do is only SendBy: look at the clock immediately
@@ -658,14 +659,15 @@ func (t *Throttle) Release(ctx context.Context, r Reservation) error {
 // after the request went out, the call cancelled): it may be counted up to
 // its latest count, the slot + SendWithin + CallTimeout.
 //
-// In the seller's sliding log the call's latest count moves to answer when
-// that is earlier, and never later (the package doc's invariant): the next
-// window's slots are then placed W′ after the answer instead of after the
-// latest count the reservation assumed. A settle that never comes (its
+// In the seller's sliding log the call's latest count moves to answer −
+// Margin (never before the slot) when that is earlier, and never later (the
+// package doc's invariant): the next window's slots are then placed a
+// Window after the answer instead of W′ after the latest count the
+// reservation assumed. A settle that never comes (its
 // consumer died, paused, or lost Redis) leaves the log as safe as it was.
 // An entry the log no longer holds (lost with Redis's data), or an answer
 // after the latest count (an API slower than CallTimeout: outside what the
-// log assumes), blocks the log until answer + W′ (lua/settle.lua).
+// log assumes), blocks the log until answer + Window (lua/settle.lua: its entry's place + W′).
 //
 // The app-wide log and the Fixed and TokenBucket logs hold slots, not
 // latest counts: their slot moves to answer − Margin when that is later. A
@@ -753,8 +755,27 @@ func (t *Throttle) sellerSettle(r Reservation, answer time.Time) (ks []string, a
 	if t.p.Kind == TokenBucket {
 		ks = append(ks, k.tat)
 	}
-	args = append(t.settleArgs(answer, r.ID, t.p.Limit, t.p.span()), string(t.p.kind()))
+	args = append(t.settleArgs(t.settledCount(r, answer), r.ID, t.p.Limit, t.p.span()), string(t.p.kind()))
 	return ks, append(args, t.p.kindArgs()...)
+}
+
+// settledCount is where a settle puts the entry of r's call, answered at
+// answer. The API counted the call by its answer. A sliding log's window is
+// W′ = Window + Margin long, and the proof (package doc) only needs an entry
+// no earlier than its call's count less the margin: the entry goes to
+// answer − Margin, never before the slot. A call answered within the margin
+// then keeps its slot, the place of every call of its burst, so the next
+// window's slots share one place as well (and their rows ask together, the
+// room left in it known). The other logs take the answer itself.
+func (t *Throttle) settledCount(r Reservation, answer time.Time) time.Time {
+	if t.p.Kind != Sliding {
+		return answer
+	}
+	at := answer.Add(-t.p.Margin)
+	if slot := r.At.Add(-r.Spread); at.Before(slot) {
+		return slot
+	}
+	return at
 }
 
 // settleArgs are settle.lua's arguments for the entry id moved to at, in a

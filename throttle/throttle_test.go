@@ -766,11 +766,12 @@ func TestAGivenBackSlotIsRefilledNowDespiteSlotsBookedAhead(t *testing.T) {
 
 // TestSettleMovesALatestCountEarlierOnly: a reservation writes its call's
 // latest count, the slot + reach, into the log. A call answered 300 ms after
-// its slot (the API counted it somewhere in between) moves it to the answer,
-// and the next window's slot is then W′ after the answer, not W′ after the
-// latest count. An answer after the latest count (an API slower than the
-// call timeout) never moves it later: it blocks the seller until the answer
-// + W′ instead. A settle never brings back a slot given back, and leaves a
+// its slot (the API counted it somewhere in between) moves it to the answer
+// less the margin, and the next window's slot is then a window after the
+// answer, not W′ after the latest count; one answered within the margin
+// moves it to its slot. An answer after the latest count (an API slower than the
+// call timeout) never moves it later: it blocks the seller until a window
+// after the answer instead. A settle never brings back a slot given back, and leaves a
 // fixed window's log alone.
 func TestSettleMovesALatestCountEarlierOnly(t *testing.T) {
 	srv := startRedis(t)
@@ -793,15 +794,23 @@ func TestSettleMovesALatestCountEarlierOnly(t *testing.T) {
 	if err := scriptbatch.New().Run(ctx, srv.Client(), st); err != nil {
 		t.Fatal(err)
 	}
-	if got := entries(s)[r1.ID]; !got.Equal(answered) {
-		t.Errorf("the settled latest count is at %v, want the answer, %v", got, answered)
+	if got := entries(s)[r1.ID]; !got.Equal(answered.Add(-p.Margin)) {
+		t.Errorf("the settled latest count is at %v, want the answer less the margin, %v", got, answered.Add(-p.Margin))
 	}
-	if r2 := reserve(t, one, s); !r2.At.Equal(answered.Add(p.span() + time.Microsecond)) {
-		t.Errorf("the next window's slot is at %v, want the answer + W′ + 1µs (%v)", r2.At, answered.Add(p.span()+time.Microsecond))
+	if r2 := reserve(t, one, s); !r2.At.Equal(answered.Add(p.Window + time.Microsecond)) {
+		t.Errorf("the next window's slot is at %v, want the answer + W + 1µs (%v)", r2.At, answered.Add(p.Window+time.Microsecond))
+	}
+	quick := seller("settle-quick")
+	q := reserve(t, one, quick)
+	if err := one.Settle(ctx, q, q.At.Add(p.Margin/2)); err != nil {
+		t.Fatal(err)
+	}
+	if got := entries(quick)[q.ID]; !got.Equal(q.At) {
+		t.Errorf("a call answered within the margin of its slot left its entry at %v, want its slot %v", got, q.At)
 	}
 
 	s = seller("settle-slow")
-	q := reserve(t, one, s)
+	q = reserve(t, one, s)
 	slow := q.At.Add(reach + 500*time.Millisecond) // answered after its latest count
 	if err := one.Settle(ctx, q, slow); err != nil {
 		t.Fatal(err)
@@ -809,8 +818,8 @@ func TestSettleMovesALatestCountEarlierOnly(t *testing.T) {
 	if got := entries(s)[q.ID]; !got.Equal(q.At.Add(reach)) {
 		t.Errorf("an answer after the latest count moved it to %v, want it kept at %v", got, q.At.Add(reach))
 	}
-	if next := reserve(t, one, s); !next.At.After(slow.Add(p.span())) {
-		t.Errorf("after an answer past its latest count the next slot is %v, want after the answer + W′ (%v)", next.At, slow.Add(p.span()))
+	if next := reserve(t, one, s); !next.At.After(slow.Add(p.Window)) {
+		t.Errorf("after an answer past its latest count the next slot is %v, want after the answer + W (%v)", next.At, slow.Add(p.Window))
 	}
 
 	p.Limit = 3
