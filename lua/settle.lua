@@ -53,11 +53,10 @@
 -- not taken twice.
 local at, id = tonumber(ARGV[1]), ARGV[2]
 if ARGV[6] == 'sliding' then
+  -- one command on the common path: the entry moved earlier
+  if redis.call('ZADD', KEYS[1], 'XX', 'LT', 'CH', ARGV[1], id) == 1 then return 0 end
   local held = redis.call('ZSCORE', KEYS[1], id)
-  if held and at <= tonumber(held) then
-    redis.call('ZADD', KEYS[1], 'XX', 'LT', ARGV[1], id)
-    return 0
-  end
+  if held and at <= tonumber(held) then return 0 end -- there already (a retry)
   -- Not in the log (Redis lost it), or answered after the latest count the log held (the API took
   -- longer than the call timeout: outside what the log assumes): no new slot starts before
   -- at + W' + 1µs, so no call after it shares a window with this one.

@@ -364,6 +364,10 @@ type Throttle struct {
 	// reserves shares one reserve script among the rows of a seller that
 	// ask at once (Reserve, sliding logs).
 	reserves *groupcommit.Group[string, string, Reservation]
+	// kargs is p.kindArgs(), and settleTail settle.lua's arguments after
+	// the entry's place and id for the seller's log: made once, as every
+	// answered call settles.
+	kargs, settleTail []any
 }
 
 // New returns a throttle over rdb (one Redis or a Redis Cluster: every key of
@@ -425,6 +429,8 @@ func New(rdb redis.UniversalClient, p Policy) (*Throttle, error) {
 		check:   redis.NewScript(lua.Script("check.lua")),
 	}
 	th.late.period = p.LossHold
+	th.kargs = p.kindArgs()
+	th.settleTail = append([]any{p.span().Microseconds(), p.Limit, (p.LossHold - p.span()).Microseconds(), string(p.kind())}, th.kargs...)
 	th.checks = groupcommit.New(maxCheckBatch, th.writeChecks)
 	th.reserves = groupcommit.New(maxReserveBatch, th.writeReserves)
 	if p.Global.On() {
@@ -750,13 +756,19 @@ func (t *Throttle) sellerMoves(r Reservation, answer time.Time) bool {
 // sellerSettle is settle.lua's keys and arguments for r's call in the
 // seller's own log, answered at answer, by the policy's kind.
 func (t *Throttle) sellerSettle(r Reservation, answer time.Time) (ks []string, args []any) {
-	k := t.keys(r.Seller)
-	ks = []string{k.log, k.block}
-	if t.p.Kind == TokenBucket {
-		ks = append(ks, k.tat)
+	switch t.p.Kind {
+	case Sliding:
+		ks = []string{"bulkreg:{s:" + r.Seller + "}:log", "bulkreg:{s:" + r.Seller + "}:block"}
+	case TokenBucket:
+		k := t.keys(r.Seller)
+		ks = []string{k.log, k.block, k.tat}
+	default:
+		k := t.keys(r.Seller)
+		ks = []string{k.log, k.block}
 	}
-	args = append(t.settleArgs(t.settledCount(r, answer), r.ID, t.p.Limit, t.p.span()), string(t.p.kind()))
-	return ks, append(args, t.p.kindArgs()...)
+	args = make([]any, 2, 2+len(t.settleTail))
+	args[0], args[1] = t.settledCount(r, answer).UnixMicro(), r.ID
+	return ks, append(args, t.settleTail...)
 }
 
 // settledCount is where a settle puts the entry of r's call, answered at
@@ -1060,7 +1072,7 @@ func (t *Throttle) Peek(ctx context.Context, seller string) (Status, error) {
 	}
 	k := t.keys(seller)
 	v, err := t.peek.Run(ctx, t.rdb, []string{k.log, k.block, k.tat, k.marker},
-		append([]any{string(t.p.Kind), t.p.Limit, t.p.span().Microseconds()}, t.p.kindArgs()...)...).Slice()
+		append([]any{string(t.p.Kind), t.p.Limit, t.p.span().Microseconds()}, t.kargs...)...).Slice()
 	if err != nil {
 		return Status{}, t.fail(ctx, "peek", seller, err)
 	}
