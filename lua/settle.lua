@@ -63,6 +63,7 @@ if ARGV[6] == 'sliding' then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
   local blocked = at + tonumber(ARGV[3]) + 1
+  if blocked <= now then return 0 end -- the call has left the window already
   local cur = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
   if blocked > cur then
     redis.call('SET', KEYS[2], string.format('%.0f', blocked), 'PX', math.ceil((blocked - now) / 1000) + 1000)
@@ -88,7 +89,7 @@ if ARGV[6] == 'fixed' then
     redis.call('ZADD', KEYS[1], 'NX', string.format('%.0f', k * W), id .. ':' .. (k - k0))
   end
   local need = math.ceil(((last + 1) * W - now) / 1000) + 1000
-  if redis.call('PTTL', KEYS[1]) < need then redis.call('PEXPIRE', KEYS[1], need) end
+  if need > 0 and redis.call('PTTL', KEYS[1]) < need then redis.call('PEXPIRE', KEYS[1], need) end
   return 0
 end
 if ARGV[6] == 'token-bucket' then
@@ -107,7 +108,7 @@ if ARGV[6] == 'token-bucket' then
     local replay = 0
     for i = 2, #r, 2 do replay = math.max(replay, tonumber(r[i])) + T end
     if replay < tat then redis.call('SET', KEYS[3], string.format('%.3f', replay), 'KEEPTTL') end
-  elseif at + T > tat then
+  elseif at + T > tat and at + T > now then
     -- answered after its latest count (outside what the log assumes): tat covers the answer
     redis.call('SET', KEYS[3], string.format('%.3f', at + T), 'PX', math.ceil((at + T - now) / 1000) + 1000)
   end
@@ -164,7 +165,7 @@ end
 
 -- not in the log: the log forgot a call the API counted by at + margin
 local blocked = at + win + 1
-if KEYS[2] then
+if KEYS[2] and blocked > now then
   local cur = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
   if blocked > cur then
     redis.call('SET', KEYS[2], us(blocked), 'PX', math.ceil((blocked - now) / 1000) + 1000)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bulkreg/bulkreg/internal/sandbox"
+	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 )
 
@@ -139,5 +140,42 @@ func TestEveryPolicyCoversADeadCallersLatestCounts(t *testing.T) {
 			wg.Wait()
 			j.registered(t, s, 2*tc.calls)
 		})
+	}
+}
+
+// TestASettleAfterTheWindowOfALostEntryIsANoOp: Redis lost the log (it
+// restarted empty) while a call's answer waited to be written, and the
+// write comes more than a window after the answer, when Redis is back. The
+// call has left the API's window: the settle has nothing to block, and it
+// must not fail (the consumer retries a failed write until its drain ends,
+// and the rest of the batch, the call's compliance record, with it).
+func TestASettleAfterTheWindowOfALostEntryIsANoOp(t *testing.T) {
+	ctx := context.Background()
+	rdb := startRedis(t).Client()
+	for _, p := range []Policy{
+		{Limit: 2, Window: 100 * time.Millisecond, Margin: 10 * time.Millisecond, MaxWait: time.Second, CallTimeout: 200 * time.Millisecond},
+		{Kind: Fixed, Limit: 2, Window: 100 * time.Millisecond, Margin: 10 * time.Millisecond, MaxWait: time.Second, CallTimeout: 200 * time.Millisecond},
+		{Kind: TokenBucket, Limit: 2, Window: 100 * time.Millisecond, Margin: 10 * time.Millisecond, MaxWait: time.Second, CallTimeout: 200 * time.Millisecond},
+	} {
+		th := newThrottle(t, rdb, p)
+		s := seller("old-" + string(th.Policy().Kind))
+		r := reserve(t, th, s)
+		if err := rdb.Del(ctx, th.keys(s).log).Err(); err != nil {
+			t.Fatal(err)
+		}
+		answered := r.At.Add(5 * time.Millisecond)
+		time.Sleep(time.Until(answered.Add(1500 * time.Millisecond))) // long gone from the window
+		st, ok := th.SettleStep(r, answered)
+		if ok {
+			if err := scriptbatch.New().Run(ctx, rdb, st); err != nil {
+				t.Errorf("%s: the settle of a lost entry answered %v ago: %v", th.Policy().Kind, time.Since(answered).Round(time.Millisecond), err)
+			}
+		}
+		if err := th.Settle(ctx, r, answered); err != nil {
+			t.Errorf("%s: Settle of a lost entry answered %v ago: %v", th.Policy().Kind, time.Since(answered).Round(time.Millisecond), err)
+		}
+		if n := rdb.Exists(ctx, th.keys(s).block).Val(); n != 0 {
+			t.Errorf("%s: the seller is blocked for a call that left the window", th.Policy().Kind)
+		}
 	}
 }
