@@ -71,34 +71,30 @@ func (h *commandLog) count(name string) int {
 func sha(body string) string { s := sha1.Sum([]byte(body)); return hex.EncodeToString(s[:]) }
 
 // TestACallLeavesOneScript: what a registered row writes after its call
-// (the call in the compliance history, its slot settled when its answer came
-// more than a margin after it, its SKU in the ledger) is one script, shared
+// (the call in the compliance history, its latest count in the throttle's
+// log settled at its answer, its SKU in the ledger) is one script, shared
 // with the other rows of the seller answered at the same time (at most one
-// script per row, none of the writes on its own), and all of it is there. A
-// call answered within the margin of its slot leaves its slot where it is
-// (Throttle.Settle): the script then has no settle step.
+// script per row, none of the writes on its own), and all of it is there.
+// The settle moves each call's entry from its latest count (the slot + 4 s
+// and more here) to its answer less the margin, or its slot, within a few
+// milliseconds of the call.
 func TestACallLeavesOneScript(t *testing.T) {
 	const rows = 40
 	for _, tc := range []struct {
 		name    string
 		margin  time.Duration
 		latency time.Duration // the API's, before it answers
-		settled bool
 	}{
-		// A row calls at most half the margin after its slot (MaxLateness)
-		// and its answer is placed an upper estimate of the clock's
-		// uncertainty later: a 200 ms margin leaves 95 ms of that to a busy
-		// machine before a 5 ms answer counts as late.
-		{"answered within the margin", 200 * time.Millisecond, 5 * time.Millisecond, false},
-		{"answered later than the margin", 50 * time.Millisecond, 80 * time.Millisecond, true},
+		{"answered at once", 200 * time.Millisecond, 5 * time.Millisecond},
+		{"answered later than the margin", 50 * time.Millisecond, 80 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStack(t, stackOptions{partitions: 2, limit: 100, window: time.Second, margin: tc.margin, latency: tc.latency})
 			log := &commandLog{seen: map[string]int{}}
 			rdb := s.redis.Client()
 			rdb.AddHook(log)
-			s.startConsumer(func(_ *Config, d *Deps) {
-				th, err := throttle.New(rdb, throttle.Policy{Limit: s.limit, Window: s.window, Margin: s.margin})
+			s.startConsumer(func(cfg *Config, d *Deps) {
+				th, err := throttle.New(rdb, cfg.ThrottlePolicy(s.limit, s.window, s.margin))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -123,8 +119,7 @@ func TestACallLeavesOneScript(t *testing.T) {
 				}
 				return true
 			})
-			// The batches' scripts: the history and the ledger, with the
-			// settle when some call of the batch was answered late.
+			// The batches' scripts: the history, the ledger and the settle.
 			batches := map[bool]int{}
 			for _, settle := range []bool{false, true} {
 				names := []string{"compliance_record.lua", "ledger_mark.lua"}
@@ -140,8 +135,8 @@ func TestACallLeavesOneScript(t *testing.T) {
 			if n := batches[false] + batches[true]; n == 0 || n > rows {
 				t.Errorf("the calls' writes ran as %d scripts for %d rows, want 1 to %d", n, rows, rows)
 			}
-			if (batches[true] > 0) != tc.settled {
-				t.Errorf("%d scripts settled slots, want settles %v", batches[true], tc.settled)
+			if batches[false] > 0 {
+				t.Errorf("%d scripts settled no call, want every call settled", batches[false])
 			}
 			t.Logf("%d rows' writes in %d scripts (%d with a settle)", rows, batches[false]+batches[true], batches[true])
 			for _, alone := range []string{"compliance_record.lua", "ledger_mark.lua"} {
@@ -152,19 +147,18 @@ func TestACallLeavesOneScript(t *testing.T) {
 			if n := log.count("zadd"); n != 0 {
 				t.Errorf("%d slots settled with a ZADD of their own", n)
 			}
-			// Settled: every slot in the log moved to a margin (50 ms)
-			// before its call's answer, 80 ms after the call was sent, so
-			// after the call; unsettled, a slot is at or before its call. Sorted, the
-			// k-th slot is then after (or not after) the k-th call,
-			// whatever the pairing.
+			// Settled: every entry in the log moved to its call's answer
+			// less the margin, or its slot, within a few ms of the call and
+			// long before its latest count. Sorted, the k-th entry is then
+			// near the k-th call, whatever the pairing.
 			slots := s.rdb.ZRangeWithScores(ctx, "bulkreg:{s:seller-1}:log", 0, -1).Val()
 			calls := s.rdb.ZRangeWithScores(ctx, compliance.CallsKey("seller-1"), 0, -1).Val()
 			if len(slots) != rows || len(calls) != rows {
 				t.Fatalf("%d slots and %d calls, want %d each", len(slots), len(calls), rows)
 			}
 			for i := range slots {
-				if after := slots[i].Score > calls[i].Score; after != tc.settled {
-					t.Errorf("slot %d at %.0f µs, its call sent at %.0f µs: settled %v, want %v", i, slots[i].Score, calls[i].Score, after, tc.settled)
+				if d := time.Duration(slots[i].Score-calls[i].Score) * time.Microsecond; d < -time.Second || d > time.Second {
+					t.Errorf("entry %d at %.0f µs, its call sent at %.0f µs: %v after it, want its answer less the margin, or its slot, a few ms from it", i, slots[i].Score, calls[i].Score, d)
 				}
 			}
 		})

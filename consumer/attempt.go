@@ -11,7 +11,6 @@ import (
 
 	"github.com/bulkreg/bulkreg"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
-	"github.com/bulkreg/bulkreg/throttle"
 )
 
 // dispatch is step one for every message read: decode it and hand it to its
@@ -85,126 +84,7 @@ func (c *Consumer) attempt(r *row, t *tries, slot *slot, cb *rowCircuit, sku *sk
 	}
 	t.attempts++
 	mk := c.afterCall(r, slot, res, sku, log)
-	c.flights.land(r.m.SellerID, slot.flight, c.late.landing(slot, c.countedBy(slot, res), time.Now(), c.policy.Margin))
 	return c.conclude(r, t, &res, cb, sku, mk, log)
-}
-
-// holdUntilLanded gives s back and waits until an earlier call of the
-// row's seller has landed (landed is closed) or the row is done; the row
-// then takes a new slot, which sees where that call's settle put it.
-func (c *Consumer) holdUntilLanded(r *row, s *slot, landed <-chan struct{}, log *slog.Logger, why string) {
-	c.notNow(s)
-	c.m.held.Inc()
-	c.release(s)
-	log.Debug(why, "slot", s.At)
-	select {
-	case <-landed:
-	case <-r.ctx().Done():
-	}
-}
-
-// lateRule says how a call that the API counts later than the margin after
-// its slot can overtake the seller's next slots where the half-window wait
-// (flights.before) does not see it:
-//   - under the sliding log, the next window's first slots are placed a
-//     window and a margin after the call's slot, and a call counted later
-//     than the margin shares their window; its settle gives back such slots
-//     only beyond its lead (settle.lua), so those nearer are sent back here
-//     when they were asked for before the settle (sim seed 16004);
-//   - a token bucket spaces its calls by its interval, far less than half a
-//     window (sim seeds 11012 and 14009, a burst of 1); a burst lets calls
-//     go back to back but each still takes a token, so a call counted late
-//     lands among the next calls' tokens whatever the burst (sim seed
-//     20014: 8 per 2 s, a burst of 2, two calls counted 0.8 s late as a
-//     latency spike ended, the two sent after them counted first: 1 × 429);
-//   - a fixed window keeps a window's slots a margin before its end, so a
-//     call counted later than that may be counted in the next window, whose
-//     first calls start right after the edge (sim seed 15007: 7 calls
-//     counted 0.4 s late under 7 per 2 s, the next window's 7 sent before
-//     their answers, 3 × 429).
-//
-// Under a token bucket a landing sends back the slots due within as many
-// intervals of it as the burst holds: the bucket the late count emptied
-// refills one token an interval. With a large burst that may send back slots
-// the bucket would have held; they take new ones, placed after the settle.
-type lateRule struct {
-	// on: a late landing sends back the slots asked for before it and due
-	// where the late call may share their window (lateLanding.sends).
-	on bool
-	// slidingWindow: under the sliding log, those are the slots due within
-	// a window of when the API may have counted the call; 0: within reach
-	// of the landing.
-	slidingWindow, reach time.Duration
-	// recheck: the throttle tells whether a slot still fits (CheckFits:
-	// check.lua counts a sliding log's window), so a landing sends back
-	// only the slots that no longer do.
-	recheck bool
-	// inFlight: a call also waits while an earlier one that may be counted
-	// late has not landed (flights.lateBefore). Not under the sliding log,
-	// where the half-window wait does it for the calls that matter.
-	inFlight bool
-	// window: fixed windows, aligned to the Unix epoch on the Redis clock:
-	// only calls of an earlier window hold a slot; 0 (a token bucket): every
-	// earlier call does.
-	window time.Duration
-	// remember is how long a late landing matters at least (flights.lateSince).
-	remember time.Duration
-}
-
-func newLateRule(p throttle.Policy) lateRule {
-	switch {
-	case p.Kind == throttle.TokenBucket:
-		interval := p.Window / time.Duration(p.Limit)
-		reach := time.Duration(p.BucketSize()) * interval
-		return lateRule{on: true, inFlight: true, reach: reach, remember: reach + p.Window}
-	case p.Kind == throttle.Fixed:
-		return lateRule{on: true, inFlight: true, reach: p.Window, window: p.Window, remember: 2 * p.Window}
-	case p.Kind == throttle.Sliding || p.Kind == "":
-		return lateRule{on: true, recheck: true, slidingWindow: p.Window, remember: p.Window + p.Margin}
-	}
-	return lateRule{}
-}
-
-// holdsFrom is the slot before which a call in flight that may be counted
-// late holds the call at slot at: at itself under a token bucket, the start
-// of at's window under a fixed window.
-func (l lateRule) holdsFrom(at time.Time) time.Time {
-	if l.window <= 0 {
-		return at
-	}
-	w := l.window.Microseconds()
-	return time.UnixMicro(at.UnixMicro() / w * w)
-}
-
-// landing is what the landing, at now, of the call made at s, which the API
-// counted by counted (Redis clock) at the latest, sends back: nothing (the
-// zero value) when the rule is off or the call was counted within the
-// margin of its slot.
-func (l lateRule) landing(s *slot, counted, now time.Time, margin time.Duration) lateLanding {
-	if !l.on || counted.Sub(s.At) <= margin {
-		return lateLanding{}
-	}
-	late := lateLanding{at: now, holds: now.Add(l.reach)}
-	if l.slidingWindow > 0 {
-		// The settle put the call a margin before counted, so a slot a
-		// window and a margin after that is clear of it: due at the latest
-		// place of counted on this clock plus a window.
-		late.holds = s.due.Add(counted.Sub(s.At) + l.slidingWindow)
-	}
-	late.until = maxTime(now.Add(l.remember), late.holds)
-	return late
-}
-
-// countedBy is the latest instant (Redis clock) the API may have counted the
-// call made at s, which its settle moves the slot to (less the margin): its
-// answer, or for a call that got no answer the latest count allowed for
-// (slot.latestCount).
-func (c *Consumer) countedBy(s *slot, res registryclient.Result) time.Time {
-	if !unanswered(res) {
-		return s.answered
-	}
-	p := c.policy
-	return maxTime(s.answered, s.latestCount(c.cfg.CallTimeout, p.Window, p.Margin))
 }
 
 // takeTurn takes one of the MaxConcurrentCalls turns for the row's call,
@@ -309,33 +189,6 @@ func (c *Consumer) conclude(r *row, t *tries, res *registryclient.Result, cb *ro
 // call, and a late call would shrink the gap to the next window's calls. Its
 // slot is given back and the row takes a new one (made is false).
 func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res registryclient.Result, made bool) {
-	// An earlier call of the seller, half a window or more before this
-	// slot, still without an answer may be counted in this slot's window
-	// (inflight.go): the slot goes back, and once that call has landed the
-	// row takes a new one, which sees where the settle put it.
-	if landed := c.flights.before(r.m.SellerID, s.At.Add(-c.policy.Window/2)); landed != nil {
-		c.holdUntilLanded(r, s, landed, log, "an earlier call of the seller has no answer yet; the slot goes back until it lands")
-		return res, false
-	}
-	if c.late.inFlight {
-		// A call of the seller before this slot (under a fixed window:
-		// before this slot's window) may be counted, or was, later than the
-		// margin, and its settle is not written yet: the slot goes back, and
-		// once that call has landed the row takes a new one, which sees
-		// where the settle put the bucket or which window it counted in.
-		if landed := c.flights.lateBefore(r.m.SellerID, c.late.holdsFrom(s.At), s.redisNow(), c.policy.Margin); landed != nil {
-			c.holdUntilLanded(r, s, landed, log, "an earlier call of the seller may be counted late and has not landed; the slot goes back until it lands")
-			return res, false
-		}
-	}
-	// A call of the seller counted late may have landed after the slot's
-	// check (checkSlot asks before): the slot goes back unless the
-	// throttle vouches for it again.
-	if sent, _ := c.sentBackByLateLanding(r.ctx(), r, s, log); sent {
-		c.notNow(s)
-		c.release(s)
-		return res, false
-	}
 	if !c.takeTurn(r, s) {
 		return res, false
 	}
@@ -356,14 +209,6 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 		c.release(s)
 		return res, false
 	}
-	late := time.Since(s.bound)
-	c.m.lateness.Observe(late.Seconds())
-	if late > c.cfg.MaxLateness {
-		cb.abandon()
-		c.m.late.Inc()
-		c.release(s)
-		return res, false
-	}
 	if !c.redis.healthy() {
 		// Redis went down while the row waited for a turn: fail closed, the
 		// row takes a new slot once Redis answers again.
@@ -372,14 +217,23 @@ func (c *Consumer) call(r *row, s *slot, cb *rowCircuit, log *slog.Logger) (res 
 		return res, false
 	}
 	m := r.m
+	// The clock is read last, right before the request is written: a call
+	// later than its slot allows (waiting for a turn, a late timer, a
+	// process paused past its slot) is not made. The throttle's log holds
+	// its latest count on the assumption that it is sent by then
+	// (Reservation.SendBy); only a pause between here and the write (a
+	// SIGSTOP in this instant) can send it later.
+	late := time.Since(s.bound)
+	c.m.lateness.Observe(late.Seconds())
+	if late > s.sendWithin(c.cfg.MaxLateness) {
+		cb.abandon()
+		c.m.late.Inc()
+		c.release(s)
+		return res, false
+	}
 	at := s.redisNow()
-	s.flight = c.flights.start(m.SellerID, s.At)
-	s.sent = s.redisNowLatest()
 	res = c.deps.Registry.Register(r.finishCtx(), m.SellerID, m.IdempotencyKey, m.Product)
 	s.answered = s.redisNowLatest()
-	if c.late.inFlight {
-		c.flights.answer(s.flight, s.answered)
-	}
 	<-c.calls
 	holding = false
 	s.called = at

@@ -93,7 +93,8 @@ func TestZeroMeansTheDefault(t *testing.T) {
 // TestLatenessWithinTheHold: a row confirms its slot up to 2 × MaxLateness
 // before calling, so the throttle's hold after a loss must cover that.
 func TestLatenessWithinTheHold(t *testing.T) {
-	p := throttle.Policy{Limit: 100, Window: time.Minute, Margin: 250 * time.Millisecond, LossHold: time.Minute + 500*time.Millisecond}
+	p := throttle.Policy{Limit: 100, Window: time.Minute, Margin: 250 * time.Millisecond, LossHold: time.Minute + 500*time.Millisecond,
+		CallTimeout: 20 * time.Second} // two of the default registry timeouts
 	cfg := Config{Brokers: []string{"localhost:9092"}}
 	if err := cfg.validate(p); err != nil {
 		t.Errorf("default lateness with the default hold: %v", err)
@@ -105,11 +106,11 @@ func TestLatenessWithinTheHold(t *testing.T) {
 	}
 }
 
-// TestTheHoldAfterALossCoversTheCallTimeout: a call in flight when Redis
-// loses its data may be counted up to two registry timeouts after it starts
-// (countedWithin), and it starts up to MaxLateness after its slot, so the
-// throttle's policy carries that (plus the lateness beyond the margin), and
-// a policy that covers less than this consumer's timeout is refused.
+// TestTheHoldAfterALossCoversTheCallTimeout: a call may be counted up to
+// two registry timeouts after it starts (countedWithin), and it starts up to
+// MaxLateness after its slot, so the throttle's policy carries both (its
+// latest counts and its hold after a loss are made of them), and a policy
+// that covers less than this consumer's timeout is refused.
 func TestTheHoldAfterALossCoversTheCallTimeout(t *testing.T) {
 	brokers := []string{"localhost:9092"}
 	for _, tc := range []struct {
@@ -118,11 +119,14 @@ func TestTheHoldAfterALossCoversTheCallTimeout(t *testing.T) {
 	}{
 		{Config{Brokers: brokers}, 20 * time.Second},
 		{Config{Brokers: brokers, CallTimeout: 2 * time.Second}, 4 * time.Second},
-		{Config{Brokers: brokers, CallTimeout: 2 * time.Second, MaxLateness: time.Second}, 4*time.Second + 750*time.Millisecond},
+		{Config{Brokers: brokers, CallTimeout: 2 * time.Second, MaxLateness: time.Second}, 4 * time.Second},
 	} {
 		p := tc.cfg.ThrottlePolicy(100, time.Minute, 250*time.Millisecond)
 		if p.CallTimeout != tc.want {
 			t.Errorf("%+v: policy's call timeout %v, want %v", tc.cfg, p.CallTimeout, tc.want)
+		}
+		if want := tc.cfg.WithDefaults(p).MaxLateness; p.SendWithin != want {
+			t.Errorf("%+v: policy's send bound %v, want the consumer's MaxLateness %v", tc.cfg, p.SendWithin, want)
 		}
 		if err := tc.cfg.validate(p); err != nil {
 			t.Errorf("%+v with its own policy: %v", tc.cfg, err)
@@ -139,15 +143,13 @@ func TestTheHoldAfterALossCoversTheCallTimeout(t *testing.T) {
 }
 
 // TestTheLossHoldCoversACallWithoutAnAnswer: the hold after a loss of
-// Redis's data (ThrottlePolicy: LossHold + CallTimeout from the loss) and
-// the settle of a call that got no answer (slot.latestCount) must allow the
-// API the same time to count a call. The call is the latest one the hold
-// must cover: its slot confirmed just before the loss is found (2 ×
-// MaxLateness ahead), made MaxLateness after its slot, and timed out. The
-// API may count it as late as its own consumer would settle it, so the
-// first slot after the hold must be at least a window after that count.
-// Before, the hold allowed one call timeout and the settle two: with the
-// defaults the hold ended 9.875 s too early.
+// Redis's data (ThrottlePolicy: LossHold + CallTimeout + the send bound
+// beyond the margin, from the loss) and the latest count the throttle's log
+// holds for a call (its slot + SendWithin + CallTimeout) must allow the API
+// the same time to count a call. The call is the latest one the hold must
+// cover: its slot confirmed just before the loss is found (2 × MaxLateness
+// ahead), made MaxLateness after its slot, and timed out. The first slot
+// after the hold must be at least a window after its latest count.
 func TestTheLossHoldCoversACallWithoutAnAnswer(t *testing.T) {
 	brokers := []string{"localhost:9092"}
 	const margin = 250 * time.Millisecond
@@ -161,12 +163,13 @@ func TestTheLossHoldCoversACallWithoutAnAnswer(t *testing.T) {
 			p := cfg.ThrottlePolicy(100, window, margin)
 			c := cfg.WithDefaults(p)
 			found := time.Unix(1_800_000_000, 0) // the loss is found
-			var s slot
-			s.At = found.Add(2 * c.MaxLateness)
-			s.sent = s.At.Add(c.MaxLateness)
-			s.answered = s.sent.Add(c.CallTimeout) // the client gave up
-			counted := s.latestCount(c.CallTimeout, window, margin)
-			if held := found.Add(p.LossHold + p.CallTimeout); held.Before(counted.Add(window)) {
+			at := found.Add(2 * c.MaxLateness)
+			sent := at.Add(c.MaxLateness)
+			counted := sent.Add(countedWithin(c.CallTimeout))
+			if latest := at.Add(p.SendWithin + p.CallTimeout); latest.Before(counted) {
+				t.Errorf("timeout %v, lateness %v: the log holds the call's latest count at %v, before it may be counted (%v)", c.CallTimeout, c.MaxLateness, latest, counted)
+			}
+			if held := found.Add(p.LossHold + p.CallTimeout + max(0, p.SendWithin-p.Margin)); held.Before(counted.Add(window)) {
 				t.Errorf("timeout %v, lateness %v, window %v: the hold after a loss ends %v after it is found, "+
 					"but a call in flight then may be counted until %v after, in the API's window until %v: %v too early",
 					c.CallTimeout, c.MaxLateness, window, held.Sub(found), counted.Sub(found), counted.Add(window).Sub(found), counted.Add(window).Sub(held))

@@ -107,14 +107,10 @@ type Consumer struct {
 	// policy is the throttle's, read once: it does not change, and rows
 	// read it on every call.
 	policy throttle.Policy
-	// late is how a call counted later than the margin can overtake the
-	// seller's next slots where the half-window wait does not see it
-	// (attempt.go, lateRule; inflight.go, lateBefore and lateSince).
-	late  lateRule
-	log   *slog.Logger
-	m     *metrics
-	group *group
-	lanes *lanes
+	log    *slog.Logger
+	m      *metrics
+	group  *group
+	lanes  *lanes
 	// workers runs the rows' jobs when they start or resume, on goroutines
 	// kept between rows (internal/workers).
 	workers *workers.Pool
@@ -147,13 +143,12 @@ type Consumer struct {
 	// claim and gives it back with the ledger's answer: a row told that
 	// another row holds its SKU asks again without one, so it holds none
 	// while it waits.
-	claims  *dueNow
-	warm    *warmth
-	turn    *probeTurn // one row at a time goes for the circuit's probe
-	asks    *askGates  // a seller's rows do not ask for slots the throttle just refused
-	clock   *redisClock
-	door    *uploadDoor // nil without Deps.Uploads
-	flights *flights    // calls from their start until their slots are settled (inflight.go)
+	claims *dueNow
+	warm   *warmth
+	turn   *probeTurn // one row at a time goes for the circuit's probe
+	asks   *askGates  // a seller's rows do not ask for slots the throttle just refused
+	clock  *redisClock
+	door   *uploadDoor // nil without Deps.Uploads
 	// reserving counts rows between asking for a slot and calling: the
 	// clock is read on its own only while some row needs it (syncClock).
 	reserving atomic.Int64
@@ -182,7 +177,7 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 		reg = prometheus.NewRegistry()
 	}
 	span := deps.Throttle.Policy().Window + deps.Throttle.Policy().Margin // how long a seller keeps its rank (duenow.go)
-	c := &Consumer{cfg: cfg, deps: deps, log: log, dlq: deps.DeadLetters, close: func() error { return nil }, calls: make(chan struct{}, cfg.MaxConcurrentCalls), now: newDueNow(cfg.MaxDueNow, span), claims: newDueNow(cfg.MaxDueNow, span), warm: &warmth{}, turn: newProbeTurn(), asks: newAskGates(), clock: newRedisClock(), door: newUploadDoor(deps.Uploads), flights: newFlights(), reports: newSharedDeadline(reportTimeout), slotWrites: newSharedDeadline(slotWriteTimeout)}
+	c := &Consumer{cfg: cfg, deps: deps, log: log, dlq: deps.DeadLetters, close: func() error { return nil }, calls: make(chan struct{}, cfg.MaxConcurrentCalls), now: newDueNow(cfg.MaxDueNow, span), claims: newDueNow(cfg.MaxDueNow, span), warm: &warmth{}, turn: newProbeTurn(), asks: newAskGates(), clock: newRedisClock(), door: newUploadDoor(deps.Uploads), reports: newSharedDeadline(reportTimeout), slotWrites: newSharedDeadline(slotWriteTimeout)}
 	c.m = newMetrics(reg, func() float64 {
 		if t := c.group.oldestUnfinished(); !t.IsZero() {
 			return time.Since(t).Seconds()
@@ -205,7 +200,6 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 		func(d int) { c.m.waiting.Add(float64(d)) }, func(d int) { c.m.activeSellers.Add(float64(d)) })
 	c.workers = workers.New(maxIdleWorkers)
 	c.policy = deps.Throttle.Policy()
-	c.late = newLateRule(c.policy)
 	c.lanes.spawn, c.asks.spawn, c.now.spawn, c.claims.spawn = c.workers.Go, c.workers.Go, c.workers.Go, c.workers.Go
 	c.redis = newRedisGate(deps.PingRedis, cfg.RedisProbeInterval, log, c.m.redisDown.Inc)
 	if err := reg.Register(newBacklogCollector(c)); err != nil {
@@ -264,6 +258,10 @@ func (c *Consumer) RedisHealthy() bool { return c.redis.healthy() }
 func (c *Consumer) untilRedis(ctx context.Context, what string, log *slog.Logger, op func(context.Context) error) error {
 	retry := c.redisBackOff()
 	for n := 1; ; n++ {
+		if err := ctx.Err(); err != nil {
+			// The drain ended: no write starts after it (group.drain).
+			return err
+		}
 		err := op(ctx)
 		if err == nil || ctx.Err() != nil {
 			return err

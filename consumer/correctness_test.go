@@ -153,7 +153,10 @@ func TestARowIsFinishedOnlyOnceRecorded(t *testing.T) {
 			admin := srv.Client()
 			rdb := config.Config{RedisAddrs: []string{srv.Addr}}.RedisClient()
 			t.Cleanup(func() { rdb.Close() })
-			th, err := throttle.New(rdb, throttle.Policy{Limit: 10, Window: time.Second, Margin: 50 * time.Millisecond})
+			// Calls counted up to two of the consumer's timeouts (500 ms)
+			// after they start: a call whose settle Redis did not take holds
+			// the seller a second.
+			th, err := throttle.New(rdb, throttle.Policy{Limit: 10, Window: time.Second, Margin: 50 * time.Millisecond, CallTimeout: time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -168,6 +171,7 @@ func TestARowIsFinishedOnlyOnceRecorded(t *testing.T) {
 			cfg := testConfig(brokers, topic)
 			cfg.Group = group
 			cfg.MaxLateness = 0 // half the throttle's margin: the most its hold after a loss covers
+			cfg.CallTimeout = 500 * time.Millisecond
 			cfg.RedisProbeInterval = 50 * time.Millisecond
 			cfg.RedisRetryMin, cfg.RedisRetryMax = 20*time.Millisecond, 100*time.Millisecond
 			cfg.Logger = testLogger(t)
@@ -436,7 +440,7 @@ func TestALateRedisAnswerTakesANewSlot(t *testing.T) {
 	rdb := config.Config{RedisAddrs: []string{proxy.address}}.RedisClient()
 	t.Cleanup(func() { rdb.Close() })
 	direct := srv.Client() // the probe's own connection is not the slow one
-	th, err := throttle.New(rdb, throttle.Policy{Limit: 10, Window: time.Second, Margin: 2 * lateness})
+	th, err := throttle.New(rdb, throttle.Policy{Limit: 10, Window: time.Second, Margin: 2 * lateness, CallTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,13 +490,15 @@ func TestASlotDoesNotOutliveARedisRestart(t *testing.T) {
 	srv := startRedis(t)
 	rdb := config.Config{RedisAddrs: []string{srv.Addr}}.RedisClient()
 	t.Cleanup(func() { rdb.Close() })
-	policy := throttle.Policy{Limit: limit, Window: window, Margin: margin}
+	// calls counted up to two 100 ms timeouts after they start
+	policy := throttle.Policy{Limit: limit, Window: window, Margin: margin, CallTimeout: 200 * time.Millisecond}
 	th, err := throttle.New(rdb, policy)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := newFixture(t, 1, nil)
 	f.cfg.MaxLateness = 0 // half the throttle's margin: the most its hold after a loss covers
+	f.cfg.CallTimeout = 100 * time.Millisecond
 	reg := prometheus.NewRegistry()
 	runConsumer(t, f.cfg, Deps{Throttle: th, Registry: f.registry, Status: f.status, Calls: f.calls,
 		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, Registerer: reg,

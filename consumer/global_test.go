@@ -59,7 +59,8 @@ func TestTheSpreadCountsAsLateness(t *testing.T) {
 // must exceed the tolerance between the two slots, or no call could start.
 func TestLatenessAboveTheTolerance(t *testing.T) {
 	p := throttle.Policy{Limit: 100, Window: time.Minute, Margin: 200 * time.Millisecond,
-		Global: throttle.Global{Limit: 1000, Window: time.Minute, Tolerance: 50 * time.Millisecond}}
+		Global:      throttle.Global{Limit: 1000, Window: time.Minute, Tolerance: 50 * time.Millisecond},
+		CallTimeout: 20 * time.Second} // two of the default registry timeouts
 	ok := Config{Brokers: []string{"localhost:9092"}}
 	if err := ok.validate(p); err != nil {
 		t.Errorf("default lateness (100 ms) above a 50 ms tolerance: %v", err)

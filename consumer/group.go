@@ -103,9 +103,9 @@ type Config struct {
 	// abandoned after it, but the API does not see the client leave and
 	// counts the call when it gets to handle it, so a call may be counted up
 	// to twice this long after it starts (countedWithin). The throttle's
-	// hold after a loss of Redis's data covers it (ThrottlePolicy), for the
-	// calls in flight at the loss, whether or not their consumer lives to
-	// hear their answers. 0: 10 s, the client's default.
+	// log holds every call's latest count that far after its send
+	// (ThrottlePolicy), whether or not its consumer lives to hear its
+	// answer. 0: 10 s, the client's default.
 	CallTimeout time.Duration
 	// ClockSync is how often Redis's clock is read in a round trip of its
 	// own (Deps.RedisTime), to place slots on this process's clock. 0:
@@ -225,28 +225,23 @@ func (c Config) WithDefaults(p throttle.Policy) Config {
 //     one window;
 //   - LossHold covers the calls whose slots were confirmed just before Redis
 //     lost its data: W′ + 2 × MaxLateness, at least the throttle's default;
-//   - CallTimeout, which the throttle adds to that hold, covers how late
-//     such a call may still be counted: it starts up to MaxLateness after
-//     its slot and is counted up to two call timeouts after it starts
-//     (countedWithin, as a call without an answer is settled). The
-//     hold already covers a count within the margin of the slot, so only
-//     MaxLateness beyond the margin is added to the timeout (they add: the
-//     timeout runs from the start, not from the slot). With the defaults
-//     the hold after a loss is W + 2 × margin + 20 s.
+//   - SendWithin is MaxLateness: a call starts no later than that after
+//     its slot, or not at all;
+//   - CallTimeout is how long after it starts a call may still be counted,
+//     two call timeouts (countedWithin). With SendWithin it places every
+//     call's latest count, which the throttle's log holds from the
+//     reservation on, and the throttle adds it to the hold after a loss,
+//     for the calls in flight then. With the defaults the latest count is
+//     the slot + 20.125 s, and the hold after a loss is W + 2 × margin +
+//     20 s.
 func (c Config) ThrottlePolicy(limit int, window, margin time.Duration) throttle.Policy {
 	p := throttle.Policy{Kind: throttle.Sliding, Limit: limit, Window: window, Margin: margin}
 	c = c.WithDefaults(p)
 	p.MaxWait = c.SessionTimeout
 	p.LossHold = window + margin + max(margin, 2*c.MaxLateness)
-	p.CallTimeout = c.countedAfterMargin(margin)
+	p.CallTimeout = countedWithin(c.CallTimeout)
+	p.SendWithin = c.MaxLateness
 	return p
-}
-
-// countedAfterMargin is how long past the margin after its slot a call may
-// be counted: it starts up to MaxLateness after the slot and may be counted
-// up to countedWithin(CallTimeout) after it starts.
-func (c Config) countedAfterMargin(margin time.Duration) time.Duration {
-	return countedWithin(c.CallTimeout) + max(0, c.MaxLateness-margin)
 }
 
 // Validate reports every setting that cannot work, naming the flag where
@@ -303,10 +298,10 @@ func (c Config) validate(p throttle.Policy) error {
 			"shorten --max-lateness to at most %s (half the margin is the default)",
 			c.MaxLateness, p.LossHold-p.Window-p.Margin, (p.LossHold-p.Window-p.Margin)/2))
 	}
-	if need := c.countedAfterMargin(p.Margin); p.CallTimeout > 0 && p.CallTimeout < need {
-		errs = append(errs, fmt.Errorf("the throttle's hold after a loss of Redis's data covers calls counted up to %s after the margin past their slots, "+
-			"but with --registry-timeout %s and --max-lateness %s a call in flight at the loss may be counted up to %s after: "+
-			"build the throttle's policy with Config.ThrottlePolicy, or shorten --registry-timeout", p.CallTimeout, c.CallTimeout, c.MaxLateness, need))
+	if need := countedWithin(c.CallTimeout); p.Limit > 0 && p.CallTimeout < need {
+		errs = append(errs, fmt.Errorf("the throttle's log holds each call's latest count %s after its send, "+
+			"but with --registry-timeout %s a call may be counted up to %s after it: "+
+			"build the throttle's policy with Config.ThrottlePolicy, or shorten --registry-timeout", p.CallTimeout, c.CallTimeout, need))
 	}
 	return errors.Join(errs...)
 }
@@ -604,7 +599,14 @@ func (g *group) release(p *partition) {
 }
 
 // drain ends a partition's ownership: rows waiting for a slot give it back,
-// calls in progress get DrainTimeout to finish and be recorded.
+// calls in progress get DrainTimeout to finish and be recorded. At the drain
+// timeout every row's remaining work stops (finishCtx: the calls are
+// cancelled, no Redis write starts) and the drain waits one heartbeat more
+// at most, for the rows to let go, before the final commit: a Redis read
+// begun before the timeout is bounded only by the Redis client's read
+// timeout, and a dark link would otherwise hold the commit past the
+// session (drain + 2 × heartbeat ≤ session). A row still busy then is left
+// unfinished and read again by the partition's next owner.
 func (g *group) drain(p *partition) {
 	p.cancel()
 	if g.revoked != nil {
@@ -620,7 +622,13 @@ func (g *group) drain(p *partition) {
 		g.log.Warn("consumer: calls still in progress after the drain timeout; their rows will be read again",
 			"partition", p.id, "unfinished", p.offs.unfinished())
 		p.finishCancel()
-		<-done
+		timer.Reset(g.cfg.HeartbeatInterval)
+		select {
+		case <-done:
+		case <-timer.C:
+			g.log.Warn("consumer: rows still waiting for Redis a heartbeat after the drain timeout; committing without them, they will be read again",
+				"partition", p.id, "unfinished", p.offs.unfinished())
+		}
 	}
 	p.finishCancel()
 	// Every row has finished or been given back: what finished above the

@@ -163,19 +163,26 @@ func (s *stack) config() Config {
 // change its settings or parts before it starts.
 func (s *stack) startConsumer(opts ...func(*Config, *Deps)) *Consumer {
 	s.t.Helper()
-	th, err := throttle.New(s.rdb, throttle.Policy{Limit: s.limit, Window: s.window, Margin: s.margin, Global: s.global})
-	if err != nil {
-		s.t.Fatal(err)
-	}
 	rc, err := registryclient.New(registryclient.Options{BaseURL: s.api.URL, Timeout: 2 * time.Second})
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	cfg, deps := s.config(), Deps{Throttle: th, Registry: rc, Status: uploadstatus.New(s.rdb, time.Hour),
+	cfg, deps := s.config(), Deps{Registry: rc, Status: uploadstatus.New(s.rdb, time.Hour),
 		Calls: compliance.NewRecorder(s.rdb, time.Hour), Retry: s.retryPolicy(), Circuit: s.breaker(),
 		PingRedis: func(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }, Registerer: prometheus.NewRegistry()}
+	cfg.CallTimeout = 2 * time.Second // the client's
 	for _, o := range opts {
 		o(&cfg, &deps)
+	}
+	if deps.Throttle == nil {
+		// as cmd/consumer makes it: the log's latest counts cover the calls
+		p := cfg.ThrottlePolicy(s.limit, s.window, s.margin)
+		p.Global = s.global
+		th, err := throttle.New(s.rdb, p)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		deps.Throttle = th
 	}
 	c, err := New(cfg, deps)
 	if err != nil {

@@ -146,7 +146,7 @@ func (j *job) run() bool {
 			j.next = stepDue
 
 		case stepCheck:
-			if !c.checkSlot(r.ctx(), r, j.slot, j.log) {
+			if !c.checkSlot(r.ctx(), j.slot, j.log) {
 				c.release(j.slot)
 				j.slot = nil
 				if r.ctx().Err() != nil {

@@ -104,7 +104,7 @@ func newMetrics(reg prometheus.Registerer, oldest func() float64) *metrics {
 	})
 	m.held = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bulkreg_consumer_slots_held_back_total",
-		Help: "Slots given back because an earlier call of the same seller may be counted too close to them: one half a window or more before still had no answer (the row took a new slot once it landed), or one counted later than the margin may have taken the slot's window (the throttle's check found it full or the slot given back, or, where the check does not count, the late call landed after the slot was asked for).",
+		Help: "Slots the throttle no longer held when their row checked them shortly before the call (given back meanwhile): the row took a new one.",
 	})
 	m.stale = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bulkreg_consumer_slots_stale_total",

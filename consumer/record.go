@@ -46,9 +46,11 @@ func (c *Consumer) afterCall(r *row, s *slot, res registryclient.Result, sku *sk
 	class := res.Class.String()
 	call := compliance.Call{At: s.called, Status: res.Status, Class: class, Key: m.IdempotencyKey}
 	count := counted(res.Class)
-	answered := c.countedBy(s, res)
+	// When the API answered; zero for a call that got no answer, which the
+	// throttle takes as counted as late as its log allows (Throttle.Settle).
+	answered := s.answered
 	if unanswered(res) {
-		c.blockPastTheCap(s, c.cfg.CallTimeout, c.policy.Window, c.policy.Margin, log)
+		answered = time.Time{}
 	}
 	rest := s.Reservation // what Settle or Release still has to do
 	rec, batch := c.deps.Calls.(stepRecorder)
@@ -86,6 +88,11 @@ func (c *Consumer) afterCall(r *row, s *slot, res registryclient.Result, sku *sk
 	if marking {
 		mk.done, mk.failed = err == nil, err != nil
 	}
+	if r.finishCtx().Err() != nil {
+		// The drain ended: no best-effort write starts after it. The slot
+		// keeps its call's latest count, which is safe (package throttle).
+		return mk
+	}
 	switch {
 	case count:
 		c.settle(rest, answered)
@@ -116,29 +123,6 @@ func counted(c registryclient.Class) bool {
 // unanswered reports whether a call's outcome is unknown: no HTTP answer
 // came (a timeout, a connection error, the call cancelled), so the API may
 // have counted it, or may still count it, after the failure was seen.
-// blockPastTheCap blocks the seller while a call that got no answer may
-// still be counted where its settle cannot place it: latestCount caps the
-// settled place at the slot + W + margin (before the next window's first
-// slot), and a call may be counted up to countedWithin its timeout after it
-// started. Past the cap, no slot of the seller starts until the call is out
-// of the API's window from the latest instant it may be counted (sim seed
-// 7002: a 2.16 s latency spike with a 2 s timeout and a 2 s window). The
-// seller's calls of the next window wait for this call to land first
-// (inflight.go), so they ask after the block is set. With the defaults (a
-// 10 s timeout, a 60 s window) a count is never past the cap.
-func (c *Consumer) blockPastTheCap(s *slot, timeout, window, margin time.Duration, log *slog.Logger) {
-	latest := s.latestPossibleCount(timeout)
-	if !latest.After(s.At.Add(window + margin)) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	until := latest.Add(window + margin)
-	if err := c.deps.Throttle.Block(ctx, s.Seller, until.Sub(s.redisNowLatest())); err != nil {
-		log.Warn("a call without an answer may be counted past its slot's window, and the seller could not be held until then", "until", until, "err", err)
-	}
-}
-
 func unanswered(res registryclient.Result) bool {
 	return res.Class == registryclient.Transient && res.Status == 0
 }

@@ -57,12 +57,17 @@ const (
 )
 
 // newLossStack: limit 100 per window. After a loss found at T the seller's
-// next slot is at T + W + 2 × margin, and a loss in the middle of the second
-// window leaves four windows of rows: the last registration comes at
-// 4 W′ + W + 2 × margin + (the loss to its discovery) after the first, within
-// the lower bound (4 W′) + 2 windows as long as the discovery takes less than
-// W − 2 × margin. A restart makes go-redis wait up to a second before it dials
+// next slot is at T + W + 2 × margin + 2 × the call timeout, and a loss in
+// the middle of the second window leaves four windows of rows: the last
+// registration comes at 4 W′ + W + 2 × margin + 2 × the call timeout + (the
+// loss to its discovery) after the first, within the lower bound (4 W′) + 2
+// windows as long as the discovery takes less than W − 2 × margin − 2 × the
+// call timeout. A restart makes go-redis wait up to a second before it dials
 // again, a failover longer: those tests use 3 s windows.
+// lossCallTimeout is the registry client's timeout in these tests: the
+// sandbox answers in milliseconds.
+const lossCallTimeout = 250 * time.Millisecond
+
 func newLossStack(t *testing.T, redisConfig config.Config, window time.Duration) *lossStack {
 	t.Helper()
 	s := &stack{t: t, topic: bulkreg.DefaultTopic, limit: lossLimit, window: window, margin: lossMargin, calls: &callLog{byKey: map[string]int{}}}
@@ -85,15 +90,19 @@ func (s *lossStack) startConsumer() {
 	s.t.Helper()
 	rdb := s.redisConfig.RedisClient()
 	s.t.Cleanup(func() { rdb.Close() })
-	th, err := throttle.New(rdb, throttle.Policy{Limit: s.limit, Window: s.window, Margin: s.margin})
+	cfg := s.config()
+	// The client's: the hold after a loss covers calls counted two of it
+	// after they start (newLossStack).
+	cfg.CallTimeout = lossCallTimeout
+	th, err := throttle.New(rdb, cfg.ThrottlePolicy(s.limit, s.window, s.margin))
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	rc, err := registryclient.New(registryclient.Options{BaseURL: s.api.URL, Timeout: 2 * time.Second})
+	rc, err := registryclient.New(registryclient.Options{BaseURL: s.api.URL, Timeout: cfg.CallTimeout})
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	runConsumer(s.t, s.config(), Deps{Throttle: th, Registry: rc, Status: uploadstatus.New(rdb, time.Hour),
+	runConsumer(s.t, cfg, Deps{Throttle: th, Registry: rc, Status: uploadstatus.New(rdb, time.Hour),
 		Calls: compliance.NewRecorder(rdb, time.Hour), Retry: s.retryPolicy(),
 		PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }, Registerer: prometheus.NewRegistry()})
 }

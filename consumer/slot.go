@@ -31,69 +31,36 @@ type slot struct {
 	// it is the earlier of the seller's and the app-wide slot (At − Spread):
 	// the call is made at the later, so the earlier log sees it late.
 	bound time.Time
-	// flight is the call's note in Consumer.flights, from its start until
-	// afterCall has written what it leaves in Redis.
-	flight *flight
 	// now: the row holds a token of Consumer.now until its call starts.
 	now bool
 	// called: when the call was sent, on the Redis clock, never after it.
 	// answered: when its answer came, on the Redis clock, never before it
 	// (a settle must not move the slot short of the API's count).
 	called, answered time.Time
-	// asked: when the reservation was asked for, on this process's clock. A
-	// settle written before it is in the log the slot was placed in; one
-	// written after may have left the slot in place though it now shares a
-	// window with a call counted late: settle.lua keeps the booked slots
-	// within its lead of now (their calls may be under way), and a check
-	// after the settle finds such a slot still in the log (sim seed 16004).
-	asked time.Time
-	// sent: when the call was sent, on the Redis clock, never before it;
-	// the start of the time the API may count a call whose answer never
-	// came (latestCount).
-	sent time.Time
-}
-
-// latestCount is the latest instant the API may count a call that got no
-// answer (a timeout, a connection broken after the request went out, the
-// call cancelled at the drain). The instant the client gave up is not that
-// bound: the API does not see the client leave and counts the call when it
-// gets to handle it (issue 26, sim seeds 404 and 515: 201s counted up to
-// 0.17 s after the client's 2 s timeout, with a margin of 0.25 s and 50 ms;
-// a slot settled where the client gave up let the next window's calls in
-// while those counts were still in the API's window: 1 to 3 × 429). How
-// long an API goes on with a call its client left is not knowable from
-// here; bulkreg allows it one more call timeout past the end of the
-// client's (a call slower than twice the timeout is an outage's, not a
-// spike's). The cost is one slot held a timeout longer for each call that
-// got no answer: the seller's next window starts that much later. The hold
-// after a loss of Redis's data allows the same (Config.countedWithin, used
-// by ThrottlePolicy), for the calls in flight at the loss.
-//
-// It is capped at the slot + W + margin, so the settled place stays before
-// the next window's first slot (booked W′ after this one): settle.lua gives
-// back the booked slots whose window the move fills from the new place on,
-// and the call may have been counted early, before any slot booked between
-// W′ after its old place and a new place beyond it, which would keep its
-// place. So a count more than W + margin after the slot is not covered (with
-// the defaults 60.25 s, against 20 s for a call that got no answer).
-func (s *slot) latestCount(timeout, window, margin time.Duration) time.Time {
-	return minTime(s.latestPossibleCount(timeout), s.At.Add(window+margin))
-}
-
-// latestPossibleCount is the latest instant the API may count a call that
-// got no answer, uncapped: latestCount caps it, blockPastTheCap holds the
-// seller when it is past the cap.
-func (s *slot) latestPossibleCount(timeout time.Duration) time.Time {
-	return maxTime(s.answered.Add(timeout), s.sent.Add(countedWithin(timeout)))
 }
 
 // countedWithin is how long after it is sent the API may count a call
 // whose answer never came: the client's timeout, then one more, which the
-// API may take to get to it without seeing the client leave (latestCount).
-// The settle of such a call (latestCount) and the hold after a loss of
-// Redis's data (Config.ThrottlePolicy) both allow this much, so a call in
-// flight at a loss is held as long as one settled by its own consumer.
+// API may take to get to it without seeing the client leave (issue 26: 201s
+// counted up to 0.17 s after the client's 2 s timeout). How long an API goes
+// on with a call its client left is not knowable from here; bulkreg allows
+// it one more call timeout (a call slower than twice the timeout is an
+// outage's, not a spike's). The throttle's log holds every call's latest
+// count that far after its send from the reservation on
+// (throttle.Policy.CallTimeout, set by Config.ThrottlePolicy), so a call
+// that gets no answer needs no settle of its own.
 func countedWithin(timeout time.Duration) time.Duration { return 2 * timeout }
+
+// sendWithin is how long after the slot the call may still be sent: the
+// consumer's own MaxLateness, or less when the throttle's log assumed less
+// (Reservation.SendBy). Measured from bound, the earliest the slot can be
+// on this clock, so a lateness under it is under it on the Redis clock too.
+func (s *slot) sendWithin(maxLateness time.Duration) time.Duration {
+	if s.SendBy.IsZero() {
+		return maxLateness
+	}
+	return min(maxLateness, s.SendBy.Sub(s.At.Add(-s.Spread)))
+}
 
 // place narrows due and bound with one round trip that read the Redis clock
 // (redisNow) between sent and arrived, and with what clock has learned of
@@ -206,7 +173,7 @@ func (c *Consumer) ask(ctx context.Context, r *row, leave func(time.Time, int), 
 		// is held, ask again when it is near.
 		return nil, time.Until(arrived.Add(res.Wait)), true
 	}
-	s = &slot{Reservation: res, now: true, asked: sent}
+	s = &slot{Reservation: res, now: true}
 	s.place(c.clock, sent, arrived, res.At.Add(-res.Wait))
 	return s, 0, true
 }
@@ -243,60 +210,14 @@ func (c *Consumer) current(ctx context.Context, s *slot, log *slog.Logger) bool 
 	return c.confirm(ctx, s, c.deps.Throttle.Check, log)
 }
 
-// checkSlot is the check shortly before the slot (stepCheck): current, or,
-// when a call of the seller counted late landed after the slot was asked
-// for, sentBackByLateLanding. Asked here rather than only at the call
-// (attempt.go), its round trip is off the call's path: on a starved machine
-// (a core kept busy) a round trip at the slot made calls late and their
-// slots go by.
-func (c *Consumer) checkSlot(ctx context.Context, r *row, s *slot, log *slog.Logger) bool {
-	switch sent, asked := c.sentBackByLateLanding(ctx, r, s, log); {
-	case sent:
-		return false
-	case asked: // the throttle vouched for it just now
-		return true
-	}
+// checkSlot is the check shortly before the slot (stepCheck): current.
+// Asked here rather than only at the call (attempt.go), its round trip is
+// off the call's path: on a starved machine (a core kept busy) a round trip
+// at the slot made calls late and their slots go by. A slot once granted
+// needs no other check: the throttle wrote its call's latest count when it
+// granted it (package throttle).
+func (c *Consumer) checkSlot(ctx context.Context, s *slot, log *slog.Logger) bool {
 	return c.current(ctx, s, log)
-}
-
-// sentBackByLateLanding reports whether a call of s's seller counted late
-// landed after s was asked for and its settle may have moved the log or
-// the bucket past s or taken a place in its window (lateLanding.sends), so
-// s must go back. Under the sliding log the throttle tells (CheckFits,
-// asked reports the round trip), and a slot that still fits is vouched for
-// from then on; under the other policies such a slot goes back.
-func (c *Consumer) sentBackByLateLanding(ctx context.Context, r *row, s *slot, log *slog.Logger) (sent, asked bool) {
-	if !c.late.on || !c.flights.lateSince(r.m.SellerID).sends(s) {
-		return false, false
-	}
-	if !c.late.recheck {
-		c.m.held.Inc()
-		log.Debug("a call of the seller counted late landed after this slot was asked for; the slot goes back", "slot", s.At)
-		return true, false
-	}
-	at := time.Now()
-	if !c.stillFits(ctx, s, log) {
-		return true, true
-	}
-	s.asked = at // it fits the log as the landing left it
-	return false, true
-}
-
-// fitsChecker is a throttle that can also tell whether a slot still fits
-// its window (throttle.Throttle.CheckFits).
-type fitsChecker interface {
-	CheckFits(ctx context.Context, r throttle.Reservation) (throttle.SlotCheck, error)
-}
-
-// stillFits is current, and the slot must also still fit its window where
-// the throttle can tell (a sliding log): asked of a slot placed before a
-// call counted late landed (attempt.go, lateRule).
-func (c *Consumer) stillFits(ctx context.Context, s *slot, log *slog.Logger) bool {
-	check := c.deps.Throttle.Check
-	if f, ok := c.deps.Throttle.(fitsChecker); ok {
-		check = f.CheckFits
-	}
-	return c.confirm(ctx, s, check, log)
 }
 
 func (c *Consumer) confirm(ctx context.Context, s *slot, check func(context.Context, throttle.Reservation) (throttle.SlotCheck, error), log *slog.Logger) bool {
@@ -312,10 +233,9 @@ func (c *Consumer) confirm(ctx context.Context, s *slot, check func(context.Cont
 		log.Debug("could not confirm the slot with the throttle; taking a new one", "err", err)
 		return false
 	case !chk.Good && chk.Epoch == s.Epoch && (s.Global.ID == "" || chk.GlobalEpoch == s.Global.Epoch):
-		// The state is Redis's own: the slot was given back, or a call
-		// counted late was settled into its window (check.lua).
+		// The state is Redis's own: the slot was given back.
 		c.m.held.Inc()
-		log.Debug("the slot is no longer the seller's to use (given back, or a call counted late took its window); taking a new one", "slot", s.At)
+		log.Debug("the slot is no longer the seller's to use (given back); taking a new one", "slot", s.At)
 		return false
 	case !chk.Good:
 		c.m.stale.Inc()
@@ -330,9 +250,9 @@ func (c *Consumer) confirm(ctx context.Context, s *slot, check func(context.Cont
 // slotWriteTimeout bounds a slot's settle or release; both are best effort.
 const slotWriteTimeout = time.Second
 
-// settle moves a counted call's slot to a margin before its answer
-// (Throttle.Settle), when that is later; best effort: a slot not settled
-// keeps its place, as before settling existed.
+// settle tells the throttle when a counted call was answered
+// (Throttle.Settle); best effort: a call not settled keeps its latest count
+// in the log, which is safe, only later than it needs to be.
 func (c *Consumer) settle(r throttle.Reservation, answered time.Time) {
 	if r.ID == "" && r.Global.ID == "" {
 		// The call's script settled the seller's slot and there is no

@@ -20,10 +20,10 @@ import (
 // arrive, the next four answered at once. Before, a timed-out call's slot
 // was settled at the moment the client gave up (less the margin), so the
 // next window's four calls were made about 1 s after the timeouts, while
-// the four late counts were still inside the API's window: a 429. Now an
-// unanswered call's slot covers its count up to the call timeout after it
-// reached the API (send + timeout + margin), and the next window starts
-// after that.
+// the four late counts were still inside the API's window: a 429. Now the
+// log holds every call's latest count (its slot + the lateness + two
+// timeouts) from its reservation on, an unanswered call is not settled
+// earlier, and the next window starts a window after that.
 func TestACallWithoutAnAnswerHoldsItsSlotPastTheTimeout(t *testing.T) {
 	const (
 		limit   = 4
@@ -65,9 +65,9 @@ func TestACallWithoutAnAnswerHoldsItsSlotPastTheTimeout(t *testing.T) {
 // answers them then. The next window's slots come first: before, its calls
 // started while the first window's had no answer, the API counted both
 // windows' calls within one second, and the settle that would have moved
-// the next window came after it had called (429s). Now a call waits while
-// an earlier call of its seller, half a window or more before its slot, is
-// in flight, and takes a new slot once that one has landed and settled.
+// the next window came after it had called (429s). Now the next window's
+// slots are placed after the latest counts of the first window's calls,
+// which the log holds until their answers come.
 func TestACallCountedAWindowLateHoldsTheNextWindow(t *testing.T) {
 	const (
 		limit = 4
@@ -93,12 +93,12 @@ func TestACallCountedAWindowLateHoldsTheNextWindow(t *testing.T) {
 // TestACallCountedPastItsSettleCapHoldsTheSeller (sim seed 7002): the
 // client gives up on the first window's calls after 700 ms, and the API
 // counts them 1.25 s after they arrive: more than W + margin (1.1 s) after
-// their slots, past the place a settle can move a slot to (latestCount's
-// cap, before the next window's first slot). Before, the next window's
-// calls came a window after that capped place, 2.2 s, while the late
-// counts at 1.25 s were still in the API's window: 429s. Now the seller is
-// blocked until a window past the latest instant such a call may be
-// counted (two timeouts after it started), and the next window calls after.
+// their slots. Before, a settle could move a slot no further than that,
+// the next window's calls came a window after it, 2.2 s, while the late
+// counts at 1.25 s were still in the API's window: 429s. Now the log holds
+// the latest instant such a call may be counted (two timeouts after it
+// started) from its reservation on, and the next window calls a window
+// after it.
 func TestACallCountedPastItsSettleCapHoldsTheSeller(t *testing.T) {
 	const (
 		limit   = 4

@@ -58,7 +58,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	reg := describedNames{"up": true} // Prometheus's own, per scrape target
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { rdb.Close() })
-	th, err := throttle.New(rdb, throttle.Policy{Limit: 100, Window: time.Minute, Margin: 250 * time.Millisecond})
+	th, err := throttle.New(rdb, consumer.DefaultConfig().ThrottlePolicy(100, time.Minute, 250*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

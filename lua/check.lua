@@ -13,42 +13,29 @@
 -- it) is as safe as before until a reservation finds the new server and
 -- changes the epoch. Writes nothing.
 --
--- A sliding log's slot must also still fit: a settle moves a call counted late to its answer, and
--- gives back the booked slots that then share a window with it only beyond its lead (settle.lua:
--- nearer ones may be called already). A slot whose window ending at it, [x - W', x], holds more than
--- the limit (itself included) must not be used either: the call moved there was counted in it (sim
--- seed 16004). The window is closed, as reserve.lua places a slot 1µs past s(n-L+1) + W'. The
--- windows ending at later slots are those slots' own checks.
+-- Nothing else can make a granted slot unsafe: the reservation wrote the call's latest count, and
+-- a settle only moves latest counts earlier (package throttle's doc), so the window is not counted
+-- again here.
 --
 -- KEYS[1]  the policy's log: bulkreg:{s:<seller>}:log (sliding), :fixed or :tb; ZSET as in reserve*.lua
 -- KEYS[2]  bulkreg:{<tag>}:marker  HASH, the marker of the seller's hash slot; field epoch (slot_guard.lua)
--- ARGV[1]  W' = window + margin in µs when the log is a sliding one whose slots must fit; 0: not counted
--- ARGV[2]  L, the slots per window (with ARGV[1] above 0)
--- ARGV[3]  the first slot's reservation id; ARGV[4] the epoch it was granted in; ARGV[5], ARGV[6] the
+-- ARGV[1]  the first slot's reservation id; ARGV[2] the epoch it was granted in; ARGV[3], ARGV[4] the
 --          next slot's, and so on: a pair per slot
 --
 -- Reply: {epoch, now, good1, good2, ...}
 --   epoch  the hash slot's current epoch, '' when its marker is gone (its state is lost)
 --   now    µs, as a string: the Redis clock when the script ran (the caller learns how far its slots are)
---   goodi  1: the epoch of pair i is current, its id still holds its slot and (ARGV[1] above 0) the
---          window ending at the slot holds at most L; 0: the slot must not be used
+--   goodi  1: the epoch of pair i is current and its id still holds its slot; 0: the slot must not be used
 local t = redis.call('TIME')
 local now = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))
 local epoch = redis.call('HGET', KEYS[2], 'epoch') or ''
-local win, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 local out = {epoch, now}
 local ids = {}
-for i = 3, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+for i = 1, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
 local held = redis.call('ZMSCORE', KEYS[1], unpack(ids))
 for i = 1, #ids do
   local good = 0
-  if epoch ~= '' and epoch == ARGV[2 * i + 2] and held[i] then
-    good = 1
-    if win > 0 then
-      local x = tonumber(held[i])
-      if redis.call('ZCOUNT', KEYS[1], string.format('%d', x - win), held[i]) > limit then good = 0 end
-    end
-  end
+  if epoch ~= '' and epoch == ARGV[2 * i] and held[i] then good = 1 end
   out[#out + 1] = good
 end
 return out

@@ -3,9 +3,10 @@
 -- nothing. A seller's finish estimate: the rows still waiting take the slots
 -- held ahead first, in order, and then the slots the policy's reserve script
 -- would give them one after another, each new slot counted before the next:
---   sliding       t = max(now, blocked_until, s(n-L+1) + W' + 1µs) over the log (reserve.lua)
+--   sliding       t = max(now, blocked_until, e(n-L+1) + W' + 1µs) over the log's latest counts, and
+--                 the new call's latest count t + reach joins them (reserve.lua)
 --   fixed         the first aligned window with room, before its last margin (reserve_fixed.lua)
---   token-bucket  t = max(now, blocked_until, tat - tolerance) (reserve_token_bucket.lua)
+--   token-bucket  t = max(now, blocked_until, tat - tolerance), and tat covers t + reach (reserve_token_bucket.lua)
 -- Used by throttle.Throttle.Forecast.
 --
 -- KEYS[1]  the policy's log: bulkreg:{s:<seller>}:log (sliding), :fixed or :tb; ZSET as in reserve*.lua
@@ -17,8 +18,10 @@
 -- ARGV[2]  W' = window + margin, in µs
 -- ARGV[3]  n, the rows to place (at most 100000)
 -- ARGV[4]  kind: "sliding", "fixed" or "token-bucket"
--- ARGV[5]  fixed: W, the API's window in µs; token bucket: the emission interval in µs
--- ARGV[6]  token bucket: the tolerance in µs
+-- ARGV[5]  sliding: reach, in µs, from a slot to its call's latest count (reserve.lua);
+--          fixed: W, the API's window in µs; token bucket: the emission interval in µs
+-- ARGV[6]  fixed: reach; token bucket: the tolerance in µs
+-- ARGV[7]  token bucket: reach
 --
 -- Reply: {now, held, last}; times are µs as strings on the Redis clock.
 --   held  slots in the log at or after now: rows that hold a slot and wait for it
@@ -42,8 +45,16 @@ local raw = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. us(now - win), '+inf', '
 local s = {}
 for i = 2, #raw, 2 do s[#s + 1] = tonumber(raw[i]) end
 local held = {}
-for _, v in ipairs(s) do
-  if v >= now then held[#held + 1] = v end
+-- A sliding log and a bucket hold latest counts: a slot not begun has its latest count at or after
+-- now + reach. A fixed window holds slots, and places in later windows (members id:i), which are not
+-- rows of their own.
+local reach = 0
+if kind == 'sliding' then reach = tonumber(ARGV[5] or '0') end
+if kind == 'token-bucket' then reach = tonumber(ARGV[7] or '0') end
+for i, v in ipairs(s) do
+  if v >= now + reach and not (kind == 'fixed' and string.find(raw[2 * i - 1], ':', 1, true)) then
+    held[#held + 1] = v - reach
+  end
 end
 if n == 0 then
   return {us(now), #held, us(now)}
@@ -80,7 +91,7 @@ elseif kind == 'token-bucket' then
   local tat = math.max(now, tonumber(redis.call('GET', KEYS[4]) or '0'))
   for _ = 1, n - #held do
     local at = math.max(now, blocked, math.ceil(tat - tolerance))
-    tat = math.max(tat, at) + T
+    tat = math.max(tat, at + reach) + T
     last = math.max(last, at)
   end
   return {us(now), #held, us(last)}
@@ -92,13 +103,13 @@ for _ = 1, n - #held do
   if #s >= limit then
     at = math.max(at, s[#s - limit + 1] + win + 1)
   end
-  -- keep s sorted: a new slot is before held ones only while fewer than L are in the window
+  -- keep s sorted: a new latest count is before others only while fewer than L are in the window
   local i = #s + 1
-  while i > 1 and s[i - 1] > at do
+  while i > 1 and s[i - 1] > at + reach do
     s[i] = s[i - 1]
     i = i - 1
   end
-  s[i] = at
+  s[i] = at + reach
   if at > last then last = at end
 end
 return {us(now), #held, us(last)}

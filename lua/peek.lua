@@ -11,11 +11,14 @@
 -- ARGV[1]  kind: "sliding", "fixed" or "token-bucket"
 -- ARGV[2]  L, slots per window
 -- ARGV[3]  W' = window + margin, in µs
--- ARGV[4]  fixed: W, the API's window in µs; token bucket: the emission interval in µs (unused here)
+-- ARGV[4]  sliding: reach, in µs, from a slot to its call's latest count (reserve.lua);
+--          fixed: W, the API's window in µs; token bucket: the emission interval in µs (unused here)
 -- ARGV[5]  token bucket: the tolerance in µs (as in reserve_token_bucket.lua)
 --
 -- Reply: {now, in_window, next_free, blocked_until}; times are µs as strings on the Redis clock,
--- in_window counts slots in [now - W', now], blocked_until is "0" when the seller is not blocked.
+-- blocked_until is "0" when the seller is not blocked. in_window counts the calls the API may count
+-- in the window ending now: a sliding log's latest counts in [now - W', now + reach] (a call sent by
+-- now has its latest count by now + reach), the other logs' slots in [now - W', now].
 -- A hold after a loss counts in next_free; a loss no reservation has found yet does not (nothing is written here).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -26,7 +29,7 @@ local blocked = tonumber(redis.call('GET', KEYS[2]) or '0')
 local hold = tonumber(redis.call('HGET', KEYS[4], 'hold') or '0') or 0
 local next_free = math.max(now, blocked, hold)
 if kind == 'sliding' then
-  -- as reserve.lua, with the slots older than now - W' skipped instead of trimmed
+  -- as reserve.lua, with the latest counts older than now - W' skipped instead of trimmed
   local old = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. us(now - win))
   local n = redis.call('ZCARD', KEYS[1]) - old
   if n >= limit then
@@ -47,5 +50,7 @@ elseif kind == 'token-bucket' then
 else
   return redis.error_reply('peek.lua: unknown kind ' .. tostring(kind))
 end
-local in_window = redis.call('ZCOUNT', KEYS[1], us(now - win), us(now))
+local upto = now
+if kind == 'sliding' then upto = now + tonumber(ARGV[4] or '0') end
+local in_window = redis.call('ZCOUNT', KEYS[1], us(now - win), us(upto))
 return {us(now), in_window, us(next_free), us(blocked)}

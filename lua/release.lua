@@ -2,8 +2,9 @@
 -- a call the API did not count), so the next caller can take it.
 -- Used by throttle.Throttle.Release, for every policy.
 --
--- A sliding or fixed log is only the slots it holds: removing one frees its
--- place, and the next reservation may take it (fits.lua, reserve_fixed.lua).
+-- A sliding or fixed log is only the entries it holds: removing a call's
+-- (a fixed window's places in later windows too) frees its place, and the
+-- next reservation may take it (fits.lua, reserve_fixed.lua).
 -- A token bucket's next slot comes from tat, not from the log. Moving tat back
 -- one interval, whatever slot was returned, freed the place of the slot booked
 -- last: returning an earlier one put the next reservation on the last slot
@@ -23,6 +24,11 @@
 --
 -- Reply: 1 when the id held a slot and it was removed, 0 when it held none.
 local removed = redis.call('ZREM', KEYS[1], ARGV[1])
+-- a fixed window's places in the later windows its call might have been counted in (reserve_fixed.lua)
+if removed == 1 then
+  local i = 1
+  while redis.call('ZREM', KEYS[1], ARGV[1] .. ':' .. i) == 1 do i = i + 1 end
+end
 if removed == 1 and KEYS[2] and ARGV[3] then
   local interval, win = tonumber(ARGV[2]), tonumber(ARGV[3])
   local t = redis.call('TIME')

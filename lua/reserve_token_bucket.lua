@@ -8,10 +8,17 @@
 -- sliding-window API refuses them. Used by throttle.Throttle.Reserve.
 --
 -- GCRA: with tat the theoretical arrival time (tat >= now), the slot is
--- t = max(now, blocked_until, tat - tolerance) and tat becomes max(tat, t) + interval.
+-- t = max(now, blocked_until, tat - tolerance). The invariant of package
+-- throttle, for a bucket: the API counts a call somewhere in [t, t + reach]
+-- (reach = the send bound + the call timeout), so tat covers the latest
+-- count, max(tat, t + reach) + interval, and the log holds t + reach under
+-- the id, before the call is sent. A settle moves that entry earlier, to the
+-- answer, and tat down to the bucket replayed over the log's entries
+-- (settle.lua): every entry is at or after its call's count, so a bucket
+-- replayed over entries never holds a token the API's has spent.
 --
--- KEYS[1]  bulkreg:{s:<seller>}:tb      ZSET, member = reservation id, score = slot in µs (Redis clock);
---          kept for idempotency, Release and the in-window count
+-- KEYS[1]  bulkreg:{s:<seller>}:tb      ZSET, member = reservation id, score = the call's latest count in µs
+--          (Redis clock); kept for idempotency, Release, Settle and the in-window count
 -- KEYS[2]  bulkreg:{s:<seller>}:block   STRING, blocked until, µs (set by block.lua after a 429)
 -- KEYS[3]  bulkreg:{s:<seller>}:tb:tat  STRING, tat in µs (fractional)
 -- KEYS[4]  bulkreg:{<tag>}:marker       HASH, the marker of the seller's hash slot (slot_guard.lua, prepended)
@@ -22,7 +29,8 @@
 -- ARGV[5]  hold after a loss, in µs, as in reserve.lua
 -- ARGV[6]  the emission interval in µs (fractional)
 -- ARGV[7]  the tolerance in µs (fractional)
--- ARGV[8]  optional: not before, µs, as in reserve.lua (ARGV[6] there)
+-- ARGV[8]  reach, in µs: from a slot to the latest instant the API may count its call
+-- ARGV[9]  optional: not before, µs, as in reserve.lua
 --
 -- Reply: {admitted, at, now, in_window, epoch, lost, hold_until}, as in reserve.lua. Idempotent per
 -- id, and the loss of the hash slot's state is handled, as in reserve.lua.
@@ -32,10 +40,11 @@ local limit, win, maxwait, id = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(A
 local T, tolerance = tonumber(ARGV[6]), tonumber(ARGV[7])
 local function us(x) return string.format('%.0f', x) end
 
+local reach = tonumber(ARGV[8] or '0') or 0
 local held = redis.call('ZSCORE', KEYS[1], id)
 if held then
-  local at = tonumber(held)
-  return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at)), redis.call('HGET', KEYS[4], 'epoch') or '', 0, '0'}
+  local at = tonumber(held) - reach
+  return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at + reach)), redis.call('HGET', KEYS[4], 'epoch') or '', 0, '0'}
 end
 local epoch, hold_until, lost = slot_guard(KEYS[4], now, tonumber(ARGV[5]), id)
 
@@ -43,7 +52,7 @@ local tat = tonumber(redis.call('GET', KEYS[3]) or '0')
 if tat < now then tat = now end
 local at = math.ceil(tat - tolerance)
 if at < now then at = now end
-local not_before = tonumber(ARGV[8] or '0') or 0
+local not_before = tonumber(ARGV[9] or '0') or 0
 if not_before > at then at = not_before end
 local blocked = tonumber(redis.call('GET', KEYS[2]) or '0')
 if blocked > at then at = blocked end
@@ -51,12 +60,12 @@ if hold_until > at then at = hold_until end
 if at - now > maxwait then
   return {0, us(at - maxwait), us(now), 0, epoch, lost, us(hold_until)}
 end
-tat = math.max(tat, at) + T
+tat = math.max(tat, at + reach) + T
 -- a full bucket needs no state: the key expires when tat has passed
 redis.call('SET', KEYS[3], string.format('%.3f', tat), 'PX', math.ceil((tat - now) / 1000) + 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. us(now - win))
-redis.call('ZADD', KEYS[1], us(at), id)
+redis.call('ZADD', KEYS[1], us(at + reach), id)
 local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 local ttl = math.ceil((tonumber(newest[2]) - now + win) / 1000) + 1000
 redis.call('PEXPIRE', KEYS[1], ttl)
-return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at)), epoch, lost, us(hold_until)}
+return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at + reach)), epoch, lost, us(hold_until)}

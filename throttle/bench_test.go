@@ -58,7 +58,7 @@ func BenchmarkReserve(b *testing.B) {
 	b.StopTimer()
 	goRate := float64(b.N) / elapsed.Seconds()
 
-	raw, err := evalshaRate(ctx, rdb, srv.Port, max(b.N, 20_000), goroutines, sellers, p)
+	raw, err := evalshaRate(ctx, rdb, srv.Port, max(b.N, 20_000), goroutines, sellers, th)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -70,7 +70,8 @@ func BenchmarkReserve(b *testing.B) {
 // evalshaRate runs redis-benchmark with the reserve script: n EVALSHA calls
 // from clients connections over a keyspace of sellers, and answers its
 // requests per second.
-func evalshaRate(ctx context.Context, rdb *redis.Client, port, n, clients, sellers int, p Policy) (float64, error) {
+func evalshaRate(ctx context.Context, rdb *redis.Client, port, n, clients, sellers int, th *Throttle) (float64, error) {
+	p := th.Policy()
 	if _, err := exec.LookPath("redis-benchmark"); err != nil {
 		return 0, fmt.Errorf("redis-benchmark is not on PATH (Debian: redis-tools; `make deps` installs it): %w", err)
 	}
@@ -85,7 +86,8 @@ func evalshaRate(ctx context.Context, rdb *redis.Client, port, n, clients, selle
 		"-r", strconv.Itoa(sellers), "--csv",
 		"evalsha", sha, "3", "bulkreg:{s:rb-__rand_int__}:log", "bulkreg:{s:rb-__rand_int__}:block", NewMarkers().OfSlot(0),
 		strconv.Itoa(p.Limit), strconv.FormatInt(p.span().Microseconds(), 10),
-		strconv.FormatInt((2 * p.span()).Microseconds(), 10), "id-__rand_int__", strconv.FormatInt((p.Window + 2*p.Margin).Microseconds(), 10)}
+		strconv.FormatInt((2 * p.span()).Microseconds(), 10), "id-__rand_int__", strconv.FormatInt((p.Window + 2*p.Margin).Microseconds(), 10),
+		strconv.FormatInt(th.Policy().reach().Microseconds(), 10)}
 	out, err := exec.CommandContext(ctx, "redis-benchmark", args...).Output()
 	if err != nil {
 		return 0, fmt.Errorf("redis-benchmark %s: %w", strings.Join(args, " "), err)

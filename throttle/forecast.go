@@ -41,7 +41,7 @@ func (t *Throttle) Forecast(ctx context.Context, seller string, n int) (Forecast
 	k := t.keys(seller)
 	// Made here, not in New, so the throttle's own fields stay as they are;
 	// hashing the script costs microseconds.
-	args := append([]any{t.p.Limit, t.p.span().Microseconds(), n, string(t.p.Kind)}, t.p.kindArgs()...)
+	args := append([]any{t.p.Limit, t.p.span().Microseconds(), n, string(t.p.Kind)}, t.kargs...)
 	v, err := redis.NewScript(lua.Script("forecast.lua")).Run(ctx, t.rdb, []string{k.log, k.block, k.marker, k.tat}, args...).Slice()
 	if err != nil {
 		return Forecast{}, t.fail(ctx, "forecast", seller, err)

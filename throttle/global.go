@@ -217,7 +217,7 @@ func (g *globalScripts) releaseCall(seller, id string) scriptCall {
 }
 
 func (g *globalScripts) checkCall(s GlobalSlot) scriptCall {
-	return scriptCall{g.check, []string{GlobalLogKey, g.marker}, []any{0, 0, s.ID, s.Epoch}}
+	return scriptCall{g.check, []string{GlobalLogKey, g.marker}, []any{s.ID, s.Epoch}}
 }
 
 // globalHold is the app-wide log's hold after a loss: as far beyond its
@@ -480,7 +480,7 @@ func latest(a, b time.Time) time.Time {
 // reserveCall takes the seller's slot id at or after notBefore.
 func (t *Throttle) reserveCall(seller, id string, notBefore time.Time) scriptCall {
 	k := t.keys(seller)
-	args := append([]any{t.p.Limit, t.p.span().Microseconds(), t.p.MaxWait.Microseconds(), id, t.lossHold().Microseconds()}, t.p.kindArgs()...)
+	args := append([]any{t.p.Limit, t.p.span().Microseconds(), t.p.MaxWait.Microseconds(), id, t.lossHold().Microseconds()}, t.kargs...)
 	ks := []string{k.log, k.block}
 	if t.p.Kind == TokenBucket {
 		ks = append(ks, k.tat)

@@ -1,20 +1,84 @@
 // Package throttle admits calls to the registration API per seller, across
 // any number of consumers, through Lua scripts in Redis (package lua).
 //
-// The default policy is a sliding log with reservations: each call takes a
-// slot on the Redis clock in one round trip, at
-// t = max(now, blocked_until, s(n−L+1) + W′ + 1µs) over the log's sorted
-// slots (reservations ahead included), and sleeps until it. The extra
-// microsecond keeps L+1 slots more than W′ apart, so the API may count its
-// window closed or half-open. It is the only policy exact against an API
-// that refuses the (L+1)-th call inside any trailing window, and it keeps
-// the two other ways an API may count too. Fixed and TokenBucket are for an
-// API that counts one of those ways: they mirror its count exactly, so they
-// are faster, and against a strict sliding window they are refused.
+// # One invariant for late counting
+//
+// The API may count a call at any instant between its send and its latest
+// possible count. A call is sent no earlier than its slot and no later than
+// Policy.SendWithin after it (Reservation.SendBy: a caller that cannot send
+// by then does not send at all), and the API counts it within
+// Policy.CallTimeout of its send, so its count lies in [slot, slot + reach],
+// reach = SendWithin + CallTimeout. Under the sliding log, the default
+// policy:
+//
+//   - the seller's log in Redis holds each call's latest possible count, and
+//     holds it before the call is sent: the reservation itself writes
+//     slot + reach (lua/reserve.lua), no round trip of its own;
+//   - a settle can only move it earlier: the API counted the call by its
+//     answer, and the entry goes to the answer less the margin, never
+//     before the slot; a release removes it only for a call that was not
+//     sent or that the API says it did not count;
+//   - a call gets a slot t only if the window ending at its latest count
+//     holds fewer than Limit latest counts, and so does every later window
+//     that would hold it; a window of latest counts is W′ + reach long
+//     (W′ = Window + Margin), since two calls counted a Window apart may
+//     have latest counts up to Window + reach apart. Appending after the
+//     last Limit calls is t = e(n−L+1) + W′ + 1µs over the log's sorted
+//     latest counts e; a slot given back leaves room before them
+//     (lua/reserve.lua, lua/fits.lua).
+//
+// Why no trailing Window then holds Limit + 1 counts: say L + 1 calls are
+// counted within [x, x + Window], and j is the one whose reservation ran
+// last (scripts run one at a time). When it ran, each of the L others was
+// in the log with an entry e no earlier than its count less the margin (a
+// latest count, or an answer less the margin) and no later than its slot +
+// reach, so x − Margin ≤ e ≤ x + Window + reach; and so is j's own,
+// t + reach, since j is counted in [t, t + reach]. That is L + 1 entries in
+// one window of W′ + reach holding j's: the rule refused it. The proof uses
+// each entry only as a bound of its call's count, never the caller's
+// presence, so nothing depends on the caller surviving: a consumer that
+// dies, is paused or loses its link to Redis after its reservation leaves
+// a log that is already safe, and the partition's next owner places its
+// calls a window after the dead calls' latest counts. The margin is what a
+// settled entry may lag its call's count: a burst's calls answered within
+// it keep one place, their slot, and so do the next window's. All
+// Throttles of a seller must share one Policy, reach included.
+//
+// What the caller must do is only SendBy: look at the clock immediately
+// before writing the request and not send after it. The time between that
+// look and the write (microseconds, unless the process is stopped right
+// there) is the one window the log cannot cover: a process stopped in it
+// sends late by its pause, and the API may count that call up to the pause
+// past its latest count.
+//
+// Every other rule follows from the invariant: a slot once granted never
+// needs counting again (Check asks only whether Redis lost it); a settle
+// gives nothing back, since moving a latest count earlier only frees room;
+// a call without an answer needs no settle, its latest count is in the log
+// already; the next window of a seller waits for nothing but the log.
+//
+// The other policies say the same sentence their way. Fixed: the call
+// occupies every aligned window between its send and its latest count, so
+// the reservation takes a place for it in each of them, and only where
+// each holds fewer than Limit; its settle gives back the places after the
+// window holding the answer. TokenBucket: tat covers each call's latest
+// count, which its log holds; its settle moves the entry to the answer and
+// tat down to the bucket replayed over the entries (each at or after its
+// call's count, so the replay never frees a token the API's bucket spent).
+//
+// The app-wide log (Global) still holds slots: a call counted later than
+// the margin after its slot is moved there by its settle, which gives back
+// the booked slots it then overfills, unless their calls may have begun.
+//
+// The sliding log is the only policy exact against an API that refuses the
+// (L+1)-th call inside any trailing window, and it keeps the two other ways
+// an API may count too. Fixed and TokenBucket are for an API that counts one
+// of those ways: they mirror its count exactly, so they are faster, and
+// against a strict sliding window they are refused.
 //
 // A seller's keys share the hash tag {s:<seller>}: bulkreg:{s:<seller>}:log
 // (the sliding log; :fixed and :tb for the other policies) and :block (set
-// after a 429). Each expires once its newest slot has left the window, so an
+// after a 429). Each expires once its newest entry has left the window, so an
 // idle seller costs nothing. Every Throttle of a seller must use the same
 // Policy: they share the log and each reads it by its own limit.
 //
@@ -75,8 +139,8 @@ const (
 	// Fixed mirrors an API that counts Limit calls per window [kW, (k+1)W)
 	// aligned to the Unix epoch on its clock, as INCR + EXPIRE on a key
 	// named by ⌊now / W⌋ does. Slots of window k fall in [kW, (k+1)W −
-	// Margin), so a call the API counts within Margin of its slot is counted
-	// in that window. The API's clock and Redis's must agree (NTP) to well
+	// Margin), and a call takes a place in every later window up to the one
+	// holding its latest count (see the package doc). The API's clock and Redis's must agree (NTP) to well
 	// within Margin. Up to 2 × Limit calls can fall inside one trailing
 	// window: a sliding-window API refuses them.
 	Fixed Kind = "fixed"
@@ -113,18 +177,24 @@ type Policy struct {
 	// ahead of now Settle leaves the slots it would take back: a consumer
 	// confirms a slot at most that long before calling.
 	LossHold time.Duration
-	// CallTimeout is how long after it starts a call may still be counted
+	// CallTimeout is how long after it is sent a call may still be counted
 	// by the API: twice the registry client's timeout (a call is abandoned
 	// after one, but the API does not see its client leave and counts the
-	// call when it gets to handle it; a consumer settles a call that got no
-	// answer as counted one more timeout later, and its ThrottlePolicy sets
-	// this field to match). The hold after a
-	// loss is LossHold plus this (or plus the lateness this process lately
-	// saw, when longer), so a call in flight at the loss is out of the
-	// window before the first slot after it, even when the process that
-	// made it died before its answer and the one that finds the loss never
-	// heard of it. 0: calls are counted within Margin of their slots.
+	// call when it gets to handle it; consumer.Config.ThrottlePolicy sets
+	// this field so). A sliding log holds each call's latest count, its slot
+	// + SendWithin + this (see the package doc). The hold after a loss is
+	// LossHold plus this (or plus the lateness this process lately saw, when
+	// longer), so a call in flight at the loss is out of the window before
+	// the first slot after it, even when the process that made it died
+	// before its answer and the one that finds the loss never heard of it.
+	// 0: calls are counted as soon as they are sent.
 	CallTimeout time.Duration
+	// SendWithin is how long after its slot a call may still be sent: a
+	// caller that cannot send it by then does not send it at all
+	// (Reservation.SendBy). With CallTimeout it places a call's latest
+	// possible count, which a sliding log holds from the reservation on
+	// (see the package doc). 0 = Margin / 2.
+	SendWithin time.Duration
 	// Global is the app-wide limit, besides this per-seller one: a call
 	// needs a slot under both. Its zero value is no app-wide limit.
 	Global Global
@@ -164,6 +234,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("throttle: Policy.ReleaseTimeout must not be negative (0 means 1 s), got %s", p.ReleaseTimeout)
 	case (p.Window+p.Margin)/time.Microsecond < 1:
 		return fmt.Errorf("throttle: Policy.Window + Policy.Margin must be at least 1µs, got %s", p.Window+p.Margin)
+	case p.SendWithin < 0:
+		return fmt.Errorf("throttle: Policy.SendWithin must not be negative (0 means Margin / 2), got %s", p.SendWithin)
 	case p.CallTimeout < 0:
 		return fmt.Errorf("throttle: Policy.CallTimeout must not be negative (0 means calls are counted within Margin of their slots), got %s", p.CallTimeout)
 	case p.LossHold != 0 && p.LossHold < p.span():
@@ -174,6 +246,11 @@ func (p Policy) Validate() error {
 
 // span is W′ = Window + Margin.
 func (p Policy) span() time.Duration { return p.Window + p.Margin }
+
+// reach is how far after its slot the API may count a call at the latest:
+// it is sent within SendWithin of the slot or not at all, and counted within
+// CallTimeout of its send.
+func (p Policy) reach() time.Duration { return p.SendWithin + p.CallTimeout }
 
 // BucketSize is a token bucket's capacity: Burst, or Limit when Burst is 0.
 func (p Policy) BucketSize() int {
@@ -202,18 +279,20 @@ func (p Policy) gcra() (interval, tolerance float64) {
 	return t + max(0, m-tau), max(0, tau-m)
 }
 
-// kindArgs are the arguments the reserve, peek and forecast scripts take
-// after their own for the policy's kind: the API's window for Fixed, the
-// GCRA interval and tolerance for TokenBucket.
+// kindArgs are the arguments the reserve, peek, forecast and settle scripts
+// take after their own for the policy's kind: the API's window for Fixed,
+// the GCRA interval and tolerance for TokenBucket, then for every kind the
+// reach from a slot to its call's latest count.
 func (p Policy) kindArgs() []any {
+	reach := p.reach().Microseconds()
 	switch p.Kind {
 	case Fixed:
-		return []any{p.Window.Microseconds()}
+		return []any{p.Window.Microseconds(), reach}
 	case TokenBucket:
 		interval, tolerance := p.gcra()
-		return []any{strconv.FormatFloat(interval, 'f', 3, 64), strconv.FormatFloat(tolerance, 'f', 3, 64)}
+		return []any{strconv.FormatFloat(interval, 'f', 3, 64), strconv.FormatFloat(tolerance, 'f', 3, 64), reach}
 	}
-	return nil
+	return []any{reach}
 }
 
 // Reservation is the throttle's answer to one request for a slot.
@@ -222,8 +301,14 @@ type Reservation struct {
 	Admitted bool          // a slot is held at At
 	At       time.Time     // the slot (Redis clock); when !Admitted, when to ask again
 	Wait     time.Duration // At − now as Redis saw it
-	InWindow int           // slots in the trailing W′ ending at At, this one included (0 when !Admitted)
-	ID       string        // the slot's member in the log; Release and Check need it ("" when !Admitted)
+	// SendBy is the latest instant (Redis clock) the call may be sent: a
+	// caller that cannot send it by then must not send it (the log's
+	// latest count for it assumes so; see the package doc). Zero when
+	// !Admitted. With an app-wide limit it counts from the earlier of the
+	// two slots (At − Spread).
+	SendBy   time.Time
+	InWindow int    // the window the slot was placed in: a sliding log's latest counts in [At − W′, At + reach], this call's included (0 when !Admitted)
+	ID       string // the slot's member in the log; Release and Check need it ("" when !Admitted)
 	// Epoch is the epoch of the seller's hash slot the slot was granted in;
 	// Check tells whether it is still current. "" when !Admitted.
 	Epoch string
@@ -279,6 +364,10 @@ type Throttle struct {
 	// reserves shares one reserve script among the rows of a seller that
 	// ask at once (Reserve, sliding logs).
 	reserves *groupcommit.Group[string, string, Reservation]
+	// kargs is p.kindArgs(), and settleTail settle.lua's arguments after
+	// the entry's place and id for the seller's log: made once, as every
+	// answered call settles.
+	kargs, settleTail []any
 }
 
 // New returns a throttle over rdb (one Redis or a Redis Cluster: every key of
@@ -312,6 +401,9 @@ func New(rdb redis.UniversalClient, p Policy) (*Throttle, error) {
 	if p.ReleaseTimeout == 0 {
 		p.ReleaseTimeout = time.Second
 	}
+	if p.SendWithin == 0 {
+		p.SendWithin = p.Margin / 2
+	}
 	if p.LossHold == 0 {
 		p.LossHold = p.Window + 2*p.Margin
 	}
@@ -337,6 +429,8 @@ func New(rdb redis.UniversalClient, p Policy) (*Throttle, error) {
 		check:   redis.NewScript(lua.Script("check.lua")),
 	}
 	th.late.period = p.LossHold
+	th.kargs = p.kindArgs()
+	th.settleTail = append([]any{p.span().Microseconds(), p.Limit, (p.LossHold - p.span()).Microseconds(), string(p.kind())}, th.kargs...)
 	th.checks = groupcommit.New(maxCheckBatch, th.writeChecks)
 	th.reserves = groupcommit.New(maxReserveBatch, th.writeReserves)
 	if p.Global.On() {
@@ -371,6 +465,14 @@ func (t *Throttle) keys(seller string) keys {
 // MaxWait it is held (Admitted) and the caller calls the API at At;
 // otherwise nothing is held and At says when to ask again.
 func (t *Throttle) Reserve(ctx context.Context, seller string) (Reservation, error) {
+	r, err := t.reserve1(ctx, seller)
+	if r.Admitted {
+		r.SendBy = r.At.Add(t.p.SendWithin - r.Spread)
+	}
+	return r, err
+}
+
+func (t *Throttle) reserve1(ctx context.Context, seller string) (Reservation, error) {
 	if seller == "" {
 		return Reservation{}, errors.New("throttle: seller id must not be empty")
 	}
@@ -408,7 +510,7 @@ func (t *Throttle) writeReserves(ctx context.Context, seller string, ids []strin
 	c := t.reserveCall(seller, ids[0], time.Time{})
 	args := c.args
 	if len(ids) > 1 {
-		args = append(args, 0) // ARGV[6], no app-wide bound, then the other ids
+		args = append(args, 0) // ARGV[7], no app-wide bound, then the other ids
 		for _, id := range ids[1:] {
 			args = append(args, id)
 		}
@@ -556,40 +658,45 @@ func (t *Throttle) Release(ctx context.Context, r Reservation) error {
 	return nil
 }
 
-// Settle moves the slots of a call the API has answered, at on the Redis
-// clock (at or after the true time of the answer), to at − Margin when that
-// is later (the seller's log and the app-wide log).
+// Settle tells the throttle that the API answered r's call at answer (Redis
+// clock, at or after the true time of the answer): the API counted the call
+// somewhere between its send and its answer, so by answer at the latest. A
+// zero answer says the call got no answer (a timeout, a connection broken
+// after the request went out, the call cancelled): it may be counted up to
+// its latest count, the slot + SendWithin + CallTimeout.
 //
-// The API counted the call somewhere between its send and its answer, so at
-// the latest at `at`. A slot booked after the settle is at least W′ = Window
-// + Margin after it, so at least a Window after `at`: after the API's count,
-// however late the API counted (its own queueing under a burst: 400 calls at
-// once on 2 cores were counted up to 71 ms after they were sent), with no
-// assumption on the network. Settling at `at` itself, as bulkreg first did,
-// spent the margin a second time: every window of a seller began a round
-// trip after the one before (bench many-sellers, 3 s windows: about 10 ms a
-// window, and a median ratio of 1.008 to 1.012 against 1.005 now).
-// A call answered within Margin of its slot moves nothing, and its settle
-// costs no command. A fixed window's slot is not moved (that would free a
-// place in the window the API may have counted it in): each later window
-// the call may have been counted in, up to the answer's, takes a place for
-// it instead. A token bucket's slot moves, and tat stays at least an
-// interval after it.
+// In the seller's sliding log the call's latest count moves to answer −
+// Margin (never before the slot) when that is earlier, and never later (the
+// package doc's invariant): the next window's slots are then placed a
+// Window after the answer instead of W′ after the latest count the
+// reservation assumed. A settle that never comes (its
+// consumer died, paused, or lost Redis) leaves the log as safe as it was.
+// An entry the log no longer holds (lost with Redis's data), or an answer
+// after the latest count (an API slower than CallTimeout: outside what the
+// log assumes), blocks the log until answer + Window (lua/settle.lua: its entry's place + W′).
 //
-// Every hold then counts from the settled place (lua/settle.lua): the log's
-// key lives until it has left the window, slots booked on the assumption
-// that the call was counted at its slot are given back when they now
-// overfill a window and no call has begun on them, and a slot the log no
-// longer holds (lost with Redis's data, or expired before a very late
-// answer) blocks the log until the settled place + W′ instead of being
-// forgotten. Needs Redis 6.2 (ZADD GT).
-func (t *Throttle) Settle(ctx context.Context, r Reservation, at time.Time) error {
-	at, move := t.settleAt(r, at)
-	if move && (r.ID != "" || r.Global.ID != "") {
+// The app-wide log and the Fixed and TokenBucket logs hold slots, not
+// latest counts: their slot moves to answer − Margin when that is later. A
+// slot booked after such a settle is at least W′ after it, so at least a
+// Window after the answer. A fixed window's slot is not moved (that would
+// free a place in the window the API may have counted it in): each later
+// window the call may have been counted in, up to the answer's, takes a
+// place for it instead. A token bucket's slot moves, and tat stays at least
+// an interval after it. Every hold then counts from the settled place: the
+// log's key lives until it has left the window, and slots booked on the
+// assumption that the call was counted at its slot are given back when they
+// now overfill a window and no call has begun on them. A call answered
+// within Margin of its slot moves none of these, and costs no command.
+// Needs Redis 6.2 (ZADD GT and LT).
+func (t *Throttle) Settle(ctx context.Context, r Reservation, answer time.Time) error {
+	given := answer
+	answer = t.answered(r, answer)
+	at, late := t.settleAt(r, answer)
+	if late && (r.ID != "" || r.Global.ID != "") {
 		t.noteLate(r, at)
 	}
-	seller := r.ID != "" && move
-	global := r.Global.ID != "" && t.global != nil && move
+	seller := r.ID != "" && t.sellerMoves(r, given)
+	global := r.Global.ID != "" && t.global != nil && late
 	if !seller && !global {
 		return nil
 	}
@@ -605,7 +712,7 @@ func (t *Throttle) Settle(ctx context.Context, r Reservation, at time.Time) erro
 		return nil
 	}
 	if seller {
-		ks, args := t.sellerSettle(r, at)
+		ks, args := t.sellerSettle(r, answer)
 		if err := settle(ks, args); err != nil {
 			return err
 		}
@@ -617,33 +724,86 @@ func (t *Throttle) Settle(ctx context.Context, r Reservation, at time.Time) erro
 	return nil
 }
 
-// sellerSettle is settle.lua's keys and arguments for r's slot in the
-// seller's own log, settled at at, by the policy's kind.
-func (t *Throttle) sellerSettle(r Reservation, at time.Time) (ks []string, args []any) {
-	k := t.keys(r.Seller)
-	ks, args = []string{k.log, k.block}, t.settleArgs(at, r.ID, t.p.Limit, t.p.span())
-	switch t.p.Kind {
-	case Fixed:
-		args = append(args, string(Fixed), t.p.Window.Microseconds())
-	case TokenBucket:
-		ks = append(ks, k.tat)
-		args = append(append(args, string(TokenBucket)), t.p.kindArgs()...)
+// answered is when Settle and SettleStep take r's call to be answered: answer,
+// or for a call that got no answer (answer zero: a timeout, a connection
+// broken after the request went out, the call cancelled) its latest count,
+// the slot + reach.
+func (t *Throttle) answered(r Reservation, answer time.Time) time.Time {
+	if answer.IsZero() {
+		return r.At.Add(t.p.reach() - r.Spread)
 	}
-	return ks, args
+	return answer
 }
 
-// settleArgs are settle.lua's arguments for the slot id moved to at, in a
-// log of limit slots per span. The lead, the slots near now that settle.lua
-// never gives back because their calls may be under way, is how far the
-// loss hold reaches beyond W′: a consumer confirms a slot at most that long
-// before calling (consumer.Config.MaxLateness).
+// sellerMoves reports whether a settle at answer has work in the seller's
+// log. A call without an answer (answer zero) has none: its latest count is
+// in the log already, under every policy. An answered call moves its latest
+// count earlier under the sliding log and the bucket (or holds the log
+// longer when the answer came after it); under a fixed window it gives back
+// the places after the answer's window, when it has any.
+func (t *Throttle) sellerMoves(r Reservation, answer time.Time) bool {
+	if answer.IsZero() {
+		return false
+	}
+	if t.p.Kind == Fixed {
+		w := t.p.Window.Microseconds()
+		slot := r.At.Add(-r.Spread).UnixMicro()
+		return answer.UnixMicro()/w != (slot+t.p.reach().Microseconds())/w
+	}
+	return true
+}
+
+// sellerSettle is settle.lua's keys and arguments for r's call in the
+// seller's own log, answered at answer, by the policy's kind.
+func (t *Throttle) sellerSettle(r Reservation, answer time.Time) (ks []string, args []any) {
+	switch t.p.Kind {
+	case Sliding:
+		ks = []string{"bulkreg:{s:" + r.Seller + "}:log", "bulkreg:{s:" + r.Seller + "}:block"}
+	case TokenBucket:
+		k := t.keys(r.Seller)
+		ks = []string{k.log, k.block, k.tat}
+	default:
+		k := t.keys(r.Seller)
+		ks = []string{k.log, k.block}
+	}
+	args = make([]any, 2, 2+len(t.settleTail))
+	args[0], args[1] = t.settledCount(r, answer).UnixMicro(), r.ID
+	return ks, append(args, t.settleTail...)
+}
+
+// settledCount is where a settle puts the entry of r's call, answered at
+// answer. The API counted the call by its answer. A sliding log's window is
+// W′ = Window + Margin long, and the proof (package doc) only needs an entry
+// no earlier than its call's count less the margin: the entry goes to
+// answer − Margin, never before the slot. A call answered within the margin
+// then keeps its slot, the place of every call of its burst, so the next
+// window's slots share one place as well (and their rows ask together, the
+// room left in it known). The other logs take the answer itself.
+func (t *Throttle) settledCount(r Reservation, answer time.Time) time.Time {
+	if t.p.Kind != Sliding {
+		return answer
+	}
+	at := answer.Add(-t.p.Margin)
+	if slot := r.At.Add(-r.Spread); at.Before(slot) {
+		return slot
+	}
+	return at
+}
+
+// settleArgs are settle.lua's arguments for the entry id moved to at, in a
+// log of limit entries per span. The lead, the slots near now that settle.lua
+// never gives back because their calls may be under way (the logs of slots
+// only), is how far the loss hold reaches beyond W′: a consumer confirms a
+// slot at most that long before calling.
 func (t *Throttle) settleArgs(at time.Time, id string, limit int, span time.Duration) []any {
 	return []any{at.UnixMicro(), id, span.Microseconds(), limit, (t.p.LossHold - t.p.span()).Microseconds()}
 }
 
-// settleAt is where Settle moves r's slots for a call answered at answer,
-// and whether that can move either: each slot is at At − Spread or later,
-// and a settle never moves a slot earlier.
+// settleAt is where a log of slots (the app-wide log, Fixed, TokenBucket)
+// moves r's slot for a call answered at answer, and whether that moves it:
+// each slot is at At − Spread or later, and such a settle never moves a
+// slot earlier. Also how late beyond the margin the API may have counted
+// the call (noteLate).
 func (t *Throttle) settleAt(r Reservation, answer time.Time) (at time.Time, move bool) {
 	at = answer.Add(-t.p.Margin)
 	return at, at.After(r.At.Add(-r.Spread))
@@ -659,16 +819,18 @@ func (r Reservation) AppWide() Reservation {
 // SettleStep is Settle's part in the seller's own log, as a step to run in
 // one script with the call's other writes on the seller's hash tag
 // (internal/scriptbatch). ok is false when there is no such part (no seller
-// slot, or an answer within Margin of the
-// slot, which moves nothing: Settle then does nothing for it either); the
-// rest of r (the app-wide slot) is Settle's to do, with r.AppWide().
-func (t *Throttle) SettleStep(r Reservation, at time.Time) (s scriptbatch.Step, ok bool) {
-	at, move := t.settleAt(r, at)
-	if r.ID == "" || r.Seller == "" || !move {
+// slot, or an answer that moves nothing: Settle then does nothing for it
+// either); the rest of r (the app-wide slot) is Settle's to do, with
+// r.AppWide().
+func (t *Throttle) SettleStep(r Reservation, answer time.Time) (s scriptbatch.Step, ok bool) {
+	if r.ID == "" || r.Seller == "" || !t.sellerMoves(r, answer) {
 		return s, false
 	}
-	t.noteLate(r, at)
-	ks, args := t.sellerSettle(r, at)
+	answer = t.answered(r, answer)
+	if at, late := t.settleAt(r, answer); late {
+		t.noteLate(r, at)
+	}
+	ks, args := t.sellerSettle(r, answer)
 	return scriptbatch.Step{Script: "settle.lua", Keys: ks, Args: args}, true
 }
 
@@ -737,16 +899,17 @@ func (t *Throttle) noteLate(r Reservation, at time.Time) {
 }
 
 // lossHold is the hold after a loss of Redis's data this process asks for:
-// Policy.LossHold, which covers calls counted within the margin of their
-// slots, and as much longer as a call in flight at the loss may still be
-// counted: the call timeout every consumer allows (Policy.CallTimeout), or
-// the lateness this process lately saw, when longer (a consumer with a
-// longer timeout than this one's). The two bound the same lateness, so
-// they do not add. Neither needs the process that made the call to live:
-// a late call that is answered after the loss holds its seller longer
-// still, by itself (Settle).
+// Policy.LossHold, which covers calls sent within the margin of their
+// slots and counted there, and as much longer as a call in flight at the
+// loss may still be counted: sent up to SendWithin after its slot and
+// counted up to CallTimeout after its send (Policy.reach, less the margin
+// the hold already has), or the lateness this process lately saw, when
+// longer (a consumer with a longer timeout than this one's). The two bound
+// the same lateness, so they do not add. Neither needs the process that
+// made the call to live: a late call that is answered after the loss holds
+// its seller longer still, by itself (Settle).
 func (t *Throttle) lossHold() time.Duration {
-	return t.p.LossHold + max(t.p.CallTimeout, t.late.max(time.Now()))
+	return t.p.LossHold + max(t.p.CallTimeout+max(0, t.p.SendWithin-t.p.Margin), t.late.max(time.Now()))
 }
 
 // SlotCheck is the throttle's answer about a slot it granted.
@@ -773,21 +936,10 @@ type SlotCheck struct {
 // wire share the next. An error wraps ErrUnavailable: Redis did not answer, and the slot
 // must not be used either.
 func (t *Throttle) Check(ctx context.Context, r Reservation) (SlotCheck, error) {
-	return t.check1(ctx, r, false)
+	return t.check1(ctx, r)
 }
 
-// CheckFits is Check, and under the sliding log the slot must also still
-// fit its window: the window ending at it, [x − W′, x], holds at most the
-// limit, itself included. A settle moves a call the API answered late to
-// its answer, and gives back the booked slots that then share a window with
-// it only beyond its lead (settle.lua: nearer ones may be called already);
-// ask this of a slot placed before such a settle (sim seed 16004). Under the
-// other policies it is Check.
-func (t *Throttle) CheckFits(ctx context.Context, r Reservation) (SlotCheck, error) {
-	return t.check1(ctx, r, t.p.Kind == Sliding)
-}
-
-func (t *Throttle) check1(ctx context.Context, r Reservation, fits bool) (SlotCheck, error) {
+func (t *Throttle) check1(ctx context.Context, r Reservation) (SlotCheck, error) {
 	if !r.Admitted || r.ID == "" || r.Epoch == "" {
 		return SlotCheck{}, errors.New("throttle: check: the reservation holds no slot")
 	}
@@ -795,7 +947,7 @@ func (t *Throttle) check1(ctx context.Context, r Reservation, fits bool) (SlotCh
 		return SlotCheck{}, errors.New("throttle: check: the reservation has no seller id")
 	}
 	if r.Global.ID == "" || t.global == nil {
-		c, err := t.checks.Do(ctx, r.Seller, checkItem{id: r.ID, epoch: r.Epoch, fits: fits})
+		c, err := t.checks.Do(ctx, r.Seller, checkItem{id: r.ID, epoch: r.Epoch})
 		if err != nil {
 			return SlotCheck{}, t.fail(ctx, "check a slot", r.Seller, err)
 		}
@@ -805,7 +957,7 @@ func (t *Throttle) check1(ctx context.Context, r Reservation, fits bool) (SlotCh
 		return SlotCheck{}, errors.New("throttle: check: the reservation's app-wide slot has no epoch")
 	}
 	k := t.keys(r.Seller)
-	cmds, err := t.runAll(ctx, scriptCall{t.check, []string{k.log, k.marker}, append(t.checkCounts(fits), r.ID, r.Epoch)}, t.global.checkCall(r.Global))
+	cmds, err := t.runAll(ctx, scriptCall{t.check, []string{k.log, k.marker}, []any{r.ID, r.Epoch}}, t.global.checkCall(r.Global))
 	if err != nil {
 		return SlotCheck{}, t.fail(ctx, "check a slot", r.Seller, err)
 	}
@@ -828,12 +980,8 @@ func (t *Throttle) check1(ctx context.Context, r Reservation, fits bool) (SlotCh
 	return c, nil
 }
 
-// checkItem is one slot a Check asks about; fits: whether it must still
-// fit its window (CheckFits).
-type checkItem struct {
-	id, epoch string
-	fits      bool
-}
+// checkItem is one slot a Check asks about.
+type checkItem struct{ id, epoch string }
 
 // maxCheckBatch bounds the slots one check script asks about. A seller's
 // slots come due a window's worth at a time (a sliding log books the next
@@ -847,14 +995,7 @@ const maxCheckBatch = 512
 // its answer, as a script of its own would have.
 func (t *Throttle) writeChecks(ctx context.Context, seller string, items []checkItem) ([]SlotCheck, error) {
 	k := t.keys(seller)
-	// A slot checked with others that must fit is counted too: one more
-	// refusal of a slot that no longer fits is only ever safer.
-	fits := false
-	for _, it := range items {
-		fits = fits || it.fits
-	}
-	args := make([]any, 0, 2+2*len(items))
-	args = append(args, t.checkCounts(fits)...)
+	args := make([]any, 0, 2*len(items))
 	for _, it := range items {
 		args = append(args, it.id, it.epoch)
 	}
@@ -863,16 +1004,6 @@ func (t *Throttle) writeChecks(ctx context.Context, seller string, items []check
 		return nil, err
 	}
 	return parseChecks(v, len(items))
-}
-
-// checkCounts is check.lua's first two arguments for the seller's log:
-// with fits (CheckFits, a sliding log) the slots must still fit their
-// windows; otherwise they are not counted.
-func (t *Throttle) checkCounts(fits bool) []any {
-	if !fits {
-		return []any{0, 0}
-	}
-	return []any{t.p.span().Microseconds(), t.p.Limit}
 }
 
 // parseChecks reads check.lua's reply about n slots.
@@ -941,7 +1072,7 @@ func (t *Throttle) Peek(ctx context.Context, seller string) (Status, error) {
 	}
 	k := t.keys(seller)
 	v, err := t.peek.Run(ctx, t.rdb, []string{k.log, k.block, k.tat, k.marker},
-		append([]any{string(t.p.Kind), t.p.Limit, t.p.span().Microseconds()}, t.p.kindArgs()...)...).Slice()
+		append([]any{string(t.p.Kind), t.p.Limit, t.p.span().Microseconds()}, t.kargs...)...).Slice()
 	if err != nil {
 		return Status{}, t.fail(ctx, "peek", seller, err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 )
@@ -193,11 +194,13 @@ func TestReserveFillsTheWindowThenReservesAhead(t *testing.T) {
 			t.Errorf("reservation %d: wait %s, in window %d; want no wait and %d in window", i, r.Wait, r.InWindow, i+1)
 		}
 	}
-	// The (L+1)-th slot is W′ + 1µs after the first, the (L+2)-th after the second.
+	// The (L+1)-th slot is W′ + 1µs after the first call's latest count (its
+	// slot + reach: no settle came), the (L+2)-th after the second's.
 	span := window + 100*time.Millisecond
+	reach := th.Policy().reach()
 	for i := limit; i < len(got); i++ {
-		if want := got[i-limit].At.Add(span + time.Microsecond); !got[i].At.Equal(want) {
-			t.Errorf("reservation %d at %s, want %s (W′ + 1µs after reservation %d)", i, got[i].At, want, i-limit)
+		if want := got[i-limit].At.Add(reach + span + time.Microsecond); !got[i].At.Equal(want) {
+			t.Errorf("reservation %d at %s, want %s (W′ + 1µs after reservation %d's latest count)", i, got[i].At, want, i-limit)
 		}
 		if got[i].InWindow != limit {
 			t.Errorf("reservation %d: %d in window, want %d", i, got[i].InWindow, limit)
@@ -761,67 +764,77 @@ func TestAGivenBackSlotIsRefilledNowDespiteSlotsBookedAhead(t *testing.T) {
 	}
 }
 
-// TestSettleMovesASlotToAMarginBeforeItsAnswer: a call answered 300 ms
-// after its slot (the API counted it somewhere in between) is settled a
-// margin before the answer; the next window's slot is then placed a window
-// after the answer, not W′ after the slot. A call answered within the margin
-// of its slot moves nothing and needs no step. A settle never moves a slot
-// earlier, never brings back one given back, and leaves a fixed window's log
-// alone.
-func TestSettleMovesASlotToAMarginBeforeItsAnswer(t *testing.T) {
+// TestSettleMovesALatestCountEarlierOnly: a reservation writes its call's
+// latest count, the slot + reach, into the log. A call answered 300 ms after
+// its slot (the API counted it somewhere in between) moves it to the answer
+// less the margin, and the next window's slot is then a window after the
+// answer, not W′ after the latest count; one answered within the margin
+// moves it to its slot. An answer after the latest count (an API slower than the
+// call timeout) never moves it later: it blocks the seller until a window
+// after the answer instead. A settle never brings back a slot given back, and leaves a
+// fixed window's log alone.
+func TestSettleMovesALatestCountEarlierOnly(t *testing.T) {
 	srv := startRedis(t)
 	ctx := context.Background()
 	const window = 2 * time.Second
-	p := Policy{Limit: 1, Window: window, Margin: 20 * time.Millisecond, MaxWait: 5 * window}
+	p := Policy{Limit: 1, Window: window, Margin: 20 * time.Millisecond, MaxWait: 5 * window, CallTimeout: time.Second}
 	one := newThrottle(t, srv.Client(), p)
+	reach := one.Policy().reach()
 	s := seller("settle")
 	r1 := reserve(t, one, s)
-	answered := r1.At.Add(300 * time.Millisecond)
-	if _, ok := one.SettleStep(r1, answered); !ok {
-		t.Error("SettleStep has nothing to do for a call answered 300 ms after its slot, with a 20 ms margin")
+	entries := func(s string) map[string]time.Time { return slotsOf(t, srv.Client(), one.keys(s).log) }
+	if got, want := entries(s)[r1.ID], r1.At.Add(reach); !got.Equal(want) {
+		t.Errorf("the reservation wrote %v into the log, want its latest count, the slot + %v = %v", got, reach, want)
 	}
-	if err := one.Settle(ctx, r1, answered); err != nil {
+	answered := r1.At.Add(300 * time.Millisecond)
+	st, ok := one.SettleStep(r1, answered)
+	if !ok {
+		t.Fatal("SettleStep has nothing to do for a call answered 300 ms after its slot, before its latest count")
+	}
+	if err := scriptbatch.New().Run(ctx, srv.Client(), st); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := sellerLog(t, one, srv.Client(), s)[r1.ID], answered.Add(-p.Margin); !got.Equal(want) {
-		t.Errorf("the settled slot is at %v, want a margin before its answer, %v", got, want)
+	if got := entries(s)[r1.ID]; !got.Equal(answered.Add(-p.Margin)) {
+		t.Errorf("the settled latest count is at %v, want the answer less the margin, %v", got, answered.Add(-p.Margin))
 	}
-	if r2 := reserve(t, one, s); !r2.At.After(answered.Add(window)) {
-		t.Errorf("the next window's slot is at %v, want after the answer + the window (%v)", r2.At, answered.Add(window))
+	if r2 := reserve(t, one, s); !r2.At.Equal(answered.Add(p.Window + time.Microsecond)) {
+		t.Errorf("the next window's slot is at %v, want the answer + W + 1µs (%v)", r2.At, answered.Add(p.Window+time.Microsecond))
+	}
+	quick := seller("settle-quick")
+	q := reserve(t, one, quick)
+	if err := one.Settle(ctx, q, q.At.Add(p.Margin/2)); err != nil {
+		t.Fatal(err)
+	}
+	if got := entries(quick)[q.ID]; !got.Equal(q.At) {
+		t.Errorf("a call answered within the margin of its slot left its entry at %v, want its slot %v", got, q.At)
 	}
 
-	s = seller("settle-quick")
-	q := reserve(t, one, s)
-	quick := q.At.Add(p.Margin) // answered exactly a margin after the slot
-	if st, ok := one.SettleStep(q, quick); ok {
-		t.Errorf("SettleStep for a call answered within the margin of its slot: %+v, want none", st)
-	}
-	if err := one.Settle(ctx, q, quick); err != nil {
+	s = seller("settle-slow")
+	q = reserve(t, one, s)
+	slow := q.At.Add(reach + 500*time.Millisecond) // answered after its latest count
+	if err := one.Settle(ctx, q, slow); err != nil {
 		t.Fatal(err)
 	}
-	if got := sellerLog(t, one, srv.Client(), s)[q.ID]; !got.Equal(q.At) {
-		t.Errorf("a call answered within the margin moved its slot to %v, want it kept at %v", got, q.At)
+	if got := entries(s)[q.ID]; !got.Equal(q.At.Add(reach)) {
+		t.Errorf("an answer after the latest count moved it to %v, want it kept at %v", got, q.At.Add(reach))
+	}
+	if next := reserve(t, one, s); !next.At.After(slow.Add(p.Window)) {
+		t.Errorf("after an answer past its latest count the next slot is %v, want after the answer + W (%v)", next.At, slow.Add(p.Window))
 	}
 
 	p.Limit = 3
 	three := newThrottle(t, srv.Client(), p)
 	s = seller("settle-3")
 	a, b := reserve(t, three, s), reserve(t, three, s)
-	if err := three.Settle(ctx, a, a.At.Add(-time.Second)); err != nil { // earlier: ignored
-		t.Fatal(err)
-	}
 	if err := three.Release(ctx, b); err != nil {
 		t.Fatal(err)
 	}
 	if err := three.Settle(ctx, b, b.At.Add(time.Second)); err != nil { // given back: stays out
 		t.Fatal(err)
 	}
-	log := sellerLog(t, three, srv.Client(), s)
-	if got := log[a.ID]; !got.Equal(a.At) {
-		t.Errorf("a settle to an earlier time moved the slot to %v, want it kept at %v", got, a.At)
-	}
-	if _, ok := log[b.ID]; ok || len(log) != 1 {
-		t.Errorf("the log is %v: a settle brought back a slot given back", log)
+	log := entries(s)
+	if _, ok := log[b.ID]; ok || len(log) != 1 || !log[a.ID].Equal(a.At.Add(reach)) {
+		t.Errorf("the log is %v: a settle brought back a slot given back, or moved another", log)
 	}
 
 	fixed := newThrottle(t, srv.Client(), Policy{Kind: Fixed, Limit: 3, Window: 20 * time.Second, MaxWait: time.Minute})
