@@ -140,10 +140,10 @@ DURATION ?= 10m
 soak: deps
 	$(GO) test -count=1 -v -timeout 0 -run '^TestSoak$$' ./sim $(if $(SEED),-sim.seed=$(SEED),-sim.duration=$(DURATION) $(if $(FIRST),-sim.first=$(FIRST)))
 
-# fault-review runs the fault review's named scenarios (sim/
-# faultreview_test.go, build tag faultreview; about 3 minutes): a consumer
+# fault-review runs only the fault review's named scenarios (sim/
+# faultreview_test.go, part of make test too; about 2 minutes): a consumer
 # killed during an API slowdown, one paused past the window, a deploy while
 # a consumer's Redis link is cut (each must end with 0 × 429), and a Redis
 # Cluster resharded under a busy seller (no loss warned, no hold).
 fault-review: deps
-	$(GO) test -count=1 -v -timeout 15m -tags faultreview -run '^TestFaultReview' ./sim
+	$(GO) test -count=1 -v -timeout 15m -run '^TestFaultReview' ./sim
