@@ -57,13 +57,14 @@ func (u *Uploader) checkLedger(ctx context.Context, uploadID, seller string, she
 		return nil, err
 	}
 	at := u.now()
+	nfd := nfdBudget
 	for i := range sheet.Rows {
 		r := &sheet.Rows[i]
 		e, ok := entries[r.Product.SellerSKU]
 		if !r.Valid() || !ok || e.State != ledger.Registered {
 			continue
 		}
-		if !sameContent(e.Hash, r.Product, func() bulkreg.Product { return sheet.AsTyped(*r) }) {
+		if !sameContent(e.Hash, r.Product, func() bulkreg.Product { return sheet.AsTyped(*r) }, &nfd) {
 			r.Problems = append(r.Problems, excel.Problem{Row: r.Number, Column: excel.FieldSellerSKU,
 				Cell: sheet.FieldCell(excel.FieldSellerSKU, r.Number), Code: CodeRegisteredOtherContent,
 				Message: fmt.Sprintf("seller_sku %q is already registered as %s; bulk registration does not change existing products", r.Product.SellerSKU, e.ProductID),
@@ -88,7 +89,12 @@ func (u *Uploader) checkLedger(ctx context.Context, uploadID, seller string, she
 // it) uploaded again from elsewhere in NFC. The hash of p is compared
 // first: the common case (the same file again, typed in NFC) costs one hash,
 // and typed (AsTyped) and the NFD form are built only when it differs.
-func sameContent(hash string, p bulkreg.Product, asTyped func() bulkreg.Product) bool {
+//
+// Decomposing is the one cost here that grows with what a file holds (about
+// 70 ns a byte for text of composable pairs), so an upload decomposes at
+// most nfdBudget bytes of text: *budget is what is left. Past it a row is
+// other content: refused on its SKU cell, never registered twice.
+func sameContent(hash string, p bulkreg.Product, asTyped func() bulkreg.Product, budget *int) bool {
 	if hash == p.ContentHash() {
 		return true
 	}
@@ -96,11 +102,21 @@ func sameContent(hash string, p bulkreg.Product, asTyped func() bulkreg.Product)
 	if typed != p && hash == typed.ContentHash() {
 		return true
 	}
+	n := len(p.SellerSKU) + len(p.Name) + len(p.CategoryCode) + len(p.Brand) + len(p.ImageURL) + len(p.Description)
+	if n > *budget {
+		return false
+	}
+	*budget -= n
 	d := p
 	d.SellerSKU, d.Name, d.CategoryCode = productrules.NFD(p.SellerSKU), productrules.NFD(p.Name), productrules.NFD(p.CategoryCode)
 	d.Brand, d.ImageURL, d.Description = productrules.NFD(p.Brand), productrules.NFD(p.ImageURL), productrules.NFD(p.Description)
 	return d != p && d != typed && hash == d.ContentHash()
 }
+
+// nfdBudget is the text an upload's ledger check decomposes at most (see
+// sameContent): 500 rows of 2 KiB, a few milliseconds; a whole 8 MiB of
+// composable text would take most of a second.
+const nfdBudget = 1 << 20
 
 // alreadyDetail is ledger.Entry.AlreadyRegistered's facts for the message
 // table.
