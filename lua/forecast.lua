@@ -3,10 +3,15 @@
 -- nothing. A seller's finish estimate: the rows still waiting take the slots
 -- held ahead first, in order, and then the slots the policy's reserve script
 -- would give them one after another, each new slot counted before the next:
---   sliding       t = max(now, blocked_until, e(n-L+1) + W' + 1µs) over the log's latest counts, and
---                 the new call's latest count t + reach joins them (reserve.lua)
+--   sliding       t = max(now, blocked_until, e(n-L+1) + W' + 1µs) over the log's entries (reserve.lua)
 --   fixed         the first aligned window with room, before its last margin (reserve_fixed.lua)
---   token-bucket  t = max(now, blocked_until, tat - tolerance), and tat covers t + reach (reserve_token_bucket.lua)
+--   token-bucket  t = max(now, blocked_until, tat - tolerance) (reserve_token_bucket.lua)
+-- An estimate, not a promise: it expects the API to answer, so each call's entry is settled back to
+-- its slot (settle.lua moves it to the answer less the margin, never before the slot) before the
+-- rows that follow book theirs, as a seller's next rows do once its earlier rows finish. An entry
+-- still at its latest count (a slot ahead, or a call not yet answered) is read at its slot, v - reach,
+-- a bucket's tat is replayed over those entries, and a new slot joins the log at itself.
+-- The reserve scripts stay safe when answers do not come; the estimate then is early.
 -- Used by throttle.Throttle.Forecast.
 --
 -- KEYS[1]  the policy's log: bulkreg:{s:<seller>}:log (sliding), :fixed or :tb; ZSET as in reserve*.lua
@@ -55,7 +60,10 @@ for i, v in ipairs(s) do
   if v >= now + reach and not (kind == 'fixed' and string.find(raw[2 * i - 1], ':', 1, true)) then
     held[#held + 1] = v - reach
   end
+  -- a call not yet answered (or a slot ahead) is expected to settle at its slot
+  if kind ~= 'fixed' and v > now then s[i] = v - reach end
 end
+if kind ~= 'fixed' then table.sort(s) end
 if n == 0 then
   return {us(now), #held, us(now)}
 end
@@ -88,10 +96,13 @@ if kind == 'fixed' then
   return {us(now), #held, us(last)}
 elseif kind == 'token-bucket' then
   local T, tolerance = tonumber(ARGV[5]), tonumber(ARGV[6])
-  local tat = math.max(now, tonumber(redis.call('GET', KEYS[4]) or '0'))
+  -- the bucket replayed over the entries settled at their slots, as settle.lua replays it
+  local tat = 0
+  for _, v in ipairs(s) do tat = math.max(tat, v) + T end
+  tat = math.max(now, math.min(tat, tonumber(redis.call('GET', KEYS[4]) or '0')))
   for _ = 1, n - #held do
     local at = math.max(now, blocked, math.ceil(tat - tolerance))
-    tat = math.max(tat, at + reach) + T
+    tat = math.max(tat, at) + T
     last = math.max(last, at)
   end
   return {us(now), #held, us(last)}
@@ -103,13 +114,13 @@ for _ = 1, n - #held do
   if #s >= limit then
     at = math.max(at, s[#s - limit + 1] + win + 1)
   end
-  -- keep s sorted: a new latest count is before others only while fewer than L are in the window
+  -- keep s sorted: a new slot is before others only while fewer than L are in the window
   local i = #s + 1
-  while i > 1 and s[i - 1] > at + reach do
+  while i > 1 and s[i - 1] > at do
     s[i] = s[i - 1]
     i = i - 1
   end
-  s[i] = at + reach
+  s[i] = at
   if at > last then last = at end
 end
 return {us(now), #held, us(last)}

@@ -9,9 +9,10 @@ import (
 )
 
 // TestForecastIsTheSlotReserveGives: the forecast of the n-th next row is
-// the slot Reserve then gives that row, to the microsecond, both for rows
-// that hold a slot already and for rows that have yet to ask, with a block
-// in force; and it writes nothing.
+// the slot Reserve then gives that row, to the microsecond, once the calls
+// before it are answered (each entry settled back to its slot), both for
+// rows that hold a slot already and for rows that have yet to ask, with a
+// block in force; and it writes nothing.
 func TestForecastIsTheSlotReserveGives(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
@@ -48,9 +49,13 @@ func TestForecastIsTheSlotReserveGives(t *testing.T) {
 	if after, _ := rdb.ZCard(ctx, th.keys(s).log).Result(); after != before {
 		t.Fatalf("Forecast wrote to the log: %d slots before, %d after", before, after)
 	}
+	for _, r := range held {
+		settleAtSlot(t, th, r)
+	}
 	var last Reservation
 	for range 4 {
 		last = reserve(t, th, s)
+		settleAtSlot(t, th, last)
 	}
 	if !f.Last.Equal(last.At) {
 		t.Errorf("Forecast(6) says the 6th waiting row starts at %s; Reserve gave it %s (%s apart)",
@@ -58,5 +63,14 @@ func TestForecastIsTheSlotReserveGives(t *testing.T) {
 	}
 	if _, err := th.Forecast(ctx, s, -1); err == nil {
 		t.Error("Forecast(-1) answered, want an error naming n")
+	}
+}
+
+// settleAtSlot settles r as a call answered at its slot: its entry moves
+// from its latest count back to the slot, as the forecast expects.
+func settleAtSlot(t *testing.T, th *Throttle, r Reservation) {
+	t.Helper()
+	if err := th.Settle(context.Background(), r, r.At); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -200,8 +200,9 @@ func bucketAccepts(arrivals []time.Time, window time.Duration, limit, burst int)
 
 // TestForecastIsTheSlotReserveGivesForEveryKind: under every policy, the
 // forecast of the n-th next row is the slot Reserve then gives that row, to
-// the microsecond, for rows holding a slot and for rows yet to ask, with a
-// block in force; and it writes nothing.
+// the microsecond, once the calls before it are answered (settled at their
+// slots), for rows holding a slot and for rows yet to ask, with a block in
+// force; and it writes nothing.
 func TestForecastIsTheSlotReserveGivesForEveryKind(t *testing.T) {
 	ctx := context.Background()
 	srv := startRedis(t)
@@ -214,8 +215,10 @@ func TestForecastIsTheSlotReserveGivesForEveryKind(t *testing.T) {
 				t.Fatalf("Forecast(0) of a new seller = %+v, %v; want nothing held and Last = Now", f, err)
 			}
 			var slots []time.Time
+			var reserved []Reservation
 			for range 5 {
-				slots = append(slots, reserve(t, th, s).At)
+				r := reserve(t, th, s)
+				reserved, slots = append(reserved, r), append(slots, r.At)
 			}
 			f, err := th.Forecast(ctx, s, 1)
 			if err != nil {
@@ -241,9 +244,13 @@ func TestForecastIsTheSlotReserveGivesForEveryKind(t *testing.T) {
 			if after, _ := rdb.ZRangeWithScores(ctx, th.keys(s).log, 0, -1).Result(); !slices.Equal(before, after) {
 				t.Fatalf("Forecast wrote to the log: %v → %v", before, after)
 			}
+			for _, r := range reserved {
+				settleAtSlot(t, th, r)
+			}
 			var last Reservation
 			for range 8 - f.Held {
 				last = reserve(t, th, s)
+				settleAtSlot(t, th, last)
 			}
 			if !f.Last.Equal(last.At) {
 				t.Errorf("Forecast(8) says the 8th waiting row starts at %s; Reserve gave it %s (%s apart)",
