@@ -34,10 +34,13 @@ func TestGoroutinesAreKept(t *testing.T) {
 	}
 	close(release)
 	wg.Wait()
-	testwait.For(t, time.Second, "the burst's goroutines beyond maxIdle end", func() bool { return runtime.NumGoroutine() <= before+4 })
-	if p.Idle() > 4 {
-		t.Errorf("%d goroutines idle after a burst of 50, want at most 4", p.Idle())
-	}
+	// Both counts settle within an instant: a goroutine done with the
+	// burst counts itself idle before it sees the pool full and ends (seen
+	// once in a clean-clone CI run: 5 idle for an instant). A pool that
+	// kept the burst's goroutines keeps 50.
+	testwait.For(t, time.Second, "the burst's goroutines beyond maxIdle end", func() bool {
+		return runtime.NumGoroutine() <= before+4 && p.Idle() <= 4
+	})
 
 	p.Close()
 	testwait.For(t, time.Second, "every idle goroutine ends after Close", func() bool { return p.Idle() == 0 && runtime.NumGoroutine() <= before-1 })
