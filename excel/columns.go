@@ -115,26 +115,7 @@ func normalizeHeader(s string) string {
 // appendNormalizedHeader appends normalizeHeader(s) to dst: a header is
 // looked up for every cell of the rows searched for one, without allocating.
 func appendNormalizedHeader(dst []byte, s string) []byte {
-	depth := 0
-	for _, r := range s {
-		switch r {
-		case '(', '[', '（', '［', '<':
-			depth++
-			continue
-		case ')', ']', '）', '］', '>':
-			if depth > 0 {
-				depth--
-			}
-			continue
-		}
-		if depth > 0 {
-			continue
-		}
-		if unicode.IsSpace(r) || r == '_' || r == '-' || r == '.' || r == '*' || r == '＊' || r == '\u200b' || r == '\ufeff' {
-			continue
-		}
-		dst = utf8.AppendRune(dst, unicode.ToLower(r))
-	}
+	dst, _ = appendHeaderKeyWithin(dst, s, -1)
 	return dst
 }
 
@@ -182,6 +163,13 @@ func lookupNormalized(header string) (Column, bool) {
 // appendHeaderKey is appendNormalizedHeader stopping (false) once the key
 // is longer than any known column's.
 func appendHeaderKey(dst []byte, s string) ([]byte, bool) {
+	return appendHeaderKeyWithin(dst, s, maxHeaderKey)
+}
+
+// appendHeaderKeyWithin appends s to dst without its bracketed text,
+// spaces and decorations, lower-cased; it stops (false) once dst is longer
+// than limit bytes (limit < 0: no limit).
+func appendHeaderKeyWithin(dst []byte, s string, limit int) ([]byte, bool) {
 	depth := 0
 	for _, r := range s {
 		switch r {
@@ -197,7 +185,7 @@ func appendHeaderKey(dst []byte, s string) ([]byte, bool) {
 		if depth > 0 || unicode.IsSpace(r) || r == '_' || r == '-' || r == '.' || r == '*' || r == '＊' || r == '\u200b' || r == '\ufeff' {
 			continue
 		}
-		if dst = utf8.AppendRune(dst, unicode.ToLower(r)); len(dst) > maxHeaderKey {
+		if dst = utf8.AppendRune(dst, unicode.ToLower(r)); limit >= 0 && len(dst) > limit {
 			return dst, false
 		}
 	}
