@@ -74,13 +74,8 @@ func (s *Server) pageSignIn(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusUnauthorized, "signin", s.data(r, caller{}, "", "signin.title"))
 		return
 	}
-	link, ok := s.verifyLink(w, r, tok)
+	link, cur, ok := s.linkAndSession(w, r, tok)
 	if !ok {
-		return
-	}
-	cur, err := s.currentSession(r)
-	if err != nil {
-		s.signInFailed(w, r, link, err)
 		return
 	}
 	spent, err := s.Sessions.LinkSpent(r.Context(), link.ID)
@@ -134,13 +129,8 @@ func (s *Server) pagePostSignIn(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusBadRequest, "signin", d)
 		return
 	}
-	link, ok := s.verifyLink(w, r, tok)
+	link, cur, ok := s.linkAndSession(w, r, tok)
 	if !ok {
-		return
-	}
-	cur, err := s.currentSession(r)
-	if err != nil {
-		s.signInFailed(w, r, link, err)
 		return
 	}
 	if cur != nil && cur.seller != link.Seller && !cur.csrfOK(r, r.PostFormValue("csrf_token")) {
@@ -185,6 +175,21 @@ func (s *Server) pagePostSignIn(w http.ResponseWriter, r *http.Request) {
 
 // maxSignInForm bounds the body of POST /signin: a token and a CSRF token.
 const maxSignInForm = 8 << 10
+
+// linkAndSession is the link tok signs in and the session the request
+// already has (nil: none); when either cannot be had, the answer is
+// written and ok is false.
+func (s *Server) linkAndSession(w http.ResponseWriter, r *http.Request, tok string) (link SignInLink, cur *caller, ok bool) {
+	if link, ok = s.verifyLink(w, r, tok); !ok {
+		return link, nil, false
+	}
+	cur, err := s.currentSession(r)
+	if err != nil {
+		s.signInFailed(w, r, link, err)
+		return link, nil, false
+	}
+	return link, cur, true
+}
 
 // verifyLink checks a link's token or answers itself: signed in, the
 // seller goes on to the uploads; otherwise the sign-in page says the link
