@@ -171,8 +171,8 @@ func NewHTTPServer(addr string, h http.Handler, readTimeout, writeTimeout time.D
 // a time, after their bodies are in: a seller may have two uploads in
 // progress (MaxUploadsPerSeller), but their work takes one core, not every
 // core of a small machine, so another seller's requests meanwhile are
-// answered at their usual speed (issue 45: another seller's p99 at most
-// 100 ms during the worst check).
+// answered at their usual speed (another seller's p99 at most 100 ms
+// during the worst check: go run ./bench/hostile).
 type sellerWork struct {
 	mu   sync.Mutex
 	lock map[string]*workLock

@@ -231,10 +231,9 @@ func TestOnlySignInLinksOpenSessions(t *testing.T) {
 	}
 }
 
-// Issue 45: the spent mark of a link lived until its exp while the
-// verifier accepts it until exp + leeway, so a used link opened a new
-// session again from exp on. The mark must outlive every moment the
-// verifier accepts the link: exp + Leeway, whenever the link was used
+// The verifier accepts a link until exp + leeway, so a spent mark that
+// ended at exp would let a used link open a new session again. The mark
+// must outlive every moment the verifier accepts the link: exp + Leeway, whenever the link was used
 // (long before exp, just before it, or after it within the leeway), and by
 // 2 × Leeway more, the most two replicas' clocks may differ.
 func TestSpentLinkMarkOutlivesTheLeeway(t *testing.T) {
@@ -334,9 +333,9 @@ func linkToken(t *testing.T, link string) string {
 	return u.Query().Get("token")
 }
 
-// Issue 45, login CSRF: a seller signed in who opened another seller's
-// fresh link from another site was signed in as that seller, silently,
-// and uploaded into their account. Now the link asks first, in the
+// Login CSRF: a seller signed in who opens another seller's fresh link
+// from another site must not be signed in as that seller silently (what
+// they upload next would go to that account). The link asks first, in the
 // seller's language, naming both; only a same-origin POST carrying the
 // current session's CSRF token switches, and every other request leaves
 // the session and the link as they were.
@@ -452,9 +451,9 @@ func TestOwnLinkWhileSignedInContinues(t *testing.T) {
 	}
 }
 
-// Issue 45: a link's GET used it up, so a chat app's preview or a mail
-// scanner that fetched it first left the seller a dead link (and the
-// fetcher a session). Now fetching the link changes nothing; the page's
+// A chat app's preview or a mail scanner fetches a link before the
+// seller does: fetching it must not use it up (the seller would get a dead
+// link and the fetcher a session). Fetching the link changes nothing; the page's
 // button (a same-origin POST) signs in, once, with a SameSite=Strict
 // cookie, also when the link was opened from the seller center (another
 // site).
