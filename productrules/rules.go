@@ -407,11 +407,7 @@ func (r Rule) checkFormat(s string) *Violation {
 		if v := r.checkChars(s, false); v != nil {
 			return v
 		}
-		u, err := url.Parse(s)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.IndexFunc(s, IsSpace) >= 0 {
-			return r.violation(CodeInvalidURL, "must be a web address starting with https:// or http://, got "+Quote(s), "value", Quote(s))
-		}
-		return nil
+		return r.checkURL(s)
 	case Word:
 		if v := r.checkChars(s, false); v != nil {
 			return v
@@ -427,6 +423,36 @@ func (r Rule) checkFormat(s string) *Violation {
 		return r.checkChars(s, true)
 	}
 	return r.checkChars(s, false)
+}
+
+// checkURL accepts an absolute http or https URL with a host and no
+// spaces. A refusal says what is wrong as the seller would fix it: the
+// space in an address that starts right, the site missing after http://
+// or https://, else the start.
+func (r Rule) checkURL(s string) *Violation {
+	u, err := url.Parse(s)
+	web := err == nil && (u.Scheme == "http" || u.Scheme == "https")
+	space := strings.IndexFunc(s, IsSpace) >= 0
+	switch {
+	case web && u.Host != "" && !space:
+		return nil
+	case space && webStart(s):
+		return r.violation(CodeInvalidURL, "must be a web address without spaces, got "+Quote(s), "kind", "spaces", "value", Quote(s))
+	case web && u.Host == "":
+		return r.violation(CodeInvalidURL, "must name a site after https:// or http://, got "+Quote(s), "kind", "host", "value", Quote(s))
+	}
+	return r.violation(CodeInvalidURL, "must be a web address starting with https:// or http://, got "+Quote(s), "value", Quote(s))
+}
+
+// webStart reports an address that starts with http:// or https://, in
+// any case (url.Parse reads the scheme so).
+func webStart(s string) bool {
+	for _, p := range []string{"https://", "http://"} {
+		if len(s) >= len(p) && strings.EqualFold(s[:len(p)], p) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkChars refuses control characters; multiline allows line breaks and tabs.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/bulkreg/bulkreg/messages"
 )
 
 func ExampleRules() {
@@ -45,6 +47,16 @@ func TestCheckText(t *testing.T) {
 		{CategoryCode, "CAT 101", CodeInvalidCode, `category_code must be a code of 1 to 64 letters, digits, '-', '_' or '.', got "CAT 101"`},
 		{ImageURL, "https://img.example.com/a.jpg", "", ""},
 		{ImageURL, "//img.example.com/a.jpg", CodeInvalidURL, `image_url must be a web address starting with https:// or http://, got "//img.example.com/a.jpg"`},
+		{ImageURL, "http://img.example.com/a.jpg", "", ""},
+		{ImageURL, "HTTPS://img.example.com/a.jpg", "", ""},
+		{ImageURL, "ftp://img.example.com/a.jpg", CodeInvalidURL, `image_url must be a web address starting with https:// or http://, got "ftp://img.example.com/a.jpg"`},
+		// A space: the address starts right, so the space is what is wrong.
+		{ImageURL, "https://img.example.com/my image.jpg", CodeInvalidURL, `image_url must be a web address without spaces, got "https://img.example.com/my image.jpg"`},
+		{ImageURL, "https://img example.com/a.jpg", CodeInvalidURL, `image_url must be a web address without spaces, got "https://img example.com/a.jpg"`},
+		{ImageURL, "Http://img.example.com/a\u3000b.jpg", CodeInvalidURL, `image_url must be a web address without spaces, got "Http://img.example.com/a\u3000b.jpg"`},
+		{ImageURL, "my image.jpg", CodeInvalidURL, `image_url must be a web address starting with https:// or http://, got "my image.jpg"`},
+		{ImageURL, "https://", CodeInvalidURL, `image_url must name a site after https:// or http://, got "https://"`},
+		{ImageURL, "http:///a.jpg", CodeInvalidURL, `image_url must name a site after https:// or http://, got "http:///a.jpg"`},
 		{Description, "a\r\n\tb", "", ""},
 	} {
 		v := Must(tc.field).CheckText(tc.value)
@@ -90,5 +102,31 @@ func TestRulesAreComplete(t *testing.T) {
 	}
 	if _, ok := Lookup("colour"); ok {
 		t.Error("Lookup found a field that is not in the table")
+	}
+}
+
+// TestURLRefusalsSayWhatIsWrong: an image address with a space is told of
+// the space, one without a site of the site, in both languages of the
+// message table; before, both were told to start with https://.
+func TestURLRefusalsSayWhatIsWrong(t *testing.T) {
+	for _, tc := range []struct {
+		value, key, ko, en string
+	}{
+		{"https://img.example.com/my image.jpg", "invalid_url.spaces", "주소에 공백이 있습니다", "the address contains a space"},
+		{"https://", "invalid_url.host", "사이트 주소가 있어야", "must name a site"},
+		{"img.jpg", "invalid_url", "https:// 또는 http://로 시작하는", "starting with https:// or http://"},
+	} {
+		v := Must(ImageURL).CheckText(tc.value)
+		if v == nil {
+			t.Fatalf("%q is accepted", tc.value)
+		}
+		if k := messages.Key(v.Code, v.Params); k != tc.key {
+			t.Errorf("%q: key %s, want %s", tc.value, k, tc.key)
+		}
+		ko, _ := messages.Render(messages.KO, v.Code, v.Params)
+		en, _ := messages.Render(messages.EN, v.Code, v.Params)
+		if !strings.Contains(ko, tc.ko) || !strings.Contains(en, tc.en) || !strings.Contains(ko, Quote(tc.value)) {
+			t.Errorf("%q: Korean %q, English %q; want %q and %q with the value", tc.value, ko, en, tc.ko, tc.en)
+		}
 	}
 }
