@@ -1,8 +1,8 @@
 package upload
 
 import (
-	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/bulkreg/bulkreg/excel"
 	"github.com/bulkreg/bulkreg/messages"
@@ -15,13 +15,20 @@ const (
 	LangEN = messages.EN
 )
 
-// FieldName is how a page or report in lang names a field of the upload:
-// the seller's own header for it when their file had one, else the
-// template's Korean column name (Korean) or the field itself (English).
+// FieldName is how a page or report in lang names a field of the upload,
+// short enough to be said before each of its problems: the seller's own
+// header for it without the marks and asides the header matching ignores
+// ("판매가* (price)" is "판매가", "가격 (원)" is "가격"); in English a header
+// in Korean is the field itself ("price"). Without a header for it, the
+// template's Korean column name (Korean) or the field (English).
 func FieldName(lang string, header []string, field string) string {
 	for _, h := range header {
 		if f, ok := excel.HeaderField(h); ok && f == field {
-			return h
+			bare := bareHeader(h)
+			if lang == LangEN && hasHangul(bare) {
+				return field
+			}
+			return bare
 		}
 	}
 	if lang == LangEN {
@@ -35,9 +42,37 @@ func FieldName(lang string, header []string, field string) string {
 	return field
 }
 
-// say renders code with params in Korean, the "field" parameter named as
-// the seller's file names it. False when the table has no such code.
-func say(lang string, header []string, code string, params map[string]string) (string, bool) {
+// bareHeader is a header without what is in brackets and without "*":
+// the column's name as the seller wrote it. A header that is nothing else
+// is kept whole.
+func bareHeader(h string) string {
+	var b strings.Builder
+	depth := 0
+	for _, c := range h {
+		switch {
+		case strings.ContainsRune("([{（［｛", c):
+			depth++
+		case strings.ContainsRune(")]}）］｝", c) && depth > 0:
+			depth--
+		case depth == 0 && c != '*':
+			b.WriteRune(c)
+		}
+	}
+	if bare := strings.Join(strings.Fields(b.String()), " "); bare != "" {
+		return bare
+	}
+	return strings.TrimSpace(h)
+}
+
+func hasHangul(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return unicode.Is(unicode.Hangul, r) })
+}
+
+// say renders code with params in lang, the "field" parameter named as the
+// seller's file names it (FieldName). named tells whether the sentence
+// names the field itself; one that does not is said after it (At). False
+// when the table has no such code.
+func say(lang string, header []string, code string, params map[string]string) (s string, named, ok bool) {
 	if f, ok := params["field"]; ok {
 		p := make(map[string]string, len(params))
 		for k, v := range params {
@@ -46,36 +81,36 @@ func say(lang string, header []string, code string, params map[string]string) (s
 		p["field"] = FieldName(lang, header, f)
 		params = p
 	}
-	return messages.Render(lang, code, params)
+	s, ok = messages.Render(lang, code, params)
+	return s, messages.NamesField(code, params), ok
 }
 
-// Text is the problem as a page in lang shows it, without its cell: the
-// validator's own sentence in English, the message table's in Korean.
+// Text is the problem as a page in lang shows it beside its cell and its
+// field (Field): the message table's sentence, which names the field only
+// where it says more of it than that its value is wrong ("merged_fill").
+// A problem whose code the table lacks says the validator's own English
+// sentence.
 func (p Problem) Text(lang string, header []string) string {
-	if lang != LangEN {
-		if s, ok := say(lang, header, p.Code, p.Params); ok {
-			return s
-		}
+	if s, _, ok := say(lang, header, p.Code, p.Params); ok {
+		return s
 	}
 	return strings.TrimSpace(p.Message)
 }
 
-// In is the problem with its place, in lang: "D17: …", "5행: …".
-func (p Problem) In(lang string, header []string) string {
-	if lang == LangEN {
-		return p.String()
+// Field is the field p is about as lang names it (FieldName), to be said
+// before Text; "" when Text names it itself or p is about no field.
+func (p Problem) Field(lang string, header []string) string {
+	f := p.Params["field"]
+	if f == "" || !messages.Known(messages.Key(p.Code, p.Params)) || messages.NamesField(p.Code, p.Params) {
+		return ""
 	}
-	return place(p.Cell, p.Row) + p.Text(lang, header)
+	return FieldName(lang, header, f)
 }
 
-func place(cell string, row int) string {
-	switch {
-	case cell != "":
-		return cell + ": "
-	case row > 0:
-		return strconv.Itoa(row) + "행: "
-	}
-	return ""
+// In is the problem with its place and field, each once, in lang:
+// "D17 판매가: …", "5행: …", "D17 price: …".
+func (p Problem) In(lang string, header []string) string {
+	return messages.At(lang, p.Cell, p.Row, p.Field(lang, header), p.Text(lang, header))
 }
 
 // Text is the refusal of a file as a page in lang says it.
@@ -88,25 +123,42 @@ func (r Refusal) Text(lang string) string {
 	return r.Message
 }
 
-// RowReason is why a row failed (or which product it already is), in lang:
-// the recorded English sentence, or the message table's Korean one from the
-// row's details. A row recorded without details (before they were kept, or
-// a refusal the registration API worded) is said in Korean around its
-// English reason.
+// RowReason is why a row failed (or which product it already is), in lang,
+// each problem with its cell and field once ("D3 판매가: …; E3 재고수량: …"):
+// from the row's details by the message table, or, for a row recorded
+// without details, the recorded reason (English) or, in Korean, the
+// message table's sentence around it.
 func RowReason(lang string, header []string, rr uploadstatus.RowResult) string {
-	if lang == LangEN {
-		return rr.Reason
+	return rowReason(lang, header, rr, "")
+}
+
+// RowReasonBeside is RowReason where the row's field is shown beside the
+// reason (a table's field column): a problem of that field is said
+// without naming it again.
+func RowReasonBeside(lang string, header []string, rr uploadstatus.RowResult) string {
+	return rowReason(lang, header, rr, rr.Field)
+}
+
+func rowReason(lang string, header []string, rr uploadstatus.RowResult, beside string) string {
+	field := func(f string, named bool) string {
+		if f == "" || named || f == beside {
+			return ""
+		}
+		return FieldName(lang, header, f)
 	}
 	if len(rr.Details) > 0 {
 		parts := make([]string, 0, len(rr.Details))
 		for _, d := range rr.Details {
-			if s, ok := say(lang, header, d.Code, d.Params); ok {
-				parts = append(parts, place(d.Cell, 0)+s)
+			if s, named, ok := say(lang, header, d.Code, d.Params); ok {
+				parts = append(parts, messages.At(lang, d.Cell, 0, field(d.Params["field"], named), s))
 			}
 		}
 		if len(parts) == len(rr.Details) {
 			return strings.Join(parts, "; ")
 		}
+	}
+	if lang == LangEN {
+		return rr.Reason
 	}
 	if d, ok := deadLettered(rr); ok {
 		// The consumer's detail is English: "status 503", or a call that
@@ -131,8 +183,8 @@ func RowReason(lang string, header []string, rr uploadstatus.RowResult) string {
 	case rr.State != uploadstatus.Failed:
 		return ""
 	case rr.Field != "":
-		s, _ := messages.Render(lang, "registry_refused", map[string]string{"field": FieldName(lang, header, rr.Field), "detail": rr.Reason})
-		return s
+		s, _ := messages.Render(lang, "registry_refused", map[string]string{"detail": rr.Reason})
+		return messages.At(lang, "", 0, field(rr.Field, false), s)
 	}
 	s, _ := messages.Render(lang, "registry_refused.nofield", map[string]string{"detail": rr.Reason})
 	return s

@@ -17,15 +17,6 @@ import (
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
-func hasHangul(s string) bool {
-	for _, r := range s {
-		if unicode.Is(unicode.Hangul, r) {
-			return true
-		}
-	}
-	return false
-}
-
 // koreanUpload is an upload of a file with the seller's own Korean headers
 // ("가격" for price) whose rows end every way a row can: refused by the
 // validator (a unit after the price, a price out of range, a duplicate
@@ -126,14 +117,14 @@ func TestAKoreanReportIsAllKorean(t *testing.T) {
 		_ = product
 	}
 	for row, want := range map[string][]string{
-		"2":  {"실패", "D2: ", "가격", "1 이상 1,000,000,000 이하", "원이나 ₩ 없이", `"12,000원"`},
-		"3":  {"실패", "D3: ", "가격", "1 이상 1,000,000,000 이하", "허용 범위", `"0"`},
-		"4":  {"실패", "A4: ", "판매자상품코드", "2행", `"A-1"`},
-		"5":  {"실패", "B5: ", "상품명", "비어"},
+		"2":  {"실패", "D2 가격: 1 이상 1,000,000,000 이하", "원이나 ₩ 없이", `"12,000원"`},
+		"3":  {"실패", "D3 가격: 1 이상 1,000,000,000 이하", "허용 범위", `"0"`},
+		"4":  {"실패", `A4 판매자상품코드: "A-1"은 이미 2행에서 썼습니다`},
+		"5":  {"실패", "B5 상품명: 값이 비어 있습니다"},
 		"6":  {"등록됨", "P-6"},
 		"7":  {"이미 등록됨", "P-7", "2026-10-01", "0000000000000001", "3행"},
 		"8":  {"다른 내용으로 이미 등록됨", "P-8", "판매자 센터"},
-		"9":  {"실패", "카테고리코드 값이 마켓의 상품 규칙에 맞지 않아", `마켓의 설명: "category CAT-1 does not exist"`},
+		"9":  {"실패", "카테고리코드: 값이 마켓의 상품 규칙에 맞지 않아", `마켓의 설명: "category CAT-1 does not exist"`},
 		"10": {"대기 중"},
 		"11": {"실패", "8번", "응답 코드 503", "일시적인 오류", "운영자"},
 	} {
@@ -144,6 +135,12 @@ func TestAKoreanReportIsAllKorean(t *testing.T) {
 			}
 		}
 	}
+	// Each problem names its field once: the label is not repeated in the sentence.
+	for row, field := range map[string]string{"2": "가격", "3": "가격", "4": "판매자상품코드", "5": "상품명", "9": "카테고리코드"} {
+		if c := strings.Count(byRow[row][n+2], field); c != 1 {
+			t.Errorf("row %s's reason %q names %s %d times, want once", row, byRow[row][n+2], field, c)
+		}
+	}
 	if p := byRow["6"][n+3]; p != "P-6" {
 		t.Errorf("row 6's product number %q, want P-6", p)
 	}
@@ -151,11 +148,23 @@ func TestAKoreanReportIsAllKorean(t *testing.T) {
 		t.Errorf("row 7's product number %q, want P-7", p)
 	}
 
-	// The English report keeps its English sentences.
+	// The English report keeps its English sentences, the field named once
+	// (by the field, as the seller's header is Korean).
 	en := ReportRowsIn(LangEN, st, cells)
+	enByRow := map[int]string{}
 	for _, r := range en {
+		enByRow[r.Number] = r.Reason
 		if hasHangul(strings.NewReplacer("원", "").Replace(r.Reason)) {
 			t.Errorf("English report row %d: %q", r.Number, r.Reason)
+		}
+	}
+	for row, want := range map[int]string{
+		2: `D2 price: must be a whole number from 1 to 1,000,000,000, got "12,000원"; type the number only, without 원 or ₩`,
+		4: `A4 seller_sku: "A-1" is already used in row 2; each product needs its own code`,
+		5: "B5 name: the cell is empty; the field is required",
+	} {
+		if enByRow[row] != want {
+			t.Errorf("English report row %d: %q, want %q", row, enByRow[row], want)
 		}
 	}
 	// ...and its sheet and own columns are English (they were "결과" and
@@ -246,5 +255,74 @@ func TestADeadLetterIsSaidInKorean(t *testing.T) {
 		if en := RowReason(LangEN, nil, rr); en != rr.Reason {
 			t.Errorf("%s: English %q, want the consumer's %q", tc.class, en, rr.Reason)
 		}
+	}
+}
+
+// TestFieldsAreNamedOnce: a field is named by the seller's header without
+// its marks and asides, in English by the field when the header is Korean;
+// a problem says its cell and field once, then what is wrong; a table that
+// shows the row's field beside the reason does not name it again.
+func TestFieldsAreNamedOnce(t *testing.T) {
+	template := excel.TemplateHeader()
+	for _, tc := range []struct {
+		lang   string
+		header []string
+		field  string
+		want   string
+	}{
+		{LangKO, template, "price", "판매가"},
+		{LangEN, template, "price", "price"},
+		{LangKO, template, "category_code", "카테고리코드"},
+		{LangEN, template, "image_url", "image_url"},
+		{LangKO, []string{"가격 (원)"}, "price", "가격"},
+		{LangEN, []string{"가격 (원)"}, "price", "price"},
+		{LangKO, []string{"Price (KRW)*"}, "price", "Price"},
+		{LangEN, []string{"Price (KRW)*"}, "price", "Price"},
+		{LangKO, nil, "stock", "재고수량"},
+		{LangEN, nil, "stock", "stock"},
+	} {
+		if got := FieldName(tc.lang, tc.header, tc.field); got != tc.want {
+			t.Errorf("FieldName(%s, %q, %s) = %q, want %q", tc.lang, tc.header, tc.field, got, tc.want)
+		}
+	}
+
+	price := Problem{Row: 3, Column: "price", Cell: "D3", Code: "out_of_range", Message: `price must be a whole number greater than 0 and at most 1,000,000,000, got "0"`,
+		Params: map[string]string{"field": "price", "min": "1", "max": "1,000,000,000", "value": `"0"`}}
+	for _, tc := range []struct {
+		lang, text, in string
+	}{
+		{LangKO, `1 이상 1,000,000,000 이하여야 하는데 "0"입니다 (허용 범위를 벗어났습니다)`, `D3 판매가: 1 이상 1,000,000,000 이하여야 하는데 "0"입니다 (허용 범위를 벗어났습니다)`},
+		{LangEN, `must be a whole number from 1 to 1,000,000,000, got "0"`, `D3 price: must be a whole number from 1 to 1,000,000,000, got "0"`},
+	} {
+		if got := price.Text(tc.lang, template); got != tc.text {
+			t.Errorf("%s Text = %q, want %q", tc.lang, got, tc.text)
+		}
+		if got := price.In(tc.lang, template); got != tc.in {
+			t.Errorf("%s In = %q, want %q", tc.lang, got, tc.in)
+		}
+	}
+	// A sentence that names its field says it once, inside.
+	fill := Problem{Cell: "D3", Code: "merged_fill", Params: map[string]string{"field": "price", "range": "D3:D5", "value": `"100"`, "from": "3", "to": "5"}}
+	if got, want := fill.In(LangKO, template), `D3: D3:D5 셀이 병합되어 있어 "100" 값을 3행부터 5행까지의 판매가에 씁니다`; got != want {
+		t.Errorf("merged_fill In = %q, want %q", got, want)
+	}
+	// A row without a cell is named by its number.
+	if got := (Problem{Row: 5, Code: "hidden_row"}).In(LangKO, nil); got != "5행: 이 행은 스프레드시트에서 숨겨져 있지만 다른 행처럼 등록됩니다" {
+		t.Errorf("a row's problem: %q", got)
+	}
+
+	rr := uploadstatus.RowResult{Row: 3, State: uploadstatus.Failed, Code: "out_of_range", Field: "price", Details: []uploadstatus.Detail{
+		{Code: "out_of_range", Cell: "D3", Field: "price", Params: price.Params},
+		{Code: "required", Cell: "E3", Field: "stock", Params: map[string]string{"field": "stock"}},
+	}}
+	if got, want := RowReason(LangKO, template, rr), `D3 판매가: 1 이상 1,000,000,000 이하여야 하는데 "0"입니다 (허용 범위를 벗어났습니다); E3 재고수량: 값이 비어 있습니다. 필수 항목이니 값을 입력해 주세요`; got != want {
+		t.Errorf("RowReason = %q, want %q", got, want)
+	}
+	if got, want := RowReasonBeside(LangKO, template, rr), `D3: 1 이상 1,000,000,000 이하여야 하는데 "0"입니다 (허용 범위를 벗어났습니다); E3 재고수량: 값이 비어 있습니다. 필수 항목이니 값을 입력해 주세요`; got != want {
+		t.Errorf("RowReasonBeside = %q, want %q", got, want)
+	}
+	refused := uploadstatus.RowResult{Row: 9, State: uploadstatus.Failed, Code: "invalid_category", Field: "category_code", Reason: "category CAT-1 does not exist"}
+	if got, want := RowReasonBeside(LangKO, template, refused), `값이 마켓의 상품 규칙에 맞지 않아 마켓이 이 행을 받지 않았습니다. 마켓의 설명: "category CAT-1 does not exist"`; got != want {
+		t.Errorf("RowReasonBeside of a refusal = %q, want %q", got, want)
 	}
 }

@@ -21,3 +21,12 @@ func TestStrictRefusalNamesNoFlag(t *testing.T) {
 		t.Errorf("strict refusal detail %q: want it to say a strict upload publishes nothing, name D3 and no flag", r.Message)
 	}
 }
+
+// TestStrictRefusalCountsInEnglish: one problem is "1 problem".
+func TestStrictRefusalCountsInEnglish(t *testing.T) {
+	one := &InvalidRowsError{Problems: []excel.Problem{{Cell: "D3", Message: "price must be a whole number"}}}
+	two := &InvalidRowsError{Problems: []excel.Problem{{Cell: "D3"}, {Cell: "D4"}}}
+	if !strings.HasPrefix(one.Error(), "1 problem in the rows;") || !strings.HasPrefix(two.Error(), "2 problems in the rows;") {
+		t.Errorf("%q, %q: want 1 problem, 2 problems", one.Error(), two.Error())
+	}
+}

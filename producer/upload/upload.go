@@ -23,6 +23,7 @@ import (
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/excel"
 	"github.com/bulkreg/bulkreg/internal/logctx"
+	"github.com/bulkreg/bulkreg/messages"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
@@ -198,7 +199,7 @@ type InvalidRowsError struct {
 func (e *InvalidRowsError) Error() string {
 	// Said without a flag's name: the same text is the CLI's (--strict) and
 	// the HTTP API's problem detail (?strict=true).
-	msg := fmt.Sprintf("%d problems in the rows; a strict upload publishes nothing until every row is valid", len(e.Problems))
+	msg := fmt.Sprintf("%d %s in the rows; a strict upload publishes nothing until every row is valid", len(e.Problems), messages.Plural(len(e.Problems), "problem", "problems"))
 	if len(e.Problems) > 0 {
 		msg += " (first: " + e.Problems[0].Error() + ")"
 	}
