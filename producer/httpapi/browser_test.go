@@ -398,20 +398,20 @@ func TestSellerInTheBrowser(t *testing.T) {
 	)
 	problems := eval[string](t, ctx, `document.querySelector("#problems").innerText`)
 	cell := "D" + strconv.Itoa(badRow)
-	if !strings.HasPrefix(problems, cell+" (판매가 (price)): ") || strings.Count(problems, "\n") != 0 {
+	if !strings.HasPrefix(problems, cell+" price: must be a whole number") || strings.Count(problems, "\n") != 0 {
 		t.Errorf("the check lists %q, want one problem naming %s", problems, cell)
 	}
 	marked := eval[string](t, ctx, `(c => c ? c.getAttribute("aria-invalid") + "|" + c.textContent : "")(document.getElementById("cell-`+cell+`"))`)
 	if !strings.HasPrefix(marked, "true|12,000원") {
 		t.Errorf("preview cell %s: %q, want it marked invalid with the seller's text", cell, marked)
 	}
-	if s := eval[string](t, ctx, `document.querySelector("#check-summary").innerText`); s != "25 rows: 24 ready, 1 with problems, 0 already registered" {
+	if s := eval[string](t, ctx, `document.querySelector("#check-summary").innerText`); s != "25 rows: 24 ready, 1 with problems" {
 		t.Errorf("check summary %q", s)
 	}
 	if f := eval[string](t, ctx, `document.getElementById("file").files[0].name`); f != "spring-products.xlsx" {
 		t.Errorf("after the check the file input holds %q, want the file still chosen", f)
 	}
-	if p := text(t, ctx, "#plan"); p != "Register registers 24 rows and skips 1 with problems and 0 already registered." {
+	if p := text(t, ctx, "#plan"); p != "Register registers 24 rows and skips 1 row with problems." {
 		t.Errorf("the check says %q, want what Register will do", p)
 	}
 	if visible(t, ctx, "#confirm") {
@@ -526,7 +526,7 @@ func TestSellerInTheBrowser(t *testing.T) {
 	end := eval[[]string](t, ctx, `[document.getElementById("state").textContent, document.getElementById("state").className, document.getElementById("bar").className,
 		document.getElementById("eta").innerText, (e => e.hidden ? "" : e.innerText)(document.getElementById("fix")), document.getElementById("fix-file").getAttribute("href")]`)
 	if end[0] != "partly failed" || !strings.Contains(end[1], "end-partial") || !strings.Contains(end[2], "end-partial") ||
-		end[3] != "Partly failed: 1 of 25 rows need fixing; the rest are registered." || !strings.Contains(end[4], "Download the fix file: failed rows, 1 (.xlsx)") ||
+		end[3] != "Partly failed: 1 of 25 rows needs fixing; the rest are registered." || !strings.Contains(end[4], "Download the fix file: 1 failed row (.xlsx)") ||
 		end[5] != "/v1/uploads/"+id+"/report.xlsx?failed_only=true" {
 		t.Errorf("at the end the page shows %q, want the partly-failed state with the fix file", end)
 	}
@@ -729,7 +729,7 @@ func TestOutageInTheBrowser(t *testing.T) {
 	id := eval[string](t, ctx, `document.getElementById("progress").dataset.upload`)
 	poll(t, ctx, `!document.getElementById("ahead").hidden`)
 	ahead := eval[[]string](t, ctx, `[document.getElementById("ahead").innerText, document.getElementById("waiting").innerText, document.getElementById("percent").innerText]`)
-	if !strings.Contains(ahead[0], "rows of your earlier uploads are ahead of this one: the marketplace allows 10 registrations per 2 seconds per seller") ||
+	if !strings.Contains(ahead[0], "rows of your earlier uploads are ahead of this one: the marketplace registers at most 10 per 2 seconds for each seller") ||
 		!strings.Contains(ahead[1], "You may close this page") || ahead[2] != "0% done" {
 		t.Errorf("an upload behind the seller's earlier one says %q", ahead)
 	}
@@ -834,7 +834,7 @@ func TestOutageInTheBrowser(t *testing.T) {
 	}
 	poll2(`document.getElementById("progress").dataset.done === "true"`, 60*time.Second)
 	end := eval[[]string](t, ctx, `[document.getElementById("state").textContent, document.getElementById("state").className, document.getElementById("eta").innerText, String(document.getElementById("fix").hidden)]`)
-	if end[0] != "all registered" || !strings.Contains(end[1], "end-ok") || end[2] != "Every row is registered (10 now, 0 already)." || end[3] != "true" {
+	if end[0] != "all registered" || !strings.Contains(end[1], "end-ok") || end[2] != "Every row is registered (10 registered now)." || end[3] != "true" {
 		t.Errorf("after the outage the upload ends %q, want all registered", end)
 	}
 }

@@ -112,7 +112,7 @@ func failedRows(lang string, st uploadstatus.Status) (failed, other []FailedRow,
 		}
 		r.Reason = cutRunes(r.Reason, textShownLen)
 		fr := FailedRow{Row: r.Row, Field: cutRunes(upload.FieldIn(lang, header, r.Field), headerShownLen), Code: r.Code,
-			Reason: cutRunes(upload.RowReason(lang, header, r), textShownLen)}
+			Reason: cutRunes(upload.RowReasonBeside(lang, header, r), textShownLen)}
 		fr.values = append(values, fr.Field, r.ProductID)
 		*used += escapedLen(fr.Field) + escapedLen(fr.Reason) + len(fr.Code) + cellMarkup
 		*list = append(*list, fr)

@@ -69,8 +69,8 @@ var messages = map[string][2]string{ // [ko, en]
 	"upload.nofile":        {"파일을 선택해 주세요.", "Please choose a file."},
 	"upload.working":       {"검사 중…", "Checking…"},
 	"check.title":          {"검사 결과", "Check result"},
-	"check.summary":        {"%d행: 등록 가능 %d, 오류 %d, 이미 등록됨 %d", "%d rows: %d ready, %d with problems, %d already registered"},
-	"check.summary.other":  {"%d행: 등록 가능 %d, 오류 %d, 이미 등록됨 %d, 다른 내용으로 이미 등록됨 %d", "%d rows: %d ready, %d with problems, %d already registered, %d already registered with different content"},
+	"check.summary":        {"%s: %s", "%s: %s"},
+	"check.summary.other":  {"다른 내용으로 이미 등록됨 %d개", "%d already registered with different content"},
 	"check.ok":             {"문제가 없습니다. '등록'을 누르면 등록을 시작합니다.", "No problems. Press Register to start."},
 	"check.problems":       {"고칠 곳", "Problems to fix"},
 	"check.warnings":       {"참고", "Worth knowing"},
@@ -139,25 +139,25 @@ var messages = map[string][2]string{ // [ko, en]
 	"state.done.other":      {"완료 (다른 내용으로 이미 등록된 상품 있음)", "done, some already registered with different content"},
 	"state.done.partial":    {"일부 실패", "partly failed"},
 	"state.done.failed":     {"모두 실패", "all failed"},
-	"end.ok":                {"모든 행을 등록했습니다 (새로 등록 %d, 이미 등록됨 %d).", "Every row is registered (%d now, %d already)."},
-	"end.other":             {"완료: 새로 등록 %[1]d, 이미 등록됨 %[2]d, 다른 내용으로 이미 등록됨 %[3]d. 파일에서 고칠 행은 없습니다.", "Done: %[3]d already registered with different content, nothing to fix in the file (%[1]d registered now, %[2]d already)."},
-	"end.partial":           {"일부 실패: %d행 중 %d행을 고쳐야 합니다. 나머지는 등록되었습니다.", "Partly failed: %[2]d of %[1]d rows need fixing; the rest are registered."},
-	"end.partial.other":     {"일부 실패: %[1]d행 중 %[2]d행을 고쳐야 합니다. %[3]d행은 다른 내용으로 이미 등록되어 있고, 나머지는 등록되었습니다.", "Partly failed: %[2]d of %[1]d rows need fixing; %[3]d are registered already with different content, the rest are registered."},
-	"end.failed":            {"모두 실패: %d행 모두 고쳐야 합니다. 등록된 행이 없습니다.", "All failed: all %d rows need fixing; none was registered."},
-	"end.fix":               {"고칠 파일 내려받기: 실패한 행 %d개 (.xlsx)", "Download the fix file: failed rows, %d (.xlsx)"},
+	"end.ok":                {"모든 행을 등록했습니다%s.", "Every row is registered%s."},
+	"end.other":             {"완료: 다른 내용으로 이미 등록된 %[1]d개 행이 있고, 파일에서 고칠 행은 없습니다%[2]s.", "Done: %[1]d rows are registered already with different content, nothing to fix in the file%[2]s."},
+	"end.partial":           {"일부 실패: %[2]d개 행 중 %[1]d개 행을 고쳐야 합니다.", "Partly failed: %[1]d of %[2]d rows need fixing;"},
+	"end.partial.other":     {"%d개 행은 다른 내용으로 이미 등록되어 있고, 나머지는 등록되었습니다.", "%d rows are registered already with different content, the rest are registered."},
+	"end.failed":            {"모두 실패: %d개 행을 모두 고쳐야 합니다. 등록된 행이 없습니다.", "All failed: all %d rows need fixing; none was registered."},
+	"end.fix":               {"고칠 파일 내려받기: 실패한 %d개 행 (.xlsx)", "Download the fix file: %d failed rows (.xlsx)"},
 	"end.fixhint":           {"이 파일에서 사유를 보고 고친 뒤 그대로 다시 올리면 됩니다.", "Fix the rows the file lists, with their reasons, and upload it again as it is."},
-	"check.plan.all":        {"문제가 없습니다. '등록'을 누르면 %d행을 모두 등록합니다.", "No problems. Register registers all %d rows."},
-	"check.plan":            {"'등록'을 누르면 %d행을 등록하고, 오류가 있는 %d행과 이미 등록된 %d행은 건너뜁니다.", "Register registers %d rows and skips %d with problems and %d already registered."},
+	"check.plan.all":        {"문제가 없습니다. '등록'을 누르면 %d개 행을 모두 등록합니다.", "No problems. Register registers all %d rows."},
+	"check.plan":            {"'등록'을 누르면 %s을 등록하고, %s은 건너뜁니다.", "Register registers %s and skips %s."},
 	"check.before.link":     {"그때의 등록 진행 상황 보기", "See how that upload went"},
-	"check.plan.other":      {"'등록'을 누르면 %d행을 등록하고, 오류가 있는 %d행, 이미 등록된 %d행, 다른 내용으로 이미 등록된 %d행은 건너뜁니다.", "Register registers %d rows and skips %d with problems, %d already registered and %d already registered with different content."},
-	"check.plan.none.other": {"등록할 행이 없습니다: 오류가 있는 행 %d, 이미 등록된 행 %d, 다른 내용으로 이미 등록된 행 %d. 오류가 있으면 고친 뒤 다시 올려 주세요.", "Nothing to register: %d rows have problems, %d are registered already and %d are registered already with different content. Fix any problems and upload again."},
-	"check.plan.none":       {"등록할 행이 없습니다: 오류가 있는 행 %d, 이미 등록된 행 %d. 오류를 고친 뒤 다시 올려 주세요.", "Nothing to register: %d rows have problems and %d are registered already. Fix the problems and upload again."},
-	"check.plan.allready":   {"모든 행(%d행)이 이미 등록되어 있습니다. 새로 등록할 행이 없습니다.", "All %d rows are registered already; there is nothing new to register."},
+	"check.plan.other":      {"다른 내용으로 이미 등록된 %d개 행", "%d rows registered already with different content"},
+	"check.plan.none.other": {"다른 내용으로 이미 등록된 %d개 행", "%d rows are registered already with different content"},
+	"check.plan.none":       {"등록할 행이 없습니다: %s.", "Nothing to register: %s."},
+	"check.plan.allready":   {"%d개 행이 모두 이미 등록되어 있습니다. 새로 등록할 행이 없습니다.", "All %d rows are registered already; there is nothing new to register."},
 	"confirm.title":         {"건너뛰는 행이 있습니다. 등록할까요?", "Some rows will be skipped. Register anyway?"},
-	"confirm.register":      {"%d행 등록", "Register %d rows"},
+	"confirm.register":      {"%d개 행 등록", "Register %d rows"},
 	"confirm.cancel":        {"취소", "Cancel"},
-	"confirm.again":         {"그래도 등록하려면 파일을 다시 선택한 뒤 '%d행 등록'을 누르세요.", "To register anyway, choose the file again and press Register %d rows."},
-	"wait.ahead":            {"먼저 올린 파일의 행 %[1]s개가 앞에 있어 그 행들이 끝난 뒤 이 파일의 행이 등록됩니다. 마켓플레이스는 판매자마다 %[3]s에 %[2]d건까지만 등록을 허용합니다.", "%[1]s rows of your earlier uploads are ahead of this one: the marketplace allows %[2]d registrations per %[3]s per seller, so this file's rows start when those are done."},
+	"confirm.again":         {"그래도 등록하려면 파일을 다시 선택한 뒤 '%d개 행 등록'을 누르세요.", "To register anyway, choose the file again and press Register %d rows."},
+	"wait.ahead":            {"먼저 올린 파일의 %[1]s개 행이 앞에 있어 그 행들이 끝난 뒤 이 파일의 행이 등록됩니다. 마켓플레이스는 판매자마다 %[3]s에 %[2]d건까지만 등록을 허용합니다.", "%[1]s rows of your earlier uploads are ahead of this one: the marketplace registers at most %[2]d per %[3]s for each seller, so this file's rows start when those are done."},
 	"wait.pace":             {"마켓플레이스는 판매자마다 %[2]s에 %[1]d건까지만 등록을 허용하므로 그 속도로 등록합니다.", "The marketplace allows %d registrations per %s per seller; rows are registered at that pace."},
 	"wait.close":            {"이 페이지를 닫아도 등록은 계속됩니다.", "You may close this page; registering goes on."},
 	"win.min1":              {"1분", "minute"},
@@ -194,13 +194,66 @@ var messages = map[string][2]string{ // [ko, en]
 	"detail.othercontent.why": {"이 상품들은 이미 다른 내용으로 등록되어 있어 일괄 등록으로 바꾸지 않았습니다. 파일에는 문제가 없습니다. 가격이나 재고는 판매자 센터의 상품 관리에서 바꿔 주세요.", "These products are already registered with different content, which bulk registration does not change; nothing is wrong with the file. Change their price or stock in the seller center's product management."},
 
 	// The bounds of what a page shows (bounds.go): what was left out.
-	"check.preview.cut": {"미리보기는 전체 %[3]d행 %[4]d열 가운데 첫 %[1]d개 행과 %[2]d개 열만 보여 줍니다. 검사는 모든 행과 열에 했습니다.",
-		"The preview shows the first %[1]d rows and %[2]d columns only, of %[3]d rows and %[4]d columns; every row and column was checked."},
+	"check.preview.cut": {"미리보기는 전체 %[3]s, %[4]s 가운데 첫 %[1]s과 %[2]s만 보여 줍니다. 검사는 모든 행과 열에 했습니다.",
+		"The preview shows the first %[1]s and %[2]s only, of %[3]s and %[4]s; every row and column was checked."},
 	"check.problems.more": {"문제 %d개는 여기에 보여 주지 않았습니다. 위의 문제를 고친 뒤 다시 검사하면 나머지를 보여 줍니다. '등록'한 뒤 받는 고칠 파일에는 행마다 모든 문제가 있습니다.",
 		"%d more problems are not listed here. Fix the ones above and check again to see the rest; the fix file you get after Register lists every row's problems."},
 	"check.warnings.more":     {"참고할 내용 %d개는 보여 주지 않았습니다.", "%d more notes are not shown."},
 	"check.fileproblems.more": {"문제 %d개는 보여 주지 않았습니다. 위의 문제를 고친 뒤 다시 올려 주세요.", "%d more problems are not shown; fix the ones above and upload again."},
-	"detail.rows.more":        {"행 %d개는 여기에 보여 주지 않았습니다. 고칠 파일(.xlsx)에 모든 행과 사유가 있습니다.", "%d more rows are not listed here; the fix file (.xlsx) has every row and its reason."},
+	"detail.rows.more":        {"%d개 행은 여기에 보여 주지 않았습니다. 고칠 파일(.xlsx)에 모든 행과 사유가 있습니다.", "%d more rows are not listed here; the fix file (.xlsx) has every row and its reason."},
+
+	// Counts said in parts (counts.go), each only when it is not 0, and a
+	// row's number.
+	"check.rownum":            {"%d행", "Row %d"},
+	"n.rows":                  {"%d개 행", "%d rows"},
+	"n.cols":                  {"%d개 열", "%d columns"},
+	"check.summary.valid":     {"등록 가능 %d개", "%d ready"},
+	"check.summary.invalid":   {"오류 %d개", "%d with problems"},
+	"check.summary.already":   {"이미 등록됨 %d개", "%d already registered"},
+	"check.plan.rows":         {"%d개 행", "%d rows"},
+	"check.plan.invalid":      {"오류가 있는 %d개 행", "%d rows with problems"},
+	"check.plan.already":      {"이미 등록된 %d개 행", "%d rows registered already"},
+	"check.plan.none.invalid": {"오류가 있는 %d개 행", "%d rows have problems"},
+	"check.plan.none.already": {"이미 등록된 %d개 행", "%d rows are registered already"},
+	"check.plan.fixfirst":     {"오류를 고친 뒤 다시 올려 주세요.", "Fix the problems and upload again."},
+	"end.now":                 {"이번에 등록한 %d개 행", "%d registered now"},
+	"end.before":              {"이미 등록되어 있던 %d개 행", "%d already"},
+	"end.partial.rest":        {"나머지는 등록되었습니다.", "the rest are registered."},
+	"end.partial.others":      {"%d개 행은 다른 내용으로 이미 등록되어 있습니다.", "%d rows are registered already with different content."},
+
+	// The forms for one (msgN): "1 row", "1 is".
+	"n.rows.one":                  {"%d개 행", "%d row"},
+	"n.cols.one":                  {"%d개 열", "%d column"},
+	"check.plan.all.one":          {"문제가 없습니다. '등록'을 누르면 %d개 행을 등록합니다.", "No problems. Register registers %d row."},
+	"check.plan.rows.one":         {"%d개 행", "%d row"},
+	"check.plan.invalid.one":      {"오류가 있는 %d개 행", "%d row with problems"},
+	"check.plan.already.one":      {"이미 등록된 %d개 행", "%d row registered already"},
+	"check.plan.other.one":        {"다른 내용으로 이미 등록된 %d개 행", "%d row registered already with different content"},
+	"check.plan.none.invalid.one": {"오류가 있는 %d개 행", "%d row has problems"},
+	"check.plan.none.already.one": {"이미 등록된 %d개 행", "%d row is registered already"},
+	"check.plan.none.other.one":   {"다른 내용으로 이미 등록된 %d개 행", "%d row is registered already with different content"},
+	"check.plan.allready.one":     {"%d개 행이 이미 등록되어 있습니다. 새로 등록할 행이 없습니다.", "%d row is registered already; there is nothing new to register."},
+	"confirm.register.one":        {"%d개 행 등록", "Register %d row"},
+	"confirm.again.one":           {"그래도 등록하려면 파일을 다시 선택한 뒤 '%d개 행 등록'을 누르세요.", "To register anyway, choose the file again and press Register %d row."},
+	"end.other.one":               {"완료: 다른 내용으로 이미 등록된 %[1]d개 행이 있고, 파일에서 고칠 행은 없습니다%[2]s.", "Done: %[1]d row is registered already with different content, nothing to fix in the file%[2]s."},
+	"end.partial.one":             {"일부 실패: %[2]d개 행 중 %[1]d개 행을 고쳐야 합니다.", "Partly failed: %[1]d of %[2]d rows needs fixing;"},
+	"end.partial.other.one":       {"%d개 행은 다른 내용으로 이미 등록되어 있고, 나머지는 등록되었습니다.", "%d row is registered already with different content, the rest are registered."},
+	"end.partial.others.one":      {"%d개 행은 다른 내용으로 이미 등록되어 있습니다.", "%d row is registered already with different content."},
+	"end.failed.one":              {"모두 실패: %d개 행을 고쳐야 합니다. 등록된 행이 없습니다.", "All failed: %d row needs fixing; it was not registered."},
+	"end.fix.one":                 {"고칠 파일 내려받기: 실패한 %d개 행 (.xlsx)", "Download the fix file: %d failed row (.xlsx)"},
+	"wait.ahead.one":              {"먼저 올린 파일의 %[1]s개 행이 앞에 있어 그 행이 끝난 뒤 이 파일의 행이 등록됩니다. 마켓플레이스는 판매자마다 %[3]s에 %[2]d건까지만 등록을 허용합니다.", "%[1]s row of your earlier uploads is ahead of this one: the marketplace registers at most %[2]d per %[3]s for each seller, so this file's rows start when it is done."},
+	"wait.pace.one":               {"마켓플레이스는 판매자마다 %[2]s에 %[1]d건까지만 등록을 허용하므로 그 속도로 등록합니다.", "The marketplace allows %d registration per %s per seller; rows are registered at that pace."},
+	"win.sec.one":                 {"%d초", "%d second"},
+	"share.body.one":              {"지금 보관 중인 업로드 %[1]d개(%[2]s)가 판매자별 보관 한도(%[3]s)를 다 써서 이 파일을 받을 수 없습니다. 이전 업로드가 만료되면 약 %[4]s 후에 다시 올릴 수 있습니다. 등록할 행이 없던 업로드는 일찍 만료됩니다. 더 빨리 올려야 하면 운영자에게 오래된 업로드 삭제나 한도 확대를 요청해 주세요.", "Your %[1]d upload kept now (%[2]s) uses your whole storage share (%[3]s), so this file was not taken. Older uploads expire and make room in about %[4]s; uploads with nothing to register expire sooner. To upload sooner, ask the operator to delete old uploads or raise your share."},
+	"share.both.one":              {"업로드 %d개 또는 %s", "%d upload or %s"},
+	"share.count.one":             {"업로드 %d개", "%d upload"},
+	"share.hours.one":             {"%d시간", "%d hour"},
+	"share.days.one":              {"%d일", "%d day"},
+	"check.problems.more.one": {"문제 %d개는 여기에 보여 주지 않았습니다. 위의 문제를 고친 뒤 다시 검사하면 나머지를 보여 줍니다. '등록'한 뒤 받는 고칠 파일에는 행마다 모든 문제가 있습니다.",
+		"%d more problem is not listed here. Fix the ones above and check again to see it; the fix file you get after Register lists every row's problems."},
+	"check.warnings.more.one":     {"참고할 내용 %d개는 보여 주지 않았습니다.", "%d more note is not shown."},
+	"check.fileproblems.more.one": {"문제 %d개는 보여 주지 않았습니다. 위의 문제를 고친 뒤 다시 올려 주세요.", "%d more problem is not shown; fix the ones above and upload again."},
+	"detail.rows.more.one":        {"%d개 행은 여기에 보여 주지 않았습니다. 고칠 파일(.xlsx)에 그 행과 사유가 있습니다.", "%d more row is not listed here; the fix file (.xlsx) has every row and its reason."},
 }
 
 func langIndex(lang string) int {
@@ -210,8 +263,28 @@ func langIndex(lang string) int {
 	return 0
 }
 
-// msg returns the page text of key in lang, formatted with args.
+// msg returns the page text of key in lang, formatted with args. A text
+// that counts something has a form for one, key + ".one" ("1 row"): it is
+// chosen when the first argument is the int 1 (msgN).
 func msg(lang, key string, args ...any) string {
+	if len(args) > 0 {
+		if n, ok := args[0].(int); ok {
+			return msgN(lang, key, n, args...)
+		}
+	}
+	return format(lang, key, args)
+}
+
+// msgN is msg with the form for the count n: key + ".one" when n is 1 and
+// the key has one.
+func msgN(lang, key string, n int, args ...any) string {
+	if _, ok := messages[key+".one"]; ok && n == 1 {
+		key += ".one"
+	}
+	return format(lang, key, args)
+}
+
+func format(lang, key string, args []any) string {
 	m, ok := messages[key]
 	if !ok {
 		return key
@@ -238,6 +311,9 @@ func jsMessages(lang string) map[string]string {
 	for _, k := range []string{"detail.eta", "detail.eta.now", "detail.eta.none", "detail.done", "detail.percent", "dur.min", "dur.sec", "detail.nofailed", "upload.nofile", "upload.working",
 		"outage.eta", "failing.eta", "paused.eta", "state.done.ok", "state.done.other", "state.done.partial", "state.done.failed", "end.fix", "detail.rows.more"} {
 		out[k] = msg(lang, k)
+		if _, ok := messages[k+".one"]; ok { // the script says "1 row" as the page does (app.js say)
+			out[k+".one"] = msg(lang, k+".one")
+		}
 	}
 	for _, s := range []string{"publishing", "published", "publish_failed", "done"} {
 		out["state."+s] = msg(lang, "state."+s)

@@ -22,11 +22,13 @@ import (
 func TestKoreanPagesSayReasonsInKorean(t *testing.T) {
 	e := newSessionEnv(t)
 	c, csrf := e.signIn(t, "seller-a")
+	var raw string // the last page as sent, its attributes still quoted
 	post := func(path string, data []byte, lang string) string {
 		t.Helper()
 		ct, body := multipartBody(t, "file", data, map[string]string{"csrf_token": csrf})
 		_, b := pageDo(t, c, "POST", e.srv.URL+path, lang, ct, body)
-		return html.UnescapeString(string(b))
+		raw = string(b)
+		return html.UnescapeString(raw)
 	}
 	csv := []byte("판매자상품코드,상품명,카테고리코드,가격,재고수량,internal_note\n" +
 		"A-1,셔츠,CAT-1,\"12,000원\",5,x\n" +
@@ -38,25 +40,45 @@ func TestKoreanPagesSayReasonsInKorean(t *testing.T) {
 			t.Errorf("the Korean check page lacks %q", want)
 		}
 	}
+	// Each problem names its cell and field once, then what is wrong (it
+	// said "D3 (가격): 가격은(는) …").
+	words := html.UnescapeString(strings.NewReplacer("<bdi>", "", "</bdi>", "").Replace(raw))
+	for _, want := range []string{
+		`D2</a> 가격: 1 이상 1,000,000,000 이하의 정수여야 하는데 "12,000원"입니다. 원이나 ₩ 없이 숫자만 입력해 주세요</li>`,
+		`D3</a> 가격: 1 이상 1,000,000,000 이하여야 하는데 "0"입니다 (허용 범위를 벗어났습니다)</li>`,
+		`A4</a> 판매자상품코드: "A-1"은 이미 2행에서 썼습니다. 상품마다 다른 코드가 필요합니다</li>`,
+		"3개 행: 오류 3개", "등록할 행이 없습니다: 오류가 있는 3개 행. 오류를 고친 뒤 다시 올려 주세요.",
+	} {
+		if !strings.Contains(words, want) {
+			t.Errorf("the Korean check page lacks %q", want)
+		}
+	}
+	for _, wrong := range []string{"(는)", "(를)", "(으)", "(가격)"} {
+		if strings.Contains(words, wrong) {
+			t.Errorf("the Korean check page holds %q", wrong)
+		}
+	}
 	for _, english := range []string{"must be", "is not a known column", "is already used in row"} {
 		if strings.Contains(page, english) {
 			t.Errorf("the Korean check page holds the English %q", english)
 		}
 	}
 	// Every problem, warning and cell hint shown has Hangul.
-	items := regexp.MustCompile(`(?s)<li>(.*?)</li>|title="([^"]*)"`).FindAllStringSubmatch(page, -1)
+	items := regexp.MustCompile(`(?s)<li>(.*?)</li>|title="([^"]*)"`).FindAllStringSubmatch(raw, -1)
 	if len(items) < 5 {
 		t.Fatalf("found %d problems, warnings and hints on the page", len(items))
 	}
 	for _, m := range items {
-		text := m[1] + m[2]
+		text := html.UnescapeString(m[1] + m[2])
 		if !regexp.MustCompile(`\p{Hangul}`).MatchString(text) {
 			t.Errorf("a Korean page shows %q without Hangul", text)
 		}
 	}
 	page = post("/upload/check", csv, "en")
-	for _, want := range []string{`price must be a whole number greater than 0 and at most 1,000,000,000, got "12,000원"; type the number only, without 원 or ₩`, "is not a known column"} {
-		if !strings.Contains(page, want) {
+	words = html.UnescapeString(strings.NewReplacer("<bdi>", "", "</bdi>", "").Replace(raw))
+	for _, want := range []string{`D2</a> price: must be a whole number from 1 to 1,000,000,000, got "12,000원"; type the number only, without 원 or ₩</li>`,
+		"is not a known column", "3 rows: 3 with problems", "Nothing to register: 3 rows have problems. Fix the problems and upload again."} {
+		if !strings.Contains(words, want) {
 			t.Errorf("the English check page lacks %q", want)
 		}
 	}
@@ -164,8 +186,8 @@ func TestTheCheckPageGroupsOtherContentApart(t *testing.T) {
 	// apart, nothing to register (a new-user review read "오류 2" and two
 	// rows "with errors" skipped, where one cell was listed to fix).
 	for _, want := range []string{
-		"2행: 등록 가능 0, 오류 1, 이미 등록됨 0, 다른 내용으로 이미 등록됨 1",
-		"등록할 행이 없습니다: 오류가 있는 행 1, 이미 등록된 행 0, 다른 내용으로 이미 등록된 행 1.",
+		"2개 행: 오류 1개, 다른 내용으로 이미 등록됨 1개",
+		"등록할 행이 없습니다: 오류가 있는 1개 행과 다른 내용으로 이미 등록된 1개 행. 오류를 고친 뒤 다시 올려 주세요.",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the check page lacks %q", want)

@@ -344,23 +344,6 @@ func uploadEnd(st uploadstatus.Status) string {
 	return ""
 }
 
-// endText says a finished upload's end state in words, with how many rows
-// need fixing.
-func endText(lang string, st uploadstatus.Status) string {
-	switch endState(st) {
-	case "ok":
-		return msg(lang, "end.ok", st.Registered, st.AlreadyRegistered)
-	case "other":
-		return msg(lang, "end.other", st.Registered, st.AlreadyRegistered, st.OtherContent)
-	case "failed":
-		return msg(lang, "end.failed", st.Total)
-	}
-	if st.OtherContent > 0 {
-		return msg(lang, "end.partial.other", st.Total, st.ToFix(), st.OtherContent)
-	}
-	return msg(lang, "end.partial", st.Total, st.ToFix())
-}
-
 // pacer is the throttle's policy where the uploader's Slots has one
 // (*throttle.Throttle): the pages say the marketplace's limit from it.
 type pacer interface{ Policy() throttle.Policy }
@@ -457,8 +440,9 @@ func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
 		win := windowText(d.Lang, pp.Window)
 		v.PaceText = msg(d.Lang, "wait.pace", pp.Limit, win)
 		v.AheadFormat = msg(d.Lang, "wait.ahead", "%d", pp.Limit, win)
+		d.JSMessages["wait.ahead.one"] = msgN(d.Lang, "wait.ahead", 1, "%d", pp.Limit, win) // the script's "1 row"
 		if p.RowsAhead > 0 {
-			v.AheadText = msg(d.Lang, "wait.ahead", itoa(p.RowsAhead), pp.Limit, win)
+			v.AheadText = msgN(d.Lang, "wait.ahead", p.RowsAhead, itoa(p.RowsAhead), pp.Limit, win)
 		}
 	}
 	switch {
@@ -603,24 +587,8 @@ func checkedView(lang string, c *upload.Checked) *checkView {
 	fix, other := c.Invalid-c.OtherContent, c.OtherContent
 	v := &checkView{Total: len(c.Rows), Valid: c.Valid, Invalid: fix, Already: c.AlreadyRegistered, Other: other, Register: c.Valid,
 		Skips: c.Invalid > 0 || c.AlreadyRegistered > 0 || c.Valid == 0}
-	v.Summary = msg(lang, "check.summary", v.Total, c.Valid, fix, c.AlreadyRegistered)
-	if other > 0 {
-		v.Summary = msg(lang, "check.summary.other", v.Total, c.Valid, fix, c.AlreadyRegistered, other)
-	}
-	switch {
-	case c.Valid == 0 && c.Invalid == 0:
-		v.Plan = msg(lang, "check.plan.allready", c.AlreadyRegistered)
-	case c.Valid == 0 && other > 0:
-		v.Plan = msg(lang, "check.plan.none.other", fix, c.AlreadyRegistered, other)
-	case c.Valid == 0:
-		v.Plan = msg(lang, "check.plan.none", fix, c.AlreadyRegistered)
-	case !v.Skips:
-		v.Plan = msg(lang, "check.plan.all", c.Valid)
-	case other > 0:
-		v.Plan = msg(lang, "check.plan.other", c.Valid, fix, c.AlreadyRegistered, other)
-	default:
-		v.Plan = msg(lang, "check.plan", c.Valid, fix, c.AlreadyRegistered)
-	}
+	v.Summary = summaryText(lang, v.Total, c.Valid, fix, c.AlreadyRegistered, other)
+	v.Plan = planText(lang, c)
 	// The seller's header, cut where it is shown: a header full of text in
 	// brackets still names its column, and a page names the column once
 	// per problem.
@@ -686,7 +654,8 @@ func checkedView(lang string, c *upload.Checked) *checkView {
 		v.Rows = append(v.Rows, rv)
 	}
 	if len(v.Rows) < len(c.Rows) || cols < len(header) {
-		v.PreviewCut = msg(lang, "check.preview.cut", len(v.Rows), cols, len(c.Rows), len(header))
+		v.PreviewCut = msg(lang, "check.preview.cut", msgN(lang, "n.rows", len(v.Rows), len(v.Rows)), msgN(lang, "n.cols", cols, cols),
+			msgN(lang, "n.rows", len(c.Rows), len(c.Rows)), msgN(lang, "n.cols", len(header), len(header)))
 	}
 
 	// The problems, in the file's order, up to maxProblemsShown and
@@ -707,7 +676,14 @@ func checkedView(lang string, c *upload.Checked) *checkView {
 			}
 			continue
 		}
-		label := labels[strings.TrimRight(p.Cell, "0123456789")]
+		// The field is named once, before the problem: by the problem's own
+		// field, else by its column's header.
+		label := p.Field(lang, header)
+		if label == "" && p.Params["field"] == "" {
+			if h, ok := labels[strings.TrimRight(p.Cell, "0123456789")]; ok {
+				label = upload.ColumnName(lang, h)
+			}
+		}
 		text, html := shownProblem(lang, p, header)
 		used += escapedLen(p.Cell) + escapedLen(label) + escapedLen(text) + cellMarkup
 		pv := problemView{Row: p.Row, Cell: p.Cell, Text: html, Linked: shown[p.Cell]}

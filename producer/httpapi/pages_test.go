@@ -24,14 +24,17 @@ func TestEndStates(t *testing.T) {
 		total, registered, already, failed, other int
 		state, history, text                      string
 	}{
-		{"all registered", 12, 10, 2, 0, 0, "ok", "all registered", "Every row is registered (10 now, 2 already)."},
+		{"all registered", 12, 10, 2, 0, 0, "ok", "all registered", "Every row is registered (10 registered now, 2 already)."},
 		{"10 of 12 failed", 12, 2, 0, 10, 0, "partial", "partly failed", "Partly failed: 10 of 12 rows need fixing; the rest are registered."},
 		{"all failed", 12, 0, 0, 12, 0, "failed", "all failed", "All failed: all 12 rows need fixing; none was registered."},
 		{"2 registered with other content, the rest registered", 12, 9, 1, 2, 2, "other", "done, some already registered with different content",
-			"Done: 2 already registered with different content, nothing to fix in the file (9 registered now, 1 already)."},
+			"Done: 2 rows are registered already with different content, nothing to fix in the file (9 registered now, 1 already)."},
 		{"every row registered with other content", 3, 0, 0, 3, 3, "other", "done, some already registered with different content",
-			"Done: 3 already registered with different content, nothing to fix in the file (0 registered now, 0 already)."},
-		{"2 to fix besides 2 with other content", 12, 8, 0, 4, 2, "partial", "partly failed", "Partly failed: 2 of 12 rows need fixing; 2 are registered already with different content, the rest are registered."},
+			"Done: 3 rows are registered already with different content, nothing to fix in the file."},
+		{"2 to fix besides 2 with other content", 12, 8, 0, 4, 2, "partial", "partly failed", "Partly failed: 2 of 12 rows need fixing; 2 rows are registered already with different content, the rest are registered."},
+		{"1 to fix, 1 with other content, none registered", 2, 0, 0, 2, 1, "partial", "partly failed", "Partly failed: 1 of 2 rows needs fixing; 1 row is registered already with different content."},
+		{"1 of 1 failed", 1, 0, 0, 1, 0, "failed", "all failed", "All failed: 1 row needs fixing; it was not registered."},
+		{"1 registered", 1, 1, 0, 0, 0, "ok", "all registered", "Every row is registered (1 registered now)."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := uploadstatus.Status{Upload: uploadstatus.Upload{State: uploadstatus.Published, Total: tc.total}, Registered: tc.registered, AlreadyRegistered: tc.already, Failed: tc.failed, OtherContent: tc.other}
@@ -77,7 +80,7 @@ func TestRegisterAsksWhenRowsWouldBeSkipped(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("Register with a bad row, not confirmed: %d → %q, want the question (200)", resp.StatusCode, resp.Header.Get("Location"))
 	}
-	for _, want := range []string{"Register registers 2 rows and skips 1 with problems and 0 already registered.", `<div id="confirm" class="confirm" role="group" aria-labelledby="confirm-title">`,
+	for _, want := range []string{"Register registers 2 rows and skips 1 row with problems.", `<div id="confirm" class="confirm" role="group" aria-labelledby="confirm-title">`,
 		"Register 2 rows", `name="confirmed" id="confirmed" value="1"`, "choose the file again and press Register 2 rows"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the question lacks %q:\n%.4000s", want, page)

@@ -24,11 +24,7 @@ const (
 func FieldName(lang string, header []string, field string) string {
 	for _, h := range header {
 		if f, ok := excel.HeaderField(h); ok && f == field {
-			bare := bareHeader(h)
-			if lang == LangEN && hasHangul(bare) {
-				return field
-			}
-			return bare
+			return ColumnName(lang, h)
 		}
 	}
 	if lang == LangEN {
@@ -40,6 +36,19 @@ func FieldName(lang string, header []string, field string) string {
 		}
 	}
 	return field
+}
+
+// ColumnName is how a page in lang names the column a header cell heads
+// (FieldName): the header without its marks and asides; in English, a
+// Korean header of a known column by its field.
+func ColumnName(lang, h string) string {
+	bare := bareHeader(h)
+	if lang == LangEN && hasHangul(bare) {
+		if f, ok := excel.HeaderField(h); ok {
+			return f
+		}
+	}
+	return bare
 }
 
 // bareHeader is a header without what is in brackets and without "*":

@@ -130,6 +130,9 @@
     var done = sec.dataset.done === "true";
     var outage = document.getElementById("outage"), market = outage.dataset.marketplace || "";
     var waiting = document.getElementById("waiting"), ahead = document.getElementById("ahead"), pace = document.getElementById("pace");
+    // say fills the text of key with the count n, in its form for one
+    // ("1 row") when n is 1 and the page sent one (key + ".one").
+    function say(key, n) { return fmt(n === 1 && m[key + ".one"] || m[key], n); }
     var clock = new Intl.DateTimeFormat(document.documentElement.lang, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
     function dur(ms) {
       var s = Math.max(0, Math.round(ms / 1000));
@@ -172,11 +175,11 @@
       set("state", end ? m["state.done." + end] : m["state." + p.state] || p.state);
       var fix = document.getElementById("fix");
       fix.hidden = !(p.to_fix > 0) || !end;
-      document.getElementById("fix-file").textContent = fmt(m["end.fix"], p.to_fix || 0);
+      document.getElementById("fix-file").textContent = say("end.fix", p.to_fix || 0);
       waiting.hidden = p.done;
       if (ahead && waiting.dataset.aheadFormat) {
         ahead.hidden = !(p.rows_ahead > 0);
-        if (p.rows_ahead > 0) ahead.textContent = fmt(waiting.dataset.aheadFormat, p.rows_ahead);
+        if (p.rows_ahead > 0) ahead.textContent = fmt(p.rows_ahead === 1 && m["wait.ahead.one"] || waiting.dataset.aheadFormat, p.rows_ahead);
         if (pace) pace.hidden = p.rows_ahead > 0;
       }
     }
@@ -191,7 +194,7 @@
     function more(id, n) {
       var el = document.getElementById(id);
       el.hidden = !(n > 0);
-      el.textContent = n > 0 ? fmt(m["detail.rows.more"], n) : "";
+      el.textContent = n > 0 ? say("detail.rows.more", n) : "";
     }
     function failedRows(rows, left) {
       var table = document.getElementById("failed"), body = table.tBodies[0];
