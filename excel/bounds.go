@@ -1,10 +1,10 @@
 package excel
 
 import (
-	"fmt"
 	"strconv"
 
 	"github.com/bulkreg/bulkreg/internal/jsonenc"
+	"github.com/bulkreg/bulkreg/messages"
 )
 
 // What one upload's answer may list. Every problem and warning goes into the
@@ -45,8 +45,7 @@ func boundProblems(s *Sheet) {
 		all := len(r.Problems)
 		if all > maxRowProblems {
 			more := all - (maxRowProblems - 1)
-			r.Problems = append(r.Problems[:maxRowProblems-1:maxRowProblems-1], Problem{Row: r.Number, Code: CodeMoreProblems,
-				Message: fmt.Sprintf("and %s more problems in this row", group(int64(more))), Params: pairs("count", group(int64(more)))})
+			r.Problems = append(r.Problems[:maxRowProblems-1:maxRowProblems-1], said(Problem{Row: r.Number, Code: CodeMoreProblems, Params: pairs("count", group(int64(more)))}))
 		}
 		if all == 0 {
 			continue
@@ -62,12 +61,17 @@ func boundProblems(s *Sheet) {
 		s.Warnings[i].Message = jsonenc.Cut(s.Warnings[i].Message, maxMessageJSON)
 	}
 	if n := len(s.Warnings); n > maxWarnings {
-		s.Warnings = append(s.Warnings[:maxWarnings-1:maxWarnings-1], Problem{Code: CodeMoreWarnings,
-			Message: fmt.Sprintf("and %s more warnings", group(int64(n-(maxWarnings-1)))), Params: pairs("count", group(int64(n-(maxWarnings-1))))})
+		s.Warnings = append(s.Warnings[:maxWarnings-1:maxWarnings-1], said(Problem{Code: CodeMoreWarnings, Params: pairs("count", group(int64(n-(maxWarnings-1))))}))
 	}
 	if unlisted > 0 {
-		s.Warnings = append(s.Warnings, Problem{Code: CodeMoreProblems,
-			Message: fmt.Sprintf("%s more problems are not listed: after the first %d, each row lists only its first problem; fix these and check the file again", group(int64(unlisted)), maxListedProblems),
-			Params:  pairs("kind", "rows", "count", group(int64(unlisted)), "limit", strconv.Itoa(maxListedProblems))})
+		s.Warnings = append(s.Warnings, said(Problem{Code: CodeMoreProblems,
+			Params: pairs("kind", "rows", "count", group(int64(unlisted)), "limit", strconv.Itoa(maxListedProblems))}))
 	}
+}
+
+// said is p with its English sentence from the message table ("and 1 more
+// problem", "and 2 more problems").
+func said(p Problem) Problem {
+	p.Message, _ = messages.Render(messages.EN, p.Code, p.Params)
+	return p
 }
