@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +24,7 @@ import (
 	"github.com/bulkreg/bulkreg/excel"
 	"github.com/bulkreg/bulkreg/internal/buildinfo"
 	"github.com/bulkreg/bulkreg/internal/config"
+	"github.com/bulkreg/bulkreg/messages"
 	"github.com/bulkreg/bulkreg/producer/httpapi"
 	"github.com/bulkreg/bulkreg/producer/upload"
 	"github.com/bulkreg/bulkreg/termui"
@@ -47,10 +49,7 @@ func readFile(path string, max int) ([]byte, error) {
 
 // count says "1 row", "2 rows": sellers read these lines.
 func count(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return strconv.Itoa(n) + " " + noun + "s"
+	return strconv.Itoa(n) + " " + messages.Plural(n, noun, noun+"s")
 }
 
 func printProblems(w io.Writer, ps []excel.Problem) {
@@ -114,7 +113,15 @@ func cmdUpload(ctx context.Context, e *env, args []string) int {
 		if res.Resumed {
 			verb = "published again (the earlier attempt failed part way)"
 		}
-		fmt.Fprintf(e.stderr, "%s %s, %s recorded as failed", count(res.Published, "row"), verb, count(res.Invalid, "invalid row"))
+		// Each count is said when it is not 0.
+		if res.Published > 0 {
+			fmt.Fprintf(e.stderr, "%s %s", count(res.Published, "row"), verb)
+		} else {
+			fmt.Fprint(e.stderr, "nothing published")
+		}
+		if res.Invalid > 0 {
+			fmt.Fprintf(e.stderr, ", %s recorded as failed", count(res.Invalid, "invalid row"))
+		}
 		if res.AlreadyRegistered > 0 {
 			fmt.Fprintf(e.stderr, ", %s registered before and not sent again", count(res.AlreadyRegistered, "row"))
 		}
@@ -250,7 +257,15 @@ func cmdCheck(ctx context.Context, e *env, args []string) int {
 			for _, w := range sheet.Warnings {
 				fmt.Fprintln(e.stderr, "warning:", w.Error())
 			}
-			fmt.Fprintf(e.stdout, "%s: %d valid, %d with problems (%s)\n", count(len(sheet.Rows), "row"), valid, len(sheet.Rows)-valid, count(len(problems), "problem"))
+			// Each count is said when it is not 0: "3 rows: 1 valid, 2 with problems (2 problems)".
+			var parts []string
+			if valid > 0 {
+				parts = append(parts, strconv.Itoa(valid)+" valid")
+			}
+			if invalid := len(sheet.Rows) - valid; invalid > 0 {
+				parts = append(parts, strconv.Itoa(invalid)+" with problems ("+count(len(problems), "problem")+")")
+			}
+			fmt.Fprintf(e.stdout, "%s: %s\n", count(len(sheet.Rows), "row"), strings.Join(parts, ", "))
 		}
 	}
 	if len(problems) > 0 {

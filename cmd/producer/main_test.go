@@ -358,11 +358,11 @@ func TestUploadWaitStatusReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if r := runCLI(env, "check", out); r.code != exitOK || !strings.Contains(r.stdout, "1 row: 1 valid, 0 with problems (0 problems)") {
+	if r := runCLI(env, "check", out); r.code != exitOK || !strings.Contains(r.stdout, "1 row: 1 valid\n") {
 		t.Errorf("check of the fixed failed-only report: %+v", r)
 	}
 	if r := runCLI(env, "upload", "--seller", "seller-1", out); r.code != exitOK || strings.TrimSpace(r.stdout) == id ||
-		!strings.Contains(r.stderr, "1 row published, 0 invalid rows recorded as failed") {
+		!strings.Contains(r.stderr, "1 row published\n") {
 		t.Errorf("upload of the fixed failed-only report: %+v", r)
 	}
 

@@ -113,8 +113,11 @@ func cmdRedrive(ctx context.Context, e *env, args []string) int {
 	if *dryRun {
 		verb = "would be sent to " + s.shared.Topic + " (dry run: nothing sent)"
 	}
-	fmt.Fprintf(e.stderr, "%s of %d dead letters in %s selected; %s %s, %d skipped\n",
-		count(len(sc.Letters), "row"), sc.Read, dlq, count(res.Sent, "row"), verb, skipped)
+	fmt.Fprintf(e.stderr, "%s of %s in %s selected; %s %s", count(len(sc.Letters), "row"), count(sc.Read, "dead letter"), dlq, count(res.Sent, "row"), verb)
+	if skipped > 0 {
+		fmt.Fprintf(e.stderr, ", %d skipped", skipped)
+	}
+	fmt.Fprintln(e.stderr)
 	if runErr != nil {
 		return e.errorf("%v", runErr)
 	}
