@@ -43,8 +43,8 @@ func TemplateHeader() []string {
 // exampleRow is the product shown on the instructions sheet.
 var exampleRow = []string{"ABC-0001", "여름 반팔 티셔츠 화이트 L", "50000803", "12900", "100", "베이직하우스", "https://img.example.com/abc-0001.jpg", "면 100% 반팔 티셔츠입니다.", "3000"}
 
-// wonFields are the fields counted in won.
-var wonFields = map[string]bool{FieldPrice: true, FieldShippingFee: true}
+// inWon reports a field counted in won.
+func inWon(field string) bool { return field == FieldPrice || field == FieldShippingFee }
 
 // ruleText says what a column takes, from its field's rule (package
 // productrules), in Korean and in English: the instructions sheet and the
@@ -54,7 +54,7 @@ func ruleText(c Column, listed bool) (ko, en string) {
 	r := productrules.Must(c.Field)
 	n := func(v int64) string { return group(v) }
 	if r.Type == productrules.WholeNumber {
-		if wonFields[c.Field] {
+		if inWon(c.Field) {
 			ko = fmt.Sprintf("%s원 이상 %s원 이하의 정수, 단위(원) 없이", n(r.Min), n(r.Max))
 			en = fmt.Sprintf("a whole number of won from %s to %s, without \"원\"", n(r.Min), n(r.Max))
 		} else {
@@ -244,32 +244,56 @@ func writeTemplate(f *excelize.File, opts TemplateOptions) error {
 	if err := f.SetColWidth(InstructionsSheet, "B", "B", 90); err != nil {
 		return err
 	}
+	f.SetActiveSheet(0)
 	if listed > 0 {
+		// Last: a sheet streamed is written as it is, unless a later call
+		// (SetActiveSheet reads every sheet) reads it back.
 		if err := writeCategories(f, opts.Categories); err != nil {
 			return err
 		}
 	}
-	f.SetActiveSheet(0)
 	return nil
 }
 
 // writeCategories writes the categories' sheet: code and name, one a row
-// under a header, the codes formatted as text.
+// under a bold frozen header, the codes formatted as text. It streams the
+// rows: a hundred thousand cells set one by one cost seconds.
 func writeCategories(f *excelize.File, cats []Category) error {
 	if _, err := f.NewSheet(CategorySheet); err != nil {
 		return err
 	}
-	header := []string{"카테고리코드 (category_code)", "카테고리명 (name)"}
+	sw, err := f.NewStreamWriter(CategorySheet)
+	if err != nil {
+		return err
+	}
 	text, err := f.NewStyle(&excelize.Style{NumFmt: textFormat})
 	if err != nil {
 		return err
 	}
-	rows := make([][]any, len(cats))
-	for i, c := range cats {
-		rows[i] = []any{c.Code, c.Name}
-	}
-	if err := writeTable(f, CategorySheet, header, []int{text, text}, rows); err != nil {
+	bold, err := f.NewStyle(headerStyle())
+	if err != nil {
 		return err
 	}
-	return f.SetColWidth(CategorySheet, "B", "B", 60)
+	if err := sw.SetColStyle(1, 2, text); err != nil {
+		return err
+	}
+	if err := sw.SetColWidth(1, 1, 24); err != nil {
+		return err
+	}
+	if err := sw.SetColWidth(2, 2, 60); err != nil {
+		return err
+	}
+	if err := sw.SetPanes(frozenHeader()); err != nil {
+		return err
+	}
+	if err := sw.SetRow("A1", []any{excelize.Cell{StyleID: bold, Value: "카테고리코드 (category_code)"}, excelize.Cell{StyleID: bold, Value: "카테고리명 (name)"}}); err != nil {
+		return err
+	}
+	for i, c := range cats {
+		row := []any{excelize.Cell{StyleID: text, Value: c.Code}, excelize.Cell{StyleID: text, Value: c.Name}}
+		if err := sw.SetRow("A"+strconv.Itoa(i+2), row); err != nil {
+			return err
+		}
+	}
+	return sw.Flush()
 }

@@ -172,7 +172,7 @@ func writeReport(f *excelize.File, lang string, header []string, rows []ReportRo
 	if err := writeTable(f, sheet, full, styles, body); err != nil {
 		return err
 	}
-	if err := markProblems(f, lang, sheet, cols, styles, kept); err != nil {
+	if err := markProblems(f, sheet, cols, styles, kept); err != nil {
 		return err
 	}
 	if err := quotePrefixCells(f, sheet, full, body); err != nil {
@@ -244,13 +244,16 @@ func reportReason(lang string, cols map[string]int, r ReportRow, row int) string
 	return strings.Join(parts, "; ") + " (" + orig + ")"
 }
 
-// badFill marks a cell to fix: Excel's own "bad" colours.
-var badFill = excelize.Style{Fill: excelize.Fill{Type: "pattern", Pattern: 1, Color: []string{"FFC7CE"}}, Font: &excelize.Font{Color: "9C0006"}}
+// badStyle marks a cell to fix: Excel's own "bad" colours, in the number
+// format numFmt.
+func badStyle(numFmt int) *excelize.Style {
+	return &excelize.Style{NumFmt: numFmt, Fill: excelize.Fill{Type: "pattern", Pattern: 1, Color: []string{"FFC7CE"}}, Font: &excelize.Font{Color: "9C0006"}}
+}
 
 // markProblems fills the cells of each failed row that its problems name
 // and gives each a note saying them, so a seller sees in the file what to
 // fix. rows are the rows written, from row 2.
-func markProblems(f *excelize.File, lang, sheet string, cols map[string]int, styles []int, rows []ReportRow) error {
+func markProblems(f *excelize.File, sheet string, cols map[string]int, styles []int, rows []ReportRow) error {
 	bad := map[int]int{} // column style → its filled variant
 	for i, r := range rows {
 		if r.Result != ResultFailed {
@@ -272,12 +275,12 @@ func markProblems(f *excelize.File, lang, sheet string, cols map[string]int, sty
 			cell := cellName(c+1, i+2)
 			st, ok := bad[styles[c]]
 			if !ok {
-				s := badFill
+				numFmt := 0
 				if styles[c] != 0 {
-					s.NumFmt = textFormat
+					numFmt = textFormat
 				}
 				var err error
-				if st, err = f.NewStyle(&s); err != nil {
+				if st, err = f.NewStyle(badStyle(numFmt)); err != nil {
 					return err
 				}
 				bad[styles[c]] = st
@@ -375,8 +378,7 @@ func quotePrefixStyle(f *excelize.File, base int) (int, error) {
 // column in its style (styles[i]; 0 for none), the header's cells all in
 // one. Strings are written as strings (never as formulas or numbers).
 func writeTable(f *excelize.File, sheet string, header []string, styles []int, rows [][]any) error {
-	bold, err := f.NewStyle(&excelize.Style{Font: &excelize.Font{Bold: true},
-		Fill: excelize.Fill{Type: "pattern", Pattern: 1, Color: []string{"DDEBF7"}}})
+	bold, err := f.NewStyle(headerStyle())
 	if err != nil {
 		return err
 	}
@@ -422,6 +424,16 @@ func writeTable(f *excelize.File, sheet string, header []string, styles []int, r
 			return err
 		}
 	}
-	return f.SetPanes(sheet, &excelize.Panes{Freeze: true, YSplit: 1, TopLeftCell: "A2", ActivePane: "bottomLeft",
-		Selection: []excelize.Selection{{SQRef: "A2", ActiveCell: "A2", Pane: "bottomLeft"}}})
+	return f.SetPanes(sheet, frozenHeader())
+}
+
+// headerStyle is every header row's: bold on light blue.
+func headerStyle() *excelize.Style {
+	return &excelize.Style{Font: &excelize.Font{Bold: true}, Fill: excelize.Fill{Type: "pattern", Pattern: 1, Color: []string{"DDEBF7"}}}
+}
+
+// frozenHeader keeps the header row in view.
+func frozenHeader() *excelize.Panes {
+	return &excelize.Panes{Freeze: true, YSplit: 1, TopLeftCell: "A2", ActivePane: "bottomLeft",
+		Selection: []excelize.Selection{{SQRef: "A2", ActiveCell: "A2", Pane: "bottomLeft"}}}
 }
