@@ -16,9 +16,11 @@ AXE         := $(AXE_DIR)/node_modules/axe-core/axe.min.js
 # that reads what the producer published), promtool (Debian's prometheus
 # package: the alert rules' unit tests) and chromium (headless, driven by
 # the seller pages' browser tests), with a Korean font for their screenshots,
-# npm for axe-core (the pages' accessibility checks), and zsh and fish, which
-# load the completion scripts the commands print. axe-core is held to
-# AXE_VERSION, not to a file being there: a copy of an older one is replaced.
+# npm for axe-core (the pages' accessibility checks), zsh and fish, which
+# load the completion scripts the commands print, and LibreOffice Calc
+# (headless), which opens the template and the fix file bulkreg writes.
+# axe-core is held to AXE_VERSION, not to a file being there: a copy of an
+# older one is replaced.
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
@@ -32,6 +34,7 @@ deps:
 	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
 	command -v zsh >/dev/null 2>&1 || missing="$$missing zsh"; \
 	command -v fish >/dev/null 2>&1 || missing="$$missing fish"; \
+	command -v soffice >/dev/null 2>&1 || missing="$$missing libreoffice-calc-nogui"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \

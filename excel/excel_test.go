@@ -384,7 +384,7 @@ func TestReportLayout(t *testing.T) {
 
 func TestTemplateLayout(t *testing.T) {
 	var buf bytes.Buffer
-	if err := WriteTemplate(&buf); err != nil {
+	if err := WriteTemplate(&buf, TemplateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := excelize.OpenReader(&buf)
@@ -402,7 +402,9 @@ func TestTemplateLayout(t *testing.T) {
 	if panes, _ := f.GetPanes(TemplateSheet); !panes.Freeze || panes.YSplit != 1 {
 		t.Errorf("header row not frozen: %+v", panes)
 	}
-	for col, text := range map[string]bool{"A": true, "B": false, "C": true, "D": false} {
+	// Text columns in the text format (a code such as 00123 stays as
+	// typed), number columns not (a typed number stays a number).
+	for col, text := range map[string]bool{"A": true, "B": true, "C": true, "D": false, "E": false, "G": true, "I": false} {
 		id, err := f.GetColStyle(TemplateSheet, col)
 		if err != nil {
 			t.Fatal(err)

@@ -158,7 +158,7 @@ func TestWriteReportRoundTrip(t *testing.T) {
 
 func TestTemplateParses(t *testing.T) {
 	var buf bytes.Buffer
-	if err := WriteTemplate(&buf); err != nil {
+	if err := WriteTemplate(&buf, TemplateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := parse(t, buf.Bytes())

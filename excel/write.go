@@ -3,6 +3,7 @@ package excel
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/xuri/excelize/v2"
@@ -54,126 +55,6 @@ func ResultText(lang, result string) string {
 // so a code such as 00123 or 8801234567890 is not turned into a number.
 const textFormat = 49
 
-// TemplateHeader returns the header cells the template uses:
-// "판매자상품코드* (seller_sku)", ... — both names, required ones marked.
-func TemplateHeader() []string {
-	cols := Columns()
-	out := make([]string, len(cols))
-	for i, c := range cols {
-		mark := ""
-		if c.Required {
-			mark = "*"
-		}
-		out[i] = c.Korean + mark + " (" + c.Field + ")"
-	}
-	return out
-}
-
-// exampleRow is the product shown on the instructions sheet.
-var exampleRow = []string{"ABC-0001", "여름 반팔 티셔츠 화이트 L", "50000803", "12900", "100", "베이직하우스", "https://img.example.com/abc-0001.jpg", "면 100% 반팔 티셔츠입니다.", "3000"}
-
-// columnRule is the instructions sheet's line for a column, in Korean and
-// English, with the limits of the field's rule (package productrules).
-func columnRule(c Column) string {
-	r := productrules.Must(c.Field)
-	n := func(v int64) string { return group(v) }
-	req := map[bool]string{true: "필수", false: "선택"}[r.Required]
-	reqEn := map[bool]string{true: "Required", false: "Optional"}[r.Required]
-	switch c.Field {
-	case FieldSellerSKU:
-		return fmt.Sprintf("%s. 판매자가 정한 상품 코드, 공백 없이 %s자 이내, 파일 안에서 한 번만. %s; your own code, no spaces, at most %s characters, once per file.", req, n(int64(r.MaxLen)), reqEn, n(int64(r.MaxLen)))
-	case FieldCategoryCode:
-		return fmt.Sprintf("%s. 마켓의 카테고리 코드: 영문, 숫자, - _ . 로 %s자 이내 (예: 50000803, CAT-101). %s; the marketplace's category code: letters, digits, '-', '_' or '.', at most %s characters (e.g. 50000803, CAT-101).", req, n(int64(r.MaxLen)), reqEn, n(int64(r.MaxLen)))
-	case FieldImageURL:
-		return fmt.Sprintf("%s. https:// 로 시작하는 이미지 주소, %s자 이내. %s; an address starting with https://, at most %s characters.", req, n(int64(r.MaxLen)), reqEn, n(int64(r.MaxLen)))
-	case FieldDescription:
-		return fmt.Sprintf("%s. %s자 이내, 줄바꿈 가능. %s; at most %s characters, line breaks allowed.", req, n(int64(r.MaxLen)), reqEn, n(int64(r.MaxLen)))
-	case FieldPrice:
-		return fmt.Sprintf("%s. %s원 이상 %s원 이하의 정수, 단위(원) 없이. %s; a whole number of won from %s to %s, without \"원\".", req, n(r.Min), n(r.Max), reqEn, n(r.Min), n(r.Max))
-	case FieldShippingFee:
-		return fmt.Sprintf("%s. %s원 이상 %s원 이하의 정수, 비우면 %s (무료배송). %s; a whole number of won from %s to %s, empty means %s (free shipping).", req, n(r.Min), n(r.Max), n(r.Default), reqEn, n(r.Min), n(r.Max), n(r.Default))
-	}
-	if r.Type == productrules.WholeNumber {
-		return fmt.Sprintf("%s. %s 이상 %s 이하의 정수. %s; a whole number from %s to %s.", req, n(r.Min), n(r.Max), reqEn, n(r.Min), n(r.Max))
-	}
-	return fmt.Sprintf("%s. %s자 이내, 한 줄. %s; at most %s characters, one line.", req, n(int64(r.MaxLen)), reqEn, n(int64(r.MaxLen)))
-}
-
-// WriteTemplate writes the upload template: a product sheet with the header
-// row frozen and the code columns formatted as text, and an instructions
-// sheet with the rules and an example row. The example is not on the product
-// sheet so that uploading an untouched template registers nothing.
-func WriteTemplate(w io.Writer) error {
-	f := excelize.NewFile()
-	defer f.Close()
-	if err := f.SetSheetName("Sheet1", TemplateSheet); err != nil {
-		return fmt.Errorf("excel: template: %w", err)
-	}
-	header := TemplateHeader()
-	if err := writeTable(f, TemplateSheet, header, nil); err != nil {
-		return fmt.Errorf("excel: template: %w", err)
-	}
-	text, err := f.NewStyle(&excelize.Style{NumFmt: textFormat})
-	if err != nil {
-		return fmt.Errorf("excel: template: %w", err)
-	}
-	for i, c := range Columns() {
-		if c.Field == FieldSellerSKU || c.Field == FieldCategoryCode {
-			col, _ := excelize.ColumnNumberToName(i + 1)
-			if err := f.SetColStyle(TemplateSheet, col, text); err != nil {
-				return fmt.Errorf("excel: template: %w", err)
-			}
-		}
-	}
-	if _, err := f.NewSheet(InstructionsSheet); err != nil {
-		return fmt.Errorf("excel: template: %w", err)
-	}
-	lines := [][]string{
-		{"상품 일괄 등록 작성 방법 / How to fill in the product sheet"},
-		{"'" + TemplateSheet + "' 시트의 2행부터 한 행에 상품 하나씩 입력하세요. 최대 500행. / One product per row from row 2 of the '" + TemplateSheet + "' sheet, at most 500 rows."},
-		{"머리글(1행)은 바꾸지 마세요. * 표시는 필수 항목입니다. / Keep the header row; columns marked * are required."},
-		{"셀 병합, 수식, 날짜 서식은 사용하지 마세요. / Do not merge cells, use formulas or date formats."},
-		{},
-		{"항목 / Column", "규칙 / Rule"},
-	}
-	for i, c := range Columns() {
-		lines = append(lines, []string{header[i], columnRule(c)})
-	}
-	lines = append(lines, []string{}, []string{"예시 / Example"})
-	for i, l := range lines {
-		cell, _ := excelize.CoordinatesToCellName(1, i+1)
-		row := make([]any, len(l))
-		for j, v := range l {
-			row[j] = v
-		}
-		if err := f.SetSheetRow(InstructionsSheet, cell, &row); err != nil {
-			return fmt.Errorf("excel: template: %w", err)
-		}
-	}
-	start := len(lines) + 1
-	for j, v := range header {
-		cell, _ := excelize.CoordinatesToCellName(j+1, start)
-		if err := f.SetCellStr(InstructionsSheet, cell, v); err != nil {
-			return fmt.Errorf("excel: template: %w", err)
-		}
-		cell, _ = excelize.CoordinatesToCellName(j+1, start+1)
-		if err := f.SetCellStr(InstructionsSheet, cell, exampleRow[j]); err != nil {
-			return fmt.Errorf("excel: template: %w", err)
-		}
-	}
-	if err := f.SetColWidth(InstructionsSheet, "A", "A", 34); err != nil {
-		return fmt.Errorf("excel: template: %w", err)
-	}
-	if err := f.SetColWidth(InstructionsSheet, "B", "B", 90); err != nil {
-		return fmt.Errorf("excel: template: %w", err)
-	}
-	f.SetActiveSheet(0)
-	if err := f.Write(w); err != nil {
-		return fmt.Errorf("excel: template: %w", err)
-	}
-	return nil
-}
-
 // HeaderField returns the field of the upload format a header cell names, read
 // as the parser reads headers ("Price", "판매가 (필수)*" → "price"); false for a
 // column the format does not know. A result report keeps only these columns.
@@ -187,10 +68,28 @@ type ReportRow struct {
 	Number int      // the row in the seller's file
 	Cells  []string // the seller's cells, aligned with the header
 	Result string   // ResultRegistered, ResultFailed, ResultWaiting, ResultAlreadyRegistered, ResultOtherContent
-	Reason string   // why it failed, in the seller's words
+	// Reason is why it failed (or which product it is already), in the
+	// seller's words; the reason column says it when Problems is empty.
+	Reason string
+	// Problems are what is wrong with the row, one by one, in the report's
+	// language. The report names each by its own cell (the field's column
+	// in the report, the row the report writes it on) and the original
+	// row; a failed row's cells with problems are filled and carry them as
+	// notes.
+	Problems []ReportProblem
 	// ProductID is the marketplace's product number of a registered or
 	// already registered row.
 	ProductID string
+}
+
+// ReportProblem is one problem of a report row: the field whose cell it
+// concerns ("" for the row as a whole) and what is wrong, without a place.
+type ReportProblem struct {
+	Field string
+	// Name is the field as the reader's language names it, said once
+	// before Text; "" when Text names the field itself.
+	Name string
+	Text string
 }
 
 // WriteReport writes the result report: the seller's columns as they were
@@ -199,8 +98,11 @@ type ReportRow struct {
 // CR) is written as it is, in a cell with the quote-prefix style: Excel
 // shows the seller's text, keeps it text when the cell is edited, and the
 // parser reads it back unchanged, so the failedOnly report (only
-// ResultFailed rows) can be fixed and uploaded again as it is. Cells longer
-// than Excel's 32,767 characters are cut to that length.
+// ResultFailed rows, the fix file) can be fixed and uploaded again as it
+// is. The text columns are formatted as text (a SKU such as 00123 stays
+// 00123); a number column holds each whole number its rule accepts as a
+// number and any other value as the seller typed it. Cells longer than
+// Excel's 32,767 characters are cut to that length.
 func WriteReport(w io.Writer, header []string, rows []ReportRow, failedOnly bool) error {
 	return WriteReportIn(w, messages.EN, header, rows, failedOnly)
 }
@@ -212,51 +114,210 @@ func WriteReport(w io.Writer, header []string, rows []ReportRow, failedOnly bool
 func WriteReportIn(w io.Writer, lang string, header []string, rows []ReportRow, failedOnly bool) error {
 	f := excelize.NewFile()
 	defer f.Close()
-	sheet := ReportSheetIn(lang)
-	if err := f.SetSheetName("Sheet1", sheet); err != nil {
-		return fmt.Errorf("excel: report: %w", err)
-	}
-	if len(header) > 0 {
-		// Before any cell is written: SetColStyle restyles existing cells,
-		// the header's bold among them.
-		text, err := f.NewStyle(&excelize.Style{NumFmt: textFormat})
-		if err != nil {
-			return fmt.Errorf("excel: report: %w", err)
-		}
-		last, _ := excelize.ColumnNumberToName(len(header))
-		if err := f.SetColStyle(sheet, "A:"+last, text); err != nil {
-			return fmt.Errorf("excel: report: %w", err)
-		}
-	}
-	full := make([]string, 0, len(header)+3)
-	full = append(full, header...)
-	full = append(full, reportColumns(lang)...)
-	body := make([][]any, 0, len(rows))
-	for _, r := range rows {
-		if failedOnly && r.Result != ResultFailed {
-			continue
-		}
-		line := make([]any, 0, len(full))
-		for i := range header {
-			v := ""
-			if i < len(r.Cells) {
-				v = r.Cells[i]
-			}
-			line = append(line, v)
-		}
-		line = append(line, r.Number, ResultText(lang, r.Result), r.Reason, r.ProductID)
-		body = append(body, line)
-	}
-	if err := writeTable(f, sheet, full, body); err != nil {
-		return fmt.Errorf("excel: report: %w", err)
-	}
-	if err := quotePrefixCells(f, sheet, full, body); err != nil {
+	if err := writeReport(f, lang, header, rows, failedOnly); err != nil {
 		return fmt.Errorf("excel: report: %w", err)
 	}
 	if err := f.Write(w); err != nil {
 		return fmt.Errorf("excel: report: %w", err)
 	}
 	return nil
+}
+
+func writeReport(f *excelize.File, lang string, header []string, rows []ReportRow, failedOnly bool) error {
+	sheet := ReportSheetIn(lang)
+	if err := f.SetSheetName("Sheet1", sheet); err != nil {
+		return err
+	}
+	styles, err := columnStyles(f, header)
+	if err != nil {
+		return err
+	}
+	text, err := f.NewStyle(&excelize.Style{NumFmt: textFormat})
+	if err != nil {
+		return err
+	}
+	full := make([]string, 0, len(header)+4)
+	full = append(full, header...)
+	full = append(full, reportColumns(lang)...)
+	// The original row is a number; the result, reason and product number
+	// are text (a product number of digits would be flagged otherwise).
+	styles = append(styles, 0, text, text, text)
+	rules := make([]*productrules.Rule, len(header))
+	cols := map[string]int{}
+	for i, h := range header {
+		if field, ok := HeaderField(h); ok {
+			r := productrules.Must(field)
+			rules[i] = &r
+			if _, seen := cols[field]; !seen {
+				cols[field] = i
+			}
+		}
+	}
+	var kept []ReportRow
+	for _, r := range rows {
+		if !failedOnly || r.Result == ResultFailed {
+			kept = append(kept, r)
+		}
+	}
+	body := make([][]any, 0, len(kept))
+	for i, r := range kept {
+		line := make([]any, 0, len(full))
+		for j := range header {
+			v := ""
+			if j < len(r.Cells) {
+				v = r.Cells[j]
+			}
+			line = append(line, reportValue(rules[j], v))
+		}
+		line = append(line, r.Number, ResultText(lang, r.Result), reportReason(lang, cols, r, i+2), r.ProductID)
+		body = append(body, line)
+	}
+	if err := writeTable(f, sheet, full, styles, body); err != nil {
+		return err
+	}
+	if err := markProblems(f, sheet, cols, styles, kept); err != nil {
+		return err
+	}
+	if err := quotePrefixCells(f, sheet, full, body); err != nil {
+		return err
+	}
+	reason, _ := excelize.ColumnNumberToName(len(header) + 3)
+	return f.SetColWidth(sheet, reason, reason, 60)
+}
+
+// columnStyles are the styles of a sheet's columns under header: the text
+// format for every column but those of whole numbers (and of unknown
+// columns: text too), so a code typed into the sheet stays as typed and a
+// number typed into a number column is a number.
+func columnStyles(f *excelize.File, header []string) ([]int, error) {
+	text, err := f.NewStyle(&excelize.Style{NumFmt: textFormat})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, len(header))
+	for i, h := range header {
+		if field, ok := HeaderField(h); ok && productrules.Must(field).Type == productrules.WholeNumber {
+			continue
+		}
+		out[i] = text
+	}
+	return out, nil
+}
+
+// reportValue is a seller's cell as a report writes it: a whole number
+// that its column's rule accepts, as a number; anything else as the seller
+// typed it, so a value refused as a number is shown as it was.
+func reportValue(rule *productrules.Rule, cell string) any {
+	if rule == nil || rule.Type != productrules.WholeNumber {
+		return cell
+	}
+	v := cleanCell(cell)
+	if v == "" {
+		return cell
+	}
+	n, viol := parseWhole(*rule, v)
+	if viol != nil {
+		return cell
+	}
+	return n
+}
+
+// place is a problem's place in a report: its cell in the report ("D2: "),
+// or nothing for a problem of the whole row or of a column the report does
+// not have.
+func place(cols map[string]int, p ReportProblem, row int) string {
+	if i, ok := cols[p.Field]; ok && p.Field != "" {
+		return cellName(i+1, row)
+	}
+	return ""
+}
+
+// reportReason is a report row's reason: its problems, each at its cell in
+// the report, and the row it was in the seller's file ("D2: …; E2: …
+// (원본 3행)"); the row's Reason when it has no problems.
+func reportReason(lang string, cols map[string]int, r ReportRow, row int) string {
+	if len(r.Problems) == 0 {
+		return r.Reason
+	}
+	parts := make([]string, len(r.Problems))
+	for i, p := range r.Problems {
+		parts[i] = messages.At(lang, place(cols, p, row), 0, p.Name, p.Text)
+	}
+	orig, _ := messages.Render(lang, "report.original_row", map[string]string{"row": strconv.Itoa(r.Number)})
+	return strings.Join(parts, "; ") + " (" + orig + ")"
+}
+
+// badStyle marks a cell to fix: Excel's own "bad" colours, in the number
+// format numFmt.
+func badStyle(numFmt int) *excelize.Style {
+	return &excelize.Style{NumFmt: numFmt, Fill: excelize.Fill{Type: "pattern", Pattern: 1, Color: []string{"FFC7CE"}}, Font: &excelize.Font{Color: "9C0006"}}
+}
+
+// markProblems fills the cells of each failed row that its problems name
+// and gives each a note saying them, so a seller sees in the file what to
+// fix. rows are the rows written, from row 2.
+func markProblems(f *excelize.File, sheet string, cols map[string]int, styles []int, rows []ReportRow) error {
+	bad := map[int]int{} // column style → its filled variant
+	for i, r := range rows {
+		if r.Result != ResultFailed {
+			continue
+		}
+		var order []int
+		notes := map[int][]string{}
+		for _, p := range r.Problems {
+			c, ok := cols[p.Field]
+			if !ok || p.Field == "" {
+				continue
+			}
+			if _, seen := notes[c]; !seen {
+				order = append(order, c)
+			}
+			notes[c] = append(notes[c], p.Text)
+		}
+		for _, c := range order {
+			cell := cellName(c+1, i+2)
+			st, ok := bad[styles[c]]
+			if !ok {
+				numFmt := 0
+				if styles[c] != 0 {
+					numFmt = textFormat
+				}
+				var err error
+				if st, err = f.NewStyle(badStyle(numFmt)); err != nil {
+					return err
+				}
+				bad[styles[c]] = st
+			}
+			if err := f.SetCellStyle(sheet, cell, cell, st); err != nil {
+				return err
+			}
+			note := strings.Join(notes[c], "\n")
+			if err := f.AddComment(sheet, excelize.Comment{Cell: cell, Author: "bulkreg",
+				Paragraph: []excelize.RichTextRun{{Text: "bulkreg:", Font: &excelize.Font{Bold: true, Size: 9}}, {Text: "\n" + note, Font: &excelize.Font{Size: 9}}},
+				Width:     280, Height: noteHeight(note)}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// noteHeight is a note's height in pixels for its text at a width of 280
+// pixels: about 24 Korean or 40 Latin characters a line.
+func noteHeight(s string) uint {
+	lines := 1
+	for _, l := range strings.Split(s, "\n") {
+		w := 0
+		for _, c := range l {
+			if c >= 0x1100 {
+				w += 2
+			} else {
+				w++
+			}
+		}
+		lines += 1 + w/44
+	}
+	return uint(min(20+15*lines, 400))
 }
 
 // quotePrefixed reports whether a spreadsheet could run s as a formula.
@@ -316,13 +377,23 @@ func quotePrefixStyle(f *excelize.File, base int) (int, error) {
 	return len(f.Styles.CellXfs.Xf) - 1, nil
 }
 
-// writeTable writes a bold, frozen header row and the rows under it. Strings
-// are written as strings (never as formulas or numbers).
-func writeTable(f *excelize.File, sheet string, header []string, rows [][]any) error {
-	bold, err := f.NewStyle(&excelize.Style{Font: &excelize.Font{Bold: true},
-		Fill: excelize.Fill{Type: "pattern", Pattern: 1, Color: []string{"DDEBF7"}}})
+// writeTable writes a bold, frozen header row and the rows under it, each
+// column in its style (styles[i]; 0 for none), the header's cells all in
+// one. Strings are written as strings (never as formulas or numbers).
+func writeTable(f *excelize.File, sheet string, header []string, styles []int, rows [][]any) error {
+	bold, err := f.NewStyle(headerStyle())
 	if err != nil {
 		return err
+	}
+	// Before any cell is written: SetColStyle restyles the cells there are.
+	for i, st := range styles {
+		if st == 0 {
+			continue
+		}
+		col, _ := excelize.ColumnNumberToName(i + 1)
+		if err := f.SetColStyle(sheet, col, st); err != nil {
+			return err
+		}
 	}
 	for i, h := range header {
 		cell, _ := excelize.CoordinatesToCellName(i+1, 1)
@@ -356,6 +427,16 @@ func writeTable(f *excelize.File, sheet string, header []string, rows [][]any) e
 			return err
 		}
 	}
-	return f.SetPanes(sheet, &excelize.Panes{Freeze: true, YSplit: 1, TopLeftCell: "A2", ActivePane: "bottomLeft",
-		Selection: []excelize.Selection{{SQRef: "A2", ActiveCell: "A2", Pane: "bottomLeft"}}})
+	return f.SetPanes(sheet, frozenHeader())
+}
+
+// headerStyle is every header row's: bold on light blue.
+func headerStyle() *excelize.Style {
+	return &excelize.Style{Font: &excelize.Font{Bold: true}, Fill: excelize.Fill{Type: "pattern", Pattern: 1, Color: []string{"DDEBF7"}}}
+}
+
+// frozenHeader keeps the header row in view.
+func frozenHeader() *excelize.Panes {
+	return &excelize.Panes{Freeze: true, YSplit: 1, TopLeftCell: "A2", ActivePane: "bottomLeft",
+		Selection: []excelize.Selection{{SQRef: "A2", ActiveCell: "A2", Pane: "bottomLeft"}}}
 }

@@ -421,13 +421,23 @@ func writeXLSX(path string, overwrite bool, write func(io.Writer) error) error {
 }
 
 func cmdTemplate(_ context.Context, e *env, args []string) int {
+	s := defaults()
 	fs := e.flagSet("template")
 	force := fs.Bool("force", false, "replace FILE if it exists (without it, an existing FILE is refused)")
-	pos, code, ok := e.parseArgs(fs, args, 1, "one output FILE", nil)
+	check := s.bind(fs, e.getenv, gTemplate)
+	var opts excel.TemplateOptions
+	pos, code, ok := e.parseArgs(fs, args, 1, "one output FILE", func() error {
+		if err := check(); err != nil {
+			return err
+		}
+		var err error
+		opts.Categories, err = s.categories()
+		return err
+	})
 	if !ok {
 		return code
 	}
-	if err := writeXLSX(pos[0], *force, excel.WriteTemplate); err != nil {
+	if err := writeXLSX(pos[0], *force, func(w io.Writer) error { return excel.WriteTemplate(w, opts) }); err != nil {
 		return e.errorf("%v", err)
 	}
 	fmt.Fprintf(e.stderr, "wrote the upload template to %s\n", pos[0])
@@ -529,14 +539,18 @@ func cmdCompliance(ctx context.Context, e *env, args []string) int {
 func cmdServe(ctx context.Context, e *env, args []string) int {
 	s := defaults()
 	fs := e.flagSet("serve")
-	check := s.bind(fs, e.getenv, gKafka|gRedis|gLimit|gMargin|gPublish|gStatus|gFile|gHTTP|gSecret|gLink|gShare)
+	check := s.bind(fs, e.getenv, gKafka|gRedis|gLimit|gMargin|gPublish|gStatus|gFile|gHTTP|gSecret|gLink|gShare|gTemplate)
 	var auth httpapi.Auth
+	var categories []excel.Category
 	if _, code, ok := e.parseArgs(fs, args, 0, "no arguments", func() error {
 		if err := check(); err != nil {
 			return err
 		}
 		var err error
-		auth, err = s.auth()
+		if auth, err = s.auth(); err != nil {
+			return err
+		}
+		categories, err = s.categories()
 		return err
 	}); !ok {
 		return code
@@ -568,7 +582,7 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	srv := &httpapi.Server{
 		Uploader: up, Auth: auth, Sessions: httpapi.NewRedisSessions(rdb), SessionTTL: s.sessionTTL, LinkMaxAge: s.linkMaxAge,
 		SecureCookies: s.secureCookie(),
-		MaxFileSize:   int64(s.maxFileSize), Metrics: metrics, Logger: log,
+		MaxFileSize:   int64(s.maxFileSize), Categories: categories, Metrics: metrics, Logger: log,
 		MaxUploads: s.maxUploads, MaxUploadsPerSeller: s.maxUploadsPerSeller, MinUploadRate: int64(s.minUploadRate),
 		UploadGrace: s.uploadGrace, ReadTimeout: s.readTimeout, WriteTimeout: s.httpWriteTimeout, EventsInterval: s.eventsInterval,
 		MaxReports: s.maxReports, MaxReportsPerSeller: s.maxReportsPerSeller, MinDownloadRate: int64(s.minDownloadRate), DownloadGrace: s.downloadGrace,

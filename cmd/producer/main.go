@@ -91,23 +91,31 @@ result (registered, already_registered, failed or waiting) and the reason (for
 already_registered: the existing product). Text a spreadsheet could run as a
 formula (starting with = + - @ or a tab) is written as it is, with Excel's
 quote-prefix style: shown and kept as text, never run. Only the known columns
-are in it. With --failed-only the file holds the failed rows only and, once
-fixed, can be uploaded again as it is (already registered rows are left out).
+are in it; valid numbers are number cells. A reason names each problem by
+the report's own cell and the original row ("D2: ... (original row 3)"), and
+a failed row's cells to fix are filled and carry the reason as a note. With
+--failed-only the file holds the failed rows only and, once fixed, can be
+uploaded again as it is (already registered rows are left out).
 An existing FILE is refused unless --force is given (it may be the seller's
 fixed copy); FILE is written whole or not at all.
 
 exit status: 0 written; 1 no such upload, Redis cannot be reached, FILE exists
 (without --force) or cannot be written; 2 bad flags or arguments.`, cmdReport},
-		{"template", "[--force] FILE", "write an empty upload template (.xlsx) to FILE",
-			`The template has a product sheet, with its header row frozen and its code
-columns formatted as text, and an instructions sheet with the rules and an
-example row. The product sheet has no rows yet: upload and check refuse the
-template as it is (no_rows) until product rows are filled in.
+		{"template", "[--force] [--categories-file F] FILE", "write an empty upload template (.xlsx) to FILE",
+			`The template has a product sheet, with its header row frozen, its text
+columns formatted as text and a check on every column from its rule (whole
+numbers within range, lengths, a SKU without spaces and once, an address
+starting with http:// or https://); an instructions sheet with the rules and
+an example row; and, with --categories-file, a sheet of the categories, whose
+codes the category column then takes from a list.
+The product sheet has no rows yet: upload and check refuse the template as it
+is (no_rows) until product rows are filled in.
 An existing FILE is refused unless --force is given; FILE is written whole
 (a temporary file renamed over it) or not at all.
 
 exit status: 0 written; 1 FILE exists (without --force) or cannot be written;
-2 bad flags or arguments.`, cmdTemplate},
+2 bad flags or arguments, or a categories file that cannot be read or holds
+a bad line.`, cmdTemplate},
 		{"serve", "", "run the HTTP upload service",
 			`Sellers' pages (sign in with a link from "producer token --seller S --link"):
   /upload (check and register a file), /uploads (history), /uploads/{id} (live progress)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/compliance"
+	"github.com/bulkreg/bulkreg/excel"
 	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/internal/testwait"
@@ -694,4 +695,66 @@ func linkToken(link string) string {
 		return ""
 	}
 	return u.Query().Get("token")
+}
+
+// TestTemplateWithCategories: template reads --categories-file (or its
+// variable) and the template lists the categories on a sheet whose codes
+// its category column takes; a file that cannot be read or holds a bad
+// line is a usage error naming the setting and the line, for template and
+// serve alike, before anything is written or started.
+func TestTemplateWithCategories(t *testing.T) {
+	dir := t.TempDir()
+	cats := filepath.Join(dir, "categories.csv")
+	if err := os.WriteFile(cats, []byte("카테고리코드,카테고리명\n50000803,티셔츠\nCAT-101,셔츠\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, how := range []struct {
+		env  map[string]string
+		args []string
+	}{
+		{nil, []string{"--categories-file", cats}},
+		{map[string]string{"BULKREG_CATEGORIES_FILE": cats}, nil},
+	} {
+		path := filepath.Join(t.TempDir(), "t.xlsx")
+		if r := runCLI(how.env, append(append([]string{"template"}, how.args...), path)...); r.code != exitOK {
+			t.Fatalf("template %v: %+v", how, r)
+		}
+		f, err := excelize.OpenFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, _ := f.GetRows(excel.CategorySheet)
+		dvs, _ := f.GetDataValidations(excel.TemplateSheet)
+		list := ""
+		for _, dv := range dvs {
+			if dv.Type == "list" {
+				list = dv.Sqref + " " + dv.Formula1
+			}
+		}
+		f.Close()
+		if len(rows) != 3 || rows[1][0] != "50000803" || rows[2][1] != "셔츠" || list != "C2:C501 '"+excel.CategorySheet+"'!$A$2:$A$3" {
+			t.Errorf("template %v: categories %q, list check %q", how, rows, list)
+		}
+	}
+	bad := filepath.Join(dir, "bad.csv")
+	if err := os.WriteFile(bad, []byte("A-1,x\nA 2,y\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "never.xlsx")
+	for _, args := range [][]string{
+		{"template", "--categories-file", bad, out},
+		{"template", "--categories-file", filepath.Join(dir, "missing.csv"), out},
+		{"serve", "--jwt-secret", strings.Repeat("k", 32), "--categories-file", bad},
+	} {
+		r := runCLI(nil, args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "--categories-file (BULKREG_CATEGORIES_FILE)") {
+			t.Errorf("producer %q: exit %d, stderr %q; want 2 naming the setting", args, r.code, r.stderr)
+		}
+		if args[2] == bad && !strings.Contains(r.stderr, "line 2: category_code must be a code") {
+			t.Errorf("producer %q: stderr %q does not name the bad line", args, r.stderr)
+		}
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("template wrote a file despite a bad categories file")
+	}
 }

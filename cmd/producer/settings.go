@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -39,7 +40,8 @@ type settings struct {
 	shareUploads       int
 	checkOnlyRetention time.Duration
 	// files
-	maxFileSize int
+	maxFileSize    int
+	categoriesFile string
 	// HTTP service
 	addr                string
 	adminAddr           string
@@ -125,9 +127,10 @@ const (
 	gFile
 	gHTTP
 	gSecret
-	gLink   // the public URL and how long a sign-in link lives (serve, token)
-	gMargin // the throttle's margin (serve's finish estimate)
-	gShare  // each seller's share of Redis, and how long an upload that published nothing is kept (serve, upload)
+	gLink     // the public URL and how long a sign-in link lives (serve, token)
+	gMargin   // the throttle's margin (serve's finish estimate)
+	gShare    // each seller's share of Redis, and how long an upload that published nothing is kept (serve, upload)
+	gTemplate // what the template holds beyond the upload format (serve, template)
 )
 
 // bind registers the settings of the given groups on fs and returns a
@@ -173,6 +176,9 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 	}
 	if groups&gFile != 0 {
 		b.Int(&s.maxFileSize, "max-file-size", "largest spreadsheet accepted, in bytes")
+	}
+	if groups&gTemplate != 0 {
+		b.String(&s.categoriesFile, "categories-file", "CSV file of the marketplace's categories, a code and a name a line: the template lists them and its category column takes only their codes; empty: any code, and the template says to look codes up in the seller center")
 	}
 	if groups&gHTTP != 0 {
 		b.String(&s.addr, "addr", "listen address of the HTTP upload service")
@@ -356,6 +362,23 @@ func (s *settings) secureCookie() bool {
 
 func (s *settings) minter(secret string) httpapi.Minter {
 	return httpapi.Minter{Secret: []byte(secret), Issuer: s.jwtIssuer, Audience: s.jwtAudience, MaxLifetime: s.jwtMaxLifetime}
+}
+
+// categories reads --categories-file; none when it is not set.
+func (s *settings) categories() ([]excel.Category, error) {
+	if s.categoriesFile == "" {
+		return nil, nil
+	}
+	f, err := os.Open(s.categoriesFile)
+	if err != nil {
+		return nil, fmt.Errorf("--categories-file (%s): %w", config.EnvName("categories-file"), err)
+	}
+	defer f.Close()
+	cats, err := excel.ReadCategories(f)
+	if err != nil {
+		return nil, fmt.Errorf("--categories-file (%s): %s: %w", config.EnvName("categories-file"), s.categoriesFile, err)
+	}
+	return cats, nil
 }
 
 func (s *settings) parser() *excel.Parser {

@@ -621,12 +621,13 @@ type templateFile struct {
 
 // templateCacheControl lets a client and a shared cache keep the template
 // for an hour, then ask again with its ETag (a 304 when unchanged): the
-// template changes only with a new release.
+// template changes only with a new release or new categories, and its
+// ETag with it.
 const templateCacheControl = "public, max-age=3600"
 
-func buildTemplate() templateFile {
+func buildTemplate(categories []upload.Category) templateFile {
 	var buf bytes.Buffer
-	if err := upload.WriteTemplate(&buf); err != nil {
+	if err := upload.WriteTemplate(&buf, categories); err != nil {
 		return templateFile{err: fmt.Errorf("write the upload template: %w", err)}
 	}
 	sum := sha256.Sum256(buf.Bytes())

@@ -47,6 +47,10 @@ type Server struct {
 	// __Host- prefix) on every answer; set it behind a proxy that ends TLS.
 	// A request that arrives over TLS gets a Secure cookie anyway.
 	SecureCookies bool
+	// Categories are the marketplace's categories: the template lists them
+	// and its category column takes only their codes. None: any code of
+	// the rule's form, and the template says where codes are found.
+	Categories []upload.Category
 	// MaxFileSize is the largest spreadsheet accepted; the request body may
 	// be this plus 64 KiB of multipart framing. Default 10 MiB.
 	MaxFileSize int64
@@ -228,7 +232,7 @@ func (s *Server) init() {
 	s.work = newSellerWork()
 	s.pages = parsePages()
 	s.openapi, _ = webFiles.ReadFile("openapi.json")
-	s.templateXLSX = buildTemplate()
+	s.templateXLSX = buildTemplate(s.Categories)
 	mux := http.NewServeMux()
 	names := map[string]string{}
 	for _, rt := range s.routes() {

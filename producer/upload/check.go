@@ -120,8 +120,15 @@ func ColumnLetters(i int) string {
 	return string(b)
 }
 
-// WriteTemplate writes the empty upload template (.xlsx).
-func WriteTemplate(w io.Writer) error { return excel.WriteTemplate(w) }
+// Category is one of the marketplace's categories (excel.Category).
+type Category = excel.Category
+
+// WriteTemplate writes the empty upload template (.xlsx); with
+// categories, a sheet lists them and its category column takes only their
+// codes.
+func WriteTemplate(w io.Writer, categories []Category) error {
+	return excel.WriteTemplate(w, excel.TemplateOptions{Categories: categories})
+}
 
 // OnlyOtherContent reports whether a row's problems are only that its SKU
 // is registered already with different content.

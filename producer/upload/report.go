@@ -54,6 +54,7 @@ func ReportRowsIn(lang string, st uploadstatus.Status, cells map[int][]string) [
 			case uploadstatus.Failed, uploadstatus.AlreadyRegistered:
 				rr.Reason = RowReason(lang, st.Header, res)
 			}
+			rr.Problems = reportProblems(lang, st.Header, res)
 			if res.State == uploadstatus.Failed && res.Code == uploadstatus.OtherContent {
 				rr.Result = excel.ResultOtherContent
 			}
@@ -67,8 +68,45 @@ func ReportRowsIn(lang string, st uploadstatus.Status, cells map[int][]string) [
 				notKept, _ = messages.Render(lang, "cells_not_kept", nil)
 			}
 			rr.Reason = strings.TrimPrefix(rr.Reason+"; "+notKept, "; ")
+			if len(rr.Problems) > 0 {
+				rr.Problems = append(rr.Problems, excel.ReportProblem{Text: notKept})
+			}
 		}
 		out = append(out, rr)
+	}
+	return out
+}
+
+// reportProblems are a failed row's problems as its report says them, in
+// lang and without their places (the report names its own cells): its
+// details as the message table says them, or the registration API's
+// refusal of a field. None when the row has neither, or a detail the table
+// does not know: the row's reason then stands as it is.
+func reportProblems(lang string, header []string, res uploadstatus.RowResult) []excel.ReportProblem {
+	if res.State != uploadstatus.Failed {
+		return nil
+	}
+	if len(res.Details) == 0 {
+		if _, set := deadLettered(res); res.Field == "" || set {
+			return nil
+		}
+		return []excel.ReportProblem{{Field: res.Field, Text: RowReason(lang, header, res)}}
+	}
+	out := make([]excel.ReportProblem, 0, len(res.Details))
+	for _, d := range res.Details {
+		s, named, ok := say(lang, header, d.Code, d.Params)
+		if !ok {
+			return nil
+		}
+		field := d.Field
+		if field == "" {
+			field = d.Params["field"]
+		}
+		name := ""
+		if !named && field != "" {
+			name = FieldName(lang, header, field)
+		}
+		out = append(out, excel.ReportProblem{Field: field, Name: name, Text: s})
 	}
 	return out
 }
