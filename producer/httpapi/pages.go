@@ -44,7 +44,7 @@ type pageData struct {
 	Page    string // the nav entry to mark current
 	Seller  string
 	CSRF    string
-	Refresh string // a same-site redirect after signing in
+	Refresh string // the page asks for this address again at once, from its own origin
 	// SellerCenter is where a seller signs in to get a sign-in link
 	// (Server.SellerCenterURL); empty: the sign-in pages say it in words.
 	SellerCenter string
@@ -128,7 +128,15 @@ func (s *Server) pageCaller(w http.ResponseWriter, r *http.Request, unsafe bool)
 		s.logr(r).Info("cross-origin request refused", "path", r.URL.Path, "err", err)
 		s.renderMessage(w, r, caller{}, http.StatusForbidden, "forbidden.title", "forbidden.body")
 	case isAuthError(err):
-		s.render(w, r, http.StatusUnauthorized, "signin", s.data(r, caller{}, "", "signin.title"))
+		d := s.data(r, caller{}, "", "signin.title")
+		if r.Method == http.MethodGet && r.Header.Get("Sec-Fetch-Site") == "cross-site" && sessionID(r) == "" {
+			// Another site's link to a page carries no SameSite=Strict
+			// session cookie: the page asks for itself again from here,
+			// which carries it. Asked from here (same-origin), no session
+			// is no session: this page, without asking again.
+			d.Refresh = r.URL.RequestURI()
+		}
+		s.render(w, r, http.StatusUnauthorized, "signin", d)
 	default:
 		s.logr(r).Error("sign-in check failed", "err", err)
 		s.renderMessage(w, r, caller{}, http.StatusServiceUnavailable, "error.title", "error.title")
