@@ -447,14 +447,14 @@ func TestSellerInTheBrowser(t *testing.T) {
 	if a := eval[string](t, ctx, `document.activeElement.className + "|" + document.activeElement.getAttribute("aria-labelledby")`); a != "scroll|preview-title" {
 		t.Errorf("Shift+Tab after the jump went to %q, want the preview that holds the cell", a)
 	}
-	// And on (Tab) to the next problem's link, here Register after the
-	// only one: nothing focusable follows the preview, and Tab wrapped to
-	// the skip link at the top before.
+	// And on (Tab) to the next problem's link, here Register below the
+	// list after the only one: nothing focusable follows the preview, and
+	// Tab wrapped to the skip link at the top before.
 	within(t, ctx, 10*time.Second, chromedp.Click(chromedp.CSS(`#problems a[href="#cell-D33"]`)))
 	poll(t, ctx, `document.activeElement && document.activeElement.id === "cell-D33"`)
 	within(t, ctx, 10*time.Second, chromedp.KeyEvent("\t"))
-	if a := eval[string](t, ctx, `document.activeElement.id || document.activeElement.outerHTML.slice(0, 80)`); a != "register" {
-		t.Errorf("Tab after the jump went to %q, want Register (the only problem was the last)", a)
+	if a := eval[string](t, ctx, `document.activeElement.id || document.activeElement.outerHTML.slice(0, 80)`); a != "register-below" {
+		t.Errorf("Tab after the jump went to %q, want Register below the list (the only problem was the last)", a)
 	}
 	atPhone(t, ctx, "the check page after a jump", "")
 	within(t, ctx, 20*time.Second,
