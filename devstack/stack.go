@@ -68,6 +68,9 @@ type Options struct {
 	// EventsInterval is how often the pages' progress streams read an
 	// upload (default 1 s).
 	EventsInterval time.Duration
+	// SellerCenterURL is the seller center's sign-in address the pages link
+	// to when they ask to sign in (empty: none, the pages say it in words).
+	SellerCenterURL string
 	// Secret signs the producer's bearer tokens; empty: a random one.
 	Secret []byte
 	Logger *slog.Logger
@@ -281,7 +284,7 @@ func (s *Stack) startProducer(o Options, log *slog.Logger) error {
 		Slots: s.Throttle, PublishTimeout: 30 * time.Second, StaleAfter: 2 * time.Minute, Logger: plog, Metrics: upload.NewMetrics(reg)}
 	auth := httpapi.Auth{Secret: s.Secret, OperatorSecret: s.OperatorSecret, Leeway: 30 * time.Second}
 	srv := &httpapi.Server{Uploader: up, Auth: auth, Sessions: httpapi.NewRedisSessions(rdb), LinkMaxAge: LinkTTL,
-		Metrics: httpapi.NewMetrics(reg), Logger: plog, EventsInterval: o.EventsInterval,
+		SellerCenterURL: o.SellerCenterURL, Metrics: httpapi.NewMetrics(reg), Logger: plog, EventsInterval: o.EventsInterval,
 		Compliance: httpapi.ComplianceHandler(auth, compliance.NewRecorder(rdb, compliance.DefaultRetention).SetGlobal(o.GlobalLimit, o.GlobalWindow), s.Throttle.Policy()),
 	}
 	if b, err := circuit.New(rdb, o.Circuit); err == nil {

@@ -581,8 +581,8 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	metrics := httpapi.NewMetrics(reg)
 	srv := &httpapi.Server{
 		Uploader: up, Auth: auth, Sessions: httpapi.NewRedisSessions(rdb), SessionTTL: s.sessionTTL, LinkMaxAge: s.linkMaxAge,
-		SecureCookies: s.secureCookie(),
-		MaxFileSize:   int64(s.maxFileSize), Categories: categories, Metrics: metrics, Logger: log,
+		SecureCookies: s.secureCookie(), SellerCenterURL: s.sellerCenterURL,
+		MaxFileSize: int64(s.maxFileSize), Categories: categories, Metrics: metrics, Logger: log,
 		MaxUploads: s.maxUploads, MaxUploadsPerSeller: s.maxUploadsPerSeller, MinUploadRate: int64(s.minUploadRate),
 		UploadGrace: s.uploadGrace, ReadTimeout: s.readTimeout, WriteTimeout: s.httpWriteTimeout, EventsInterval: s.eventsInterval,
 		MaxReports: s.maxReports, MaxReportsPerSeller: s.maxReportsPerSeller, MinDownloadRate: int64(s.minDownloadRate), DownloadGrace: s.downloadGrace,

@@ -100,6 +100,7 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 		{[]string{"upload", "--seller", "../x", "f.xlsx"}, nil, exitUsage, "--seller: bad seller id"},
 		{[]string{"upload", "--seller", "s", "--stale-after", "10s", "f"}, nil, exitUsage, "--stale-after (BULKREG_STALE_AFTER): must be longer than --publish-timeout"},
 		{[]string{"serve", "--http-write-timeout", "5s"}, nil, exitUsage, "--http-write-timeout (BULKREG_HTTP_WRITE_TIMEOUT): must be longer"},
+		{[]string{"serve", "--seller-center-url", "seller.example.com/signin"}, map[string]string{"BULKREG_JWT_SECRET": strings.Repeat("k", 32)}, exitUsage, "--seller-center-url (BULKREG_SELLER_CENTER_URL): want an absolute http:// or https:// URL"},
 		{[]string{"token"}, nil, exitUsage, "exactly one of --seller"},
 		{[]string{"status", "--poll-interval", "x", "id"}, nil, exitUsage, "-poll-interval"},
 	}
@@ -393,7 +394,7 @@ func startServe(t *testing.T, scheme string) (env map[string]string, cancel func
 	addr, adminAddr := freeAddr(), freeAddr()
 	env = map[string]string{"BULKREG_KAFKA_BROKERS": strings.Join(brokers, ","), "BULKREG_REDIS_ADDRS": rs.Addr,
 		"BULKREG_JWT_SECRET": strings.Repeat("s", 40), "BULKREG_ADDR": addr, "BULKREG_ADMIN_ADDR": adminAddr, "BULKREG_LOG_LEVEL": "warn",
-		"BULKREG_PUBLIC_URL": scheme + addr}
+		"BULKREG_PUBLIC_URL": scheme + addr, "BULKREG_SELLER_CENTER_URL": "https://seller.example.com/signin?to=bulkreg"}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	exited = make(chan int, 1)
@@ -439,6 +440,17 @@ func TestServe(t *testing.T) {
 	}
 	if resp, err := http.Get(base + "/metrics"); err != nil || resp.StatusCode != 404 {
 		t.Errorf("/metrics on the sellers' port: %v, want 404 (it is on the admin listener)", resp.Status)
+	}
+	// The pages that ask to sign in link to the seller center serve is
+	// configured with.
+	if resp, err := http.Get(base + "/uploads"); err != nil {
+		t.Fatal(err)
+	} else {
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 401 || !strings.Contains(string(page), `href="https://seller.example.com/signin?to=bulkreg"`) {
+			t.Errorf("the uploads page without a session: %d, want 401 linking to the seller center:\n%.2000s", resp.StatusCode, page)
+		}
 	}
 	// A sign-in link from `producer token --link` opens a session on the
 	// pages: its page's button posts the link's token.

@@ -46,6 +46,7 @@ type settings struct {
 	addr                string
 	adminAddr           string
 	publicURL           string
+	sellerCenterURL     string
 	sessionTTL          time.Duration
 	linkMaxAge          time.Duration
 	secureCookies       bool
@@ -197,6 +198,7 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 		b.Duration(&s.anonymousIdle, "anonymous-idle-timeout", "how long a connection that has not sent a valid token or session is kept waiting for a request (signed-in connections keep 2m)")
 		b.String(&s.adminAddr, "admin-addr", "listen address of /metrics and /healthz, apart from the sellers' port")
 		b.Duration(&s.sessionTTL, "session-ttl", "how long a seller stays signed in to the pages after opening a sign-in link")
+		b.URL(&s.sellerCenterURL, "seller-center-url", "where sellers sign in to the seller center that gives them sign-in links; every page that asks to sign in links to it (empty: the pages say in words to open the link from the seller center)")
 		b.Bool(&s.secureCookies, "secure-cookies", "mark the session cookie Secure on every answer (behind a proxy that ends TLS); requests over TLS get it anyway")
 		b.Duration(&s.eventsInterval, "events-interval", "how often a progress stream (server-sent events) reads the upload's progress")
 		b.String(&s.logLevel, "log-level", "debug, info, warn or error")
@@ -289,6 +291,11 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 			}
 			positive("anonymous-idle-timeout", s.anonymousIdle)
 			positive("session-ttl", s.sessionTTL)
+			if s.sellerCenterURL != "" {
+				if err := config.ValidHTTPURL(s.sellerCenterURL); err != nil {
+					bad("seller-center-url", "%v", err)
+				}
+			}
 			positive("events-interval", s.eventsInterval)
 			if s.adminAddr == "" {
 				bad("admin-addr", "must not be empty: /metrics and /healthz need a listener of their own")

@@ -582,7 +582,7 @@ func (s *Server) apiReport(lim *limits) http.HandlerFunc {
 			// A report link is followed in the browser (a page's link, kept
 			// after its upload expired): a page with a way back, not JSON.
 			if navigated(r) {
-				s.renderMessage(w, r, http.StatusNotFound, "notfound.title", "notfound.body")
+				s.renderMessage(w, r, c, http.StatusNotFound, "notfound.title", "notfound.body")
 				return
 			}
 			writeProblem(w, r, problem{Status: http.StatusNotFound, Code: "not_found", Detail: fmt.Sprintf("no upload %q", r.PathValue("id"))})

@@ -53,7 +53,6 @@ var messages = map[string][2]string{ // [ko, en]
 	"signed.in.as":         {"로그인: %s", "Signed in as %s"},
 	"signout":              {"로그아웃", "Sign out"},
 	"signin.title":         {"로그인이 필요합니다", "Please sign in"},
-	"signin.body":          {"판매자 센터에서 bulkreg 로그인 링크를 열어 주세요. 링크는 한 번만, 잠깐 동안 쓸 수 있습니다.", "Open the bulkreg sign-in link from your seller center. A link works once, for a short while."},
 	"signin.bad":           {"이 로그인 링크는 만료되었거나 이미 사용되었습니다. 새 링크를 받아 주세요.", "This sign-in link has expired or was used already. Please get a new one."},
 	"signin.ok":            {"%s 판매자로 로그인했습니다.", "You are signed in as seller %s."},
 	"signin.continue":      {"등록 내역으로 이동", "Continue to your uploads"},
@@ -164,11 +163,18 @@ var messages = map[string][2]string{ // [ko, en]
 	"win.min":               {"%d분", "%d minutes"},
 	"win.sec":               {"%d초", "%d seconds"},
 	"back.uploads":          {"등록 내역으로 돌아가기", "Back to your uploads"},
-	"signin.already":        {"이미 로그인했다면 등록 내역으로 이동하세요.", "Signed in already? Go to your uploads."},
 	"signout.confirm":       {"로그아웃할까요? 등록 중인 행은 로그아웃해도 계속 등록됩니다.", "Sign out? Rows being registered go on after you sign out."},
 	"signout.done":          {"로그아웃했습니다", "You are signed out"},
-	"signout.done.body":     {"등록 중인 행은 계속 등록됩니다. 다시 로그인하려면 판매자 센터에서 bulkreg 로그인 링크를 열어 주세요.", "Rows being registered go on. To sign in again, open the bulkreg sign-in link from your seller center."},
+	"signout.done.body":     {"등록 중인 행은 로그아웃해도 계속 등록됩니다.", "Rows being registered go on."},
 	"signout.yes":           {"로그아웃하기", "Yes, sign out"},
+
+	// Where a sign-in link comes from (signin.html): the seller center,
+	// linked when Server.SellerCenterURL is set.
+	"signin.center":       {"판매자 센터에 로그인한 뒤 bulkreg 로그인 링크를 열어 주세요. 링크는 한 번만, 잠깐 동안 쓸 수 있습니다.", "Sign in to your seller center and open the bulkreg sign-in link there. A link works once, for a short while."},
+	"signin.center.link":  {"판매자 센터에서 로그인하기", "Sign in at the seller center"},
+	"signin.nocenter":     {"판매자 센터에 로그인한 뒤 bulkreg 로그인 링크를 열어 주세요. 링크는 한 번만, 잠깐 동안 쓸 수 있습니다. 판매자 센터 주소를 모르면 bulkreg 운영자에게 물어 주세요.", "Sign in to your seller center and open the bulkreg sign-in link there. A link works once, for a short while. If you do not know the seller center's address, ask the bulkreg operator."},
+	"session.ended.title": {"다시 로그인해 주세요", "Please sign in again"},
+	"session.ended.body":  {"로그아웃했거나 로그인 시간이 지나서 이 파일을 검사하거나 등록하지 않았습니다. 다시 로그인한 뒤 파일을 다시 올려 주세요.", "You signed out, or your sign-in expired, so this file was neither checked nor registered. Sign in again, then upload the file again."},
 
 	// A seller's share of the upload storage is full (issue 45, 2).
 	"share.title":      {"올린 파일을 더 보관할 공간이 없습니다", "Your upload storage is full"},

@@ -44,7 +44,10 @@ type pageData struct {
 	Page    string // the nav entry to mark current
 	Seller  string
 	CSRF    string
-	Refresh string // a same-site redirect after signing in
+	Refresh string // the page asks for this address again at once, from its own origin
+	// SellerCenter is where a seller signs in to get a sign-in link
+	// (Server.SellerCenterURL); empty: the sign-in pages say it in words.
+	SellerCenter string
 
 	Bad       bool   // sign-in: the link did not work
 	SignedOut bool   // sign-in: the seller has just signed out
@@ -63,7 +66,7 @@ type pageData struct {
 func (d pageData) T(key string, args ...any) string { return msg(d.Lang, key, args...) }
 
 func (s *Server) data(r *http.Request, c caller, page, titleKey string) pageData {
-	d := pageData{Lang: pickLang(r), Page: page, Seller: c.seller}
+	d := pageData{Lang: pickLang(r), Page: page, Seller: c.seller, SellerCenter: s.SellerCenterURL}
 	d.Title = msg(d.Lang, titleKey)
 	if c.session != nil {
 		d.CSRF = c.session.CSRF
@@ -71,14 +74,21 @@ func (s *Server) data(r *http.Request, c caller, page, titleKey string) pageData
 	return d
 }
 
-// render writes a page (or, with layout false, the "check" fragment).
+// render writes a page. The "check" page is a fragment: the check's
+// result, which the upload page's script puts in place. Any other page
+// asked by that script (fromScript) is its fragment too, when it has one
+// (the sign-in page's "sign in again", an error's notice): a page inside
+// the page would repeat its header and landmarks.
 func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name string, d pageData) {
 	if l := r.URL.Query().Get("lang"); l == langKO || l == langEN {
 		http.SetCookie(w, &http.Cookie{Name: langCookie, Value: l, Path: "/", MaxAge: 365 * 24 * 3600, SameSite: http.SameSiteLaxMode, Secure: s.secure(r)})
 	}
 	tmpl, entry := s.pages[name], "layout"
-	if name == "check" {
+	switch {
+	case name == "check":
 		entry = "check"
+	case fromScript(r) && tmpl.Lookup("fragment") != nil:
+		entry = "fragment"
 	}
 	var buf bytes.Buffer
 	if err := tmpl.ExecuteTemplate(&buf, entry, d); err != nil {
@@ -94,8 +104,14 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 	w.Write(buf.Bytes())
 }
 
-func (s *Server) renderMessage(w http.ResponseWriter, r *http.Request, status int, titleKey, bodyKey string) {
-	d := s.data(r, caller{}, "", titleKey)
+// fromScript reports whether a page's own script sent the request (it
+// puts the answer inside the page) rather than the browser's navigation.
+func fromScript(r *http.Request) bool { return r.Header.Get("X-Fragment") == "1" }
+
+// renderMessage shows a message page to c: signed in, with the menu and
+// the sign-out button; caller{} when no one is.
+func (s *Server) renderMessage(w http.ResponseWriter, r *http.Request, c caller, status int, titleKey, bodyKey string) {
+	d := s.data(r, c, "", titleKey)
 	d.Body = msg(d.Lang, bodyKey)
 	s.render(w, r, status, "message", d)
 }
@@ -110,14 +126,36 @@ func (s *Server) pageCaller(w http.ResponseWriter, r *http.Request, unsafe bool)
 		return c, true
 	case errors.Is(err, errCrossOrigin):
 		s.logr(r).Info("cross-origin request refused", "path", r.URL.Path, "err", err)
-		s.renderMessage(w, r, http.StatusForbidden, "forbidden.title", "forbidden.body")
+		s.renderMessage(w, r, caller{}, http.StatusForbidden, "forbidden.title", "forbidden.body")
 	case isAuthError(err):
-		s.render(w, r, http.StatusUnauthorized, "signin", s.data(r, caller{}, "", "signin.title"))
+		d := s.data(r, caller{}, "", "signin.title")
+		if r.Method == http.MethodGet && r.Header.Get("Sec-Fetch-Site") == "cross-site" && sessionID(r) == "" {
+			// Another site's link to a page carries no SameSite=Strict
+			// session cookie: the page asks for itself again from here,
+			// which carries it. Asked from here (same-origin), no session
+			// is no session: this page, without asking again.
+			d.Refresh = r.URL.RequestURI()
+		}
+		s.render(w, r, http.StatusUnauthorized, "signin", d)
 	default:
 		s.logr(r).Error("sign-in check failed", "err", err)
-		s.renderMessage(w, r, http.StatusServiceUnavailable, "error.title", "error.title")
+		s.renderMessage(w, r, caller{}, http.StatusServiceUnavailable, "error.title", "error.title")
 	}
 	return caller{}, false
+}
+
+// pageSession is who is signed in, for a page anyone may be shown (not
+// found): the page keeps the seller's menu. caller{} when no one is, or
+// when the session cannot be read now.
+func (s *Server) pageSession(r *http.Request) caller {
+	if s.Sessions == nil {
+		return caller{}
+	}
+	c, err := s.currentSession(r)
+	if err != nil || c == nil {
+		return caller{}
+	}
+	return *c
 }
 
 func (s *Server) pageHome(w http.ResponseWriter, r *http.Request) {
@@ -131,7 +169,7 @@ func (s *Server) pageSignOut(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
 	if !c.csrfOK(r, r.PostFormValue("csrf_token")) {
-		s.renderMessage(w, r, http.StatusForbidden, "forbidden.title", "forbidden.body")
+		s.renderMessage(w, r, c, http.StatusForbidden, "forbidden.title", "forbidden.body")
 		return
 	}
 	if c.session != nil {
@@ -171,7 +209,7 @@ func (s *Server) pageForm(w http.ResponseWriter, r *http.Request, lim *limits) (
 	}
 	if !c.csrfOK(r, f.csrf) {
 		release()
-		s.renderMessage(w, r, http.StatusForbidden, "forbidden.title", "forbidden.body")
+		s.renderMessage(w, r, c, http.StatusForbidden, "forbidden.title", "forbidden.body")
 		return w, caller{}, form{}, nil, false
 	}
 	done, err := s.work.take(r.Context(), c.seller)
@@ -201,12 +239,12 @@ func (s *Server) pageCheck(lim *limits) http.HandlerFunc {
 			status = http.StatusUnprocessableEntity
 		case err != nil:
 			s.logr(r).Error("check failed", "seller", c.seller, "err", err)
-			s.renderMessage(w, r, http.StatusServiceUnavailable, "error.title", "error.title")
+			s.renderMessage(w, r, c, http.StatusServiceUnavailable, "error.title", "error.title")
 			return
 		default:
 			d.Check = checkedView(d.Lang, chk)
 		}
-		if r.Header.Get("X-Fragment") == "1" {
+		if fromScript(r) {
 			// The fragment replaces part of a page that shows the status
 			// already; the script reads the text whatever the code.
 			s.render(w, r, http.StatusOK, "check", d)
@@ -254,7 +292,7 @@ func (s *Server) pageRegister(lim *limits) http.HandlerFunc {
 			if !errors.Is(err, upload.ErrPublish) {
 				s.logr(r).Error("upload failed", "upload_id", res.UploadID, "err", err)
 			}
-			s.renderMessage(w, r, http.StatusServiceUnavailable, "error.title", "detail.publishfail")
+			s.renderMessage(w, r, c, http.StatusServiceUnavailable, "error.title", "detail.publishfail")
 			return
 		}
 		to := "/uploads/" + res.UploadID
@@ -290,7 +328,7 @@ func (s *Server) pageUploads(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		s.logr(r).Error("list uploads", "seller", c.seller, "err", err)
-		s.renderMessage(w, r, http.StatusServiceUnavailable, "error.title", "error.title")
+		s.renderMessage(w, r, c, http.StatusServiceUnavailable, "error.title", "error.title")
 		return
 	}
 	for _, st := range page.Uploads {
@@ -397,7 +435,7 @@ func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
 	}
 	duplicate, err := parseBool(r.URL.Query(), "duplicate")
 	if err != nil {
-		s.renderMessage(w, r, http.StatusBadRequest, "badparam.title", "badparam.body")
+		s.renderMessage(w, r, c, http.StatusBadRequest, "badparam.title", "badparam.body")
 		return
 	}
 	var p upload.Progress
@@ -406,12 +444,12 @@ func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
 		p, err = s.Uploader.Progress(r.Context(), c.seller, r.PathValue("id"))
 	}
 	if errors.Is(err, upload.ErrNotFound) {
-		s.renderMessage(w, r, http.StatusNotFound, "notfound.title", "notfound.body")
+		s.renderMessage(w, r, c, http.StatusNotFound, "notfound.title", "notfound.body")
 		return
 	}
 	if err != nil {
 		s.logr(r).Error("read upload status", "upload_id", r.PathValue("id"), "err", err)
-		s.renderMessage(w, r, http.StatusServiceUnavailable, "error.title", "error.title")
+		s.renderMessage(w, r, c, http.StatusServiceUnavailable, "error.title", "error.title")
 		return
 	}
 	d := s.data(r, c, "uploads", "detail.title")

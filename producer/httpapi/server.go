@@ -43,6 +43,10 @@ type Server struct {
 	// LinkMaxAge is the longest a sign-in link may be valid (its token's
 	// exp − now); a longer-lived token is not a link. Default 15 min.
 	LinkMaxAge time.Duration
+	// SellerCenterURL is where sellers sign in to the seller center that
+	// hands out sign-in links: every page that asks to sign in links to it.
+	// Empty: those pages say in words where to get a link.
+	SellerCenterURL string
 	// SecureCookies marks the session cookie Secure (and names it with the
 	// __Host- prefix) on every answer; set it behind a proxy that ends TLS.
 	// A request that arrives over TLS gets a Secure cookie anyway.
@@ -208,6 +212,7 @@ func (s *Server) routes() []route {
 		{"GET", "/uploads", "page_uploads", false, s.pageUploads},
 		{"GET", "/uploads/{id}", "page_detail", false, s.pageDetail},
 		{"GET", "/assets/{name}", "assets", false, s.assets},
+		{"GET", "/favicon.ico", "favicon", false, s.favicon},
 	}
 }
 
@@ -275,7 +280,7 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request, mux *http.Serve
 		return
 	}
 	if !strings.HasPrefix(r.URL.Path, "/v1/") && wantsHTML(r) {
-		s.renderMessage(w, r, http.StatusNotFound, "notfound.title", "notfound.body")
+		s.renderMessage(w, r, s.pageSession(r), http.StatusNotFound, "notfound.title", "notfound.body")
 		return
 	}
 	writeProblem(w, r, problem{Status: http.StatusNotFound, Code: "not_found", Detail: "no such endpoint: " + r.Method + " " + r.URL.Path})
@@ -465,5 +470,15 @@ func (s *Server) assets(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
 	}
 	w.Header().Set("Cache-Control", "no-cache")
+	w.Write(b)
+}
+
+// favicon serves the pages' icon (a 32 px PNG in an ICO, embedded) where
+// browsers look for it without being told, so no page's visit asks for
+// something missing.
+func (s *Server) favicon(w http.ResponseWriter, r *http.Request) {
+	b, _ := webFiles.ReadFile("web/static/favicon.ico") // embedded: it is there
+	w.Header().Set("Content-Type", "image/x-icon")
+	w.Header().Set("Cache-Control", "public, max-age=86400")
 	w.Write(b)
 }

@@ -117,7 +117,7 @@ func (s *Server) pagePostSignIn(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.cop.Check(r); err != nil {
 		s.logr(r).Info("cross-origin sign-in refused", "remote", r.RemoteAddr, "fetch_site", r.Header.Get("Sec-Fetch-Site"), "origin", r.Header.Get("Origin"), "err", err)
-		s.renderMessage(w, r, http.StatusForbidden, "forbidden.title", "forbidden.body")
+		s.renderMessage(w, r, caller{}, http.StatusForbidden, "forbidden.title", "forbidden.body")
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxSignInForm)
@@ -228,7 +228,7 @@ func (s *Server) linkUsedAgain(w http.ResponseWriter, r *http.Request, link Sign
 
 func (s *Server) signInFailed(w http.ResponseWriter, r *http.Request, link SignInLink, err error) {
 	s.logr(r).Error("sign-in failed", "seller", link.Seller, "err", err)
-	s.renderMessage(w, r, http.StatusServiceUnavailable, "error.title", "error.title")
+	s.renderMessage(w, r, caller{}, http.StatusServiceUnavailable, "error.title", "error.title")
 }
 
 // currentSession is the page session the request's cookie names, nil when

@@ -42,7 +42,7 @@
       // wrap to the skip link: it goes on to the next problem's link (the
       // list read in order, cell after cell), or to Register after the last.
       var li = a.closest("li"), next = li && li.nextElementSibling && li.nextElementSibling.querySelector("a.cell");
-      next = next || document.getElementById("register");
+      next = next || document.getElementById("register-below") || document.getElementById("register");
       if (next) cell.onkeydown = function (k) {
         if (k.key !== "Tab" || k.shiftKey) return;
         k.preventDefault();
@@ -50,6 +50,13 @@
         next.focus();
       };
     });
+  }
+
+  // The session ended while the page was open (signed out in another tab,
+  // or expired): the page's answer says to sign in again, and the header
+  // stops naming the seller and offering their menu.
+  function signedOut() {
+    document.querySelectorAll(".top .who, .top .signout, .top nav:not(.lang)").forEach(function (el) { el.remove(); });
   }
 
   // Upload page: drop a file on the zone; Check answers in place so the
@@ -80,8 +87,16 @@
       return fetch("/upload/check", {
         method: "POST", body: body, credentials: "same-origin",
         headers: { "X-CSRF-Token": token ? token.content : "", "X-Fragment": "1" }
-      }).then(function (r) { return r.text(); }).then(function (html) {
-        result.innerHTML = html;
+      }).then(function (r) {
+        return r.text().then(function (html) { return { status: r.status, ok: r.ok, html: html }; });
+      }).then(function (a) {
+        result.innerHTML = a.html;
+        if (a.status === 401) signedOut();
+        if (!a.ok) { // a notice in place of the result: sign in again, or try later
+          var n = document.getElementById("notice-title");
+          if (n) n.focus();
+          return;
+        }
         then();
       }).finally(function () { check.disabled = false; register.disabled = false; check.textContent = label; });
     }
@@ -110,6 +125,8 @@
       }).catch(function () { form.submit(); });
     });
     result.addEventListener("click", function (e) {
+      // Register below the problem list is Register.
+      if (e.target.id === "register-below") { e.preventDefault(); register.click(); return; }
       if (e.target.id === "confirm-register") { confirmed.value = "1"; form.action = "/upload"; }
       if (e.target.id === "confirm-cancel") {
         document.getElementById("confirm").hidden = true;
@@ -124,7 +141,12 @@
   // events come; the estimate's "in about …" ticks every second.
   function progressPage() {
     var sec = document.getElementById("progress");
-    if (!sec || !window.EventSource) return;
+    if (!sec) return;
+    // Arriving from Register (or a link), a screen reader starts at the
+    // page's heading, not at the top of the document.
+    var title = document.getElementById("detail-title");
+    if (title && (document.activeElement === document.body || !document.activeElement)) title.focus();
+    if (!window.EventSource) return;
     var m = messages();
     var eta = document.getElementById("eta"), etaAt = eta.dataset.eta ? new Date(eta.dataset.eta) : null;
     var done = sec.dataset.done === "true";
@@ -175,6 +197,7 @@
       set("state", end ? m["state.done." + end] : m["state." + p.state] || p.state);
       var fix = document.getElementById("fix");
       fix.hidden = !(p.to_fix > 0) || !end;
+      document.getElementById("report-failed-item").hidden = !(p.failed > 0);
       document.getElementById("fix-file").textContent = say("end.fix", p.to_fix || 0);
       waiting.hidden = p.done;
       if (ahead && waiting.dataset.aheadFormat) {
@@ -205,7 +228,7 @@
         isolatedCell(tr, r.field);
         isolatedCell(tr, r.reason);
       });
-      table.hidden = rows.length === 0;
+      document.getElementById("failed-box").hidden = rows.length === 0;
       document.getElementById("no-failed").hidden = rows.length !== 0;
       more("failed-more", left);
     }
