@@ -72,7 +72,7 @@ func TestTheFixFileRoundTripsInBothLanguages(t *testing.T) {
 				t.Fatalf("the fix file's rows %q", rows)
 			}
 			reasonCol := len(rows[0]) - 2
-			for i, want := range []struct{ cell, row string }{{"D2: ", "3"}, {"D3: ", "5"}} {
+			for i, want := range []struct{ cell, row string }{{"D2 price: ", "3"}, {"D3 price: ", "5"}} {
 				reason := rows[i+1][reasonCol]
 				if !strings.HasPrefix(reason, want.cell) || !strings.HasSuffix(reason, "("+strings.Replace(tc.original, "%s", want.row, 1)+")") {
 					t.Errorf("reason %q: want it to start with %q and name the original row %s", reason, want.cell, want.row)

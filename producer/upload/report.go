@@ -90,7 +90,7 @@ func reportProblems(lang string, header []string, res uploadstatus.RowResult) []
 		if _, set := deadLettered(res); res.Field == "" || set {
 			return nil
 		}
-		return []excel.ReportProblem{{Field: res.Field, Text: RowReason(lang, header, res)}}
+		return []excel.ReportProblem{{Field: res.Field, Name: FieldName(lang, header, res.Field), Text: RowReasonBeside(lang, header, res)}}
 	}
 	out := make([]excel.ReportProblem, 0, len(res.Details))
 	for _, d := range res.Details {
