@@ -191,6 +191,9 @@ type ReportRow struct {
 	// ProductID is the marketplace's product number of a registered or
 	// already registered row.
 	ProductID string
+	// At is when the row's result was recorded, said as the seller reads
+	// times (the caller's); "" while the row waits.
+	At string
 }
 
 // WriteReport writes the result report: the seller's columns as they were
@@ -207,8 +210,9 @@ func WriteReport(w io.Writer, header []string, rows []ReportRow, failedOnly bool
 
 // WriteReportIn is WriteReport in lang (messages.KO or messages.EN): the
 // result column says each row's result in that language (the reasons
-// are the caller's, already in it). A last column holds the product
-// number (상품번호) of each registered row.
+// are the caller's, already in it). Then come the product number
+// (상품번호) of each registered row and when each row's result was
+// recorded (처리 시각).
 func WriteReportIn(w io.Writer, lang string, header []string, rows []ReportRow, failedOnly bool) error {
 	f := excelize.NewFile()
 	defer f.Close()
@@ -244,7 +248,7 @@ func WriteReportIn(w io.Writer, lang string, header []string, rows []ReportRow, 
 			}
 			line = append(line, v)
 		}
-		line = append(line, r.Number, ResultText(lang, r.Result), r.Reason, r.ProductID)
+		line = append(line, r.Number, ResultText(lang, r.Result), r.Reason, r.ProductID, r.At)
 		body = append(body, line)
 	}
 	if err := writeTable(f, sheet, full, body); err != nil {

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/bulkreg/bulkreg/excel"
+	"github.com/bulkreg/bulkreg/internal/sellertime"
 	"github.com/bulkreg/bulkreg/messages"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
@@ -21,7 +23,7 @@ const cellsNotKept = "the row's cells are not in this report: the upload held mo
 // "waiting". A failed-only report keeps the failed rows alone, so an already
 // registered row is never sent again from it.
 func ReportRows(st uploadstatus.Status, cells map[int][]string) []excel.ReportRow {
-	return ReportRowsIn(LangEN, st, cells)
+	return ReportRowsIn(LangEN, time.UTC, st, cells)
 }
 
 // ReportRowsIn is ReportRows with every reason in lang (LangKO, LangEN),
@@ -29,8 +31,9 @@ func ReportRows(st uploadstatus.Status, cells map[int][]string) []excel.ReportRo
 // already registered row carries its product number; a row whose SKU is
 // registered already with other content is ResultOtherContent, apart from
 // the failed rows (nothing in the file is wrong), and left out of a
-// failed-rows report.
-func ReportRowsIn(lang string, st uploadstatus.Status, cells map[int][]string) []excel.ReportRow {
+// failed-rows report. Each recorded row says when its result was recorded,
+// in zone, as pages say times (sellertime).
+func ReportRowsIn(lang string, zone *time.Location, st uploadstatus.Status, cells map[int][]string) []excel.ReportRow {
 	results := make(map[int]uploadstatus.RowResult, len(st.Rows))
 	for _, r := range st.Rows {
 		results[r.Row] = r
@@ -59,6 +62,9 @@ func ReportRowsIn(lang string, st uploadstatus.Status, cells map[int][]string) [
 			}
 			if res.State != uploadstatus.Failed {
 				rr.ProductID = res.ProductID
+			}
+			if !res.At.IsZero() {
+				rr.At = sellertime.Format(lang, res.At, zone)
 			}
 		}
 		if c, ok := cells[n]; ok && len(c) == 0 && len(st.Header) > 0 {
@@ -90,17 +96,18 @@ type Report struct {
 // It reads the upload's cells from the store; st says whose upload it is,
 // so callers serving sellers pass a Status from Uploader.Status.
 func (u *Uploader) BuildReport(ctx context.Context, st uploadstatus.Status, failedOnly bool) (Report, error) {
-	return u.BuildReportIn(ctx, LangEN, st, failedOnly)
+	return u.BuildReportIn(ctx, LangEN, time.UTC, st, failedOnly)
 }
 
 // BuildReportIn is BuildReport in lang: the results and reasons in that
-// language, and the file's name (Report.Name) after the uploaded file.
-func (u *Uploader) BuildReportIn(ctx context.Context, lang string, st uploadstatus.Status, failedOnly bool) (Report, error) {
+// language, the times in zone, and the file's name (Report.Name) after the
+// uploaded file.
+func (u *Uploader) BuildReportIn(ctx context.Context, lang string, zone *time.Location, st uploadstatus.Status, failedOnly bool) (Report, error) {
 	cells, err := u.Statuses.Cells(ctx, st.ID)
 	if err != nil {
 		return Report{}, err
 	}
-	rows := ReportRowsIn(lang, st, cells)
+	rows := ReportRowsIn(lang, zone, st, cells)
 	n := len(rows)
 	if failedOnly {
 		n = 0
@@ -125,7 +132,7 @@ func (u *Uploader) BuildReportIn(ctx context.Context, lang string, st uploadstat
 			break
 		}
 		cells = keepCells(st, cells, int(int64(kept)*int64(MaxReportBytes)*9/10/int64(buf.Len())))
-		rows = ReportRowsIn(lang, st, cells)
+		rows = ReportRowsIn(lang, zone, st, cells)
 		buf.Reset()
 		if err := excel.WriteReportIn(&buf, lang, st.Header, rows, failedOnly); err != nil {
 			return Report{}, fmt.Errorf("write the report of upload %s: %w", st.ID, err)
