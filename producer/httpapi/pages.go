@@ -390,10 +390,10 @@ type detailView struct {
 	// as the page says it, ETAText the sentence around it; FinishedText says
 	// when the last row was done, once every row is. Zone names the zone
 	// the page says them in, for the page's stream.
-	ETAISO, ETAAt, ETAText, FinishedText, Zone                 string
-	FailedRows                                                 []FailedRow
-	OtherContentRows                                           []FailedRow // registered already with other content, apart
-	Fix                                                        int         // failed rows to fix: Failed without OtherContentRows
+	ETAISO, ETAAt, ETAText, FinishedText, Zone string
+	FailedRows                                 []FailedRow
+	OtherContentRows                           []FailedRow // registered already with other content, apart
+	Fix                                        int         // failed rows to fix: Failed without OtherContentRows
 	// OtherCount counts the rows registered already with other content;
 	// FailedMore and OtherMore say how many rows of each list are not
 	// shown (failedRows bounds them), empty when every one is.
