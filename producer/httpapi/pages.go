@@ -386,14 +386,10 @@ type detailView struct {
 	ID, FileName, Created, State                               string
 	Total, Registered, Already, Failed, Waiting, Done, Percent int
 	IsDone                                                     bool
-	// ETAISO is the finish estimate for the script, ETAAt the same instant
-	// as the page says it, ETAText the sentence around it; FinishedText says
-	// when the last row was done, once every row is. Zone names the zone
-	// the page says them in, for the page's stream.
-	ETAISO, ETAAt, ETAText, FinishedText, Zone string
-	FailedRows                                 []FailedRow
-	OtherContentRows                           []FailedRow // registered already with other content, apart
-	Fix                                        int         // failed rows to fix: Failed without OtherContentRows
+	ETAISO, ETAText                                            string
+	FailedRows                                                 []FailedRow
+	OtherContentRows                                           []FailedRow // registered already with other content, apart
+	Fix                                                        int         // failed rows to fix: Failed without OtherContentRows
 	// OtherCount counts the rows registered already with other content;
 	// FailedMore and OtherMore say how many rows of each list are not
 	// shown (failedRows bounds them), empty when every one is.
@@ -414,6 +410,10 @@ type detailView struct {
 	// for the script. PaceText is the marketplace's limit.
 	Ahead                            int
 	AheadText, AheadFormat, PaceText string
+	// ETAAt is the finish estimate (ETAISO) as the page says it, inside
+	// ETAText; FinishedText says when the last row was done, once every row
+	// is. Zone names the zone the page says times in, for its stream.
+	ETAAt, FinishedText, Zone string
 }
 
 func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
