@@ -14,6 +14,7 @@ import (
 	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/excel"
 	"github.com/bulkreg/bulkreg/internal/config"
+	"github.com/bulkreg/bulkreg/internal/sellertime"
 	"github.com/bulkreg/bulkreg/ledger"
 	"github.com/bulkreg/bulkreg/producer/httpapi"
 	"github.com/bulkreg/bulkreg/producer/upload"
@@ -48,6 +49,7 @@ type settings struct {
 	linkMaxAge          time.Duration
 	secureCookies       bool
 	eventsInterval      time.Duration
+	sellerTimeZone      string
 	readTimeout         time.Duration
 	httpWriteTimeout    time.Duration
 	shutdownTimeout     time.Duration
@@ -92,6 +94,7 @@ func defaults() *settings {
 		sessionTTL:         httpapi.DefaultSessionTTL,
 		linkMaxAge:         httpapi.DefaultLinkMaxAge,
 		eventsInterval:     httpapi.DefaultEventsInterval,
+		sellerTimeZone:     sellertime.DefaultZone,
 		readTimeout:        time.Minute,
 		httpWriteTimeout:   2 * time.Minute,
 		shutdownTimeout:    30 * time.Second,
@@ -192,7 +195,8 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 		b.String(&s.adminAddr, "admin-addr", "listen address of /metrics and /healthz, apart from the sellers' port")
 		b.Duration(&s.sessionTTL, "session-ttl", "how long a seller stays signed in to the pages after opening a sign-in link")
 		b.Bool(&s.secureCookies, "secure-cookies", "mark the session cookie Secure on every answer (behind a proxy that ends TLS); requests over TLS get it anyway")
-		b.Duration(&s.eventsInterval, "events-interval", "how often a progress stream (server-sent events) reads the upload's progress")
+		b.Duration(&s.eventsInterval, "events-interval", "how often a progress stream (server-sent events) reads the upload's progress, and an open history page its uploads")
+		b.String(&s.sellerTimeZone, "seller-time-zone", "the time zone (IANA name) pages, progress events and reports say times in until a seller's browser tells its own")
 		b.String(&s.logLevel, "log-level", "debug, info, warn or error")
 	}
 	if groups&gLink != 0 {
@@ -284,6 +288,9 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 			positive("anonymous-idle-timeout", s.anonymousIdle)
 			positive("session-ttl", s.sessionTTL)
 			positive("events-interval", s.eventsInterval)
+			if _, err := sellertime.Load(s.sellerTimeZone); err != nil {
+				bad("seller-time-zone", "%v", err)
+			}
 			if s.adminAddr == "" {
 				bad("admin-addr", "must not be empty: /metrics and /healthz need a listener of their own")
 			} else if s.adminAddr == s.addr {
