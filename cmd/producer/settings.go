@@ -375,15 +375,15 @@ func (s *settings) redis() redis.UniversalClient { return s.shared.RedisClient()
 // the registration API answers. Peek reads only the state, and Seller reads
 // the window's ring in the shape the consumers wrote it
 // (lua/circuit_seller.lua), so the consumers' circuit settings do not matter
-// here. A seller's failing verdict is held for a limit window and a margin
-// (upload.RememberFailing): at its limit the seller calls in bursts that
-// far apart.
+// here. A seller's failing streak counts for a limit window and a margin
+// after its last failure (upload.HoldFailing): at its limit the seller
+// calls in bursts that far apart.
 func (s *settings) marketplace(rdb redis.UniversalClient) upload.Marketplace {
 	b, err := circuit.New(rdb, circuit.Settings{})
 	if err != nil { // only a nil client or invalid settings, neither possible here
 		return nil
 	}
-	return upload.RememberFailing(b, s.shared.Window+s.shared.Margin)
+	return upload.HoldFailing(b, s.shared.Window+s.shared.Margin)
 }
 
 func (s *settings) store(rdb redis.UniversalClient) *uploadstatus.Store {
