@@ -403,12 +403,12 @@ type SellerCalls struct {
 	// limit window apart) and end when the circuit opens or closes.
 	Streak           int
 	LastFailure, Now time.Time
-	// Others counts the other sellers whose last two calls or more failed,
-	// the last within the window, and that are not Sick.
-	Others int
-	// Sick: the circuit judged this seller's failures its own (they came
-	// while another seller was answered), until its next answered call.
-	Sick bool
+	// What the other sellers' calls say. OthersFailing counts those whose
+	// last two calls or more failed, the last within the window;
+	// OthersAnswered those answered since this seller's streak began (in a
+	// later bucket of the window) whose last call was answered;
+	// OthersCalling those with calls in the window at all.
+	OthersFailing, OthersAnswered, OthersCalling int
 }
 
 // Failing reports whether the marketplace is not taking this seller's
@@ -419,25 +419,34 @@ type SellerCalls struct {
 // asked: a lone seller's failures never open it.
 func (c SellerCalls) Failing() bool { return c.Streak >= 3 && c.Streak > 2*c.Answered }
 
-// Outage reports whether the seller's failures look like the API's rather
-// than the seller's: other sellers' last calls fail too, and the circuit
-// has not judged this seller's failures its own. The circuit opens for
-// such failures once its window holds enough of them; until then the
-// seller is told of an outage, not of a failing of its own.
-func (c SellerCalls) Outage() bool { return c.Others > 0 && !c.Sick }
+// Own reports whether the seller's failures are its own: the API answered
+// another seller since they began, or no other seller calls at all (one
+// seller's calls cannot tell its fault from the API's; what it sees is its
+// rows failing). Answers from before they began prove nothing: at an
+// outage's first failure the others' earlier answers are still in the
+// window.
+func (c SellerCalls) Own() bool { return c.OthersAnswered > 0 || c.OthersCalling == 0 }
+
+// Outage reports whether the seller's failures look like the API's: not
+// its own, and other sellers' last calls fail too. The circuit opens for
+// such failures once its window holds enough of them. Neither Own nor
+// Outage: other sellers call, but none has been answered or has failed
+// twice since this seller's failures began; the next calls tell.
+func (c SellerCalls) Outage() bool { return !c.Own() && c.OthersFailing > 0 }
 
 // Seller reads how the API answers seller's calls without changing
 // anything: for the seller's pages, which say so while the marketplace
 // fails that seller.
 func (b *Breaker) Seller(ctx context.Context, seller string) (SellerCalls, error) {
-	v, err := b.seller.Run(ctx, b.rdb, []string{b.keys[1], b.keys[0], b.keys[2]}, b.s.Window.Microseconds(), b.s.Buckets, seller).Int64Slice()
+	v, err := b.seller.Run(ctx, b.rdb, b.keys[1:], b.s.Window.Microseconds(), b.s.Buckets, seller).Int64Slice()
 	if err != nil {
 		return SellerCalls{}, fmt.Errorf("circuit: read seller %s's calls: %w", seller, err)
 	}
-	if len(v) != 7 {
-		return SellerCalls{}, fmt.Errorf("circuit: read seller %s's calls: %d values, want 7", seller, len(v))
+	if len(v) != 8 {
+		return SellerCalls{}, fmt.Errorf("circuit: read seller %s's calls: %d values, want 8", seller, len(v))
 	}
-	c := SellerCalls{Failures: int(v[0]), Answered: int(v[1]), Streak: int(v[2]), Now: time.UnixMicro(v[4]), Others: int(v[5]), Sick: v[6] == 1}
+	c := SellerCalls{Failures: int(v[0]), Answered: int(v[1]), Streak: int(v[2]), Now: time.UnixMicro(v[4]),
+		OthersFailing: int(v[5]), OthersAnswered: int(v[6]), OthersCalling: int(v[7])}
 	if v[3] > 0 {
 		c.LastFailure = time.UnixMicro(v[3])
 	}

@@ -16,8 +16,9 @@ import (
 // seller's failing streak can: it grows with each failure, outlives the
 // window (a seller at its limit calls in bursts a limit window apart), and
 // ends with the seller's first answered call, which is reported at once,
-// not batched. Other sellers failing with it, not known sick, say an
-// outage is starting; the circuit's opening ends every streak.
+// not batched. Whose failing it is: the seller's own once another seller
+// is answered after its streak began, an outage when others fail with it;
+// the circuit's opening ends every streak.
 func TestSellerCalls(t *testing.T) {
 	srv := testredis.Start(t)
 	s := fast()
@@ -43,14 +44,30 @@ func TestSellerCalls(t *testing.T) {
 		}
 	}
 	c := read("a")
-	if c.Failures != 3 || c.Answered != 0 || c.Streak != 3 || !c.Failing() || c.Outage() || !c.Sick || c.Others != 0 {
-		t.Errorf("seller a after 3 failed calls beside b's answers: %+v (failing %v, outage %v), want a streak of 3, failing, its own (sick)", c, c.Failing(), c.Outage())
+	if c.Failures != 3 || c.Answered != 0 || c.Streak != 3 || !c.Failing() || c.OthersCalling != 1 || c.OthersFailing != 0 {
+		t.Errorf("seller a after 3 failed calls beside b's answers: %+v (failing %v), want a streak of 3, failing, b calling", c, c.Failing())
+	}
+	// b's answers came before a's streak began: they prove nothing yet
+	// (an outage's first failures look the same). b answered after it
+	// does.
+	if c.Own() || c.Outage() {
+		t.Errorf("seller a, b answered only before a's failures: own %v, outage %v; want neither yet", c.Own(), c.Outage())
+	}
+	time.Sleep(s.Window / time.Duration(s.Buckets)) // the next bucket
+	call(t, b, "b", "b:6", Success)
+	call(t, b, "b", "b:7", Failure) // flushes b's batch: this one is b's last, failed
+	if c := read("a"); c.OthersAnswered != 0 || c.Own() {
+		t.Errorf("seller a, b's last call failed: %+v (own %v); b's answers prove nothing", c, c.Own())
+	}
+	call(t, b, "b", "b:8", Success) // b's first answer after its failure: reported at once
+	if c := read("a"); c.OthersAnswered != 1 || !c.Own() || c.Outage() {
+		t.Errorf("seller a, b answered after a's failures began: %+v (own %v, outage %v), want a's own failing", c, c.Own(), c.Outage())
 	}
 	if age := c.Now.Sub(c.LastFailure); age < 0 || age > time.Second {
 		t.Errorf("seller a's last failure %v before the reading, want just now", age)
 	}
-	if c := read("b"); c.Failures != 0 || c.Streak != 0 || c.Failing() {
-		t.Errorf("seller b, answered 6 times: %+v (failing %v)", c, c.Failing())
+	if c := read("b"); c.Failures != 1 || c.Streak != 0 || c.Failing() {
+		t.Errorf("seller b, answered 8 times and failed once: %+v (failing %v)", c, c.Failing())
 	}
 	// The first answered call ends the streak as it comes: the window's
 	// 3 failures still outnumber it, yet a is not failing.
@@ -75,25 +92,23 @@ func TestSellerCalls(t *testing.T) {
 	if took := time.Since(last); took > s.Window+2*s.Window/time.Duration(s.Buckets) {
 		t.Errorf("seller a's calls aged out %v after its last, more than a window and a bucket (%v)", took, s.Window)
 	}
-	if c := read("a"); c.Streak != 3 || !c.Failing() {
-		t.Errorf("seller a between bursts, its calls out of the window: %+v (failing %v), want its streak of 3 kept, failing", c, c.Failing())
+	if c := read("a"); c.Streak != 3 || !c.Failing() || !c.Own() {
+		t.Errorf("seller a between bursts, every call out of the window: %+v (failing %v, own %v), want its streak of 3 kept, failing, its own", c, c.Failing(), c.Own())
 	}
 
-	// Sellers d and e fail together while nobody is answered (b's answers
-	// left the window), the circuit not open yet (20 calls needed): an
-	// outage is starting, for each of them.
+	// Sellers d and e fail together while nobody is answered (the others'
+	// answers left the window), the circuit not open yet (20 calls
+	// needed): an outage is starting, for each of them.
 	for i := range 6 {
 		seller := []string{"d", "e"}[i%2]
 		if _, st := call(t, b, seller, fmt.Sprintf("%s:%d", seller, i), Failure); st.State != Closed {
 			t.Fatalf("6 failures opened the circuit of MinCalls 20: %+v", st)
 		}
 	}
-	if c := read("d"); c.Streak != 3 || !c.Failing() || !c.Outage() || c.Sick || c.Others < 1 {
-		t.Errorf("seller d failing with e, nobody answered: %+v (failing %v, outage %v); want an outage, not d's own failing", c, c.Failing(), c.Outage())
-	}
-	// a is known sick: its failures stay its own whoever else fails.
-	if c := read("a"); !c.Failing() || c.Outage() || !c.Sick {
-		t.Errorf("seller a, sick, while d and e fail: %+v (outage %v); want its own failing", c, c.Outage())
+	for _, seller := range []string{"d", "e"} {
+		if c := read(seller); c.Streak != 3 || !c.Failing() || !c.Outage() || c.Own() {
+			t.Errorf("seller %s failing with the other, nobody answered: %+v (failing %v, outage %v, own %v); want an outage, not its own failing", seller, c, c.Failing(), c.Outage(), c.Own())
+		}
 	}
 	// The circuit's opening ends every streak: the outage's failures are
 	// the outage's.

@@ -767,8 +767,9 @@ func TestOutageInTheBrowser(t *testing.T) {
 		t.Errorf("the outage notice came with event %d; the status said not_answering before event %d: want it within one event", n, atOpen+1)
 	}
 	// From the API's first failed call: at most one event without a
-	// notice, the next one has one. The seller's own calls failing may say
-	// so first ("failing"), before the fleet's circuit opens.
+	// notice, the next one has one, and it says the outage: several
+	// sellers' calls fail, so the seller never reads "failing" first, even
+	// before the fleet's circuit opens.
 	var firstFailed time.Time
 	for _, c := range stack.Sandbox.Calls() {
 		if c.Injected && c.Status == http.StatusServiceUnavailable && !c.Received.Before(outageAt) {
@@ -789,6 +790,9 @@ func TestOutageInTheBrowser(t *testing.T) {
 		at := time.UnixMilli(int64(ev.At))
 		if at.Before(firstFailed) {
 			continue
+		}
+		if ev.Marketplace == "failing" {
+			t.Errorf("%v after the first failed call of the outage the page said the marketplace is failing this seller's rows", at.Sub(firstFailed).Round(time.Millisecond))
 		}
 		if ev.Marketplace == "not_answering" || ev.Marketplace == "failing" {
 			with = at

@@ -89,16 +89,18 @@ func View(ctx context.Context, st uploadstatus.Status, m Marketplace) UploadView
 		return v
 	}
 	// The circuit is closed; only a seller with rows waiting asks whether
-	// its calls fail, and then first whether other sellers' calls fail with
-	// them: an outage the circuit has not opened for yet is told as the
-	// outage, never as a failing of the seller's own.
+	// its calls fail, and then whose failing it is: its own once the API
+	// answered another seller since (or nobody else calls), an outage the
+	// circuit has not opened for yet when other sellers fail with it.
+	// Until the others' calls tell, the page says neither: never "failing"
+	// first and then "not answering".
 	if sc, ok := m.(SellerCalls); ok && st.Waiting > 0 && st.SellerID != "" {
 		switch calls, err := sc.Seller(ctx, st.SellerID); {
 		case err != nil || !calls.Failing():
+		case calls.Own():
+			v.Marketplace, v.Notice = MarketplaceFailing, Failing
 		case calls.Outage():
 			v.Marketplace, v.Notice = MarketplaceNotAnswering, NotAnswering
-		default:
-			v.Marketplace, v.Notice = MarketplaceFailing, Failing
 		}
 	}
 	return v

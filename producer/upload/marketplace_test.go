@@ -97,6 +97,10 @@ func TestViewOfASellersCalls(t *testing.T) {
 	streak := func(n int, quiet time.Duration) circuit.SellerCalls {
 		return circuit.SellerCalls{Failures: n, Streak: n, LastFailure: now.Add(-quiet), Now: now}
 	}
+	with := func(c circuit.SellerCalls, failing, answered, calling int) circuit.SellerCalls {
+		c.OthersFailing, c.OthersAnswered, c.OthersCalling = failing, answered, calling
+		return c
+	}
 	for _, tc := range []struct {
 		name         string
 		st           uploadstatus.Status
@@ -104,14 +108,16 @@ func TestViewOfASellersCalls(t *testing.T) {
 		market, note string
 	}{
 		{"nothing failed", st, circuit.SellerCalls{Answered: 9, Now: now}, MarketplaceAnswering, ""},
-		{"three failures in a row, nobody else failing", st, streak(3, 0), MarketplaceFailing, Failing},
+		{"three failures in a row, nobody else calling", st, streak(3, 0), MarketplaceFailing, Failing},
+		{"three failures in a row, another seller answered since", st, with(streak(3, 0), 0, 1, 1), MarketplaceFailing, Failing},
+		{"others call but have not answered or failed since: not yet told", st, with(streak(3, 0), 0, 0, 2), MarketplaceAnswering, ""},
 		{"two failures in a row are not yet failing", st, streak(2, 0), MarketplaceAnswering, ""},
 		{"a streak among many answers: random errors", st, circuit.SellerCalls{Failures: 3, Answered: 30, Streak: 3, LastFailure: now, Now: now}, MarketplaceAnswering, ""},
 		{"answered again: the streak ended, the window's failures stay", st, circuit.SellerCalls{Failures: 40, Answered: 1, Now: now}, MarketplaceAnswering, ""},
 		{"between bursts: the window empty, the streak kept", st, circuit.SellerCalls{Streak: 40, LastFailure: now.Add(-50 * time.Second), Now: now}, MarketplaceFailing, Failing},
 		{"a streak quiet for a whole hold", st, streak(40, hold), MarketplaceAnswering, ""},
-		{"others fail with it: an outage, not its own", st, func() circuit.SellerCalls { c := streak(3, 0); c.Others = 1; return c }(), MarketplaceNotAnswering, NotAnswering},
-		{"others fail, but its failures are known its own", st, func() circuit.SellerCalls { c := streak(3, 0); c.Others, c.Sick = 2, true; return c }(), MarketplaceFailing, Failing},
+		{"others fail with it, nobody answered: an outage, not its own", st, with(streak(3, 0), 1, 0, 1), MarketplaceNotAnswering, NotAnswering},
+		{"one other fails, another is answered: its own", st, with(streak(3, 0), 1, 1, 2), MarketplaceFailing, Failing},
 		{"no row waits", finished, streak(3, 0), MarketplaceAnswering, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
