@@ -299,14 +299,30 @@ func TestNoticesFollowTheCallsInTheBrowser(t *testing.T) {
 
 	// Everyone's calls fail: the first notice is the outage's.
 	t.Run("outage/ko", func(t *testing.T) {
+		within(t, ctx, 20*time.Second, chromedp.Navigate(base+"/uploads"), chromedp.WaitVisible(chromedp.CSS("main h1")))
+		if !visible(t, ctx, ".who") { // run alone: not signed in yet
+			link, err := stack.SignInLink("seller-ko")
+			if err != nil {
+				t.Fatal(err)
+			}
+			openSignInLink(t, ctx, link)
+			poll(t, ctx, `location.pathname === "/uploads"`)
+		}
 		tokA, _ := httpapi.MintToken(stack.Secret, "seller-ko", 5*time.Minute, time.Now())
 		tokC, _ := httpapi.MintToken(stack.Secret, "seller-c", 5*time.Minute, time.Now())
-		apiUpload(t, base, tokC, productFileSKUs(t, 60, 0, "OC"))
-		id := apiUpload(t, base, tokA, productFileSKUs(t, 60, 0, "OA"))
-		within(t, ctx, 20*time.Second, chromedp.Navigate(base+"/uploads/"+id+"?lang=ko"), chromedp.WaitVisible(chromedp.CSS("#progress")))
-		poll(t, ctx, `Number(document.getElementById("n-registered").innerText) >= 5`)
+		// Seller c's calls are answered; then the marketplace stops
+		// answering, and seller-ko's new upload starts calling: its first
+		// calls fail while c's answers from before are still in the window.
+		other := apiUpload(t, base, tokC, productFileSKUs(t, 60, 0, "OC"))
+		testwait.For(t, 20*time.Second, "seller c's first rows register", func() bool {
+			_, b := apiGet(t, base+"/v1/uploads/"+other, tokC)
+			var st struct{ Registered int }
+			return json.Unmarshal(b, &st) == nil && st.Registered >= 10
+		})
 		outageAt := time.Now()
 		stack.Sandbox.SetOutage(sandbox.Outage{All: true})
+		id := apiUpload(t, base, tokA, productFileSKUs(t, 30, 0, "OA"))
+		within(t, ctx, 20*time.Second, chromedp.Navigate(base+"/uploads/"+id+"?lang=ko"), chromedp.WaitVisible(chromedp.CSS("#progress")))
 		testwait.For(t, 20*time.Second, "the outage notice shows", func() bool { return visible(t, ctx, "#outage-not_answering") })
 		var first time.Time
 		for _, ev := range events(ctx) {
