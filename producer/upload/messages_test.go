@@ -162,6 +162,15 @@ func TestAKoreanReportIsAllKorean(t *testing.T) {
 			t.Errorf("row %s's time %q, want %q", row, at, want)
 		}
 	}
+	// When the SKU was registered before, in the same zone and format.
+	if r := byRow["7"][n+2]; !strings.Contains(r, "2026-10-01 오전 9:00:00 (KST)에") {
+		t.Errorf("row 7's reason %q: want when it was registered, in the seller's zone", r)
+	}
+	for _, r := range ReportRowsIn(LangEN, seoul, st, cells) {
+		if r.Number == 7 && r.Reason != "already registered as P-7 by upload 0000000000000001 row 3 on 2026-10-01 9:00:00 AM (KST); nothing was sent again" {
+			t.Errorf("row 7's English reason %q: want when it was registered, in the seller's zone", r.Reason)
+		}
+	}
 
 	// The English report keeps its English sentences.
 	en := ReportRowsIn(LangEN, time.UTC, st, cells)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -52,6 +53,7 @@ func ReportRowsIn(lang string, zone *time.Location, st uploadstatus.Status, cell
 	for _, n := range nums {
 		rr := excel.ReportRow{Number: n, Cells: cells[n], Result: "waiting"}
 		if res, ok := results[n]; ok {
+			res = zoned(lang, zone, res)
 			rr.Result = res.State
 			switch res.State {
 			case uploadstatus.Failed, uploadstatus.AlreadyRegistered:
@@ -77,6 +79,33 @@ func ReportRowsIn(lang string, zone *time.Location, st uploadstatus.Status, cell
 		out = append(out, rr)
 	}
 	return out
+}
+
+// zoned says the instants a row result's facts carry (param "at": when a
+// SKU was registered before) in zone, as their message's date; an English
+// reason is then said from the same facts, not the stored sentence, whose
+// date is the day in UTC.
+func zoned(lang string, zone *time.Location, r uploadstatus.RowResult) uploadstatus.RowResult {
+	details, changed := slices.Clone(r.Details), false
+	for i, d := range details {
+		at, err := time.Parse(time.RFC3339Nano, d.Params["at"])
+		if err != nil {
+			continue
+		}
+		details[i].Params = maps.Clone(d.Params)
+		details[i].Params["date"] = sellertime.Format(lang, at, zone)
+		changed = true
+	}
+	if !changed {
+		return r
+	}
+	r.Details = details
+	if lang == LangEN && len(details) == 1 {
+		if s, ok := messages.Render(LangEN, details[0].Code, details[0].Params); ok {
+			r.Reason = s
+		}
+	}
+	return r
 }
 
 // Report is a result report, built.
