@@ -854,10 +854,10 @@ func TestOutageInTheBrowser(t *testing.T) {
 //
 // The circuit's window (2 s) is as long as the seller's limit window, and at
 // its limit the seller calls in bursts a window and a margin apart (a failed
-// call keeps its slot): between bursts the window is empty. The producer
-// holds the verdict through such gaps (upload.RememberFailing); before, the
-// notice left and the countdown came back when a loaded machine spread the
-// bursts (a clean-clone run beside other tests).
+// call keeps its slot): between bursts the window is empty. The seller's
+// failing streak outlives the window (circuit.SellerCalls.Streak, for a
+// window and a margin after its last failure: upload.HoldFailing), so the
+// notice holds through such gaps and the countdown does not come back.
 func TestOneSellersFailuresInTheBrowser(t *testing.T) {
 	ctx, stack := browserStack(t, devstack.Options{Consumers: 1, Partitions: 2,
 		Circuit: circuit.Settings{Window: window}})
