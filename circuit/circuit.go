@@ -64,6 +64,7 @@
 //
 //	bulkreg:{circuit}:state   HASH  state, opened_at, next_probe, probe lease, probe interval, counters
 //	bulkreg:{circuit}:window  HASH  the ring of buckets (calls, failures, capped distinct sellers and rows) and its shape (bucket width, count)
+//	bulkreg:{circuit}:failing HASH  per seller whose last reported call failed: its failures in a row since its last answered call (for the sellers' pages, Seller)
 //
 // Failing closed: when Redis does not answer, Allow refuses and its error
 // wraps ErrUnavailable. Losing Redis's data closes the circuit (an empty state
@@ -211,6 +212,11 @@ type Breaker struct {
 	// unsent: answered calls Report counted here and has not sent to Redis
 	// yet (guarded by mu).
 	unsent batch
+	// failed: sellers whose last call this process reported was a
+	// transient failure (guarded by mu): their next answered call is
+	// reported at once, so their failing streak ends as the call is
+	// answered (SellerCalls.Streak).
+	failed map[string]struct{}
 }
 
 // New returns the breaker of the fleet's circuit on rdb (one Redis or a Redis
@@ -230,7 +236,7 @@ func New(rdb redis.UniversalClient, s Settings) (*Breaker, error) {
 	b := &Breaker{
 		rdb:     rdb,
 		s:       s,
-		keys:    []string{"bulkreg:" + tag + ":state", "bulkreg:" + tag + ":window"},
+		keys:    []string{"bulkreg:" + tag + ":state", "bulkreg:" + tag + ":window", "bulkreg:" + tag + ":failing"},
 		allow:   redis.NewScript(lua.Script("circuit_allow.lua")),
 		report:  redis.NewScript(lua.Script("circuit_report.lua")),
 		peek:    redis.NewScript(lua.Script("circuit_peek.lua")),
@@ -334,7 +340,8 @@ func (b *Breaker) Report(ctx context.Context, d Decision, c Call) (Status, error
 			return Status{}, fmt.Errorf("circuit: report: the row key %q is empty or holds a newline", c.Row)
 		}
 	}
-	if (c.Outcome == Success || c.Outcome == Answered) && d.probeID == "" {
+	answered := c.Outcome == Success || c.Outcome == Answered
+	if answered && d.probeID == "" {
 		if st, ok := b.countLocally(c.Seller); ok {
 			return st, nil
 		}
@@ -356,6 +363,12 @@ func (b *Breaker) Report(ctx context.Context, d Decision, c Call) (Status, error
 		return Status{}, fmt.Errorf("circuit: report a call's outcome: %w: %w", ErrUnavailable, err)
 	}
 	b.learn(st.Now, st.State, st.Wait, st.State == Closed, st.OpenFor)
+	switch {
+	case answered:
+		b.sellerAnswered(c.Seller)
+	case c.Outcome == Failure:
+		b.sellerFailed(c.Seller)
+	}
 	return st, nil
 }
 
@@ -375,31 +388,69 @@ func (b *Breaker) Peek(ctx context.Context) (Status, error) {
 	return st, nil
 }
 
-// SellerCalls is one seller's calls in the circuit's window, as reported
-// to Redis: the transient failures (5xx, no answer) and the answered calls
-// (answered calls a process batches reach Redis up to TrustClosed late).
+// SellerCalls is how the API answers one seller's calls, as reported to
+// Redis while the circuit is closed.
 type SellerCalls struct {
+	// Failures and Answered count the seller's transient failures (5xx, no
+	// answer) and answered calls in the circuit's window (answered calls a
+	// process batches reach Redis up to TrustClosed late).
 	Failures, Answered int
+	// Streak is the seller's failures in a row since its last answered
+	// call, LastFailure the newest of them and Now the Redis clock when it
+	// was read. A seller's first answered call after a failure is reported
+	// at once, never batched, so an answer ends the streak as it comes.
+	// Streaks outlive the window (a seller at its limit calls in bursts a
+	// limit window apart) and end when the circuit opens or closes.
+	Streak           int
+	LastFailure, Now time.Time
+	// What the other sellers' calls say. OthersFailing counts those whose
+	// last two calls or more failed, the last within the window;
+	// OthersAnswered those answered since this seller's streak began (in a
+	// later bucket of the window) whose last call was answered;
+	// OthersCalling those with calls in the window at all.
+	OthersFailing, OthersAnswered, OthersCalling int
 }
 
-// Failing reports whether the seller's calls failed at least three times
-// and more than twice as often as they were answered: the marketplace is
-// not taking this seller's rows, whether or not the fleet's circuit opened
-// (a lone seller's failures never open it). The margin allows for answered
-// calls still in a process's batch, and for a few random errors.
-func (c SellerCalls) Failing() bool { return c.Failures >= 3 && c.Failures > 2*c.Answered }
+// Failing reports whether the marketplace is not taking this seller's
+// rows: its last three calls or more failed, none answered since, and
+// more than twice as many as the window holds answered calls of the
+// seller (a few random errors among many answers are not failing). The
+// first answered call ends it. Whether the fleet's circuit opened is not
+// asked: a lone seller's failures never open it.
+func (c SellerCalls) Failing() bool { return c.Streak >= 3 && c.Streak > 2*c.Answered }
 
-// Seller reads seller's calls in the window without changing anything: for
-// the seller's pages, which say so while the marketplace fails that seller.
+// Own reports whether the seller's failures are its own: the API answered
+// another seller since they began, or no other seller calls at all (one
+// seller's calls cannot tell its fault from the API's; what it sees is its
+// rows failing). Answers from before they began prove nothing: at an
+// outage's first failure the others' earlier answers are still in the
+// window.
+func (c SellerCalls) Own() bool { return c.OthersAnswered > 0 || c.OthersCalling == 0 }
+
+// Outage reports whether the seller's failures look like the API's: not
+// its own, and other sellers' last calls fail too. The circuit opens for
+// such failures once its window holds enough of them. Neither Own nor
+// Outage: other sellers call, but none has been answered or has failed
+// twice since this seller's failures began; the next calls tell.
+func (c SellerCalls) Outage() bool { return !c.Own() && c.OthersFailing > 0 }
+
+// Seller reads how the API answers seller's calls without changing
+// anything: for the seller's pages, which say so while the marketplace
+// fails that seller.
 func (b *Breaker) Seller(ctx context.Context, seller string) (SellerCalls, error) {
-	v, err := b.seller.Run(ctx, b.rdb, b.keys[1:2], b.s.Window.Microseconds(), b.s.Buckets, seller).Int64Slice()
+	v, err := b.seller.Run(ctx, b.rdb, b.keys[1:], b.s.Window.Microseconds(), b.s.Buckets, seller).Int64Slice()
 	if err != nil {
 		return SellerCalls{}, fmt.Errorf("circuit: read seller %s's calls: %w", seller, err)
 	}
-	if len(v) != 2 {
-		return SellerCalls{}, fmt.Errorf("circuit: read seller %s's calls: %d values, want 2", seller, len(v))
+	if len(v) != 8 {
+		return SellerCalls{}, fmt.Errorf("circuit: read seller %s's calls: %d values, want 8", seller, len(v))
 	}
-	return SellerCalls{Failures: int(v[0]), Answered: int(v[1])}, nil
+	c := SellerCalls{Failures: int(v[0]), Answered: int(v[1]), Streak: int(v[2]), Now: time.UnixMicro(v[4]),
+		OthersFailing: int(v[5]), OthersAnswered: int(v[6]), OthersCalling: int(v[7])}
+	if v[3] > 0 {
+		c.LastFailure = time.UnixMicro(v[3])
+	}
+	return c, nil
 }
 
 // WaitReady blocks while this process knows that no call can be allowed

@@ -52,6 +52,9 @@ func (b *Breaker) countLocally(seller string) (Status, bool) {
 	now := time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if _, ok := b.failed[seller]; ok {
+		return Status{}, false // its first answer after a failure ends its streak at once
+	}
 	v := b.view
 	if !v.known || v.state != Closed || b.s.TrustClosed <= 0 || now.Sub(v.learned) >= b.s.TrustClosed {
 		return Status{}, false
@@ -67,6 +70,29 @@ func (b *Breaker) countLocally(seller string) (Status, bool) {
 	b.batched.Add(1)
 	at := v.at.Add(now.Sub(v.learned))
 	return Status{State: Closed, RetryAt: at, Now: at}, true
+}
+
+// maxFailedSellers bounds the sellers a process remembers as failed last
+// (Breaker.failed); past it a seller's answer may wait in a batch.
+const maxFailedSellers = 4096
+
+// sellerFailed notes that seller's last call reported was a transient failure.
+func (b *Breaker) sellerFailed(seller string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.failed == nil {
+		b.failed = map[string]struct{}{}
+	}
+	if len(b.failed) < maxFailedSellers {
+		b.failed[seller] = struct{}{}
+	}
+}
+
+// sellerAnswered notes that an answered call of seller reached Redis.
+func (b *Breaker) sellerAnswered(seller string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.failed, seller)
 }
 
 // takeUnsent empties the unsent batch for the report that sends it. A batch

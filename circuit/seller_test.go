@@ -13,7 +13,12 @@ import (
 // TestSellerCalls: a seller's page asks how the marketplace answers that
 // seller. One seller whose every call fails does not open the circuit (its
 // failures are its own), so the circuit's state cannot tell its page; the
-// window's counts for that seller can, and they age out with the window.
+// seller's failing streak can: it grows with each failure, outlives the
+// window (a seller at its limit calls in bursts a limit window apart), and
+// ends with the seller's first answered call, which is reported at once,
+// not batched. Whose failing it is: the seller's own once another seller
+// is answered after its streak began, an outage when others fail with it;
+// the circuit's opening ends every streak.
 func TestSellerCalls(t *testing.T) {
 	srv := testredis.Start(t)
 	s := fast()
@@ -27,8 +32,8 @@ func TestSellerCalls(t *testing.T) {
 		}
 		return c
 	}
-	if c := read("a"); c != (SellerCalls{}) || c.Failing() {
-		t.Fatalf("no calls yet: %+v (failing %v), want none", c, c.Failing())
+	if c := read("a"); c.Failures != 0 || c.Answered != 0 || c.Streak != 0 || c.Failing() || c.Now.IsZero() {
+		t.Fatalf("no calls yet: %+v (failing %v), want none, with the Redis clock", c, c.Failing())
 	}
 	for i := range 6 {
 		call(t, b, "b", fmt.Sprintf("b:%d", i), Success)
@@ -38,27 +43,86 @@ func TestSellerCalls(t *testing.T) {
 			t.Fatalf("one seller's failures opened the circuit: %+v", st)
 		}
 	}
-	if c := read("a"); c.Failures != 3 || c.Answered != 0 || !c.Failing() {
-		t.Errorf("seller a after 3 failed calls: %+v (failing %v), want 3 failures, failing", c, c.Failing())
+	c := read("a")
+	if c.Failures != 3 || c.Answered != 0 || c.Streak != 3 || !c.Failing() || c.OthersCalling != 1 || c.OthersFailing != 0 {
+		t.Errorf("seller a after 3 failed calls beside b's answers: %+v (failing %v), want a streak of 3, failing, b calling", c, c.Failing())
 	}
-	// b's answers may still sit in this process's batch (TrustClosed):
-	// whatever reached Redis, b is not failing.
-	if c := read("b"); c.Failures != 0 || c.Failing() {
-		t.Errorf("seller b, answered 6 times: %+v (failing %v)", c, c.Failing())
+	// b's answers came before a's streak began: they prove nothing yet
+	// (an outage's first failures look the same). b answered after it
+	// does.
+	if c.Own() || c.Outage() {
+		t.Errorf("seller a, b answered only before a's failures: own %v, outage %v; want neither yet", c.Own(), c.Outage())
+	}
+	time.Sleep(s.Window / time.Duration(s.Buckets)) // the next bucket
+	call(t, b, "b", "b:6", Success)
+	call(t, b, "b", "b:7", Failure) // flushes b's batch: this one is b's last, failed
+	if c := read("a"); c.OthersAnswered != 0 || c.Own() {
+		t.Errorf("seller a, b's last call failed: %+v (own %v); b's answers prove nothing", c, c.Own())
+	}
+	call(t, b, "b", "b:8", Success) // b's first answer after its failure: reported at once
+	if c := read("a"); c.OthersAnswered != 1 || !c.Own() || c.Outage() {
+		t.Errorf("seller a, b answered after a's failures began: %+v (own %v, outage %v), want a's own failing", c, c.Own(), c.Outage())
+	}
+	if age := c.Now.Sub(c.LastFailure); age < 0 || age > time.Second {
+		t.Errorf("seller a's last failure %v before the reading, want just now", age)
+	}
+	if c := read("b"); c.Failures != 1 || c.Streak != 0 || c.Failing() {
+		t.Errorf("seller b, answered 8 times and failed once: %+v (failing %v)", c, c.Failing())
+	}
+	// The first answered call ends the streak as it comes: the window's
+	// 3 failures still outnumber it, yet a is not failing.
+	call(t, b, "a", "a:3", Success)
+	if c := read("a"); c.Streak != 0 || c.Failing() || c.Answered != 1 || c.Failures != 3 {
+		t.Errorf("seller a after its first answered call: %+v (failing %v); want the streak ended at once", c, c.Failing())
 	}
 	// A seller answered as often as it failed is not failing: random errors.
 	for i := range 6 {
 		call(t, b, "c", fmt.Sprintf("c:%d", i), []Outcome{Failure, Answered}[i%2])
 	}
-	if c := read("c"); c.Failures != 3 || c.Failing() {
+	if c := read("c"); c.Failures != 3 || c.Streak != 0 || c.Failing() {
 		t.Errorf("seller c, 3 failed and 3 answered: %+v (failing %v), want 3 failures, not failing", c, c.Failing())
 	}
 	// The counts age out with the window's buckets, within a window and a
-	// bucket of the last call.
+	// bucket of the last call; a streak outlives them.
+	for i := range 3 {
+		call(t, b, "a", fmt.Sprintf("a:%d", 10+i), Failure)
+	}
 	last := time.Now()
-	testwait.For(t, 2*s.Window, "seller a's calls age out", func() bool { return read("a") == (SellerCalls{}) })
+	testwait.For(t, 2*s.Window, "seller a's calls age out", func() bool { c := read("a"); return c.Failures == 0 && c.Answered == 0 })
 	if took := time.Since(last); took > s.Window+2*s.Window/time.Duration(s.Buckets) {
 		t.Errorf("seller a's calls aged out %v after its last, more than a window and a bucket (%v)", took, s.Window)
+	}
+	if c := read("a"); c.Streak != 3 || !c.Failing() || !c.Own() {
+		t.Errorf("seller a between bursts, every call out of the window: %+v (failing %v, own %v), want its streak of 3 kept, failing, its own", c, c.Failing(), c.Own())
+	}
+
+	// Sellers d and e fail together while nobody is answered (the others'
+	// answers left the window), the circuit not open yet (20 calls
+	// needed): an outage is starting, for each of them.
+	for i := range 6 {
+		seller := []string{"d", "e"}[i%2]
+		if _, st := call(t, b, seller, fmt.Sprintf("%s:%d", seller, i), Failure); st.State != Closed {
+			t.Fatalf("6 failures opened the circuit of MinCalls 20: %+v", st)
+		}
+	}
+	for _, seller := range []string{"d", "e"} {
+		if c := read(seller); c.Streak != 3 || !c.Failing() || !c.Outage() || c.Own() {
+			t.Errorf("seller %s failing with the other, nobody answered: %+v (failing %v, outage %v, own %v); want an outage, not its own failing", seller, c, c.Failing(), c.Outage(), c.Own())
+		}
+	}
+	// The circuit's opening ends every streak: the outage's failures are
+	// the outage's.
+	for i := 0; peek(t, b).State == Closed; i++ {
+		if i == 60 {
+			t.Fatal("60 failures of sellers d, e and f did not open the circuit")
+		}
+		seller := []string{"d", "e", "f"}[i%3]
+		call(t, b, seller, fmt.Sprintf("%s:%d", seller, 10+i), Failure)
+	}
+	for _, seller := range []string{"a", "d", "e"} {
+		if c := read(seller); c.Streak != 0 || c.Failing() {
+			t.Errorf("seller %s once the circuit opened: %+v, want no streak", seller, c)
+		}
 	}
 }
 
@@ -84,7 +148,7 @@ func TestSellerCallsWithoutTheConsumersSettings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.Failures != 4 || !c.Failing() {
+			if c.Failures != 4 || c.Streak != 4 || !c.Failing() {
 				t.Errorf("the consumers count in a %v window; read with the default settings seller a has %+v (failing %v), want 4 failures, failing", window, c, c.Failing())
 			}
 		})

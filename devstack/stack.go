@@ -288,7 +288,7 @@ func (s *Stack) startProducer(o Options, log *slog.Logger) error {
 		Compliance: httpapi.ComplianceHandler(auth, compliance.NewRecorder(rdb, compliance.DefaultRetention).SetGlobal(o.GlobalLimit, o.GlobalWindow), s.Throttle.Policy()),
 	}
 	if b, err := circuit.New(rdb, o.Circuit); err == nil {
-		up.Marketplace = upload.RememberFailing(b, o.Window+o.Margin)
+		up.Marketplace = upload.HoldFailing(b, o.Window+o.Margin)
 	}
 	addr, err := s.serve(o.Host, o.ProducerPort, srv.Handler())
 	if err != nil {

@@ -64,19 +64,23 @@ const (
 	// ReportColumnProductID is the marketplace's product number of a
 	// registered row.
 	ReportColumnProductID = "상품번호"
+	// ReportColumnAt is when the row's result was recorded, as the seller
+	// reads times (the zone named in every cell).
+	ReportColumnAt = "처리 시각"
 
 	ReportColumnRowEN       = "Original row"
 	ReportColumnResultEN    = "Result"
 	ReportColumnReasonEN    = "Reason"
 	ReportColumnProductIDEN = "Product ID"
+	ReportColumnAtEN        = "Done at"
 )
 
 // reportColumns are the report's own columns in lang.
 func reportColumns(lang string) []string {
 	if lang == messages.EN {
-		return []string{ReportColumnRowEN, ReportColumnResultEN, ReportColumnReasonEN, ReportColumnProductIDEN}
+		return []string{ReportColumnRowEN, ReportColumnResultEN, ReportColumnReasonEN, ReportColumnProductIDEN, ReportColumnAtEN}
 	}
-	return []string{ReportColumnRow, ReportColumnResult, ReportColumnReason, ReportColumnProductID}
+	return []string{ReportColumnRow, ReportColumnResult, ReportColumnReason, ReportColumnProductID, ReportColumnAt}
 }
 
 var ignoredHeaders = map[string]bool{
@@ -88,6 +92,8 @@ var ignoredHeaders = map[string]bool{
 	normalizeHeader(ReportColumnResultEN):    true,
 	normalizeHeader(ReportColumnReasonEN):    true,
 	normalizeHeader(ReportColumnProductIDEN): true,
+	normalizeHeader(ReportColumnAt):          true,
+	normalizeHeader(ReportColumnAtEN):        true,
 	// The reports before said both languages, "결과 (result)" and the like:
 	// without their brackets they are the Korean names.
 }

@@ -327,8 +327,8 @@ func TestQuotePrefixed(t *testing.T) {
 func TestReportLayout(t *testing.T) {
 	header := []string{"판매자상품코드", "상품명", "카테고리코드", "판매가", "재고수량"}
 	rows := []ReportRow{
-		{Number: 2, Cells: []string{"A-1", "=cmd|' /C calc'!A0", "1", "100", "1"}, Result: ResultRegistered, ProductID: "P-1"},
-		{Number: 3, Cells: []string{"A-2", "셔츠", "1", "x", "1"}, Result: ResultFailed, Reason: `D3: price must be a whole number greater than 0, got "x"`},
+		{Number: 2, Cells: []string{"A-1", "=cmd|' /C calc'!A0", "1", "100", "1"}, Result: ResultRegistered, ProductID: "P-1", At: "2026-12-01 3:04:05 PM (KST)"},
+		{Number: 3, Cells: []string{"A-2", "셔츠", "1", "x", "1"}, Result: ResultFailed, Reason: `D3: price must be a whole number greater than 0, got "x"`, At: "2026-12-01 3:04:04 PM (KST)"},
 		{Number: 4, Cells: []string{"A-3", "바지", "1", "100", "1"}, Result: ResultWaiting},
 	}
 	for _, failedOnly := range []bool{false, true} {
@@ -360,9 +360,9 @@ func TestReportLayout(t *testing.T) {
 		}
 		f.Close()
 		want := [][]string{
-			{"판매자상품코드", "상품명", "카테고리코드", "판매가", "재고수량", ReportColumnRowEN, ReportColumnResultEN, ReportColumnReasonEN, ReportColumnProductIDEN},
-			{"A-1", "=cmd|' /C calc'!A0", "1", "100", "1", "2", "registered", "", "P-1"},
-			{"A-2", "셔츠", "1", "x", "1", "3", "failed", `D3: price must be a whole number greater than 0, got "x"`},
+			{"판매자상품코드", "상품명", "카테고리코드", "판매가", "재고수량", ReportColumnRowEN, ReportColumnResultEN, ReportColumnReasonEN, ReportColumnProductIDEN, ReportColumnAtEN},
+			{"A-1", "=cmd|' /C calc'!A0", "1", "100", "1", "2", "registered", "", "P-1", "2026-12-01 3:04:05 PM (KST)"},
+			{"A-2", "셔츠", "1", "x", "1", "3", "failed", `D3: price must be a whole number greater than 0, got "x"`, "", "2026-12-01 3:04:04 PM (KST)"},
 			{"A-3", "바지", "1", "100", "1", "4", "waiting"},
 		}
 		if failedOnly {

@@ -80,6 +80,9 @@ type ReportRow struct {
 	// ProductID is the marketplace's product number of a registered or
 	// already registered row.
 	ProductID string
+	// At is when the row's result was recorded, said as the seller reads
+	// times (the caller's); "" while the row waits.
+	At string
 }
 
 // ReportProblem is one problem of a report row: the field whose cell it
@@ -109,8 +112,9 @@ func WriteReport(w io.Writer, header []string, rows []ReportRow, failedOnly bool
 
 // WriteReportIn is WriteReport in lang (messages.KO or messages.EN): the
 // result column says each row's result in that language (the reasons
-// are the caller's, already in it). A last column holds the product
-// number (상품번호) of each registered row.
+// are the caller's, already in it). Then come the product number
+// (상품번호) of each registered row and when each row's result was
+// recorded (처리 시각).
 func WriteReportIn(w io.Writer, lang string, header []string, rows []ReportRow, failedOnly bool) error {
 	f := excelize.NewFile()
 	defer f.Close()
@@ -169,7 +173,7 @@ func writeReport(f *excelize.File, lang string, header []string, rows []ReportRo
 			}
 			line = append(line, reportValue(rules[j], v))
 		}
-		line = append(line, r.Number, ResultText(lang, r.Result), reportReason(lang, cols, r, i+2), r.ProductID)
+		line = append(line, r.Number, ResultText(lang, r.Result), reportReason(lang, cols, r, i+2), r.ProductID, r.At)
 		body = append(body, line)
 	}
 	if err := writeTable(f, sheet, full, styles, body); err != nil {

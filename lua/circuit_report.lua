@@ -54,6 +54,13 @@
 -- refusals cannot reopen it at once, over and over.
 -- The reason ("unavailable" or "misconfigured") is kept while the circuit is not
 -- closed; a refusal seen while open marks it misconfigured.
+-- Each seller's failing streak (KEYS[3]) follows its calls for the sellers' pages
+-- (circuit_seller.lua): a transient failure reported while the circuit is closed
+-- adds one to its seller's streak, and an answered call of the seller ends it, so
+-- the page's "failing" notice leaves with the first call the API takes. Streaks are
+-- kept past the window (a seller at its limit calls in bursts a limit window apart)
+-- and dropped when the circuit opens or closes: an outage's failures are the
+-- outage's. They decide nothing here.
 --
 -- Each bucket keeps its distinct sellers and rows capped at the thresholds, so a
 -- bucket costs O(threshold) whatever the traffic; the capped union of the buckets
@@ -67,6 +74,9 @@
 --          failed), "i:fr" (rows that failed); the lists are "\n"-separated; "i:fc" (transient
 --          failures per seller, "seller\tcount" lines, for at most spread_cap sellers a bucket);
 --          "i:ok" (answered calls per seller, the same lines and cap: also who was answered)
+-- KEYS[3]  bulkreg:{circuit}:failing HASH: per seller whose last reported call failed, "n first_us
+--          last_us" (failures in a row since its last answered call, the first and the last); at
+--          most failing_cap sellers; kept for the retention after its last change
 -- ARGV[1]  outcome: "success" | "failure" | "answered" | "abandoned" | "refused"
 -- ARGV[2]  probe id ("" when the call was not a probe)
 -- ARGV[3]  seller id
@@ -101,6 +111,10 @@ if minSellers < 2 then minSellers = 2 end
 -- to find the seller that failed most; a bucket with more failing sellers
 -- than that is an outage whichever seller is left out.
 local spreadCap = 16
+-- Failing streaks are kept for this many sellers at once: sellers failing alone
+-- while the circuit stays closed are few; more than this is an outage, which the
+-- circuit's opening ends.
+local failingCap = 256
 local retention = tonumber(ARGV[14])
 local unsent = tonumber(ARGV[15] or '0') or 0
 local h = redis.call('HMGET', KEYS[1], 'state', 'opened_at', 'next_probe', 'probe_id', 'interval', 'reason', 'sick', 'opened_by')
@@ -192,6 +206,7 @@ local function count(n, answered)
   if answered then
     capcount(f('ok'), seller, spreadCap)
     cured(seller)
+    redis.call('HDEL', KEYS[3], seller)
   end
   -- The batch's calls per seller are not sent: a batch of one seller (its
   -- list holds up to minSellers) is all that seller's, else each seller
@@ -201,6 +216,7 @@ local function count(n, answered)
   for _, s in ipairs(batched) do
     if #batched == 1 then capcount(f('ok'), s, spreadCap, unsent) else capcount(f('ok'), s, spreadCap) end
     cured(s)
+    redis.call('HDEL', KEYS[3], s)
   end
 end
 -- the window's live buckets as {field suffix -> value} tables
@@ -271,7 +287,7 @@ local function open(why)
   redis.call('HDEL', KEYS[1], 'probe_until', 'probe_id', 'opened_by')
   redis.call('HINCRBY', KEYS[1], 'opens', 1)
   redis.call('PEXPIRE', KEYS[1], retention)
-  redis.call('DEL', KEYS[2])
+  redis.call('DEL', KEYS[2], KEYS[3])
   return reply('open', 1, now + first, now)
 end
 
@@ -321,7 +337,7 @@ if state ~= 'closed' then
       if not among and #by > 0 then addSick(by) end
     end
     redis.call('PEXPIRE', KEYS[1], retention)
-    redis.call('DEL', KEYS[2])
+    redis.call('DEL', KEYS[2], KEYS[3])
     count(1, true)
     return reply('closed', 1, now, 0)
   end
@@ -370,6 +386,17 @@ redis.call('HINCRBY', KEYS[2], f('f'), 1)
 capadd(f('fs'), seller, minSellers)
 capadd(f('fr'), row, minRows)
 capcount(f('fc'), seller, spreadCap)
+-- the seller's failing streak, one longer
+local streak = redis.call('HGET', KEYS[3], seller)
+if streak or redis.call('HLEN', KEYS[3]) < failingCap then
+  local n, first = 0, now
+  if streak then
+    local a, b = string.match(streak, '^(%d+) (%d+)')
+    n, first = tonumber(a or '0'), tonumber(b or us(now))
+  end
+  redis.call('HSET', KEYS[3], seller, (n + 1) .. ' ' .. us(first) .. ' ' .. us(now))
+  redis.call('PEXPIRE', KEYS[3], retention)
+end
 
 -- a failure: does the window now say the API is down?
 local w = tally()

@@ -24,6 +24,7 @@ import (
 	"github.com/bulkreg/bulkreg/excel"
 	"github.com/bulkreg/bulkreg/internal/buildinfo"
 	"github.com/bulkreg/bulkreg/internal/config"
+	"github.com/bulkreg/bulkreg/internal/sellertime"
 	"github.com/bulkreg/bulkreg/messages"
 	"github.com/bulkreg/bulkreg/producer/httpapi"
 	"github.com/bulkreg/bulkreg/producer/upload"
@@ -579,12 +580,14 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 		log.Warn("no operator key (--jwt-operator-secret or --jwt-operator-public-keys): GET /v1/compliance refuses every token")
 	}
 	metrics := httpapi.NewMetrics(reg)
+	zone, _ := sellertime.Load(s.sellerTimeZone) // checked with the other settings
 	srv := &httpapi.Server{
 		Uploader: up, Auth: auth, Sessions: httpapi.NewRedisSessions(rdb), SessionTTL: s.sessionTTL, LinkMaxAge: s.linkMaxAge,
 		SecureCookies: s.secureCookie(), SellerCenterURL: s.sellerCenterURL,
 		MaxFileSize: int64(s.maxFileSize), Categories: categories, Metrics: metrics, Logger: log,
 		MaxUploads: s.maxUploads, MaxUploadsPerSeller: s.maxUploadsPerSeller, MinUploadRate: int64(s.minUploadRate),
 		UploadGrace: s.uploadGrace, ReadTimeout: s.readTimeout, WriteTimeout: s.httpWriteTimeout, EventsInterval: s.eventsInterval,
+		SellerZone: zone,
 		MaxReports: s.maxReports, MaxReportsPerSeller: s.maxReportsPerSeller, MinDownloadRate: int64(s.minDownloadRate), DownloadGrace: s.downloadGrace,
 		Compliance: httpapi.ComplianceHandler(auth, compliance.NewRecorder(rdb, compliance.DefaultRetention).SetGlobal(s.shared.GlobalLimit, s.shared.GlobalWindow), s.policy()),
 	}

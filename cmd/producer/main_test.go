@@ -101,6 +101,8 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 		{[]string{"upload", "--seller", "s", "--stale-after", "10s", "f"}, nil, exitUsage, "--stale-after (BULKREG_STALE_AFTER): must be longer than --publish-timeout"},
 		{[]string{"serve", "--http-write-timeout", "5s"}, nil, exitUsage, "--http-write-timeout (BULKREG_HTTP_WRITE_TIMEOUT): must be longer"},
 		{[]string{"serve", "--seller-center-url", "seller.example.com/signin"}, map[string]string{"BULKREG_JWT_SECRET": strings.Repeat("k", 32)}, exitUsage, "--seller-center-url (BULKREG_SELLER_CENTER_URL): want an absolute http:// or https:// URL"},
+		{[]string{"serve", "--seller-time-zone", "Asia/Nowhere"}, nil, exitUsage, `--seller-time-zone (BULKREG_SELLER_TIME_ZONE): time zone "Asia/Nowhere" is not in the time zone database: want an IANA name such as Asia/Seoul`},
+		{[]string{"serve"}, map[string]string{"BULKREG_SELLER_TIME_ZONE": "Local"}, exitUsage, "--seller-time-zone (BULKREG_SELLER_TIME_ZONE)"},
 		{[]string{"token"}, nil, exitUsage, "exactly one of --seller"},
 		{[]string{"status", "--poll-interval", "x", "id"}, nil, exitUsage, "-poll-interval"},
 	}

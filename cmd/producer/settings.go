@@ -15,6 +15,7 @@ import (
 	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/excel"
 	"github.com/bulkreg/bulkreg/internal/config"
+	"github.com/bulkreg/bulkreg/internal/sellertime"
 	"github.com/bulkreg/bulkreg/ledger"
 	"github.com/bulkreg/bulkreg/producer/httpapi"
 	"github.com/bulkreg/bulkreg/producer/upload"
@@ -51,6 +52,7 @@ type settings struct {
 	linkMaxAge          time.Duration
 	secureCookies       bool
 	eventsInterval      time.Duration
+	sellerTimeZone      string
 	readTimeout         time.Duration
 	httpWriteTimeout    time.Duration
 	shutdownTimeout     time.Duration
@@ -95,6 +97,7 @@ func defaults() *settings {
 		sessionTTL:         httpapi.DefaultSessionTTL,
 		linkMaxAge:         httpapi.DefaultLinkMaxAge,
 		eventsInterval:     httpapi.DefaultEventsInterval,
+		sellerTimeZone:     sellertime.DefaultZone,
 		readTimeout:        time.Minute,
 		httpWriteTimeout:   2 * time.Minute,
 		shutdownTimeout:    30 * time.Second,
@@ -200,7 +203,8 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 		b.Duration(&s.sessionTTL, "session-ttl", "how long a seller stays signed in to the pages after opening a sign-in link")
 		b.URL(&s.sellerCenterURL, "seller-center-url", "where sellers sign in to the seller center that gives them sign-in links; every page that asks to sign in links to it (empty: the pages say in words to open the link from the seller center)")
 		b.Bool(&s.secureCookies, "secure-cookies", "mark the session cookie Secure on every answer (behind a proxy that ends TLS); requests over TLS get it anyway")
-		b.Duration(&s.eventsInterval, "events-interval", "how often a progress stream (server-sent events) reads the upload's progress")
+		b.Duration(&s.eventsInterval, "events-interval", "how often a progress stream (server-sent events) reads the upload's progress, and an open history page its uploads")
+		b.String(&s.sellerTimeZone, "seller-time-zone", "the time zone (IANA name) pages, progress events and reports say times in until a seller's browser tells its own")
 		b.String(&s.logLevel, "log-level", "debug, info, warn or error")
 	}
 	if groups&gLink != 0 {
@@ -297,6 +301,9 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 				}
 			}
 			positive("events-interval", s.eventsInterval)
+			if _, err := sellertime.Load(s.sellerTimeZone); err != nil {
+				bad("seller-time-zone", "%v", err)
+			}
 			if s.adminAddr == "" {
 				bad("admin-addr", "must not be empty: /metrics and /healthz need a listener of their own")
 			} else if s.adminAddr == s.addr {
@@ -398,15 +405,15 @@ func (s *settings) redis() redis.UniversalClient { return s.shared.RedisClient()
 // the registration API answers. Peek reads only the state, and Seller reads
 // the window's ring in the shape the consumers wrote it
 // (lua/circuit_seller.lua), so the consumers' circuit settings do not matter
-// here. A seller's failing verdict is held for a limit window and a margin
-// (upload.RememberFailing): at its limit the seller calls in bursts that
-// far apart.
+// here. A seller's failing streak counts for a limit window and a margin
+// after its last failure (upload.HoldFailing): at its limit the seller
+// calls in bursts that far apart.
 func (s *settings) marketplace(rdb redis.UniversalClient) upload.Marketplace {
 	b, err := circuit.New(rdb, circuit.Settings{})
 	if err != nil { // only a nil client or invalid settings, neither possible here
 		return nil
 	}
-	return upload.RememberFailing(b, s.shared.Window+s.shared.Margin)
+	return upload.HoldFailing(b, s.shared.Window+s.shared.Margin)
 }
 
 func (s *settings) store(rdb redis.UniversalClient) *uploadstatus.Store {

@@ -590,7 +590,7 @@ func (s *Server) apiReport(lim *limits) http.HandlerFunc {
 		}
 		var rep upload.Report
 		if err == nil {
-			rep, err = s.Uploader.BuildReportIn(r.Context(), reportLang(r), st, failedOnly)
+			rep, err = s.Uploader.BuildReportIn(r.Context(), reportLang(r), s.zone(r), st, failedOnly)
 		}
 		if err != nil {
 			s.logr(r).Error("build report", "upload_id", r.PathValue("id"), "err", err)

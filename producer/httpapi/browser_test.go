@@ -770,8 +770,9 @@ func TestOutageInTheBrowser(t *testing.T) {
 		t.Errorf("the outage notice came with event %d; the status said not_answering before event %d: want it within one event", n, atOpen+1)
 	}
 	// From the API's first failed call: at most one event without a
-	// notice, the next one has one. The seller's own calls failing may say
-	// so first ("failing"), before the fleet's circuit opens.
+	// notice, the next one has one, and it says the outage: several
+	// sellers' calls fail, so the seller never reads "failing" first, even
+	// before the fleet's circuit opens.
 	var firstFailed time.Time
 	for _, c := range stack.Sandbox.Calls() {
 		if c.Injected && c.Status == http.StatusServiceUnavailable && !c.Received.Before(outageAt) {
@@ -792,6 +793,9 @@ func TestOutageInTheBrowser(t *testing.T) {
 		at := time.UnixMilli(int64(ev.At))
 		if at.Before(firstFailed) {
 			continue
+		}
+		if ev.Marketplace == "failing" {
+			t.Errorf("%v after the first failed call of the outage the page said the marketplace is failing this seller's rows", at.Sub(firstFailed).Round(time.Millisecond))
 		}
 		if ev.Marketplace == "not_answering" || ev.Marketplace == "failing" {
 			with = at
@@ -853,10 +857,10 @@ func TestOutageInTheBrowser(t *testing.T) {
 //
 // The circuit's window (2 s) is as long as the seller's limit window, and at
 // its limit the seller calls in bursts a window and a margin apart (a failed
-// call keeps its slot): between bursts the window is empty. The producer
-// holds the verdict through such gaps (upload.RememberFailing); before, the
-// notice left and the countdown came back when a loaded machine spread the
-// bursts (a clean-clone run beside other tests).
+// call keeps its slot): between bursts the window is empty. The seller's
+// failing streak outlives the window (circuit.SellerCalls.Streak, for a
+// window and a margin after its last failure: upload.HoldFailing), so the
+// notice holds through such gaps and the countdown does not come back.
 func TestOneSellersFailuresInTheBrowser(t *testing.T) {
 	ctx, stack := browserStack(t, devstack.Options{Consumers: 1, Partitions: 2,
 		Circuit: circuit.Settings{Window: window}})

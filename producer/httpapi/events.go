@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -24,7 +25,14 @@ type ProgressEvent struct {
 	RowsWaiting       int        `json:"rows_waiting"`
 	Percent           int        `json:"percent"` // rows done (registered, already registered or failed) of the total
 	ETA               *time.Time `json:"eta"`     // when the last row is expected to be registered; null when none waits or no estimate
-	Done              bool       `json:"done"`
+	// ETAText is ETA as the pages say it: in the stream's language and
+	// time zone (Server.zone), the zone named.
+	ETAText string `json:"eta_text,omitempty"`
+	Done    bool   `json:"done"`
+	// FinishedAt is when the last row was done, once every row is;
+	// FinishedText says it as ETAText says ETA.
+	FinishedAt   *time.Time `json:"finished_at,omitempty"`
+	FinishedText string     `json:"finished_text,omitempty"`
 	// RowsAhead is the waiting rows of the seller's earlier uploads, which
 	// take their slots first (why an upload can sit at 0 %).
 	RowsAhead int `json:"rows_ahead"`
@@ -120,6 +128,18 @@ func failedRows(lang string, st uploadstatus.Status) (failed, other []FailedRow,
 	return failed, other, failedMore, otherMore
 }
 
+// finishedAt is when the upload's last row result was recorded; zero
+// before any was.
+func finishedAt(st uploadstatus.Status) time.Time {
+	var last time.Time
+	for _, r := range st.Rows {
+		if r.At.After(last) {
+			last = r.At
+		}
+	}
+	return last
+}
+
 func progressEvent(p upload.Progress) ProgressEvent {
 	return ProgressEvent{ID: p.ID, State: p.State, Total: p.Total, Registered: p.Registered, AlreadyRegistered: p.AlreadyRegistered,
 		Failed: p.Failed, OtherContent: p.OtherContent, ToFix: p.ToFix(), RowsWaiting: p.RowsWaiting, Percent: percent(p.Status), ETA: p.ETA,
@@ -176,10 +196,17 @@ func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) {
 	defer tick.Stop()
 	var last ProgressEvent
 	lastFailed, lastWrite := -1, time.Now()
+	lang, zone := pickLang(r), s.streamZone(r)
 	for first := true; ; first = false {
 		ev := progressEvent(p)
 		if ev.Done && p.State != uploadstatus.PublishFailed {
-			ev.End, ev.EndText = endState(p.Status), endText(pickLang(r), p.Status)
+			ev.End, ev.EndText = endState(p.Status), endText(lang, p.Status)
+		}
+		if ev.ETA != nil {
+			ev.ETAText = sayTime(lang, *ev.ETA, zone)
+		}
+		if at := finishedAt(p.Status); ev.Done && !at.IsZero() {
+			ev.FinishedAt, ev.FinishedText = &at, msg(lang, "detail.finished", sayTime(lang, at, zone))
 		}
 		cmp := ev
 		if cmp.ETA != nil { // the estimate moves by milliseconds as it is re-read: a second is news
@@ -188,7 +215,7 @@ func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		if changed(cmp, last) || first {
 			if ev.Failed != lastFailed {
-				ev.FailedRows, ev.OtherContentRows, ev.FailedRowsMore, ev.OtherContentRowsMore = failedRows(pickLang(r), p.Status)
+				ev.FailedRows, ev.OtherContentRows, ev.FailedRowsMore, ev.OtherContentRowsMore = failedRows(lang, p.Status)
 				lastFailed = ev.Failed
 			}
 			b, _ := json.Marshal(ev)
@@ -215,6 +242,14 @@ func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			lastWrite = time.Now()
+		}
+		if c.session != nil {
+			// A session's stream lasts as long as the session: signing out
+			// (in any tab, on any replica) or its end stops it.
+			if _, err := s.Sessions.Get(r.Context(), c.id); errors.Is(err, ErrNoSession) {
+				write("event: signedout\ndata: {}\n\n")
+				return
+			}
 		}
 		next, err := s.Uploader.Progress(r.Context(), c.seller, p.ID)
 		if err != nil {

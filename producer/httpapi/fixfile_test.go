@@ -71,7 +71,7 @@ func TestTheFixFileRoundTripsInBothLanguages(t *testing.T) {
 			if len(rows) != 3 || rows[1][0] != "SKU-002" || rows[2][0] != "SKU-004" {
 				t.Fatalf("the fix file's rows %q", rows)
 			}
-			reasonCol := len(rows[0]) - 2
+			reasonCol := len(rows[0]) - 3 // the reason, the product id, the time
 			for i, want := range []struct{ cell, row string }{{"D2 price: ", "3"}, {"D3 price: ", "5"}} {
 				reason := rows[i+1][reasonCol]
 				if !strings.HasPrefix(reason, want.cell) || !strings.HasSuffix(reason, "("+strings.Replace(tc.original, "%s", want.row, 1)+")") {

@@ -168,7 +168,7 @@ func TestCheckPageOfTheWorstContentIsBounded(t *testing.T) {
 	pages := parsePages()
 	for _, lang := range []string{langKO, langEN} {
 		for _, confirm := range []bool{false, true} {
-			v := checkedView(lang, c)
+			v := checkedView(lang, time.UTC, c)
 			v.Confirm = confirm
 			var buf strings.Builder
 			d := pageData{Lang: lang, Check: v, Again: confirm}

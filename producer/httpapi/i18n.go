@@ -102,6 +102,8 @@ var messages = map[string][2]string{ // [ko, en]
 	"detail.eta.now":       {"곧 끝납니다.", "Finishing now."},
 	"detail.eta.none":      {"완료 예상 시각을 아직 알 수 없습니다.", "No finish estimate yet."},
 	"detail.done":          {"모든 행을 처리했습니다.", "Every row is done."},
+	"detail.finished":      {"마지막 행을 %s에 처리했습니다.", "The last row was done at %s."},
+	"live.signedout":       {"로그아웃되어 이 페이지는 더 이상 갱신되지 않습니다. 판매자 센터에서 다시 로그인해 주세요.", "You are signed out, so this page no longer updates. Sign in again from your seller center."},
 	"detail.live":          {"진행 상황은 자동으로 갱신됩니다.", "Progress updates by itself."},
 	"detail.failedrows":    {"실패한 행", "Failed rows"},
 	"detail.nofailed":      {"실패한 행이 없습니다.", "No row failed."},
@@ -315,7 +317,8 @@ func fmtDuration(lang string, d time.Duration) string {
 func jsMessages(lang string) map[string]string {
 	out := map[string]string{}
 	for _, k := range []string{"detail.eta", "detail.eta.now", "detail.eta.none", "detail.done", "detail.percent", "dur.min", "dur.sec", "detail.nofailed", "upload.nofile", "upload.working",
-		"outage.eta", "failing.eta", "paused.eta", "state.done.ok", "state.done.other", "state.done.partial", "state.done.failed", "end.fix", "detail.rows.more"} {
+		"outage.eta", "failing.eta", "paused.eta", "state.done.ok", "state.done.other", "state.done.partial", "state.done.failed", "end.fix", "detail.rows.more",
+		"live.signedout"} {
 		out[k] = msg(lang, k)
 		if _, ok := messages[k+".one"]; ok { // the script says "1 row" as the page does (app.js say)
 			out[k+".one"] = msg(lang, k+".one")

@@ -40,6 +40,7 @@ func parsePages() map[string]*template.Template {
 // pageData is what every page template gets.
 type pageData struct {
 	Lang    string
+	Zone    *time.Location // the zone the page says times in (Server.zone)
 	Title   string
 	Page    string // the nav entry to mark current
 	Seller  string
@@ -56,6 +57,7 @@ type pageData struct {
 	Body      string // message page
 	Check     *checkView
 	Uploads   []uploadRow
+	Poll      int // history: how often, in ms, the page reads its uploads again while one is unfinished
 	Next      string
 	Detail    *detailView
 	// JSMessages are the texts the page's script shows.
@@ -66,7 +68,7 @@ type pageData struct {
 func (d pageData) T(key string, args ...any) string { return msg(d.Lang, key, args...) }
 
 func (s *Server) data(r *http.Request, c caller, page, titleKey string) pageData {
-	d := pageData{Lang: pickLang(r), Page: page, Seller: c.seller, SellerCenter: s.SellerCenterURL}
+	d := pageData{Lang: pickLang(r), Zone: s.zone(r), Page: page, Seller: c.seller, SellerCenter: s.SellerCenterURL}
 	d.Title = msg(d.Lang, titleKey)
 	if c.session != nil {
 		d.CSRF = c.session.CSRF
@@ -242,7 +244,7 @@ func (s *Server) pageCheck(lim *limits) http.HandlerFunc {
 			s.renderMessage(w, r, c, http.StatusServiceUnavailable, "error.title", "error.title")
 			return
 		default:
-			d.Check = checkedView(d.Lang, chk)
+			d.Check = checkedView(d.Lang, d.Zone, chk)
 		}
 		if fromScript(r) {
 			// The fragment replaces part of a page that shows the status
@@ -272,7 +274,7 @@ func (s *Server) pageRegister(lim *limits) http.HandlerFunc {
 			chk, err := s.Uploader.Check(r.Context(), c.seller, f.data)
 			if err == nil && (chk.Invalid > 0 || chk.AlreadyRegistered > 0 || chk.Valid == 0) {
 				d := s.data(r, c, "upload", "upload.title")
-				d.Check = checkedView(d.Lang, chk)
+				d.Check = checkedView(d.Lang, d.Zone, chk)
 				d.Again, d.Check.Confirm = true, true
 				s.render(w, r, http.StatusOK, "upload", d)
 				return
@@ -308,6 +310,7 @@ type uploadRow struct {
 	ID, FileName, Created, CreatedISO, State                   string
 	Total, Registered, Already, Failed, Waiting, Done, Percent int
 	End                                                        string // endState once done, else ""
+	Live                                                       bool   // the upload may still change: not done, not failed to publish
 	// Failed counts the rows to fix in the file; OtherText, when not
 	// empty, the failed rows apart whose SKU is registered already with
 	// different content (nothing to fix: issue 28, item 11).
@@ -322,6 +325,7 @@ func (s *Server) pageUploads(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := s.data(r, c, "uploads", "uploads.title")
+	d.JSMessages, d.Poll = jsMessages(d.Lang), int(orDefault(s.EventsInterval, DefaultEventsInterval)/time.Millisecond)
 	page, err := s.Uploader.List(r.Context(), c.seller, r.URL.Query().Get("cursor"), upload.DefaultPageSize)
 	if errors.Is(err, upload.ErrBadCursor) {
 		page, err = s.Uploader.List(r.Context(), c.seller, "", upload.DefaultPageSize)
@@ -332,7 +336,7 @@ func (s *Server) pageUploads(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, st := range page.Uploads {
-		row := uploadRow{ID: st.ID, FileName: orDash(st.FileName), Created: st.CreatedAt.Local().Format("2006-01-02 15:04:05"),
+		row := uploadRow{ID: st.ID, FileName: orDash(st.FileName), Created: sayTime(d.Lang, st.CreatedAt, d.Zone),
 			CreatedISO: st.CreatedAt.Format(time.RFC3339), State: stateText(d.Lang, st), Total: st.Total, Registered: st.Registered,
 			Already: st.AlreadyRegistered, Failed: st.ToFix(), Waiting: st.Waiting,
 			Done: st.Registered + st.AlreadyRegistered + st.Failed, Percent: percent(st), End: uploadEnd(st)}
@@ -340,6 +344,7 @@ func (s *Server) pageUploads(w http.ResponseWriter, r *http.Request) {
 			row.OtherText = msg(d.Lang, "uploads.other", st.OtherContent)
 		}
 		row.FileNameAttr = attrIsolated(row.FileName)
+		row.Live = !st.Done() && st.State != uploadstatus.PublishFailed
 		d.Uploads = append(d.Uploads, row)
 	}
 	if page.Next != "" {
@@ -426,6 +431,10 @@ type detailView struct {
 	// for the script. PaceText is the marketplace's limit.
 	Ahead                            int
 	AheadText, AheadFormat, PaceText string
+	// ETAAt is the finish estimate (ETAISO) as the page says it, inside
+	// ETAText; FinishedText says when the last row was done, once every row
+	// is. Zone names the zone the page says times in, for its stream.
+	ETAAt, FinishedText, Zone string
 }
 
 func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
@@ -456,7 +465,7 @@ func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
 	d.Duplicate = duplicate
 	d.JSMessages = jsMessages(d.Lang)
 	ev := progressEvent(p)
-	v := &detailView{ID: p.ID, FileName: orDash(p.FileName), Created: p.CreatedAt.Local().Format("2006-01-02 15:04:05"),
+	v := &detailView{ID: p.ID, FileName: orDash(p.FileName), Created: sayTime(d.Lang, p.CreatedAt, d.Zone), Zone: d.Zone.String(),
 		State: stateText(d.Lang, p.Status), Total: p.Total, Registered: p.Registered, Already: p.AlreadyRegistered,
 		Failed: p.ToFix(), Waiting: p.RowsWaiting, Done: p.Registered + p.AlreadyRegistered + p.Failed,
 		Percent: ev.Percent, IsDone: ev.Done, Ahead: p.RowsAhead}
@@ -500,15 +509,18 @@ func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
 	case p.ETA == nil:
 		v.ETAText = msg(d.Lang, "detail.eta.none")
 	default:
-		v.ETAISO = p.ETA.Format(time.RFC3339Nano)
+		v.ETAISO, v.ETAAt = p.ETA.Format(time.RFC3339Nano), sayTime(d.Lang, *p.ETA, d.Zone)
 		if left := time.Until(*p.ETA); left < time.Second {
 			v.ETAText = msg(d.Lang, "detail.eta.now")
 		} else {
-			v.ETAText = msg(d.Lang, "detail.eta", fmtDuration(d.Lang, left), p.ETA.Local().Format("15:04:05"))
+			v.ETAText = msg(d.Lang, "detail.eta", fmtDuration(d.Lang, left), v.ETAAt)
 		}
 	}
 	if p.State == uploadstatus.PublishFailed {
 		v.ETAText = msg(d.Lang, "detail.publishfail")
+	}
+	if at := finishedAt(p.Status); ev.Done && !at.IsZero() {
+		v.FinishedText = msg(d.Lang, "detail.finished", sayTime(d.Lang, at, d.Zone))
 	}
 	d.Detail = v
 	s.render(w, r, http.StatusOK, "detail", d)
@@ -618,7 +630,7 @@ func shownProblem(lang string, p upload.Problem, header []string) (string, templ
 	return cutRunes(text, textShownLen), isolated(text, textShownLen, paramValues(p.Params, field)...)
 }
 
-func checkedView(lang string, c *upload.Checked) *checkView {
+func checkedView(lang string, zone *time.Location, c *upload.Checked) *checkView {
 	// Rows whose SKU is registered already with other content are skipped
 	// too, but nothing in the file is wrong: they are counted apart from the
 	// rows with problems.
@@ -645,7 +657,7 @@ func checkedView(lang string, c *upload.Checked) *checkView {
 		v.Header = append(v.Header, colView{Letter: c.Columns[i], Name: isolated(header[i], headerShownLen, header[i])})
 	}
 	if b := c.UploadedBefore; b != nil {
-		v.Before = b.Text(lang)
+		v.Before = b.Text(lang, zone)
 		v.BeforeID = b.UploadID
 	}
 

@@ -171,10 +171,10 @@ func TestProgressPageShowsTheMarketplace(t *testing.T) {
 		// One seller failing never opens the fleet's circuit (issue 26):
 		// its page still says the marketplace is failing its rows, and
 		// what becomes of them (retried, then set aside, not held).
-		{"this seller's calls failing", circuit.Status{State: circuit.Closed}, circuit.SellerCalls{Failures: 6, Answered: 1}, "en",
+		{"this seller's calls failing", circuit.Status{State: circuit.Closed}, circuit.SellerCalls{Failures: 6, Answered: 1, Streak: 6}, "en",
 			[]string{`data-marketplace="failing">`, "The marketplace is failing your registrations", "set aside for an operator", "No row is lost",
 				"The finish time is unknown until the marketplace takes your rows again."}, []string{`data-eta="2`}},
-		{"this seller's calls failing, Korean", circuit.Status{State: circuit.Closed}, circuit.SellerCalls{Failures: 6}, "ko",
+		{"this seller's calls failing, Korean", circuit.Status{State: circuit.Closed}, circuit.SellerCalls{Failures: 6, Streak: 6}, "ko",
 			[]string{"이 판매자의 등록을 받지 못하고 있습니다", "운영자가 다시 보내도록", "잃어버리는 행은 없습니다", "완료 시각을 알 수 없습니다"}, nil},
 		{"paused", circuit.Status{State: circuit.Open, Reason: circuit.Misconfigured}, circuit.SellerCalls{}, "en", []string{`data-marketplace="misconfigured">`, "Registration is paused",
 			"The finish time is unknown until registering resumes."}, nil},

@@ -84,12 +84,12 @@ func TestTheSameFileAgainShowsTheNoteAndReportsAreNamed(t *testing.T) {
 	}
 	defer f.Close()
 	rows, _ := f.GetRows(excel.ReportSheet)
-	if len(rows) != 4 || rows[0][len(rows[0])-1] != excel.ReportColumnProductID {
-		t.Fatalf("report rows %q: want 3 rows and the product number column", rows)
+	if len(rows) != 4 || rows[0][len(rows[0])-2] != excel.ReportColumnProductID || rows[0][len(rows[0])-1] != excel.ReportColumnAt {
+		t.Fatalf("report rows %q: want 3 rows and the product number and time columns", rows)
 	}
 	for _, r := range rows[1:] {
 		hangul := false
-		for _, ch := range r[len(rows[0])-3] {
+		for _, ch := range r[len(rows[0])-4] {
 			hangul = hangul || unicode.Is(unicode.Hangul, ch)
 		}
 		if !hangul {

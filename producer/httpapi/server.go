@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/bulkreg/bulkreg/internal/logctx"
+	"github.com/bulkreg/bulkreg/internal/sellertime"
 	"github.com/bulkreg/bulkreg/producer/upload"
 )
 
@@ -111,6 +112,10 @@ type Server struct {
 	// MaxStreamTime ends an event stream after this long; the browser
 	// reconnects by itself. Default 30 min.
 	MaxStreamTime time.Duration
+	// SellerZone is the time zone pages, events and reports say times in
+	// while the seller's browser has not told its own (zoneCookie).
+	// Default Asia/Seoul.
+	SellerZone *time.Location
 
 	once    sync.Once
 	handler http.Handler
@@ -123,6 +128,8 @@ type Server struct {
 	cop          *http.CrossOriginProtection
 	stop         chan struct{} // closed by StopStreams
 	stopMu       sync.Once
+	sellerZone   *time.Location // SellerZone or its default
+	zones        sellertime.Zones
 }
 
 // Defaults of Server's limits.
@@ -238,6 +245,10 @@ func (s *Server) init() {
 	s.pages = parsePages()
 	s.openapi, _ = webFiles.ReadFile("openapi.json")
 	s.templateXLSX = buildTemplate(s.Categories)
+	s.sellerZone = s.SellerZone
+	if s.sellerZone == nil {
+		s.sellerZone, _ = s.zones.Load(sellertime.DefaultZone) // the database is embedded: it has the zone
+	}
 	mux := http.NewServeMux()
 	names := map[string]string{}
 	for _, rt := range s.routes() {

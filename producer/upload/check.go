@@ -11,6 +11,7 @@ import (
 
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/excel"
+	"github.com/bulkreg/bulkreg/internal/sellertime"
 	"github.com/bulkreg/bulkreg/messages"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
@@ -157,8 +158,9 @@ func (u *Uploader) uploadedBefore(ctx context.Context, seller string, data []byt
 	return &UploadedBefore{UploadID: id, FileName: sts[0].FileName, CreatedAt: sts[0].CreatedAt}
 }
 
-// Text says, in lang, that the file was uploaded before and when.
-func (b UploadedBefore) Text(lang string) string {
-	s, _ := messages.Render(lang, "uploaded_before", map[string]string{"date": b.CreatedAt.Local().Format("2006-01-02 15:04")})
+// Text says, in lang, that the file was uploaded before and when, the time
+// in zone.
+func (b UploadedBefore) Text(lang string, zone *time.Location) string {
+	s, _ := messages.Render(lang, "uploaded_before", map[string]string{"date": sellertime.Format(lang, b.CreatedAt, zone)})
 	return s
 }

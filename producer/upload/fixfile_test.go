@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xuri/excelize/v2"
 
@@ -26,7 +27,7 @@ func TestTheFixFileNamesItsOwnCellsForEveryKindOfFailure(t *testing.T) {
 	write := func(failedOnly bool) *excelize.File {
 		t.Helper()
 		var buf bytes.Buffer
-		if err := excel.WriteReportIn(&buf, LangKO, st.Header, ReportRowsIn(LangKO, st, cells), failedOnly); err != nil {
+		if err := excel.WriteReportIn(&buf, LangKO, st.Header, ReportRowsIn(LangKO, time.UTC, st, cells), failedOnly); err != nil {
 			t.Fatal(err)
 		}
 		f, err := excelize.OpenReader(&buf)

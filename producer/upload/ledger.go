@@ -119,11 +119,13 @@ func sameContent(hash string, p bulkreg.Product, asTyped func() bulkreg.Product,
 const nfdBudget = 1 << 20
 
 // alreadyDetail is ledger.Entry.AlreadyRegistered's facts for the message
-// table.
+// table: "date" the day in UTC, "at" the instant, which a report says in
+// the seller's zone (zoned).
 func alreadyDetail(e ledger.Entry) uploadstatus.Detail {
 	d := uploadstatus.Detail{Code: "already_registered", Params: map[string]string{"product": e.ProductID}}
 	if up, row, ok := strings.Cut(e.Row, ":"); ok && !e.At.IsZero() {
 		d.Params["kind"], d.Params["upload"], d.Params["row"], d.Params["date"] = "from", up, row, e.At.UTC().Format(time.DateOnly)
+		d.Params["at"] = e.At.UTC().Format(time.RFC3339Nano)
 	}
 	return d
 }

@@ -2,7 +2,6 @@ package upload
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/bulkreg/bulkreg/circuit"
@@ -31,7 +30,8 @@ const (
 	MarketplaceAnswering    = "answering"
 	MarketplaceNotAnswering = "not_answering"
 	// MarketplaceFailing: the circuit is closed, but this seller's calls
-	// fail (circuit.SellerCalls.Failing).
+	// fail while other sellers' do not (circuit.SellerCalls.Failing and
+	// Outage).
 	MarketplaceFailing = "failing"
 )
 
@@ -53,7 +53,9 @@ type UploadView struct {
 	uploadstatus.Status
 	// Marketplace is MarketplaceAnswering or MarketplaceNotAnswering (the
 	// consumers' circuit breaker is open: rows wait in the queue, none is
-	// counted as failed for it), or MarketplaceMisconfigured (held open
+	// counted as failed for it; or it is still closed, but this seller's
+	// calls and other sellers' fail together), MarketplaceFailing, or
+	// MarketplaceMisconfigured (held open
 	// because the API refused bulkreg itself, paused.go); empty when it
 	// could not be read.
 	Marketplace string `json:"marketplace,omitempty"`
@@ -87,85 +89,51 @@ func View(ctx context.Context, st uploadstatus.Status, m Marketplace) UploadView
 		return v
 	}
 	// The circuit is closed; only a seller with rows waiting asks whether
-	// its own calls fail.
+	// its calls fail, and then whose failing it is: its own once the API
+	// answered another seller since (or nobody else calls), an outage the
+	// circuit has not opened for yet when other sellers fail with it.
+	// Until the others' calls tell, the page says neither: never "failing"
+	// first and then "not answering".
 	if sc, ok := m.(SellerCalls); ok && st.Waiting > 0 && st.SellerID != "" {
-		if calls, err := sc.Seller(ctx, st.SellerID); err == nil && calls.Failing() {
+		switch calls, err := sc.Seller(ctx, st.SellerID); {
+		case err != nil || !calls.Failing():
+		case calls.Own():
 			v.Marketplace, v.Notice = MarketplaceFailing, Failing
+		case calls.Outage():
+			v.Marketplace, v.Notice = MarketplaceNotAnswering, NotAnswering
 		}
 	}
 	return v
 }
 
-// RememberFailing returns m with seller readings that keep a failing
-// verdict for hold after the window last showed it, while no answered call
-// of the seller says otherwise. At its limit a seller calls in bursts a
-// limit window and a margin apart (a failed call keeps its slot), and the
-// circuit's window (20 s by default against 61 s) is empty between them:
-// read as is, the failing notice left the seller's page for most of each
-// minute and the finish time came back. hold is the limit's window plus the
-// margin. m without seller readings, or hold ≤ 0, is returned as is.
-func RememberFailing(m Marketplace, hold time.Duration) Marketplace {
+// HoldFailing returns m with seller readings whose failing streak counts
+// for hold after its last failure, and no longer: a seller failing at its
+// limit calls in bursts a limit window and a margin apart (a failed call
+// keeps its slot), so its streak goes quiet for that long between them,
+// while a streak quieter than that belongs to rows that are gone (set
+// aside, or the upload ended), not to the seller's next upload. hold is the
+// limit's window plus the margin. m without seller readings, or hold ≤ 0,
+// is returned as is.
+func HoldFailing(m Marketplace, hold time.Duration) Marketplace {
 	sc, ok := m.(SellerCalls)
 	if !ok || hold <= 0 {
 		return m
 	}
-	return &rememberFailing{Marketplace: m, calls: sc, hold: hold, now: time.Now, last: map[string]failingAt{}}
+	return heldFailing{Marketplace: m, calls: sc, hold: hold}
 }
 
-type rememberFailing struct {
+type heldFailing struct {
 	Marketplace
 	calls SellerCalls
 	hold  time.Duration
-	now   func() time.Time
-
-	mu   sync.Mutex
-	last map[string]failingAt // sellers whose calls last read as failing
 }
 
-type failingAt struct {
-	calls circuit.SellerCalls
-	at    time.Time
-}
-
-// Seller reads seller's calls; with no answered call in the window it
-// answers the last failing reading of the seller instead, if that is
-// younger than hold.
-func (r *rememberFailing) Seller(ctx context.Context, seller string) (circuit.SellerCalls, error) {
-	c, err := r.calls.Seller(ctx, seller)
-	if err != nil {
-		return c, err
+// Seller reads seller's calls; a streak whose last failure is hold old or
+// older reads as none.
+func (h heldFailing) Seller(ctx context.Context, seller string) (circuit.SellerCalls, error) {
+	c, err := h.calls.Seller(ctx, seller)
+	if err == nil && c.Streak > 0 && c.Now.Sub(c.LastFailure) >= h.hold {
+		c.Streak, c.LastFailure = 0, time.Time{}
 	}
-	now := r.now()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	switch last, ok := r.last[seller]; {
-	case c.Failing():
-		if !ok && len(r.last) >= maxRemembered {
-			r.forget(now)
-		}
-		r.last[seller] = failingAt{calls: c, at: now}
-	case !ok:
-	case c.Answered > 0 || now.Sub(last.at) >= r.hold:
-		delete(r.last, seller) // answered again, or nothing failed for a whole hold
-	default:
-		return last.calls, nil // between bursts: nothing says it recovered
-	}
-	return c, nil
-}
-
-// maxRemembered bounds the sellers remembered at once; past it the
-// readings older than hold are dropped first.
-const maxRemembered = 10000
-
-// forget drops the readings older than hold, and all of them when that
-// leaves the map still full.
-func (r *rememberFailing) forget(now time.Time) {
-	for s, l := range r.last {
-		if now.Sub(l.at) >= r.hold {
-			delete(r.last, s)
-		}
-	}
-	if len(r.last) >= maxRemembered {
-		clear(r.last)
-	}
+	return c, err
 }

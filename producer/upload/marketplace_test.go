@@ -67,10 +67,14 @@ func TestView(t *testing.T) {
 	}
 }
 
-// readings answers a scripted sequence of seller readings.
+// readings answers a scripted sequence of seller readings, the circuit
+// closed.
 type readings struct {
-	Marketplace
 	seq []circuit.SellerCalls
+}
+
+func (r *readings) Peek(context.Context) (circuit.Status, error) {
+	return circuit.Status{State: circuit.Closed}, nil
 }
 
 func (r *readings) Seller(context.Context, string) (circuit.SellerCalls, error) {
@@ -79,54 +83,51 @@ func (r *readings) Seller(context.Context, string) (circuit.SellerCalls, error) 
 	return c, nil
 }
 
-// TestRememberFailing: a seller failing at its limit calls in bursts a
-// limit window apart, and the circuit's window is empty between them; the
-// failing verdict holds through such a gap, and leaves when an answered
-// call comes or when nothing failed for a whole hold.
-func TestRememberFailing(t *testing.T) {
+// TestViewOfASellersCalls: with the circuit closed, a seller's page says
+// the marketplace is failing its rows when its last calls failed, says an
+// outage when other sellers' last calls fail too (before the circuit opens
+// for them, and never "failing" first), and says nothing once a call of
+// the seller is answered. A streak quiet for a whole hold (HoldFailing)
+// belongs to rows that are gone.
+func TestViewOfASellersCalls(t *testing.T) {
 	const hold = 61 * time.Second
-	failing := circuit.SellerCalls{Failures: 40}
-	none := circuit.SellerCalls{}
-	answered := circuit.SellerCalls{Failures: 1, Answered: 5}
-	few := circuit.SellerCalls{Failures: 2}
-	type read struct {
-		after time.Duration // since the run's start
-		got   circuit.SellerCalls
-		want  bool // the reading answered is failing
+	now := time.Now()
+	st := uploadstatus.Status{Upload: uploadstatus.Upload{SellerID: "s", Total: 10}, Waiting: 6}
+	finished := uploadstatus.Status{Upload: uploadstatus.Upload{SellerID: "s", Total: 10}, Registered: 10}
+	streak := func(n int, quiet time.Duration) circuit.SellerCalls {
+		return circuit.SellerCalls{Failures: n, Streak: n, LastFailure: now.Add(-quiet), Now: now}
+	}
+	with := func(c circuit.SellerCalls, failing, answered, calling int) circuit.SellerCalls {
+		c.OthersFailing, c.OthersAnswered, c.OthersCalling = failing, answered, calling
+		return c
 	}
 	for _, tc := range []struct {
-		name  string
-		reads []read
+		name         string
+		st           uploadstatus.Status
+		got          circuit.SellerCalls
+		market, note string
 	}{
-		{"failing, then the gap between bursts, then the next burst", []read{
-			{0, failing, true}, {20 * time.Second, none, true}, {55 * time.Second, few, true}, {61 * time.Second, failing, true}}},
-		{"answered again: the verdict leaves at once", []read{
-			{0, failing, true}, {5 * time.Second, answered, false}, {10 * time.Second, none, false}}},
-		{"nothing failed for a whole hold", []read{
-			{0, failing, true}, {hold - time.Second, none, true}, {hold, none, false}, {hold + time.Second, few, false}}},
-		{"never failing: readings as they are", []read{
-			{0, none, false}, {time.Second, few, false}, {2 * time.Second, answered, false}}},
+		{"nothing failed", st, circuit.SellerCalls{Answered: 9, Now: now}, MarketplaceAnswering, ""},
+		{"three failures in a row, nobody else calling", st, streak(3, 0), MarketplaceFailing, Failing},
+		{"three failures in a row, another seller answered since", st, with(streak(3, 0), 0, 1, 1), MarketplaceFailing, Failing},
+		{"others call but have not answered or failed since: not yet told", st, with(streak(3, 0), 0, 0, 2), MarketplaceAnswering, ""},
+		{"two failures in a row are not yet failing", st, streak(2, 0), MarketplaceAnswering, ""},
+		{"a streak among many answers: random errors", st, circuit.SellerCalls{Failures: 3, Answered: 30, Streak: 3, LastFailure: now, Now: now}, MarketplaceAnswering, ""},
+		{"answered again: the streak ended, the window's failures stay", st, circuit.SellerCalls{Failures: 40, Answered: 1, Now: now}, MarketplaceAnswering, ""},
+		{"between bursts: the window empty, the streak kept", st, circuit.SellerCalls{Streak: 40, LastFailure: now.Add(-50 * time.Second), Now: now}, MarketplaceFailing, Failing},
+		{"a streak quiet for a whole hold", st, streak(40, hold), MarketplaceAnswering, ""},
+		{"others fail with it, nobody answered: an outage, not its own", st, with(streak(3, 0), 1, 0, 1), MarketplaceNotAnswering, NotAnswering},
+		{"one other fails, another is answered: its own", st, with(streak(3, 0), 1, 1, 2), MarketplaceFailing, Failing},
+		{"no row waits", finished, streak(3, 0), MarketplaceAnswering, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			src := &readings{}
-			for _, r := range tc.reads {
-				src.seq = append(src.seq, r.got)
-			}
-			m := RememberFailing(src, hold).(*rememberFailing)
-			start := time.Now()
-			for i, r := range tc.reads {
-				m.now = func() time.Time { return start.Add(r.after) }
-				c, err := m.Seller(context.Background(), "s")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if c.Failing() != r.want {
-					t.Errorf("read %d at +%v (window: %+v): answered %+v, failing %v; want failing %v", i, r.after, r.got, c, c.Failing(), r.want)
-				}
+			m := HoldFailing(&readings{seq: []circuit.SellerCalls{tc.got}}, hold)
+			if v := View(context.Background(), tc.st, m); v.Marketplace != tc.market || v.Notice != tc.note {
+				t.Errorf("reading %+v: marketplace %q, notice %q; want %q, %q", tc.got, v.Marketplace, v.Notice, tc.market, tc.note)
 			}
 		})
 	}
-	if m := RememberFailing(nil, hold); m != nil {
-		t.Errorf("RememberFailing(nil) = %v, want nil", m)
+	if m := HoldFailing(nil, hold); m != nil {
+		t.Errorf("HoldFailing(nil) = %v, want nil", m)
 	}
 }

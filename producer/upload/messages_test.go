@@ -13,6 +13,7 @@ import (
 	"github.com/xuri/excelize/v2"
 
 	"github.com/bulkreg/bulkreg/excel"
+	"github.com/bulkreg/bulkreg/internal/sellertime"
 	"github.com/bulkreg/bulkreg/ledger"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
@@ -74,7 +75,11 @@ func koreanUpload(t *testing.T) (uploadstatus.Status, map[int][]string) {
 func TestAKoreanReportIsAllKorean(t *testing.T) {
 	st, cells := koreanUpload(t)
 	var buf bytes.Buffer
-	if err := excel.WriteReportIn(&buf, LangKO, st.Header, ReportRowsIn(LangKO, st, cells), false); err != nil {
+	seoul, err := sellertime.Load("Asia/Seoul")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := excel.WriteReportIn(&buf, LangKO, st.Header, ReportRowsIn(LangKO, seoul, st, cells), false); err != nil {
 		t.Fatal(err)
 	}
 	f, err := excelize.OpenReader(&buf)
@@ -87,8 +92,8 @@ func TestAKoreanReportIsAllKorean(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := len(st.Header)
-	if h := got[0]; len(h) != n+4 || h[n+3] != excel.ReportColumnProductID {
-		t.Fatalf("header %q: want the product number (상품번호) column last", h)
+	if h := got[0]; len(h) != n+5 || h[n+3] != excel.ReportColumnProductID || h[n+4] != excel.ReportColumnAt {
+		t.Fatalf("header %q: want the product number (상품번호) and the time (처리 시각) columns last", h)
 	}
 	// The report's own columns are Korean only (they said "결과 (result)").
 	for _, h := range got[0][n:] {
@@ -98,7 +103,7 @@ func TestAKoreanReportIsAllKorean(t *testing.T) {
 	}
 	byRow := map[string][]string{}
 	for _, line := range got[1:] {
-		for len(line) < n+4 {
+		for len(line) < n+5 {
 			line = append(line, "")
 		}
 		byRow[line[n]] = line
@@ -147,10 +152,26 @@ func TestAKoreanReportIsAllKorean(t *testing.T) {
 	if p := byRow["7"][n+3]; p != "P-7" {
 		t.Errorf("row 7's product number %q, want P-7", p)
 	}
+	// Each recorded row says when, in the seller's zone, the zone named;
+	// a waiting row has no time yet.
+	for row, want := range map[string]string{"6": "2026-11-01 오전 9:00:00 (KST)", "9": "2026-11-01 오전 9:00:00 (KST)", "10": ""} {
+		if at := byRow[row][n+4]; at != want {
+			t.Errorf("row %s's time %q, want %q", row, at, want)
+		}
+	}
+	// When the SKU was registered before, in the same zone and format.
+	if r := byRow["7"][n+2]; !strings.Contains(r, "2026-10-01 오전 9:00:00 (KST)에") {
+		t.Errorf("row 7's reason %q: want when it was registered, in the seller's zone", r)
+	}
+	for _, r := range ReportRowsIn(LangEN, seoul, st, cells) {
+		if r.Number == 7 && r.Reason != "already registered as P-7 by upload 0000000000000001 row 3 on 2026-10-01 9:00:00 AM (KST); nothing was sent again" {
+			t.Errorf("row 7's English reason %q: want when it was registered, in the seller's zone", r.Reason)
+		}
+	}
 
 	// The English report keeps its English sentences, the field named once
 	// (by the field, as the seller's header is Korean).
-	en := ReportRowsIn(LangEN, st, cells)
+	en := ReportRowsIn(LangEN, time.UTC, st, cells)
 	enByRow := map[int]string{}
 	for _, r := range en {
 		enByRow[r.Number] = r.Reason

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/bulkreg/bulkreg/excel"
+	"github.com/bulkreg/bulkreg/internal/sellertime"
 	"github.com/bulkreg/bulkreg/messages"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
@@ -21,7 +24,7 @@ const cellsNotKept = "the row's cells are not in this report: the upload held mo
 // "waiting". A failed-only report keeps the failed rows alone, so an already
 // registered row is never sent again from it.
 func ReportRows(st uploadstatus.Status, cells map[int][]string) []excel.ReportRow {
-	return ReportRowsIn(LangEN, st, cells)
+	return ReportRowsIn(LangEN, time.UTC, st, cells)
 }
 
 // ReportRowsIn is ReportRows with every reason in lang (LangKO, LangEN),
@@ -29,8 +32,9 @@ func ReportRows(st uploadstatus.Status, cells map[int][]string) []excel.ReportRo
 // already registered row carries its product number; a row whose SKU is
 // registered already with other content is ResultOtherContent, apart from
 // the failed rows (nothing in the file is wrong), and left out of a
-// failed-rows report.
-func ReportRowsIn(lang string, st uploadstatus.Status, cells map[int][]string) []excel.ReportRow {
+// failed-rows report. Each recorded row says when its result was recorded,
+// in zone, as pages say times (sellertime).
+func ReportRowsIn(lang string, zone *time.Location, st uploadstatus.Status, cells map[int][]string) []excel.ReportRow {
 	results := make(map[int]uploadstatus.RowResult, len(st.Rows))
 	for _, r := range st.Rows {
 		results[r.Row] = r
@@ -49,6 +53,7 @@ func ReportRowsIn(lang string, st uploadstatus.Status, cells map[int][]string) [
 	for _, n := range nums {
 		rr := excel.ReportRow{Number: n, Cells: cells[n], Result: "waiting"}
 		if res, ok := results[n]; ok {
+			res = zoned(lang, zone, res)
 			rr.Result = res.State
 			switch res.State {
 			case uploadstatus.Failed, uploadstatus.AlreadyRegistered:
@@ -60,6 +65,9 @@ func ReportRowsIn(lang string, st uploadstatus.Status, cells map[int][]string) [
 			}
 			if res.State != uploadstatus.Failed {
 				rr.ProductID = res.ProductID
+			}
+			if !res.At.IsZero() {
+				rr.At = sellertime.Format(lang, res.At, zone)
 			}
 		}
 		if c, ok := cells[n]; ok && len(c) == 0 && len(st.Header) > 0 {
@@ -111,6 +119,33 @@ func reportProblems(lang string, header []string, res uploadstatus.RowResult) []
 	return out
 }
 
+// zoned says the instants a row result's facts carry (param "at": when a
+// SKU was registered before) in zone, as their message's date; an English
+// reason is then said from the same facts, not the stored sentence, whose
+// date is the day in UTC.
+func zoned(lang string, zone *time.Location, r uploadstatus.RowResult) uploadstatus.RowResult {
+	details, changed := slices.Clone(r.Details), false
+	for i, d := range details {
+		at, err := time.Parse(time.RFC3339Nano, d.Params["at"])
+		if err != nil {
+			continue
+		}
+		details[i].Params = maps.Clone(d.Params)
+		details[i].Params["date"] = sellertime.Format(lang, at, zone)
+		changed = true
+	}
+	if !changed {
+		return r
+	}
+	r.Details = details
+	if lang == LangEN && len(details) == 1 {
+		if s, ok := messages.Render(LangEN, details[0].Code, details[0].Params); ok {
+			r.Reason = s
+		}
+	}
+	return r
+}
+
 // Report is a result report, built.
 type Report struct {
 	XLSX []byte
@@ -128,17 +163,18 @@ type Report struct {
 // It reads the upload's cells from the store; st says whose upload it is,
 // so callers serving sellers pass a Status from Uploader.Status.
 func (u *Uploader) BuildReport(ctx context.Context, st uploadstatus.Status, failedOnly bool) (Report, error) {
-	return u.BuildReportIn(ctx, LangEN, st, failedOnly)
+	return u.BuildReportIn(ctx, LangEN, time.UTC, st, failedOnly)
 }
 
 // BuildReportIn is BuildReport in lang: the results and reasons in that
-// language, and the file's name (Report.Name) after the uploaded file.
-func (u *Uploader) BuildReportIn(ctx context.Context, lang string, st uploadstatus.Status, failedOnly bool) (Report, error) {
+// language, the times in zone, and the file's name (Report.Name) after the
+// uploaded file.
+func (u *Uploader) BuildReportIn(ctx context.Context, lang string, zone *time.Location, st uploadstatus.Status, failedOnly bool) (Report, error) {
 	cells, err := u.Statuses.Cells(ctx, st.ID)
 	if err != nil {
 		return Report{}, err
 	}
-	rows := ReportRowsIn(lang, st, cells)
+	rows := ReportRowsIn(lang, zone, st, cells)
 	n := len(rows)
 	if failedOnly {
 		n = 0
@@ -163,7 +199,7 @@ func (u *Uploader) BuildReportIn(ctx context.Context, lang string, st uploadstat
 			break
 		}
 		cells = keepCells(st, cells, int(int64(kept)*int64(MaxReportBytes)*9/10/int64(buf.Len())))
-		rows = ReportRowsIn(lang, st, cells)
+		rows = ReportRowsIn(lang, zone, st, cells)
 		buf.Reset()
 		if err := excel.WriteReportIn(&buf, lang, st.Header, rows, failedOnly); err != nil {
 			return Report{}, fmt.Errorf("write the report of upload %s: %w", st.ID, err)

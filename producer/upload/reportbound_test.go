@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xuri/excelize/v2"
 
@@ -48,7 +49,7 @@ func TestReportOfTextThatDoesNotCompressIsBounded(t *testing.T) {
 	u := &Uploader{Statuses: cellsOnly{cells: cells}}
 	for _, lang := range []string{LangKO, LangEN} {
 		for _, failedOnly := range []bool{false, true} {
-			rep, err := u.BuildReportIn(t.Context(), lang, st, failedOnly)
+			rep, err := u.BuildReportIn(t.Context(), lang, time.UTC, st, failedOnly)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,6 +18,77 @@
     });
   }
 
+  // The browser's time zone, for the service to say times in from the next
+  // answer on (zone.go); a page says the zone of every time it shows.
+  function rememberZone() {
+    var tz = "";
+    try { tz = Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (e) { return; }
+    if (!/^[A-Za-z0-9_\/+-]{1,64}$/.test(tz)) return;
+    var c = "bulkreg_tz=" + tz;
+    if (document.cookie.split("; ").indexOf(c) >= 0) return;
+    document.cookie = c + "; path=/; max-age=31536000; samesite=lax" + (location.protocol === "https:" ? "; secure" : "");
+  }
+
+  // Signing out in one tab ends the live views of the others: the
+  // service ends their streams and refuses their reads (it knows the
+  // session ended), and this message lets them stop at once.
+  var session = window.BroadcastChannel ? new BroadcastChannel("bulkreg-session") : null, onSignedOut = [];
+  function signedOut() {
+    onSignedOut.splice(0).forEach(function (f) { f(); });
+    var main = document.getElementById("main"), m = messages();
+    if (!main || document.getElementById("signed-out") || !m["live.signedout"]) return;
+    var p = document.createElement("p");
+    p.id = "signed-out"; p.className = "notice"; p.setAttribute("role", "status");
+    p.textContent = m["live.signedout"];
+    main.insertBefore(p, main.firstChild);
+  }
+  function sessionEvents() {
+    if (session) session.onmessage = function (e) { if (e.data === "signed-out") signedOut(); };
+    document.addEventListener("submit", function (e) {
+      if (session && e.target.getAttribute("action") === "/signout") session.postMessage("signed-out");
+    });
+  }
+
+  // History: while an upload on the page is unfinished, the page reads
+  // itself again every data-poll ms (the service's events interval) and
+  // puts each row's changed cells in place, so focus and scrolling stay.
+  // It stops once every row is done, pauses while the tab is hidden, and
+  // stops when the session ended.
+  function historyPage() {
+    var table = document.querySelector("table.uploads");
+    if (!table || !window.fetch || !window.DOMParser) return;
+    var every = Number(table.dataset.poll) || 1000, stopped = false, timer = 0;
+    onSignedOut.push(function () { stopped = true; clearTimeout(timer); });
+    function live() { return table.querySelector('tbody tr[data-live="true"]'); }
+    function update(doc) {
+      var fresh = doc.querySelector("table.uploads");
+      if (!fresh) return;
+      Array.prototype.forEach.call(table.tBodies[0].rows, function (tr) {
+        var f = fresh.querySelector('tbody tr[data-id="' + tr.dataset.id + '"]');
+        if (!f) return;
+        for (var i = 0; i < tr.cells.length && i < f.cells.length; i++) {
+          var c = tr.cells[i], n = f.cells[i];
+          if (c.tagName === "TD" && c.innerHTML !== n.innerHTML) { c.innerHTML = n.innerHTML; c.className = n.className; }
+        }
+        tr.dataset.live = f.dataset.live;
+      });
+      table.dataset.received = String(Number(table.dataset.received || 0) + 1);
+    }
+    function poll() {
+      if (stopped || !live()) return;
+      if (document.hidden) { timer = setTimeout(poll, every); return; }
+      fetch(location.href, { credentials: "same-origin", cache: "no-store" }).then(function (r) {
+        if (r.status === 401) { signedOut(); return null; }
+        return r.ok ? r.text() : null;
+      }).then(function (html) {
+        if (html && !stopped) update(new DOMParser().parseFromString(html, "text/html"));
+      }).catch(function () {}).then(function () {
+        if (!stopped) timer = setTimeout(poll, every);
+      });
+    }
+    timer = setTimeout(poll, every);
+  }
+
   // Jump to a cell: the problem list's links scroll the cell into view
   // below the sticky header (CSS scroll-margin) and focus it, so the next
   // Tab goes on from the cell, not from the top of the page.
@@ -148,14 +219,13 @@
     if (title && (document.activeElement === document.body || !document.activeElement)) title.focus();
     if (!window.EventSource) return;
     var m = messages();
-    var eta = document.getElementById("eta"), etaAt = eta.dataset.eta ? new Date(eta.dataset.eta) : null;
+    var eta = document.getElementById("eta"), etaAt = eta.dataset.eta ? new Date(eta.dataset.eta) : null, etaText = eta.dataset.at || "";
     var done = sec.dataset.done === "true";
     var outage = document.getElementById("outage"), market = outage.dataset.marketplace || "";
     var waiting = document.getElementById("waiting"), ahead = document.getElementById("ahead"), pace = document.getElementById("pace");
     // say fills the text of key with the count n, in its form for one
     // ("1 row") when n is 1 and the page sent one (key + ".one").
     function say(key, n) { return fmt(n === 1 && m[key + ".one"] || m[key], n); }
-    var clock = new Intl.DateTimeFormat(document.documentElement.lang, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
     function dur(ms) {
       var s = Math.max(0, Math.round(ms / 1000));
       return s < 60 ? fmt(m["dur.sec"], s) : fmt(m["dur.min"], Math.floor(s / 60), s % 60);
@@ -169,7 +239,8 @@
       if (market === "misconfigured") { eta.textContent = m["paused.eta"]; return; }
       if (!etaAt) { eta.textContent = m["detail.eta.none"]; return; }
       var left = etaAt - Date.now();
-      eta.textContent = left < 1000 ? m["detail.eta.now"] : fmt(m["detail.eta"], dur(left), clock.format(etaAt));
+      // The instant as the server says it (eta_text): one format, the zone named.
+      eta.textContent = left < 1000 ? m["detail.eta.now"] : fmt(m["detail.eta"], dur(left), etaText);
     }
     function set(id, v) { document.getElementById(id).textContent = v; }
     function showOutage(p) {
@@ -248,6 +319,11 @@
     if (done) return;
     var tick = setInterval(showETA, 1000);
     var es = new EventSource(sec.dataset.events);
+    function stop() { es.close(); clearInterval(tick); sec.dataset.stream = "ended"; }
+    onSignedOut.push(stop);
+    // The service ends the stream of a session that ended (signed out here
+    // or in another tab, or expired).
+    es.addEventListener("signedout", signedOut);
     es.addEventListener("progress", function (e) {
       var p = JSON.parse(e.data), bar = document.getElementById("bar");
       bar.max = p.total; bar.value = p.registered + p.already_registered + p.failed;
@@ -257,7 +333,12 @@
       set("n-other-tile", p.other_content || 0); document.getElementById("tile-other").hidden = !p.other_content;
       set("percent", fmt(m["detail.percent"], p.percent));
       etaAt = p.eta ? new Date(p.eta) : null;
+      etaText = p.eta_text || "";
       eta.dataset.eta = p.eta || "";
+      eta.dataset.at = etaText;
+      var fin = document.getElementById("finished");
+      fin.textContent = p.finished_text || "";
+      fin.hidden = !p.finished_text;
       done = p.done;
       showOutage(p);
       showEnd(p);
@@ -269,5 +350,5 @@
     });
   }
 
-  document.addEventListener("DOMContentLoaded", function () { cellLinks(); uploadPage(); progressPage(); });
+  document.addEventListener("DOMContentLoaded", function () { rememberZone(); sessionEvents(); cellLinks(); uploadPage(); progressPage(); historyPage(); });
 })();
