@@ -264,12 +264,12 @@ func TestTheProgressPageSaysCountsAndReasonsOnce(t *testing.T) {
 		want []string
 	}{
 		{langKO, []string{
-			`<p id="eta" class="eta end-partial" data-eta="" aria-live="polite">일부 실패: 2개 행 중 1개 행을 고쳐야 합니다. 나머지는 등록되었습니다.</p>`,
+			`class="eta end-partial"`, `aria-live="polite">일부 실패: 2개 행 중 1개 행을 고쳐야 합니다. 나머지는 등록되었습니다.</p>`,
 			`>고칠 파일 내려받기: 실패한 1개 행 (.xlsx)</a>`,
 			`<tr><th scope="row">3</th><td>판매가</td><td>D3: 1 이상 1,000,000,000 이하여야 하는데 "0"입니다 (허용 범위를 벗어났습니다); E3 재고수량: 값이 비어 있습니다. 필수 항목이니 값을 입력해 주세요</td></tr>`,
 		}},
 		{langEN, []string{
-			`<p id="eta" class="eta end-partial" data-eta="" aria-live="polite">Partly failed: 1 of 2 rows needs fixing; the rest are registered.</p>`,
+			`class="eta end-partial"`, `aria-live="polite">Partly failed: 1 of 2 rows needs fixing; the rest are registered.</p>`,
 			`>Download the fix file: 1 failed row (.xlsx)</a>`,
 			`<tr><th scope="row">3</th><td>price</td><td>D3: must be a whole number from 1 to 1,000,000,000, got "0"; E3 stock: the cell is empty; the field is required</td></tr>`,
 			`"end.fix.one":"Download the fix file: %d failed row (.xlsx)"`,
