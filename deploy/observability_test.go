@@ -26,11 +26,12 @@ func TestPrometheusConfigAsShipped(t *testing.T) {
 	}
 }
 
-// runbookBase is where every alert's runbook lives: a section of README.md.
-const runbookBase = "https://github.com/bulkreg/bulkreg/blob/main/README.md#"
+// runbookBase is where every alert's runbook lives: a section of
+// docs/operations.md.
+const runbookBase = "https://github.com/bulkreg/bulkreg/blob/main/docs/operations.md#"
 
 // TestEveryAlertHasARunbook: each alert's runbook_url names a section of
-// README.md that exists, so the link a page carries leads somewhere.
+// docs/operations.md that exists, so the link a page carries leads somewhere.
 func TestEveryAlertHasARunbook(t *testing.T) {
 	raw, err := os.ReadFile("alerts.yml")
 	if err != nil {
@@ -47,12 +48,12 @@ func TestEveryAlertHasARunbook(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &rules); err != nil {
 		t.Fatalf("alerts.yml: %v", err)
 	}
-	readme, err := os.ReadFile("../README.md")
+	page, err := os.ReadFile("../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	anchors := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^#{2,4} (.+)$`).FindAllStringSubmatch(string(readme), -1) {
+	for _, m := range regexp.MustCompile(`(?m)^#{2,4} (.+)$`).FindAllStringSubmatch(string(page), -1) {
 		anchors[githubSlug(m[1])] = true
 	}
 	n := 0
@@ -69,7 +70,7 @@ func TestEveryAlertHasARunbook(t *testing.T) {
 				continue
 			}
 			if !anchors[anchor] {
-				t.Errorf("alert %s: README.md has no section #%s", r.Alert, anchor)
+				t.Errorf("alert %s: docs/operations.md has no section #%s", r.Alert, anchor)
 			}
 		}
 	}
