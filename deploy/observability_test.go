@@ -13,7 +13,8 @@ import (
 // TestPrometheusConfigAsShipped runs `promtool check config
 // deploy/prometheus.yml` from the repository's root, as an operator would,
 // and from here: the rule file resolves (relative to the config) and every
-// rule in it is valid (issue 29, 6: the container's absolute path failed).
+// rule in it is valid (an absolute path of the container's would not resolve
+// from the repository).
 func TestPrometheusConfigAsShipped(t *testing.T) {
 	promtool := lookPath(t, "promtool", "prometheus")
 	for _, c := range []struct{ dir, file string }{{"..", "deploy/prometheus.yml"}, {".", "prometheus.yml"}} {

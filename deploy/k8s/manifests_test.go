@@ -93,7 +93,7 @@ func TestBrokenManifestsFail(t *testing.T) {
 		{"scale-down window shorter than the API's window", "components/autoscaling/scaledobject.yaml",
 			"stabilizationWindowSeconds: 120", "stabilizationWindowSeconds: 30", "overlays/production",
 			"scale-down stabilization window (30 s) must be longer than BULKREG_WINDOW"},
-		// Issue 29 (4): what made the production overlay unsafe as shipped.
+		// What would make the production overlay unsafe as shipped.
 		{"GOMEMLIMIT at the whole memory limit", "base/consumer.yaml",
 			"              value: 230MiB\n", "              valueFrom:\n                resourceFieldRef:\n                  resource: limits.memory\n", "base",
 			"GOMEMLIMIT is 100 % of the memory limit 256Mi"},
