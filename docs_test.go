@@ -34,8 +34,12 @@ var historyIn = []struct {
 
 // commitLike is a commit's abbreviation or whole hash: 7 to 40 lowercase
 // hex digits, a digit and a letter among them (a word of a line split at
-// everything but letters, digits and underscores).
+// everything but letters, digits and underscores), unless it is a name
+// that only looks like one.
 var commitLike = regexp.MustCompile(`^[0-9a-f]{7,40}$`)
+
+// hexNames are words of hex digits that are names, not commits.
+var hexNames = []string{"ed25519"}
 
 // notHistory is text a hex-looking token may stand in without being a
 // commit: a URL, a checksum or digest, a Go pseudo-version, an upload id (16
@@ -52,7 +56,7 @@ func historyFindings(file string, first int, text string) []string {
 			return !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '_')
 		})
 		for _, w := range words {
-			if commitLike.MatchString(w) && strings.ContainsAny(w, "0123456789") && strings.ContainsAny(w, "abcdef") {
+			if commitLike.MatchString(w) && strings.ContainsAny(w, "0123456789") && strings.ContainsAny(w, "abcdef") && !slices.Contains(hexNames, w) {
 				out = append(out, fmt.Sprintf("%s:%d: a commit hash (%q)", file, first+i, w))
 			}
 		}
@@ -95,6 +99,7 @@ func TestHistoryFindings(t *testing.T) {
 		{"image@sha256:4f2a9c0e1b7d", ""},
 		{"golang.org/x/vulndb v0.0.0-20261105234957-e22db6528018", ""},
 		{"a deadbeef value, 1234567 rows, 16 hex digits", ""},
+		{"RS256 or ed25519 keys", ""},
 		{"registered as P-17 by upload 9f86d081884c7d65 row 5", ""},
 		{"the upload 9f86d081884c7d65abc (not an upload id)", "a commit hash"},
 		{"0x1f2e3d4c5b and e2e and abc_1234567", ""},
@@ -141,7 +146,8 @@ func TestNoHistoryInDocs(t *testing.T) {
 var commentsNotYetClean = []string{"consumer", "lua", "producer", "throttle"}
 
 // TestNoHistoryInComments: every comment of every Go file (tests
-// included, testdata not) says what holds, outside commentsNotYetClean.
+// included, testdata not) and of every Lua script says what holds, outside
+// commentsNotYetClean.
 func TestNoHistoryInComments(t *testing.T) {
 	n := 0
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
@@ -155,12 +161,16 @@ func TestNoHistoryInComments(t *testing.T) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(path, ".go") {
-			return nil
-		}
-		n++
-		for _, p := range commentHistory(t, path) {
-			t.Error(p)
+		switch {
+		case strings.HasSuffix(path, ".go"):
+			n++
+			for _, p := range commentHistory(t, path) {
+				t.Error(p)
+			}
+		case strings.HasSuffix(path, ".lua"):
+			for _, p := range luaCommentHistory(t, path) {
+				t.Error(p)
+			}
 		}
 		return nil
 	})
@@ -175,6 +185,28 @@ func TestNoHistoryInComments(t *testing.T) {
 			t.Errorf("commentsNotYetClean names %s: %v", dir, err)
 		}
 	}
+}
+
+// luaCommentHistory returns the history in the comments of the Lua script at
+// path: a line's text from its first "--" that starts the line or follows a
+// space.
+func luaCommentHistory(t *testing.T, path string) []string {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for i, line := range strings.Split(string(src), "\n") {
+		c, ok := strings.CutPrefix(strings.TrimSpace(line), "--")
+		if !ok {
+			_, c, ok = strings.Cut(line, " --")
+		}
+		if ok {
+			out = append(out, historyFindings(filepath.ToSlash(path), i+1, c)...)
+		}
+	}
+	return out
 }
 
 // commentHistory returns the history in the comments of the Go file at path.
