@@ -99,7 +99,7 @@ image:
 # a pinned govulncheck, installed there once, reads it with -db file://.
 # The scan's go commands run the toolchain go.mod pins (GOTOOLCHAIN), whose
 # standard library is the one the images ship, whatever go is installed.
-# README ("Dependencies and vulnerabilities") says how to move the pins.
+# docs/dependencies.md says how to move the pins.
 # Both land in the cache by a rename of a finished copy, so an interrupted
 # run leaves nothing the next one would take as done (a directory at the
 # database's place without its index, from a copy made by hand, is

@@ -1,5 +1,5 @@
-// Other processes keeping cores busy during a run (-busy): issue 30's
-// second measurement, the pacing on a machine shared with a noisy neighbour.
+// Other processes keeping cores busy during a run (-busy): the pacing on a
+// machine shared with a noisy neighbour.
 
 package main
 

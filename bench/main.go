@@ -14,7 +14,7 @@
 //
 //	one-seller    1 seller × 500 rows, 4 consumers, 100 per 3 s, margin 50 ms
 //	many-sellers  100 sellers × 500 rows, 4 consumers, 100 per 3 s, margin 100 ms
-//	              (issue 12's target: about 3,200 registrations/s)
+//	              (100 sellers at their limit: about 3,200 registrations/s)
 //	global        20 sellers, one with 500 rows (published first) and 19 with
 //	              10, 100 per seller and 200 for the whole application per 3 s,
 //	              margin 100 ms.

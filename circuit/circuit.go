@@ -30,16 +30,17 @@
 // to the dead-letter topic as transient, which `producer redrive` sends
 // again; the circuit opens as soon as a second seller's calls fail too.
 //
-// Several sellers' failures are theirs too when the API is shown up meanwhile
-// (issue 26, sim seed 405): the circuit does not open while a seller in the
-// window is wholly healthy (answered on enough calls, one of them in the
-// newer half of the window, and no transient failure; enough is the fewest
-// calls that all succeed with a chance of 5 % or less at FailureRatio: 5 at
-// 0.5), and the sellers failing then are remembered as sick. So are the
-// sellers whose failures opened it when its probe, a row of another seller,
-// is answered. A sick seller's failures do not open it until another seller
-// fails with them (as in an outage); an answered call of its own cures it,
-// and the circuit's opening forgets them all.
+// Several sellers' failures are theirs too when the API is shown up
+// meanwhile (two sellers failing for good must not hold a third, healthy
+// one): the circuit does not open while a seller in the window is wholly
+// healthy (answered on enough calls, one of them in the newer half of the
+// window, and no transient failure; enough is the fewest calls that all
+// succeed with a chance of 5 % or less at FailureRatio: 5 at 0.5), and the
+// sellers failing then are remembered as sick. So are the sellers whose
+// failures opened it when its probe, a row of another seller, is answered. A
+// sick seller's failures do not open it until another seller fails with them
+// (as in an outage); an answered call of its own cures it, and the circuit's
+// opening forgets them all.
 //
 // A call the API refused for bulkreg itself (Refused: 401, 403, a 404 off
 // the route, 405, 3xx) opens the circuit at once, with Status.Reason

@@ -160,7 +160,7 @@ func TestWhenItOpens(t *testing.T) {
 		{"four poison rows of four sellers", poison4, false},
 		{"one seller's rows fail while another's succeed",
 			cat(many(10, "b", "b:%d", Success), many(30, "a", "a:%d", Failure)), false},
-		// Issue 26: one seller calling, its rows all failing, is not an outage.
+		// One seller calling, its rows all failing, is not an outage.
 		{"only one seller calls: never opens", many(100, "a", "a:%d", Failure), false},
 		{"one seller's 100 failures and another's one", cat(many(100, "a", "a:%d", Failure), many(1, "b", "b:%d", Failure)), false},
 		{"one seller's failures and another's rare ones",
@@ -175,10 +175,11 @@ func TestWhenItOpens(t *testing.T) {
 		{"failures at the ratio, not without the worst seller", cat(many(20, "t%d", "ok:%d", Success), many(20, "s%d", "u:%d", Failure)), false},
 		{"refusals of rows are not failures", cat(many(40, "s%d", "u:%d", Answered), many(20, "s%d", "u:%d", Failure)), false},
 		{"abandoned calls count for nothing", cat(many(20, "s%d", "u:%d", Abandoned), many(19, "s%d", "u:%d", Failure)), false},
-		// Issue 26, sim seed 405: two sellers' calls all fail while a third's
-		// all succeed. The healthy seller proves the API is up: the failures
-		// are the two sellers' own. It takes 5 answered calls without a
-		// failure (at the ratio 0.5, all 5 succeed by chance 3 % of the time).
+		// Two sellers' calls all fail while a third's all succeed.
+		// The healthy seller proves the API is up: the failures are
+		// the two sellers' own. It takes 5 answered calls without a
+		// failure (at the ratio 0.5, all 5 succeed by chance 3 % of
+		// the time).
 		{"two sellers fail, a third wholly healthy: not an outage",
 			cat(many(6, "c", "c:%d", Success), many(15, "a", "a:%d", Failure), many(15, "b", "b:%d", Failure)), false},
 		{"two sellers fail, a third's rows refused for their content: the API answers",
@@ -213,12 +214,12 @@ func TestWhenItOpens(t *testing.T) {
 	}
 }
 
-// TestSellersFailingBesideAHealthyOneStaySick (issue 26, sim seed 405): two
-// sellers fail while a third is answered on every call, then the third has
-// nothing left to call and its calls age out of the window. The two sellers'
-// failures alone still do not open the circuit (they were seen failing while
-// the API answered), until another seller fails with them, as in an outage;
-// an answered call of a sick seller makes it count again.
+// TestSellersFailingBesideAHealthyOneStaySick: two sellers fail while a
+// third is answered on every call, then the third has nothing left to call
+// and its calls age out of the window. The two sellers' failures alone still
+// do not open the circuit (they were seen failing while the API answered),
+// until another seller fails with them, as in an outage; an answered call of
+// a sick seller makes it count again.
 func TestSellersFailingBesideAHealthyOneStaySick(t *testing.T) {
 	srv := testredis.Start(t)
 	s := fast()
@@ -273,11 +274,11 @@ func TestSellersFailingBesideAHealthyOneStaySick(t *testing.T) {
 	t.Fatal("two sellers answered once since they were sick, then failing 40 times, did not open the circuit, want open")
 }
 
-// TestAProbeOfAnotherSellerMakesTheFailingOnesSick (issue 26, sim seed 405):
-// two sellers fail before anybody else calls, and the circuit opens (nothing
-// tells them from an outage yet). The probe is a third seller's row and is
-// answered: the API is up, and the two sellers' failures no longer reopen it.
-// A probe of one of the failing sellers answered is a recovery instead.
+// TestAProbeOfAnotherSellerMakesTheFailingOnesSick: two sellers fail before
+// anybody else calls, and the circuit opens (nothing tells them from an
+// outage yet). The probe is a third seller's row and is answered: the API is
+// up, and the two sellers' failures no longer reopen it. A probe of one of
+// the failing sellers answered is a recovery instead.
 func TestAProbeOfAnotherSellerMakesTheFailingOnesSick(t *testing.T) {
 	srv := testredis.Start(t)
 	for _, tc := range []struct {
@@ -314,11 +315,11 @@ func TestAProbeOfAnotherSellerMakesTheFailingOnesSick(t *testing.T) {
 	}
 }
 
-// TestAFailedProbeOfASickSellerPassesOn (sim seed 17003): the circuit is
-// open and the probe goes to a seller known sick (its calls failed while
-// another seller's were answered). Its failure is the seller's own: the
-// reply says so, the probe passes on at once and the interval is kept. A
-// failed probe of a seller not known sick still backs off, as an outage's.
+// TestAFailedProbeOfASickSellerPassesOn: the circuit is open and the probe
+// goes to a seller known sick (its calls failed while another seller's were
+// answered). Its failure is the seller's own: the reply says so, the probe
+// passes on at once and the interval is kept. A failed probe of a seller not
+// known sick still backs off, as an outage's.
 func TestAFailedProbeOfASickSellerPassesOn(t *testing.T) {
 	srv := testredis.Start(t)
 	s := fast()
@@ -1230,12 +1231,12 @@ func evalCalls(t *testing.T, info string) int64 {
 	return n
 }
 
-// TestARefusalOfBulkregHoldsTheCircuit (issue 26, finding 6): one answer
-// that refuses bulkreg itself (a 401 after the credential was rotated, a 404
-// off the route) opens the circuit at once, with no window to fill, as
-// misconfigured; refused probes keep it open with the growing interval; the
-// reason and the gauge say so; a probe that gets an answer closes it and
-// clears the reason. A transient outage keeps its own reason.
+// TestARefusalOfBulkregHoldsTheCircuit: one answer that refuses bulkreg
+// itself (a 401 after the credential was rotated, a 404 off the route) opens
+// the circuit at once, with no window to fill, as misconfigured; refused
+// probes keep it open with the growing interval; the reason and the gauge
+// say so; a probe that gets an answer closes it and clears the reason. A
+// transient outage keeps its own reason.
 func TestARefusalOfBulkregHoldsTheCircuit(t *testing.T) {
 	srv := testredis.Start(t)
 	s := fast()

@@ -60,10 +60,9 @@ func TestFailurePatternsBesideTheRules(t *testing.T) {
 // answered ends it. The sellers' failures were their own before the outage
 // and still are: alone they do not reopen it, whether the closing probe was
 // another seller's row or a row of one of them (which cures that one alone).
-// Before, opening forgot who was sick, two of them reopened the circuit after
-// the recovery, and their rows waited behind probes of their own failing rows
-// until some other seller called (held, never dead-lettered: sim seed 405's
-// stall, by way of an outage).
+// Were opening to forget who was sick, two of them would reopen the circuit
+// after the recovery, and their rows would wait behind probes of their own
+// failing rows until some other seller called (held, never dead-lettered).
 func TestSickSellersStaySickThroughAnOutage(t *testing.T) {
 	srv := testredis.Start(t)
 	sick := []string{"a", "b", "e"}

@@ -13,7 +13,7 @@ import (
 
 // Settings configure a Breaker. A zero field means the default given in its
 // comment (DefaultSettings). The defaults and how they were chosen are in
-// the package's README section "When the registration API is down" and in
+// docs/operations.md, "When the registration API is down", and in
 // defaults_test.go (BenchmarkDefaults measures them).
 type Settings struct {
 	// Name separates independent circuits on one Redis (keys

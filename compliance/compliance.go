@@ -127,9 +127,10 @@ type recorded struct {
 }
 
 // writeRecords records the calls of one seller in one script: all of them
-// in the history at once, then each call's steps. A consumer's calls of one seller's window are answered within
-// milliseconds of each other, and each used to be a script of its own: most
-// of Redis's work per row was that script's fixed cost, not its commands.
+// in the history at once, then each call's steps. A consumer's calls of one
+// seller's window are answered within milliseconds of each other, and a
+// script of its own for each would make that script's fixed cost, not its
+// commands, most of Redis's work per row.
 // When the script fails with an answer of Redis (a step's error, not Redis
 // down) and it carried several calls, each call is recorded on its own, so
 // that one call's failing step does not keep the others out.

@@ -9,11 +9,11 @@ import (
 	"github.com/bulkreg/bulkreg/throttle"
 )
 
-// TestReportSaysWhatItCannotVouchFor (issue 11): after Redis lost its data
-// the report names the period its history does not cover, per seller and
-// for the list of sellers, instead of claiming compliance for it; a Redis
-// that only changed process (a restart from disk, a failover) may miss the
-// last writes, and says so too.
+// TestReportSaysWhatItCannotVouchFor: after Redis lost its data the report
+// names the period its history does not cover, per seller and for the list
+// of sellers, instead of claiming compliance for it; a Redis that only
+// changed process (a restart from disk, a failover) may miss the last
+// writes, and says so too.
 func TestReportSaysWhatItCannotVouchFor(t *testing.T) {
 	ctx := context.Background()
 	srv := testredis.Start(t, "--appendonly", "yes", "--appendfsync", "always")

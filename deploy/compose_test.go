@@ -35,12 +35,11 @@ type composeFile struct {
 // (redis:7-alpine, :latest).
 var pinnedImage = regexp.MustCompile(`^[a-z0-9./_-]+:v?[0-9]+\.[0-9]+\.[0-9]+([.-][A-Za-z0-9.-]+)?$`)
 
-// TestComposeFiles holds docker-compose.yml and the files layered on it
-// (issue 29, 7): every service has resource limits and a health check (a
-// one-shot service may disable its check: its exit status is its health),
-// every image from a registry a pinned release, Kafka a 4.x one; and
-// docker-compose itself accepts each combination (`config`, offline), when
-// it is installed.
+// TestComposeFiles holds docker-compose.yml and the files layered on it:
+// every service has resource limits and a health check (a one-shot service
+// may disable its check: its exit status is its health), every image from a
+// registry a pinned release, Kafka a 4.x one; and docker-compose itself
+// accepts each combination (`config`, offline), when it is installed.
 func TestComposeFiles(t *testing.T) {
 	for _, f := range []string{"../docker-compose.yml", "compose.redis-cluster.yml", "compose.redis-sentinel.yml"} {
 		b, err := os.ReadFile(f)

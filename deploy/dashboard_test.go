@@ -127,7 +127,7 @@ func TestDashboard(t *testing.T) {
 	if d.UID == "" || len(d.Panels) == 0 {
 		t.Fatalf("dashboard has uid %q and %d panels", d.UID, len(d.Panels))
 	}
-	// The datasource is a variable (issue 29, 6), so the dashboard works
+	// The datasource is a variable, so the dashboard works
 	// imported into a Grafana whose Prometheus has another uid.
 	hasVar := false
 	for _, v := range d.Templating.List {
@@ -168,7 +168,8 @@ func TestDashboard(t *testing.T) {
 			}
 		}
 	}
-	// What issue 11 asks the dashboard to show.
+	// What the dashboard must show: results, 429s, waits, lag and backlog,
+	// dead letters, Redis, consumers up, the circuit, the upload service.
 	for _, want := range []string{"bulkreg_consumer_rows_total", "bulkreg_consumer_rate_limited_total", "bulkreg_consumer_throttle_wait_seconds",
 		"bulkreg_consumer_partition_lag", "bulkreg_consumer_backlog_seconds", "bulkreg_consumer_dlq_writes_total", "bulkreg_consumer_redis_up", "up",
 		"bulkreg_consumer_sendable_rows", "bulkreg_circuit_state", "bulkreg_consumer_redis_state_lost_total",

@@ -13,7 +13,8 @@ import (
 // TestPrometheusConfigAsShipped runs `promtool check config
 // deploy/prometheus.yml` from the repository's root, as an operator would,
 // and from here: the rule file resolves (relative to the config) and every
-// rule in it is valid (issue 29, 6: the container's absolute path failed).
+// rule in it is valid (an absolute path of the container's would not resolve
+// from the repository).
 func TestPrometheusConfigAsShipped(t *testing.T) {
 	promtool := lookPath(t, "promtool", "prometheus")
 	for _, c := range []struct{ dir, file string }{{"..", "deploy/prometheus.yml"}, {".", "prometheus.yml"}} {
@@ -26,11 +27,12 @@ func TestPrometheusConfigAsShipped(t *testing.T) {
 	}
 }
 
-// runbookBase is where every alert's runbook lives: a section of README.md.
-const runbookBase = "https://github.com/bulkreg/bulkreg/blob/main/README.md#"
+// runbookBase is where every alert's runbook lives: a section of
+// docs/operations.md.
+const runbookBase = "https://github.com/bulkreg/bulkreg/blob/main/docs/operations.md#"
 
 // TestEveryAlertHasARunbook: each alert's runbook_url names a section of
-// README.md that exists, so the link a page carries leads somewhere.
+// docs/operations.md that exists, so the link a page carries leads somewhere.
 func TestEveryAlertHasARunbook(t *testing.T) {
 	raw, err := os.ReadFile("alerts.yml")
 	if err != nil {
@@ -47,12 +49,12 @@ func TestEveryAlertHasARunbook(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &rules); err != nil {
 		t.Fatalf("alerts.yml: %v", err)
 	}
-	readme, err := os.ReadFile("../README.md")
+	page, err := os.ReadFile("../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	anchors := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^#{2,4} (.+)$`).FindAllStringSubmatch(string(readme), -1) {
+	for _, m := range regexp.MustCompile(`(?m)^#{2,4} (.+)$`).FindAllStringSubmatch(string(page), -1) {
 		anchors[githubSlug(m[1])] = true
 	}
 	n := 0
@@ -69,7 +71,7 @@ func TestEveryAlertHasARunbook(t *testing.T) {
 				continue
 			}
 			if !anchors[anchor] {
-				t.Errorf("alert %s: README.md has no section #%s", r.Alert, anchor)
+				t.Errorf("alert %s: docs/operations.md has no section #%s", r.Alert, anchor)
 			}
 		}
 	}

@@ -92,11 +92,11 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// The scenario of issue 27: a crafted file whose parse outlasts its
-// request must not keep the slot another seller's 5-row upload needs. An
-// element of 149,000 attributes in docProps took 39 s of CPU (a quadratic
-// duplicate check; the 100,000 here about 15 s); a part bulkreg does not
-// need is no longer read at all, and the check is linear where it runs.
+// A crafted file whose parse outlasts its request must not keep the slot
+// another seller's 5-row upload needs. An element of 149,000 attributes in
+// docProps costs a quadratic duplicate check 39 s of CPU (the 100,000 here
+// about 15 s); a part bulkreg does not need is not read at all, and the
+// check is linear where it runs.
 func TestCraftedParseLeavesTheSlotToTheNext(t *testing.T) {
 	var attrs strings.Builder
 	for i := range 100000 {

@@ -32,7 +32,7 @@ func headerFiles(t *testing.T, header []string, rows ...[]string) map[string][]b
 	return map[string][]byte{"csv": b.Bytes(), "xlsx": writer{name: "inline", inline: true}.build(t, all)}
 }
 
-// issue 45's header: the price column's name, then 60,000 '&' in brackets,
+// A header attack: the price column's name, then 60,000 '&' in brackets,
 // which matching drops.
 var longPrice = "판매가(" + strings.Repeat("&", 60_000) + ")"
 

@@ -166,7 +166,7 @@ func TestMergesAreOneProblemEach(t *testing.T) {
 	}, warnings: []string{
 		`F4: cells F4:F6 are merged: the value "브랜드" is used for brand in rows 4 to 6`,
 	}})
-	// The 10,000 merges of issue 27: one problem, one pointer per other row.
+	// 10,000 merges of one range: one problem, one pointer per other row.
 	s = mustParse(t, hostileFile(t, "merges-10000.xlsx"))
 	if got := len(problems(s)); len(s.Rows) != 500 || s.Valid() != 0 || got != 500 {
 		t.Errorf("merges-10000.xlsx: %d rows, %d valid, %d problems; want 500, 0 and 500", len(s.Rows), s.Valid(), got)

@@ -72,9 +72,9 @@ func sheetOf(rootAttrs, data string) string {
 	return `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>` + "\r\n" + `<worksheet xmlns="` + mainNS + `"` + rootAttrs + `><sheetData>` + data + `</sheetData></worksheet>`
 }
 
-// What a sheet holds outside SpreadsheetML's namespace is not a row. The
-// first three are issue 45's shapes, on which a reader matching names in
-// any namespace read a product more than LibreOffice shows. LibreOffice
+// What a sheet holds outside SpreadsheetML's namespace is not a row. On the
+// first three shapes a reader matching names in any namespace would read a
+// product more than LibreOffice shows. LibreOffice
 // Calc 7.4.7, given these files (converted to CSV), shows SHOWN-1 alone for
 // the foreign row, the ignorable row, the ignorable cell, the no-namespace
 // row, the Office-namespace row and the ProcessContent wrapper, and

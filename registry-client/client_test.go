@@ -57,7 +57,8 @@ func TestClassifyAnswers(t *testing.T) {
 		{name: "502 HTML", status: 502, body: "<html><body><h1>502 Bad Gateway</h1>\n<hr>nginx</body></html>", class: Transient, errHas: "502 Bad Gateway: body \"<html><body><h1>502 Bad Gateway</h1> <hr>nginx"},
 		{name: "503 JSON", status: 503, body: `{"error":{"code":"unavailable","message":"try later"}}`, class: Transient, code: "unavailable"},
 		{name: "408", status: 408, class: Transient, errHas: "empty body"},
-		// Issue 26: answers about bulkreg itself, not the row (they failed every row before).
+		// Answers about bulkreg itself, not the row: failing the row for
+		// them would fail every row.
 		{name: "302 unexpected", status: 302, header: map[string]string{"Location": "/elsewhere"}, class: Misconfigured, errHas: "redirect (302)"},
 		{name: "301 moved", status: 301, header: map[string]string{"Location": "https://new.example.com/v1"}, class: Misconfigured, errHas: "set the registry URL"},
 		{name: "401 rotated key", status: 401, body: `{"error":{"code":"unauthorized","message":"invalid API key"}}`, class: Misconfigured, code: "unauthorized",

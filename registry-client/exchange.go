@@ -15,11 +15,11 @@ import (
 )
 
 // A registration through net/http's Client, even over the synchronous
-// transport, built and parsed the request and the answer as general HTTP:
+// transport, builds and parses the request and the answer as general HTTP:
 // a URL parsed for each call, a header map cloned, every answer header
-// canonicalised into a map, a context and its timer per call. That was
-// three quarters of the client's CPU per call and 58 allocations (issue 30,
-// BenchmarkRegisterTransport). The registration is one fixed request shape
+// canonicalised into a map, a context and its timer per call. That is
+// three quarters of the client's CPU per call and 58 allocations
+// (BenchmarkRegisterTransport). The registration is one fixed request shape
 // to one host, so post writes it directly and reads of the answer only what
 // Register needs, with the same rules as net/http for where the answer
 // ends (RFC 9112 §6.3) and the same refusals (a length given twice and

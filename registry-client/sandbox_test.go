@@ -288,7 +288,7 @@ func TestSandboxAppWideLimit(t *testing.T) {
 // wrong path answers its server's "404 page not found" (not the contract's
 // JSON), and the sandbox behind a gateway that refuses the credential
 // answers 401: both say bulkreg is misconfigured, neither fails the row
-// (issue 26: they were Permanent, and every row of the backlog failed).
+// (as Permanent answers, every row of the backlog would fail).
 func TestSandboxAtAWrongURL(t *testing.T) {
 	sb, err := sandbox.New(sandbox.Options{Limit: 10, Window: time.Minute})
 	if err != nil {

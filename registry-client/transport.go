@@ -16,14 +16,14 @@ import (
 	"time"
 )
 
-// syncTransport does every round trip to the registration API on the
-// calling goroutine. net/http's Transport keeps a reader and a writer
-// goroutine per connection and hands each request and answer across them;
-// for one small POST per row, those hand-offs and the scheduling they cause
-// were a large share of the CPU per row (issue 30). The API is one host,
-// spoken to in HTTP/1.1 without a proxy, so of what the goroutines buy only
-// one thing is needed: noticing that the server closed an idle connection,
-// which a peek before reuse does instead.
+// syncTransport does every round trip to the registration API on the calling
+// goroutine. net/http's Transport keeps a reader and a writer goroutine per
+// connection and hands each request and answer across them; for one small
+// POST per row, those hand-offs and the scheduling they cause are a large
+// share of the CPU per row. The API is one host, spoken to in HTTP/1.1
+// without a proxy, so of what the goroutines buy only one thing is needed:
+// noticing that the server closed an idle connection, which a peek before
+// reuse does instead.
 //
 // It never retries or re-sends a request: every POST took a throttle slot
 // of its own, and one that failed after being written is the caller's to

@@ -1,6 +1,6 @@
-// Package sim is bulkreg's seeded fault simulation (issue 26, section 2): it
-// searches for the faults nobody wrote a test for, and judges the system by
-// its three promises, not by what the consumers say they did.
+// Package sim is bulkreg's seeded fault simulation: it searches for the
+// faults nobody wrote a test for, and judges the system by its three
+// promises, not by what the consumers say they did.
 //
 // Each seed (Generate) picks the sellers and their files (first uploads, the
 // same file again, files that change some products and add others, rows

@@ -205,8 +205,8 @@ func (s Scenario) RowsPerSeller() map[string]int {
 //
 // A seller failed until the end (Seller5xx with For 0) is its own problem:
 // each of its rows spends its attempts, and a failed call keeps its slot,
-// so its windows count rows × attempts, not rows (seed 405: 27 rows × 5
-// attempts at 3 per 2.1 s need about 94 s of slots).
+// so its windows count rows × attempts, not rows (27 rows × 5 attempts at 3
+// per 2.1 s need about 94 s of slots).
 func (s Scenario) SettleTime(retryElapsed, session time.Duration) time.Duration {
 	sick := map[string]bool{}
 	for _, f := range s.Faults {
@@ -280,8 +280,8 @@ func (s Scenario) Kinds() map[Kind]int {
 // the faults that needs (consumer-pause, redis-link-slow, redis-link-cut,
 // api-link-slow, api-link-cut, rolling-restart during a latency spike) and,
 // on a third of them, a Redis Cluster with a busy seller's hash slot moved
-// mid-run (slot-migrate). Seeds below it draw the schedules the findings in
-// README were written against, unchanged.
+// mid-run (slot-migrate). Seeds below it draw the schedules they always
+// drew, so a seed replays as it did when it was recorded (bench/HISTORY.md).
 const ProductionRatiosFrom = 30000
 
 // Generate draws a scenario from seed; the same seed gives the same

@@ -21,14 +21,13 @@ var (
 	logDirFlag   = flag.String("sim.log-dir", "", "write each consumer's whole output to DIR/<seed>-consumer-<n>.log when a seed breaks a promise")
 )
 
-// shortSeeds run in every `go test ./...`: two seeds of about 25 s each,
-// chosen among those that broke a promise on the code before issue 26's
-// fixes, so the short run keeps two of them honest: 303 (a latency spike
-// counting calls 1.5 s late: 429s when a settled slot outlived its log key,
-// finding 1) and 301 (a 403 burst: rows failed for an answer about bulkreg,
-// finding 6). 515 (a latency spike past the registry timeout, margin 50 ms:
-// calls counted after the client gave up, 429s when their slots were settled
-// where it gave up) was added after the fix of that (about 25 s).
+// shortSeeds run in every `go test ./...`: three seeds of about 25 s each,
+// each drawing a fault the throttle or the circuit must get through: 303 (a
+// latency spike that has the API count calls 1.5 s late: a settled slot
+// must outlive its log key, or 429s follow), 301 (a 403 burst: no row may
+// fail for an answer about bulkreg) and 515 (a latency spike past the
+// registry timeout, margin 50 ms: calls counted after the client gave up
+// must hold their slots until then).
 var shortSeeds = []int64{303, 301, 515}
 
 // TestSimulation is the short run inside `make test`.

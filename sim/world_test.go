@@ -45,8 +45,8 @@ const (
 	// broker under the simulation: a member killed while its JoinGroup waits
 	// may be kept in the group without a session timer when the reply to the
 	// closed connection is not delivered, and then holds every rebalance
-	// until this timeout (seed 23064: 60 s at the production value, past the
-	// settle time). A real broker drops it after one session timeout.
+	// until this timeout (60 s at the production value, past the settle
+	// time). A real broker drops it after one session timeout.
 	rebalanceTimeout = 15 * time.Second
 	retryMaxElapsed  = 8 * time.Second
 )

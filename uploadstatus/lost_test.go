@@ -8,11 +8,11 @@ import (
 	"github.com/bulkreg/bulkreg/internal/testredis"
 )
 
-// TestAStatusLostWithRedis (issue 11): Redis restarts empty while an upload's
-// rows are being registered. A consumer recording a row then neither fails
-// nor loops: the row is kept and the status says plainly that part of it was
-// lost (it does not pass for a one-row upload that is done). Sending the same
-// file again restores it; rows recorded since keep their results, and a
+// TestAStatusLostWithRedis: Redis restarts empty while an upload's rows are
+// being registered. A consumer recording a row then neither fails nor loops:
+// the row is kept and the status says plainly that part of it was lost (it
+// does not pass for a one-row upload that is done). Sending the same file
+// again restores it; rows recorded since keep their results, and a
 // registration wins over a failure as always.
 func TestAStatusLostWithRedis(t *testing.T) {
 	ctx := context.Background()

@@ -520,11 +520,10 @@ func eachRowHasItsProduct(t *testing.T, st Status) {
 	}
 }
 
-// TestRecordLingerGathersAWindowsRows (issue 30): with RecordLinger, rows
-// of an upload finishing a few milliseconds apart, as a seller's window of
-// calls does, share one record call instead of one or a few each; every
-// row is recorded as its own, and a Store without it sends more calls for
-// the same rows.
+// TestRecordLingerGathersAWindowsRows: with RecordLinger, rows of an upload
+// finishing a few milliseconds apart, as a seller's window of calls does,
+// share one record call instead of one or a few each; every row is recorded
+// as its own, and a Store without it sends more calls for the same rows.
 func TestRecordLingerGathersAWindowsRows(t *testing.T) {
 	ctx := context.Background()
 	calls := func(opts ...Option) (int, []int) {
@@ -572,11 +571,11 @@ func TestRecordLingerGathersAWindowsRows(t *testing.T) {
 	}
 }
 
-// TestOtherContentIsCountedInTheMeta (issue 28, item 11): the list of a
-// seller's uploads reads each upload's meta only, so the failed rows whose
-// SKU is registered already with other content are counted there as they
-// come and go (a failure of another kind after, a redrive, a success), and
-// Summaries and Get agree on them.
+// TestOtherContentIsCountedInTheMeta: the list of a seller's uploads reads
+// each upload's meta only, so the failed rows whose SKU is registered
+// already with other content are counted there as they come and go (a
+// failure of another kind after, a redrive, a success), and Summaries and
+// Get agree on them.
 func TestOtherContentIsCountedInTheMeta(t *testing.T) {
 	ctx := context.Background()
 	s := New(testredis.Start(t).Client(), time.Hour)

@@ -1,7 +1,7 @@
 // Command hostile measures what each upload of the hostile corpus
 // (testdata/hostile, written by go run ./testdata/hostile/gen) costs the
 // upload service, against the ceiling every upload of at most 10 MiB must
-// stay under (issue 27): 1 s of CPU, 64 MiB of RSS, 8 MiB in Redis and
+// stay under: 1 s of CPU, 64 MiB of RSS, 8 MiB in Redis and
 // 1 MiB of JSON answer. It prints JSON: one object per file, then the worst
 // of each figure.
 //
@@ -21,8 +21,8 @@
 //   - check_answer_bytes, upload_answer_bytes: the JSON answer of
 //     POST /v1/uploads?dry_run=true and POST /v1/uploads as producer/httpapi
 //     builds it (the problem document when the file is refused);
-//   - answers: every answer the service gives about the file (issue 45:
-//     the check page and its fragment, Register without confirmation, the
+//   - answers: every answer the service gives about the file (the check
+//     page and its fragment, Register without confirmation, the
 //     dry run's and the upload's JSON, the detail and history pages, the
 //     status JSON, the event stream's first event, the report and the fix
 //     file), in Korean and English, each with its bytes, CPU and RSS

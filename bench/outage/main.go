@@ -1,8 +1,9 @@
-// Command outage measures what an outage of the registration API costs: the
-// scenario of issue 14, with the embedded Kafka broker, a real redis-server,
-// the sandbox registration API (in this process) and N cmd/consumer
-// processes with their production defaults (retry budget, circuit breaker)
-// except for the shrunk window. It prints JSON.
+// Command outage measures what an outage of the registration API costs: one
+// seller's upload while every call is answered 503 for a while, with the
+// embedded Kafka broker, a real redis-server, the sandbox registration API
+// (in this process) and N cmd/consumer processes with their production
+// defaults (retry budget, circuit breaker) except for the shrunk window. It
+// prints JSON.
 //
 //	go run ./bench/outage                                  # 500 rows, 4 consumers, 100 per 3 s, 503 for 150 s after 150 rows
 //	go run ./bench/outage -consumer /tmp/old/consumer      # the same with another build of cmd/consumer

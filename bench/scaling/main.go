@@ -207,8 +207,8 @@ func run(overlay string, latency time.Duration, conns int, seed uint64, startDel
 	})
 }
 
-// compareAll runs the scenarios the README quotes: the burst at the
-// shipped calibration, the same burst where the consumers are the
+// compareAll runs the scenarios docs/production.md quotes: a burst of 50
+// sellers at the shipped calibration, the same burst where the consumers are the
 // bottleneck, and a burst of large uploads.
 func compareAll(s shipped, latency time.Duration, conns int, seed uint64, startDelay, pause time.Duration) []comparison {
 	perSecond := float64(conns) / latency.Seconds()

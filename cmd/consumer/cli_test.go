@@ -10,7 +10,7 @@ import (
 )
 
 // TestCLIConvention: the consumer keeps internal/cli's convention; a stray
-// argument is refused before anything starts (it used to be ignored).
+// argument is refused before anything starts, not ignored.
 func TestCLIConvention(t *testing.T) {
 	noEnv := func(string) string { return "" }
 	fs, _, _ := bind(noEnv)

@@ -122,7 +122,7 @@ type settings struct {
 
 	// registered, when set, receives the metrics registry once every
 	// collector is on it, and the consumer stops there without starting:
-	// the README's check reads what the consumer really exports.
+	// the docs' check (TestDocs) reads what the consumer really exports.
 	registered func(*prometheus.Registry)
 }
 

@@ -234,10 +234,9 @@ func TestHelpPrintsNoSecrets(t *testing.T) {
 	}
 }
 
-// Issue 27: a malformed --registry-url printed its password: the
-// settings let "http://user:pw@" through (it starts with http://) and the
-// registry client's error quoted it whole. The consumer stops at its
-// settings, naming the flag, without the password. Redis is a closed port
+// A malformed --registry-url ("http://user:pw@" starts with http://, and an
+// error that quoted it whole would print the password): the consumer stops
+// at its settings, naming the flag, without the password. Redis is a closed port
 // here: nothing must be reached.
 func TestMalformedRegistryURLKeepsItsPassword(t *testing.T) {
 	const pw = "url-password-4d17"

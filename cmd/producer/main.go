@@ -159,12 +159,12 @@ type env struct {
 	getenv         func(string) string
 	stdout, stderr io.Writer
 	// collect, when set, receives the subcommand's flag set, bound and
-	// not parsed, and the subcommand stops there: shell completion and the
-	// README's check read the flags every subcommand really takes.
+	// not parsed, and the subcommand stops there: shell completion and
+	// the docs' check (TestDocs) read the flags every subcommand really takes.
 	collect func(*flag.FlagSet)
 	// registered, when set, receives serve's metrics registry once every
-	// collector is on it, and serve stops there without listening: the
-	// README's check reads what the upload service really exports.
+	// collector is on it, and serve stops there without listening:
+	// the docs' check reads what the upload service really exports.
 	registered func(*prometheus.Registry)
 }
 

@@ -657,8 +657,8 @@ func TestRedisPasswordEndToEnd(t *testing.T) {
 	}
 }
 
-// Issue 27: no usage error or -h prints the password of a --public-url,
-// however malformed the URL.
+// No usage error or -h prints the password of a --public-url, however
+// malformed the URL.
 func TestPublicURLPasswordIsNeverPrinted(t *testing.T) {
 	const pw = "url-password-e5a3"
 	secretEnv := map[string]string{"BULKREG_JWT_SECRET": strings.Repeat("s", 40)}
@@ -676,9 +676,9 @@ func TestPublicURLPasswordIsNeverPrinted(t *testing.T) {
 	}
 }
 
-// Issue 27: --public-url HTTPS://… (the scheme in upper case) left the
-// session cookie without Secure: serve compared the text with "https://".
-// A scheme is case-insensitive; url.Parse lower-cases it.
+// --public-url HTTPS://… (the scheme in upper case) marks the session
+// cookie Secure: a scheme is case-insensitive (url.Parse lower-cases it), so
+// comparing the text with "https://" would not do.
 func TestPublicURLSchemeInAnyCaseMakesTheCookieSecure(t *testing.T) {
 	env, _, _ := startServe(t, "HTTPS://")
 	link := strings.TrimSpace(runCLI(env, "token", "--seller", "seller-7", "--link").stdout)

@@ -21,7 +21,7 @@ import (
 	"github.com/bulkreg/bulkreg/internal/kubecheck"
 )
 
-// The rules of issue 29 (4): what makes an overlay unsafe to run as shipped.
+// What makes an overlay unsafe to run as shipped.
 // Every overlay: pinned images, GOMEMLIMIT below the memory limit, spread
 // over zones and nodes, profiles never on an open port. Production besides:
 // an https public URL, TLS to Kafka and Redis, an Ingress with TLS, a

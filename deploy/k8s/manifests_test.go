@@ -93,7 +93,7 @@ func TestBrokenManifestsFail(t *testing.T) {
 		{"scale-down window shorter than the API's window", "components/autoscaling/scaledobject.yaml",
 			"stabilizationWindowSeconds: 120", "stabilizationWindowSeconds: 30", "overlays/production",
 			"scale-down stabilization window (30 s) must be longer than BULKREG_WINDOW"},
-		// Issue 29 (4): what made the production overlay unsafe as shipped.
+		// What would make the production overlay unsafe as shipped.
 		{"GOMEMLIMIT at the whole memory limit", "base/consumer.yaml",
 			"              value: 230MiB\n", "              valueFrom:\n                resourceFieldRef:\n                  resource: limits.memory\n", "base",
 			"GOMEMLIMIT is 100 % of the memory limit 256Mi"},
@@ -261,8 +261,8 @@ func pods(d *kubecheck.Decoded) []pod {
 	return out
 }
 
-// secretKeys are the keys of the Secret bulkreg-secrets that README.md
-// documents; a reference to another key would never resolve.
+// secretKeys are the keys of the Secret bulkreg-secrets that
+// docs/production.md documents; a reference to another key would never resolve.
 var secretKeys = []string{"jwt-secret", "jwt-operator-secret", "redis-password", "kafka-password", "registry-auth-header"}
 
 func policy(d *kubecheck.Decoded, overlay string, readers map[string][]string, uid int64) []error {
@@ -295,7 +295,7 @@ func policy(d *kubecheck.Decoded, overlay string, readers map[string][]string, u
 			for _, e := range c.Env {
 				if r := e.ValueFrom; r != nil && r.SecretKeyRef != nil {
 					if r.SecretKeyRef.Name != "bulkreg-secrets" || !slices.Contains(secretKeys, r.SecretKeyRef.Key) {
-						fail("%s: env %s reads Secret %s key %s; README.md documents bulkreg-secrets with keys %v", id, e.Name, r.SecretKeyRef.Name, r.SecretKeyRef.Key, secretKeys)
+						fail("%s: env %s reads Secret %s key %s; docs/production.md documents bulkreg-secrets with keys %v", id, e.Name, r.SecretKeyRef.Name, r.SecretKeyRef.Key, secretKeys)
 					}
 				}
 			}
@@ -363,7 +363,7 @@ func bulkregContainer(d *kubecheck.Decoded, p pod, c corev1.Container, id, bin s
 		if slices.Contains(readers[name], bin) {
 			continue
 		}
-		fail("%s: %s is set, but README.md's configuration table lists no setting of that name read by %s (a misspelt name is silently ignored)", id, name, bin)
+		fail("%s: %s is set, but docs/configuration.md lists no setting of that name read by %s (a misspelt name is silently ignored)", id, name, bin)
 	}
 	// Each binary exits within BULKREG_SHUTDOWN_TIMEOUT of SIGTERM; the
 	// kubelet's SIGKILL must come later, after any preStop sleep too.
@@ -400,7 +400,7 @@ func bulkregContainer(d *kubecheck.Decoded, p pod, c corev1.Container, id, bin s
 }
 
 // listenAddrs are the listen addresses each binary reads, with their
-// defaults (README.md's configuration tables).
+// defaults (docs/configuration.md's tables).
 var listenAddrs = map[string]map[string]string{
 	"consumer":         {"BULKREG_METRICS_ADDR": "127.0.0.1:9464"},
 	"producer serve":   {"BULKREG_ADDR": ":8080", "BULKREG_ADMIN_ADDR": "127.0.0.1:9465"},
@@ -540,14 +540,14 @@ func autoscaling(d *kubecheck.Decoded, overlay string) []error {
 	return errs
 }
 
-// settingsReaders maps each BULKREG_* variable in README.md's configuration
-// tables to the binaries that read it ("consumer", "producer serve",
+// settingsReaders maps each BULKREG_* variable in the settings tables of
+// docs/configuration.md to the binaries that read it ("consumer", "producer serve",
 // "registry-sandbox").
 func settingsReaders(t *testing.T) map[string][]string {
 	t.Helper()
-	// The README's own reader (clitest, which holds the tables to each
+	// The docs' own reader (clitest, which holds the tables to each
 	// binary's flags), not a second parse of the tables.
-	r, err := clitest.ReadREADME("../../README.md")
+	r, err := clitest.ReadDocs("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -567,7 +567,7 @@ func settingsReaders(t *testing.T) map[string][]string {
 		}
 	}
 	if len(out["BULKREG_KAFKA_BROKERS"]) == 0 || len(out["BULKREG_LISTEN"]) == 0 {
-		t.Fatalf("README.md's configuration tables were not found (no BULKREG_KAFKA_BROKERS or BULKREG_LISTEN row)")
+		t.Fatalf("docs/configuration.md's settings tables were not found (no BULKREG_KAFKA_BROKERS or BULKREG_LISTEN row)")
 	}
 	return out
 }

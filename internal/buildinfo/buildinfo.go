@@ -92,7 +92,9 @@ func FromBuild(bi *debug.BuildInfo, s Stamp) Info {
 }
 
 // String is the line `--version` prints after the binary's name, for example
-// "v0.4.0-12-g43e52e8-dirty revision 43e52e8a1b2c (modified) of 2026-11-26T23:20:47Z go1.26.11".
+// "v0.4.0-12-g<commit>-dirty revision <commit> (modified) of
+// 2026-11-26T23:20:47Z go1.26.11": twelve commits after v0.4.0, with
+// uncommitted changes, the commit's first 12 hex digits.
 func (i Info) String() string {
 	rev := i.Revision
 	if len(rev) > 12 {

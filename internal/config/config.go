@@ -174,7 +174,7 @@ func (b *Binder) List(p *[]string, name, usage string) {
 }
 
 // listValue is a comma-separated list flag whose default, like any other
-// flag's, is in its DefValue (-h prints it, the README's check reads it).
+// flag's, is in its DefValue (-h prints it, the docs' check reads it).
 type listValue struct{ p *[]string }
 
 // String shows an item that holds credentials (an address written as a URL,

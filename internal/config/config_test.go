@@ -43,9 +43,9 @@ func TestDefaultsAreProductionValues(t *testing.T) {
 	if c.Topic != "product-registrations" || c.Group != "bulkreg-registrar" {
 		t.Errorf("defaults %+v", c)
 	}
-	// Issue 27: the consumer's /metrics, /healthz and /debug/pprof listened
-	// on every interface by default; like the upload service's admin
-	// listener they are on loopback unless a deployment says otherwise.
+	// The consumer's /metrics, /healthz and /debug/pprof, like the upload
+	// service's admin listener, are on loopback unless a deployment says
+	// otherwise.
 	if c.MetricsAddr != "127.0.0.1:9464" {
 		t.Errorf("metrics address %q by default, want 127.0.0.1:9464 (loopback)", c.MetricsAddr)
 	}

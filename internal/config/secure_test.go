@@ -225,7 +225,7 @@ func TestKafkaSASLAndTLS(t *testing.T) {
 	}
 }
 
-// Issue 27: a malformed --registry-url printed its password in the usage
+// A malformed --registry-url must not print its password in the usage
 // error: url.Parse reads "http//user:pw@host" as a path, and
 // url.URL.Redacted finds no password there. No usage error or -h of a URL
 // setting holds the password, however the URL is malformed.

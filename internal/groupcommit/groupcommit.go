@@ -3,8 +3,8 @@
 // it, and the next write carries them all.
 //
 // A consumer finishes or starts a window of a seller's rows within
-// milliseconds, and each row used to cost its own script call on the
-// seller's (or the upload's) hash tag. Sharing a call saves Redis the
+// milliseconds; without sharing, each row would cost its own script call on
+// the seller's (or the upload's) hash tag. Sharing a call saves Redis the
 // script's fixed work per row, and the rows of one key come back together
 // instead of one by one between other keys' calls. Unless a Group lingers
 // (Linger), nothing waits for a batch to fill on a clock: a write that finds

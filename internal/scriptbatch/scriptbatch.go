@@ -2,12 +2,12 @@
 // hash tag as a single script: one EVALSHA, one command for Redis to parse,
 // one Lua call to set up, instead of one each.
 //
-// A registered row used to leave three commands behind its call, each on the
+// A registered row leaves three commands behind its call, each on the
 // seller's hash tag: the call in the compliance history, the slot settled at
-// the answer, the SKU marked in the ledger. Redis spent most of its time per
-// row on that kind of per-script overhead, not on the commands the scripts
-// run (INFO commandstats in the bench: 32 µs per EVALSHA, about 9 µs of it in
-// the commands inside). A batch runs the same script bodies, unchanged and in
+// the answer, the SKU marked in the ledger. Run as three scripts, most of
+// Redis's time per row goes to per-script overhead, not to the commands the
+// scripts run (INFO commandstats in the bench: 32 µs per EVALSHA, about 9 µs
+// of it in the commands inside). A batch runs the same script bodies, unchanged and in
 // order, so each keeps the contract its file's header gives.
 //
 // Every step must touch only keys of one hash tag (the combined script runs

@@ -12,15 +12,16 @@ import (
 	"github.com/bulkreg/bulkreg/internal/cli/clitest"
 )
 
-// TestREADME holds the README's tables to the consumer (issue 29, item
-// 10): every setting it takes (from the flag set it parses) is in the
-// settings table with "consumer" in "read by" and its default, no row says
-// the consumer reads a setting it does not, and every metric the consumer
-// registers, on the way it starts (stopped just before it listens), is in
-// the metrics table with its labels and type.
-func TestREADME(t *testing.T) {
+// TestDocs holds the documentation's tables (docs/configuration.md,
+// docs/operations.md) to the consumer: every setting it takes (from the
+// flag set it parses) is in the settings table with "consumer" in "read
+// by" and its default, no row says the consumer reads a setting it does
+// not, and every metric the consumer registers, on the way it starts
+// (stopped just before it listens), is in the metrics table with its
+// labels and type.
+func TestDocs(t *testing.T) {
 	fs, _, _ := bind(func(string) string { return "" })
-	clitest.CheckREADME(t, "../../README.md", cli.Command{Name: "consumer", Flags: fs}, consumerMetrics)
+	clitest.CheckDocs(t, "../..", cli.Command{Name: "consumer", Flags: fs}, consumerMetrics)
 }
 
 // consumerMetrics are the metrics the consumer registers, handed over just

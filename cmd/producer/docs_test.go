@@ -11,13 +11,14 @@ import (
 	"github.com/bulkreg/bulkreg/internal/cli/clitest"
 )
 
-// TestREADME holds the README's tables to the producer (issue 29, item 10):
-// every setting a subcommand takes (from the flag sets it parses) is in the
-// settings table with that subcommand in "read by" and its default, no row
-// names a subcommand that does not take it, and every metric serve
-// registers is in the metrics table with its labels and type.
-func TestREADME(t *testing.T) {
-	clitest.CheckREADME(t, "../../README.md", commandTree(noEnv), serveMetrics)
+// TestDocs holds the documentation's tables (docs/configuration.md,
+// docs/operations.md) to the producer: every setting a subcommand takes
+// (from the flag sets it parses) is in the settings table with that
+// subcommand in "read by" and its default, no row names a subcommand that
+// does not take it, and every metric serve registers is in the metrics
+// table with its labels and type.
+func TestDocs(t *testing.T) {
+	clitest.CheckDocs(t, "../..", commandTree(noEnv), serveMetrics)
 }
 
 // serveMetrics are the metrics serve registers, handed over just before it

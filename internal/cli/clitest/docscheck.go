@@ -1,6 +1,7 @@
 package clitest
 
 import (
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -13,15 +14,19 @@ import (
 	"github.com/bulkreg/bulkreg/internal/cli"
 )
 
-// CheckREADME holds README.md, at path, to one binary (issue 29, item 10):
-// every setting tree's flag sets take is in the settings tables with its
-// reader and default, and no row names a reader that does not take it;
-// when exported is not nil, the metrics table names exactly the bulkreg_*
-// metrics it returns, with their labels and types, as the binary's
-// (tree.Name's). Each binary's test is this one call.
-func CheckREADME(t *testing.T, path string, tree cli.Command, exported func() ([]ExportedMetric, error)) {
+// CheckDocs holds the documentation's tables (DocFiles under root, the
+// repository's root) to one binary: every setting tree's flag sets take is
+// in the settings tables with its reader and default, and no row names a
+// reader that does not take it; when exported is not nil, the metrics table
+// names exactly the bulkreg_* metrics it returns, with their labels and
+// types, as the binary's (tree.Name's). Each binary's test is this one call.
+func CheckDocs(t *testing.T, root string, tree cli.Command, exported func() ([]ExportedMetric, error)) {
 	t.Helper()
-	r, err := ReadREADME(path)
+	paths := make([]string, len(DocFiles))
+	for i, f := range DocFiles {
+		paths[i] = filepath.Join(root, f)
+	}
+	r, err := ReadDocs(paths...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,9 @@ import (
 	"github.com/bulkreg/bulkreg/internal/config"
 )
 
-// The README's tables, as the check reads them.
+// The documentation's tables, as the check reads them: the settings tables
+// of docs/configuration.md and the metrics table of docs/operations.md
+// (DocFiles).
 //
 // Settings tables have the columns flag | environment variable | default |
 // meaning | read by. "read by" lists who reads the setting: a binary
@@ -30,8 +32,13 @@ import (
 // The metrics table has the columns metric | type | labels | meaning |
 // exported by; labels are comma-separated, "—" for none.
 
+// DocFiles are the pages, relative to the repository's root, whose tables
+// the check reads.
+var DocFiles = []string{"docs/configuration.md", "docs/operations.md"}
+
 // Setting is one row of a settings table.
 type Setting struct {
+	File     string // the page, as the check was given it
 	Line     int
 	Flag     string // without dashes
 	Env      string
@@ -47,14 +54,15 @@ type Default struct {
 
 // Metric is one row of the metrics table.
 type Metric struct {
+	File       string
 	Line       int
 	Name, Type string
 	Labels     []string
 	Exporters  []string
 }
 
-// README is what the check reads from README.md.
-type README struct {
+// Docs are the tables the check reads from the documentation.
+type Docs struct {
 	Settings []Setting
 	Metrics  []Metric
 }
@@ -141,16 +149,32 @@ func parseDefaults(cell string) ([]Default, error) {
 	return out, nil
 }
 
-// ReadREADME reads the settings and metrics tables of the README at path.
-func ReadREADME(path string) (README, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return README{}, err
-	}
-	var r README
+// ReadDocs reads the settings and metrics tables of the pages at paths
+// (DocFiles under the repository's root). A page that holds no such table
+// is an error: the tables moved, and the check would hold nothing.
+func ReadDocs(paths ...string) (Docs, error) {
+	var r Docs
 	var errs []string
-	kind := ""
-	for i, line := range strings.Split(string(raw), "\n") {
+	for _, path := range paths {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return r, err
+		}
+		if tables := readTables(&r, path, string(raw), &errs); tables == 0 {
+			errs = append(errs, fmt.Sprintf("%s holds no settings or metrics table", path))
+		}
+	}
+	if len(errs) > 0 {
+		return r, fmt.Errorf("%s", strings.Join(errs, "\n"))
+	}
+	return r, nil
+}
+
+// readTables adds the rows of the tables in text, the page at path, to r
+// and what is wrong with them to errs, and returns how many tables it found.
+func readTables(r *Docs, path, text string, errs *[]string) int {
+	kind, tables := "", 0
+	for i, line := range strings.Split(text, "\n") {
 		n := i + 1
 		if !strings.HasPrefix(line, "|") {
 			kind = ""
@@ -160,15 +184,17 @@ func ReadREADME(path string) (README, error) {
 		switch {
 		case len(c) >= 3 && c[0] == "flag" && c[1] == "environment variable":
 			if len(c) != 5 || c[2] != "default" || c[4] != "read by" {
-				errs = append(errs, fmt.Sprintf("README.md:%d: a settings table has the columns flag | environment variable | default | meaning | read by", n))
+				*errs = append(*errs, fmt.Sprintf("%s:%d: a settings table has the columns flag | environment variable | default | meaning | read by", path, n))
 			}
 			kind = "settings"
+			tables++
 			continue
 		case len(c) >= 2 && c[0] == "metric" && c[1] == "type":
 			if len(c) != 5 || c[2] != "labels" || c[4] != "exported by" {
-				errs = append(errs, fmt.Sprintf("README.md:%d: the metrics table has the columns metric | type | labels | meaning | exported by", n))
+				*errs = append(*errs, fmt.Sprintf("%s:%d: the metrics table has the columns metric | type | labels | meaning | exported by", path, n))
 			}
 			kind = "metrics"
+			tables++
 			continue
 		case strings.HasPrefix(line, "|---"), kind == "":
 			continue
@@ -176,28 +202,28 @@ func ReadREADME(path string) (README, error) {
 		switch kind {
 		case "settings":
 			if len(c) != 5 {
-				errs = append(errs, fmt.Sprintf("README.md:%d: %d columns, want 5 (flag | environment variable | default | meaning | read by)", n, len(c)))
+				*errs = append(*errs, fmt.Sprintf("%s:%d: %d columns, want 5 (flag | environment variable | default | meaning | read by)", path, n, len(c)))
 				continue
 			}
-			s := Setting{Line: n, Flag: strings.TrimPrefix(unquote(c[0]), "--"), Env: unquote(c[1])}
+			s := Setting{File: path, Line: n, Flag: strings.TrimPrefix(unquote(c[0]), "--"), Env: unquote(c[1])}
 			if strings.Contains(c[0], ",") || strings.Contains(c[1], ",") {
-				errs = append(errs, fmt.Sprintf("README.md:%d: one flag a row (%s)", n, c[0]))
+				*errs = append(*errs, fmt.Sprintf("%s:%d: one flag a row (%s)", path, n, c[0]))
 				continue
 			}
 			var err error
 			if s.Defaults, err = parseDefaults(c[2]); err != nil {
-				errs = append(errs, fmt.Sprintf("README.md:%d (--%s): %v", n, s.Flag, err))
+				*errs = append(*errs, fmt.Sprintf("%s:%d (--%s): %v", path, n, s.Flag, err))
 			}
 			if s.Readers, err = ParseReaders(c[4]); err != nil {
-				errs = append(errs, fmt.Sprintf("README.md:%d (--%s): %v", n, s.Flag, err))
+				*errs = append(*errs, fmt.Sprintf("%s:%d (--%s): %v", path, n, s.Flag, err))
 			}
 			r.Settings = append(r.Settings, s)
 		case "metrics":
 			if len(c) != 5 {
-				errs = append(errs, fmt.Sprintf("README.md:%d: %d columns, want 5 (metric | type | labels | meaning | exported by)", n, len(c)))
+				*errs = append(*errs, fmt.Sprintf("%s:%d: %d columns, want 5 (metric | type | labels | meaning | exported by)", path, n, len(c)))
 				continue
 			}
-			m := Metric{Line: n, Name: unquote(c[0]), Type: c[1]}
+			m := Metric{File: path, Line: n, Name: unquote(c[0]), Type: c[1]}
 			if c[2] != "—" {
 				for _, l := range strings.Split(c[2], ",") {
 					m.Labels = append(m.Labels, strings.TrimSpace(l))
@@ -209,10 +235,7 @@ func ReadREADME(path string) (README, error) {
 			r.Metrics = append(r.Metrics, m)
 		}
 	}
-	if len(errs) > 0 {
-		return r, fmt.Errorf("%s", strings.Join(errs, "\n"))
-	}
-	return r, nil
+	return tables
 }
 
 // envOf is the variable a flag's usage names ("… (env BULKREG_X)"); "" for
@@ -243,7 +266,7 @@ func Settings(tree cli.Command) map[string]map[string]*flag.Flag {
 	return out
 }
 
-// sameValue tells whether a README default and a flag's default agree:
+// sameValue tells whether a documented default and a flag's default agree:
 // equal text, or equal durations or numbers written differently (1m,
 // 1m0s).
 func sameValue(doc, code string) bool {
@@ -271,18 +294,18 @@ func (s Setting) defaultFor(reader string) (string, bool) {
 	return "", false
 }
 
-// CheckSettings compares the README's settings with the binary's: every
+// CheckSettings compares the documented settings with the binary's: every
 // setting a reader of the binary takes has a row whose "read by" names that
 // reader and whose default is the flag's; every row naming a reader is a
 // setting the reader takes; each row's variable is its flag's. It returns
 // one line per difference.
-func CheckSettings(r README, tree cli.Command) []string {
+func CheckSettings(r Docs, tree cli.Command) []string {
 	code := Settings(tree)
 	var problems []string
 	documented := map[string]map[string]Setting{} // reader → flag → row
 	for _, s := range r.Settings {
 		if want := config.EnvName(s.Flag); s.Env != want {
-			problems = append(problems, fmt.Sprintf("README.md:%d: --%s's variable is %s, not %s", s.Line, s.Flag, want, s.Env))
+			problems = append(problems, fmt.Sprintf("%s:%d: --%s's variable is %s, not %s", s.File, s.Line, s.Flag, want, s.Env))
 		}
 		for _, reader := range s.Readers {
 			bin, _, _ := strings.Cut(reader, " ")
@@ -290,14 +313,14 @@ func CheckSettings(r README, tree cli.Command) []string {
 				continue
 			}
 			if _, ok := code[reader]; !ok {
-				problems = append(problems, fmt.Sprintf("README.md:%d: --%s is read by %q, which is not a command of %s", s.Line, s.Flag, reader, tree.Name))
+				problems = append(problems, fmt.Sprintf("%s:%d: --%s is read by %q, which is not a command of %s", s.File, s.Line, s.Flag, reader, tree.Name))
 				continue
 			}
 			if documented[reader] == nil {
 				documented[reader] = map[string]Setting{}
 			}
 			if prev, dup := documented[reader][s.Flag]; dup {
-				problems = append(problems, fmt.Sprintf("README.md:%d: --%s for %s is also on line %d", s.Line, s.Flag, reader, prev.Line))
+				problems = append(problems, fmt.Sprintf("%s:%d: --%s for %s is also on line %d", s.File, s.Line, s.Flag, reader, prev.Line))
 			}
 			documented[reader][s.Flag] = s
 		}
@@ -322,14 +345,14 @@ func CheckSettings(r README, tree cli.Command) []string {
 			f, row := code[reader][name], documented[reader][name]
 			switch {
 			case f == nil:
-				problems = append(problems, fmt.Sprintf("README.md:%d: --%s says it is read by %s, whose -h has no such setting: take %s out of its \"read by\"", row.Line, name, reader, reader))
+				problems = append(problems, fmt.Sprintf("%s:%d: --%s says it is read by %s, whose -h has no such setting: take %s out of its \"read by\"", row.File, row.Line, name, reader, reader))
 			case row.Line == 0:
-				problems = append(problems, fmt.Sprintf("%s reads --%s (%s, default %q), which no README settings row names in its \"read by\"", reader, name, config.EnvName(name), f.DefValue))
+				problems = append(problems, fmt.Sprintf("%s reads --%s (%s, default %q), which no settings row of the docs names in its \"read by\"", reader, name, config.EnvName(name), f.DefValue))
 			default:
 				if d, ok := row.defaultFor(reader); !ok {
-					problems = append(problems, fmt.Sprintf("README.md:%d: --%s has no default for %s", row.Line, name, reader))
+					problems = append(problems, fmt.Sprintf("%s:%d: --%s has no default for %s", row.File, row.Line, name, reader))
 				} else if !sameValue(d, f.DefValue) {
-					problems = append(problems, fmt.Sprintf("README.md:%d: --%s's default for %s is %q in the README, %q in -h", row.Line, name, reader, d, f.DefValue))
+					problems = append(problems, fmt.Sprintf("%s:%d: --%s's default for %s is %q in the docs, %q in -h", row.File, row.Line, name, reader, d, f.DefValue))
 				}
 			}
 		}
@@ -389,11 +412,11 @@ func Registered(reg *prometheus.Registry) ([]ExportedMetric, error) {
 	return out, nil
 }
 
-// CheckMetrics compares the README's metrics table with the bulkreg_*
+// CheckMetrics compares the documented metrics table with the bulkreg_*
 // metrics binary exports: each has a row naming the binary in "exported by"
 // with the same labels, and each row naming the binary is a metric it
 // exports.
-func CheckMetrics(r README, binary string, exported []ExportedMetric) []string {
+func CheckMetrics(r Docs, binary string, exported []ExportedMetric) []string {
 	var problems []string
 	rows := map[string]Metric{}
 	for _, m := range r.Metrics {
@@ -409,22 +432,22 @@ func CheckMetrics(r README, binary string, exported []ExportedMetric) []string {
 		seen[e.Name] = true
 		row, ok := rows[e.Name]
 		if !ok {
-			problems = append(problems, fmt.Sprintf("%s exports %s (labels %v), which no README metrics row names in \"exported by\"", binary, e.Name, e.Labels))
+			problems = append(problems, fmt.Sprintf("%s exports %s (labels %v), which no metrics row of the docs names in \"exported by\"", binary, e.Name, e.Labels))
 			continue
 		}
 		if e.Type != "" && row.Type != e.Type {
-			problems = append(problems, fmt.Sprintf("README.md:%d: %s is a %s in the README, a %s in %s", row.Line, e.Name, row.Type, e.Type, binary))
+			problems = append(problems, fmt.Sprintf("%s:%d: %s is a %s in the docs, a %s in %s", row.File, row.Line, e.Name, row.Type, e.Type, binary))
 		}
 		a, b := slices.Clone(row.Labels), slices.Clone(e.Labels)
 		sort.Strings(a)
 		sort.Strings(b)
 		if !slices.Equal(a, b) {
-			problems = append(problems, fmt.Sprintf("README.md:%d: %s's labels are %v in the README, %v in %s", row.Line, e.Name, row.Labels, e.Labels, binary))
+			problems = append(problems, fmt.Sprintf("%s:%d: %s's labels are %v in the docs, %v in %s", row.File, row.Line, e.Name, row.Labels, e.Labels, binary))
 		}
 	}
 	for name, row := range rows {
 		if !seen[name] {
-			problems = append(problems, fmt.Sprintf("README.md:%d: %s says %s exports it, which %s does not", row.Line, name, binary, binary))
+			problems = append(problems, fmt.Sprintf("%s:%d: %s says %s exports it, which %s does not", row.File, row.Line, name, binary, binary))
 		}
 	}
 	sort.Strings(problems)

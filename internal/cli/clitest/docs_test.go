@@ -34,7 +34,7 @@ func TestParseReaders(t *testing.T) {
 
 // A table that disagrees with the code in each way the check must catch.
 func TestCheckSettingsFindsDrift(t *testing.T) {
-	readme := "## Configuration\n\n" +
+	page := "## Configuration\n\n" +
 		"| flag | environment variable | default | meaning | read by |\n|---|---|---|---|---|\n" +
 		"| `--window` | `BULKREG_WINDOW` | `1m` | ok, 1m is 1m0s | tool (run) |\n" +
 		"| `--limit` | `BULKREG_LIMIT` | `50` | wrong default | tool (run) |\n" +
@@ -42,11 +42,11 @@ func TestCheckSettingsFindsDrift(t *testing.T) {
 		"| `--topic` | `BULKREG_TOPICS` | `t` | wrong variable | tool (run) |\n" +
 		"| `--secret` | `BULKREG_SECRET` | — | none | tool (run) |\n" +
 		"| `--shutdown-timeout` | `BULKREG_SHUTDOWN_TIMEOUT` | tool run: `30s`<br>other: `45s` | per reader | tool (run) |\n"
-	path := filepath.Join(t.TempDir(), "README.md")
-	if err := os.WriteFile(path, []byte(readme), 0o644); err != nil {
+	path := filepath.Join(t.TempDir(), "configuration.md")
+	if err := os.WriteFile(path, []byte(page), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := ReadREADME(path)
+	r, err := ReadDocs(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,12 +59,12 @@ func TestCheckSettingsFindsDrift(t *testing.T) {
 	b.String(&topic, "topic", "t")
 	b.Secret(&secret, "secret", "s")
 	b.Duration(&shutdown, "shutdown-timeout", "s")
-	b.Int(&missing, "missing", "not in the README")
+	b.Int(&missing, "missing", "not in the docs")
 	run.Bool("json", false, "an argument of one run, not a setting: not in the table")
 	check := flag.NewFlagSet("tool check", flag.ContinueOnError)
 	got := CheckSettings(r, cli.Command{Name: "tool", Commands: []cli.Command{{Name: "run", Flags: run}, {Name: "check", Flags: check}}})
 	want := []string{
-		`--limit's default for tool run is "50" in the README, "100" in -h`,
+		`--limit's default for tool run is "50" in the docs, "100" in -h`,
 		`--margin says it is read by tool check, whose -h has no such setting`,
 		`--topic's variable is BULKREG_TOPIC, not BULKREG_TOPICS`,
 		`tool run reads --missing (BULKREG_MISSING, default "3")`,
@@ -80,7 +80,7 @@ func TestCheckSettingsFindsDrift(t *testing.T) {
 }
 
 func TestCheckMetricsFindsDrift(t *testing.T) {
-	r := README{Metrics: []Metric{
+	r := Docs{Metrics: []Metric{
 		{Line: 1, Name: "bulkreg_a_total", Type: "counter", Labels: []string{"class"}, Exporters: []string{"tool"}},
 		{Line: 2, Name: "bulkreg_b", Type: "gauge", Exporters: []string{"tool"}},
 		{Line: 3, Name: "bulkreg_gone_total", Type: "counter", Exporters: []string{"tool"}},
@@ -92,7 +92,7 @@ func TestCheckMetricsFindsDrift(t *testing.T) {
 		{Name: "bulkreg_new"},
 		{Name: "go_goroutines"},
 	})
-	for _, w := range []string{"bulkreg_a_total's labels", "bulkreg_b is a gauge in the README, a histogram", "tool exports bulkreg_new", "bulkreg_gone_total says tool exports it"} {
+	for _, w := range []string{"bulkreg_a_total's labels", "bulkreg_b is a gauge in the docs, a histogram", "tool exports bulkreg_new", "bulkreg_gone_total says tool exports it"} {
 		if !slices.ContainsFunc(got, func(p string) bool { return strings.Contains(p, w) }) {
 			t.Errorf("no problem says %q:\n%s", w, strings.Join(got, "\n"))
 		}
@@ -133,5 +133,48 @@ func TestScraped(t *testing.T) {
 	}
 	if _, err := Scraped("bulkreg_up{"); err == nil {
 		t.Error("Scraped read a broken exposition without an error")
+	}
+}
+
+// ReadDocs reads the tables of every page it is given, names the page in
+// each row and problem, and refuses a page without a table (the tables
+// moved away from where the check reads them).
+func TestReadDocsReadsEveryPage(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	conf := write("configuration.md", "| flag | environment variable | default | meaning | read by |\n|---|---|---|---|---|\n"+
+		"| `--limit` | `BULKREG_LIMIT` | `100` | per seller | tool |\n")
+	ops := write("operations.md", "intro\n\n| metric | type | labels | meaning | exported by |\n|---|---|---|---|---|\n"+
+		"| `bulkreg_a_total` | counter | class | calls | tool |\n")
+	r, err := ReadDocs(conf, ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Settings) != 1 || r.Settings[0].File != conf || r.Settings[0].Line != 3 {
+		t.Errorf("settings = %+v, want --limit from %s:3", r.Settings, conf)
+	}
+	if len(r.Metrics) != 1 || r.Metrics[0].File != ops || r.Metrics[0].Line != 5 {
+		t.Errorf("metrics = %+v, want bulkreg_a_total from %s:5", r.Metrics, ops)
+	}
+	run := flag.NewFlagSet("tool", flag.ContinueOnError)
+	limit := 50
+	config.NewBinder(run, func(string) string { return "" }).Int(&limit, "limit", "l")
+	if got := CheckSettings(r, cli.Command{Name: "tool", Flags: run}); len(got) != 1 || !strings.HasPrefix(got[0], conf+":3: --limit's default") {
+		t.Errorf("CheckSettings = %q, want one problem at %s:3", got, conf)
+	}
+
+	empty := write("README.md", "# tool\n\nno tables here\n")
+	bad := write("bad.md", "| flag | environment variable | default | meaning | read by |\n|---|---|---|---|---|\n| `--x` | `BULKREG_X` | `1` | two cells |\n")
+	_, err = ReadDocs(conf, empty, bad)
+	for _, w := range []string{empty + " holds no settings or metrics table", bad + ":3: 4 columns"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("ReadDocs(conf, empty, bad) = %v, want an error saying %q", err, w)
+		}
 	}
 }

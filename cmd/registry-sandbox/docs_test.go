@@ -12,13 +12,13 @@ import (
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 )
 
-// TestREADME holds the README's tables to the sandbox (issue 29, item 10):
-// its settings table to the flag set it parses, and the metrics table to
-// what its /metrics serves once a request has been answered (the sandbox
-// keeps its registry to itself).
-func TestREADME(t *testing.T) {
+// TestDocs holds the documentation's tables to the sandbox: its settings
+// table to the flag set it parses, and the metrics table to what its
+// /metrics serves once a request has been answered (the sandbox keeps its
+// registry to itself).
+func TestDocs(t *testing.T) {
 	fs, _, _ := bind(func(string) string { return "" })
-	clitest.CheckREADME(t, "../../README.md", cli.Command{Name: "registry-sandbox", Flags: fs}, sandboxMetrics)
+	clitest.CheckDocs(t, "../..", cli.Command{Name: "registry-sandbox", Flags: fs}, sandboxMetrics)
 }
 
 // sandboxMetrics are what a default sandbox's /metrics serves after one
