@@ -35,6 +35,7 @@
   var session = window.BroadcastChannel ? new BroadcastChannel("bulkreg-session") : null, onSignedOut = [];
   function signedOut() {
     onSignedOut.splice(0).forEach(function (f) { f(); });
+    dropSellerHeader();
     var main = document.getElementById("main"), m = messages();
     if (!main || document.getElementById("signed-out") || !m["live.signedout"]) return;
     var p = document.createElement("p");
@@ -126,7 +127,7 @@
   // The session ended while the page was open (signed out in another tab,
   // or expired): the page's answer says to sign in again, and the header
   // stops naming the seller and offering their menu.
-  function signedOut() {
+  function dropSellerHeader() {
     document.querySelectorAll(".top .who, .top .signout, .top nav:not(.lang)").forEach(function (el) { el.remove(); });
   }
 
@@ -162,7 +163,7 @@
         return r.text().then(function (html) { return { status: r.status, ok: r.ok, html: html }; });
       }).then(function (a) {
         result.innerHTML = a.html;
-        if (a.status === 401) signedOut();
+        if (a.status === 401) dropSellerHeader();
         if (!a.ok) { // a notice in place of the result: sign in again, or try later
           var n = document.getElementById("notice-title");
           if (n) n.focus();
