@@ -37,10 +37,10 @@ type Throttle interface {
 	// used: not when the Redis that granted it has since lost the seller's
 	// state (its epoch), so others may hold the same place in the window.
 	Check(ctx context.Context, r throttle.Reservation) (throttle.SlotCheck, error)
-	// Settle moves the slot of a call the API answered (at: on the Redis
-	// clock, never before the answer) to a margin before the answer, when
-	// later: the next window's slots are then placed a window after the
-	// API's count, however late it counted.
+	// Settle tells the throttle a counted call was answered (at: on the
+	// Redis clock, never before the answer; zero: no answer came). The
+	// logs hold the call's latest count already; an answer only moves it
+	// earlier (package throttle).
 	Settle(ctx context.Context, r throttle.Reservation, at time.Time) error
 	// Policy is the throttle's policy: the consumer's defaults derive from
 	// it (Config.WithDefaults).

@@ -49,6 +49,54 @@ func TestADeadCallersLogIsAlreadySafe(t *testing.T) {
 	j.registered(t, s, 2*p.Limit)
 }
 
+// TestADeadCallersAppWideLogIsAlreadySafe: the app-wide log's version of
+// TestADeadCallersLogIsAlreadySafe. A consumer takes the app-wide window's
+// three slots for three sellers (each far from its own limit) and sends the
+// calls to an API that, slowed down, counts them 1.5 s late; it dies before
+// any answer. The next owner calls at once for three other sellers, whose
+// own logs are empty: only the app-wide log can place them, and it must
+// place them a window after the dead calls' latest counts, judged by the
+// API's app-wide count. Before, the app-wide log kept the dead calls at
+// their slots and the API refused the next calls for its app-wide limit.
+func TestADeadCallersAppWideLogIsAlreadySafe(t *testing.T) {
+	p := Policy{Limit: 10, Window: 2 * time.Second, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second, CallTimeout: 2 * time.Second,
+		Global: Global{Limit: 3, Window: 2 * time.Second}}
+	rdb := startRedis(t).Client()
+	j := startJudge(t, sandbox.Options{Limit: p.Limit, Window: p.Window, GlobalLimit: p.Global.Limit, GlobalWindow: p.Global.Window,
+		Latency: 1500 * time.Millisecond})
+	dead := newThrottle(t, rdb, p)
+	var wg sync.WaitGroup
+	for i := range p.Global.Limit {
+		r := reserve(t, dead, seller(fmt.Sprintf("dead%d", i)))
+		wg.Go(func() {
+			time.Sleep(time.Until(r.At))
+			if status, _ := j.register(t, r.Seller, fmt.Sprintf("dead-%d", i)); status != http.StatusCreated {
+				t.Errorf("the dead consumer's call %d: status %d", i, status)
+			}
+			// the consumer is dead: its answer is never settled
+		})
+	}
+	testwait.For(t, 5*time.Second, "the dead consumer's calls reach the API", func() bool { return j.arrived.Load() == int64(p.Global.Limit) })
+	if err := j.sb.SetFaults(0, 0, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	next := newThrottle(t, rdb, p)
+	var others []string
+	for i := range p.Global.Limit {
+		s := seller(fmt.Sprintf("next%d", i))
+		others = append(others, s)
+		wg.Go(func() { callAt(t, next, j, reserve(t, next, s), fmt.Sprintf("next-%d", i)) })
+	}
+	wg.Wait()
+	app := j.sb.Audit().App
+	if app == nil || app.RateLimited != 0 || app.Exceeded || app.Accepted != 2*p.Global.Limit {
+		t.Errorf("the API's app-wide count: %+v; want %d accepted, no 429, never over its limit", app, 2*p.Global.Limit)
+	}
+	for _, s := range others {
+		j.registered(t, s, 1)
+	}
+}
+
 // TestALatestCountIsInTheLogBeforeTheCall: what a reservation writes is the
 // call's latest possible count, SendWithin + CallTimeout after its slot, and
 // SendBy tells its caller the last instant it may send; a consumer killed

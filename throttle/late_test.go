@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/internal/testwait"
@@ -362,38 +360,4 @@ func TestALossHoldCoversTheCallsOfAProcessThatDied(t *testing.T) {
 	callEach(t, fresh, j, "after", after)
 	wg.Wait() // the calls made before the loss
 	j.registered(t, s, 2*p.Limit)
-}
-
-// TestAnAppWideGiveBackFreesItsSellersShare: a's call is counted late, so
-// its settle gives back b's app-wide slot booked ahead, which now fills a
-// window over the app-wide limit. That slot was b's whole share of the
-// slots ahead (two sellers wait, a limit of 2): b's next ask must be
-// admitted, not capped and sent back to a slot that no longer exists. Before
-// settle.lua recorded its app-wide give-backs (bulkreg:{g}:given), b's held
-// set kept the slot and b was capped until its time.
-func TestAnAppWideGiveBackFreesItsSellersShare(t *testing.T) {
-	ctx := context.Background()
-	rdb := startRedis(t).Client()
-	p := Policy{Limit: 10, Window: time.Second, Margin: 20 * time.Millisecond, MaxWait: 5 * time.Second, Global: Global{Limit: 2, Window: time.Second}}
-	th := newThrottle(t, rdb, p)
-	a, b := seller("given-a"), seller("given-b")
-	a1, _ := reserve(t, th, a), reserve(t, th, b)
-	// b2 is booked a window after a1, a2 a window after b1.
-	b2, a2 := reserve(t, th, b), reserve(t, th, a)
-	if !a2.Admitted || !b2.Admitted || b2.Global.ID == "" {
-		t.Fatalf("the slots a window ahead: a %+v, b %+v; want both admitted", a2, b2)
-	}
-	if err := th.Settle(ctx, a1, a1.At.Add(500*time.Millisecond+p.Margin)); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := globalLog(t, rdb)[b2.Global.ID]; ok {
-		t.Fatalf("b's app-wide slot ahead is still in the log after a's call was counted 0.5 s late: %v", globalLog(t, rdb))
-	}
-	next := reserve(t, th, b)
-	if !next.Admitted || next.Capped {
-		t.Errorf("b's ask after its slot ahead was given back = %+v, want admitted (its share is free)", next)
-	}
-	if err := rdb.ZScore(ctx, globalHeldKey(b), b2.Global.ID).Err(); err != redis.Nil {
-		t.Errorf("b's held set still counts the slot given back (%v)", err)
-	}
 }

@@ -66,9 +66,12 @@
 // tat down to the bucket replayed over the entries (each at or after its
 // call's count, so the replay never frees a token the API's bucket spent).
 //
-// The app-wide log (Global) still holds slots: a call counted later than
-// the margin after its slot is moved there by its settle, which gives back
-// the booked slots it then overfills, unless their calls may have begun.
+// The app-wide log (Global) is a sliding log of latest counts too, with its
+// own limit and window: the reservation writes the call's latest count
+// (lua/reserve_global.lua), a settle moves it only earlier, and the proof
+// above holds for it word for word. The call is sent at the later of its
+// two slots and by SendBy, counted from the earlier, so each log's entry is
+// a latest count for it.
 //
 // The sliding log is the only policy exact against an API that refuses the
 // (L+1)-th call inside any trailing window, and it keeps the two other ways
@@ -430,7 +433,7 @@ func New(rdb redis.UniversalClient, p Policy) (*Throttle, error) {
 	}
 	th.late.period = p.LossHold
 	th.kargs = p.kindArgs()
-	th.settleTail = append([]any{p.span().Microseconds(), p.Limit, (p.LossHold - p.span()).Microseconds(), string(p.kind())}, th.kargs...)
+	th.settleTail = append([]any{p.span().Microseconds(), string(p.kind())}, th.kargs...)
 	th.checks = groupcommit.New(maxCheckBatch, th.writeChecks)
 	th.reserves = groupcommit.New(maxReserveBatch, th.writeReserves)
 	if p.Global.On() {
@@ -663,40 +666,32 @@ func (t *Throttle) Release(ctx context.Context, r Reservation) error {
 // somewhere between its send and its answer, so by answer at the latest. A
 // zero answer says the call got no answer (a timeout, a connection broken
 // after the request went out, the call cancelled): it may be counted up to
-// its latest count, the slot + SendWithin + CallTimeout.
+// its latest count, the slot + SendWithin + CallTimeout, which the logs hold
+// already, so there is nothing to settle.
 //
-// In the seller's sliding log the call's latest count moves to answer −
-// Margin (never before the slot) when that is earlier, and never later (the
-// package doc's invariant): the next window's slots are then placed a
-// Window after the answer instead of W′ after the latest count the
-// reservation assumed. A settle that never comes (its
-// consumer died, paused, or lost Redis) leaves the log as safe as it was.
-// An entry the log no longer holds (lost with Redis's data), or an answer
-// after the latest count (an API slower than CallTimeout: outside what the
-// log assumes), blocks the log until answer + Window (lua/settle.lua: its entry's place + W′).
+// In the seller's sliding log and in the app-wide log the call's latest
+// count moves to answer − Margin (never before the slot) when that is
+// earlier, and never later (the package doc's invariant): the next window's
+// slots are then placed a Window after the answer instead of W′ after the
+// latest count the reservation assumed. A settle that never comes (its
+// consumer died, paused, or lost Redis) leaves the logs as safe as they
+// were. An entry a log no longer holds (lost with Redis's data), or an
+// answer after the latest count (an API slower than CallTimeout: outside
+// what the log assumes), blocks that log until answer + Window
+// (lua/settle.lua: its entry's place + W′).
 //
-// The app-wide log and the Fixed and TokenBucket logs hold slots, not
-// latest counts: their slot moves to answer − Margin when that is later. A
-// slot booked after such a settle is at least W′ after it, so at least a
-// Window after the answer. A fixed window's slot is not moved (that would
-// free a place in the window the API may have counted it in): each later
-// window the call may have been counted in, up to the answer's, takes a
-// place for it instead. A token bucket's slot moves, and tat stays at least
-// an interval after it. Every hold then counts from the settled place: the
-// log's key lives until it has left the window, and slots booked on the
-// assumption that the call was counted at its slot are given back when they
-// now overfill a window and no call has begun on them. A call answered
-// within Margin of its slot moves none of these, and costs no command.
-// Needs Redis 6.2 (ZADD GT and LT).
+// A fixed window gives back the places it took for the call in the windows
+// after the answer's; a token bucket's entry moves to the answer and tat
+// down to the bucket replayed over the entries (lua/settle.lua). Needs
+// Redis 6.2 (ZADD LT).
 func (t *Throttle) Settle(ctx context.Context, r Reservation, answer time.Time) error {
 	given := answer
 	answer = t.answered(r, answer)
-	at, late := t.settleAt(r, answer)
-	if late && (r.ID != "" || r.Global.ID != "") {
+	if at, late := t.settleAt(r, answer); late && (r.ID != "" || r.Global.ID != "") {
 		t.noteLate(r, at)
 	}
 	seller := r.ID != "" && t.sellerMoves(r, given)
-	global := r.Global.ID != "" && t.global != nil && late
+	global := r.Global.ID != "" && t.global != nil && !given.IsZero()
 	if !seller && !global {
 		return nil
 	}
@@ -718,8 +713,9 @@ func (t *Throttle) Settle(ctx context.Context, r Reservation, answer time.Time) 
 		}
 	}
 	if global {
-		return settle([]string{GlobalLogKey, globalKeyPrefix + "block", globalGivenKey},
-			t.settleArgs(at, r.Global.ID, t.p.Global.Limit, t.p.Global.Window+t.p.Margin))
+		at := settledAt(answer.Add(-t.p.Margin), r.Global.At)
+		return settle([]string{GlobalLogKey, globalKeyPrefix + "block"},
+			[]any{at.UnixMicro(), r.Global.ID, (t.p.Global.Window + t.p.Margin).Microseconds(), string(Sliding)})
 	}
 	return nil
 }
@@ -783,28 +779,22 @@ func (t *Throttle) settledCount(r Reservation, answer time.Time) time.Time {
 	if t.p.Kind != Sliding {
 		return answer
 	}
-	at := answer.Add(-t.p.Margin)
-	if slot := r.At.Add(-r.Spread); at.Before(slot) {
+	return settledAt(answer.Add(-t.p.Margin), r.At.Add(-r.Spread))
+}
+
+// settledAt is a sliding log's settled place: the answer less the margin,
+// never before the slot.
+func settledAt(at, slot time.Time) time.Time {
+	if at.Before(slot) {
 		return slot
 	}
 	return at
 }
 
-// settleArgs are settle.lua's arguments for the entry id moved to at, in a
-// log of limit entries per span. The lead, the slots near now that settle.lua
-// never gives back because their calls may be under way (the logs of slots
-// only), is how far the loss hold reaches beyond W′: a consumer confirms a
-// slot at most that long before calling.
-func (t *Throttle) settleArgs(at time.Time, id string, limit int, span time.Duration) []any {
-	return []any{at.UnixMicro(), id, span.Microseconds(), limit, (t.p.LossHold - t.p.span()).Microseconds()}
-}
-
-// settleAt is where a log of slots (the app-wide log, Fixed, TokenBucket)
-// moves r's slot for a call answered at answer, and whether that moves it:
-// each slot is at At − Spread or later, and such a settle never moves a
-// slot earlier. Also how late beyond the margin the API may have counted
-// the call (noteLate).
-func (t *Throttle) settleAt(r Reservation, answer time.Time) (at time.Time, move bool) {
+// settleAt is the answer less the margin, and whether that is after the
+// slot: how late beyond the margin the API may have counted the call
+// (noteLate).
+func (t *Throttle) settleAt(r Reservation, answer time.Time) (at time.Time, late bool) {
 	at = answer.Add(-t.p.Margin)
 	return at, at.After(r.At.Add(-r.Spread))
 }
