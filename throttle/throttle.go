@@ -176,9 +176,7 @@ type Policy struct {
 	// of their slots: a Throttle asks for CallTimeout longer (or as much
 	// longer as it lately saw the API count calls late, when more), and a
 	// call made before the loss and answered after it holds its seller
-	// until a window after its answer by itself (Settle). LossHold − Window − Margin is also how far
-	// ahead of now Settle leaves the slots it would take back: a consumer
-	// confirms a slot at most that long before calling.
+	// until a window after its answer by itself (Settle).
 	LossHold time.Duration
 	// CallTimeout is how long after it is sent a call may still be counted
 	// by the API: twice the registry client's timeout (a call is abandoned
