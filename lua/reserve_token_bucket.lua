@@ -57,6 +57,33 @@ if not_before > at then at = not_before end
 local blocked = tonumber(redis.call('GET', KEYS[2]) or '0')
 if blocked > at then at = blocked end
 if hold_until > at then at = hold_until end
+-- Entries more than an interval after now are the latest counts of calls not yet answered (a
+-- settled entry is at its answer: in the past, or within the few ms its estimate from above may
+-- run ahead of this clock). A slot they push back is up to a reach later than one booked after
+-- their answers, and nothing brings it earlier once it is booked: a slot they push back by more
+-- than an interval is not taken (asking again an interval later costs less). The answer says when
+-- to ask again: the slot the bucket would give with those calls counted at their slots (their
+-- answers cannot place it earlier), or, when that has come and they are still unanswered, an
+-- interval on.
+local open = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. us(now + T), '+inf', 'LIMIT', 0, 1)
+if #open > 0 then
+  local all = redis.call('ZRANGEBYSCORE', KEYS[1], us(now - win), '+inf', 'WITHSCORES')
+  local s = {}
+  for i = 2, #all, 2 do
+    local v = tonumber(all[i])
+    if v > now + T then v = v - reach end
+    s[#s + 1] = v
+  end
+  table.sort(s)
+  local replay = 0
+  for _, v in ipairs(s) do replay = math.max(replay, v) + T end
+  local opt = math.max(now, not_before, blocked, hold_until, math.ceil(math.min(tat, replay) - tolerance))
+  if at - opt > T then
+    local again = opt
+    if again <= now then again = now + math.ceil(T) end
+    return {0, us(again), us(now), 0, epoch, lost, us(hold_until)}
+  end
+end
 if at - now > maxwait then
   return {0, us(at - maxwait), us(now), 0, epoch, lost, us(hold_until)}
 end

@@ -264,45 +264,56 @@ func TestATokenBucketCountsALateCallWhereItWasCounted(t *testing.T) {
 	j.registered(t, s, 2)
 }
 
-// TestATokenBucketCoversTheLatestCounts: with a bucket of one token
-// refilled every 500 ms and calls counted up to 600 ms after they are sent,
-// three slots booked at once are each an interval after the one before's
-// latest count, so whichever instant in its reach the API counts a call at
-// (here the first one 500 ms late), the next conforms: nothing needs taking
-// back. Once the calls are answered, their settles bring tat back to the
-// answers: the next slot is an interval after the last answer, not after
-// its latest count.
-func TestATokenBucketCoversTheLatestCounts(t *testing.T) {
+// TestATokenBucketBooksAfterTheAnswers: with a bucket of one token refilled
+// every 600 ms and calls counted up to 650 ms after their slots, a second
+// slot asked for before the first call is answered would go after the
+// first's latest count, more than an interval later than after its answer,
+// and no settle would bring it earlier: it is not taken, and the answer says
+// to ask again an interval after the first slot. Once the first call is
+// answered (counted 500 ms late), the next slot is an interval after the
+// answer. A call that never gets an answer holds the next slot until its
+// latest count has passed, and the slot then is an interval after it.
+func TestATokenBucketBooksAfterTheAnswers(t *testing.T) {
 	ctx := context.Background()
 	rdb := startRedis(t).Client()
 	p := Policy{Kind: TokenBucket, Limit: 4, Window: 2 * time.Second, Burst: 1, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second,
 		CallTimeout: 600 * time.Millisecond}
 	th := newThrottle(t, rdb, p)
 	reach := th.Policy().reach()
-	s := seller("tb-spike")
-	first, second, third := reserve(t, th, s), reserve(t, th, s), reserve(t, th, s)
-	if err := conformsToBucket([]time.Time{first.At.Add(reach), second.At, second.At.Add(reach), third.At}, p); err != nil {
-		t.Errorf("slots booked at once, each call counted as late as it may be: %v", err)
+	iv, _ := p.gcra()
+	interval := time.Duration(iv) * time.Microsecond
+	s := seller("tb-answers")
+	first, second := reserve(t, th, s), reserve(t, th, s)
+	if !first.Admitted {
+		t.Fatalf("the first slot of a full bucket = %+v, want it admitted", first)
+	}
+	if second.Admitted || !second.At.Equal(first.At.Add(interval)) {
+		t.Errorf("a slot asked for before the first call's answer = %+v, want it refused and told to ask again at %v", second, first.At.Add(interval))
+	}
+	if n := rdb.ZCard(ctx, th.keys(s).log).Val(); n != 1 {
+		t.Errorf("the log holds %d entries after the refusal, want the first call's only", n)
 	}
 	answered := first.At.Add(500 * time.Millisecond)
+	time.Sleep(time.Until(answered))
 	if err := th.Settle(ctx, first, answered); err != nil {
 		t.Fatal(err)
 	}
-	for i, r := range []Reservation{second, third} {
-		if c, err := th.Check(ctx, r); err != nil || !c.Good {
-			t.Errorf("Check of slot %d after the late count = %+v, %v; want it good", i+2, c, err)
-		}
-	}
-	for _, r := range []Reservation{second, third} {
-		if err := th.Settle(ctx, r, r.At.Add(10*time.Millisecond)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	next := reserve(t, th, s)
-	interval, _ := p.gcra()
-	want := third.At.Add(10*time.Millisecond + time.Duration(interval)*time.Microsecond)
-	if d := next.At.Sub(want); d < -time.Millisecond || d > time.Millisecond {
-		t.Errorf("after the answers the next slot is %v, want an interval after the last answer (%v)", next.At, want)
+	if want := answered.Add(interval); !next.Admitted || next.At.Sub(want).Abs() > time.Millisecond {
+		t.Errorf("after the answer the next slot is %+v, want an interval after the answer (%v)", next, want)
+	}
+	if err := conformsToBucket([]time.Time{answered, next.At}, p); err != nil {
+		t.Error(err)
+	}
+
+	u := seller("tb-unanswered")
+	lone := reserve(t, th, u)
+	after, err := th.Wait(ctx, u) // no answer ever comes for lone
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := lone.At.Add(reach + interval); after.At.Before(want) || after.At.After(want.Add(interval+100*time.Millisecond)) {
+		t.Errorf("the slot after a call without an answer is %v, want an interval after its latest count (%v), at most an interval more", after.At, want)
 	}
 }
 
