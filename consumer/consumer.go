@@ -102,15 +102,12 @@ type Deps struct {
 
 // Consumer registers the rows of the rows topic.
 type Consumer struct {
-	cfg  Config
-	deps Deps
-	// policy is the throttle's, read once: it does not change, and rows
-	// read it on every call.
-	policy throttle.Policy
-	log    *slog.Logger
-	m      *metrics
-	group  *group
-	lanes  *lanes
+	cfg   Config
+	deps  Deps
+	log   *slog.Logger
+	m     *metrics
+	group *group
+	lanes *lanes
 	// workers runs the rows' jobs when they start or resume, on goroutines
 	// kept between rows (internal/workers).
 	workers *workers.Pool
@@ -199,7 +196,6 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 	c.lanes = newLanes(cfg.SellerConcurrency, c.process,
 		func(d int) { c.m.waiting.Add(float64(d)) }, func(d int) { c.m.activeSellers.Add(float64(d)) })
 	c.workers = workers.New(maxIdleWorkers)
-	c.policy = deps.Throttle.Policy()
 	c.lanes.spawn, c.asks.spawn, c.now.spawn, c.claims.spawn = c.workers.Go, c.workers.Go, c.workers.Go, c.workers.Go
 	c.redis = newRedisGate(deps.PingRedis, cfg.RedisProbeInterval, log, c.m.redisDown.Inc)
 	if err := reg.Register(newBacklogCollector(c)); err != nil {

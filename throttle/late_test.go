@@ -284,8 +284,8 @@ func TestATokenBucketBooksAfterTheAnswers(t *testing.T) {
 	interval := time.Duration(iv) * time.Microsecond
 	s := seller("tb-answers")
 	first, second := reserve(t, th, s), reserve(t, th, s)
-	if !first.Admitted {
-		t.Fatalf("the first slot of a full bucket = %+v, want it admitted", first)
+	if !first.Admitted || first.Room != 0 {
+		t.Fatalf("the first slot of a full bucket = %+v, want it admitted with no room for another before its answer", first)
 	}
 	if second.Admitted || !second.At.Equal(first.At.Add(interval)) {
 		t.Errorf("a slot asked for before the first call's answer = %+v, want it refused and told to ask again at %v", second, first.At.Add(interval))

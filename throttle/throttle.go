@@ -57,14 +57,25 @@
 // a call without an answer needs no settle, its latest count is in the log
 // already; the next window of a seller waits for nothing but the log.
 //
-// The other policies say the same sentence their way. Fixed: the call
-// occupies every aligned window between its send and its latest count, so
-// the reservation takes a place for it in each of them, and only where
-// each holds fewer than Limit; its settle gives back the places after the
-// window holding the answer. TokenBucket: tat covers each call's latest
-// count, which its log holds; its settle moves the entry to the answer and
-// tat down to the bucket replayed over the entries (each at or after its
-// call's count, so the replay never frees a token the API's bucket spent).
+// The other policies say the same sentence their way.
+//
+//   - Fixed (lua/reserve_fixed.lua): the API may count the call in any
+//     aligned window from its slot's to its latest count's, so the
+//     reservation takes a place for it in each of them before it is sent,
+//     and a call gets a slot only where each of those windows holds fewer
+//     than Limit places; a settle gives back the places in the windows after
+//     the answer's, never one before it.
+//   - TokenBucket (lua/reserve_token_bucket.lua): the log holds each call's
+//     latest count, written by the reservation, and tat covers it (the
+//     bucket replayed with the call counted there); a call gets a slot only
+//     where that bucket has a token; a settle moves the entry to the answer
+//     and tat down to the bucket replayed over the entries, each at or
+//     after its call's count, so the replay never frees a token the API's
+//     bucket spent. A slot booked behind a call not yet answered goes after
+//     that call's latest count, up to a reach later than after its answer,
+//     and no settle brings it earlier: a slot such calls push back by more
+//     than an interval is not taken, and the reservation says to ask again
+//     when their answers may have come.
 //
 // The app-wide log (Global) is a sliding log of latest counts too, with its
 // own limit and window: the reservation writes the call's latest count
@@ -308,8 +319,14 @@ type Reservation struct {
 	// !Admitted. With an app-wide limit it counts from the earlier of the
 	// two slots (At − Spread).
 	SendBy   time.Time
-	InWindow int    // the window the slot was placed in: a sliding log's latest counts in [At − W′, At + reach], this call's included (0 when !Admitted)
-	ID       string // the slot's member in the log; Release and Check need it ("" when !Admitted)
+	InWindow int // the window the slot was placed in: a sliding log's latest counts in [At − W′, At + reach], this call's included (0 when !Admitted)
+	// Room is how many more of the seller's rows may ask now and be
+	// admitted near this slot: the places its window has left under a
+	// sliding log or a fixed window; none under a token bucket, whose next
+	// slot waits for this call's answer or its latest count (0 when
+	// !Admitted).
+	Room int
+	ID   string // the slot's member in the log; Release and Check need it ("" when !Admitted)
 	// Epoch is the epoch of the seller's hash slot the slot was granted in;
 	// Check tells whether it is still current. "" when !Admitted.
 	Epoch string
@@ -469,6 +486,9 @@ func (t *Throttle) Reserve(ctx context.Context, seller string) (Reservation, err
 	r, err := t.reserve1(ctx, seller)
 	if r.Admitted {
 		r.SendBy = r.At.Add(t.p.SendWithin - r.Spread)
+		if t.p.Kind != TokenBucket {
+			r.Room = max(0, t.p.Limit-r.InWindow)
+		}
 	}
 	return r, err
 }
