@@ -28,27 +28,44 @@
 -- ARGV[4]  the log's kind: "sliding", "fixed" or "token-bucket"
 -- ARGV[5]  fixed: W, the API's window in µs; token bucket: the emission interval in µs
 -- ARGV[6]  fixed: reach, in µs, from a slot to its call's latest count
+-- ARGV[5…] sliding: more calls' settles of the same log, four values each like ARGV[1…4]
 --
--- Reply: 0. A retry is harmless: an entry already at or before `at` moves nothing, a place already
--- taken is not taken twice.
+-- Reply: sliding, a 0 per call; otherwise 0. A retry is harmless: an entry already at or before
+-- `at` moves nothing, a place already taken is not taken twice.
 local at, id = tonumber(ARGV[1]), ARGV[2]
 if ARGV[4] == 'sliding' then
-  -- one command on the common path: the entry moved earlier
-  if redis.call('ZADD', KEYS[1], 'XX', 'LT', 'CH', ARGV[1], id) == 1 then return 0 end
-  local held = redis.call('ZSCORE', KEYS[1], id)
-  if held and at <= tonumber(held) then return 0 end -- there already (a retry)
-  -- Not in the log (Redis lost it), or answered after the latest count the log held (the API took
-  -- longer than the call timeout: outside what the log assumes): no new slot starts before
-  -- at + W' + 1µs, so no call after it shares a window with this one.
+  -- ARGV holds one group of four per call (scriptbatch joins a batch's settles of one log): one
+  -- ZADD moves every entry earlier on the common path
+  local n = #ARGV / 4
+  local z, out = {'XX', 'LT', 'CH'}, {}
+  for g = 0, n - 1 do
+    z[#z + 1], z[#z + 2] = ARGV[4 * g + 1], ARGV[4 * g + 2]
+    out[g + 1] = 0
+  end
+  if redis.call('ZADD', KEYS[1], unpack(z)) == n then return out end
+  local ids = {}
+  for g = 0, n - 1 do ids[g + 1] = ARGV[4 * g + 2] end
+  local held = redis.call('ZMSCORE', KEYS[1], unpack(ids))
+  local blocked = 0
+  for g = 0, n - 1 do
+    local a = tonumber(ARGV[4 * g + 1])
+    -- Not in the log (Redis lost it), or answered after the latest count the log held (the API
+    -- took longer than the call timeout: outside what the log assumes): no new slot starts before
+    -- at + W' + 1µs, so no call after it shares a window with this one. An entry at or before `at`
+    -- is there already (a retry, or moved by this ZADD).
+    if not held[g + 1] or a > tonumber(held[g + 1]) then
+      blocked = math.max(blocked, a + tonumber(ARGV[4 * g + 3]) + 1)
+    end
+  end
+  if blocked == 0 then return out end
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local blocked = at + tonumber(ARGV[3]) + 1
-  if blocked <= now then return 0 end -- the call has left the window already
+  if blocked <= now then return out end -- the calls have left the window already
   local cur = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
   if blocked > cur then
     redis.call('SET', KEYS[2], string.format('%.0f', blocked), 'PX', math.ceil((blocked - now) / 1000) + 1000)
   end
-  return 0
+  return out
 end
 if ARGV[4] == 'fixed' then
   local held = redis.call('ZSCORE', KEYS[1], id)

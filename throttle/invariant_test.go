@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
@@ -226,4 +230,86 @@ func TestASettleAfterTheWindowOfALostEntryIsANoOp(t *testing.T) {
 			t.Errorf("%s: the seller is blocked for a call that left the window", th.Policy().Kind)
 		}
 	}
+}
+
+// TestABatchsSettlesOfOneLogAreOneZADD: the settles of a seller's calls
+// written in one batch (scriptbatch joins their steps) move every latest
+// count earlier with one ZADD, and still block the log for a call whose
+// entry the log no longer holds.
+func TestABatchsSettlesOfOneLogAreOneZADD(t *testing.T) {
+	ctx := context.Background()
+	rdb := startRedis(t).Client()
+	p := Policy{Limit: 5, Window: 2 * time.Second, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second, CallTimeout: 2 * time.Second}
+	th := newThrottle(t, rdb, p)
+	s := seller("joined")
+	var rs []Reservation
+	for range 4 {
+		rs = append(rs, reserve(t, th, s))
+	}
+	var steps []scriptbatch.Step
+	for i, r := range rs[:3] {
+		st, ok := th.SettleStep(r, r.At.Add(time.Duration(200*(i+1))*time.Millisecond))
+		if !ok || st.Joins == 0 {
+			t.Fatalf("SettleStep of a sliding log = %+v, %v; want a step that joins", st, ok)
+		}
+		steps = append(steps, st)
+	}
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := scriptbatch.New().Run(ctx, rdb, steps...); err != nil {
+		t.Fatal(err)
+	}
+	if n := commandCalls(t, rdb, "zadd"); n != 1 {
+		t.Errorf("the batch's three settles ran %d ZADDs, want 1", n)
+	}
+	log := slotsOf(t, rdb, th.keys(s).log)
+	for i, r := range rs[:3] {
+		if want := r.At.Add(time.Duration(200*(i+1))*time.Millisecond - p.Margin); !log[r.ID].Equal(want) {
+			t.Errorf("call %d's entry is at %v, want its answer less the margin, %v", i, log[r.ID], want)
+		}
+	}
+	if want := rs[3].At.Add(th.Policy().reach()); !log[rs[3].ID].Equal(want) {
+		t.Errorf("the unsettled call's entry is at %v, want its latest count %v", log[rs[3].ID], want)
+	}
+
+	// One of the batch's entries lost: the others move, the log is blocked
+	// a window after the lost one's answer.
+	lost := reserve(t, th, seller("joined-lost"))
+	kept := reserve(t, th, lost.Seller)
+	if err := rdb.ZRem(ctx, th.keys(lost.Seller).log, lost.ID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	a, b := lost.At.Add(300*time.Millisecond), kept.At.Add(300*time.Millisecond)
+	sa, _ := th.SettleStep(lost, a)
+	sb, _ := th.SettleStep(kept, b)
+	if err := scriptbatch.New().Run(ctx, rdb, sa, sb); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := slotsOf(t, rdb, th.keys(kept.Seller).log)[kept.ID], b.Add(-p.Margin); !got.Equal(want) {
+		t.Errorf("the kept entry is at %v, want %v", got, want)
+	}
+	blocked, err := rdb.Get(ctx, th.keys(lost.Seller).block).Int64()
+	if want := a.Add(p.Window + time.Microsecond); err != nil || !time.UnixMicro(blocked).Equal(want) {
+		t.Errorf("the log is blocked until %v (%v), want a window after the lost call's answer, %v", time.UnixMicro(blocked), err, want)
+	}
+}
+
+// commandCalls is how often Redis ran cmd since the last CONFIG RESETSTAT.
+func commandCalls(t *testing.T, rdb *redis.Client, cmd string) int {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls="); ok {
+			n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	return 0
 }

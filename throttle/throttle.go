@@ -448,7 +448,10 @@ func New(rdb redis.UniversalClient, p Policy) (*Throttle, error) {
 	}
 	th.late.period = p.LossHold
 	th.kargs = p.kindArgs()
-	th.settleTail = append([]any{p.span().Microseconds(), string(p.kind())}, th.kargs...)
+	th.settleTail = []any{p.span().Microseconds(), string(p.kind())}
+	if p.Kind != Sliding {
+		th.settleTail = append(th.settleTail, th.kargs...)
+	}
 	th.checks = groupcommit.New(maxCheckBatch, th.writeChecks)
 	th.reserves = groupcommit.New(maxReserveBatch, th.writeReserves)
 	if p.Global.On() {
@@ -839,7 +842,12 @@ func (t *Throttle) SettleStep(r Reservation, answer time.Time) (s scriptbatch.St
 		t.noteLate(r, at)
 	}
 	ks, args := t.sellerSettle(r, answer)
-	return scriptbatch.Step{Script: "settle.lua", Keys: ks, Args: args}, true
+	st := scriptbatch.Step{Script: "settle.lua", Keys: ks, Args: args}
+	if t.p.Kind == Sliding {
+		// A batch's settles of one sliding log run as one step, one ZADD.
+		st.Joins = 1
+	}
+	return st, true
 }
 
 // ReleaseStep is Release's part in the seller's own log as a step (see

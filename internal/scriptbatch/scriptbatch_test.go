@@ -35,7 +35,7 @@ func TestStepsRunInOrderOnTheirOwnKeysAndArgs(t *testing.T) {
 	if err := r.Run(ctx, rdb, steps...); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"0", "1", "0", "1", "[1700000000000000 1]", "0"}
+	want := []string{"[0]", "1", "0", "1", "[1700000000000000 1]", "[0]"}
 	if len(replies) != len(want) {
 		t.Fatalf("%d replies, want %d: %v", len(replies), len(want), replies)
 	}
