@@ -105,11 +105,12 @@
 // received it) or that another redis-server process wrote (a restart from
 // disk, a failover: either may miss the last writes) means the state may be
 // incomplete: the script starts a new epoch and holds every seller of that
-// hash slot for Policy.LossHold plus Policy.CallTimeout (or the lateness
-// this process lately saw, when longer) from that moment, so every call made before the loss is more than a
-// window before any slot granted after it, whether or not the consumer that
-// made it still runs; a call counted later than that holds its seller
-// longer when it is settled. A new Redis looks lost too:
+// hash slot for Policy.LossHold plus the reach beyond the margin from that
+// moment (the latest counts the loss took), so every call made before the
+// loss is more than a window before any slot granted after it, whether or
+// not the consumer that made it still runs; a call answered later than
+// that (an API slower than CallTimeout) holds its seller longer when it is
+// settled. A new Redis looks lost too:
 // Initialize it once. Every admitted Reservation carries its epoch, and
 // Check, shortly before the call, tells whether that epoch is still current
 // and the slot still in the log.
@@ -125,7 +126,6 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -184,10 +184,10 @@ type Policy struct {
 	// MaxLateness before it (consumer.Config), so the hold must be W′ + 2 ×
 	// MaxLateness or more; with MaxLateness at its default (Margin / 2) the
 	// default is exactly that. It covers calls the API counts within Margin
-	// of their slots: a Throttle asks for CallTimeout longer (or as much
-	// longer as it lately saw the API count calls late, when more), and a
-	// call made before the loss and answered after it holds its seller
-	// until a window after its answer by itself (Settle).
+	// of their slots: a Throttle asks for the reach beyond the margin
+	// longer (the latest counts the loss took), and a call made before the
+	// loss and answered after it holds its seller until a window after its
+	// answer by itself (Settle).
 	LossHold time.Duration
 	// CallTimeout is how long after it is sent a call may still be counted
 	// by the API: twice the registry client's timeout (a call is abandoned
@@ -195,8 +195,8 @@ type Policy struct {
 	// call when it gets to handle it; consumer.Config.ThrottlePolicy sets
 	// this field so). A sliding log holds each call's latest count, its slot
 	// + SendWithin + this (see the package doc). The hold after a loss is
-	// LossHold plus this (or plus the lateness this process lately saw, when
-	// longer), so a call in flight at the loss is out of the window before
+	// LossHold plus this (and SendWithin beyond the margin), so a call in
+	// flight at the loss is out of the window before
 	// the first slot after it, even when the process that made it died
 	// before its answer and the one that finds the loss never heard of it.
 	// 0: calls are counted as soon as they are sent.
@@ -375,7 +375,6 @@ type Throttle struct {
 	peek    *redis.Script
 	check   *redis.Script
 	global  *globalScripts // nil without an app-wide limit
-	late    lateness       // how late this process has seen the API count calls, for the loss hold
 	// checks shares one check script among the slots of a seller that are
 	// checked at once (Check).
 	checks *groupcommit.Group[string, checkItem, SlotCheck]
@@ -446,7 +445,6 @@ func New(rdb redis.UniversalClient, p Policy) (*Throttle, error) {
 		peek:    redis.NewScript(lua.Script("peek.lua")),
 		check:   redis.NewScript(lua.Script("check.lua")),
 	}
-	th.late.period = p.LossHold
 	th.kargs = p.kindArgs()
 	th.settleTail = []any{p.span().Microseconds(), string(p.kind())}
 	if p.Kind != Sliding {
@@ -708,9 +706,6 @@ func (t *Throttle) Release(ctx context.Context, r Reservation) error {
 func (t *Throttle) Settle(ctx context.Context, r Reservation, answer time.Time) error {
 	given := answer
 	answer = t.answered(r, answer)
-	if at, late := t.settleAt(r, answer); late && (r.ID != "" || r.Global.ID != "") {
-		t.noteLate(r, at)
-	}
 	seller := r.ID != "" && t.sellerMoves(r, given)
 	global := r.Global.ID != "" && t.global != nil && !given.IsZero()
 	if !seller && !global {
@@ -812,14 +807,6 @@ func settledAt(at, slot time.Time) time.Time {
 	return at
 }
 
-// settleAt is the answer less the margin, and whether that is after the
-// slot: how late beyond the margin the API may have counted the call
-// (noteLate).
-func (t *Throttle) settleAt(r Reservation, answer time.Time) (at time.Time, late bool) {
-	at = answer.Add(-t.p.Margin)
-	return at, at.After(r.At.Add(-r.Spread))
-}
-
 // AppWide is r without its seller's slot: what Settle and Release have left
 // to do once a SettleStep or ReleaseStep took care of the seller's log.
 func (r Reservation) AppWide() Reservation {
@@ -838,9 +825,6 @@ func (t *Throttle) SettleStep(r Reservation, answer time.Time) (s scriptbatch.St
 		return s, false
 	}
 	answer = t.answered(r, answer)
-	if at, late := t.settleAt(r, answer); late {
-		t.noteLate(r, at)
-	}
 	ks, args := t.sellerSettle(r, answer)
 	st := scriptbatch.Step{Script: "settle.lua", Keys: ks, Args: args}
 	if t.p.Kind == Sliding {
@@ -872,60 +856,15 @@ func (t *Throttle) releaseCall(seller, id string) scriptCall {
 	return scriptCall{t.release, ks, args}
 }
 
-// lateness remembers the most a call settled by this process was counted
-// after its slot beyond the margin, over the last one to two periods. It is
-// the process's own memory, so it outlives a loss of Redis's data: calls in
-// flight when Redis lost its data may be counted as late as the last ones
-// were, and the hold after the loss (Policy.LossHold) is lengthened by it.
-type lateness struct {
-	mu        sync.Mutex
-	period    time.Duration
-	start     time.Time // the current period's
-	cur, prev time.Duration
-}
-
-func (l *lateness) note(d time.Duration, now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.roll(now)
-	l.cur = max(l.cur, d)
-}
-
-func (l *lateness) max(now time.Time) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.roll(now)
-	return max(l.cur, l.prev)
-}
-
-func (l *lateness) roll(now time.Time) {
-	switch since := now.Sub(l.start); {
-	case since < l.period:
-	case since < 2*l.period:
-		l.start, l.prev, l.cur = l.start.Add(l.period), l.cur, 0
-	default:
-		l.start, l.prev, l.cur = now, 0, 0
-	}
-}
-
-// noteLate remembers how late beyond the margin the API counted r's call,
-// settled at at (its answer less the margin).
-func (t *Throttle) noteLate(r Reservation, at time.Time) {
-	t.late.note(at.Sub(r.At.Add(-r.Spread)), time.Now())
-}
-
 // lossHold is the hold after a loss of Redis's data this process asks for:
 // Policy.LossHold, which covers calls sent within the margin of their
 // slots and counted there, and as much longer as a call in flight at the
 // loss may still be counted: sent up to SendWithin after its slot and
 // counted up to CallTimeout after its send (Policy.reach, less the margin
-// the hold already has), or the lateness this process lately saw, when
-// longer (a consumer with a longer timeout than this one's). The two bound
-// the same lateness, so they do not add. Neither needs the process that
-// made the call to live: a late call that is answered after the loss holds
-// its seller longer still, by itself (Settle).
+// the hold already has): the latest counts the loss took. It needs no
+// process that made such a call to live.
 func (t *Throttle) lossHold() time.Duration {
-	return t.p.LossHold + max(t.p.CallTimeout+max(0, t.p.SendWithin-t.p.Margin), t.late.max(time.Now()))
+	return t.p.LossHold + t.p.CallTimeout + max(0, t.p.SendWithin-t.p.Margin)
 }
 
 // SlotCheck is the throttle's answer about a slot it granted.

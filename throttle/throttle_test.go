@@ -117,7 +117,7 @@ func startCluster(t testing.TB) *testredis.Cluster {
 // seller is a fresh seller id, so tests sharing a server never share a log.
 func seller(prefix string) string { return prefix + "-" + rand.Text()[:8] }
 
-func reserve(t *testing.T, th *Throttle, s string) Reservation {
+func reserve(t testing.TB, th *Throttle, s string) Reservation {
 	t.Helper()
 	r, err := th.Reserve(context.Background(), s)
 	if err != nil {
