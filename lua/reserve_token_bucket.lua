@@ -20,7 +20,9 @@
 -- KEYS[1]  bulkreg:{s:<seller>}:tb      ZSET, member = reservation id, score = the call's latest count in µs
 --          (Redis clock); kept for idempotency, Release, Settle and the in-window count
 -- KEYS[2]  bulkreg:{s:<seller>}:block   STRING, blocked until, µs (set by block.lua after a 429)
--- KEYS[3]  bulkreg:{s:<seller>}:tb:tat  STRING, tat in µs (fractional)
+-- KEYS[3]  bulkreg:{s:<seller>}:tb:tat  STRING, "tat base" in µs (fractional): tat, and the bucket the
+--          entries that have left the log (older than W') left behind them, folded in as they leave
+--          (settle.lua replays the log's entries from it; a value of tat alone reads as base 0)
 -- KEYS[4]  bulkreg:{<tag>}:marker       HASH, the marker of the seller's hash slot (slot_guard.lua, prepended)
 -- ARGV[1]  L, slots per window
 -- ARGV[2]  W' = window + margin, in µs
@@ -48,7 +50,12 @@ if held then
 end
 local epoch, hold_until, lost = slot_guard(KEYS[4], now, tonumber(ARGV[5]), id)
 
-local tat = tonumber(redis.call('GET', KEYS[3]) or '0')
+local tat, base = 0, 0
+local state = redis.call('GET', KEYS[3])
+if state then
+  local a, b = string.match(state, '^(%S+)%s*(%S*)$')
+  tat, base = tonumber(a) or 0, tonumber(b) or 0
+end
 if tat < now then tat = now end
 local at = math.ceil(tat - tolerance)
 if at < now then at = now end
@@ -88,9 +95,15 @@ if at - now > maxwait then
   return {0, us(at - maxwait), us(now), 0, epoch, lost, us(hold_until)}
 end
 tat = math.max(tat, at + reach) + T
--- a full bucket needs no state: the key expires when tat has passed
-redis.call('SET', KEYS[3], string.format('%.3f', tat), 'PX', math.ceil((tat - now) / 1000) + 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. us(now - win))
+-- The entries older than W' leave the log: the bucket they leave behind is folded into base, so a
+-- settle's replay of the entries still in the log starts from it (a stream of calls at the full
+-- rate keeps the bucket as drained as it was, however old the calls that drained it).
+local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. us(now - win), 'WITHSCORES')
+for i = 2, #old, 2 do base = math.max(base, tonumber(old[i])) + T end
+if #old > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. us(now - win)) end
+-- a full bucket needs no state: the key expires once the bucket is full again (tat + W' is past
+-- tat + tolerance), and base with it
+redis.call('SET', KEYS[3], string.format('%.3f %.3f', tat, base), 'PX', math.ceil((tat - now + win) / 1000) + 1000)
 redis.call('ZADD', KEYS[1], us(at + reach), id)
 local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 local ttl = math.ceil((tonumber(newest[2]) - now + win) / 1000) + 1000

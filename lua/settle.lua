@@ -95,19 +95,25 @@ if ARGV[4] == 'token-bucket' then
   local T = tonumber(ARGV[5])
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local tat = tonumber(redis.call('GET', KEYS[3]) or '0')
+  local tat, base = 0, 0
+  local state = redis.call('GET', KEYS[3])
+  if state then
+    local a, b = string.match(state, '^(%S+)%s*(%S*)$')
+    tat, base = tonumber(a) or 0, tonumber(b) or 0
+  end
   if at < tonumber(held) then
     redis.call('ZADD', KEYS[1], 'XX', 'LT', ARGV[1], id)
-    -- The bucket replayed over the entries, in time order: each is at or after its call's count,
-    -- so the replay never frees a token the API's bucket has spent. An entry before now - W' has
-    -- left the API's bucket (interval + tolerance <= W').
-    local r = redis.call('ZRANGEBYSCORE', KEYS[1], string.format('%.0f', now - tonumber(ARGV[3])), '+inf', 'WITHSCORES')
-    local replay = 0
+    -- The bucket replayed over every entry of the log, in time order, from the bucket the entries
+    -- that left it left behind (base, reserve_token_bucket.lua): each entry is at or after its
+    -- call's count, so the replay never frees a token the API's bucket has spent.
+    local r = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+    local replay = base
     for i = 2, #r, 2 do replay = math.max(replay, tonumber(r[i])) + T end
-    if replay < tat then redis.call('SET', KEYS[3], string.format('%.3f', replay), 'KEEPTTL') end
+    if replay < tat then redis.call('SET', KEYS[3], string.format('%.3f %.3f', replay, base), 'KEEPTTL') end
   elseif at + T > tat and at + T > now then
     -- answered after its latest count (outside what the log assumes): tat covers the answer
-    redis.call('SET', KEYS[3], string.format('%.3f', at + T), 'PX', math.ceil((at + T - now) / 1000) + 1000)
+    redis.call('SET', KEYS[3], string.format('%.3f %.3f', at + T, base), 'PX',
+      math.ceil((at + T - now + tonumber(ARGV[3])) / 1000) + 1000)
   end
   return 0
 end

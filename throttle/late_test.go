@@ -347,3 +347,40 @@ func TestALossHoldCoversTheCallsOfAProcessThatDied(t *testing.T) {
 	wg.Wait() // the calls made before the loss
 	j.registered(t, s, 2*p.Limit)
 }
+
+// TestATokenBucketKeepsADrainedBucketPastTheWindow: a stream of calls at a
+// bucket's full rate, each answered at once and settled, for longer than
+// W′. Its burst is spent by the first calls and never comes back while the
+// stream goes on; the calls whose entries have left the log (older than
+// W′) are what drained it. A settle's replay of the log must start from the
+// bucket they left, not from a full one: before, the call after the first
+// one left the log came a burst early, and the API's bucket (judged here
+// with each call counted anywhere within the margin of its slot) refused it.
+func TestATokenBucketKeepsADrainedBucketPastTheWindow(t *testing.T) {
+	ctx := context.Background()
+	rdb := startRedis(t).Client()
+	p := Policy{Kind: TokenBucket, Limit: 8, Window: 2 * time.Second, Burst: 2, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second,
+		CallTimeout: time.Second}
+	th := newThrottle(t, rdb, p)
+	s := seller("tb-stream")
+	var slots []time.Time
+	end := time.Now().Add(p.span() + 1500*time.Millisecond)
+	for time.Now().Before(end) {
+		r, err := th.Wait(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slots = append(slots, r.At)
+		answered := r.At.Add(5 * time.Millisecond)
+		time.Sleep(time.Until(answered))
+		if err := th.Settle(ctx, r, answered); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(slots) < 12 {
+		t.Fatalf("%d calls in %v, want the bucket's rate (4 a second)", len(slots), p.span()+1500*time.Millisecond)
+	}
+	if err := conformsToBucket(slots, p); err != nil {
+		t.Errorf("a stream at the full rate past W′: %v; slots %v", err, slots)
+	}
+}

@@ -70,8 +70,9 @@
 //     bucket replayed with the call counted there); a call gets a slot only
 //     where that bucket has a token; a settle moves the entry to the answer
 //     and tat down to the bucket replayed over the entries, each at or
-//     after its call's count, so the replay never frees a token the API's
-//     bucket spent. A slot booked behind a call not yet answered goes after
+//     after its call's count, from the bucket the entries that left the log
+//     left behind (kept with tat), so the replay never frees a token the
+//     API's bucket spent. A slot booked behind a call not yet answered goes after
 //     that call's latest count, up to a reach later than after its answer,
 //     and no settle brings it earlier: a slot such calls push back by more
 //     than an interval is not taken, and the reservation says to ask again
