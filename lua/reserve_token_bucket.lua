@@ -74,7 +74,7 @@ if hold_until > at then at = hold_until end
 -- interval on.
 local open = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. us(now + T), '+inf', 'LIMIT', 0, 1)
 if #open > 0 then
-  local all = redis.call('ZRANGEBYSCORE', KEYS[1], us(now - win), '+inf', 'WITHSCORES')
+  local all = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
   local s = {}
   for i = 2, #all, 2 do
     local v = tonumber(all[i])
@@ -82,7 +82,7 @@ if #open > 0 then
     s[#s + 1] = v
   end
   table.sort(s)
-  local replay = 0
+  local replay = base
   for _, v in ipairs(s) do replay = math.max(replay, v) + T end
   local opt = math.max(now, not_before, blocked, hold_until, math.ceil(math.min(tat, replay) - tolerance))
   if at - opt > T then
