@@ -143,7 +143,7 @@ func TestNoHistoryInDocs(t *testing.T) {
 // commentsNotYetClean are the directories whose Go comments still carry
 // history, left out of TestNoHistoryInComments until they are cleaned:
 // take a directory out of the list once its comments pass.
-var commentsNotYetClean = []string{"consumer", "lua", "producer", "throttle"}
+var commentsNotYetClean = []string{"consumer"}
 
 // TestNoHistoryInComments: every comment of every Go file (tests
 // included, testdata not) and of every Lua script says what holds, outside

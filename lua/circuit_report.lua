@@ -14,26 +14,26 @@
 -- Nor does it open while a seller is wholly healthy: a seller with enough answered
 -- calls in the window (success or a refusal of the row: the API answers it), one of
 -- them in the newer half, and no transient failure proves the API is up, so the
--- others' failures are their own (issue 26, sim seed 405: two sellers answered 503
--- for good, a third registering, held the circuit open and the two sellers' rows
--- never spent their retry budget). "Enough" is the fewest calls that all succeed
+-- others' failures are their own (two sellers answered 503 for good beside a third
+-- registering would otherwise hold the circuit open, and the two sellers' rows would
+-- never spend their retry budget). "Enough" is the fewest calls that all succeed
 -- with a chance of 5 % or less at the failure ratio (5 at 0.5, 2 at least): in an
 -- outage, whole or partial (random failures), a seller that many calls without a
 -- failure is unlikely.
 -- The sellers failing while a seller was wholly healthy are remembered as sick
 -- (state field "sick"), until one of their calls is answered: once the healthy
 -- seller has nothing left to call, their failures alone do not open the circuit
--- either (seed 405 again: the healthy seller's 21 rows were done in seconds, the
--- two others' rows kept failing for a minute). It opens as soon as a seller not
--- known sick fails with them, as in an outage; that outage's end does not cure
--- them (opening forgot them before: after the recovery the two sick sellers
--- reopened it, and their rows waited behind their own failing probes until
+-- either (the healthy seller's rows may be done in seconds while the others'
+-- rows keep failing for minutes). It opens as soon as a seller not known sick
+-- fails with them, as in an outage; that outage's end does not cure them (were
+-- they forgotten on opening, the sick sellers would reopen it after the
+-- recovery, and their rows would wait behind their own failing probes until
 -- another seller called).
 -- A probe answered for a seller other than those whose failures opened the
--- circuit (state field "opened_by") says the same of them: they are sick (in
--- seed 405 the two sellers failed from the start, before the healthy one
--- called, so the circuit opened before anyone was wholly healthy; the healthy
--- seller's probe then closed it, and their failures no longer reopen it).
+-- circuit (state field "opened_by") says the same of them: they are sick
+-- (sellers that fail from the start, before a healthy one calls, open the
+-- circuit before anyone is wholly healthy; the healthy seller's probe then
+-- closes it, and their failures do not reopen it).
 -- The probe's outcome decides a half-open circuit: an answer (success or a
 -- refusal of the row) closes it and clears the window; a transient failure opens
 -- it again with the probe interval multiplied (up to the maximum); an abandoned
@@ -48,8 +48,8 @@
 -- the circuit stays closed and the reply says so, the caller treats it as that
 -- seller's failure, and the seller is sick, as one failing beside a healthy
 -- seller is: once the others have nothing left to call, its refusals alone are
--- still its own (they opened the fleet's circuit, held it misconfigured and
--- paged the operator before). The probe that closes
+-- still its own (counted as the fleet's, they would open its circuit, hold it
+-- misconfigured and page the operator). The probe that closes
 -- the circuit is counted in the fresh window as an answer, so one seller's
 -- refusals cannot reopen it at once, over and over.
 -- The reason ("unavailable" or "misconfigured") is kept while the circuit is not
@@ -346,9 +346,9 @@ if state ~= 'closed' then
     -- circuit is closed, and no news of the API, so it passes the probe on
     -- as an abandoned one does, and the reply says it was the seller's own
     -- (its row spends its retry budget). Counted as the API's, such a probe
-    -- held the circuit open for as long as that seller's rows won the probe
-    -- (sim seed 17003: 56 probes in a row by one row, which never spent an
-    -- attempt, while two healthy sellers' rows waited).
+    -- would hold the circuit open for as long as that seller's rows won the
+    -- probe (dozens of probes in a row by one row, which never spends an
+    -- attempt, while healthy sellers' rows wait).
     if outcome == 'failure' and ARGV[1] == 'failure' and sick[seller] then
       own = 1
     elseif outcome == 'failure' then

@@ -83,12 +83,12 @@ func TestASlotDoesNotOutliveItsRedis(t *testing.T) {
 	}
 }
 
-// TestALossHoldsTheSlotOneWindow (issue 11): the seller used its whole limit,
+// TestALossHoldsTheSlotOneWindow: the seller used its whole limit,
 // then Redis restarted empty. Whoever asks first finds the loss; from then on
 // no slot of the seller starts before LossHold has passed, and the limit
 // applies again from there: calls made before the loss, unknown to the new
 // Redis, are more than a window before any new slot. Without the hold the
-// empty log would admit a whole window at once (the issue's 100 × 429).
+// empty log would admit a whole window at once (100 × 429 at the defaults).
 func TestALossHoldsTheSlotOneWindow(t *testing.T) {
 	ctx := context.Background()
 	for _, kind := range []Kind{Sliding, Fixed, TokenBucket} {

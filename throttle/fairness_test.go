@@ -284,7 +284,7 @@ func checkGivenBack(t *testing.T, rdb redis.UniversalClient, th *Throttle, res m
 	}
 }
 
-// TestFairShareOfTheAppWideLimit (issue 12): 20 sellers, one with 500 rows
+// TestFairShareOfTheAppWideLimit: 20 sellers, one with 500 rows
 // and 19 with 10, under 100 per seller and 200 app-wide per window. Every
 // 10-row seller finishes within two windows, the app-wide window is used
 // while rows wait, and neither limit is ever exceeded.

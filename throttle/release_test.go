@@ -9,12 +9,11 @@ import (
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 )
 
-// TestReleasingAnySlotOfATokenBucketBooksNoTokenTwice (issue 26, 3): with a
-// bucket of one token, four slots are taken and one of them (the first, a
-// middle one, the last) is given back; two more are taken. Before, release
-// moved the bucket back one interval whatever slot was returned, so the
-// next slot fell on the last one still booked (two calls on one token: a
-// 429). Judged twice: every slot against the API's bucket less the margin
+// TestReleasingAnySlotOfATokenBucketBooksNoTokenTwice: with a bucket of
+// one token, four slots are taken and one of them (the first, a middle one,
+// the last) is given back; two more are taken. A release that moved the
+// bucket back one interval whatever slot was returned would put the next
+// slot on the last one still booked (two calls on one token: a 429). Judged twice: every slot against the API's bucket less the margin
 // (exact), and the calls themselves by the sandbox's token bucket.
 func TestReleasingAnySlotOfATokenBucketBooksNoTokenTwice(t *testing.T) {
 	p := Policy{Kind: TokenBucket, Limit: 4, Window: time.Second, Burst: 1, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second}

@@ -525,10 +525,10 @@ const maxReserveBatch = 256
 
 // writeReserves takes the next slot of the seller for each id, in order, in
 // one script (sliding logs only). When a seller's window opens, the rows
-// waiting at its ask gate ask together, and each used to run a script of its
-// own: its clock read, its marker and server check (INFO), its trim of the
-// log, its block read and its TTL, the same for every row. The slots are
-// those the scripts one after the other would have given.
+// waiting at its ask gate ask together, and a script for each would repeat
+// its clock read, its marker and server check (INFO), its trim of the log,
+// its block read and its TTL, the same for every row. The slots are those
+// the scripts one after the other would give.
 func (t *Throttle) writeReserves(ctx context.Context, seller string, ids []string) ([]Reservation, error) {
 	c := t.reserveCall(seller, ids[0], time.Time{})
 	args := c.args
@@ -945,8 +945,8 @@ type checkItem struct{ id, epoch string }
 const maxCheckBatch = 512
 
 // writeChecks checks the seller's slots of items in one script. The rows of
-// one window come due together and used to ask one by one: a script each,
-// one round trip each on the consumer's side, where one answers them all.
+// one window come due together; asking one by one would cost a script each
+// and a round trip each on the consumer's side, where one answers them all.
 // Every slot learns the same Redis clock, read between its own request and
 // its answer, as a script of its own would have.
 func (t *Throttle) writeChecks(ctx context.Context, seller string, items []checkItem) ([]SlotCheck, error) {

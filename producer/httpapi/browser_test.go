@@ -848,9 +848,10 @@ func TestOutageInTheBrowser(t *testing.T) {
 
 // TestOneSellersFailuresInTheBrowser: the marketplace answers every call of
 // this seller alone with 503. That never opens the fleet's circuit (one
-// seller's failures are its own, issue 26), so before, the page said
-// nothing and its finish time slid a window at a time. Now it says the
-// marketplace is failing this seller's rows, what becomes of them (retried,
+// seller's failures are its own), so the outage notice stays hidden, and
+// without a notice of its own the page would say nothing while its finish
+// time slid a window at a time. The page says the marketplace is failing
+// this seller's rows, what becomes of them (retried,
 // set aside for an operator, none lost), and that the finish time is
 // unknown; once the marketplace takes the rows again the notice leaves and
 // the countdown returns.

@@ -82,9 +82,9 @@ func closedByServer(c net.Conn, br *bufio.Reader, within time.Duration) bool {
 	return err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
 }
 
-// Issue 27: a connection that never authenticated was held for the
-// server's 120 s idle timeout. It is closed after AnonymousIdle; one that
-// sent a valid token keeps the idle timeout.
+// TestAnonymousConnectionsAreClosedSoon: a connection that never
+// authenticated is closed after AnonymousIdle, not held for the server's
+// 120 s idle timeout; one that sent a valid token keeps the idle timeout.
 func TestAnonymousConnectionsAreClosedSoon(t *testing.T) {
 	h, _ := limitedServer(t, &Server{})
 	addr, _, _ := guardedServer(t, &Server{Uploader: h.up, Auth: Auth{Secret: secret}}, ConnGuard{AnonymousIdle: 300 * time.Millisecond})
@@ -130,8 +130,8 @@ func TestAnonymousConnectionsAreClosedSoon(t *testing.T) {
 	}
 }
 
-// Issue 27: connections had no cap per client. Past MaxPerIP, a client
-// address's new connections are closed at once, logged once and counted;
+// TestConnectionsPerClientAreCapped: each client address has a cap on its
+// connections. Past MaxPerIP, a client address's new connections are closed at once, logged once and counted;
 // when one of its connections ends, the next is served.
 func TestConnectionsPerClientAreCapped(t *testing.T) {
 	h, _ := limitedServer(t, &Server{})

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// TestSameFileAfterTheStaleTimeIsA200Duplicate (issue 29, 1): the same file
+// TestSameFileAfterTheStaleTimeIsA200Duplicate: the same file
 // sent again after --stale-after is answered 200 duplicate, not 201
 // resumed, and nothing more reaches the topic.
 func TestSameFileAfterTheStaleTimeIsA200Duplicate(t *testing.T) {

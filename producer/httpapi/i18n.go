@@ -126,7 +126,7 @@ var messages = map[string][2]string{ // [ko, en]
 	"error.title":          {"잠시 후 다시 시도해 주세요", "Please try again shortly"},
 	"dur.min":              {"%d분 %d초", "%d min %d s"},
 	"dur.sec":              {"%d초", "%d s"},
-	// Issue 28 (pages): the outage, end states, the register plan, waiting, sign-in and sign-out.
+	// Pages: the outage, end states, the register plan, waiting, sign-in and sign-out.
 	"outage.title":          {"마켓플레이스가 응답하지 않습니다", "The marketplace is not answering"},
 	"outage.body":           {"상품 등록 API가 지금 응답하지 않아 등록을 잠시 멈췄습니다. 잃어버린 행은 없고 실패로 처리되는 행도 없습니다. 마켓플레이스가 다시 응답하면 행이 자동으로 이어서 등록됩니다. 이 페이지를 닫아도 됩니다.", "The marketplace's registration API is not answering, so registering is on hold. No row is lost and none is counted as failed for it; the rows continue by themselves once it answers again. You may close this page."},
 	"outage.eta":            {"마켓플레이스가 다시 응답할 때까지 완료 시각을 알 수 없습니다.", "The finish time is unknown until the marketplace answers again."},
@@ -178,7 +178,7 @@ var messages = map[string][2]string{ // [ko, en]
 	"session.ended.title": {"다시 로그인해 주세요", "Please sign in again"},
 	"session.ended.body":  {"로그아웃했거나 로그인 시간이 지나서 이 파일을 검사하거나 등록하지 않았습니다. 다시 로그인한 뒤 파일을 다시 올려 주세요.", "You signed out, or your sign-in expired, so this file was neither checked nor registered. Sign in again, then upload the file again."},
 
-	// A seller's share of the upload storage is full (issue 45, 2).
+	// A seller's share of the upload storage is full.
 	"share.title":      {"올린 파일을 더 보관할 공간이 없습니다", "Your upload storage is full"},
 	"share.body":       {"지금 보관 중인 업로드 %[1]d개(%[2]s)가 판매자별 보관 한도(%[3]s)를 다 써서 이 파일을 받을 수 없습니다. 이전 업로드가 만료되면 약 %[4]s 후에 다시 올릴 수 있습니다. 등록할 행이 없던 업로드는 일찍 만료됩니다. 더 빨리 올려야 하면 운영자에게 오래된 업로드 삭제나 한도 확대를 요청해 주세요.", "Your %[1]d uploads kept now (%[2]s) use your whole storage share (%[3]s), so this file was not taken. Older uploads expire and make room in about %[4]s; uploads with nothing to register expire sooner. To upload sooner, ask the operator to delete old uploads or raise your share."},
 	"share.body.never": {"이 파일의 결과(%[1]s)가 판매자별 보관 한도(%[2]s)보다 커서 받을 수 없습니다. 파일을 나눠 올리거나 운영자에게 한도 확대를 요청해 주세요.", "This file's results (%[1]s) are larger than your whole storage share (%[2]s), so it was not taken. Split the file, or ask the operator to raise your share."},
@@ -197,7 +197,7 @@ var messages = map[string][2]string{ // [ko, en]
 	"switch.stay":          {"%s 판매자로 계속하기", "Stay signed in as %s"},
 	"switch.yes":           {"%s 판매자로 바꾸기", "Switch to seller %s"},
 
-	// Rows registered already with other content: a group apart (issue 28, 11).
+	// Rows registered already with other content: a group apart.
 	"detail.othercontent":     {"다른 내용으로 이미 등록됨", "Already registered with different content"},
 	"detail.othercontent.why": {"이 상품들은 이미 다른 내용으로 등록되어 있어 일괄 등록으로 바꾸지 않았습니다. 파일에는 문제가 없습니다. 가격이나 재고는 판매자 센터의 상품 관리에서 바꿔 주세요.", "These products are already registered with different content, which bulk registration does not change; nothing is wrong with the file. Change their price or stock in the seller center's product management."},
 

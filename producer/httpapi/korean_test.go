@@ -13,12 +13,10 @@ import (
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
-// TestKoreanPagesSayReasonsInKorean (issue 28, 2 and 3): the check page of
-// a Korean seller says every problem, refusal and note in Korean, with the
-// facts the English has (the range, the unit hint, the other row), and
-// names columns by the seller's own headers. Before, a problem read
-// "정수가 아닙니다" (no range, no hint) and the unknown-column note and a
-// refusal stayed English.
+// TestKoreanPagesSayReasonsInKorean: the check page of a Korean seller
+// says every problem, refusal and note in Korean, with the facts the
+// English has (the range, the unit hint, the other row), not a bare
+// "정수가 아닙니다", and names columns by the seller's own headers.
 func TestKoreanPagesSayReasonsInKorean(t *testing.T) {
 	e := newSessionEnv(t)
 	c, csrf := e.signIn(t, "seller-a")
@@ -88,7 +86,7 @@ func TestKoreanPagesSayReasonsInKorean(t *testing.T) {
 	}
 }
 
-// TestRowsRegisteredWithOtherContentAreAGroupApart (issue 28, 11): the
+// TestRowsRegisteredWithOtherContentAreAGroupApart: the
 // progress page lists rows whose SKU is registered with other content
 // apart from the failed rows, with where changes are made, and the event
 // stream's JSON carries them apart too.
@@ -156,7 +154,7 @@ func TestRowsRegisteredWithOtherContentAreAGroupApart(t *testing.T) {
 	}
 }
 
-// TestTheCheckPageGroupsOtherContentApart (issue 28, 11): before
+// TestTheCheckPageGroupsOtherContentApart: before
 // registering, a row whose SKU is registered with different content is
 // listed in its own group with where changes are made, not among the
 // problems to fix.

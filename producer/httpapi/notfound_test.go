@@ -80,10 +80,11 @@ func (w *redisWork) take() ([]string, int) {
 	return cmds, n
 }
 
-// Issue 27: a 404 for another seller's existing upload took about 5× as
-// long as one for a made-up id: the upload and its rows were read before
-// its owner was compared. The owner is checked first, reading the upload's
-// fields alone: on every route that names an upload, both 404s send the
+// TestAnotherSellersUploadIsNotFoundAsCheaplyAsAMadeUpOne: a 404 for
+// another seller's existing upload costs what one for a made-up id costs,
+// so its time does not tell that the upload exists (reading the upload and
+// its rows before comparing the owner makes it about 5× as slow). The
+// owner is checked first, reading the upload's fields alone: on every route that names an upload, both 404s send the
 // same commands, neither reads the rows or the cells, and their replies
 // differ by the upload's fields only (not its 500 rows).
 func TestAnotherSellersUploadIsNotFoundAsCheaplyAsAMadeUpOne(t *testing.T) {

@@ -37,7 +37,7 @@ func TestValidRequestID(t *testing.T) {
 	}
 }
 
-// TestRequestIDsAndRouteLabels (issue 29, 6): every answer carries a request
+// TestRequestIDsAndRouteLabels: every answer carries a request
 // id (the client's when valid, else a new one) in X-Request-Id and in its
 // problem document, and every log line of the request names it, the upload
 // package's included; requests no endpoint served are counted under two

@@ -313,7 +313,7 @@ type uploadRow struct {
 	Live                                                       bool   // the upload may still change: not done, not failed to publish
 	// Failed counts the rows to fix in the file; OtherText, when not
 	// empty, the failed rows apart whose SKU is registered already with
-	// different content (nothing to fix: issue 28, item 11).
+	// different content (nothing to fix in the file).
 	OtherText string
 	// FileNameAttr is FileName for an attribute, set apart (attrIsolated).
 	FileNameAttr string

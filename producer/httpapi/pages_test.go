@@ -168,7 +168,7 @@ func TestProgressPageShowsTheMarketplace(t *testing.T) {
 		{"not answering", circuit.Status{State: circuit.Open}, circuit.SellerCalls{}, "en", []string{`data-marketplace="not_answering">`, "The marketplace is not answering", "No row is lost",
 			"The finish time is unknown until the marketplace answers again."}, []string{`data-eta="2`}},
 		{"not answering, Korean", circuit.Status{State: circuit.Open}, circuit.SellerCalls{}, "ko", []string{"마켓플레이스가 응답하지 않습니다", "잃어버린 행은 없고", "완료 시각을 알 수 없습니다"}, nil},
-		// One seller failing never opens the fleet's circuit (issue 26):
+		// One seller failing never opens the fleet's circuit:
 		// its page still says the marketplace is failing its rows, and
 		// what becomes of them (retried, then set aside, not held).
 		{"this seller's calls failing", circuit.Status{State: circuit.Closed}, circuit.SellerCalls{Failures: 6, Answered: 1, Streak: 6}, "en",

@@ -45,8 +45,8 @@ func TestParseBool(t *testing.T) {
 	}
 }
 
-// TestBooleanParametersAreStrict (issue 29, 2): ?dry_run=maybe once
-// published for real. Every boolean parameter of the API refuses what is not
+// TestBooleanParametersAreStrict: ?dry_run=maybe must not publish for
+// real. Every boolean parameter of the API refuses what is not
 // true or false with 400 bad_parameter naming it, before any slot, body or
 // publishing.
 func TestBooleanParametersAreStrict(t *testing.T) {

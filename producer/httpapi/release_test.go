@@ -41,7 +41,8 @@ func (p *stuckParser) Parse(ctx context.Context, r io.Reader) (*excel.Sheet, err
 	return nil, ctx.Err()
 }
 
-// Issue 27: every slot a handler takes comes back when its request ends.
+// TestSlotsComeBackWhenTheRequestEnds: every slot a handler takes comes
+// back when its request ends.
 // Seller A's upload, check or page check is stuck in its parse when A's
 // client goes away; with a single upload slot, seller B's upload is served
 // at once, and A's parse saw its context end.
@@ -148,8 +149,8 @@ type answered struct{ status int }
 func (a *answered) Error() string { return fmt.Sprintf("answered %d", a.status) }
 
 // manyAttributes is a valid 5-row workbook whose docProps/app.xml holds one
-// element with n distinct attributes: issue 27's file, whose parse ran on
-// after its timeout (a check of duplicate attributes that was quadratic).
+// element with n distinct attributes: a parse that checks for duplicate
+// attributes in quadratic time runs on far past its timeout on it.
 func manyAttributes(t *testing.T, n int) []byte {
 	t.Helper()
 	src := xlsx(t, "attributes", validRows(5)...)
@@ -188,9 +189,10 @@ func manyAttributes(t *testing.T, n int) []byte {
 	return out.Bytes()
 }
 
-// Issue 27: a file whose parse ran out of time gave back its HTTP slot
-// but not its parser: the parse ran on, and another seller's 5-row upload
-// was refused "waiting for a free parser". With one parser and a parse
+// TestAHostileParseDoesNotKeepTheParser: a file whose parse runs out of
+// time gives back its parser as well as its HTTP slot (a parse that ran on
+// would leave another seller's 5-row upload refused "waiting for a free
+// parser"). With one parser and a parse
 // timeout of 300 ms, A's hostile file is answered within about the timeout
 // and B's upload right after it is served. (The parser's own part, in
 // package excel, is that the parse stops or never takes that long.)

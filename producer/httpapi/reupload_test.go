@@ -13,7 +13,7 @@ import (
 	"github.com/bulkreg/bulkreg/excel"
 )
 
-// TestTheSameFileAgainShowsTheNoteAndReportsAreNamed (issue 28, 10): a
+// TestTheSameFileAgainShowsTheNoteAndReportsAreNamed: a
 // seller registers a file on the page, then the same file again. The second
 // time lands on the first upload's page with the "uploaded before" note
 // (and the API answers 200 duplicate), and the report downloads in Korean,

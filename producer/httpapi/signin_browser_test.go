@@ -22,7 +22,8 @@ func openSignInLink(t *testing.T, ctx context.Context, link string) {
 	within(t, ctx, 20*time.Second, chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS("#signin-yes")), chromedp.Click(chromedp.CSS("#signin-yes")))
 }
 
-// Issue 45 in Chromium, whose SameSite=Strict cookie the design leans on:
+// TestSwitchSellerInTheBrowser: switching sellers by a sign-in link, in
+// Chromium, whose SameSite=Strict cookie the design leans on:
 // a seller signed in as seller-a follows seller-b's link from another site
 // (the seller center, or anyone's page). The link's GET carries no session
 // (Strict), so its page offers to sign in; the button's same-origin POST

@@ -181,10 +181,10 @@ func sessionCookie(t *testing.T, c *http.Client, base string) string {
 	return ""
 }
 
-// Issue 27: a bearer token minted with a lifetime within the sign-in
-// link's limit (producer token --ttl 10m) opened an 8-hour session at
-// /signin. Only a sign-in link's token (purpose "signin") opens one, and
-// that token is not a bearer token.
+// TestOnlySignInLinksOpenSessions: only a sign-in link's token (purpose
+// "signin") opens a session at /signin, and that token is not a bearer
+// token: a bearer token minted with a lifetime within the sign-in link's
+// limit (producer token --ttl 10m) opens no 8-hour session.
 func TestOnlySignInLinksOpenSessions(t *testing.T) {
 	e := newSessionEnv(t)
 	now := time.Now()

@@ -100,10 +100,10 @@ func stalledDownload(t *testing.T, srvURL, path, tok string) (int, net.Conn) {
 	return resp.StatusCode, c
 }
 
-// Issue 27: four report downloads of one seller that were never read held
-// every report slot, and every other seller's report was answered 503 for
-// about 125 s. A seller holds at most MaxReportsPerSeller of them; the next
-// is its own 429, and another seller's report is served at once.
+// TestReportSlotsArePerSeller: a seller holds at most MaxReportsPerSeller
+// report slots, so its report downloads that are never read cannot hold
+// every slot and leave every other seller's report answered 503 for minutes;
+// its next is its own 429, and another seller's report is served at once.
 func TestReportSlotsArePerSeller(t *testing.T) {
 	h, ids, _ := slotServer(t, &Server{MaxReports: 2, MaxReportsPerSeller: 1, DownloadGrace: time.Minute})
 	tokA, tokB := token(t, "seller-a"), token(t, "seller-b")

@@ -10,7 +10,7 @@ import (
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
-// TestPausedView (issue 26, finding 6): while the consumers' circuit is held
+// TestPausedView: while the consumers' circuit is held
 // open because the API refused bulkreg itself, the seller reads that
 // registration is paused (not that the marketplace is down, not that rows
 // failed), and the page says answering again once a probe closes it.

@@ -29,7 +29,7 @@ func keysOnTopic(t *testing.T, brokers []string) (map[string]int, int) {
 	return keys, len(msgs)
 }
 
-// TestPublishedUploadStaysADuplicateAfterTheStaleTime (issue 29, 1): the
+// TestPublishedUploadStaysADuplicateAfterTheStaleTime: the
 // same file sent again after the stale time is a duplicate, not a resumed
 // upload that queues its rows again.
 func TestPublishedUploadStaysADuplicateAfterTheStaleTime(t *testing.T) {
@@ -81,7 +81,7 @@ func (d *dyingWriter) WriteMessages(ctx context.Context, msgs ...kafka.Message) 
 	return nil
 }
 
-// TestUploadKilledMidPublishResumesTheMissingRows (issue 29, 1): a producer
+// TestUploadKilledMidPublishResumesTheMissingRows: a producer
 // dies after Kafka acknowledged 2 of 5 batches of a 500-row upload. While its
 // heartbeat is fresh the same file is "in progress"; once stale, it is
 // resumed and exactly the 300 missing rows are published: every row once on

@@ -9,8 +9,8 @@ import (
 )
 
 // The refusal of a strict upload is the problem detail of POST /v1/uploads
-// ?strict=true as well as the CLI's message: it names no CLI flag (issue 29,
-// item 10: it said "with --strict" to API clients).
+// ?strict=true as well as the CLI's message: it names no CLI flag (an API
+// client has no "--strict" to pass).
 func TestStrictRefusalNamesNoFlag(t *testing.T) {
 	err := &InvalidRowsError{Problems: []excel.Problem{{Cell: "D3", Message: "price must be a whole number"}}}
 	r, ok := Refused(fmt.Errorf("%w: %w", ErrRefused, err))

@@ -21,7 +21,7 @@ func (q *statusSeq) Get(ctx context.Context, id string) (uploadstatus.Status, er
 	return f()
 }
 
-// TestWaitEndsWhenTheStatusIsLost (issue 11): `upload --wait` and `status
+// TestWaitEndsWhenTheStatusIsLost: `upload --wait` and `status
 // --wait` poll until every row is done; when Redis lost the upload's record
 // the row count is gone and that moment never comes. The wait ends at once
 // with an error saying so, instead of polling until it is killed.
