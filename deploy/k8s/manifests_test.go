@@ -151,6 +151,21 @@ func TestBrokenManifestsFail(t *testing.T) {
 		{"the Prometheus address left to the component", "overlays/production/kustomization.yaml",
 			"          name: bulkreg-consumer\n        fieldPaths:\n          - spec.triggers.[name=sendable-rows].metadata.serverAddress\n", "          name: bulkreg-elsewhere\n        fieldPaths:\n          - spec.triggers.[name=sendable-rows].metadata.serverAddress\n", "overlays/production",
 			`metadata.serverAddress "SET-BY-THE-OVERLAY" is not a Prometheus URL`},
+		{"no monitoring in production", "overlays/production/kustomization.yaml",
+			"  - ../../components/monitoring\n", "", "overlays/production",
+			"production: no PodMonitor scrapes Deployment bulkreg-consumer's port metrics"},
+		{"a PodMonitor on a port the pods do not declare", "components/monitoring/podmonitor.yaml",
+			"    - port: admin\n", "    - port: admn\n", "overlays/production",
+			`PodMonitor bulkreg/bulkreg-producer: port "admn" is not a port of Deployment bulkreg-producer's pods`},
+		{"targets without bulkreg_component", "components/monitoring/podmonitor.yaml",
+			"          targetLabel: bulkreg_component\n", "          targetLabel: component\n", "overlays/production",
+			"PodMonitor bulkreg/bulkreg-consumer: podMetricsEndpoints[0] does not copy the pods' app.kubernetes.io/component into bulkreg_component"},
+		{"pods without the component label", "base/producer.yaml",
+			"        app.kubernetes.io/name: bulkreg-producer\n        app.kubernetes.io/component: upload-service\n", "        app.kubernetes.io/name: bulkreg-producer\n", "overlays/production",
+			"Deployment bulkreg-producer's pods have no app.kubernetes.io/component label"},
+		{"misspelled field of the PodMonitor", "components/monitoring/podmonitor.yaml",
+			"      relabelings:", "      relabellings:", "overlays/production",
+			"relabellings"},
 		{"the query's namespace left to the component", "overlays/production/kustomization.yaml",
 			"      name: bulkreg-consumer\n      fieldPath: metadata.namespace\n", "      name: bulkreg-consumer\n      fieldPath: metadata.name\n", "overlays/production",
 			`does not select this namespace (bulkreg)`},
@@ -309,6 +324,7 @@ func policy(d *kubecheck.Decoded, overlay string, readers map[string][]string, u
 	errs = append(errs, disruptionBudgets(d)...)
 	errs = append(errs, topics(d, overlay)...)
 	errs = append(errs, autoscaling(d, overlay)...)
+	errs = append(errs, monitoring(d, overlay)...)
 	errs = append(errs, hardening(d, overlay)...)
 	return errs
 }
@@ -463,6 +479,109 @@ func topics(d *kubecheck.Decoded, overlay string) []error {
 		}
 	}
 	return errs
+}
+
+// componentLabel is the pod label the PodMonitors copy into
+// bulkreg_component, which deploy/alerts.yml and the dashboard select.
+const componentLabel = "app.kubernetes.io/component"
+
+// monitoring checks the PodMonitors (components/monitoring): in production
+// every bulkreg Deployment that serves metrics is scraped, each PodMonitor
+// selects pods that declare its port, and every target carries
+// bulkreg_component from the pods' app.kubernetes.io/component, without
+// which the Down alerts would page with every pod up.
+func monitoring(d *kubecheck.Decoded, overlay string) []error {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	type podMonitor struct {
+		Spec struct {
+			Selector struct {
+				MatchLabels map[string]string `json:"matchLabels"`
+			} `json:"selector"`
+			Endpoints []struct {
+				Port        string `json:"port"`
+				Relabelings []struct {
+					SourceLabels []string `json:"sourceLabels"`
+					TargetLabel  string   `json:"targetLabel"`
+					Action       string   `json:"action"`
+				} `json:"relabelings"`
+			} `json:"podMetricsEndpoints"`
+		} `json:"spec"`
+	}
+	scraped := map[string]bool{} // "Deployment/port"
+	rules := 0
+	for _, o := range d.Objects {
+		if o.Kind == "PrometheusRule" {
+			rules++
+		}
+		if o.Kind != "PodMonitor" {
+			continue
+		}
+		var pm podMonitor
+		if err := o.Unmarshal(&pm); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for i, ep := range pm.Spec.Endpoints {
+			copies := false
+			for _, r := range ep.Relabelings {
+				copies = copies || (r.Action == "" || r.Action == "replace") && r.TargetLabel == "bulkreg_component" &&
+					slices.Equal(r.SourceLabels, []string{"__meta_kubernetes_pod_label_app_kubernetes_io_component"})
+			}
+			if !copies {
+				fail("%s: podMetricsEndpoints[%d] does not copy the pods' %s into bulkreg_component, which the alerts select", o.ID(), i, componentLabel)
+			}
+			selected := 0
+			for _, dep := range d.Deployments {
+				tmpl := dep.Spec.Template
+				if dep.Namespace != o.Namespace || len(pm.Spec.Selector.MatchLabels) == 0 || !labelsMatch(pm.Spec.Selector.MatchLabels, tmpl.Labels) {
+					continue
+				}
+				selected++
+				declared := false
+				for _, c := range tmpl.Spec.Containers {
+					for _, p := range c.Ports {
+						declared = declared || p.Name == ep.Port
+					}
+				}
+				if !declared {
+					fail("%s: port %q is not a port of Deployment %s's pods", o.ID(), ep.Port, dep.Name)
+				}
+				if tmpl.Labels[componentLabel] == "" {
+					fail("%s: Deployment %s's pods have no %s label, so their targets get no bulkreg_component", o.ID(), dep.Name, componentLabel)
+				}
+				scraped[dep.Name+"/"+ep.Port] = true
+			}
+			if selected == 0 {
+				fail("%s: selects no Deployment's pods", o.ID())
+			}
+		}
+	}
+	if overlay != "production" {
+		return errs
+	}
+	for _, dep := range d.Deployments {
+		for _, c := range dep.Spec.Template.Spec.Containers {
+			for _, p := range c.Ports {
+				if (p.Name == "metrics" || p.Name == "admin") && !scraped[dep.Name+"/"+p.Name] {
+					fail("production: no PodMonitor scrapes Deployment %s's port %s (add ../../components/monitoring)", dep.Name, p.Name)
+				}
+			}
+		}
+	}
+	if rules != 1 {
+		fail("production has %d PrometheusRules, want bulkreg's alerts (components/monitoring)", rules)
+	}
+	return errs
+}
+
+func labelsMatch(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 func autoscaling(d *kubecheck.Decoded, overlay string) []error {

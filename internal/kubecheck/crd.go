@@ -14,6 +14,16 @@ import (
 //go:embed crds/keda.sh_scaledobjects.yaml
 var kedaScaledObjectCRD []byte
 
+// The Prometheus Operator's PodMonitor and PrometheusRule (v0.93.0,
+// example/prometheus-operator-crd/ of its repository), which
+// deploy/k8s/components/monitoring uses.
+var (
+	//go:embed crds/monitoring.coreos.com_podmonitors.yaml
+	podMonitorCRD []byte
+	//go:embed crds/monitoring.coreos.com_prometheusrules.yaml
+	prometheusRuleCRD []byte
+)
+
 // crdSchema is one served version of a custom resource, compiled.
 type crdSchema struct {
 	apiVersion, kind string

@@ -134,9 +134,13 @@ func newChecker() (*checker, error) {
 			return nil, err
 		}
 	}
-	crds, err := loadCRD(kedaScaledObjectCRD)
-	if err != nil {
-		return nil, err
+	var crds []crdSchema
+	for _, doc := range [][]byte{kedaScaledObjectCRD, podMonitorCRD, prometheusRuleCRD} {
+		cs, err := loadCRD(doc)
+		if err != nil {
+			return nil, err
+		}
+		crds = append(crds, cs...)
 	}
 	// EnableStrict: the decoder the API server uses for
 	// fieldValidation=Strict, kubectl's default: unknown fields, duplicate
@@ -188,7 +192,9 @@ func (c *checker) decode(d *Decoded, o Object) {
 				c.errs = append(c.errs, err)
 				return
 			}
-			c.scaledObject(d, o)
+			if o.Kind == "ScaledObject" {
+				c.scaledObject(d, o)
+			}
 			return
 		}
 	}
