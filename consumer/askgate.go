@@ -66,8 +66,8 @@ type admittee interface {
 
 // unknownRoom is the room a row reports when it leaves the gate without an
 // answer that tells it (the ask failed, or the row left without asking). An
-// admitted slot reports the places its window has left (limit − InWindow),
-// a refusal 0.
+// admitted slot reports the room the throttle said it left
+// (Reservation.Room), a refusal 0.
 const unknownRoom = -1
 
 func newAskGates() *askGates { return &askGates{m: map[string]*askGate{}, spawn: goStatement} }

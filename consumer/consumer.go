@@ -37,10 +37,10 @@ type Throttle interface {
 	// used: not when the Redis that granted it has since lost the seller's
 	// state (its epoch), so others may hold the same place in the window.
 	Check(ctx context.Context, r throttle.Reservation) (throttle.SlotCheck, error)
-	// Settle moves the slot of a call the API answered (at: on the Redis
-	// clock, never before the answer) to a margin before the answer, when
-	// later: the next window's slots are then placed a window after the
-	// API's count, however late it counted.
+	// Settle tells the throttle a counted call was answered (at: on the
+	// Redis clock, never before the answer; zero: no answer came). The
+	// logs hold the call's latest count already; an answer only moves it
+	// earlier (package throttle).
 	Settle(ctx context.Context, r throttle.Reservation, at time.Time) error
 	// Policy is the throttle's policy: the consumer's defaults derive from
 	// it (Config.WithDefaults).
@@ -102,15 +102,12 @@ type Deps struct {
 
 // Consumer registers the rows of the rows topic.
 type Consumer struct {
-	cfg  Config
-	deps Deps
-	// policy is the throttle's, read once: it does not change, and rows
-	// read it on every call.
-	policy throttle.Policy
-	log    *slog.Logger
-	m      *metrics
-	group  *group
-	lanes  *lanes
+	cfg   Config
+	deps  Deps
+	log   *slog.Logger
+	m     *metrics
+	group *group
+	lanes *lanes
 	// workers runs the rows' jobs when they start or resume, on goroutines
 	// kept between rows (internal/workers).
 	workers *workers.Pool
@@ -199,7 +196,6 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 	c.lanes = newLanes(cfg.SellerConcurrency, c.process,
 		func(d int) { c.m.waiting.Add(float64(d)) }, func(d int) { c.m.activeSellers.Add(float64(d)) })
 	c.workers = workers.New(maxIdleWorkers)
-	c.policy = deps.Throttle.Policy()
 	c.lanes.spawn, c.asks.spawn, c.now.spawn, c.claims.spawn = c.workers.Go, c.workers.Go, c.workers.Go, c.workers.Go
 	c.redis = newRedisGate(deps.PingRedis, cfg.RedisProbeInterval, log, c.m.redisDown.Inc)
 	if err := reg.Register(newBacklogCollector(c)); err != nil {

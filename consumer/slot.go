@@ -131,7 +131,7 @@ func (c *Consumer) ask(ctx context.Context, r *row, leave func(time.Time, int), 
 	case !res.Admitted:
 		leave(time.Now().Add(res.Wait), 0)
 	default:
-		leave(time.Time{}, c.policy.Limit-res.InWindow)
+		leave(time.Time{}, res.Room)
 	}
 	if err != nil || !res.Admitted || ctx.Err() != nil {
 		c.now.release(r.m.SellerID)

@@ -99,7 +99,7 @@ elseif kind == 'token-bucket' then
   -- the bucket replayed over the entries settled at their slots, as settle.lua replays it
   local tat = 0
   for _, v in ipairs(s) do tat = math.max(tat, v) + T end
-  tat = math.max(now, math.min(tat, tonumber(redis.call('GET', KEYS[4]) or '0')))
+  tat = math.max(now, math.min(tat, tonumber(string.match(redis.call('GET', KEYS[4]) or '0', '^%S+')) or 0))
   for _ = 1, n - #held do
     local at = math.max(now, blocked, math.ceil(tat - tolerance))
     tat = math.max(tat, at) + T

@@ -45,7 +45,7 @@ elseif kind == 'fixed' then
   end
   next_free = math.max(next_free, start)
 elseif kind == 'token-bucket' then
-  local tat = tonumber(redis.call('GET', KEYS[3]) or '0')
+  local tat = tonumber(string.match(redis.call('GET', KEYS[3]) or '0', '^%S+')) or 0
   next_free = math.max(next_free, math.ceil(tat - tonumber(ARGV[5])))
 else
   return redis.error_reply('peek.lua: unknown kind ' .. tostring(kind))

@@ -17,7 +17,7 @@
 -- the slots after it leave one.
 --
 -- KEYS[1]  the policy's log: bulkreg:{s:<seller>}:log (sliding), :fixed or :tb (token bucket); ZSET as in reserve*.lua
--- KEYS[2]  token bucket only: bulkreg:{s:<seller>}:tb:tat, STRING, theoretical arrival time in µs
+-- KEYS[2]  token bucket only: bulkreg:{s:<seller>}:tb:tat, STRING, "tat base" as in reserve_token_bucket.lua
 -- ARGV[1]  reservation id
 -- ARGV[2]  token bucket only: the emission interval in µs (reserve_token_bucket.lua)
 -- ARGV[3]  token bucket only: W' = window + margin, in µs (absent: tat is left as it is)
@@ -38,9 +38,12 @@ if removed == 1 and KEYS[2] and ARGV[3] then
   for i = 2, #held, 2 do
     replay = math.max(replay, tonumber(held[i])) + interval
   end
-  local tat = tonumber(redis.call('GET', KEYS[2]) or '0')
-  if replay < tat then
-    redis.call('SET', KEYS[2], string.format('%.3f', replay), 'KEEPTTL')
+  local state = redis.call('GET', KEYS[2])
+  if state then
+    local a, b = string.match(state, '^(%S+)%s*(%S*)$')
+    if replay < (tonumber(a) or 0) then
+      redis.call('SET', KEYS[2], string.format('%.3f %s', replay, b ~= '' and b or '0'), 'KEEPTTL')
+    end
   end
 end
 return removed

@@ -20,7 +20,9 @@
 -- KEYS[1]  bulkreg:{s:<seller>}:tb      ZSET, member = reservation id, score = the call's latest count in µs
 --          (Redis clock); kept for idempotency, Release, Settle and the in-window count
 -- KEYS[2]  bulkreg:{s:<seller>}:block   STRING, blocked until, µs (set by block.lua after a 429)
--- KEYS[3]  bulkreg:{s:<seller>}:tb:tat  STRING, tat in µs (fractional)
+-- KEYS[3]  bulkreg:{s:<seller>}:tb:tat  STRING, "tat base" in µs (fractional): tat, and the bucket the
+--          entries that have left the log (older than W') left behind them, folded in as they leave
+--          (settle.lua replays the log's entries from it; a value of tat alone reads as base 0)
 -- KEYS[4]  bulkreg:{<tag>}:marker       HASH, the marker of the seller's hash slot (slot_guard.lua, prepended)
 -- ARGV[1]  L, slots per window
 -- ARGV[2]  W' = window + margin, in µs
@@ -48,7 +50,12 @@ if held then
 end
 local epoch, hold_until, lost = slot_guard(KEYS[4], now, tonumber(ARGV[5]), id)
 
-local tat = tonumber(redis.call('GET', KEYS[3]) or '0')
+local tat, base = 0, 0
+local state = redis.call('GET', KEYS[3])
+if state then
+  local a, b = string.match(state, '^(%S+)%s*(%S*)$')
+  tat, base = tonumber(a) or 0, tonumber(b) or 0
+end
 if tat < now then tat = now end
 local at = math.ceil(tat - tolerance)
 if at < now then at = now end
@@ -57,13 +64,46 @@ if not_before > at then at = not_before end
 local blocked = tonumber(redis.call('GET', KEYS[2]) or '0')
 if blocked > at then at = blocked end
 if hold_until > at then at = hold_until end
+-- Entries more than an interval after now are the latest counts of calls not yet answered (a
+-- settled entry is at its answer: in the past, or within the few ms its estimate from above may
+-- run ahead of this clock). A slot they push back is up to a reach later than one booked after
+-- their answers, and nothing brings it earlier once it is booked: a slot they push back by more
+-- than an interval is not taken (asking again an interval later costs less). The answer says when
+-- to ask again: the slot the bucket would give with those calls counted at their slots (their
+-- answers cannot place it earlier), or, when that has come and they are still unanswered, an
+-- interval on.
+local open = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. us(now + T), '+inf', 'LIMIT', 0, 1)
+if #open > 0 then
+  local all = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+  local s = {}
+  for i = 2, #all, 2 do
+    local v = tonumber(all[i])
+    if v > now + T then v = v - reach end
+    s[#s + 1] = v
+  end
+  table.sort(s)
+  local replay = base
+  for _, v in ipairs(s) do replay = math.max(replay, v) + T end
+  local opt = math.max(now, not_before, blocked, hold_until, math.ceil(math.min(tat, replay) - tolerance))
+  if at - opt > T then
+    local again = opt
+    if again <= now then again = now + math.ceil(T) end
+    return {0, us(again), us(now), 0, epoch, lost, us(hold_until)}
+  end
+end
 if at - now > maxwait then
   return {0, us(at - maxwait), us(now), 0, epoch, lost, us(hold_until)}
 end
 tat = math.max(tat, at + reach) + T
--- a full bucket needs no state: the key expires when tat has passed
-redis.call('SET', KEYS[3], string.format('%.3f', tat), 'PX', math.ceil((tat - now) / 1000) + 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. us(now - win))
+-- The entries older than W' leave the log: the bucket they leave behind is folded into base, so a
+-- settle's replay of the entries still in the log starts from it (a stream of calls at the full
+-- rate keeps the bucket as drained as it was, however old the calls that drained it).
+local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. us(now - win), 'WITHSCORES')
+for i = 2, #old, 2 do base = math.max(base, tonumber(old[i])) + T end
+if #old > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. us(now - win)) end
+-- a full bucket needs no state: the key expires once the bucket is full again (tat + W' is past
+-- tat + tolerance), and base with it
+redis.call('SET', KEYS[3], string.format('%.3f %.3f', tat, base), 'PX', math.ceil((tat - now + win) / 1000) + 1000)
 redis.call('ZADD', KEYS[1], us(at + reach), id)
 local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 local ttl = math.ceil((tonumber(newest[2]) - now + win) / 1000) + 1000

@@ -112,8 +112,10 @@ func (w *world) judge(ctx context.Context, settledOK bool, waitingWhy string, se
 	}
 	registered := map[[2]string][]reg{} // (seller, sku) → its 201s
 	answers := map[string][]sandbox.Call{}
+	bySKU := map[[2]string][]sandbox.Call{} // (seller, sku) → every call for it, whatever its key
 	for _, c := range calls {
 		answers[c.Key] = append(answers[c.Key], c)
+		bySKU[[2]string{c.Seller, c.SKU}] = append(bySKU[[2]string{c.Seller, c.SKU}], c)
 		if c.Status == 201 {
 			k := [2]string{c.Seller, c.SKU}
 			registered[k] = append(registered[k], reg{c.Key, c.Handled})
@@ -193,6 +195,16 @@ func (w *world) judge(ctx context.Context, settledOK bool, waitingWhy string, se
 		said := "the API never answered its key"
 		if len(seq) > 0 {
 			said = "the API answered its key " + strings.Join(seq, ",")
+		}
+		if !content && w.sc.RefuseMarker != "" && strings.Contains(msg.Product.Name, w.sc.RefuseMarker) {
+			// A claim taken over calls with the key its first claimer
+			// called with (ledger), so a row whose product the API refuses
+			// may have its refusal answered to another row's key of its SKU.
+			for _, c := range bySKU[[2]string{msg.SellerID, sku}] {
+				if c.Status == 422 {
+					content = true
+				}
+			}
 		}
 		skuRegistered := len(registered[[2]string{msg.SellerID, sku}]) > 0
 		if row == nil {

@@ -17,12 +17,12 @@ import (
 // in any trailing Window + Policy.Margin, besides each seller's own limit. A
 // call needs a slot under both.
 //
-// The app-wide log is a sliding log with reservations like a seller's, under
-// its own hash tag {g}: bulkreg:{g}:log, :block (after an app-wide 429),
-// :waiting, :held:<seller> (the fair shares) and :given (slots a late
-// count's settle gave back, dropped from their held sets at the next
-// capping ask). On Redis Cluster it lives
-// on another node than most sellers' keys, so no one script can take both
+// The app-wide log is a sliding log of latest counts like a seller's, under
+// the same invariant (the package doc): each call's latest possible count is
+// written by its reservation, before the call is sent, and a settle only
+// moves it earlier. It lives under its own hash tag {g}: bulkreg:{g}:log,
+// :block (after an app-wide 429), :waiting and :held:<seller> (the fair
+// shares). On Redis Cluster it lives on another node than most sellers' keys, so no one script can take both
 // slots: Reserve takes the seller's slot at a, then the app-wide slot at the
 // first time ≥ a; when that is later than a by more than Tolerance it moves
 // the seller's slot to ≥ it, and so on until the two agree (a few rounds at
@@ -100,7 +100,7 @@ type GlobalSlot struct {
 	ID       string    // the slot's member in the app-wide log; Release and Check need it
 	At       time.Time // the app-wide slot (the Redis clock of the node holding the app-wide log)
 	Epoch    string    // the epoch of the app-wide log's hash slot it was granted in
-	InWindow int       // app-wide slots in the trailing W′ ending at At, this one included
+	InWindow int       // app-wide latest counts in [At − W′, At + reach], this call's included
 	Lost     bool      // this reservation found that Redis lost the app-wide log's hash slot, and started its hold
 	// Waiting is how many sellers were waiting for the app-wide limit, and
 	// Share the most app-wide slots ahead each may hold (ceil(Limit /
@@ -207,11 +207,6 @@ func newGlobalScripts(m *Markers) *globalScripts {
 
 func globalHeldKey(seller string) string { return globalKeyPrefix + "held:" + seller }
 
-// globalGivenKey holds the app-wide slots settle.lua gave back, until
-// their time, so reserve_global.lua drops them from their sellers' held
-// sets (it cannot tell whose they are).
-const globalGivenKey = globalKeyPrefix + "given"
-
 func (g *globalScripts) releaseCall(seller, id string) scriptCall {
 	return scriptCall{g.release, []string{GlobalLogKey, globalHeldKey(seller)}, []any{id}}
 }
@@ -238,9 +233,9 @@ type globalAnswer struct {
 func (t *Throttle) reserveGlobal(ctx context.Context, seller, id string, notBefore time.Time, replace string) (globalAnswer, error) {
 	g := t.p.Global
 	v, err := t.global.reserve.Run(ctx, t.rdb,
-		[]string{GlobalLogKey, globalKeyPrefix + "block", globalKeyPrefix + "waiting", globalHeldKey(seller), t.global.marker, globalGivenKey},
+		[]string{GlobalLogKey, globalKeyPrefix + "block", globalKeyPrefix + "waiting", globalHeldKey(seller), t.global.marker},
 		g.Limit, (g.Window + t.p.Margin).Microseconds(), t.p.MaxWait.Microseconds(), id, t.globalHold().Microseconds(),
-		notBefore.UnixMicro(), seller, g.Grace.Microseconds(), replace).Slice()
+		notBefore.UnixMicro(), seller, g.Grace.Microseconds(), replace, t.p.reach().Microseconds()).Slice()
 	if err != nil {
 		if ctx.Err() != nil || isTimeout(err) {
 			// The script may have run with its answer lost: give back what

@@ -42,10 +42,15 @@ func TestGlobalPolicyValidate(t *testing.T) {
 	}
 }
 
-// globalLog reads the app-wide log: member → slot.
-func globalLog(t *testing.T, rdb redis.UniversalClient) map[string]time.Time {
+// globalLog reads the app-wide log under th's policy: member → slot. It
+// holds latest counts, each a reach after its slot until it is settled.
+func globalLog(t *testing.T, th *Throttle, rdb redis.UniversalClient) map[string]time.Time {
 	t.Helper()
-	return slotsOf(t, rdb, GlobalLogKey)
+	out := slotsOf(t, rdb, GlobalLogKey)
+	for id, at := range out {
+		out[id] = at.Add(-th.p.reach())
+	}
+	return out
 }
 
 // sellerLog reads the seller's log under th's policy: member → slot. A
@@ -108,8 +113,8 @@ func TestAppWideLimitMovesTheSellerSlot(t *testing.T) {
 		}
 	}
 	span := window + p.Margin
-	if want := got[0].Global.At.Add(span + time.Microsecond); !got[3].At.Equal(want) {
-		t.Errorf("the 4th call (3 per window app-wide) at %v, want W′ + 1µs after the first: %v", got[3].At, want)
+	if want := got[0].Global.At.Add(th.p.reach() + span + time.Microsecond); !got[3].At.Equal(want) {
+		t.Errorf("the 4th call (3 per window app-wide) at %v, want W′ + 1µs after the first's latest count: %v", got[3].At, want)
 	}
 	if got[3].Wait < span-200*time.Millisecond || got[3].Global.InWindow != 3 {
 		t.Errorf("the 4th call waits %v with %d app-wide slots in its window, want about W′ and 3", got[3].Wait, got[3].Global.InWindow)
@@ -120,7 +125,7 @@ func TestAppWideLimitMovesTheSellerSlot(t *testing.T) {
 	if _, ok := logB[got[2].ID]; len(logB) != 2 || !ok || !logB[got[3].ID].Equal(got[3].At) {
 		t.Errorf("seller b's log = %v, want exactly its two slots %s and %s@%v", logB, got[2].ID, got[3].ID, got[3].At)
 	}
-	if g := globalLog(t, rdb); len(g) != 4 {
+	if g := globalLog(t, th, rdb); len(g) != 4 {
 		t.Errorf("the app-wide log holds %d slots, want 4", len(g))
 	}
 	for i, r := range got {
@@ -132,7 +137,7 @@ func TestAppWideLimitMovesTheSellerSlot(t *testing.T) {
 	if err := th.Release(ctx, got[3]); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := globalLog(t, rdb)[got[3].Global.ID]; ok {
+	if _, ok := globalLog(t, th, rdb)[got[3].Global.ID]; ok {
 		t.Errorf("the released app-wide slot is still in the app-wide log")
 	}
 	if _, ok := sellerLog(t, th, rdb, b)[got[3].ID]; ok {
@@ -159,7 +164,7 @@ func TestTheSellerLimitMovesTheAppWideSlot(t *testing.T) {
 	if want := slotsOf(t, rdb, th.keys(s).log)[first.ID].Add(p.span() + time.Microsecond); !second.At.Equal(want) || !second.Global.At.Equal(want) {
 		t.Errorf("second slot %v, app-wide %v; want both at the seller's next slot %v", second.At, second.Global.At, want)
 	}
-	if g := globalLog(t, rdb); len(g) != 2 || !g[second.Global.ID].Equal(second.At) {
+	if g := globalLog(t, th, rdb); len(g) != 2 || !g[second.Global.ID].Equal(second.At) {
 		t.Errorf("the app-wide log = %v, want the two calls' slots", g)
 	}
 }
@@ -184,7 +189,7 @@ func TestAnAppWideSlotBeyondMaxWaitHoldsNothing(t *testing.T) {
 	if n := len(sellerLog(t, th, rdb, b)); n != 0 {
 		t.Errorf("seller b's log holds %d slots after a refusal, want 0: the seller slot taken first must be given back", n)
 	}
-	if g := globalLog(t, rdb); len(g) != 1 {
+	if g := globalLog(t, th, rdb); len(g) != 1 {
 		t.Errorf("the app-wide log holds %v, want only the first call", g)
 	}
 	w, err := th.Wait(context.Background(), b)
@@ -346,7 +351,7 @@ func TestAFreePlaceNowIsNotLostToSlotsBookedAhead(t *testing.T) {
 		t.Errorf("seller c asked with no app-wide room before the booked slots and got %v, want at or after %v", rc.At, want)
 	}
 	var slots []time.Time
-	for _, at := range globalLog(t, rdb) {
+	for _, at := range globalLog(t, th, rdb) {
 		slots = append(slots, at)
 	}
 	slices.SortFunc(slots, time.Time.Compare)
@@ -366,26 +371,62 @@ func TestAFreePlaceNowIsNotLostToSlotsBookedAhead(t *testing.T) {
 	}
 }
 
-// TestSettleMovesTheAppWideSlotToo: the app-wide log is a log of slots; a
-// call answered later than a margin after its slot is settled there a margin
-// before its answer, and so is its entry in the seller's log of latest
-// counts.
-func TestSettleMovesTheAppWideSlotToo(t *testing.T) {
+// TestSettleMovesTheAppWideLatestCountEarlierOnly: the app-wide log holds
+// each call's latest count from its reservation on, as a seller's does. A
+// call answered before it moves both entries to the answer less the margin;
+// one answered within the margin of its slot moves them to the slot; a call
+// without an answer leaves them at the latest count; an answer after the
+// latest count (an API slower than the call timeout) never moves them later,
+// it blocks the app-wide log until a window after the answer.
+func TestSettleMovesTheAppWideLatestCountEarlierOnly(t *testing.T) {
+	ctx := context.Background()
 	srv := startRedis(t)
 	rdb := srv.Client()
 	p := Policy{Limit: 10, Window: time.Second, Margin: 20 * time.Millisecond, MaxWait: 5 * time.Second, Global: Global{Limit: 100, Window: time.Second},
 		CallTimeout: time.Second}
 	th := newThrottle(t, rdb, p)
+	reach := th.Policy().reach()
+	entries := func() map[string]time.Time { return slotsOf(t, rdb, GlobalLogKey) }
 	r := reserve(t, th, seller("settle-g"))
+	if got, want := entries()[r.Global.ID], r.Global.At.Add(reach); !got.Equal(want) {
+		t.Errorf("the app-wide reservation wrote %v, want its latest count, the slot + %v = %v", got, reach, want)
+	}
 	answered := r.At.Add(200 * time.Millisecond)
-	if err := th.Settle(context.Background(), r, answered); err != nil {
+	if err := th.Settle(ctx, r, answered); err != nil {
 		t.Fatal(err)
 	}
 	want := answered.Add(-p.Margin)
-	if got := globalLog(t, rdb)[r.Global.ID]; !got.Equal(want) {
-		t.Errorf("the app-wide slot is at %v after the settle, want a margin before the answer, %v", got, want)
+	if got := entries()[r.Global.ID]; !got.Equal(want) {
+		t.Errorf("the app-wide latest count is at %v after the settle, want a margin before the answer, %v", got, want)
 	}
 	if got := slotsOf(t, rdb, th.keys(r.Seller).log)[r.ID]; !got.Equal(want) {
 		t.Errorf("the seller's latest count is at %v after the settle, want the answer less the margin, %v", got, want)
+	}
+
+	quick := reserve(t, th, seller("settle-g-quick"))
+	if err := th.Settle(ctx, quick, quick.At.Add(p.Margin/2)); err != nil {
+		t.Fatal(err)
+	}
+	if got := entries()[quick.Global.ID]; !got.Equal(quick.Global.At) {
+		t.Errorf("a call answered within the margin left its app-wide entry at %v, want its slot %v", got, quick.Global.At)
+	}
+	lost := reserve(t, th, seller("settle-g-none"))
+	if err := th.Settle(ctx, lost, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := entries()[lost.Global.ID], lost.Global.At.Add(reach); !got.Equal(want) {
+		t.Errorf("a call without an answer moved its app-wide entry to %v, want it kept at its latest count %v", got, want)
+	}
+	slow := reserve(t, th, seller("settle-g-slow"))
+	late := slow.At.Add(reach + 300*time.Millisecond)
+	if err := th.Settle(ctx, slow, late); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := entries()[slow.Global.ID], slow.Global.At.Add(reach); !got.Equal(want) {
+		t.Errorf("an answer after the latest count moved the app-wide entry to %v, want it kept at %v", got, want)
+	}
+	blocked, err := rdb.Get(ctx, globalKeyPrefix+"block").Int64()
+	if want := late.Add(-p.Margin + p.Global.Window + p.Margin + time.Microsecond); err != nil || !time.UnixMicro(blocked).Equal(want) {
+		t.Errorf("the app-wide log is blocked until %v (%v), want a window after the answer, %v", time.UnixMicro(blocked), err, want)
 	}
 }

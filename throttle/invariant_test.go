@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
@@ -47,6 +51,54 @@ func TestADeadCallersLogIsAlreadySafe(t *testing.T) {
 	callNext(t, next, j, s, p.Limit)
 	wg.Wait()
 	j.registered(t, s, 2*p.Limit)
+}
+
+// TestADeadCallersAppWideLogIsAlreadySafe: the app-wide log's version of
+// TestADeadCallersLogIsAlreadySafe. A consumer takes the app-wide window's
+// three slots for three sellers (each far from its own limit) and sends the
+// calls to an API that, slowed down, counts them 1.5 s late; it dies before
+// any answer. The next owner calls at once for three other sellers, whose
+// own logs are empty: only the app-wide log can place them, and it must
+// place them a window after the dead calls' latest counts, judged by the
+// API's app-wide count. Before, the app-wide log kept the dead calls at
+// their slots and the API refused the next calls for its app-wide limit.
+func TestADeadCallersAppWideLogIsAlreadySafe(t *testing.T) {
+	p := Policy{Limit: 10, Window: 2 * time.Second, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second, CallTimeout: 2 * time.Second,
+		Global: Global{Limit: 3, Window: 2 * time.Second}}
+	rdb := startRedis(t).Client()
+	j := startJudge(t, sandbox.Options{Limit: p.Limit, Window: p.Window, GlobalLimit: p.Global.Limit, GlobalWindow: p.Global.Window,
+		Latency: 1500 * time.Millisecond})
+	dead := newThrottle(t, rdb, p)
+	var wg sync.WaitGroup
+	for i := range p.Global.Limit {
+		r := reserve(t, dead, seller(fmt.Sprintf("dead%d", i)))
+		wg.Go(func() {
+			time.Sleep(time.Until(r.At))
+			if status, _ := j.register(t, r.Seller, fmt.Sprintf("dead-%d", i)); status != http.StatusCreated {
+				t.Errorf("the dead consumer's call %d: status %d", i, status)
+			}
+			// the consumer is dead: its answer is never settled
+		})
+	}
+	testwait.For(t, 5*time.Second, "the dead consumer's calls reach the API", func() bool { return j.arrived.Load() == int64(p.Global.Limit) })
+	if err := j.sb.SetFaults(0, 0, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	next := newThrottle(t, rdb, p)
+	var others []string
+	for i := range p.Global.Limit {
+		s := seller(fmt.Sprintf("next%d", i))
+		others = append(others, s)
+		wg.Go(func() { callAt(t, next, j, reserve(t, next, s), fmt.Sprintf("next-%d", i)) })
+	}
+	wg.Wait()
+	app := j.sb.Audit().App
+	if app == nil || app.RateLimited != 0 || app.Exceeded || app.Accepted != 2*p.Global.Limit {
+		t.Errorf("the API's app-wide count: %+v; want %d accepted, no 429, never over its limit", app, 2*p.Global.Limit)
+	}
+	for _, s := range others {
+		j.registered(t, s, 1)
+	}
 }
 
 // TestALatestCountIsInTheLogBeforeTheCall: what a reservation writes is the
@@ -178,4 +230,86 @@ func TestASettleAfterTheWindowOfALostEntryIsANoOp(t *testing.T) {
 			t.Errorf("%s: the seller is blocked for a call that left the window", th.Policy().Kind)
 		}
 	}
+}
+
+// TestABatchsSettlesOfOneLogAreOneZADD: the settles of a seller's calls
+// written in one batch (scriptbatch joins their steps) move every latest
+// count earlier with one ZADD, and still block the log for a call whose
+// entry the log no longer holds.
+func TestABatchsSettlesOfOneLogAreOneZADD(t *testing.T) {
+	ctx := context.Background()
+	rdb := startRedis(t).Client()
+	p := Policy{Limit: 5, Window: 2 * time.Second, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second, CallTimeout: 2 * time.Second}
+	th := newThrottle(t, rdb, p)
+	s := seller("joined")
+	var rs []Reservation
+	for range 4 {
+		rs = append(rs, reserve(t, th, s))
+	}
+	var steps []scriptbatch.Step
+	for i, r := range rs[:3] {
+		st, ok := th.SettleStep(r, r.At.Add(time.Duration(200*(i+1))*time.Millisecond))
+		if !ok || st.Joins == 0 {
+			t.Fatalf("SettleStep of a sliding log = %+v, %v; want a step that joins", st, ok)
+		}
+		steps = append(steps, st)
+	}
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := scriptbatch.New().Run(ctx, rdb, steps...); err != nil {
+		t.Fatal(err)
+	}
+	if n := commandCalls(t, rdb, "zadd"); n != 1 {
+		t.Errorf("the batch's three settles ran %d ZADDs, want 1", n)
+	}
+	log := slotsOf(t, rdb, th.keys(s).log)
+	for i, r := range rs[:3] {
+		if want := r.At.Add(time.Duration(200*(i+1))*time.Millisecond - p.Margin); !log[r.ID].Equal(want) {
+			t.Errorf("call %d's entry is at %v, want its answer less the margin, %v", i, log[r.ID], want)
+		}
+	}
+	if want := rs[3].At.Add(th.Policy().reach()); !log[rs[3].ID].Equal(want) {
+		t.Errorf("the unsettled call's entry is at %v, want its latest count %v", log[rs[3].ID], want)
+	}
+
+	// One of the batch's entries lost: the others move, the log is blocked
+	// a window after the lost one's answer.
+	lost := reserve(t, th, seller("joined-lost"))
+	kept := reserve(t, th, lost.Seller)
+	if err := rdb.ZRem(ctx, th.keys(lost.Seller).log, lost.ID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	a, b := lost.At.Add(300*time.Millisecond), kept.At.Add(300*time.Millisecond)
+	sa, _ := th.SettleStep(lost, a)
+	sb, _ := th.SettleStep(kept, b)
+	if err := scriptbatch.New().Run(ctx, rdb, sa, sb); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := slotsOf(t, rdb, th.keys(kept.Seller).log)[kept.ID], b.Add(-p.Margin); !got.Equal(want) {
+		t.Errorf("the kept entry is at %v, want %v", got, want)
+	}
+	blocked, err := rdb.Get(ctx, th.keys(lost.Seller).block).Int64()
+	if want := a.Add(p.Window + time.Microsecond); err != nil || !time.UnixMicro(blocked).Equal(want) {
+		t.Errorf("the log is blocked until %v (%v), want a window after the lost call's answer, %v", time.UnixMicro(blocked), err, want)
+	}
+}
+
+// commandCalls is how often Redis ran cmd since the last CONFIG RESETSTAT.
+func commandCalls(t *testing.T, rdb *redis.Client, cmd string) int {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls="); ok {
+			n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	return 0
 }

@@ -108,14 +108,23 @@ func callNext(t *testing.T, th *Throttle, j *judge, seller string, n int) {
 	wg.Wait()
 }
 
-// callAt makes the row's call as a consumer does: it asks the throttle to
-// confirm the slot shortly before it (taking a new one when the slot is no
-// longer good), waits for it, calls unless it is later than half the margin
-// after it (then it gives the slot back and takes a new one: the throttle's
-// margin covers no more), and settles the slot at the answer.
+// callAt makes the row's call as a consumer does: a reservation not admitted
+// asks again when it says (Wait); it asks the throttle to confirm the slot
+// shortly before it (taking a new one when the slot is no longer good),
+// waits for it, calls unless it is later than half the margin after it (then
+// it gives the slot back and takes a new one: the throttle's margin covers
+// no more), and settles the slot at the answer.
 func callAt(t *testing.T, th *Throttle, j *judge, r Reservation, key string) {
 	t.Helper()
 	ctx := context.Background()
+	if !r.Admitted {
+		time.Sleep(r.Wait)
+		var err error
+		if r, err = th.Wait(ctx, r.Seller); err != nil {
+			t.Error(err)
+			return
+		}
+	}
 	for {
 		time.Sleep(time.Until(r.At.Add(-30 * time.Millisecond)))
 		c, err := th.Check(ctx, r)

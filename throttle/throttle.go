@@ -57,18 +57,33 @@
 // a call without an answer needs no settle, its latest count is in the log
 // already; the next window of a seller waits for nothing but the log.
 //
-// The other policies say the same sentence their way. Fixed: the call
-// occupies every aligned window between its send and its latest count, so
-// the reservation takes a place for it in each of them, and only where
-// each holds fewer than Limit; its settle gives back the places after the
-// window holding the answer. TokenBucket: tat covers each call's latest
-// count, which its log holds; its settle moves the entry to the answer and
-// tat down to the bucket replayed over the entries (each at or after its
-// call's count, so the replay never frees a token the API's bucket spent).
+// The other policies say the same sentence their way.
 //
-// The app-wide log (Global) still holds slots: a call counted later than
-// the margin after its slot is moved there by its settle, which gives back
-// the booked slots it then overfills, unless their calls may have begun.
+//   - Fixed (lua/reserve_fixed.lua): the API may count the call in any
+//     aligned window from its slot's to its latest count's, so the
+//     reservation takes a place for it in each of them before it is sent,
+//     and a call gets a slot only where each of those windows holds fewer
+//     than Limit places; a settle gives back the places in the windows after
+//     the answer's, never one before it.
+//   - TokenBucket (lua/reserve_token_bucket.lua): the log holds each call's
+//     latest count, written by the reservation, and tat covers it (the
+//     bucket replayed with the call counted there); a call gets a slot only
+//     where that bucket has a token; a settle moves the entry to the answer
+//     and tat down to the bucket replayed over the entries, each at or
+//     after its call's count, from the bucket the entries that left the log
+//     left behind (kept with tat), so the replay never frees a token the
+//     API's bucket spent. A slot booked behind a call not yet answered goes after
+//     that call's latest count, up to a reach later than after its answer,
+//     and no settle brings it earlier: a slot such calls push back by more
+//     than an interval is not taken, and the reservation says to ask again
+//     when their answers may have come.
+//
+// The app-wide log (Global) is a sliding log of latest counts too, with its
+// own limit and window: the reservation writes the call's latest count
+// (lua/reserve_global.lua), a settle moves it only earlier, and the proof
+// above holds for it word for word. The call is sent at the later of its
+// two slots and by SendBy, counted from the earlier, so each log's entry is
+// a latest count for it.
 //
 // The sliding log is the only policy exact against an API that refuses the
 // (L+1)-th call inside any trailing window, and it keeps the two other ways
@@ -91,11 +106,12 @@
 // received it) or that another redis-server process wrote (a restart from
 // disk, a failover: either may miss the last writes) means the state may be
 // incomplete: the script starts a new epoch and holds every seller of that
-// hash slot for Policy.LossHold plus Policy.CallTimeout (or the lateness
-// this process lately saw, when longer) from that moment, so every call made before the loss is more than a
-// window before any slot granted after it, whether or not the consumer that
-// made it still runs; a call counted later than that holds its seller
-// longer when it is settled. A new Redis looks lost too:
+// hash slot for Policy.LossHold plus the reach beyond the margin from that
+// moment (the latest counts the loss took), so every call made before the
+// loss is more than a window before any slot granted after it, whether or
+// not the consumer that made it still runs; a call answered later than
+// that (an API slower than CallTimeout) holds its seller longer when it is
+// settled. A new Redis looks lost too:
 // Initialize it once. Every admitted Reservation carries its epoch, and
 // Check, shortly before the call, tells whether that epoch is still current
 // and the slot still in the log.
@@ -111,7 +127,6 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -170,12 +185,10 @@ type Policy struct {
 	// MaxLateness before it (consumer.Config), so the hold must be W′ + 2 ×
 	// MaxLateness or more; with MaxLateness at its default (Margin / 2) the
 	// default is exactly that. It covers calls the API counts within Margin
-	// of their slots: a Throttle asks for CallTimeout longer (or as much
-	// longer as it lately saw the API count calls late, when more), and a
-	// call made before the loss and answered after it holds its seller
-	// until a window after its answer by itself (Settle). LossHold − Window − Margin is also how far
-	// ahead of now Settle leaves the slots it would take back: a consumer
-	// confirms a slot at most that long before calling.
+	// of their slots: a Throttle asks for the reach beyond the margin
+	// longer (the latest counts the loss took), and a call made before the
+	// loss and answered after it holds its seller until a window after its
+	// answer by itself (Settle).
 	LossHold time.Duration
 	// CallTimeout is how long after it is sent a call may still be counted
 	// by the API: twice the registry client's timeout (a call is abandoned
@@ -183,8 +196,8 @@ type Policy struct {
 	// call when it gets to handle it; consumer.Config.ThrottlePolicy sets
 	// this field so). A sliding log holds each call's latest count, its slot
 	// + SendWithin + this (see the package doc). The hold after a loss is
-	// LossHold plus this (or plus the lateness this process lately saw, when
-	// longer), so a call in flight at the loss is out of the window before
+	// LossHold plus this (and SendWithin beyond the margin), so a call in
+	// flight at the loss is out of the window before
 	// the first slot after it, even when the process that made it died
 	// before its answer and the one that finds the loss never heard of it.
 	// 0: calls are counted as soon as they are sent.
@@ -307,8 +320,14 @@ type Reservation struct {
 	// !Admitted. With an app-wide limit it counts from the earlier of the
 	// two slots (At − Spread).
 	SendBy   time.Time
-	InWindow int    // the window the slot was placed in: a sliding log's latest counts in [At − W′, At + reach], this call's included (0 when !Admitted)
-	ID       string // the slot's member in the log; Release and Check need it ("" when !Admitted)
+	InWindow int // the window the slot was placed in: a sliding log's latest counts in [At − W′, At + reach], this call's included (0 when !Admitted)
+	// Room is how many more of the seller's rows may ask now and be
+	// admitted near this slot: the places its window has left under a
+	// sliding log or a fixed window; none under a token bucket, whose next
+	// slot waits for this call's answer or its latest count (0 when
+	// !Admitted).
+	Room int
+	ID   string // the slot's member in the log; Release and Check need it ("" when !Admitted)
 	// Epoch is the epoch of the seller's hash slot the slot was granted in;
 	// Check tells whether it is still current. "" when !Admitted.
 	Epoch string
@@ -357,7 +376,6 @@ type Throttle struct {
 	peek    *redis.Script
 	check   *redis.Script
 	global  *globalScripts // nil without an app-wide limit
-	late    lateness       // how late this process has seen the API count calls, for the loss hold
 	// checks shares one check script among the slots of a seller that are
 	// checked at once (Check).
 	checks *groupcommit.Group[string, checkItem, SlotCheck]
@@ -428,9 +446,11 @@ func New(rdb redis.UniversalClient, p Policy) (*Throttle, error) {
 		peek:    redis.NewScript(lua.Script("peek.lua")),
 		check:   redis.NewScript(lua.Script("check.lua")),
 	}
-	th.late.period = p.LossHold
 	th.kargs = p.kindArgs()
-	th.settleTail = append([]any{p.span().Microseconds(), p.Limit, (p.LossHold - p.span()).Microseconds(), string(p.kind())}, th.kargs...)
+	th.settleTail = []any{p.span().Microseconds(), string(p.kind())}
+	if p.Kind != Sliding {
+		th.settleTail = append(th.settleTail, th.kargs...)
+	}
 	th.checks = groupcommit.New(maxCheckBatch, th.writeChecks)
 	th.reserves = groupcommit.New(maxReserveBatch, th.writeReserves)
 	if p.Global.On() {
@@ -468,6 +488,9 @@ func (t *Throttle) Reserve(ctx context.Context, seller string) (Reservation, err
 	r, err := t.reserve1(ctx, seller)
 	if r.Admitted {
 		r.SendBy = r.At.Add(t.p.SendWithin - r.Spread)
+		if t.p.Kind != TokenBucket {
+			r.Room = max(0, t.p.Limit-r.InWindow)
+		}
 	}
 	return r, err
 }
@@ -663,40 +686,29 @@ func (t *Throttle) Release(ctx context.Context, r Reservation) error {
 // somewhere between its send and its answer, so by answer at the latest. A
 // zero answer says the call got no answer (a timeout, a connection broken
 // after the request went out, the call cancelled): it may be counted up to
-// its latest count, the slot + SendWithin + CallTimeout.
+// its latest count, the slot + SendWithin + CallTimeout, which the logs hold
+// already, so there is nothing to settle.
 //
-// In the seller's sliding log the call's latest count moves to answer −
-// Margin (never before the slot) when that is earlier, and never later (the
-// package doc's invariant): the next window's slots are then placed a
-// Window after the answer instead of W′ after the latest count the
-// reservation assumed. A settle that never comes (its
-// consumer died, paused, or lost Redis) leaves the log as safe as it was.
-// An entry the log no longer holds (lost with Redis's data), or an answer
-// after the latest count (an API slower than CallTimeout: outside what the
-// log assumes), blocks the log until answer + Window (lua/settle.lua: its entry's place + W′).
+// In the seller's sliding log and in the app-wide log the call's latest
+// count moves to answer − Margin (never before the slot) when that is
+// earlier, and never later (the package doc's invariant): the next window's
+// slots are then placed a Window after the answer instead of W′ after the
+// latest count the reservation assumed. A settle that never comes (its
+// consumer died, paused, or lost Redis) leaves the logs as safe as they
+// were. An entry a log no longer holds (lost with Redis's data), or an
+// answer after the latest count (an API slower than CallTimeout: outside
+// what the log assumes), blocks that log until answer + Window
+// (lua/settle.lua: its entry's place + W′).
 //
-// The app-wide log and the Fixed and TokenBucket logs hold slots, not
-// latest counts: their slot moves to answer − Margin when that is later. A
-// slot booked after such a settle is at least W′ after it, so at least a
-// Window after the answer. A fixed window's slot is not moved (that would
-// free a place in the window the API may have counted it in): each later
-// window the call may have been counted in, up to the answer's, takes a
-// place for it instead. A token bucket's slot moves, and tat stays at least
-// an interval after it. Every hold then counts from the settled place: the
-// log's key lives until it has left the window, and slots booked on the
-// assumption that the call was counted at its slot are given back when they
-// now overfill a window and no call has begun on them. A call answered
-// within Margin of its slot moves none of these, and costs no command.
-// Needs Redis 6.2 (ZADD GT and LT).
+// A fixed window gives back the places it took for the call in the windows
+// after the answer's; a token bucket's entry moves to the answer and tat
+// down to the bucket replayed over the entries (lua/settle.lua). Needs
+// Redis 6.2 (ZADD LT).
 func (t *Throttle) Settle(ctx context.Context, r Reservation, answer time.Time) error {
 	given := answer
 	answer = t.answered(r, answer)
-	at, late := t.settleAt(r, answer)
-	if late && (r.ID != "" || r.Global.ID != "") {
-		t.noteLate(r, at)
-	}
 	seller := r.ID != "" && t.sellerMoves(r, given)
-	global := r.Global.ID != "" && t.global != nil && late
+	global := r.Global.ID != "" && t.global != nil && !given.IsZero()
 	if !seller && !global {
 		return nil
 	}
@@ -718,8 +730,9 @@ func (t *Throttle) Settle(ctx context.Context, r Reservation, answer time.Time) 
 		}
 	}
 	if global {
-		return settle([]string{GlobalLogKey, globalKeyPrefix + "block", globalGivenKey},
-			t.settleArgs(at, r.Global.ID, t.p.Global.Limit, t.p.Global.Window+t.p.Margin))
+		at := settledAt(answer.Add(-t.p.Margin), r.Global.At)
+		return settle([]string{GlobalLogKey, globalKeyPrefix + "block"},
+			[]any{at.UnixMicro(), r.Global.ID, (t.p.Global.Window + t.p.Margin).Microseconds(), string(Sliding)})
 	}
 	return nil
 }
@@ -783,30 +796,16 @@ func (t *Throttle) settledCount(r Reservation, answer time.Time) time.Time {
 	if t.p.Kind != Sliding {
 		return answer
 	}
-	at := answer.Add(-t.p.Margin)
-	if slot := r.At.Add(-r.Spread); at.Before(slot) {
+	return settledAt(answer.Add(-t.p.Margin), r.At.Add(-r.Spread))
+}
+
+// settledAt is a sliding log's settled place: the answer less the margin,
+// never before the slot.
+func settledAt(at, slot time.Time) time.Time {
+	if at.Before(slot) {
 		return slot
 	}
 	return at
-}
-
-// settleArgs are settle.lua's arguments for the entry id moved to at, in a
-// log of limit entries per span. The lead, the slots near now that settle.lua
-// never gives back because their calls may be under way (the logs of slots
-// only), is how far the loss hold reaches beyond W′: a consumer confirms a
-// slot at most that long before calling.
-func (t *Throttle) settleArgs(at time.Time, id string, limit int, span time.Duration) []any {
-	return []any{at.UnixMicro(), id, span.Microseconds(), limit, (t.p.LossHold - t.p.span()).Microseconds()}
-}
-
-// settleAt is where a log of slots (the app-wide log, Fixed, TokenBucket)
-// moves r's slot for a call answered at answer, and whether that moves it:
-// each slot is at At − Spread or later, and such a settle never moves a
-// slot earlier. Also how late beyond the margin the API may have counted
-// the call (noteLate).
-func (t *Throttle) settleAt(r Reservation, answer time.Time) (at time.Time, move bool) {
-	at = answer.Add(-t.p.Margin)
-	return at, at.After(r.At.Add(-r.Spread))
 }
 
 // AppWide is r without its seller's slot: what Settle and Release have left
@@ -827,11 +826,13 @@ func (t *Throttle) SettleStep(r Reservation, answer time.Time) (s scriptbatch.St
 		return s, false
 	}
 	answer = t.answered(r, answer)
-	if at, late := t.settleAt(r, answer); late {
-		t.noteLate(r, at)
-	}
 	ks, args := t.sellerSettle(r, answer)
-	return scriptbatch.Step{Script: "settle.lua", Keys: ks, Args: args}, true
+	st := scriptbatch.Step{Script: "settle.lua", Keys: ks, Args: args}
+	if t.p.Kind == Sliding {
+		// A batch's settles of one sliding log run as one step, one ZADD.
+		st.Joins = 1
+	}
+	return st, true
 }
 
 // ReleaseStep is Release's part in the seller's own log as a step (see
@@ -856,60 +857,15 @@ func (t *Throttle) releaseCall(seller, id string) scriptCall {
 	return scriptCall{t.release, ks, args}
 }
 
-// lateness remembers the most a call settled by this process was counted
-// after its slot beyond the margin, over the last one to two periods. It is
-// the process's own memory, so it outlives a loss of Redis's data: calls in
-// flight when Redis lost its data may be counted as late as the last ones
-// were, and the hold after the loss (Policy.LossHold) is lengthened by it.
-type lateness struct {
-	mu        sync.Mutex
-	period    time.Duration
-	start     time.Time // the current period's
-	cur, prev time.Duration
-}
-
-func (l *lateness) note(d time.Duration, now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.roll(now)
-	l.cur = max(l.cur, d)
-}
-
-func (l *lateness) max(now time.Time) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.roll(now)
-	return max(l.cur, l.prev)
-}
-
-func (l *lateness) roll(now time.Time) {
-	switch since := now.Sub(l.start); {
-	case since < l.period:
-	case since < 2*l.period:
-		l.start, l.prev, l.cur = l.start.Add(l.period), l.cur, 0
-	default:
-		l.start, l.prev, l.cur = now, 0, 0
-	}
-}
-
-// noteLate remembers how late beyond the margin the API counted r's call,
-// settled at at (its answer less the margin).
-func (t *Throttle) noteLate(r Reservation, at time.Time) {
-	t.late.note(at.Sub(r.At.Add(-r.Spread)), time.Now())
-}
-
 // lossHold is the hold after a loss of Redis's data this process asks for:
 // Policy.LossHold, which covers calls sent within the margin of their
 // slots and counted there, and as much longer as a call in flight at the
 // loss may still be counted: sent up to SendWithin after its slot and
 // counted up to CallTimeout after its send (Policy.reach, less the margin
-// the hold already has), or the lateness this process lately saw, when
-// longer (a consumer with a longer timeout than this one's). The two bound
-// the same lateness, so they do not add. Neither needs the process that
-// made the call to live: a late call that is answered after the loss holds
-// its seller longer still, by itself (Settle).
+// the hold already has): the latest counts the loss took. It needs no
+// process that made such a call to live.
 func (t *Throttle) lossHold() time.Duration {
-	return t.p.LossHold + max(t.p.CallTimeout+max(0, t.p.SendWithin-t.p.Margin), t.late.max(time.Now()))
+	return t.p.LossHold + t.p.CallTimeout + max(0, t.p.SendWithin-t.p.Margin)
 }
 
 // SlotCheck is the throttle's answer about a slot it granted.

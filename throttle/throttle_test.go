@@ -117,7 +117,7 @@ func startCluster(t testing.TB) *testredis.Cluster {
 // seller is a fresh seller id, so tests sharing a server never share a log.
 func seller(prefix string) string { return prefix + "-" + rand.Text()[:8] }
 
-func reserve(t *testing.T, th *Throttle, s string) Reservation {
+func reserve(t testing.TB, th *Throttle, s string) Reservation {
 	t.Helper()
 	r, err := th.Reserve(context.Background(), s)
 	if err != nil {
@@ -190,8 +190,8 @@ func TestReserveFillsTheWindowThenReservesAhead(t *testing.T) {
 		}
 	}
 	for i, r := range got[:limit] {
-		if r.Wait > 100*time.Millisecond || r.InWindow != i+1 {
-			t.Errorf("reservation %d: wait %s, in window %d; want no wait and %d in window", i, r.Wait, r.InWindow, i+1)
+		if r.Wait > 100*time.Millisecond || r.InWindow != i+1 || r.Room != limit-i-1 {
+			t.Errorf("reservation %d: wait %s, in window %d, room %d; want no wait, %d in window and room for %d", i, r.Wait, r.InWindow, r.Room, i+1, limit-i-1)
 		}
 	}
 	// The (L+1)-th slot is W′ + 1µs after the first call's latest count (its

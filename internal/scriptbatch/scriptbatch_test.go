@@ -24,18 +24,18 @@ func TestStepsRunInOrderOnTheirOwnKeysAndArgs(t *testing.T) {
 	var replies []any
 	keep := func(v any) error { replies = append(replies, v); return nil }
 	steps := []Step{
-		{Script: "settle.lua", Keys: []string{log}, Args: []any{150, "slot-1"}, Reply: keep},
+		{Script: "settle.lua", Keys: []string{log, "bulkreg:{s:a}:block"}, Args: []any{50, "slot-1", 1000, "sliding"}, Reply: keep},
 		{Script: "release.lua", Keys: []string{log}, Args: []any{"slot-2"}, Reply: keep},
 		{Script: "release.lua", Keys: []string{log}, Args: []any{"slot-2"}, Reply: keep},
 		{Script: "release.lua", Keys: []string{tb, "bulkreg:{s:a}:tb:tat"}, Args: []any{"slot-3", "1000"}, Reply: keep},
 		{Script: "compliance_record.lua", Keys: []string{calls}, Args: []any{1_700_000_000_000_000, "201|registered|k|1", int64(1) << 50}, Reply: keep},
-		{Script: "settle.lua", Keys: []string{log}, Args: []any{120, "slot-1"}, Reply: keep}, // GT: earlier, no change
+		{Script: "settle.lua", Keys: []string{log, "bulkreg:{s:a}:block"}, Args: []any{80, "slot-1", 1000, "sliding"}, Reply: keep}, // LT: later, no change
 	}
 	r := New()
 	if err := r.Run(ctx, rdb, steps...); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"0", "1", "0", "1", "[1700000000000000 1]", "0"}
+	want := []string{"[0]", "1", "0", "1", "[1700000000000000 1]", "[0]"}
 	if len(replies) != len(want) {
 		t.Fatalf("%d replies, want %d: %v", len(replies), len(want), replies)
 	}
@@ -44,8 +44,8 @@ func TestStepsRunInOrderOnTheirOwnKeysAndArgs(t *testing.T) {
 			t.Errorf("step %d (%s): reply %s, want %s", i+1, steps[i].Script, got, w)
 		}
 	}
-	if got := rdb.ZRangeWithScores(ctx, log, 0, -1).Val(); len(got) != 1 || got[0].Member != "slot-1" || got[0].Score != 150 {
-		t.Errorf("log after the batch: %v, want slot-1 at 150 only", got)
+	if got := rdb.ZRangeWithScores(ctx, log, 0, -1).Val(); len(got) != 1 || got[0].Member != "slot-1" || got[0].Score != 50 {
+		t.Errorf("log after the batch: %v, want slot-1 at 50 only", got)
 	}
 	if n := rdb.ZCard(ctx, tb).Val(); n != 0 {
 		t.Errorf("token bucket log holds %d, want 0", n)
@@ -120,13 +120,13 @@ func TestClusterOneTagPerBatch(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.StartCluster(t, 3).Client()
 	for _, tag := range []string{"a", "b"} {
-		if err := rdb.ZAdd(ctx, "bulkreg:{s:"+tag+"}:log", redis.Z{Score: 1, Member: "m"}).Err(); err != nil {
+		if err := rdb.ZAdd(ctx, "bulkreg:{s:"+tag+"}:log", redis.Z{Score: 10, Member: "m"}).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	r := New()
 	if err := r.Run(ctx, rdb,
-		Step{Script: "settle.lua", Keys: []string{"bulkreg:{s:a}:log"}, Args: []any{5, "m"}},
+		Step{Script: "settle.lua", Keys: []string{"bulkreg:{s:a}:log", "bulkreg:{s:a}:block"}, Args: []any{5, "m", 1000, "sliding"}},
 		Step{Script: "compliance_record.lua", Keys: []string{"bulkreg:{s:a}:calls"}, Args: []any{0, "c", 1_000_000}},
 	); err != nil {
 		t.Fatalf("one tag: %v", err)
