@@ -83,7 +83,14 @@ func (m *memThrottle) Reserve(ctx context.Context, seller string) (throttle.Rese
 	s = append(s, at)
 	slices.SortFunc(s, func(a, b time.Time) int { return a.Compare(b) })
 	m.slots[seller] = s
-	return throttle.Reservation{Seller: seller, Admitted: true, At: at, Wait: at.Sub(now), ID: strconv.FormatInt(at.UnixNano(), 10), Epoch: "1"}, nil
+	in := 0 // the slots in the window ending at this one, as the throttle counts them
+	for _, t := range s {
+		if !t.After(at) && at.Sub(t) < m.window {
+			in++
+		}
+	}
+	// Room is the window's places left, as the throttle reports them.
+	return throttle.Reservation{Seller: seller, Admitted: true, At: at, Wait: at.Sub(now), ID: strconv.FormatInt(at.UnixNano(), 10), Epoch: "1", InWindow: in, Room: max(0, m.limit-in)}, nil
 }
 
 func (m *memThrottle) Policy() throttle.Policy {
