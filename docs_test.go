@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/bulkreg/bulkreg/internal/cli/clitest"
 )
 
 // Docs and comments say what holds and why; how it came to hold (which
@@ -252,18 +254,8 @@ func TestDocLinksResolve(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := map[string]bool{}
-		inCode := false
-		for _, line := range strings.Split(string(raw), "\n") {
-			if strings.HasPrefix(line, "```") {
-				inCode = !inCode
-			}
-			if h, ok := strings.CutPrefix(line, "#"); ok && !inCode {
-				a[headingSlug(strings.TrimLeft(h, "#"))] = true
-			}
-		}
-		anchors[path] = a
-		return a
+		anchors[path] = clitest.Anchors(string(raw))
+		return anchors[path]
 	}
 	n := 0
 	for _, f := range files {
@@ -297,19 +289,4 @@ func TestDocLinksResolve(t *testing.T) {
 	if n < 30 {
 		t.Errorf("found %d relative links; the pattern is broken", n)
 	}
-}
-
-// headingSlug is the anchor GitHub gives a heading: lower case, spaces to
-// hyphens, punctuation other than hyphens and underscores dropped.
-func headingSlug(h string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(strings.TrimSpace(h)) {
-		switch {
-		case r == ' ':
-			b.WriteByte('-')
-		case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127 && !strings.ContainsRune("’‘“”…–—", r):
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }

@@ -3,11 +3,12 @@ package deploy
 import (
 	"os"
 	"os/exec"
-	"regexp"
 	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/bulkreg/bulkreg/internal/cli/clitest"
 )
 
 // TestPrometheusConfigAsShipped runs `promtool check config
@@ -53,10 +54,7 @@ func TestEveryAlertHasARunbook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	anchors := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^#{2,4} (.+)$`).FindAllStringSubmatch(string(page), -1) {
-		anchors[githubSlug(m[1])] = true
-	}
+	anchors := clitest.Anchors(string(page))
 	n := 0
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
@@ -78,19 +76,4 @@ func TestEveryAlertHasARunbook(t *testing.T) {
 	if n < 11 {
 		t.Errorf("%d alerts read from alerts.yml, want at least 11", n)
 	}
-}
-
-// githubSlug is the anchor GitHub gives a heading: lower case, spaces to
-// hyphens, punctuation other than hyphens and underscores dropped.
-func githubSlug(h string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(strings.TrimSpace(h)) {
-		switch {
-		case r == ' ':
-			b.WriteByte('-')
-		case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }
