@@ -219,10 +219,11 @@ func (c Config) WithDefaults(p throttle.Policy) Config {
 
 // ThrottlePolicy is the throttle policy for limit calls per window with
 // margin that a consumer with these settings needs:
-//   - MaxWait is the session timeout: slots a crashed consumer reserved are
-//     never used but stay in the log, and reserving at most a session timeout
-//     ahead keeps them from delaying the partition's next owner by more than
-//     one window;
+//   - MaxWait is the session timeout: slots a crashed consumer reserved
+//     stay in the log at their latest counts (it may have made those calls),
+//     and reserving at most a session timeout ahead keeps them from delaying
+//     the partition's next owner by more than the session timeout, the
+//     reach (SendWithin + CallTimeout) and one window (W′) after the crash;
 //   - LossHold covers the calls whose slots were confirmed just before Redis
 //     lost its data: W′ + 2 × MaxLateness, at least the throttle's default;
 //   - SendWithin is MaxLateness: a call starts no later than that after

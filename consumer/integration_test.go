@@ -462,7 +462,7 @@ func (s *stack) resumedWithin(sellers []string, want map[string]int, from time.T
 		gap := times[i].Sub(from)
 		slowest = max(slowest, gap)
 		if gap > bound {
-			s.t.Errorf("seller %s: work resumed %v after the crash, want ≤ %v (session timeout + one window)", seller, gap, bound)
+			s.t.Errorf("seller %s: work resumed %v after the crash, want ≤ %v (the dead calls' hold, deadCallsHold)", seller, gap, bound)
 		} else {
 			s.t.Logf("seller %s resumed %v after the crash", seller, gap)
 		}
@@ -504,11 +504,24 @@ func TestCrashOneConsumer(t *testing.T) {
 		s.checkCompliant(seller, want[seller])
 	}
 	// The killed process's sellers wait for the session timeout, then for the
-	// slots it reserved and never used (at most one window ahead).
-	// With a seller on every partition and each of the three members owning
-	// two, the killed process's sellers are among those checked.
-	bound := 2*time.Second + s.window + s.margin + 500*time.Millisecond
+	// calls it reserved and never made: deadCallsHold. With a seller on every
+	// partition and each of the three members owning two, the killed
+	// process's sellers are among those checked.
+	bound := s.deadCallsHold() + time.Second
 	t.Logf("slowest resumption %v, bound %v", s.resumedWithin(sellers, want, killed, bound), bound)
+}
+
+// deadCallsHold is how long after a consumer process dies its sellers may
+// wait for their next slot, with startProcess's settings: its reservations
+// are at most Policy.MaxWait (the session timeout) ahead, each holds the
+// seller's log at its latest possible count, the slot + SendWithin +
+// CallTimeout (the throttle's invariant: the dead process may have sent the
+// call and the API may count it that late), and the next slot is a window
+// plus the margin after those. The rebalance (the session timeout) runs
+// meanwhile.
+func (s *stack) deadCallsHold() time.Duration {
+	p := Config{SessionTimeout: 2 * time.Second, CallTimeout: 2 * time.Second}.ThrottlePolicy(s.limit, s.window, s.margin)
+	return p.MaxWait + p.SendWithin + p.CallTimeout + s.window + s.margin
 }
 
 // crashMargin is the throttle margin of the tests that run cmd/consumer
@@ -565,7 +578,6 @@ func TestCrashAllConsumers(t *testing.T) {
 	}
 	killed := time.Now()
 	time.Sleep(2 * time.Second)
-	restarted := time.Now()
 	// Debug logs name every row a consumer finishes, so rows read again
 	// show even when the SKU ledger answers them without an API call.
 	c3, c4 := s.startProcess("c3", "LOG_LEVEL=debug"), s.startProcess("c4", "LOG_LEVEL=debug")
@@ -575,7 +587,7 @@ func TestCrashAllConsumers(t *testing.T) {
 	for _, seller := range sellers {
 		s.checkCompliant(seller, want[seller])
 	}
-	s.resumedWithin(sellers, want, restarted, 2*time.Second+s.window+s.margin+time.Second)
+	s.resumedWithin(sellers, want, killed, s.deadCallsHold()+time.Second)
 	// Each partition holds a big upload, then small ones ("big1", "small2",
 	// "small4" on 0; the others on 1). The small ones were finished before the
 	// kill, but the commit could not pass the big upload's unfinished rows
