@@ -112,8 +112,9 @@ var columnIndex = func() map[string]Column {
 }()
 
 // normalizeHeader folds the ways sellers decorate a column name: case,
-// spaces, "_", "-", ".", "*", and anything in brackets such as "(필수)" or
-// "(원)". "판매가 (필수)*" and "Price" both become their bare name.
+// spaces, "_", "-", ".", "*", and anything in brackets such as "(필수)",
+// "(원)" or "【필수】" (ASCII, full-width and CJK brackets alike). "판매가
+// (필수)*" and "Price" both become their bare name.
 func normalizeHeader(s string) string {
 	return string(appendNormalizedHeader(nil, s))
 }
@@ -179,10 +180,10 @@ func appendHeaderKeyWithin(dst []byte, s string, limit int) ([]byte, bool) {
 	depth := 0
 	for _, r := range s {
 		switch r {
-		case '(', '[', '（', '［', '<':
+		case '(', '[', '{', '<', '（', '［', '｛', '＜', '‹', '〈', '《', '「', '『', '【', '〔', '〖', '〘':
 			depth++
 			continue
-		case ')', ']', '）', '］', '>':
+		case ')', ']', '}', '>', '）', '］', '｝', '＞', '›', '〉', '》', '」', '』', '】', '〕', '〗', '〙':
 			if depth > 0 {
 				depth--
 			}

@@ -212,6 +212,18 @@ func TestHeaderNames(t *testing.T) {
 		{"배송비", FieldShippingFee},
 		{"Shipping Fee", FieldShippingFee},
 		{"판매자상품코드* (seller_sku)", FieldSellerSKU},
+		// The brackets Korean and Japanese templates use around a note.
+		{"상품명【필수】", FieldName},
+		{"상품명〈필수〉", FieldName},
+		{"상품명《필수》", FieldName},
+		{"상품명「필수」", FieldName},
+		{"상품명『필수』", FieldName},
+		{"상품명〔필수〕", FieldName},
+		{"상품명‹필수›", FieldName},
+		{"상품명＜필수＞", FieldName},
+		{"판매가{원}", FieldPrice},
+		{"판매가｛원｝", FieldPrice},
+		{"〖필수〗 판매가", FieldPrice},
 		{"메모", ""},
 		{"", ""},
 	} {
