@@ -109,7 +109,7 @@ func TestRangeOf(t *testing.T) {
 	}
 }
 
-// TestShippedScalerSavesConsumers replays the README's scenarios through the
+// TestShippedScalerSavesConsumers replays the scenarios docs/production.md quotes through the
 // shipped ScaledObject: the backlog rule never uses more consumer-minutes
 // than the lag rule, finishes at the same time, and uses fewer where the
 // rules differ (the consumers are the bottleneck, or large uploads wait for
