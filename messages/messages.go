@@ -71,6 +71,7 @@ var table = map[string]text{
 	"date_value.number":            {"날짜가 있습니다 (Excel은 {shown}{으로} 보여 주고 숫자 {value}{으로} 저장합니다). 열 서식을 텍스트로 바꾸고 값을 다시 입력해 주세요", "holds a date (Excel shows {shown} and stores the number {value}); format the column as text and type the value again"},
 	"excel_error":                  {"Excel 오류 {value}{이} 표시됩니다. 수식을 고치거나 값을 입력해 주세요", "shows the Excel error {value}; fix the formula or type the value"},
 	"duplicate_sku":                {"{value}{은} 이미 {row}행에서 썼습니다. 상품마다 다른 코드가 필요합니다", "{value} is already used in row {row}; each product needs its own code"},
+	"duplicate_sku.report":         {"{value}{은} 이미 원본 {row}행에서 썼습니다. 상품마다 다른 코드가 필요합니다", "{value} is already used in original row {row}; each product needs its own code"},
 	"merged_cells":                 {"{range} 셀이 병합되어 있습니다. 병합을 풀고 각 칸에 값을 입력해 주세요", "cells {range} are merged; unmerge them and type each value in its own cell"},
 	"merged_cells.header":          {"{range} 셀이 머리글 행과 병합되어 있습니다. 병합을 풀고 각 칸에 값을 입력해 주세요", "cells {range} are merged with the header row; unmerge them and type each value in its own cell"},
 	"merged_cells.across":          {"{range} 셀이 여러 열({fields})에 걸쳐 병합되어 있습니다. 병합을 풀고 각 칸에 값을 입력해 주세요", "cells {range} are merged across {fields}; unmerge them and type each value in its own cell"},

@@ -102,7 +102,13 @@ func reportProblems(lang string, header []string, res uploadstatus.RowResult) []
 	}
 	out := make([]excel.ReportProblem, 0, len(res.Details))
 	for _, d := range res.Details {
-		s, named, ok := say(lang, header, d.Code, d.Params)
+		code := d.Code
+		if code == excel.CodeDuplicateSKU {
+			// The report's rows are not the file's (the fix file holds only
+			// failed rows): the first use is named as the file's row.
+			code += ".report"
+		}
+		s, named, ok := say(lang, header, code, d.Params)
 		if !ok {
 			return nil
 		}
