@@ -96,22 +96,24 @@ func TestFinishEstimateIsTheLastSlot(t *testing.T) {
 			})
 		}
 	}
-	underWay := func(at time.Time) bool {
+	// A reading happened somewhere between the call that asked for it and
+	// its answer: a call was under way then if the two overlap.
+	underWay := func(asked, at time.Time) bool {
 		for _, c := range calls {
-			if !at.Before(c.from) && at.Before(c.to) {
+			if c.from.Before(at) && asked.Before(c.to) {
 				return true
 			}
 		}
 		return false
 	}
 	type reading struct {
-		id  string
-		at  time.Time
-		eta time.Time
+		id        string
+		asked, at time.Time
+		eta       time.Time
 	}
 	var readings []reading
 	for _, first := range []Progress{pa, pb} {
-		readings = append(readings, reading{first.ID, start, *first.ETA})
+		readings = append(readings, reading{first.ID, start, start, *first.ETA})
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -125,12 +127,13 @@ poll:
 		case <-tick.C:
 		}
 		for _, id := range []string{a.UploadID, b.UploadID} {
+			asked := time.Now()
 			pr, err := e.up.Progress(ctx, seller, id)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if pr.ETA != nil {
-				readings = append(readings, reading{id, time.Now(), *pr.ETA})
+				readings = append(readings, reading{id, asked, time.Now(), *pr.ETA})
 			}
 		}
 	}
@@ -145,7 +148,7 @@ poll:
 		// exact, so the tolerance is the scheduling of this test's
 		// goroutines, plus a span while a call was under way.
 		tol := 500 * time.Millisecond
-		if underWay(r.at) {
+		if underWay(r.asked, r.at) {
 			tol += span
 		}
 		if off > tol {
