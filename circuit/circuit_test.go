@@ -1077,9 +1077,9 @@ func TestAnsweredCallsAreSentInBatches(t *testing.T) {
 	s.MinFailedSellers = 3 // a batch names up to this many distinct sellers: a and b, with room to spare
 	b := newBreaker(t, srv.Client(), s)
 	ctx := context.Background()
-	_, window := b.Keys()
-	counted := func() (calls int, sellers map[string]bool) {
+	countedIn := func(b *Breaker) (calls int, sellers map[string]bool) {
 		t.Helper()
+		_, window := b.Keys()
 		m, err := srv.Client().HGetAll(ctx, window).Result()
 		if err != nil {
 			t.Fatal(err)
@@ -1101,6 +1101,7 @@ func TestAnsweredCallsAreSentInBatches(t *testing.T) {
 		}
 		return calls, sellers
 	}
+	counted := func() (int, map[string]bool) { return countedIn(b) }
 
 	call(t, b, "a", "a:0", Success) // its Allow learned that the circuit is closed: counted in the batch
 	for i := range 30 {
@@ -1134,17 +1135,25 @@ func TestAnsweredCallsAreSentInBatches(t *testing.T) {
 		t.Errorf("the window counts %d calls once the batch was TrustClosed/2 old, want 34", n)
 	}
 
-	// A report that fails (Redis down) keeps its batch for the next one.
+	// A report that fails (Redis down) keeps its batch for the next one:
+	// on a circuit of its own whose batch neither goes by age nor leaves
+	// the window while Redis restarts (seconds on a loaded machine).
+	kept := s
+	kept.Name, kept.Window, kept.TrustClosed = "kept", time.Minute, 30*time.Second
+	k := newBreaker(t, srv.Client(), kept)
 	for i := range 5 {
-		call(t, b, "f", fmt.Sprintf("f:%d", i), Success)
+		call(t, k, "f", fmt.Sprintf("f:%d", i), Success)
+	}
+	if n, _ := countedIn(k); n != 0 {
+		t.Fatalf("the window counts %d calls of a batch not yet sent, want 0", n)
 	}
 	srv.Stop()
-	if _, err := b.Report(ctx, Decision{State: Closed, Allowed: true}, Call{Seller: "f", Row: "f:x", Outcome: Failure}); err == nil {
+	if _, err := k.Report(ctx, Decision{State: Closed, Allowed: true}, Call{Seller: "f", Row: "f:x", Outcome: Failure}); err == nil {
 		t.Fatal("a report with Redis stopped answered no error")
 	}
 	srv.Restart() // empty: the window starts again
-	call(t, b, "f", "f:9", Failure)
-	if n, _ := counted(); n != 6 {
+	call(t, k, "f", "f:9", Failure)
+	if n, _ := countedIn(k); n != 6 {
 		t.Errorf("after a failed report and Redis's restart the window counts %d calls, want 6 (the kept batch of 5 + the failure)", n)
 	}
 
