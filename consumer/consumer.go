@@ -242,6 +242,14 @@ func (c *Consumer) Health() error {
 	return nil
 }
 
+// InGroup is nil while the consumer is a member of its group's current
+// generation: it holds its partitions (none, when the group has more
+// members than the topic has partitions) and its heartbeats are answered.
+// It names the group otherwise: before the first join, during a
+// rebalance, and from the heartbeat that failed (the coordinator did not
+// answer within kafka-go's 5 s timeout) until the member joins again.
+func (c *Consumer) InGroup() error { return c.group.inGroup() }
+
 // RedisHealthy reports whether Redis answered the last probe or call.
 func (c *Consumer) RedisHealthy() bool { return c.redis.healthy() }
 

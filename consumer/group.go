@@ -339,6 +339,11 @@ type group struct {
 	// during an outage of the API's credentials, read again by the same
 	// consumer 200 ms after a rebalance).
 	finished map[int][]int64
+
+	// generation is the ID of the group generation this member is in; 0
+	// between generations (joining, rebalancing, or cut off from the
+	// coordinator): Kafka numbers generations from 1.
+	generation atomic.Int32
 }
 
 // partition is one assigned partition within one generation.
@@ -493,6 +498,21 @@ func (g *group) startGeneration(gen *kafka.Generation) {
 	g.mu.Unlock()
 	g.log.Info("consumer group: generation started", "group", g.cfg.Group, "generation", gen.ID, "member", gen.MemberID, "partitions", ids)
 	gen.Start(func(ctx context.Context) { g.commitLoop(ctx, gen, parts, committed, metas, &readers) })
+	// The generation ends when its heartbeat fails (the coordinator does
+	// not answer, or has moved on) or a rebalance begins.
+	g.generation.Store(gen.ID)
+	gen.Start(func(ctx context.Context) {
+		<-ctx.Done()
+		g.generation.CompareAndSwap(gen.ID, 0)
+	})
+}
+
+// inGroup is nil while this member is in a current generation of the group.
+func (g *group) inGroup() error {
+	if g.generation.Load() == 0 {
+		return fmt.Errorf("not a member of consumer group %s: joining, rebalancing or cut off from the group coordinator", g.cfg.Group)
+	}
+	return nil
 }
 
 // newPartition starts the partition of pa; committedDone are the rows its

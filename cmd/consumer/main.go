@@ -31,6 +31,7 @@ import (
 	"github.com/bulkreg/bulkreg/internal/buildinfo"
 	"github.com/bulkreg/bulkreg/internal/cli"
 	"github.com/bulkreg/bulkreg/internal/config"
+	"github.com/bulkreg/bulkreg/internal/health"
 	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
@@ -97,6 +98,14 @@ A wrong choice costs 429s: fixed and token-bucket put more than --limit calls in
 some trailing window, which a sliding-window API refuses. Set --policy alike for
 every consumer and the producer (its finish estimate and compliance report).
 
+On --metrics-addr: GET /metrics; GET /livez, 200 while the consumer runs (503:
+restart it); GET /readyz, 200 while it is a member of its group's current
+generation, Redis answers and a Kafka broker names the rows topic with its
+leaders (checked every --readiness-interval, each check at most
+--readiness-timeout), else 503 naming what is not ready; GET /healthz, 200
+while the consumer runs, as JSON with "redis" telling whether Redis answers
+(503 when it does not run).
+
 `
 
 // settings are the consumer's own settings, next to the shared ones.
@@ -117,8 +126,9 @@ type settings struct {
 	circuit         circuit.Settings
 	shutdownTimeout time.Duration
 	logLevel        string
-	pprofAddr       string // servePprof; empty: no profiles
-	redisPipelining string // checkPipelining
+	pprofAddr       string          // servePprof; empty: no profiles
+	readiness       health.Settings // /readyz's check of Kafka
+	redisPipelining string          // checkPipelining
 
 	// registered, when set, receives the metrics registry once every
 	// collector is on it, and the consumer stops there without starting:
@@ -146,6 +156,7 @@ func bind(getenv func(string) string) (*flag.FlagSet, *settings, *config.Binder)
 		shutdownTimeout: 45 * time.Second,
 		logLevel:        "info",
 		redisPipelining: pipeAutopipe,
+		readiness:       health.DefaultSettings(),
 	}
 	// Derived by the consumer package from the other settings unless set.
 	s.consumer.SellerConcurrency = 0 // the limit
@@ -193,6 +204,7 @@ func bind(getenv func(string) string) (*flag.FlagSet, *settings, *config.Binder)
 	b.Duration(&s.ledger.Lease, "ledger-lease", "how long a row's claim on its SKU holds without being renewed; after it another upload's row with that SKU may take it over")
 	b.Duration(&s.ledger.AsideRetention, "ledger-aside-retention", "how long the Kafka records of a seller's dead-lettered rows are kept after its last one, so that a record read again (its consumer died before committing it) is not registered; at least the rows topic's retention")
 	bindCircuit(b, &s.circuit)
+	s.readiness.Bind(b, "Kafka (a connection of their own that asks for the rows topic's leaders)")
 	b.String(&s.logLevel, "log-level", "debug, info, warn or error")
 	b.String(&s.pprofAddr, "pprof-addr", "listen address of /debug/pprof (heap, CPU profile, trace), apart from --metrics-addr; empty (the default): not served. Anyone who reaches it can read the heap: keep it on loopback (127.0.0.1:6060) and reach it with kubectl port-forward")
 	b.String(&s.redisPipelining, "redis-pipelining", "how the single Redis commands of many rows share round trips: autopipe (bulkreg's own, internal/autopipe), goredis (go-redis's AutoPipeline, its defaults), goredis-2x64 (the same with 2 batches of up to 64 in flight, as autopipe) or none (a round trip each); see ARCHITECTURE.md, \"What a row costs\"")
@@ -230,6 +242,9 @@ func parse(args []string, getenv func(string) string, out io.Writer) (settings, 
 		errs = append(errs, err)
 	}
 	if err := checkPipelining(s.redisPipelining); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.readiness.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	c.Brokers, c.Topic, c.Group, c.SessionTimeout = s.shared.KafkaBrokers, s.shared.Topic, s.shared.Group, s.shared.SessionTimeout
@@ -333,6 +348,15 @@ func consume(ctx context.Context, s settings, stderr io.Writer) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.Handle("/healthz", healthz(c.Health, c.RedisHealthy))
+	monCtx, stopMonitor := context.WithCancel(context.Background())
+	defer stopMonitor()
+	kafkaCheck := health.Check{Name: "kafka", Probe: health.Kafka(s.consumer.KafkaDialer, s.shared.KafkaBrokers, s.shared.Topic)}
+	mon := s.readiness.Monitor(log, kafkaCheck)
+	go mon.Run(monCtx)
+	mux.Handle("GET /livez", health.Live(c.Health))
+	mux.Handle("GET /readyz", health.Ready(
+		func() error { return stopping(ctx) }, c.Health, c.InGroup,
+		func() error { return redisAnswers(c.RedisHealthy()) }, mon.Err))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
@@ -360,6 +384,25 @@ func consume(ctx context.Context, s settings, stderr io.Writer) error {
 	case <-time.After(s.shutdownTimeout):
 		return fmt.Errorf("shutdown took longer than %s; unfinished rows will be read again by the group", s.shutdownTimeout)
 	}
+}
+
+// stopping fails /readyz once the consumer was told to stop, so no probe
+// counts it in while it drains.
+func stopping(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return errors.New("shutting down")
+	}
+	return nil
+}
+
+// redisAnswers is /readyz's Redis condition: the consumer's own probe
+// (--redis-probe-interval) and its calls tell whether Redis answers; while
+// it does not, no registry call is made.
+func redisAnswers(ok bool) error {
+	if !ok {
+		return errors.New("redis: no answer to the last probe or command")
+	}
+	return nil
 }
 
 // healthz answers 200 while the consumer runs and 503 with the reason

@@ -24,6 +24,7 @@ import (
 	"github.com/bulkreg/bulkreg/excel"
 	"github.com/bulkreg/bulkreg/internal/buildinfo"
 	"github.com/bulkreg/bulkreg/internal/config"
+	"github.com/bulkreg/bulkreg/internal/health"
 	"github.com/bulkreg/bulkreg/internal/sellertime"
 	"github.com/bulkreg/bulkreg/messages"
 	"github.com/bulkreg/bulkreg/producer/httpapi"
@@ -593,7 +594,14 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	}
 	hs := httpapi.NewHTTPServer(s.addr, srv.Handler(), s.readTimeout, s.httpWriteTimeout)
 	hs.RegisterOnShutdown(srv.StopStreams)
-	admin := httpapi.NewHTTPServer(s.adminAddr, httpapi.AdminHandler(reg, func(ctx context.Context) error { return rdb.Ping(ctx).Err() }, log), 10*time.Second, 30*time.Second)
+	// /readyz: Redis answers (uploads, sessions and progress live there)
+	// and a broker names the rows topic with its leaders (an upload
+	// publishes its rows before answering).
+	ready := s.readiness.Monitor(log,
+		health.Check{Name: "redis", Probe: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
+		health.Check{Name: "kafka", Probe: health.Kafka(s.shared.KafkaDialer(), s.shared.KafkaBrokers, s.shared.Topic)})
+	admin := httpapi.NewHTTPServer(s.adminAddr, httpapi.AdminHandler(reg, func(ctx context.Context) error { return rdb.Ping(ctx).Err() }, log,
+		func() error { return stopping(ctx) }, ready.Err), 10*time.Second, 30*time.Second)
 	if e.registered != nil {
 		e.registered(reg)
 		return exitOK
@@ -609,6 +617,9 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	}
 	log.Info("serving uploads", "addr", ln.Addr().String(), "admin_addr", aln.Addr().String(), "public_url", config.Redacted(s.publicURL),
 		"topic", s.shared.Topic, "brokers", s.shared.KafkaBrokers, "max_conns_per_ip", s.maxConnsPerIP)
+	monCtx, stopMonitor := context.WithCancel(context.Background())
+	defer stopMonitor()
+	go ready.Run(monCtx)
 	errc := make(chan error, 2)
 	guard := httpapi.ConnGuard{MaxPerIP: s.maxConnsPerIP, AnonymousIdle: s.anonymousIdle, Metrics: metrics, Logger: log}
 	go func() { errc <- hs.Serve(guard.Listener(ln)) }()
@@ -630,4 +641,13 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 		return e.errorf("shutdown: %v", err)
 	}
 	return exitOK
+}
+
+// stopping fails /readyz once serve was told to stop: it finishes the
+// requests in progress and takes no new ones.
+func stopping(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return errors.New("shutting down")
+	}
+	return nil
 }

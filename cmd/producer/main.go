@@ -128,7 +128,11 @@ errors are application/problem+json; the OpenAPI 3.1 document is at /v1/openapi.
   GET  /v1/uploads/{id}/report.xlsx  the result report; ?failed_only=true
   GET  /v1/template.xlsx             the upload template
   GET  /v1/compliance                the compliance report (operator tokens)
-On --admin-addr only: GET /metrics, GET /healthz.
+On --admin-addr only: GET /metrics; GET /livez, 200 while the process serves
+(a liveness probe); GET /readyz, 200 while Redis answers and a Kafka broker names
+the rows topic with its leaders (checked every --readiness-interval, each check at
+most --readiness-timeout), else 503 naming what is not ready (a readiness probe);
+GET /healthz, 200 "ok" while Redis answers a PING made at the request, else 503.
 
 Runs until SIGINT or SIGTERM, then finishes the requests in progress
 (--shutdown-timeout). exit status: 0 stopped cleanly; 1 cannot listen or

@@ -15,6 +15,7 @@ import (
 	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/excel"
 	"github.com/bulkreg/bulkreg/internal/config"
+	"github.com/bulkreg/bulkreg/internal/health"
 	"github.com/bulkreg/bulkreg/internal/sellertime"
 	"github.com/bulkreg/bulkreg/ledger"
 	"github.com/bulkreg/bulkreg/producer/httpapi"
@@ -66,6 +67,7 @@ type settings struct {
 	downloadGrace       time.Duration
 	maxConnsPerIP       int
 	anonymousIdle       time.Duration
+	readiness           health.Settings // /readyz's checks of Redis and Kafka
 	logLevel            string
 	// tokens
 	jwtSecret             string
@@ -113,6 +115,7 @@ func defaults() *settings {
 		downloadGrace:       httpapi.DefaultDownloadGrace,
 		maxConnsPerIP:       httpapi.DefaultMaxConnsPerIP,
 		anonymousIdle:       httpapi.DefaultAnonymousIdle,
+		readiness:           health.DefaultSettings(),
 		jwtIssuer:           httpapi.DefaultIssuer,
 		jwtAudience:         httpapi.DefaultAudience,
 		jwtMaxLifetime:      httpapi.DefaultMaxLifetime,
@@ -199,7 +202,8 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 		b.Duration(&s.downloadGrace, "download-grace", "time from an answer's first byte before --min-download-rate applies")
 		b.Int(&s.maxConnsPerIP, "max-conns-per-ip", "most connections one client IP address may hold to --addr; more are closed at once (0 = no cap; behind a reverse proxy every client has the proxy's address)")
 		b.Duration(&s.anonymousIdle, "anonymous-idle-timeout", "how long a connection that has not sent a valid token or session is kept waiting for a request (signed-in connections keep 2m)")
-		b.String(&s.adminAddr, "admin-addr", "listen address of /metrics and /healthz, apart from the sellers' port")
+		b.String(&s.adminAddr, "admin-addr", "listen address of /metrics, /livez, /readyz and /healthz, apart from the sellers' port")
+		s.readiness.Bind(b, "Redis (a PING) and Kafka (a connection of their own that asks for the rows topic's leaders)")
 		b.Duration(&s.sessionTTL, "session-ttl", "how long a seller stays signed in to the pages after opening a sign-in link")
 		b.URL(&s.sellerCenterURL, "seller-center-url", "where sellers sign in to the seller center that gives them sign-in links; every page that asks to sign in links to it (empty: the pages say in words to open the link from the seller center)")
 		b.Bool(&s.secureCookies, "secure-cookies", "mark the session cookie Secure on every answer (behind a proxy that ends TLS); requests over TLS get it anyway")
@@ -304,8 +308,11 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 			if _, err := sellertime.Load(s.sellerTimeZone); err != nil {
 				bad("seller-time-zone", "%v", err)
 			}
+			if err := s.readiness.Validate(); err != nil {
+				errs = append(errs, err)
+			}
 			if s.adminAddr == "" {
-				bad("admin-addr", "must not be empty: /metrics and /healthz need a listener of their own")
+				bad("admin-addr", "must not be empty: /metrics and the probes (/livez, /readyz, /healthz) need a listener of their own")
 			} else if s.adminAddr == s.addr {
 				bad("admin-addr", "must differ from --addr (%s): sellers must not reach /metrics", s.addr)
 			}

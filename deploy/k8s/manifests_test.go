@@ -353,6 +353,22 @@ func bulkregContainer(d *kubecheck.Decoded, p pod, c corev1.Container, id, bin s
 	if c.LivenessProbe == nil || c.ReadinessProbe == nil {
 		fail("%s: needs a liveness and a readiness probe", id)
 	}
+	// Readiness is what the process needs answering (its group, Redis,
+	// Kafka); liveness and start-up only whether it runs: a broker that
+	// does not answer must take the pod out of service, not restart it
+	// (docs/operations.md, "Health endpoints"). The sandbox serves
+	// /healthz only.
+	for _, pr := range []struct {
+		name, want string
+		probe      *corev1.Probe
+	}{{"readinessProbe", "/readyz", c.ReadinessProbe}, {"livenessProbe", "/livez", c.LivenessProbe}, {"startupProbe", "/livez", c.StartupProbe}} {
+		if bin == "registry-sandbox" {
+			break
+		}
+		if pr.probe == nil || pr.probe.HTTPGet == nil || pr.probe.HTTPGet.Path != pr.want {
+			fail("%s: the %s must be an httpGet of %s", id, pr.name, pr.want)
+		}
+	}
 	if c.Resources.Limits.Cpu().IsZero() {
 		fail("%s: needs a CPU limit", id)
 	}
