@@ -44,7 +44,6 @@ func pickLang(r *http.Request) string {
 // messages are the pages' words, by key, in Korean and English. A key
 // missing in one language is a test failure (TestEveryMessageInBothLanguages).
 var messages = map[string][2]string{ // [ko, en]
-	"app":                  {"bulkreg 상품 일괄 등록", "bulkreg bulk product registration"},
 	"skip":                 {"본문으로 건너뛰기", "Skip to content"},
 	"nav":                  {"주 메뉴", "Main menu"},
 	"nav.upload":           {"파일 올리기", "Upload"},
@@ -54,8 +53,6 @@ var messages = map[string][2]string{ // [ko, en]
 	"signout":              {"로그아웃", "Sign out"},
 	"signin.title":         {"로그인이 필요합니다", "Please sign in"},
 	"signin.bad":           {"이 로그인 링크는 만료되었거나 이미 사용되었습니다. 새 링크를 받아 주세요.", "This sign-in link has expired or was used already. Please get a new one."},
-	"signin.ok":            {"%s 판매자로 로그인했습니다.", "You are signed in as seller %s."},
-	"signin.continue":      {"등록 내역으로 이동", "Continue to your uploads"},
 	"upload.title":         {"상품 파일 올리기", "Upload a product file"},
 	"upload.intro":         {"템플릿에 상품을 한 줄에 하나씩 적어 올려 주세요. 한 파일에 최대 500개까지 등록할 수 있습니다.", "Fill in the template, one product a row, and upload it. A file holds at most 500 products."},
 	"upload.template":      {"빈 템플릿 내려받기 (.xlsx)", "Download the empty template (.xlsx)"},
@@ -65,12 +62,10 @@ var messages = map[string][2]string{ // [ko, en]
 	"upload.check":         {"검사", "Check"},
 	"upload.register":      {"등록", "Register"},
 	"upload.again":         {"등록하려면 파일을 다시 선택한 뒤 '등록'을 누르세요.", "To register, choose the file again and press Register."},
-	"upload.nofile":        {"파일을 선택해 주세요.", "Please choose a file."},
 	"upload.working":       {"검사 중…", "Checking…"},
 	"check.title":          {"검사 결과", "Check result"},
 	"check.summary":        {"%s: %s", "%s: %s"},
 	"check.summary.other":  {"다른 내용으로 이미 등록됨 %d개", "%d already registered with different content"},
-	"check.ok":             {"문제가 없습니다. '등록'을 누르면 등록을 시작합니다.", "No problems. Press Register to start."},
 	"check.problems":       {"고칠 곳", "Problems to fix"},
 	"check.warnings":       {"참고", "Worth knowing"},
 	"check.preview":        {"미리보기", "Preview"},
@@ -316,7 +311,7 @@ func fmtDuration(lang string, d time.Duration) string {
 // jsMessages are the texts the progress page's script needs, as JSON.
 func jsMessages(lang string) map[string]string {
 	out := map[string]string{}
-	for _, k := range []string{"detail.eta", "detail.eta.now", "detail.eta.none", "detail.done", "detail.percent", "dur.min", "dur.sec", "detail.nofailed", "upload.nofile", "upload.working",
+	for _, k := range []string{"detail.eta", "detail.eta.now", "detail.eta.none", "detail.done", "detail.percent", "dur.min", "dur.sec",
 		"outage.eta", "failing.eta", "paused.eta", "state.done.ok", "state.done.other", "state.done.partial", "state.done.failed", "end.fix", "detail.rows.more",
 		"live.signedout"} {
 		out[k] = msg(lang, k)
