@@ -173,6 +173,17 @@ var messages = map[string][2]string{ // [ko, en]
 	"session.ended.title": {"다시 로그인해 주세요", "Please sign in again"},
 	"session.ended.body":  {"로그아웃했거나 로그인 시간이 지나서 이 파일을 검사하거나 등록하지 않았습니다. 다시 로그인한 뒤 파일을 다시 올려 주세요.", "You signed out, or your sign-in expired, so this file was neither checked nor registered. Sign in again, then upload the file again."},
 
+	// A file refused before it was read or checked (problem.go refuse):
+	// what happened, what to do, when to try again.
+	"refused.title":       {"지금은 이 파일을 받을 수 없습니다", "This file cannot be taken right now"},
+	"refused.seller":      {"먼저 보낸 파일 %[1]d개를 아직 처리하고 있어 이 파일은 검사하지도 등록하지도 않았습니다. 그 파일의 처리가 끝나면, 약 %[2]s 후에 다시 시도해 주세요.", "Your %[1]d files sent before are still being handled, so this file was neither checked nor registered. Try again once one of them is done, in about %[2]s."},
+	"refused.seller.one":  {"먼저 보낸 파일 %[1]d개를 아직 처리하고 있어 이 파일은 검사하지도 등록하지도 않았습니다. 그 파일의 처리가 끝나면, 약 %[2]s 후에 다시 시도해 주세요.", "Your %[1]d file sent before is still being handled, so this file was neither checked nor registered. Try again once it is done, in about %[2]s."},
+	"refused.busy":        {"지금 많은 파일을 처리하고 있어 이 파일은 검사하지도 등록하지도 않았습니다. 약 %s 후에 다시 시도해 주세요.", "bulkreg is handling many files right now, so this file was neither checked nor registered. Try again in about %s."},
+	"refused.large.title": {"파일이 너무 큽니다", "The file is too large"},
+	"refused.large":       {"파일이 %s보다 커서 검사하지도 등록하지도 않았습니다. 상품을 여러 파일로 나눠 올려 주세요.", "The file is larger than %s, so it was neither checked nor registered. Split the products over several files and upload each."},
+	"refused.slow.title":  {"파일이 끝까지 오지 않았습니다", "The file did not arrive in time"},
+	"refused.slow":        {"파일이 너무 느리게 와서 검사하지도 등록하지도 않았습니다. 연결이 더 빠른 곳에서 다시 올려 주세요.", "The file arrived too slowly, so it was neither checked nor registered. Upload it again over a faster connection."},
+
 	// A seller's share of the upload storage is full.
 	"share.title":      {"올린 파일을 더 보관할 공간이 없습니다", "Your upload storage is full"},
 	"share.body":       {"지금 보관 중인 업로드 %[1]d개(%[2]s)가 판매자별 보관 한도(%[3]s)를 다 써서 이 파일을 받을 수 없습니다. 이전 업로드가 만료되면 약 %[4]s 후에 다시 올릴 수 있습니다. 등록할 행이 없던 업로드는 일찍 만료됩니다. 더 빨리 올려야 하면 운영자에게 오래된 업로드 삭제나 한도 확대를 요청해 주세요.", "Your %[1]d uploads kept now (%[2]s) use your whole storage share (%[3]s), so this file was not taken. Older uploads expire and make room in about %[4]s; uploads with nothing to register expire sooner. To upload sooner, ask the operator to delete old uploads or raise your share."},

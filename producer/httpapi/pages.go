@@ -200,11 +200,11 @@ func (s *Server) pageForm(w http.ResponseWriter, r *http.Request, lim *limits) (
 	if !ok {
 		return w, caller{}, form{}, nil, false
 	}
-	w, release, ok := s.takeUploadSlot(w, r, lim, c.seller)
+	w, release, ok := s.takeUploadSlot(w, r, lim, c)
 	if !ok {
 		return w, caller{}, form{}, nil, false
 	}
-	f, ok := s.readUploadForm(w, r, c.seller)
+	f, ok := s.readUploadForm(w, r, c)
 	if !ok {
 		release()
 		return w, caller{}, form{}, nil, false
