@@ -195,6 +195,9 @@ func atPhone(t *testing.T, ctx context.Context, page, shot string) {
 	if iw != 390 || sw > iw {
 		t.Errorf("%s at a 390 px phone: the page is %d px wide in a %d px window (it scrolls sideways); past the edge: %s", page, sw, iw, w[2])
 	}
+	if broken := brokenTimes(t, ctx); len(broken) > 0 {
+		t.Errorf("%s at a 390 px phone: times broken across lines (a phone may break after the date only): %q", page, broken)
+	}
 	if shot != "" {
 		// What the phone's screen shows: a full-page capture resizes the
 		// viewport, which a phone never does.
