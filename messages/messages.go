@@ -164,7 +164,6 @@ var table = map[string]text{
 	"result.waiting":                          {"대기 중", "waiting"},
 	"result.already_registered_other_content": {"다른 내용으로 이미 등록됨", "already registered with different content"},
 	"report.original_row":                     {"원본 {row}행", "original row {row}"},
-	"other_content.where":                     {"이 상품들은 이미 다른 내용으로 등록되어 있어 일괄 등록으로 바꾸지 않았습니다. 파일에는 문제가 없습니다. 가격이나 재고는 판매자 센터의 상품 관리에서 바꿔 주세요", "these products are already registered with different content, which bulk registration does not change; nothing is wrong with the file. Change their price or stock in the seller center's product management"},
 
 	// Notices of the service.
 	"misconfigured":    {"마켓 연결 설정에 문제가 있어 등록을 잠시 멈췄습니다. 행은 그대로 남아 있고 운영자가 고치면 저절로 이어집니다", "registration is paused: bulkreg's connection to the marketplace is misconfigured; the rows are kept and continue by themselves once an operator fixes it"},

@@ -66,6 +66,12 @@ type slotPool struct {
 	sellerCode, sellerDetail, busyDetail string
 }
 
+// The waits a refused slot's answer names in Retry-After.
+const (
+	sellerSlotRetry = 5 * time.Second
+	busySlotRetry   = 2 * time.Second
+)
+
 func newSlotPool(all, perSeller int, sellerCode, sellerDetail, busyDetail string) *slotPool {
 	return &slotPool{all: make(chan struct{}, all), perSeller: newSellerSlots(perSeller),
 		sellerCode: sellerCode, sellerDetail: sellerDetail, busyDetail: busyDetail}
@@ -81,18 +87,21 @@ func newSlotPool(all, perSeller int, sellerCode, sellerDetail, busyDetail string
 // of the server's write timeout. release gives the slots back; call it
 // deferred, so the slots return when the handler does, whatever happened
 // (a parse that ran out of time, a client gone, a panic).
-func (s *Server) takeSlot(w http.ResponseWriter, r *http.Request, p *slotPool, seller string) (_ http.ResponseWriter, release func(), ok bool) {
+func (s *Server) takeSlot(w http.ResponseWriter, r *http.Request, p *slotPool, c caller) (_ http.ResponseWriter, release func(), ok bool) {
+	seller := c.seller
 	if !p.perSeller.take(seller) {
-		w.Header().Set("Retry-After", "5")
-		writeProblem(w, r, problem{Status: http.StatusTooManyRequests, Code: p.sellerCode, Detail: fmt.Sprintf(p.sellerDetail, p.perSeller.max)})
+		w.Header().Set("Retry-After", strconv.Itoa(int(sellerSlotRetry/time.Second)))
+		s.refuse(w, r, c, problem{Status: http.StatusTooManyRequests, Code: p.sellerCode, Detail: fmt.Sprintf(p.sellerDetail, p.perSeller.max)},
+			"refused.title", "refused.seller", p.perSeller.max, fmtDuration(pickLang(r), sellerSlotRetry))
 		return w, nil, false
 	}
 	select {
 	case p.all <- struct{}{}:
 	default:
 		p.perSeller.give(seller)
-		w.Header().Set("Retry-After", "2")
-		writeProblem(w, r, problem{Status: http.StatusServiceUnavailable, Code: "busy", Detail: fmt.Sprintf(p.busyDetail, cap(p.all))})
+		w.Header().Set("Retry-After", strconv.Itoa(int(busySlotRetry/time.Second)))
+		s.refuse(w, r, c, problem{Status: http.StatusServiceUnavailable, Code: "busy", Detail: fmt.Sprintf(p.busyDetail, cap(p.all))},
+			"refused.title", "refused.busy", fmtDuration(pickLang(r), busySlotRetry))
 		return w, nil, false
 	}
 	rw := &rateWriter{ResponseWriter: w, rc: http.NewResponseController(w),
@@ -116,8 +125,8 @@ func (s *Server) takeSlot(w http.ResponseWriter, r *http.Request, p *slotPool, s
 }
 
 // takeUploadSlot is takeSlot for an upload or a check.
-func (s *Server) takeUploadSlot(w http.ResponseWriter, r *http.Request, lim *limits, seller string) (http.ResponseWriter, func(), bool) {
-	return s.takeSlot(w, r, lim.uploads, seller)
+func (s *Server) takeUploadSlot(w http.ResponseWriter, r *http.Request, lim *limits, c caller) (http.ResponseWriter, func(), bool) {
+	return s.takeSlot(w, r, lim.uploads, c)
 }
 
 // form is an upload's multipart form: the file and the CSRF token.
@@ -132,7 +141,8 @@ type form struct {
 
 // readUploadForm reads the multipart body under the size limit and the
 // minimum rate, or answers the problem itself (413, 408, 415, 400).
-func (s *Server) readUploadForm(w http.ResponseWriter, r *http.Request, seller string) (form, bool) {
+func (s *Server) readUploadForm(w http.ResponseWriter, r *http.Request, c caller) (form, bool) {
+	seller := c.seller
 	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
 		writeProblem(w, r, problem{Status: http.StatusUnsupportedMediaType, Code: "wrong_content_type",
@@ -163,10 +173,12 @@ func (s *Server) readUploadForm(w http.ResponseWriter, r *http.Request, seller s
 		case body.timedOut:
 			s.logr(r).Info("upload body too slow; cut off", "seller", seller, "bytes", body.n, "after", time.Since(start).Round(time.Millisecond))
 			w.Header().Set("Connection", "close")
-			writeProblem(w, r, problem{Status: http.StatusRequestTimeout, Code: "too_slow",
-				Detail: fmt.Sprintf("the file arrived slower than %d bytes per second; send it again over a faster connection", body.rate)})
+			s.refuse(w, r, c, problem{Status: http.StatusRequestTimeout, Code: "too_slow",
+				Detail: fmt.Sprintf("the file arrived slower than %d bytes per second; send it again over a faster connection", body.rate)},
+				"refused.slow.title", "refused.slow")
 		case errors.As(err, &tooBig), errors.As(err, &big):
-			writeProblem(w, r, problem{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Detail: fmt.Sprintf("the file is larger than %d bytes", s.maxFile())})
+			s.refuse(w, r, c, problem{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Detail: fmt.Sprintf("the file is larger than %d bytes", s.maxFile())},
+				"refused.large.title", "refused.large", byteText(s.maxFile()))
 		default:
 			writeProblem(w, r, problem{Status: http.StatusBadRequest, Code: "bad_request", Detail: err.Error()})
 		}
@@ -335,12 +347,12 @@ func (s *Server) apiPostUpload(lim *limits) http.HandlerFunc {
 		if !boolParams(w, r, []string{"dry_run", "strict"}, &dryRun, &strict) {
 			return
 		}
-		w, release, ok := s.takeUploadSlot(w, r, lim, c.seller)
+		w, release, ok := s.takeUploadSlot(w, r, lim, c)
 		if !ok {
 			return
 		}
 		defer release()
-		f, ok := s.readUploadForm(w, r, c.seller)
+		f, ok := s.readUploadForm(w, r, c)
 		if !ok {
 			return
 		}
@@ -572,7 +584,7 @@ func (s *Server) apiReport(lim *limits) http.HandlerFunc {
 		var st uploadstatus.Status
 		if err == nil {
 			var release func()
-			if w, release, ok = s.takeSlot(w, r, lim.reports, c.seller); !ok {
+			if w, release, ok = s.takeSlot(w, r, lim.reports, c); !ok {
 				return
 			}
 			defer release()

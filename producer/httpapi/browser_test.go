@@ -163,7 +163,8 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 func saveScreenshot(t *testing.T, name string, png []byte) {
 	t.Helper()
 	dirs := []string{t.ArtifactDir()}
-	if os.Getenv("BULKREG_UPDATE_SCREENSHOTS") != "" {
+	if os.Getenv("BULKREG_UPDATE_SCREENSHOTS") != "" && docsLink(t, name+".png") {
+		// Only the screenshots the docs show: the others are the test's artifacts.
 		dirs = append(dirs, filepath.Join("..", "..", "docs", "screenshots"))
 	}
 	for _, dir := range dirs {
@@ -194,6 +195,9 @@ func atPhone(t *testing.T, ctx context.Context, page, shot string) {
 	sw, iw := atoi(t, w[0]), atoi(t, w[1])
 	if iw != 390 || sw > iw {
 		t.Errorf("%s at a 390 px phone: the page is %d px wide in a %d px window (it scrolls sideways); past the edge: %s", page, sw, iw, w[2])
+	}
+	if broken := brokenTimes(t, ctx); len(broken) > 0 {
+		t.Errorf("%s at a 390 px phone: times broken across lines (a phone may break after the date only): %q", page, broken)
 	}
 	if shot != "" {
 		// What the phone's screen shows: a full-page capture resizes the
@@ -911,4 +915,18 @@ func TestOneSellersFailuresInTheBrowser(t *testing.T) {
 	if visible(t, ctx, "#outage") {
 		t.Error("a finished upload still shows the failing notice")
 	}
+}
+
+// docsLink reports whether README.md, ARCHITECTURE.md or a page of docs/
+// shows the screenshot file.
+func docsLink(t *testing.T, file string) bool {
+	t.Helper()
+	pages, _ := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	for _, p := range append(pages, filepath.Join("..", "..", "README.md"), filepath.Join("..", "..", "ARCHITECTURE.md")) {
+		b, err := os.ReadFile(p)
+		if err == nil && strings.Contains(string(b), "screenshots/"+file) {
+			return true
+		}
+	}
+	return false
 }

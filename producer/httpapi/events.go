@@ -149,6 +149,12 @@ func progressEvent(p upload.Progress) ProgressEvent {
 // heartbeat keeps proxies from closing a quiet stream.
 const heartbeat = 15 * time.Second
 
+// sessionRecheck is how often a stream asks the store whether its session
+// still lives: a signed-out session's streams end within it (the other
+// tabs of the browser hear of the sign-out at once), and a stream costs
+// the store one read per sessionRecheck, not one per tick.
+const sessionRecheck = 2 * time.Second
+
 // apiEvents streams the upload's progress as server-sent events: a
 // "progress" event at once and whenever the counts or the estimate change
 // (read every EventsInterval), then a "done" event when every row is done.
@@ -195,7 +201,7 @@ func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	var last ProgressEvent
-	lastFailed, lastWrite := -1, time.Now()
+	lastFailed, lastWrite, sessionSeen := -1, time.Now(), time.Now()
 	lang, zone := pickLang(r), s.streamZone(r)
 	for first := true; ; first = false {
 		ev := progressEvent(p)
@@ -243,9 +249,10 @@ func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) {
 			}
 			lastWrite = time.Now()
 		}
-		if c.session != nil {
+		if c.session != nil && time.Since(sessionSeen) >= sessionRecheck {
 			// A session's stream lasts as long as the session: signing out
 			// (in any tab, on any replica) or its end stops it.
+			sessionSeen = time.Now()
 			if _, err := s.Sessions.Get(r.Context(), c.id); errors.Is(err, ErrNoSession) {
 				write("event: signedout\ndata: {}\n\n")
 				return

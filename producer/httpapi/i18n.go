@@ -44,7 +44,6 @@ func pickLang(r *http.Request) string {
 // messages are the pages' words, by key, in Korean and English. A key
 // missing in one language is a test failure (TestEveryMessageInBothLanguages).
 var messages = map[string][2]string{ // [ko, en]
-	"app":                  {"bulkreg 상품 일괄 등록", "bulkreg bulk product registration"},
 	"skip":                 {"본문으로 건너뛰기", "Skip to content"},
 	"nav":                  {"주 메뉴", "Main menu"},
 	"nav.upload":           {"파일 올리기", "Upload"},
@@ -54,8 +53,6 @@ var messages = map[string][2]string{ // [ko, en]
 	"signout":              {"로그아웃", "Sign out"},
 	"signin.title":         {"로그인이 필요합니다", "Please sign in"},
 	"signin.bad":           {"이 로그인 링크는 만료되었거나 이미 사용되었습니다. 새 링크를 받아 주세요.", "This sign-in link has expired or was used already. Please get a new one."},
-	"signin.ok":            {"%s 판매자로 로그인했습니다.", "You are signed in as seller %s."},
-	"signin.continue":      {"등록 내역으로 이동", "Continue to your uploads"},
 	"upload.title":         {"상품 파일 올리기", "Upload a product file"},
 	"upload.intro":         {"템플릿에 상품을 한 줄에 하나씩 적어 올려 주세요. 한 파일에 최대 500개까지 등록할 수 있습니다.", "Fill in the template, one product a row, and upload it. A file holds at most 500 products."},
 	"upload.template":      {"빈 템플릿 내려받기 (.xlsx)", "Download the empty template (.xlsx)"},
@@ -65,12 +62,10 @@ var messages = map[string][2]string{ // [ko, en]
 	"upload.check":         {"검사", "Check"},
 	"upload.register":      {"등록", "Register"},
 	"upload.again":         {"등록하려면 파일을 다시 선택한 뒤 '등록'을 누르세요.", "To register, choose the file again and press Register."},
-	"upload.nofile":        {"파일을 선택해 주세요.", "Please choose a file."},
 	"upload.working":       {"검사 중…", "Checking…"},
 	"check.title":          {"검사 결과", "Check result"},
 	"check.summary":        {"%s: %s", "%s: %s"},
 	"check.summary.other":  {"다른 내용으로 이미 등록됨 %d개", "%d already registered with different content"},
-	"check.ok":             {"문제가 없습니다. '등록'을 누르면 등록을 시작합니다.", "No problems. Press Register to start."},
 	"check.problems":       {"고칠 곳", "Problems to fix"},
 	"check.warnings":       {"참고", "Worth knowing"},
 	"check.preview":        {"미리보기", "Preview"},
@@ -177,6 +172,17 @@ var messages = map[string][2]string{ // [ko, en]
 	"signin.nocenter":     {"판매자 센터에 로그인한 뒤 bulkreg 로그인 링크를 열어 주세요. 링크는 한 번만, 잠깐 동안 쓸 수 있습니다. 판매자 센터 주소를 모르면 bulkreg 운영자에게 물어 주세요.", "Sign in to your seller center and open the bulkreg sign-in link there. A link works once, for a short while. If you do not know the seller center's address, ask the bulkreg operator."},
 	"session.ended.title": {"다시 로그인해 주세요", "Please sign in again"},
 	"session.ended.body":  {"로그아웃했거나 로그인 시간이 지나서 이 파일을 검사하거나 등록하지 않았습니다. 다시 로그인한 뒤 파일을 다시 올려 주세요.", "You signed out, or your sign-in expired, so this file was neither checked nor registered. Sign in again, then upload the file again."},
+
+	// A file refused before it was read or checked (problem.go refuse):
+	// what happened, what to do, when to try again.
+	"refused.title":       {"지금은 이 파일을 받을 수 없습니다", "This file cannot be taken right now"},
+	"refused.seller":      {"먼저 보낸 파일 %[1]d개를 아직 처리하고 있어 이 파일은 검사하지도 등록하지도 않았습니다. 그 파일의 처리가 끝나면, 약 %[2]s 후에 다시 시도해 주세요.", "Your %[1]d files sent before are still being handled, so this file was neither checked nor registered. Try again once one of them is done, in about %[2]s."},
+	"refused.seller.one":  {"먼저 보낸 파일 %[1]d개를 아직 처리하고 있어 이 파일은 검사하지도 등록하지도 않았습니다. 그 파일의 처리가 끝나면, 약 %[2]s 후에 다시 시도해 주세요.", "Your %[1]d file sent before is still being handled, so this file was neither checked nor registered. Try again once it is done, in about %[2]s."},
+	"refused.busy":        {"지금 많은 파일을 처리하고 있어 이 파일은 검사하지도 등록하지도 않았습니다. 약 %s 후에 다시 시도해 주세요.", "bulkreg is handling many files right now, so this file was neither checked nor registered. Try again in about %s."},
+	"refused.large.title": {"파일이 너무 큽니다", "The file is too large"},
+	"refused.large":       {"파일이 %s보다 커서 검사하지도 등록하지도 않았습니다. 상품을 여러 파일로 나눠 올려 주세요.", "The file is larger than %s, so it was neither checked nor registered. Split the products over several files and upload each."},
+	"refused.slow.title":  {"파일이 끝까지 오지 않았습니다", "The file did not arrive in time"},
+	"refused.slow":        {"파일이 너무 느리게 와서 검사하지도 등록하지도 않았습니다. 연결이 더 빠른 곳에서 다시 올려 주세요.", "The file arrived too slowly, so it was neither checked nor registered. Upload it again over a faster connection."},
 
 	// A seller's share of the upload storage is full.
 	"share.title":      {"올린 파일을 더 보관할 공간이 없습니다", "Your upload storage is full"},
@@ -316,7 +322,7 @@ func fmtDuration(lang string, d time.Duration) string {
 // jsMessages are the texts the progress page's script needs, as JSON.
 func jsMessages(lang string) map[string]string {
 	out := map[string]string{}
-	for _, k := range []string{"detail.eta", "detail.eta.now", "detail.eta.none", "detail.done", "detail.percent", "dur.min", "dur.sec", "detail.nofailed", "upload.nofile", "upload.working",
+	for _, k := range []string{"detail.eta", "detail.eta.now", "detail.eta.none", "detail.done", "detail.percent", "dur.min", "dur.sec",
 		"outage.eta", "failing.eta", "paused.eta", "state.done.ok", "state.done.other", "state.done.partial", "state.done.failed", "end.fix", "detail.rows.more",
 		"live.signedout"} {
 		out[k] = msg(lang, k)

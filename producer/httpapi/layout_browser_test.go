@@ -77,6 +77,9 @@ func fits(t *testing.T, ctx context.Context, state, lang, shot string) {
 			t.Errorf("%s: the page is in %q", where, w[3])
 		}
 		axeClean(t, ctx, where)
+		if broken := brokenTimes(t, ctx); len(broken) > 0 {
+			t.Errorf("%s: times broken across lines (a phone may break after the date only): %q", where, broken)
+		}
 		if lang == "ko" {
 			if broken := brokenWords(t, ctx); len(broken) > 0 {
 				t.Errorf("%s: Korean words broken across lines: %q", where, broken)
@@ -113,6 +116,27 @@ func brokenWords(t *testing.T, ctx context.Context) []string {
 			const el = n.parentElement;
 			if (!el || !el.checkVisibility({contentVisibilityAuto: true}) || clipped(el)) continue;
 			for (const m of n.data.matchAll(/[\uAC00-\uD7A3]+/g)) {
+				const r = document.createRange();
+				r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
+				const tops = new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top)));
+				if (tops.size > 1) out.push(m[0] + " in " + el.tagName + "#" + el.id);
+			}
+		}
+		return out.slice(0, 5);
+	})()`)
+}
+
+// brokenTimes lists the times (the half of the day, the clock and the
+// zone: "오전 5:42:56 (KST)", "5:42:56 AM (KST)") shown across more than
+// one line: "오전⏎5:42:56" is a time broken in two.
+func brokenTimes(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	return eval[[]string](t, ctx, `(() => {
+		const out = [], walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+		for (let n; (n = walk.nextNode());) {
+			const el = n.parentElement;
+			if (!el || !el.checkVisibility({contentVisibilityAuto: true})) continue;
+			for (const m of n.data.matchAll(/(?:오전|오후) \d{1,2}:\d{2}:\d{2} \([^()]*\)|\d{1,2}:\d{2}:\d{2} [AP]M \([^()]*\)/g)) {
 				const r = document.createRange();
 				r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
 				const tops = new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top)));
@@ -246,9 +270,10 @@ const sellerCenter = "https://seller.example.com/signin?next=bulkreg"
 // sign-in pages, signed out, a link expired or used, and a session that
 // ended while the page was open) at 390 and 1280 px, in Korean and English:
 // no page is wider than the window, axe-core finds nothing, no Korean word
-// breaks across lines, and no part of a page (style, script, icon) is
-// missing. On a phone the preview keeps its row numbers in view after a
-// jump, and with the text at 200 % the file input and tables still work.
+// and no time (past its date) breaks across lines, and no part of a page
+// (style, script, icon) is missing. On a phone the preview keeps its row
+// numbers in view after a jump, and with the text at 200 % the file input
+// and tables still work.
 func TestEveryPageFitsInTheBrowser(t *testing.T) {
 	// A slow seller: an upload of 500 rows keeps registering through the test.
 	ctx, stack := browserStack(t, devstack.Options{Consumers: 1, Partitions: 2, Limit: 3, Window: 2 * time.Second, Margin: 100 * time.Millisecond,

@@ -200,11 +200,11 @@ func (s *Server) pageForm(w http.ResponseWriter, r *http.Request, lim *limits) (
 	if !ok {
 		return w, caller{}, form{}, nil, false
 	}
-	w, release, ok := s.takeUploadSlot(w, r, lim, c.seller)
+	w, release, ok := s.takeUploadSlot(w, r, lim, c)
 	if !ok {
 		return w, caller{}, form{}, nil, false
 	}
-	f, ok := s.readUploadForm(w, r, c.seller)
+	f, ok := s.readUploadForm(w, r, c)
 	if !ok {
 		release()
 		return w, caller{}, form{}, nil, false
@@ -437,6 +437,14 @@ type detailView struct {
 	ETAAt, FinishedText, Zone string
 }
 
+// ETAHTML and FinishedHTML are ETAText and FinishedText with their times
+// kept on one line (keepTimes).
+func (v detailView) ETAHTML() template.HTML      { return keepTimesIn(v.ETAText) }
+func (v detailView) FinishedHTML() template.HTML { return keepTimesIn(v.FinishedText) }
+
+// CreatedHTML is Created kept on one line past its date (keepTimes).
+func (u uploadRow) CreatedHTML() template.HTML { return keepTimesIn(u.Created) }
+
 func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
 	c, ok := s.pageCaller(w, r, false)
 	if !ok {
@@ -478,7 +486,7 @@ func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
 	if otherMore > 0 {
 		v.OtherMore = msg(d.Lang, "detail.rows.more", otherMore)
 	}
-	v.FileLine = isolated(msg(d.Lang, "detail.file", v.FileName, v.Created), textShownLen+maxFileNameLen, v.FileName)
+	v.FileLine = keepTimes(isolated(msg(d.Lang, "detail.file", v.FileName, v.Created), textShownLen+maxFileNameLen, v.FileName))
 	if !ev.Done && (p.Marketplace == upload.MarketplaceNotAnswering || p.Marketplace == upload.MarketplaceMisconfigured || p.Marketplace == upload.MarketplaceFailing) {
 		v.Marketplace = p.Marketplace
 	}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/bulkreg/bulkreg/producer/upload"
 )
@@ -58,4 +59,36 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// refuse answers a request refused before its work began (every slot
+// taken, a file too large or too slow): a page's form or script gets a
+// page in the seller's language that says what happened, what to do and
+// when to try again (titleKey, bodyKey with args), with p's status and the
+// headers set already (Retry-After); an API client, or a page's request
+// that asks for JSON, gets p as a problem document.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, c caller, p problem, titleKey, bodyKey string, args ...any) {
+	if !pageAsked(r) {
+		writeProblem(w, r, p)
+		return
+	}
+	d := s.data(r, c, "upload", titleKey)
+	d.Body = msg(d.Lang, bodyKey, args...)
+	s.render(w, r, p.Status, "message", d)
+}
+
+// pageAsked reports whether r is a page's request (a form, or the page's
+// script) that reads an answer as a page: not an API route, and no JSON
+// in Accept.
+func pageAsked(r *http.Request) bool {
+	if strings.HasPrefix(r.URL.Path, "/v1/") {
+		return false
+	}
+	for _, m := range strings.Split(r.Header.Get("Accept"), ",") {
+		m, _, _ = strings.Cut(m, ";")
+		if m = strings.TrimSpace(strings.ToLower(m)); m == "application/json" || strings.HasSuffix(m, "+json") {
+			return false
+		}
+	}
+	return true
 }

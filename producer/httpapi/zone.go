@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"html/template"
 	"net/http"
+	"regexp"
 	"time"
 
 	"github.com/bulkreg/bulkreg/internal/sellertime"
@@ -38,4 +40,21 @@ func (s *Server) streamZone(r *http.Request) *time.Location {
 // sayTime says t as the seller reads it: in zone, in lang's one format.
 func sayTime(lang string, t time.Time, zone *time.Location) string {
 	return sellertime.Format(lang, t, zone)
+}
+
+// clockText is the part of a time as sayTime says it that must stay on
+// one line: the half of the day, the clock and the zone ("오후 3:04:05
+// (KST)", "3:04:05 PM (KST)"). A phone may break after the date only.
+var clockText = regexp.MustCompile(`(?:오전|오후) \d{1,2}:\d{2}:\d{2} \([^()<>]*\)|\d{1,2}:\d{2}:\d{2} [AP]M \([^()<>]*\)`)
+
+// keepTimes marks every time's clockText in h as one unbreakable run
+// (class "at", white-space: nowrap in app.css; app.js does the same for
+// the texts it sets).
+func keepTimes(h template.HTML) template.HTML {
+	return template.HTML(clockText.ReplaceAllString(string(h), `<span class="at">$0</span>`))
+}
+
+// keepTimesIn is keepTimes of plain text.
+func keepTimesIn(s string) template.HTML {
+	return keepTimes(template.HTML(template.HTMLEscapeString(s)))
 }

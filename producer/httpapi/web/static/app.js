@@ -18,6 +18,23 @@
     });
   }
 
+  // setText sets el's text, each time's half of the day, clock and zone
+  // kept on one line (zone.go keepTimes): a phone breaks after the date only.
+  var clockText = /(?:오전|오후) \d{1,2}:\d{2}:\d{2} \([^()<>]*\)|\d{1,2}:\d{2}:\d{2} [AP]M \([^()<>]*\)/g;
+  function setText(el, text) {
+    el.textContent = "";
+    var at = 0;
+    String(text).replace(clockText, function (m, i) {
+      el.appendChild(document.createTextNode(text.slice(at, i)));
+      var s = document.createElement("span");
+      s.className = "at"; s.textContent = m;
+      el.appendChild(s);
+      at = i + m.length;
+      return m;
+    });
+    el.appendChild(document.createTextNode(String(text).slice(at)));
+  }
+
   // The browser's time zone, for the service to say times in from the next
   // answer on (zone.go); a page says the zone of every time it shows.
   function rememberZone() {
@@ -233,7 +250,7 @@
     }
     var endText = eta.textContent;
     function showETA() {
-      if (done) { eta.textContent = endText; return; }
+      if (done) { setText(eta, endText); return; }
       // No countdown while the marketplace does not answer: nobody knows.
       if (market === "not_answering") { eta.textContent = m["outage.eta"]; return; }
       if (market === "failing") { eta.textContent = m["failing.eta"]; return; }
@@ -241,7 +258,7 @@
       if (!etaAt) { eta.textContent = m["detail.eta.none"]; return; }
       var left = etaAt - Date.now();
       // The instant as the server says it (eta_text): one format, the zone named.
-      eta.textContent = left < 1000 ? m["detail.eta.now"] : fmt(m["detail.eta"], dur(left), etaText);
+      setText(eta, left < 1000 ? m["detail.eta.now"] : fmt(m["detail.eta"], dur(left), etaText));
     }
     function set(id, v) { document.getElementById(id).textContent = v; }
     function showOutage(p) {
@@ -338,7 +355,7 @@
       eta.dataset.eta = p.eta || "";
       eta.dataset.at = etaText;
       var fin = document.getElementById("finished");
-      fin.textContent = p.finished_text || "";
+      setText(fin, p.finished_text || "");
       fin.hidden = !p.finished_text;
       done = p.done;
       showOutage(p);
