@@ -14,6 +14,9 @@
 # `make vulncheck` checked.
 ARG GO_VERSION=1.26.11
 
+# Base images are to be named by tag and digest; docs/dependencies.md ("Base
+# images") says how to look a digest up and which still lack one.
+
 FROM golang:${GO_VERSION} AS build
 WORKDIR /src
 # Modules first, so a code change does not download them again.

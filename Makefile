@@ -71,8 +71,16 @@ fuzz:
 demo:
 	$(GO) run ./cmd/devstack demo --window 12s
 
+# build makes the binaries with the toolchain go.mod pins (GOTOOLCHAIN set to
+# its toolchain line, whatever go is installed or GOTOOLCHAIN says), so their
+# standard library is the one `make vulncheck` scans and the images ship. An
+# installed go that cannot run the pinned one (older, with no module proxy
+# to fetch it from) refuses the build rather than make binaries with its own.
 build:
-	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
+	@GOTOOLCHAIN=$(TOOLCHAIN) $(GO) version >/dev/null 2>&1 || { \
+		echo "build: go.mod pins $(TOOLCHAIN), but the installed go is $$(GOTOOLCHAIN=local $(GO) env GOVERSION) and could not fetch $(TOOLCHAIN) through GOPROXY=$$(GOTOOLCHAIN=local $(GO) env GOPROXY): install $(TOOLCHAIN) (https://go.dev/dl/), or let go fetch it (GOPROXY=https://proxy.golang.org,direct), then run make build again" >&2; \
+		exit 1; }
+	GOTOOLCHAIN=$(TOOLCHAIN) CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 
 # What every binary says of itself (--version, bulkreg_build_info): git's
 # description of the checkout, its commit and the commit's date, stamped by
@@ -97,8 +105,10 @@ image:
 # module at a pinned version, fetched through the module proxy and indexed
 # once per version into $(VULNDB_CACHE) (its cmd/indexdb over data/osv);
 # a pinned govulncheck, installed there once, reads it with -db file://.
-# The scan's go commands run the toolchain go.mod pins (GOTOOLCHAIN), whose
-# standard library is the one the images ship, whatever go is installed.
+# It scans twice: the source (./..., its go commands running the toolchain
+# go.mod pins) for what our code reaches, and then, in binary mode, each
+# binary `make build` wrote, so what ships is what was scanned: its
+# standard library and module versions as linked, not as go.mod says.
 # docs/dependencies.md says how to move the pins.
 # Both land in the cache by a rename of a finished copy, so an interrupted
 # run leaves nothing the next one would take as done (a directory at the
@@ -108,8 +118,10 @@ VULNDB_VERSION      ?= v0.0.0-20261105234957-e22db6528018
 GOVULNCHECK_VERSION ?= v1.9.0
 VULNDB_CACHE        ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/bulkreg/vulndb
 TOOLCHAIN           := $(shell sed -n 's/^toolchain //p' go.mod)
+# What `make build` writes: one binary per directory of cmd/.
+BINARIES            := $(patsubst cmd/%/,bin/%,$(wildcard cmd/*/))
 
-vulncheck:
+vulncheck: build
 	@set -e; db="$(VULNDB_CACHE)/$(VULNDB_VERSION)"; bin="$(VULNDB_CACHE)/govulncheck-$(GOVULNCHECK_VERSION)"; \
 	tmp=; gobin=; trap 'rm -rf "$$tmp" "$$gobin"' EXIT; trap 'exit 130' INT TERM HUP; \
 	if [ ! -f "$$db/index/db.json" ]; then \
@@ -126,7 +138,11 @@ vulncheck:
 		GOBIN="$$gobin" $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION); \
 		mv "$$gobin/govulncheck" "$$bin/govulncheck"; \
 	fi; \
-	GOTOOLCHAIN=$(TOOLCHAIN) "$$bin/govulncheck" -db "file://$$db" ./...
+	GOTOOLCHAIN=$(TOOLCHAIN) "$$bin/govulncheck" -db "file://$$db" ./...; \
+	for b in $(BINARIES); do \
+		echo "vulncheck: $$b as built ($$($(GO) version "$$b" | sed 's/.*: //'), -mode=binary)"; \
+		"$$bin/govulncheck" -db "file://$$db" -mode=binary "$$b"; \
+	done
 
 lint:
 	gofmt -l . | tee /dev/stderr | (! read)

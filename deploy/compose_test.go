@@ -32,8 +32,9 @@ type composeFile struct {
 
 // pinnedImage: a registry path and a tag naming a release down to its
 // patch (redis:7.4.6-alpine, prom/prometheus:v3.5.0), not a line that moves
-// (redis:7-alpine, :latest).
-var pinnedImage = regexp.MustCompile(`^[a-z0-9./_-]+:v?[0-9]+\.[0-9]+\.[0-9]+([.-][A-Za-z0-9.-]+)?$`)
+// (redis:7-alpine, :latest), and its digest when it has one
+// (TestImagesByDigest).
+var pinnedImage = regexp.MustCompile(`^[a-z0-9./_-]+:v?[0-9]+\.[0-9]+\.[0-9]+([.-][A-Za-z0-9.-]+)?(@sha256:[0-9a-f]{64})?$`)
 
 // TestComposeFiles holds docker-compose.yml and the files layered on it:
 // every service has resource limits and a health check (a one-shot service

@@ -23,7 +23,12 @@ import (
 
 // What makes an overlay unsafe to run as shipped.
 // Every overlay: pinned images, GOMEMLIMIT below the memory limit, spread
-// over zones and nodes, profiles never on an open port. Production besides:
+// over zones and nodes, profiles never on an open port, every workload's
+// containers on a read-only root filesystem, as a user and group of 10000
+// or above, within CPU, memory and ephemeral-storage limits, and in
+// production pulled on every start (kube-score's checks; an
+// exception is named in the workload's kube-score/ignore annotation and
+// explained beside it, and production has none). Production besides:
 // an https public URL, TLS to Kafka and Redis, an Ingress with TLS, a
 // NetworkPolicy that denies by default and lets through exactly the flows
 // the settings name, and an autoscaler that asks the overlay's Prometheus
@@ -78,10 +83,112 @@ func hardening(d *kubecheck.Decoded, overlay string) []error {
 			errs = append(errs, spread(dep)...)
 		}
 	}
+	errs = append(errs, containment(d, overlay)...)
 	if overlay == "production" {
 		errs = append(errs, ingressTLS(d)...)
 		errs = append(errs, networkPolicies(d)...)
 		errs = append(errs, autoscalerSource(d)...)
+	}
+	return errs
+}
+
+// The kube-score checks containment holds, by kube-score's names for them.
+const (
+	checkReadOnlyRoot = "container-security-context-readonlyrootfilesystem"
+	checkUserGroup    = "container-security-context-user-group-id"
+	checkResources    = "container-resources"
+	checkEphemeral    = "container-ephemeral-storage-request-and-limit"
+	checkPullPolicy   = "container-image-pull-policy"
+)
+
+// kubeScoreIgnore is the annotation by which a workload tells kube-score
+// (and containment) which checks it is an exception to; the manifest says
+// why beside it.
+const kubeScoreIgnore = "kube-score/ignore"
+
+// minUID is the lowest user and group ID kube-score accepts: below it an ID
+// may be a host account's, which a container escape would then act as.
+const minUID = 10000
+
+// containment: every container of every workload (Deployment, StatefulSet,
+// Job) has a read-only root filesystem, runs as a user and group of
+// minUID or above, and has CPU and memory limits and an ephemeral-storage
+// request and limit, and in production pulls its image on every start, as
+// kube-score wants, unless the workload names the check in its
+// kube-score/ignore annotation. The production overlay makes no such
+// exception.
+func containment(d *kubecheck.Decoded, overlay string) []error {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	type workload struct {
+		id          string
+		annotations map[string]string
+		spec        *corev1.PodSpec
+	}
+	var ws []workload
+	for _, x := range d.Deployments {
+		ws = append(ws, workload{"Deployment " + x.Name, x.Annotations, &x.Spec.Template.Spec})
+	}
+	for _, x := range d.StatefulSets {
+		ws = append(ws, workload{"StatefulSet " + x.Name, x.Annotations, &x.Spec.Template.Spec})
+	}
+	for _, x := range d.Jobs {
+		ws = append(ws, workload{"Job " + x.Name, x.Annotations, &x.Spec.Template.Spec})
+	}
+	for _, w := range ws {
+		var ignored []string
+		if v := w.annotations[kubeScoreIgnore]; v != "" {
+			for _, name := range strings.Split(v, ",") {
+				ignored = append(ignored, strings.TrimSpace(name))
+			}
+		}
+		if overlay == "production" && len(ignored) > 0 {
+			fail("%s: %s %v: production makes no exception to kube-score's checks", w.id, kubeScoreIgnore, ignored)
+		}
+		podSC := w.spec.SecurityContext
+		for _, c := range append(slices.Clone(w.spec.InitContainers), w.spec.Containers...) {
+			id := fmt.Sprintf("%s container %s", w.id, c.Name)
+			sc := c.SecurityContext
+			if !slices.Contains(ignored, checkReadOnlyRoot) && (sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem) {
+				fail("%s: readOnlyRootFilesystem must be true (mount an emptyDir where it writes), or the workload names %s in %s and says why", id, checkReadOnlyRoot, kubeScoreIgnore)
+			}
+			if !slices.Contains(ignored, checkUserGroup) {
+				var user, group *int64 // the container's setting wins over the pod's
+				if podSC != nil {
+					user, group = podSC.RunAsUser, podSC.RunAsGroup
+				}
+				if sc != nil && sc.RunAsUser != nil {
+					user = sc.RunAsUser
+				}
+				if sc != nil && sc.RunAsGroup != nil {
+					group = sc.RunAsGroup
+				}
+				for _, f := range []struct {
+					field string
+					v     *int64
+				}{{"runAsUser", user}, {"runAsGroup", group}} {
+					switch {
+					case f.v == nil:
+						fail("%s: no %s: it takes the image's, which may be root or a host account's; set %d or above (bulkreg's image: 65532)", id, f.field, minUID)
+					case *f.v < minUID:
+						fail("%s: %s %d is below %d: a host account's ID, should the container escape; use %d or above (bulkreg's image: 65532)", id, f.field, *f.v, minUID, minUID)
+					}
+				}
+			}
+			if !slices.Contains(ignored, checkResources) && (c.Resources.Limits.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero()) {
+				fail("%s: no CPU or no memory limit: one busy or leaking container could starve its node's others", id)
+			}
+			if !slices.Contains(ignored, checkEphemeral) && (c.Resources.Requests.StorageEphemeral().IsZero() || c.Resources.Limits.StorageEphemeral().IsZero()) {
+				fail("%s: no ephemeral-storage request or limit: its logs and writable layer could fill the node's disk", id)
+			}
+			if overlay == "production" && !slices.Contains(ignored, checkPullPolicy) && c.ImagePullPolicy != corev1.PullAlways {
+				policy := string(c.ImagePullPolicy)
+				if policy == "" {
+					policy = "unset (IfNotPresent for a tag)"
+				}
+				fail("%s: imagePullPolicy %s, want Always: a pod could start from an image left on the node that its pull secret no longer reaches", id, policy)
+			}
+		}
 	}
 	return errs
 }
