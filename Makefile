@@ -1,5 +1,11 @@
 # bulkreg — the two commands a newcomer needs are `make demo` and `make test`.
 GO      ?= go
+# Every go command here runs the toolchain go.mod pins, whatever go is
+# installed (it is fetched through the module proxy once): the tests run on
+# the standard library the binaries ship and `make vulncheck` scans, and
+# the tests' builds and `make build` share one build cache.
+TOOLCHAIN := $(shell sed -n 's/^toolchain //p' go.mod)
+export GOTOOLCHAIN := $(TOOLCHAIN)
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FUZZTIME ?= 5s
 # axe-core, injected into the seller pages by the browser tests; make test
@@ -117,7 +123,6 @@ image:
 VULNDB_VERSION      ?= v0.0.0-20261105234957-e22db6528018
 GOVULNCHECK_VERSION ?= v1.9.0
 VULNDB_CACHE        ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/bulkreg/vulndb
-TOOLCHAIN           := $(shell sed -n 's/^toolchain //p' go.mod)
 # What `make build` writes: one binary per directory of cmd/.
 BINARIES            := $(patsubst cmd/%/,bin/%,$(wildcard cmd/*/))
 
