@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/compliance"
@@ -31,6 +32,7 @@ import (
 	"github.com/bulkreg/bulkreg/internal/buildinfo"
 	"github.com/bulkreg/bulkreg/internal/cli"
 	"github.com/bulkreg/bulkreg/internal/config"
+	"github.com/bulkreg/bulkreg/internal/redischeck"
 	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
@@ -325,6 +327,9 @@ func consume(ctx context.Context, s settings, stderr io.Writer) error {
 		s.registered(metrics)
 		return nil
 	}
+	if err := checkRedis(ctx, redisDirect, log); err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", s.shared.MetricsAddr)
 	if err != nil {
@@ -360,6 +365,16 @@ func consume(ctx context.Context, s settings, stderr io.Writer) error {
 	case <-time.After(s.shutdownTimeout):
 		return fmt.Errorf("shutdown took longer than %s; unfinished rows will be read again by the group", s.shutdownTimeout)
 	}
+}
+
+// checkRedis refuses a Redis that would evict keys or cannot run the
+// scripts (internal/redischeck) before the consumer joins the group, with
+// a bound of its own: a Redis that does not answer is logged and the
+// consumer waits for it as it does for any outage.
+func checkRedis(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(autopipe.Direct(ctx), 5*time.Second)
+	defer cancel()
+	return redischeck.Check(ctx, rdb, log)
 }
 
 // healthz answers 200 while the consumer runs and 503 with the reason

@@ -567,6 +567,11 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	defer closeAll()
 	rdb := s.redis()
 	defer rdb.Close()
+	if e.registered == nil {
+		if err := checkRedis(ctx, rdb, log); err != nil {
+			return e.errorf("%v", err)
+		}
+	}
 	th, err := s.throttle(rdb)
 	if err != nil {
 		return e.errorf("%v", err)
