@@ -32,6 +32,7 @@ import (
 	"github.com/bulkreg/bulkreg/internal/buildinfo"
 	"github.com/bulkreg/bulkreg/internal/cli"
 	"github.com/bulkreg/bulkreg/internal/config"
+	"github.com/bulkreg/bulkreg/internal/logsum"
 	"github.com/bulkreg/bulkreg/internal/redischeck"
 	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
@@ -119,6 +120,7 @@ type settings struct {
 	circuit         circuit.Settings
 	shutdownTimeout time.Duration
 	logLevel        string
+	logRepeat       time.Duration
 	pprofAddr       string // servePprof; empty: no profiles
 	redisPipelining string // checkPipelining
 
@@ -147,6 +149,7 @@ func bind(getenv func(string) string) (*flag.FlagSet, *settings, *config.Binder)
 		circuit:         circuit.DefaultSettings(),
 		shutdownTimeout: 45 * time.Second,
 		logLevel:        "info",
+		logRepeat:       logsum.DefaultInterval,
 		redisPipelining: pipeAutopipe,
 	}
 	// Derived by the consumer package from the other settings unless set.
@@ -196,6 +199,7 @@ func bind(getenv func(string) string) (*flag.FlagSet, *settings, *config.Binder)
 	b.Duration(&s.ledger.AsideRetention, "ledger-aside-retention", "how long the Kafka records of a seller's dead-lettered rows are kept after its last one, so that a record read again (its consumer died before committing it) is not registered; at least the rows topic's retention")
 	bindCircuit(b, &s.circuit)
 	b.String(&s.logLevel, "log-level", "debug, info, warn or error")
+	b.Duration(&s.logRepeat, "log-repeat-interval", "a log line repeated with the same level and message is written once, then once per this interval with the count of repeats (repeated, within_seconds); 0 writes every line")
 	b.String(&s.pprofAddr, "pprof-addr", "listen address of /debug/pprof (heap, CPU profile, trace), apart from --metrics-addr; empty (the default): not served. Anyone who reaches it can read the heap: keep it on loopback (127.0.0.1:6060) and reach it with kubectl port-forward")
 	b.String(&s.redisPipelining, "redis-pipelining", "how the single Redis commands of many rows share round trips: autopipe (bulkreg's own, internal/autopipe), goredis (go-redis's AutoPipeline, its defaults), goredis-2x64 (the same with 2 batches of up to 64 in flight, as autopipe) or none (a round trip each); see ARCHITECTURE.md, \"What a row costs\"")
 	return fs, s, b
@@ -260,6 +264,9 @@ func parse(args []string, getenv func(string) string, out io.Writer) (settings, 
 	if err := level.UnmarshalText([]byte(s.logLevel)); err != nil {
 		errs = append(errs, fmt.Errorf("--log-level (%s): want debug, info, warn or error, got %q", config.EnvName("log-level"), s.logLevel))
 	}
+	if s.logRepeat < 0 {
+		errs = append(errs, fmt.Errorf("--log-repeat-interval (%s) must not be negative (0 writes every line), got %s", config.EnvName("log-repeat-interval"), s.logRepeat))
+	}
 	return *s, errors.Join(errs...)
 }
 
@@ -268,7 +275,10 @@ func parse(args []string, getenv func(string) string, out io.Writer) (settings, 
 func consume(ctx context.Context, s settings, stderr io.Writer) error {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(s.logLevel)) // checked by parse
-	log := slog.New(slog.NewJSONHandler(stderr, config.LogOptions(level)))
+	// Closed last: the counts of lines repeated until shutdown are written.
+	summarised := logsum.New(slog.NewJSONHandler(stderr, config.LogOptions(level)), s.logRepeat)
+	defer summarised.Close()
+	log := slog.New(summarised)
 	config.RouteRedisLogs(log)
 	s.consumer.Logger = log
 

@@ -24,6 +24,7 @@ import (
 	"github.com/bulkreg/bulkreg/excel"
 	"github.com/bulkreg/bulkreg/internal/buildinfo"
 	"github.com/bulkreg/bulkreg/internal/config"
+	"github.com/bulkreg/bulkreg/internal/logsum"
 	"github.com/bulkreg/bulkreg/internal/sellertime"
 	"github.com/bulkreg/bulkreg/messages"
 	"github.com/bulkreg/bulkreg/producer/httpapi"
@@ -558,7 +559,10 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(s.logLevel))
-	log := slog.New(slog.NewJSONHandler(e.stderr, config.LogOptions(level)))
+	// Closed last: the counts of lines repeated until shutdown are written.
+	summarised := logsum.New(slog.NewJSONHandler(e.stderr, config.LogOptions(level)), s.logRepeat)
+	defer summarised.Close()
+	log := slog.New(summarised)
 	config.RouteRedisLogs(log)
 	up, closeAll, err := s.uploader(log)
 	if err != nil {
