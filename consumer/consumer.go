@@ -111,10 +111,16 @@ type Consumer struct {
 	// workers runs the rows' jobs when they start or resume, on goroutines
 	// kept between rows (internal/workers).
 	workers *workers.Pool
-	redis   *redisGate
-	dlq     DeadLetterWriter
-	close   func() error
-	calls   chan struct{} // one token per registry call in progress
+	// jobs counts the rows between process and job.end. A row tells its
+	// partition it is done (finish, giveBack) before it settles what it
+	// holds (its SKU claim), so the drain alone does not cover the
+	// settling: Run waits for jobs too, and its caller closes Redis after
+	// the claims went back.
+	jobs  sync.WaitGroup
+	redis *redisGate
+	dlq   DeadLetterWriter
+	close func() error
+	calls chan struct{} // one token per registry call in progress
 	// now is one token per row asking the throttle or holding a slot due
 	// now (see ask).
 	now *dueNow
@@ -227,12 +233,30 @@ func (c *Consumer) Run(ctx context.Context) error {
 		go c.syncClock(probeCtx)
 	}
 	err := c.group.run(ctx)
+	c.awaitJobs()
 	c.workers.Close()
 	if cerr := c.close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close the dead-letter writer: %w", cerr)
 	}
 	return err
 }
+
+// awaitJobs waits until every row has settled what it holds, within
+// settleTimeout: a row's release is bounded by releaseTimeout, and the rows
+// release at once. A row still holding its claim after that leaves it to
+// lapse with its lease.
+func (c *Consumer) awaitJobs() {
+	done := make(chan struct{})
+	go func() { c.jobs.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(settleTimeout):
+		c.log.Warn("rows were still settling their SKU claims when the consumer stopped; those claims lapse with their lease", "waited", settleTimeout)
+	}
+}
+
+// settleTimeout bounds the wait of awaitJobs.
+const settleTimeout = 2 * releaseTimeout
 
 // Health is nil while Run runs; it names what is wrong otherwise.
 func (c *Consumer) Health() error {

@@ -39,6 +39,7 @@ type job struct {
 	start      time.Time
 	reserving  bool
 	waited     bool // stepClaim claims again after waiting out an outage, and does not wait again
+	ended      bool // end ran: the row settled what it held
 
 	// A park's two wake-ups (the timer, the row's context ending): the
 	// first one to take the lock resumes the row, the other does nothing.
@@ -73,6 +74,7 @@ func (c *Consumer) process(r *row, done func()) bool {
 	}
 	log := rowLogger(c.log, r)
 	j := &job{c: c, r: r, log: log, done: done}
+	c.jobs.Add(1) // done in end, after the row settled its claim
 	// ── SKU ledger (consumer/ledger.go): claim before each slot, settle at the end.
 	j.sku = c.newSKUClaim(r, log)
 	// ── circuit breaker (consumer/circuit.go): wait while the API is down for everyone.
@@ -228,10 +230,15 @@ func (j *job) giveBack() bool {
 // end settles what the row holds (its SKU claim, its place at the circuit)
 // and tells the lane.
 func (j *job) end() bool {
+	if j.ended {
+		return true
+	}
+	j.ended = true
 	j.sku.giveToken()
 	j.endReserve()
 	j.sku.settle()
 	j.cb.done()
+	j.c.jobs.Done()
 	return true
 }
 

@@ -316,11 +316,14 @@ func (s *skuClaim) settle() {
 	}
 }
 
+// releaseTimeout bounds one release of a claim.
+const releaseTimeout = time.Second
+
 // release gives the claim back; best effort: if Redis does not answer the
 // lease ends on its own.
 func (s *skuClaim) release(forget bool) {
 	s.held = false
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	if _, err := s.c.deps.Ledger.Release(ctx, s.r.m.SellerID, s.r.m.Product.SellerSKU, s.own, forget); err != nil {
 		s.log.Warn("could not release the SKU's claim in the ledger; it lapses with its lease", "sku", s.r.m.Product.SellerSKU, "err", err)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -46,13 +47,13 @@ type redisServer struct {
 	fakes *miniredis.Miniredis
 }
 
-func startRedis(ctx context.Context, mode string, log *slog.Logger) (*redisServer, error) {
+func startRedis(ctx context.Context, mode string, port int, log *slog.Logger) (*redisServer, error) {
 	if mode != "memory" {
 		dir, err := os.MkdirTemp("", "bulkreg-devstack-redis-")
 		if err != nil {
 			return nil, fmt.Errorf("make a folder for redis-server: %w", err)
 		}
-		p, err := redisproc.Start(ctx, dir, 0)
+		p, err := redisproc.Start(ctx, dir, port)
 		switch {
 		case err == nil:
 			log.Info("redis: started redis-server", "addr", p.Addr)
@@ -66,7 +67,7 @@ func startRedis(ctx context.Context, mode string, log *slog.Logger) (*redisServe
 		}
 	}
 	m := miniredis.NewMiniRedis()
-	if err := m.Start(); err != nil {
+	if err := m.StartAddr(net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err != nil {
 		return nil, fmt.Errorf("start the in-process Redis stand-in: %w", err)
 	}
 	log.Info("redis: in-process stand-in listening", "addr", m.Addr())

@@ -46,6 +46,8 @@ type Options struct {
 	KafkaPort    int    // 0: a free port
 	SandboxPort  int    // 0: a free port
 	ProducerPort int    // 0: a free port
+	AdminPort    int    // the upload service's /metrics and /healthz; 0: a free port
+	RedisPort    int    // redis-server's or the stand-in's, on 127.0.0.1; 0: a free port
 	// Redis is "auto" (redis-server when installed, else the in-process
 	// stand-in), "real" (redis-server or fail) or "memory" (the stand-in).
 	Redis      string
@@ -198,7 +200,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	s.Brokers = kc.ListenAddrs()
 	log.Info("kafka: embedded broker (kfake) listening", "brokers", s.Brokers, "topic", s.Topic, "partitions", o.Partitions)
 
-	rs, err := startRedis(ctx, o.Redis, log)
+	rs, err := startRedis(ctx, o.Redis, o.RedisPort, log)
 	if err != nil {
 		return nil, err
 	}
@@ -296,7 +298,7 @@ func (s *Stack) startProducer(o Options, log *slog.Logger) error {
 	}
 	s.ProducerURL = "http://" + addr
 	s.stops = append(s.stops, srv.StopStreams) // before the server's shutdown (stops run last first)
-	admin, err := s.serve(o.Host, 0, httpapi.AdminHandler(reg, func(ctx context.Context) error { return rdb.Ping(ctx).Err() }, plog))
+	admin, err := s.serve(o.Host, o.AdminPort, httpapi.AdminHandler(reg, func(ctx context.Context) error { return rdb.Ping(ctx).Err() }, plog))
 	if err != nil {
 		return fmt.Errorf("producer admin: %w", err)
 	}

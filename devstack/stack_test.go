@@ -5,11 +5,14 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/bulkreg/bulkreg/uploadstatus"
+
+	"github.com/bulkreg/bulkreg/internal/redisproc"
 )
 
 // TestDemo runs what `make demo` runs, with a 2 s window: the three sample
@@ -123,5 +126,35 @@ func TestOptionsNameTheFlag(t *testing.T) {
 		if _, err := Start(context.Background(), tt.o); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Start(%+v) = %v, want an error naming %s", tt.o, err, tt.want)
 		}
+	}
+}
+
+// Every port the stack opens can be chosen: Redis (redis-server and the
+// stand-in) and the upload service's admin listener as well as Kafka, the
+// sandbox and the upload service.
+func TestEveryPortChosen(t *testing.T) {
+	for _, mode := range []string{"real", "memory"} {
+		t.Run(mode, func(t *testing.T) {
+			ports, err := redisproc.FreePorts(5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := Start(context.Background(), Options{Redis: mode, Consumers: 1, Partitions: 1,
+				KafkaPort: ports[0], SandboxPort: ports[1], ProducerPort: ports[2], AdminPort: ports[3], RedisPort: ports[4]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			want := func(what, got string, port int) {
+				if !strings.HasSuffix(got, ":"+strconv.Itoa(port)) {
+					t.Errorf("%s at %s, want port %d", what, got, port)
+				}
+			}
+			want("kafka", s.Brokers[0], ports[0])
+			want("sandbox", s.RegistryURL, ports[1])
+			want("upload service", s.ProducerURL, ports[2])
+			want("admin listener", s.AdminURL, ports[3])
+			want("redis", s.RedisAddr, ports[4])
+		})
 	}
 }

@@ -17,7 +17,7 @@
 -- replaces the entry with a fresh charge): that charge is kept. An entry the caller saw absent is only
 -- ever added (a deleted upload's tombstone), never replaced.
 --
--- The record's own expiry is read with PTTL and TIME (PEXPIRETIME needs Redis 7.0; bulkreg runs on 6.2).
+-- The record's own expiry is read with PTTL and TIME, so the script runs where PEXPIRETIME is renamed away.
 --
 -- Reply: the number of entries removed.
 local t = redis.call('TIME')

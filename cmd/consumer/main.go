@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/compliance"
@@ -32,6 +33,8 @@ import (
 	"github.com/bulkreg/bulkreg/internal/cli"
 	"github.com/bulkreg/bulkreg/internal/config"
 	"github.com/bulkreg/bulkreg/internal/health"
+	"github.com/bulkreg/bulkreg/internal/logsum"
+	"github.com/bulkreg/bulkreg/internal/redischeck"
 	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
@@ -126,6 +129,7 @@ type settings struct {
 	circuit         circuit.Settings
 	shutdownTimeout time.Duration
 	logLevel        string
+	logRepeat       time.Duration
 	pprofAddr       string          // servePprof; empty: no profiles
 	readiness       health.Settings // /readyz's check of Kafka
 	redisPipelining string          // checkPipelining
@@ -155,6 +159,7 @@ func bind(getenv func(string) string) (*flag.FlagSet, *settings, *config.Binder)
 		circuit:         circuit.DefaultSettings(),
 		shutdownTimeout: 45 * time.Second,
 		logLevel:        "info",
+		logRepeat:       logsum.DefaultInterval,
 		redisPipelining: pipeAutopipe,
 		readiness:       health.DefaultSettings(),
 	}
@@ -206,6 +211,7 @@ func bind(getenv func(string) string) (*flag.FlagSet, *settings, *config.Binder)
 	bindCircuit(b, &s.circuit)
 	s.readiness.Bind(b, "Kafka (a connection of their own that asks for the rows topic's leaders)")
 	b.String(&s.logLevel, "log-level", "debug, info, warn or error")
+	b.Duration(&s.logRepeat, "log-repeat-interval", "a log line repeated with the same level and message is written once, then once per this interval with the count of repeats (repeated, within_seconds); 0 writes every line")
 	b.String(&s.pprofAddr, "pprof-addr", "listen address of /debug/pprof (heap, CPU profile, trace), apart from --metrics-addr; empty (the default): not served. Anyone who reaches it can read the heap: keep it on loopback (127.0.0.1:6060) and reach it with kubectl port-forward")
 	b.String(&s.redisPipelining, "redis-pipelining", "how the single Redis commands of many rows share round trips: autopipe (bulkreg's own, internal/autopipe), goredis (go-redis's AutoPipeline, its defaults), goredis-2x64 (the same with 2 batches of up to 64 in flight, as autopipe) or none (a round trip each); see ARCHITECTURE.md, \"What a row costs\"")
 	return fs, s, b
@@ -273,6 +279,9 @@ func parse(args []string, getenv func(string) string, out io.Writer) (settings, 
 	if err := level.UnmarshalText([]byte(s.logLevel)); err != nil {
 		errs = append(errs, fmt.Errorf("--log-level (%s): want debug, info, warn or error, got %q", config.EnvName("log-level"), s.logLevel))
 	}
+	if s.logRepeat < 0 {
+		errs = append(errs, fmt.Errorf("--log-repeat-interval (%s) must not be negative (0 writes every line), got %s", config.EnvName("log-repeat-interval"), s.logRepeat))
+	}
 	return *s, errors.Join(errs...)
 }
 
@@ -281,7 +290,10 @@ func parse(args []string, getenv func(string) string, out io.Writer) (settings, 
 func consume(ctx context.Context, s settings, stderr io.Writer) error {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(s.logLevel)) // checked by parse
-	log := slog.New(slog.NewJSONHandler(stderr, config.LogOptions(level)))
+	// Closed last: the counts of lines repeated until shutdown are written.
+	summarised := logsum.New(slog.NewJSONHandler(stderr, config.LogOptions(level)), s.logRepeat)
+	defer summarised.Close()
+	log := slog.New(summarised)
 	config.RouteRedisLogs(log)
 	s.consumer.Logger = log
 
@@ -339,6 +351,9 @@ func consume(ctx context.Context, s settings, stderr io.Writer) error {
 	if s.registered != nil {
 		s.registered(metrics)
 		return nil
+	}
+	if err := checkRedis(ctx, redisDirect, log); err != nil {
+		return err
 	}
 
 	ln, err := net.Listen("tcp", s.shared.MetricsAddr)
@@ -403,6 +418,16 @@ func redisAnswers(ok bool) error {
 		return errors.New("redis: no answer to the last probe or command")
 	}
 	return nil
+}
+
+// checkRedis refuses a Redis that would evict keys or cannot run the
+// scripts (internal/redischeck) before the consumer joins the group, with
+// a bound of its own: a Redis that does not answer is logged and the
+// consumer waits for it as it does for any outage.
+func checkRedis(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(autopipe.Direct(ctx), 5*time.Second)
+	defer cancel()
+	return redischeck.Check(ctx, rdb, log)
 }
 
 // healthz answers 200 while the consumer runs and 503 with the reason

@@ -82,6 +82,7 @@ func bind(cmd string, getenv func(string) string) (*flag.FlagSet, *settings, *co
 		// Ports an operator's tools default to, so `producer` and `consumer`
 		// work against it without flags.
 		s.opts.KafkaPort, s.opts.SandboxPort, s.opts.ProducerPort = 9092, 8081, 8080
+		s.opts.AdminPort, s.opts.RedisPort = 9465, 6379
 		s.logLevel = "info"
 	}
 	fs := flag.NewFlagSet("devstack "+cmd, flag.ContinueOnError)
@@ -95,6 +96,8 @@ func bind(cmd string, getenv func(string) string) (*flag.FlagSet, *settings, *co
 	b.Int(&o.KafkaPort, "kafka-port", "port of the embedded Kafka broker (0 = a free port)")
 	b.Int(&o.SandboxPort, "sandbox-port", "port of the sandbox registration API (0 = a free port)")
 	b.Int(&o.ProducerPort, "producer-port", "port of the producer's upload service (0 = a free port)")
+	b.Int(&o.AdminPort, "admin-port", "port of the upload service's /metrics and /healthz (0 = a free port)")
+	b.Int(&o.RedisPort, "redis-port", "port of redis-server, or of the in-process stand-in, on 127.0.0.1 (0 = a free port)")
 	b.String(&o.Redis, "redis", "auto (redis-server when installed, else an in-process stand-in), real or memory")
 	b.Int(&s.partitions, "partitions", "partitions of the rows topic")
 	b.Int(&o.Consumers, "consumers", "consumers in the group")

@@ -55,6 +55,13 @@ func TestParseDefaults(t *testing.T) {
 	if up.opts.KafkaPort != 9092 || up.opts.SandboxPort != 8081 || up.opts.ProducerPort != 8080 {
 		t.Errorf("up listens on %d/%d/%d, want the tools' default ports 9092/8081/8080", up.opts.KafkaPort, up.opts.SandboxPort, up.opts.ProducerPort)
 	}
+	if up.opts.AdminPort != 9465 || up.opts.RedisPort != 6379 {
+		t.Errorf("up's admin listener and Redis on %d/%d, want the tools' defaults 9465/6379", up.opts.AdminPort, up.opts.RedisPort)
+	}
+	set, err := parse("up", []string{"--admin-port", "19465"}, &stderr, &stderr, func(k string) string { return map[string]string{"BULKREG_REDIS_PORT": "16379"}[k] })
+	if err != nil || set.opts.AdminPort != 19465 || set.opts.RedisPort != 16379 {
+		t.Errorf("--admin-port 19465 and BULKREG_REDIS_PORT=16379: %d/%d (%v)", set.opts.AdminPort, set.opts.RedisPort, err)
+	}
 	demo, err := parse("demo", []string{"--window", "12s"}, &stderr, &stderr, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)

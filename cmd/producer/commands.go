@@ -25,6 +25,7 @@ import (
 	"github.com/bulkreg/bulkreg/internal/buildinfo"
 	"github.com/bulkreg/bulkreg/internal/config"
 	"github.com/bulkreg/bulkreg/internal/health"
+	"github.com/bulkreg/bulkreg/internal/logsum"
 	"github.com/bulkreg/bulkreg/internal/sellertime"
 	"github.com/bulkreg/bulkreg/messages"
 	"github.com/bulkreg/bulkreg/producer/httpapi"
@@ -559,7 +560,10 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(s.logLevel))
-	log := slog.New(slog.NewJSONHandler(e.stderr, config.LogOptions(level)))
+	// Closed last: the counts of lines repeated until shutdown are written.
+	summarised := logsum.New(slog.NewJSONHandler(e.stderr, config.LogOptions(level)), s.logRepeat)
+	defer summarised.Close()
+	log := slog.New(summarised)
 	config.RouteRedisLogs(log)
 	up, closeAll, err := s.uploader(log)
 	if err != nil {
@@ -568,6 +572,11 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	defer closeAll()
 	rdb := s.redis()
 	defer rdb.Close()
+	if e.registered == nil {
+		if err := checkRedis(ctx, rdb, log); err != nil {
+			return e.errorf("%v", err)
+		}
+	}
 	th, err := s.throttle(rdb)
 	if err != nil {
 		return e.errorf("%v", err)

@@ -4,7 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkreg/bulkreg/internal/redischeck"
 	"github.com/bulkreg/bulkreg/throttle"
 )
 
@@ -33,6 +38,9 @@ func cmdRedisInit(ctx context.Context, e *env, args []string) int {
 	}
 	rdb := s.redis()
 	defer rdb.Close()
+	if err := checkRedis(ctx, rdb, slog.New(slog.NewTextHandler(e.stderr, nil))); err != nil {
+		return e.errorf("%v", err)
+	}
 	res, err := throttle.Initialize(ctx, rdb)
 	switch {
 	case errors.Is(err, throttle.ErrNotNew):
@@ -45,4 +53,12 @@ func cmdRedisInit(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stdout, "initialised: %d hash-slot markers created\n", res.Created)
 	}
 	return exitOK
+}
+
+// checkRedis refuses a Redis that would evict keys or cannot run the
+// scripts (internal/redischeck), within a bound of its own.
+func checkRedis(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return redischeck.Check(ctx, rdb, log)
 }

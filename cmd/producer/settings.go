@@ -16,6 +16,7 @@ import (
 	"github.com/bulkreg/bulkreg/excel"
 	"github.com/bulkreg/bulkreg/internal/config"
 	"github.com/bulkreg/bulkreg/internal/health"
+	"github.com/bulkreg/bulkreg/internal/logsum"
 	"github.com/bulkreg/bulkreg/internal/sellertime"
 	"github.com/bulkreg/bulkreg/ledger"
 	"github.com/bulkreg/bulkreg/producer/httpapi"
@@ -69,6 +70,7 @@ type settings struct {
 	anonymousIdle       time.Duration
 	readiness           health.Settings // /readyz's checks of Redis and Kafka
 	logLevel            string
+	logRepeat           time.Duration
 	// tokens
 	jwtSecret             string
 	jwtPublicKeys         string
@@ -105,6 +107,7 @@ func defaults() *settings {
 		shutdownTimeout:    30 * time.Second,
 		maxUploads:         httpapi.DefaultMaxUploads,
 		logLevel:           "info",
+		logRepeat:          logsum.DefaultInterval,
 
 		maxUploadsPerSeller: httpapi.DefaultMaxUploadsPerSeller,
 		minUploadRate:       httpapi.DefaultMinUploadRate,
@@ -210,6 +213,7 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 		b.Duration(&s.eventsInterval, "events-interval", "how often a progress stream (server-sent events) reads the upload's progress, and an open history page its uploads")
 		b.String(&s.sellerTimeZone, "seller-time-zone", "the time zone (IANA name) pages, progress events and reports say times in until a seller's browser tells its own")
 		b.String(&s.logLevel, "log-level", "debug, info, warn or error")
+		b.Duration(&s.logRepeat, "log-repeat-interval", logRepeatUsage)
 	}
 	if groups&gLink != 0 {
 		b.URL(&s.publicURL, "public-url", "the upload service's address as sellers' browsers reach it; sign-in links start with it")
@@ -319,6 +323,9 @@ func (s *settings) bind(fs *flag.FlagSet, getenv func(string) string, groups gro
 			var l slog.Level
 			if err := l.UnmarshalText([]byte(s.logLevel)); err != nil {
 				bad("log-level", "want debug, info, warn or error, got %q", s.logLevel)
+			}
+			if s.logRepeat < 0 {
+				bad("log-repeat-interval", "must not be negative (0 writes every line), got %s", s.logRepeat)
 			}
 		}
 		if groups&gLink != 0 {
@@ -458,3 +465,6 @@ func (s *settings) policy() throttle.Policy {
 func (s *settings) throttle(rdb redis.UniversalClient) (*throttle.Throttle, error) {
 	return throttle.New(rdb, s.policy())
 }
+
+// logRepeatUsage is --log-repeat-interval's help.
+const logRepeatUsage = "a log line repeated with the same level and message is written once, then once per this interval with the count of repeats (repeated, within_seconds); 0 writes every line"
