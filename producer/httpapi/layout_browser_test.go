@@ -126,9 +126,10 @@ func brokenWords(t *testing.T, ctx context.Context) []string {
 	})()`)
 }
 
-// brokenTimes lists the times (the half of the day, the clock and the
-// zone: "오전 5:42:56 (KST)", "5:42:56 AM (KST)") shown across more than
-// one line: "오전⏎5:42:56" is a time broken in two.
+// brokenTimes lists the dates ("2026-12-01") and times (the half of the
+// day, the clock and the zone: "오전 5:42:56 (KST)", "5:42:56 AM (KST)")
+// shown across more than one line: "오전⏎5:42:56" and "2026-12-⏎01" are
+// broken in two.
 func brokenTimes(t *testing.T, ctx context.Context) []string {
 	t.Helper()
 	return eval[[]string](t, ctx, `(() => {
@@ -136,7 +137,7 @@ func brokenTimes(t *testing.T, ctx context.Context) []string {
 		for (let n; (n = walk.nextNode());) {
 			const el = n.parentElement;
 			if (!el || !el.checkVisibility({contentVisibilityAuto: true})) continue;
-			for (const m of n.data.matchAll(/(?:오전|오후) \d{1,2}:\d{2}:\d{2} \([^()]*\)|\d{1,2}:\d{2}:\d{2} [AP]M \([^()]*\)/g)) {
+			for (const m of n.data.matchAll(/\d{4}-\d{2}-\d{2}|(?:오전|오후) \d{1,2}:\d{2}:\d{2} \([^()]*\)|\d{1,2}:\d{2}:\d{2} [AP]M \([^()]*\)/g)) {
 				const r = document.createRange();
 				r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
 				const tops = new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top)));

@@ -42,10 +42,11 @@ func sayTime(lang string, t time.Time, zone *time.Location) string {
 	return sellertime.Format(lang, t, zone)
 }
 
-// clockText is the part of a time as sayTime says it that must stay on
-// one line: the half of the day, the clock and the zone ("오후 3:04:05
-// (KST)", "3:04:05 PM (KST)"). A phone may break after the date only.
-var clockText = regexp.MustCompile(`(?:오전|오후) \d{1,2}:\d{2}:\d{2} \([^()<>]*\)|\d{1,2}:\d{2}:\d{2} [AP]M \([^()<>]*\)`)
+// clockText is each part of a time as sayTime says it that must stay on
+// one line: the date ("2026-12-01", which a browser breaks after a hyphen
+// otherwise), and the half of the day, the clock and the zone ("오후
+// 3:04:05 (KST)", "3:04:05 PM (KST)"). A phone may break between the two.
+var clockText = regexp.MustCompile(`\d{4}-\d{2}-\d{2}|(?:오전|오후) \d{1,2}:\d{2}:\d{2} \([^()<>]*\)|\d{1,2}:\d{2}:\d{2} [AP]M \([^()<>]*\)`)
 
 // keepTimes marks every time's clockText in h as one unbreakable run
 // (class "at", white-space: nowrap in app.css; app.js does the same for

@@ -18,9 +18,10 @@
     });
   }
 
-  // setText sets el's text, each time's half of the day, clock and zone
-  // kept on one line (zone.go keepTimes): a phone breaks after the date only.
-  var clockText = /(?:오전|오후) \d{1,2}:\d{2}:\d{2} \([^()<>]*\)|\d{1,2}:\d{2}:\d{2} [AP]M \([^()<>]*\)/g;
+  // setText sets el's text, each time's date, and its half of the day,
+  // clock and zone, kept on one line each (zone.go keepTimes): a phone
+  // breaks between the two only.
+  var clockText = /\d{4}-\d{2}-\d{2}|(?:오전|오후) \d{1,2}:\d{2}:\d{2} \([^()<>]*\)|\d{1,2}:\d{2}:\d{2} [AP]M \([^()<>]*\)/g;
   function setText(el, text) {
     el.textContent = "";
     var at = 0;
