@@ -25,13 +25,34 @@ func pipeliningModes(list string) ([]string, error) {
 	return modes, nil
 }
 
+// rowPaths reads -row-path: the consumers' --row-path values to run each
+// scenario with, in order; one "" (the consumer's default) when empty.
+func rowPaths(list string) ([]string, error) {
+	if strings.TrimSpace(list) == "" {
+		return []string{""}, nil
+	}
+	var paths []string
+	for p := range strings.SplitSeq(list, ",") {
+		p = strings.TrimSpace(p)
+		if p != "lanes" && p != "runner" {
+			return nil, fmt.Errorf("-row-path %q: %q is neither lanes nor runner", list, p)
+		}
+		paths = append(paths, p)
+	}
+	return paths, nil
+}
+
 // runName names one run in messages and -times files:
-// many-sellers-goredis-2 for round 2 (of several) of many-sellers with
-// goredis; the scenario's name alone for one run with the default.
-func runName(scenario, pipelining string, round, rounds int) string {
+// many-sellers-goredis-runner-2 for round 2 (of several) of many-sellers with
+// goredis on the runner path; the scenario's name alone for one run with the
+// defaults.
+func runName(scenario, pipelining, rowPath string, round, rounds int) string {
 	name := scenario
 	if pipelining != "" {
 		name += "-" + pipelining
+	}
+	if rowPath != "" {
+		name += "-" + rowPath
 	}
 	if rounds > 1 {
 		name += fmt.Sprintf("-%d", round)
@@ -52,5 +73,13 @@ func brief(r result) string {
 	if r.ReserveLatency != nil {
 		s += fmt.Sprintf(", reserve p50 %.2f p99 %.2f ms", r.ReserveLatency.P50, r.ReserveLatency.P99)
 	}
+	s += fmt.Sprintf(", redis cpu %.0f µs/row", r.RedisCPUUsPerRow)
+	if r.AllocsPerRow != nil {
+		s += fmt.Sprintf(", allocs %.0f/row", *r.AllocsPerRow)
+	}
+	if r.WakesPerRow != nil {
+		s += fmt.Sprintf(", wakes %.1f/row", *r.WakesPerRow)
+	}
+	s += fmt.Sprintf(", peak rss %.1f MiB", r.PeakRSSMiBMax)
 	return s
 }

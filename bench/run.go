@@ -28,12 +28,12 @@ import (
 	"github.com/bulkreg/bulkreg/throttle"
 )
 
-func run(ctx context.Context, sc scenario, pipelining, bin, parent string, pprofPort, busy int, log *slog.Logger) (result, error) {
+func run(ctx context.Context, sc scenario, pipelining, rowPath, bin, parent string, pprofPort, busy int, log *slog.Logger) (result, error) {
 	dir, err := os.MkdirTemp(parent, sc.Name+"-")
 	if err != nil {
 		return result{}, err
 	}
-	res := result{Scenario: sc.Name, RedisPipelining: pipelining, LoadAvg1mAtStart: loadAvg(), Settings: settingsJSON{
+	res := result{Scenario: sc.Name, RedisPipelining: pipelining, RowPath: rowPath, LoadAvg1mAtStart: loadAvg(), Settings: settingsJSON{
 		Groups: sc.Groups, Sellers: sc.sellers(), Rows: sc.rows(), Consumers: sc.Consumers, Partitions: sc.Partitions,
 		LimitPerSeller: sc.Limit, WindowS: sc.Window.Seconds(), MarginS: sc.Margin.Seconds(),
 		GlobalLimit: sc.GlobalLimit, GlobalWindowS: sc.GlobalWindow.Seconds(), LatencyS: sc.Latency.Seconds(),
@@ -115,6 +115,9 @@ func run(ctx context.Context, sc scenario, pipelining, bin, parent string, pprof
 			"BULKREG_SESSION_TIMEOUT=3s", "BULKREG_HEARTBEAT_INTERVAL=300ms", "BULKREG_DRAIN_TIMEOUT=2s", "BULKREG_METRICS_ADDR="+metricsAddr, "BULKREG_LOG_LEVEL=warn")
 		if pprofPort > 0 {
 			cmd.Env = append(cmd.Env, fmt.Sprintf("BULKREG_PPROF_ADDR=127.0.0.1:%d", pprofPort+i))
+		}
+		if rowPath != "" {
+			cmd.Env = append(cmd.Env, "BULKREG_ROW_PATH="+rowPath)
 		}
 		if pipelining != "" {
 			cmd.Env = append(cmd.Env, "BULKREG_REDIS_PIPELINING="+pipelining)
@@ -276,6 +279,11 @@ func run(ctx context.Context, sc scenario, pipelining, bin, parent string, pprof
 	if haveMallocs {
 		res.AllocsPerRow = ptr(math.Round(perRow(mallocs)))
 	}
+	if wakes, ok := counted(before, after, "go_sched_latencies_seconds_count"); ok {
+		// The runtime records one goroutine in every schedTrackingPeriod
+		// it makes runnable and runs.
+		res.WakesPerRow = ptr(round(perRow(wakes * schedTrackingPeriod)))
+	}
 	res.Counters = map[string]float64{}
 	for _, name := range diagnostics {
 		sum, ok := 0.0, true
@@ -341,4 +349,23 @@ func logTail(path string) string {
 		b = b[len(b)-2000:]
 	}
 	return string(b)
+}
+
+// schedTrackingPeriod is how many goroutine schedulings the Go runtime
+// counts one of in /sched/latencies:seconds (runtime.gTrackingPeriod).
+const schedTrackingPeriod = 8
+
+// counted is a counter's increase over the run, summed over the consumers;
+// false when a consumer does not export it.
+func counted(before, after sample, name string) (float64, bool) {
+	sum := 0.0
+	for i := range after.consumers {
+		a, okA := after.consumers[i].metrics[name]
+		b, okB := before.consumers[i].metrics[name]
+		if !okA || !okB {
+			return 0, false
+		}
+		sum += a - b
+	}
+	return sum, true
 }

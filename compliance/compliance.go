@@ -17,6 +17,7 @@
 package compliance
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -189,6 +190,20 @@ func (r *Recorder) RecordWith(ctx context.Context, seller string, c Call, steps 
 	if seller == "" {
 		return errors.New("record a call: the seller id is empty")
 	}
+	it := r.item(seller, c)
+	it.steps = steps
+	res, err := r.records.Do(ctx, seller, it)
+	if err == nil {
+		err = res.err
+	}
+	if err != nil {
+		return fmt.Errorf("record a call of seller %q in the compliance history: %w", seller, redisfail.Wrap(err))
+	}
+	return r.listSeller(ctx, seller, res.isNew)
+}
+
+// item is the record of call c of seller, without steps.
+func (r *Recorder) item(seller string, c Call) recordItem {
 	var atMicros int64
 	if !c.At.IsZero() {
 		atMicros = c.At.UnixMicro()
@@ -201,20 +216,16 @@ func (r *Recorder) RecordWith(ctx context.Context, seller string, c Call, steps 
 	if atMicros == 0 {
 		id = nonce()
 	}
-	member := fmt.Sprintf("%d|%s|%s|%s", c.Status, sanitize(c.Class), sanitize(c.Key), id)
-	keys, args := []string{CallsKey(seller)}, []any{atMicros, member, r.retention.Microseconds()}
-	res, err := r.records.Do(ctx, seller, recordItem{keys: keys, args: args, steps: steps})
-	if err == nil {
-		err = res.err
-	}
-	if err != nil {
-		return fmt.Errorf("record a call of seller %q in the compliance history: %w", seller, redisfail.Wrap(err))
-	}
-	// A separate command: the set is not under the seller's hash tag, and a
-	// script may only touch one cluster slot. Sent once a minute per seller,
-	// not once per call, and at once when the history was new: after Redis
-	// lost its data the seller must not wait a minute to be listed again.
-	isNew := res.isNew
+	member := strconv.Itoa(c.Status) + "|" + sanitize(c.Class) + "|" + sanitize(c.Key) + "|" + id
+	return recordItem{keys: []string{CallsKey(seller)}, args: []any{atMicros, member, r.retention.Microseconds()}}
+}
+
+// listSeller adds seller to the set of sellers with a history. A separate
+// command: the set is not under the seller's hash tag, and a script may only
+// touch one cluster slot. Sent once a minute per seller, not once per call,
+// and at once when the history was new: after Redis lost its data the
+// seller must not wait a minute to be listed again.
+func (r *Recorder) listSeller(ctx context.Context, seller string, isNew bool) error {
 	r.mu.Lock()
 	last, ok := r.added[seller]
 	r.mu.Unlock()
@@ -231,6 +242,38 @@ func (r *Recorder) RecordWith(ctx context.Context, seller string, c Call, steps 
 	r.added[seller] = time.Now()
 	r.mu.Unlock()
 	return nil
+}
+
+// RecordAll records calls of one seller, and runs steps after them, in one
+// script: the calls' other writes on the seller's hash tag (their slots
+// settled or given back, their SKUs marked in the ledger). With no call it
+// runs the steps alone. It is RecordWith for a batch of calls that were
+// answered together, without waiting for other callers to join.
+func (r *Recorder) RecordAll(ctx context.Context, seller string, calls []Call, steps ...scriptbatch.Step) error {
+	if seller == "" {
+		return errors.New("record calls: the seller id is empty")
+	}
+	if len(calls) == 0 {
+		if err := r.batch.Run(ctx, r.rdb, steps...); err != nil {
+			return fmt.Errorf("write the steps of seller %q's calls: %w", seller, redisfail.Wrap(err))
+		}
+		return nil
+	}
+	items := make([]recordItem, len(calls))
+	for i, c := range calls {
+		items[i] = r.item(seller, c)
+	}
+	items[len(items)-1].steps = steps
+	res, err := r.writeRecords(ctx, seller, items)
+	if err == nil {
+		for _, x := range res {
+			err = cmp.Or(err, x.err)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("record %d calls of seller %q in the compliance history: %w", len(calls), seller, redisfail.Wrap(err))
+	}
+	return r.listSeller(ctx, seller, res[0].isNew)
 }
 
 // sanitize keeps the member's separator out of its fields.

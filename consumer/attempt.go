@@ -25,6 +25,10 @@ func (c *Consumer) dispatch(r *row) {
 		return
 	}
 	r.m = m
+	if c.runners != nil {
+		c.runners.add(r)
+		return
+	}
 	c.lanes.add(m.SellerID, r)
 }
 

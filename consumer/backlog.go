@@ -76,7 +76,7 @@ func (b *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 	if !ok {
 		return
 	}
-	seconds, sendable := quotaBacklog(b.c.lanes.rowsBySeller(), q.Policy().Limit, q.Policy().Window)
+	seconds, sendable := quotaBacklog(b.c.rowsBySeller(), q.Policy().Limit, q.Policy().Window)
 	ch <- prometheus.MustNewConstMetric(b.backlog, prometheus.GaugeValue, seconds)
 	ch <- prometheus.MustNewConstMetric(b.sendable, prometheus.GaugeValue, float64(sendable))
 }
@@ -92,4 +92,12 @@ func quotaBacklog(rows map[string]int, limit int, window time.Duration) (seconds
 		sendable += min(n, limit)
 	}
 	return seconds, sendable
+}
+
+// rowsBySeller counts each seller's rows this process holds.
+func (c *Consumer) rowsBySeller() map[string]int {
+	if c.runners != nil {
+		return c.runners.rowsBySeller()
+	}
+	return c.lanes.rowsBySeller()
 }

@@ -93,12 +93,12 @@ func (c *Consumer) readyToRead(ctx context.Context) bool {
 			continue
 		}
 		news := b.Changed()
-		if st, _, known := b.Local(); !known || st == circuit.Closed || c.lanes.sellers() == 0 {
+		if st, _, known := b.Local(); !known || st == circuit.Closed || c.sellersHolding() == 0 {
 			return true
 		}
 		select {
 		case <-news:
-		case <-c.lanes.idle():
+		case <-c.rowsIdle():
 		case <-ctx.Done():
 			return false
 		}
@@ -373,4 +373,20 @@ func (c *Consumer) refusedBulkreg(r *row, t *tries, res *registryclient.Result, 
 	log.Error("the registration API refused bulkreg itself, not the row: no attempt spent, asking again later; fix the registry credentials or URL",
 		"status", res.Status, "in", wait, "err", res.Err)
 	return wait, true
+}
+
+// sellersHolding is the number of sellers with rows in this process.
+func (c *Consumer) sellersHolding() int {
+	if c.runners != nil {
+		return c.runners.count()
+	}
+	return c.lanes.sellers()
+}
+
+// rowsIdle is closed once this process holds no row.
+func (c *Consumer) rowsIdle() <-chan struct{} {
+	if c.runners != nil {
+		return c.runners.idle()
+	}
+	return c.lanes.idle()
 }

@@ -83,7 +83,8 @@ func dlqLen(t testing.TB, brokers []string, topic string) int {
 // interval. Afterwards every row is registered once and none was
 // dead-lettered.
 func TestOutageHoldsRowsInKafka(t *testing.T) {
-	s := newStack(t, stackOptions{partitions: 1, limit: 50, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond})
+	// The lanes path's rule: the runner path holds a seller whose calls all fail (TestRunnerHoldsASellerTheAPIFails).
+	s := newStack(t, stackOptions{rowPath: RowPathLanes, partitions: 1, limit: 50, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond})
 	budget := registryclient.RetryPolicy{InitialInterval: 50 * time.Millisecond, MaxInterval: 400 * time.Millisecond, MaxElapsed: 2 * time.Second,
 		Multiplier: 2, Jitter: 0.5, MaxAttempts: 5}
 	c := s.startConsumer(func(_ *Config, d *Deps) { d.Retry = budget })
@@ -259,7 +260,8 @@ func (f *sellerFault) checkBudgetsSpent(t *testing.T, rows, attempts int) {
 // for the circuit without spending attempts, only they probed, and the
 // consumer holding them read nothing more: the second seller was never served.
 func TestOneSellersFailuresAreItsOwn(t *testing.T) {
-	s := newStack(t, stackOptions{partitions: 1, limit: 50, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond})
+	// The lanes path's rule: the runner path holds a seller whose calls all fail (TestRunnerHoldsASellerTheAPIFails).
+	s := newStack(t, stackOptions{rowPath: RowPathLanes, partitions: 1, limit: 50, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond})
 	const attempts = 4
 	fault, watch := s.startBehindSellerFault(attempts, []string{"poison"}, nil)
 
@@ -296,7 +298,8 @@ func TestOneSellersFailuresAreItsOwn(t *testing.T) {
 // the sick seller's rows probed for ever without spending an attempt, and
 // the circuit stayed open.
 func TestASickSellersProbesAreItsOwn(t *testing.T) {
-	s := newStack(t, stackOptions{partitions: 1, limit: 50, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond})
+	// The lanes path's rule: the runner path holds a seller whose calls all fail (TestRunnerHoldsASellerTheAPIFails).
+	s := newStack(t, stackOptions{rowPath: RowPathLanes, partitions: 1, limit: 50, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond})
 	ctx := context.Background()
 	// Other consumers' reports: "good" answered while "poison" fails (it is
 	// sick), then, good's calls out of the window, sellers d and e fail with
@@ -585,7 +588,8 @@ func TestRefusalWithoutACircuitWaits(t *testing.T) {
 // and the refused seller's rows spend their budget (4 attempts) and are
 // dead-lettered with the class misconfigured, which redrive sends again.
 func TestOneSellersRefusalIsItsOwn(t *testing.T) {
-	s := newStack(t, stackOptions{partitions: 1, limit: 50, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond})
+	// The lanes path's rule: the runner path holds a seller whose calls all fail (TestRunnerHoldsASellerTheAPIFails).
+	s := newStack(t, stackOptions{rowPath: RowPathLanes, partitions: 1, limit: 50, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond})
 	sb := s.api.Config.Handler
 	var mu sync.Mutex
 	refused := map[string]int{}

@@ -132,6 +132,8 @@ func (f *fixture) ledgerDeps(l Ledger) Deps {
 func TestClaimsInFlightAreCappedAndGoSellerBySeller(t *testing.T) {
 	const rows = 6
 	f := newFixture(t, 1, nil)
+	// Claim tokens are the lanes path's: the runner claims a batch's SKUs with its slots.
+	f.cfg.RowPath = RowPathLanes
 	f.cfg.MaxDueNow = 2
 	l := &gatedLedger{Ledger: ledger.New(testredis.Start(t).Client(), ledger.Options{})}
 	pass := l.gate()
@@ -168,6 +170,8 @@ func TestClaimsInFlightAreCappedAndGoSellerBySeller(t *testing.T) {
 // re-upload waits for its first upload does not stop other sellers' rows.
 func TestARowWaitingForAnotherRowsClaimHoldsNoToken(t *testing.T) {
 	f := newFixture(t, 1, nil)
+	// Claim tokens are the lanes path's: the runner claims a batch's SKUs with its slots.
+	f.cfg.RowPath = RowPathLanes
 	f.cfg.MaxDueNow = 2
 	l := &gatedLedger{Ledger: ledger.New(testredis.Start(t).Client(), ledger.Options{})}
 	waiting := "a"
@@ -253,6 +257,8 @@ func (b *heldOpen) Changed() <-chan struct{} {
 func TestRowsBackFromAnOutageClaimWithTokens(t *testing.T) {
 	const rows = 8
 	f := newFixture(t, 1, nil)
+	// Claim tokens are the lanes path's: the runner claims a batch's SKUs with its slots.
+	f.cfg.RowPath = RowPathLanes
 	f.cfg.MaxDueNow = 2
 	l := &gatedLedger{Ledger: ledger.New(testredis.Start(t).Client(), ledger.Options{})}
 	pass := l.gate()

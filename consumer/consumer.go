@@ -156,6 +156,12 @@ type Consumer struct {
 	// clock is read on its own only while some row needs it (syncClock).
 	reserving atomic.Int64
 
+	// The runner path's (Config.RowPath runner; nil on the lanes path):
+	// its runners, the call pool's queue and the process's starts.
+	runners *runners
+	pool    chan callJob
+	starts  *startBudget
+
 	running atomic.Bool
 }
 
@@ -204,6 +210,11 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 	c.workers = workers.New(maxIdleWorkers)
 	c.lanes.spawn, c.asks.spawn, c.now.spawn, c.claims.spawn = c.workers.Go, c.workers.Go, c.workers.Go, c.workers.Go
 	c.redis = newRedisGate(deps.PingRedis, cfg.RedisProbeInterval, log, c.m.redisDown.Inc)
+	if cfg.RowPath == RowPathRunner {
+		c.runners = newRunners(c)
+		c.pool = make(chan callJob, 4*cfg.MaxConcurrentCalls)
+		c.starts = newStartBudget(cfg.MaxDueNow)
+	}
 	if err := reg.Register(newBacklogCollector(c)); err != nil {
 		return nil, fmt.Errorf("consumer: register the backlog metrics: %w", err)
 	}
@@ -232,7 +243,22 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if c.deps.RedisTime != nil && c.cfg.ClockSync > 0 {
 		go c.syncClock(probeCtx)
 	}
+	if c.runners != nil {
+		for range c.cfg.MaxConcurrentCalls {
+			go c.callWorker(c.pool)
+		}
+	}
 	err := c.group.run(ctx)
+	if c.runners != nil {
+		// Every row is finished or given back; the runners end once they
+		// have written their last batch, and hand no call on after that.
+		select {
+		case <-c.runners.idle():
+			close(c.pool)
+		case <-time.After(c.cfg.DrainTimeout):
+			c.log.Error("runners still working after the drain; their call workers are left running")
+		}
+	}
 	c.awaitJobs()
 	c.workers.Close()
 	if cerr := c.close(); cerr != nil && err == nil {

@@ -52,6 +52,17 @@
 // message that cannot be decoded, or whose key names another seller than its
 // value, goes there at once.
 //
+// # The runner path
+//
+// With Config.RowPath = RowPathRunner the steps between the decode and the
+// record are a runner's per (partition, seller) instead of a job's per row
+// (runner.go): the runner claims and reserves a batch of the seller's rows
+// in one script, checks their slots once, hands each call to a pool of call
+// workers at its slot (runcall.go), and writes the batch's records, settles
+// and marks in one script and each upload's results in one write
+// (runstore.go). A seller whose calls all fail while none is answered is
+// held by its runner instead of its rows spending their attempts.
+//
 // # Why kafka-go's ConsumerGroup/Generation API and not kafka.Reader
 //
 // kafka.Reader with a GroupID is the usual way to consume a group in kafka-go,

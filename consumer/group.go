@@ -139,9 +139,31 @@ type Config struct {
 	// down (no registry call is made then) or back. 0: 1 s.
 	RedisProbeInterval time.Duration
 
+	// RowPath is the way rows take through the consumer: RowPathLanes, a
+	// job per row in its seller's lane, or RowPathRunner, one runner per
+	// (partition, seller) that reserves, checks, calls and records the
+	// seller's rows a batch at a time (runner.go). 0: RowPathLanes.
+	RowPath string
+	// SellerProbeMin and SellerProbeMax bound the growing interval between
+	// the probes of a seller the API fails (runner path): its runner holds
+	// it and calls one of its rows per interval until one is answered. 0:
+	// 1 s and 15 s, as the fleet circuit's probes: rows resume within
+	// about 15 s of the API answering the seller again.
+	SellerProbeMin, SellerProbeMax time.Duration
+	// SellerHoldLimit is how long the runner path holds a row of a seller
+	// the API fails before the row is dead-lettered for an operator (an
+	// alert fires then). 0: 1 h.
+	SellerHoldLimit time.Duration
+
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 }
+
+// The ways of a row through the consumer (Config.RowPath).
+const (
+	RowPathLanes  = "lanes"
+	RowPathRunner = "runner"
+)
 
 // DefaultConfig returns the production values, with the fields derived
 // from the throttle's policy (SellerConcurrency, MaxLateness) for its
@@ -169,6 +191,10 @@ func DefaultConfig() Config {
 		RedisRetryMin:           100 * time.Millisecond,
 		RedisRetryMax:           5 * time.Second,
 		RedisProbeInterval:      time.Second,
+		RowPath:                 RowPathLanes,
+		SellerProbeMin:          time.Second,
+		SellerProbeMax:          15 * time.Second,
+		SellerHoldLimit:         time.Hour,
 	}
 }
 
@@ -214,6 +240,10 @@ func (c Config) WithDefaults(p throttle.Policy) Config {
 	c.RedisRetryMin = cmp.Or(c.RedisRetryMin, d.RedisRetryMin)
 	c.RedisRetryMax = cmp.Or(c.RedisRetryMax, max(d.RedisRetryMax, c.RedisRetryMin))
 	c.RedisProbeInterval = cmp.Or(c.RedisProbeInterval, d.RedisProbeInterval)
+	c.RowPath = cmp.Or(c.RowPath, d.RowPath)
+	c.SellerProbeMin = cmp.Or(c.SellerProbeMin, d.SellerProbeMin)
+	c.SellerProbeMax = cmp.Or(c.SellerProbeMax, max(d.SellerProbeMax, c.SellerProbeMin))
+	c.SellerHoldLimit = cmp.Or(c.SellerHoldLimit, d.SellerHoldLimit)
 	return c
 }
 
@@ -258,7 +288,8 @@ func (c Config) validate(p throttle.Policy) error {
 	}
 	for name, d := range map[string]time.Duration{"session timeout": c.SessionTimeout, "heartbeat interval": c.HeartbeatInterval,
 		"rebalance timeout": c.RebalanceTimeout, "commit interval": c.CommitInterval, "drain timeout": c.DrainTimeout,
-		"maximum lateness": c.MaxLateness, "call timeout": c.CallTimeout, "missed-slot backoff": c.MissedSlotBackoffMax, "minimum Redis retry": c.RedisRetryMin, "maximum Redis retry": c.RedisRetryMax, "Redis probe interval": c.RedisProbeInterval} {
+		"maximum lateness": c.MaxLateness, "call timeout": c.CallTimeout, "missed-slot backoff": c.MissedSlotBackoffMax, "minimum Redis retry": c.RedisRetryMin, "maximum Redis retry": c.RedisRetryMax, "Redis probe interval": c.RedisProbeInterval,
+		"seller probe interval": c.SellerProbeMin, "longest seller probe interval": c.SellerProbeMax, "seller hold limit": c.SellerHoldLimit} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("the %s must not be negative (0 means its default), got %s", name, d))
 		}
@@ -280,6 +311,12 @@ func (c Config) validate(p throttle.Policy) error {
 	}
 	if c.MaxRateLimited < 0 {
 		errs = append(errs, fmt.Errorf("the most 429s per row must not be negative (0 means 20), got %d", c.MaxRateLimited))
+	}
+	if c.RowPath != RowPathLanes && c.RowPath != RowPathRunner {
+		errs = append(errs, fmt.Errorf("--row-path must be %s or %s, got %q", RowPathLanes, RowPathRunner, c.RowPath))
+	}
+	if c.SellerProbeMax < c.SellerProbeMin {
+		errs = append(errs, fmt.Errorf("--seller-probe-max (%s) must not be below --seller-probe-min (%s)", c.SellerProbeMax, c.SellerProbeMin))
 	}
 	if c.MaxDueNow < 0 {
 		errs = append(errs, fmt.Errorf("the most slots due now must not be negative (0 means its default), got %d", c.MaxDueNow))

@@ -29,6 +29,12 @@ type metrics struct {
 	held          prometheus.Counter
 	stale         prometheus.Counter
 	stateLost     prometheus.Counter
+	sellersHeld   prometheus.Gauge
+	holdExpired   prometheus.Counter
+	// callsBy and latencyBy are calls and latency for each class, looked
+	// up once (registryclient.Class is their index).
+	callsBy   [registryclient.Misconfigured + 1]prometheus.Counter
+	latencyBy [registryclient.Misconfigured + 1]prometheus.Observer
 }
 
 func newMetrics(reg prometheus.Registerer, oldest func() float64) *metrics {
@@ -114,13 +120,21 @@ func newMetrics(reg prometheus.Registerer, oldest func() float64) *metrics {
 		Name: "bulkreg_consumer_redis_state_lost_total",
 		Help: "Reservations that found Redis had lost (or may have lost) the throttle's state of a hash slot: every seller there was held one window from that moment.",
 	})
+	m.sellersHeld = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "bulkreg_consumer_sellers_held",
+		Help: "Sellers whose calls the registration API fails while none is answered, held by their runners (--row-path runner): their rows wait and spend no attempt, one is tried per growing interval.",
+	})
+	m.holdExpired = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bulkreg_consumer_seller_holds_expired_total",
+		Help: "Times rows of a held seller (--row-path runner) were held longer than --seller-hold-limit and sent to the dead-letter topic for an operator.",
+	})
 	oldestAge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "bulkreg_consumer_oldest_unfinished_row_age_seconds",
 		Help: "Age of the oldest unfinished row in this consumer, since it was produced; 0 when none.",
 	}, oldest)
 	m.initLabels()
 	reg.MustRegister(m.rows, m.calls, m.latency, m.throttleWait, m.lateness, m.uncertainty, m.rateLimited, m.inFlight, m.waiting,
-		m.activeSellers, m.commits, m.rebalances, m.dlqWrites, m.redisDown, m.abandoned, m.late, m.held, m.stale, m.stateLost, oldestAge)
+		m.activeSellers, m.commits, m.rebalances, m.dlqWrites, m.redisDown, m.abandoned, m.late, m.held, m.stale, m.stateLost, m.sellersHeld, m.holdExpired, oldestAge)
 	return m
 }
 
@@ -133,8 +147,8 @@ func (m *metrics) initLabels() {
 	}
 	for _, c := range []registryclient.Class{registryclient.Registered, registryclient.Replayed,
 		registryclient.Permanent, registryclient.RateLimited, registryclient.Transient, registryclient.Misconfigured} {
-		m.calls.WithLabelValues(c.String())
-		m.latency.WithLabelValues(c.String())
+		m.callsBy[c] = m.calls.WithLabelValues(c.String())
+		m.latencyBy[c] = m.latency.WithLabelValues(c.String())
 	}
 	// The classes a row can be dead-lettered with (record.go, deadLetter).
 	for _, class := range []string{registryclient.Transient.String(), registryclient.RateLimited.String(), registryclient.Misconfigured.String(), ClassBadMessage} {

@@ -25,7 +25,8 @@ func TestTwoSellersFailuresWhileAThirdRegisters(t *testing.T) {
 	// The sandbox's latency slows the healthy seller only (the failing
 	// sellers are answered before it): about 10 calls a second against the
 	// failing sellers' 25 or so, so most calls fail, as in the seed.
-	s := newStack(t, stackOptions{partitions: 1, limit: 20, window: time.Second, margin: 50 * time.Millisecond, latency: 200 * time.Millisecond})
+	// The lanes path's rule: the runner path holds a seller whose calls all fail (TestRunnerHoldsASellerTheAPIFails).
+	s := newStack(t, stackOptions{rowPath: RowPathLanes, partitions: 1, limit: 20, window: time.Second, margin: 50 * time.Millisecond, latency: 200 * time.Millisecond})
 	const attempts = 4
 	fault, watch := s.startBehindSellerFault(attempts, []string{"poison-1", "poison-2"}, func(cfg *Config) { cfg.SellerConcurrency = 2 })
 

@@ -354,6 +354,11 @@ func (l *Ledger) Claim(ctx context.Context, seller, sku, row, hash, from string)
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s in the ledger: %w", sku, seller, err)
 	}
+	return decide(seller, sku, res)
+}
+
+// decide reads the claim script's answer about one SKU.
+func decide(seller, sku string, res claimReply) (Claim, error) {
 	if res.verdict == "aside" {
 		note, err := decodeNote(res.entry)
 		if err != nil {

@@ -382,6 +382,8 @@ type Throttle struct {
 	// reserves shares one reserve script among the rows of a seller that
 	// ask at once (Reserve, sliding logs).
 	reserves *groupcommit.Group[string, string, Reservation]
+	// batch runs ReserveN's and ReleaseN's scripts (batch.go).
+	batch batchRunner
 	// kargs is p.kindArgs(), and settleTail settle.lua's arguments after
 	// the entry's place and id for the seller's log: made once, as every
 	// answered call settles.

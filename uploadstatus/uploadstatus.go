@@ -409,11 +409,8 @@ func (s *Store) RecordRow(ctx context.Context, uploadID string, r RowResult) err
 	if err != nil {
 		return err
 	}
-	if js, _ := args[2].(string); len(js) > MaxResultJSON {
-		r.Details, r.Cells = nil, nil
-		if args, err = s.recordArgs(uploadID, r); err != nil {
-			return err
-		}
+	if args, err = s.boundedArgs(uploadID, r, args); err != nil {
+		return err
 	}
 	if _, err := s.records.Do(ctx, uploadID, args); err != nil {
 		return fmt.Errorf("record row %d of upload %s: %w", r.Row, uploadID, err)
@@ -440,12 +437,26 @@ func (s *Store) writeRecords(ctx context.Context, uploadID string, rows [][]any)
 	return make([]struct{}, len(rows)), nil
 }
 
-// RecordRows records many rows (the producer's refused rows): up to
-// maxRecordBatch rows per script call.
+// boundedArgs are r's arguments args, made again without its details and
+// cells when its JSON is longer than MaxResultJSON.
+func (s *Store) boundedArgs(uploadID string, r RowResult, args []any) ([]any, error) {
+	if js, _ := args[2].(string); len(js) > MaxResultJSON {
+		r.Details, r.Cells = nil, nil
+		return s.recordArgs(uploadID, r)
+	}
+	return args, nil
+}
+
+// RecordRows records many rows (the producer's refused rows, a consumer's
+// batch of one upload's rows): up to maxRecordBatch rows per script call,
+// each kept to MaxResultJSON as RecordRow keeps it.
 func (s *Store) RecordRows(ctx context.Context, uploadID string, rs []RowResult) error {
 	rows := make([][]any, len(rs))
 	for i, r := range rs {
 		a, err := s.recordArgs(uploadID, r)
+		if err == nil {
+			a, err = s.boundedArgs(uploadID, r, a)
+		}
 		if err != nil {
 			return err
 		}

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"regexp"
 	"syscall"
 	"time"
 
@@ -185,6 +186,10 @@ func bind(getenv func(string) string) (*flag.FlagSet, *settings, *config.Binder)
 	b.Int(&c.MaxDueNow, "max-due-now", "most slots due now that a consumer holds before calling; about what it can call within the maximum lateness (half the margin). Also the most rows it lets ask the ledger for their SKU claim at once")
 	b.Int(&c.SellerConcurrency, "seller-concurrency", "most rows of one seller holding a throttle slot or calling at once (0 = the limit)")
 	b.Int(&c.MaxRateLimited, "max-rate-limited", "429 answers one row may get before it is dead-lettered")
+	b.String(&c.RowPath, "row-path", "the way rows take through the consumer: lanes (a job per row in its seller's lane) or runner (one runner per partition and seller that reserves, checks, calls and records the seller's rows a batch at a time); see ARCHITECTURE.md, \"The runner path\"")
+	b.Duration(&c.SellerProbeMin, "seller-probe-min", "--row-path runner: first wait before the probe of a seller whose calls the registration API fails while none is answered (the seller is held: its rows wait and spend no attempt)")
+	b.Duration(&c.SellerProbeMax, "seller-probe-max", "--row-path runner: longest wait between two probes of a held seller (the wait doubles after each failed probe)")
+	b.Duration(&c.SellerHoldLimit, "seller-hold-limit", "--row-path runner: a row held this long (its seller's calls all failing, none answered) is dead-lettered for an operator (alert BulkregSellerHoldExpired)")
 	b.Duration(&c.RedisRetryMin, "redis-retry-min", "first wait before asking Redis again when it does not answer")
 	b.Duration(&c.RedisRetryMax, "redis-retry-max", "longest wait between attempts while Redis does not answer")
 	b.Duration(&c.RedisProbeInterval, "redis-probe-interval", "how often Redis is pinged; no registry call is made while it does not answer")
@@ -319,7 +324,10 @@ func consume(ctx context.Context, s settings, stderr io.Writer) error {
 		return fmt.Errorf("circuit breaker: %w", err)
 	}
 	metrics := prometheus.NewRegistry()
-	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector("consumer"))
+	// The scheduler's latencies besides the defaults: their count is how
+	// often goroutines are woken, the hand-offs a row costs (bench).
+	goMetrics := collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)}))
+	metrics.MustRegister(goMetrics, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector("consumer"))
 	redisCommands := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bulkreg_consumer_redis_commands_total",
 		Help: "Commands this consumer sent to Redis (a script counts as one).",

@@ -30,7 +30,9 @@ import (
 
 // Step is one script of a batch.
 type Step struct {
-	// Script names the script's file in package lua ("compliance_record.lua").
+	// Script names the script's file in package lua ("compliance_record.lua"),
+	// or several joined by "+" that make one script together
+	// ("slot_guard.lua+fits.lua+reserve.lua").
 	Script string
 	Keys   []string
 	Args   []any
@@ -210,7 +212,23 @@ func Compose(names ...string) (string, error) {
 	return b.String(), nil
 }
 
-func body(name string) (s string, err error) {
+// body is the named script's text. A name may join several files with "+"
+// ("slot_guard.lua+fits.lua+reserve.lua"): their texts run as one body, in
+// that order, as a script made of them (the throttle's reserve scripts
+// define their helpers in the files before them).
+func body(name string) (string, error) {
+	var b strings.Builder
+	for part := range strings.SplitSeq(name, "+") {
+		s, err := file(part)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(s)
+	}
+	return b.String(), nil
+}
+
+func file(name string) (s string, err error) {
 	defer func() {
 		if recover() != nil {
 			err = fmt.Errorf("scriptbatch: no script %q in package lua", name)

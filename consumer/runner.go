@@ -1,0 +1,1264 @@
+// The runner path (Config.RowPath = runner): one runner per (partition,
+// seller) owns that seller's queue of rows, its slots, its calls in flight
+// and its next ask, and moves its rows a batch at a time:
+//
+//  1. take the ready rows, up to the room the throttle last reported (and,
+//     when the slots may be due now, up to the starts the process has free:
+//     startBudget);
+//  2. claim their SKUs and reserve their slots in one script on the
+//     seller's hash tag;
+//  3. confirm the slots once at the check lead (one script per group of
+//     slots within the lead of each other);
+//  4. at each slot, hand the call to the pool of call workers, which calls
+//     only within the slot's lateness (never past its SendBy), with the
+//     fleet circuit's Allow and Report;
+//  5. once every call of the batch is answered, write their compliance
+//     records, settles or give-backs and ledger marks in one script, and
+//     each upload's row results in one write;
+//  6. finish the rows (offsets as on the other path), and go on with the
+//     next batch, booked after this one's answers.
+//
+// A runner ends when its queue is empty; rows that arrive while a batch is
+// out join the next. A seller whose calls all fail (5xx, timeouts) while
+// none of its calls is answered is held by its runner: its rows spend no
+// attempt and stay queued, and one row is tried per growing interval until
+// the API answers it; other sellers are not affected. A row held longer
+// than Config.SellerHoldLimit is dead-lettered.
+
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/bulkreg/bulkreg/circuit"
+	"github.com/bulkreg/bulkreg/compliance"
+	"github.com/bulkreg/bulkreg/internal/scriptbatch"
+	"github.com/bulkreg/bulkreg/ledger"
+	registryclient "github.com/bulkreg/bulkreg/registry-client"
+	"github.com/bulkreg/bulkreg/throttle"
+	"github.com/bulkreg/bulkreg/uploadstatus"
+)
+
+// maxBatch bounds a batch: the throttle's reserve script takes at most this
+// many slots at once.
+const maxBatch = 256
+
+// runners is the runner path's registry of runners with rows.
+type runners struct {
+	c *Consumer
+
+	mu      sync.Mutex
+	m       map[runnerKey]*runner
+	sellers map[string]int // runners per seller
+	empty   chan struct{}  // closed when the last runner ends (idle)
+}
+
+type runnerKey struct {
+	p      *partition
+	seller string
+}
+
+func newRunners(c *Consumer) *runners {
+	return &runners{c: c, m: map[runnerKey]*runner{}, sellers: map[string]int{}}
+}
+
+// add queues a decoded row on its seller's runner, starting the runner when
+// it is not running.
+func (rs *runners) add(r *row) {
+	k := runnerKey{r.part, r.m.SellerID}
+	it := &item{r: r, queued: time.Now()}
+	rs.mu.Lock()
+	rn := rs.m[k]
+	if rn == nil {
+		rn = &runner{c: rs.c, rs: rs, p: r.part, seller: k.seller, wake: make(chan struct{}, 1), room: rs.c.deps.Throttle.Policy().Limit, dueNow: true}
+		rn.log = rs.c.log.With("seller", k.seller, "partition", r.part.id)
+		rs.m[k] = rn
+		if rs.sellers[k.seller] == 0 {
+			rs.c.m.activeSellers.Inc()
+		}
+		rs.sellers[k.seller]++
+	}
+	rn.queue = append(rn.queue, it)
+	start := !rn.running
+	rn.running = true
+	rs.mu.Unlock()
+	rs.c.m.waiting.Inc()
+	if start {
+		go rn.run()
+		return
+	}
+	select {
+	case rn.wake <- struct{}{}:
+	default:
+	}
+}
+
+// done removes rn when its queue is empty (under the lock, so a row added
+// meanwhile keeps it running) and reports whether it did.
+func (rs *runners) done(rn *runner) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if len(rn.queue) > 0 {
+		return false
+	}
+	rn.running = false
+	k := runnerKey{rn.p, rn.seller}
+	delete(rs.m, k)
+	if rs.sellers[rn.seller]--; rs.sellers[rn.seller] == 0 {
+		delete(rs.sellers, rn.seller)
+		rs.c.m.activeSellers.Dec()
+	}
+	if len(rs.m) == 0 && rs.empty != nil {
+		close(rs.empty)
+		rs.empty = nil
+	}
+	return true
+}
+
+// count is the number of sellers with a runner.
+func (rs *runners) count() int {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return len(rs.sellers)
+}
+
+// idle is closed once no runner runs.
+func (rs *runners) idle() <-chan struct{} {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if len(rs.m) == 0 {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	if rs.empty == nil {
+		rs.empty = make(chan struct{})
+	}
+	return rs.empty
+}
+
+// rowsBySeller counts each seller's rows queued or in a batch.
+func (rs *runners) rowsBySeller() map[string]int {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	out := map[string]int{}
+	for k, rn := range rs.m {
+		out[k.seller] += len(rn.queue) + rn.inBatch
+	}
+	return out
+}
+
+// runner moves one seller's rows of one partition.
+type runner struct {
+	c      *Consumer
+	rs     *runners
+	p      *partition
+	seller string
+	log    *slog.Logger
+	wake   chan struct{} // a row was queued
+
+	// Under rs.mu.
+	queue   []*item
+	running bool
+	inBatch int
+
+	// The loop's own.
+	room   int  // rows the next batch may take: the room the throttle last reported
+	dueNow bool // the next batch's slots may be due now (they take starts)
+	askAt  time.Time
+	// rebooked: the last batch gave its slots back to be booked whole at
+	// askAt (reserve).
+	rebooked bool
+	hold     sellerHold
+	// rank is when the seller started asking for starts, kept while it
+	// asks again within a window (ranked: when it last asked): the seller
+	// that started first is served first (startBudget).
+	rank, ranked time.Time
+	timer        *time.Timer
+}
+
+// item is one row in its runner.
+type item struct {
+	r         *row
+	queued    time.Time // when it joined its runner
+	notBefore time.Time
+	sku       *skuClaim // from its first batch on
+	t         tries
+	// suspect: the row's call failed while its seller's other calls were
+	// answered; its failures are its own and spend its attempts.
+	suspect bool
+	// admitted: the row's upload was found to exist (door.go).
+	admitted bool
+	// retry: the row's slot went by unused; it asks for the next one
+	// before the seller's next window is booked.
+	retry bool
+	// *call is the row's part in the batch it is in; nil while it waits
+	// in the queue, so a waiting row costs a small item only.
+	*call
+}
+
+// call is a row's part in its batch.
+type call struct {
+	cb rowCircuit
+	// result, when set, is the row's result without a call (its claim
+	// found the SKU registered before, or the row set aside), kind its
+	// label in the rows metric.
+	result *uploadstatus.RowResult
+	kind   string
+	slot   *slot
+	start  bool // holds one of the process's starts
+	called bool // handed to the call pool
+	made   bool
+	missed bool // the call could not start within its lateness
+	res    registryclient.Result
+	mk     marked
+}
+
+// sellerHold is the runner's hold of a seller the API fails.
+type sellerHold struct {
+	since time.Time // zero: not held
+	next  time.Duration
+	probe time.Time // when the next probe may go
+	class string    // the last failure's class and detail, for a dead letter
+	last  registryclient.Result
+}
+
+func (h *sellerHold) held() bool { return !h.since.IsZero() }
+
+// run is the runner's loop: a batch after the other until the queue is
+// empty or the partition is revoked.
+func (rn *runner) run() {
+	rn.timer = time.NewTimer(time.Hour)
+	rn.timer.Stop()
+	defer func() {
+		if rn.hold.held() { // its hold ends with it; a new runner probes afresh
+			rn.c.m.sellersHeld.Dec()
+		}
+	}()
+	ctx := rn.p.ctx
+	for {
+		if ctx.Err() != nil {
+			rn.giveBackQueue()
+			if rn.rs.done(rn) {
+				return
+			}
+			continue // a row came in meanwhile: give it back too
+		}
+		b, retrying, wait := rn.take()
+		if b == nil {
+			if wait < 0 {
+				if rn.rs.done(rn) {
+					return
+				}
+				continue
+			}
+			rn.sleep(ctx, wait, true)
+			continue
+		}
+		rn.batch(ctx, b, retrying)
+	}
+}
+
+// sleep waits d, or until ctx ends, or (woken) a row is queued.
+func (rn *runner) sleep(ctx context.Context, d time.Duration, woken bool) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	rn.timer.Reset(d)
+	defer rn.timer.Stop()
+	var wake chan struct{}
+	if woken {
+		wake = rn.wake
+	}
+	select {
+	case <-rn.timer.C:
+		return true
+	case <-wake:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// giveBackQueue gives every queued row back (the partition was revoked)
+// and then releases the SKU claims they hold (settleClaims).
+func (rn *runner) giveBackQueue() {
+	rn.rs.mu.Lock()
+	q := rn.queue
+	rn.queue = nil
+	rn.rs.mu.Unlock()
+	rn.c.m.waiting.Sub(float64(len(q)))
+	for _, it := range q {
+		it.r.giveBack()
+	}
+	settleClaims(q)
+}
+
+// settleClaims releases the SKU claims that rows given back still hold,
+// keeping their keys, all at once (each bounded by releaseTimeout), as a
+// lanes row settles its claim when its job ends: another row with the SKU
+// need not wait out the lease. The runner ends after this, and Run waits for
+// the runners, so the caller closes Redis after the releases.
+func settleClaims(its []*item) {
+	var wg sync.WaitGroup
+	for _, it := range its {
+		if it.sku != nil && it.sku.held {
+			wg.Go(it.sku.settle)
+		}
+	}
+	wg.Wait()
+}
+
+// take takes the next batch off the queue: the rows ready now, up to the
+// room; rows whose slots went by (item.retry) go first, in a batch of their
+// own, due now. Without a batch it returns how long to wait (negative: the
+// queue is empty).
+func (rn *runner) take() (b []*item, retrying bool, wait time.Duration) {
+	rn.rs.mu.Lock()
+	empty := len(rn.queue) == 0
+	rn.rs.mu.Unlock()
+	if empty {
+		return nil, false, -1
+	}
+	now := time.Now()
+	if w := rn.askAt.Sub(now); w > 0 {
+		return nil, false, w
+	}
+	held := rn.hold.held()
+	want := min(rn.room, rn.c.cfg.SellerConcurrency, maxBatch)
+	if held {
+		if w := rn.hold.probe.Sub(now); w > 0 {
+			rn.expireHold(now)
+			return nil, false, w
+		}
+		want = 1 // the probe
+	}
+	rn.rs.mu.Lock()
+	defer rn.rs.mu.Unlock()
+	q := rn.queue
+	if len(q) == 0 {
+		return nil, false, -1
+	}
+	for _, it := range q {
+		if it.retry && !it.notBefore.After(now) {
+			retrying = true
+			break
+		}
+	}
+	next := time.Duration(-1)
+	kept := q[:0]
+	for _, it := range q {
+		// A held seller's probe is a row whose failures were not its own.
+		if len(b) < want && !it.notBefore.After(now) && (!retrying || it.retry) && (!held || !it.suspect) {
+			b = append(b, it)
+			continue
+		}
+		if w := it.notBefore.Sub(now); w > 0 && (next < 0 || w < next) {
+			next = w
+		}
+		kept = append(kept, it)
+	}
+	clear(q[len(kept):])
+	if len(b) == 0 && held && len(kept) > 0 && !kept[0].notBefore.After(now) {
+		b, kept = append(b, kept[0]), kept[1:] // only suspect rows are left: one of them probes
+	}
+	rn.queue = kept
+	if len(b) == 0 {
+		return nil, false, max(next, time.Millisecond)
+	}
+	parts := make([]call, len(b)) // one allocation for the batch's rows
+	for i, it := range b {
+		it.retry, it.call = false, &parts[i]
+	}
+	rn.inBatch += len(b)
+	rn.c.m.waiting.Sub(float64(len(b)))
+	return b, retrying, 0
+}
+
+// requeue puts rows back at the front of the queue, in their order, for a
+// later batch.
+func (rn *runner) requeue(its []*item) {
+	if len(its) == 0 {
+		return
+	}
+	for _, it := range its {
+		it.call = nil
+	}
+	rn.rs.mu.Lock()
+	rn.queue = append(slices.Clip(its), rn.queue...)
+	rn.inBatch = max(0, rn.inBatch-len(its))
+	rn.rs.mu.Unlock()
+	rn.c.m.waiting.Add(float64(len(its)))
+}
+
+// batch takes b through one round: claim and reserve, check, call, write,
+// finish. Every row of b ends finished, given back or queued again.
+func (rn *runner) batch(ctx context.Context, b []*item, retrying bool) {
+	c := rn.c
+	defer func() {
+		rn.rs.mu.Lock()
+		rn.inBatch = 0
+		rn.rs.mu.Unlock()
+	}()
+	b = rn.admit(b)
+	if len(b) == 0 {
+		return
+	}
+	probe, ok := rn.fleetReady(ctx)
+	if !ok {
+		rn.giveBack(b)
+		return
+	}
+	if probe {
+		defer c.turn.give()
+		rn.requeue(b[1:])
+		b = b[:1]
+	}
+	c.reserving.Add(1)
+	defer c.reserving.Add(-1)
+	begun := time.Now()
+	// A window with room now is booked in parts, each as large as the
+	// starts the process has free, and each as soon as they are: the
+	// seller's window then goes out in one stretch, not interleaved with
+	// other sellers' (whose rank is later) while its first part waits for
+	// its answers. The next window is booked after the answers.
+	pending := newCallBatch()
+	var all, calls []*item
+	var freed []throttle.Reservation
+	for part := 0; ; part++ {
+		if part > 0 {
+			if !rn.dueNow || retrying || probe || rn.hold.held() {
+				break
+			}
+			if b, _, _ = rn.take(); len(b) == 0 {
+				break
+			}
+			if b = rn.admit(b); len(b) == 0 {
+				break
+			}
+		}
+		starts := 0
+		if rn.dueNow || retrying {
+			now := time.Now()
+			if p := c.deps.Throttle.Policy(); rn.rank.IsZero() || now.Sub(rn.ranked) > p.Window+p.Margin {
+				rn.rank = now
+			}
+			rn.ranked = now
+			starts = c.starts.take(ctx, rn.rank, len(b))
+			if starts == 0 {
+				rn.giveBack(b)
+				break
+			}
+			if starts < len(b) {
+				rn.requeue(b[starts:])
+				b = b[:starts]
+			}
+		}
+		got, fr, granted, ok := rn.reserve(ctx, b, starts)
+		if !ok {
+			break
+		}
+		all, calls, freed = append(all, b...), append(calls, got...), append(freed, fr...)
+		// Every slot is placed: call at each, confirming them first.
+		rn.hand(ctx, got, &freed, granted, pending)
+	}
+	pending.wait()
+	c.m.throttleWait.Observe(time.Since(begun).Seconds())
+	rn.conclude(all, calls, freed)
+}
+
+// admit lets through the rows whose upload exists (door.go); the others
+// are dead-lettered or given back there.
+func (rn *runner) admit(b []*item) []*item {
+	out := b[:0]
+	for _, it := range b {
+		it.cb = rowCircuit{c: rn.c, r: it.r, log: rn.log}
+		if it.admitted {
+			out = append(out, it)
+			continue
+		}
+		if it.sku == nil {
+			it.sku = rn.c.newSKUClaim(it.r, rn.log)
+		}
+		if !rn.c.admit(it.r, rn.log) {
+			continue
+		}
+		it.admitted = true
+		out = append(out, it)
+	}
+	return out
+}
+
+// giveBack leaves rows unfinished for the partition's next owner, their
+// SKU claims released (settleClaims).
+func (rn *runner) giveBack(b []*item) {
+	for _, it := range b {
+		it.r.giveBack()
+	}
+	settleClaims(b)
+}
+
+// fleetReady waits, holding no slot, while the fleet's circuit is open. probe
+// reports that the circuit is not closed and this runner took the process's
+// turn to probe (one row goes); ok is false when ctx ended.
+func (rn *runner) fleetReady(ctx context.Context) (probe, ok bool) {
+	c := rn.c
+	b := c.deps.Circuit
+	if b == nil {
+		return false, c.redis.wait(ctx)
+	}
+	retry := c.redisBackOff()
+	for {
+		if !c.redis.wait(ctx) {
+			return false, false
+		}
+		if err := b.WaitReady(ctx); err != nil {
+			if ctx.Err() != nil {
+				return false, false
+			}
+			c.circuitDown(err)
+			if !sleep(ctx, retry.NextBackOff()) {
+				return false, false
+			}
+			continue
+		}
+		news := b.Changed()
+		st, _, known := b.Local()
+		if !known || st == circuit.Closed {
+			return false, true
+		}
+		got, free := c.turn.take()
+		if got {
+			return true, true
+		}
+		select {
+		case <-free:
+		case <-news:
+		case <-ctx.Done():
+			return false, false
+		}
+	}
+}
+
+// reserve claims the rows' SKUs and reserves their slots in one script, and
+// sorts the rows: those that call (calls, in slot order; granted is when
+// their slots were), those queued again, those with a result without a
+// call (item.result, written with the batch's). freed are the slots of rows
+// that make no call. ok is false when the batch ended here (every row dealt
+// with).
+func (rn *runner) reserve(ctx context.Context, b []*item, starts int) (calls []*item, freed []throttle.Reservation, granted time.Time, ok bool) {
+	c := rn.c
+	var claims []ledger.ClaimRequest
+	if c.deps.Ledger != nil {
+		claims = make([]ledger.ClaimRequest, len(b))
+		for i, it := range b {
+			claims[i] = ledger.ClaimRequest{SKU: it.r.m.Product.SellerSKU, Row: it.sku.own, Hash: it.sku.hash, From: it.sku.from}
+		}
+	}
+	retry := c.redisBackOff()
+	var (
+		got      []ledger.ClaimResult
+		rs       []throttle.Reservation
+		sent     time.Time
+		err      error
+		giveBack = func() {
+			c.starts.give(starts)
+			rn.giveBack(b)
+		}
+	)
+	for {
+		if !c.redis.wait(ctx) {
+			giveBack()
+			return nil, nil, granted, false
+		}
+		sent = time.Now()
+		got, rs, err = c.claimReserve(ctx, rn.seller, claims, len(b))
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			giveBack()
+			return nil, nil, granted, false
+		}
+		if unavailable(err) {
+			c.redis.down(err)
+		} else {
+			rn.log.Error("claiming the SKUs and reserving the slots of a batch failed, retrying", "rows", len(b), "err", err)
+		}
+		if !sleep(ctx, retry.NextBackOff()) {
+			giveBack()
+			return nil, nil, granted, false
+		}
+	}
+	arrived := time.Now()
+	var later []*item // queued again: another row holds the SKU, or no slot within MaxWait
+	for i, it := range b {
+		r := rs[i]
+		if got != nil && !rn.claimed(it, got[i], &later) {
+			if r.Admitted {
+				freed = append(freed, r)
+			}
+			continue
+		}
+		if !r.Admitted {
+			// At is when the slot comes within MaxWait; a little later it
+			// surely has, whatever the clocks' error.
+			later = append(later, it)
+			rn.askAt = arrived.Add(r.Wait + c.cfg.MaxLateness)
+			continue
+		}
+		if r.Lost {
+			c.m.stateLost.Inc()
+			rn.log.Warn("Redis had lost the throttle's state of this seller's hash slot (restarted empty, flushed, or a new server after a restart or failover): no seller there gets a slot before the hold ends",
+				"held_until", r.HeldUntil, "hold", time.Until(r.HeldUntil).Round(time.Millisecond))
+		}
+		s := &slot{Reservation: r}
+		s.place(c.clock, sent, arrived, r.At.Add(-r.Wait))
+		it.slot = s
+		calls = append(calls, it)
+	}
+	// Part of the batch beyond MaxWait: when the slots taken all come after
+	// the time to ask for the others, they go back, and the whole batch is
+	// booked then, at once. Otherwise the runner, waiting for the first
+	// part's slots, would ask for the rest only after them, a window late.
+	// Once per batch (rebooked): a batch that still does not fit goes in
+	// parts.
+	if len(calls) > 0 && !rn.askAt.IsZero() && rn.askAt.After(arrived) && !rn.rebooked && calls[0].slot.due.After(rn.askAt) {
+		minDue := calls[0].slot.due
+		for _, it := range calls {
+			minDue = minTime(minDue, it.slot.due)
+		}
+		if minDue.After(rn.askAt) {
+			for _, it := range calls {
+				freed = append(freed, it.slot.Reservation)
+				it.slot = nil
+			}
+			later, calls = append(calls, later...), nil
+			rn.rebooked = true
+		}
+	} else {
+		rn.rebooked = false
+	}
+	// The room the throttle reported with the last slot it gave
+	// (Reservation.Room). None left: the next batch books after this one's
+	// answers (a full window, or a token bucket whose next slot waits for
+	// them), up to the limit.
+	rn.room, rn.dueNow = c.deps.Throttle.Policy().Limit, true
+	for i := len(rs) - 1; i >= 0; i-- {
+		if rs[i].Admitted {
+			if rs[i].Room > 0 {
+				rn.room = rs[i].Room
+			} else {
+				rn.dueNow = false
+			}
+			break
+		}
+	}
+	// Starts are kept by the rows whose slots are due now, until their
+	// calls start; the others go back at once.
+	kept := 0
+	horizon := time.Now().Add(2 * c.cfg.MaxLateness)
+	for _, it := range calls {
+		if kept < starts && it.slot.due.Before(horizon) {
+			it.start = true
+			kept++
+		}
+	}
+	c.starts.give(starts - kept)
+	slices.SortStableFunc(calls, func(a, b *item) int { return a.slot.due.Compare(b.slot.due) })
+	rn.requeue(later)
+	return calls, freed, arrived, true
+}
+
+// claimed acts on a row's claim: true when the row holds it and calls. A
+// row registered before, or set aside, gets its result without a call
+// (item.result); a row whose SKU another row is registering waits (later).
+func (rn *runner) claimed(it *item, cl ledger.ClaimResult, later *[]*item) bool {
+	s := it.sku
+	if cl.Err != nil {
+		if errorsIsInvalid(cl.Err) {
+			rn.log.Error("the ledger cannot hold the row's SKU: sending it to the dead-letter topic", "sku", it.r.m.Product.SellerSKU, "err", cl.Err)
+			rn.c.deadLetter(it.r, DeadLetter{Original: it.r.msg, Class: ClassBadMessage, Message: cl.Err.Error(), FirstFailure: time.Now()}, rn.log)
+			return false
+		}
+		rn.log.Error("the ledger's entry of the row's SKU cannot be read; asking again later", "sku", it.r.m.Product.SellerSKU, "err", cl.Err)
+		it.notBefore = time.Now().Add(rn.c.cfg.RedisRetryMax)
+		*later = append(*later, it)
+		return false
+	}
+	switch cl.Verdict {
+	case ledger.Call:
+		s.held, s.shared = true, cl.Entry.Shared
+		it.r.m.IdempotencyKey = cl.CallKey
+		return true
+	case ledger.Wait:
+		s.held = false
+		it.notBefore = time.Now().Add(min(max(cl.RetryIn, rn.c.cfg.RedisRetryMin), rn.c.cfg.RedisRetryMax) + time.Millisecond)
+		*later = append(*later, it)
+	case ledger.Done:
+		rr := s.registeredAs(cl.Entry, 0)
+		it.result, it.kind = &rr, s.resultOf(cl.Entry)
+	case ledger.Aside:
+		// This record's row was dead-lettered, and its member died before
+		// the offset was committed: it stays set aside for an operator.
+		rr := setAside(cl.Aside.Class, cl.Aside.Attempts, cl.Aside.Reason)
+		it.result, it.kind = &rr, "set_aside"
+	default: // ledger.Conflict
+		e := cl.Entry
+		rr := uploadstatus.RowResult{State: uploadstatus.Failed, Code: CodeRegisteredOtherContent, Field: "seller_sku", At: time.Now(),
+			Reason: fmt.Sprintf("seller_sku %q is already registered as %s; bulk registration does not change existing products", it.r.m.Product.SellerSKU, e.ProductID),
+			Details: []uploadstatus.Detail{{Code: CodeRegisteredOtherContent, Field: "seller_sku",
+				Params: map[string]string{"field": "seller_sku", "value": strconv.Quote(it.r.m.Product.SellerSKU), "product": e.ProductID}}}}
+		it.result, it.kind = &rr, "failed"
+	}
+	s.held = false
+	return false
+}
+
+// hand confirms a part's slots and hands each call to the call pool at its
+// slot (pending counts them until answered). Slots that fail their check,
+// and slots whose row is revoked before its call, are added to freed and
+// their rows queued again or given back.
+//
+// A slot whose check time had passed when it was granted needs no check:
+// the reservation itself vouches for its epoch.
+func (rn *runner) hand(ctx context.Context, calls []*item, freed *[]throttle.Reservation, granted time.Time, pending *callBatch) {
+	c := rn.c
+	for g := 0; g < len(calls); {
+		// A group: the slots the same check covers (within two MaxLateness of it).
+		at := c.checkAt(calls[g].slot.due)
+		end := g + 1
+		for end < len(calls) && calls[end].slot.due.Before(at.Add(2*c.cfg.MaxLateness)) {
+			end++
+		}
+		group := calls[g:end]
+		g = end
+		if at.After(granted) {
+			if time.Until(at) > 0 {
+				rn.giveStarts(group)
+				if !rn.sleep(ctx, time.Until(at), false) {
+					rn.revoked(group, freed)
+					continue
+				}
+			}
+			if !rn.check(ctx, group, freed) {
+				continue
+			}
+		}
+		for _, it := range group {
+			if it.call == nil || it.slot == nil {
+				continue // failed its check: queued again
+			}
+			if !rn.sleep(ctx, time.Until(it.slot.due), false) {
+				rn.revoked([]*item{it}, freed)
+				continue
+			}
+			c.m.uncertainty.Observe(it.slot.due.Sub(it.slot.bound).Seconds())
+			it.called = true // its start, if it holds one, goes back when the call starts (callOne)
+			pending.add()
+			c.pool <- callJob{it: it, batch: pending}
+		}
+	}
+}
+
+// giveStarts gives back the starts the rows hold.
+func (rn *runner) giveStarts(its []*item) {
+	n := 0
+	for _, it := range its {
+		if it.start {
+			it.start = false
+			n++
+		}
+	}
+	rn.c.starts.give(n)
+}
+
+// revoked gives back the slots and the rows of a group whose partition
+// was revoked before their calls.
+func (rn *runner) revoked(group []*item, freed *[]throttle.Reservation) {
+	rn.giveStarts(group)
+	for _, it := range group {
+		if it.slot != nil && !it.called {
+			*freed = append(*freed, it.slot.Reservation)
+			it.slot = nil
+			it.r.giveBack()
+		}
+	}
+}
+
+// check confirms a group's slots in one script (Throttle.Check): a slot a
+// Redis lost since, or given back, is not used; its row is queued again. It
+// reports false when no slot of the group is left.
+func (rn *runner) check(ctx context.Context, group []*item, freed *[]throttle.Reservation) bool {
+	c := rn.c
+	rs := make([]throttle.Reservation, len(group))
+	for i, it := range group {
+		rs[i] = it.slot.Reservation
+	}
+	cctx, cancel := context.WithTimeout(ctx, max(time.Millisecond, time.Until(group[0].slot.bound.Add(c.cfg.MaxLateness))))
+	defer cancel()
+	sent := time.Now()
+	chks, err := c.checkAll(cctx, rn.seller, rs)
+	arrived := time.Now()
+	left := false
+	var again []*item
+	for i, it := range group {
+		s := it.slot
+		switch {
+		case err != nil:
+			if i == 0 {
+				if cctx.Err() == nil && unavailable(err) {
+					c.redis.down(err)
+				}
+				rn.log.Debug("could not confirm the batch's slots with the throttle; taking new ones", "slots", len(group), "err", err)
+			}
+		case !chks[i].Good && chks[i].Epoch == s.Epoch && (s.Global.ID == "" || chks[i].GlobalEpoch == s.Global.Epoch):
+			c.m.held.Inc()
+		case !chks[i].Good:
+			c.m.stale.Inc()
+			rn.log.Warn("the slot was granted by a Redis that has since lost the seller's throttle state; taking a new one", "slot", s.At, "epoch", s.Epoch, "current_epoch", chks[i].Epoch)
+		default:
+			s.place(c.clock, sent, arrived, chks[i].Now)
+			left = true
+			continue
+		}
+		*freed = append(*freed, s.Reservation)
+		it.slot = nil
+		if ctx.Err() != nil {
+			it.r.giveBack()
+			continue
+		}
+		again = append(again, it)
+	}
+	rn.requeue(again)
+	return left
+}
+
+// conclude writes what the batch's calls left, acts on their answers and
+// finishes the rows, queueing again the rows that try again.
+func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
+	c := rn.c
+	finish := rn.p.finishCtx
+	var ws []callWrite
+	var answered, failed, fresh bool // the API answered a call of this seller; a call failed; one of a row not suspect
+	for _, it := range calls {
+		if it.call == nil || it.slot == nil {
+			continue // checked out or revoked: queued again, or given back
+		}
+		if !it.made {
+			freed = append(freed, it.slot.Reservation)
+			continue
+		}
+		s, res := it.slot, it.res
+		w := callWrite{call: compliance.Call{At: s.called, Status: res.Status, Class: res.Class.String(), Key: it.r.m.IdempotencyKey},
+			res: s.Reservation, counted: counted(res.Class), answered: s.answered}
+		if unanswered(res) {
+			w.answered = time.Time{}
+		}
+		if st, ok := rn.markStep(it); ok {
+			w.mark = &st
+		}
+		ws = append(ws, w)
+		switch res.Class {
+		case registryclient.Registered, registryclient.Replayed, registryclient.Permanent, registryclient.RateLimited:
+			answered = true
+		case registryclient.Transient:
+			if !it.cb.outage {
+				failed = true
+				fresh = fresh || !it.suspect
+			}
+		case registryclient.Misconfigured:
+			if it.cb.own {
+				failed = true
+				fresh = fresh || !it.suspect
+			}
+		}
+	}
+	err := c.writeCalls(finish, rn.seller, ws, freed)
+	if err != nil {
+		rn.log.Error("registry calls are missing from the compliance history: Redis did not take them before the drain ended", "calls", len(ws), "err", err)
+	}
+	wi := 0
+	for _, it := range calls {
+		if it.call == nil || it.slot == nil || !it.made {
+			continue
+		}
+		w := ws[wi]
+		wi++
+		if w.mark != nil {
+			it.mk.done, it.mk.failed = err == nil, err != nil
+		}
+		if finish.Err() != nil {
+			continue // no best-effort write after the drain: the log keeps the call's latest count
+		}
+		switch {
+		case w.rest.ID == "" && w.rest.Global.ID == "":
+		case w.counted:
+			c.settle(w.rest, w.answered)
+		default:
+			c.unreserve(&slot{Reservation: w.rest})
+		}
+	}
+	held := failed && !answered && fresh
+	rn.judge(answered, held, calls)
+
+	// Each row's outcome.
+	results := map[string][]*item{}     // by upload: the rows whose results are written
+	var blocks [2]registryclient.Result // the seller's 429 with the longest Retry-After, and the application's
+	var again []*item
+	for _, it := range b {
+		if it.call == nil {
+			continue // queued again already
+		}
+		if it.result != nil {
+			results[it.r.m.UploadID] = append(results[it.r.m.UploadID], it)
+			continue
+		}
+		if it.slot == nil && !it.made {
+			continue // not in calls, or checked out or revoked: queued again or given back already
+		}
+		it.slot = nil
+		if !it.made {
+			if it.r.ctx().Err() != nil {
+				it.r.giveBack()
+				continue
+			}
+			if it.missed {
+				// Its slot went by before a call could start: it takes the
+				// next slot at once, in a batch of its own (take), so the
+				// seller's next window is not booked past it. The batch
+				// takes starts like any batch due now (startBudget): an
+				// overloaded process spreads its calls out there.
+				it.missed, it.retry = false, true
+			}
+			again = append(again, it)
+			continue
+		}
+		it.made = false
+		switch rn.outcome(it, held) {
+		case outcomeDone:
+			results[it.r.m.UploadID] = append(results[it.r.m.UploadID], it)
+		case outcomeRateLimited:
+			b := &blocks[b2i(it.res.Scope == registryclient.ScopeApp)]
+			if it.res.RetryAfter > b.RetryAfter || b.Status == 0 {
+				*b = it.res
+			}
+			again = append(again, it)
+		case outcomeAgain:
+			again = append(again, it)
+		case outcomeGone:
+		}
+	}
+	for _, b := range blocks {
+		if b.Status != 0 {
+			rn.block(b)
+		}
+	}
+	rn.requeue(again)
+	rn.finish(results)
+}
+
+// markStep is the ledger's mark of a registration, as a step of the
+// batch's write (markSteps).
+func (rn *runner) markStep(it *item) (scriptbatch.Step, bool) {
+	if rn.c.deps.Ledger == nil {
+		return scriptbatch.Step{}, false
+	}
+	return it.sku.markStep(it.res, &it.mk)
+}
+
+// judge updates the seller's hold from the batch: answered, the API
+// answered one of its calls (the hold ends); held, its calls failed with
+// none answered and not all by rows whose failures are their own.
+func (rn *runner) judge(answered, held bool, calls []*item) {
+	c, h := rn.c, &rn.hold
+	now := time.Now()
+	switch {
+	case answered && h.held():
+		rn.log.Info("the registration API answers this seller again: its rows go on", "held_for", now.Sub(h.since).Round(time.Millisecond))
+		*h = sellerHold{}
+		c.m.sellersHeld.Dec()
+	case held:
+		for _, it := range calls {
+			if it.call != nil && it.made && (it.res.Class == registryclient.Transient || it.res.Class == registryclient.Misconfigured) {
+				h.last, h.class = it.res, it.res.Class.String()
+			}
+		}
+		if !h.held() {
+			h.since, h.next = now, c.cfg.SellerProbeMin
+			c.m.sellersHeld.Inc()
+			rn.log.Warn("the registration API fails every call of this seller while none is answered: the seller is held, its rows spend no attempt, one is tried per growing interval",
+				"status", h.last.Status, "err", h.last.Err, "first_probe_in", h.next, "dead_letter_after", c.cfg.SellerHoldLimit)
+		} else {
+			h.next = min(2*h.next, c.cfg.SellerProbeMax)
+		}
+		h.probe = now.Add(h.next)
+	}
+}
+
+// expireHold dead-letters the queued rows that have been held longer than
+// Config.SellerHoldLimit: each row is held at most that long (a row queued
+// during the hold counts from its arrival), so an operator gets the rows of a
+// seller the API keeps failing, and a row that arrives late still gets its
+// own probes.
+func (rn *runner) expireHold(now time.Time) {
+	c, h := rn.c, &rn.hold
+	if now.Sub(h.since) <= c.cfg.SellerHoldLimit {
+		return
+	}
+	rn.rs.mu.Lock()
+	var expired []*item
+	kept := rn.queue[:0]
+	for _, it := range rn.queue {
+		if now.Sub(maxTime(it.queued, h.since)) > c.cfg.SellerHoldLimit {
+			expired = append(expired, it)
+		} else {
+			kept = append(kept, it)
+		}
+	}
+	clear(rn.queue[len(kept):])
+	rn.queue = kept
+	rn.rs.mu.Unlock()
+	if len(expired) == 0 {
+		return
+	}
+	c.m.waiting.Sub(float64(len(expired)))
+	c.m.holdExpired.Inc()
+	rn.log.Error("the registration API has failed this seller's calls for longer than the hold limit: sending its rows held that long to the dead-letter topic for an operator",
+		"held_for", now.Sub(h.since).Round(time.Second), "limit", c.cfg.SellerHoldLimit, "rows", len(expired), "status", h.last.Status, "err", h.last.Err)
+	for _, it := range expired {
+		if it.sku == nil {
+			it.sku = c.newSKUClaim(it.r, rn.log)
+		}
+		d := deadLetterOf(it.r, h.last, it.t.attempts, maxTime(it.queued, h.since))
+		d.Class = h.class
+		d.Message = fmt.Sprintf("the registration API failed every call of seller %s for %s, longer than --seller-hold-limit (%s); last: %s",
+			rn.seller, now.Sub(h.since).Round(time.Second), c.cfg.SellerHoldLimit, d.Message)
+		c.deadLetterHeld(it.r, d, it.sku, rn.log)
+	}
+}
+
+// The ends of one call's row (outcome).
+type outcome int
+
+const (
+	outcomeDone        outcome = iota // the row's result is to be written, then the row finished
+	outcomeAgain                      // queued again for a later batch
+	outcomeRateLimited                // queued again; the seller is blocked first
+	outcomeGone                       // dead-lettered or given back already
+)
+
+// outcome acts on the answer to a row's call. held: the seller is held
+// (its failure is not the row's). A row's attempts count its calls (but a
+// refusal of bulkreg itself); its retry budget is spent only by failures
+// that are its own.
+func (rn *runner) outcome(it *item, held bool) outcome {
+	c, res, t := rn.c, &it.res, &it.t
+	if res.Class != registryclient.Misconfigured {
+		t.attempts++
+	}
+	switch res.Class {
+	case registryclient.Registered, registryclient.Replayed:
+		return outcomeDone
+	case registryclient.Permanent:
+		rn.log.Info("row refused by the registration API", "row", it.r.m.Row, "status", res.Status, "code", res.Code, "field", res.Field, "err", res.Err)
+		return outcomeDone
+	case registryclient.RateLimited:
+		c.m.rateLimited.Inc()
+		t.rateLimited++
+		if t.firstFailure.IsZero() {
+			t.firstFailure = time.Now()
+		}
+		rn.log.Warn("429 from the registration API: blocking the limit it names", "row", it.r.m.Row, "scope", res.Scope, "retry_after", res.RetryAfter, "attempt", t.attempts)
+		if t.rateLimited > c.cfg.MaxRateLimited {
+			c.deadLetterHeld(it.r, deadLetterOf(it.r, *res, t.attempts, t.firstFailure), it.sku, rn.log)
+			return outcomeGone
+		}
+		return outcomeRateLimited
+	case registryclient.Misconfigured:
+		// The API refused bulkreg itself. While the circuit holds every row
+		// (or none is configured to judge), it is nobody's attempt; when the
+		// circuit judged it this seller's own, it is a failure of the seller
+		// like a 5xx.
+		if c.deps.Circuit == nil {
+			if t.refused == nil {
+				t.refused = c.redisBackOff()
+			}
+			it.notBefore = time.Now().Add(t.refused.NextBackOff())
+			rn.log.Error("the registration API refused bulkreg itself, not the row: no attempt spent, asking again later; fix the registry credentials or URL",
+				"row", it.r.m.Row, "status", res.Status, "err", res.Err)
+			return outcomeAgain
+		}
+		if !it.cb.own {
+			return outcomeAgain
+		}
+		t.attempts++
+	}
+	// Transient, or a refusal of bulkreg the circuit judged this seller's.
+	if it.cb.outage || held {
+		return outcomeAgain // the outage's or the seller's, not the row's
+	}
+	it.suspect = true
+	if t.firstFailure.IsZero() {
+		t.firstFailure = time.Now()
+	}
+	if t.retry == nil {
+		t.retry = c.deps.Retry.NewBackOff()
+	}
+	wait := t.retry.NextBackOff()
+	if wait == backoff.Stop {
+		rn.log.Error("registration failed after the last attempt: sending the row to the dead-letter topic", "row", it.r.m.Row, "attempts", t.attempts, "err", res.Err)
+		c.deadLetterHeld(it.r, deadLetterOf(it.r, *res, t.attempts, t.firstFailure), it.sku, rn.log)
+		return outcomeGone
+	}
+	rn.log.Warn("transient registration failure of one row while its seller's other calls are answered, retrying", "row", it.r.m.Row, "attempt", t.attempts, "in", wait, "status", res.Status, "err", res.Err)
+	it.notBefore = time.Now().Add(wait)
+	return outcomeAgain
+}
+
+// block tells the throttle the API refused the seller (or, for an app-wide
+// 429, the application) until Retry-After.
+func (rn *runner) block(res registryclient.Result) {
+	retryAfter := res.RetryAfter
+	if retryAfter <= 0 {
+		retryAfter = time.Second
+	}
+	c := rn.c
+	what, block := "the seller", func(ctx context.Context) error { return c.deps.Throttle.Block(ctx, rn.seller, retryAfter) }
+	if res.Scope == registryclient.ScopeApp {
+		what, block = "the app-wide limit", func(ctx context.Context) error { return c.deps.Throttle.BlockGlobal(ctx, retryAfter) }
+	}
+	if err := c.untilRedis(rn.p.ctx, "block "+what+" in the throttle", rn.log, block); err != nil {
+		rn.log.Warn("could not block "+what+" in the throttle", "err", err)
+	}
+}
+
+// finish writes the results of rows, one write per upload, and finishes
+// each row once its result is written (a row whose result Redis did not
+// take before the drain ended is given back).
+func (rn *runner) finish(byUpload map[string][]*item) {
+	c := rn.c
+	for upload, its := range byUpload {
+		rrs := make([]uploadstatus.RowResult, 0, len(its))
+		kinds := make([]string, 0, len(its))
+		var ok []*item
+		for _, it := range its {
+			rr, kind, good := rn.result(it)
+			if !good {
+				it.r.giveBack()
+				continue
+			}
+			rr.Row = it.r.m.Row
+			rrs, kinds, ok = append(rrs, rr), append(kinds, kind), append(ok, it)
+		}
+		if len(ok) == 0 {
+			continue
+		}
+		if err := c.recordRows(rn.p.finishCtx, upload, rrs); err != nil {
+			rn.log.Error("could not record the rows' results before the drain ended; the rows will be read again", "upload_id", upload, "rows", len(ok), "err", err)
+			for _, it := range ok {
+				it.r.giveBack()
+			}
+			continue
+		}
+		n := 0 // rows of one kind in a row: one metric update for them
+		for i, it := range ok {
+			if n++; i == len(ok)-1 || kinds[i+1] != kinds[i] {
+				c.m.rows.WithLabelValues(kinds[i]).Add(float64(n))
+				n = 0
+			}
+			it.r.finish()
+		}
+	}
+}
+
+// result is a finished row's result and its kind (the rows metric's
+// label); good is false when the row must be given back (its registration
+// did not reach the ledger before the drain ended).
+func (rn *runner) result(it *item) (rr uploadstatus.RowResult, kind string, good bool) {
+	c, s, res := rn.c, it.sku, it.res
+	switch {
+	case it.result != nil:
+		return *it.result, it.kind, true
+	case res.Class == registryclient.Permanent:
+		return s.refused(res, it.t.attempts), "failed", true // releases the SKU's claim
+	}
+	// Registered, or replayed: first in the ledger, then the status.
+	if c.deps.Ledger == nil {
+		return registered(res, it.t.attempts), res.Class.String(), true
+	}
+	e := it.mk.e
+	switch {
+	case it.mk.failed:
+		rn.log.Error("could not record the registration in the ledger before the drain ended; the row will be read again", "row", it.r.m.Row, "product_id", res.ProductID)
+		return rr, "", false
+	case !it.mk.done:
+		err := c.untilRedis(rn.p.finishCtx, "mark the SKU registered in the ledger", rn.log, func(ctx context.Context) error {
+			var err error
+			e, err = c.deps.Ledger.Mark(ctx, it.r.m.SellerID, it.r.m.Product.SellerSKU, s.by(res), s.hash, res.ProductID)
+			if errorsIsInvalid(err) {
+				e, err = s.unmarkable(res, err), nil
+			}
+			return err
+		})
+		if err != nil {
+			rn.log.Error("could not record the registration in the ledger before the drain ended; the row will be read again", "row", it.r.m.Row, "product_id", res.ProductID, "err", err)
+			return rr, "", false
+		}
+	}
+	s.held = false
+	kind = res.Class.String()
+	if e.Row != s.own {
+		kind = uploadstatus.AlreadyRegistered
+	}
+	return s.registeredAs(e, it.t.attempts), kind, true
+}
+
+func errorsIsInvalid(err error) bool { return errors.Is(err, ledger.ErrInvalid) }
+
+// callBatch counts a batch's calls in flight, and the runner's own part
+// until it waits; done is closed when the count reaches 0. The runner is
+// woken once per batch, by the last call answered.
+type callBatch struct {
+	n    atomic.Int64
+	done chan struct{}
+}
+
+func newCallBatch() *callBatch {
+	b := &callBatch{done: make(chan struct{})}
+	b.n.Store(1)
+	return b
+}
+
+func (b *callBatch) add() { b.n.Add(1) }
+
+func (b *callBatch) answered() {
+	if b.n.Add(-1) == 0 {
+		close(b.done)
+	}
+}
+
+// wait waits until every call added is answered.
+func (b *callBatch) wait() {
+	if b.n.Add(-1) == 0 {
+		return
+	}
+	<-b.done
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

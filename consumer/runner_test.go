@@ -1,0 +1,219 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/bulkreg/bulkreg/internal/sandbox"
+	"github.com/bulkreg/bulkreg/internal/testwait"
+	"github.com/bulkreg/bulkreg/ledger"
+	registryclient "github.com/bulkreg/bulkreg/registry-client"
+	"github.com/bulkreg/bulkreg/uploadstatus"
+)
+
+// withLedger gives a consumer the SKU ledger, as the commands do.
+func (s *stack) withLedger() func(*Config, *Deps) {
+	return func(_ *Config, d *Deps) { d.Ledger = ledger.New(s.rdb, ledger.Options{}) }
+}
+
+// TestRunnerPacesManySellers: the runner path end to end (the SKU ledger,
+// the throttle, the call records, the upload status, against redis-server,
+// the embedded broker and the sandbox API): 12 sellers × 300 rows over 4
+// partitions and 2 consumers, 100 per 3 s. Every row is registered once, the
+// API answers no 429, no window holds more than the limit, every row's
+// result is recorded, and the slowest seller takes at most 1.02 × its lower
+// bound ((⌈300/100⌉ − 1) × (window + margin)) from its first registration
+// to its last.
+func TestRunnerPacesManySellers(t *testing.T) {
+	const sellers, rows = 12, 300
+	s := newStack(t, stackOptions{partitions: 4, limit: 100, window: 3 * time.Second, margin: 50 * time.Millisecond,
+		latency: 5 * time.Millisecond, jitter: 2 * time.Millisecond, rowPath: RowPathRunner})
+	for range 2 {
+		s.startConsumer(s.withLedger())
+	}
+	s.waitGroupStable("registrar", 2)
+	for i := range sellers {
+		s.publish(fmt.Sprintf("up-%d", i), fmt.Sprintf("seller-%d", i), rows)
+	}
+	for i := range sellers {
+		s.waitProducts(fmt.Sprintf("seller-%d", i), rows, 60*time.Second)
+	}
+	bound := 2 * (s.window + s.margin)
+	var ratios []float64
+	for i := range sellers {
+		seller := fmt.Sprintf("seller-%d", i)
+		s.checkCompliant(seller, rows)
+		a := s.audit(seller)
+		ratios = append(ratios, float64(a.Last.Sub(a.First))/float64(bound))
+		s.logWindows(seller)
+	}
+	slices.Sort(ratios)
+	var missed float64
+	for _, c := range s.started {
+		missed += testutil.ToFloat64(c.m.late) + testutil.ToFloat64(c.m.stale)
+	}
+	t.Logf("sellers' first to last registration ÷ lower bound %v: min %.4f, median %.4f, max %.4f; slots missed %v",
+		bound, ratios[0], ratios[len(ratios)/2], ratios[len(ratios)-1], missed)
+	if worst := ratios[len(ratios)-1]; worst > 1.02 {
+		t.Errorf("the slowest seller took %.4f × its lower bound, want ≤ 1.02", worst)
+	}
+	if key, n := s.calls.maxPerKey(); n != 1 {
+		t.Errorf("row %s was called %d times, want every row called once", key, n)
+	}
+	st := uploadstatus.New(s.rdb, time.Hour)
+	testwait.For(t, 10*time.Second, "every row's result recorded", func() bool {
+		for i := range sellers {
+			u, err := st.Get(context.Background(), fmt.Sprintf("up-%d", i))
+			if err != nil || u.Registered != rows {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func (s *stack) logWindows(seller string) {
+	ts := s.sandbox.AcceptedTimes(seller)
+	if len(ts) == 0 {
+		return
+	}
+	t0 := ts[0]
+	var b []string
+	for i := 0; i < len(ts); i += 25 {
+		b = append(b, fmt.Sprintf("%d:%.3f", i, ts[i].Sub(t0).Seconds()))
+	}
+	b = append(b, fmt.Sprintf("%d:%.3f", len(ts)-1, ts[len(ts)-1].Sub(t0).Seconds()))
+	s.t.Logf("%s %v", seller, b)
+}
+
+// TestRunnerHoldsASellerTheAPIFails: the runner path's one rule for a seller
+// whose calls fail (5xx) while none is answered.
+//
+// A lone seller meets an outage: its 500 rows are being registered by four
+// consumers (100 per second) when the API answers 503 to everything for 6 s.
+// The seller is held by its runner: no row is dead-lettered (the retry
+// budget, 3 attempts, is not spent while it is held), the dead API gets the
+// batch that was out and one probe per growing interval (fewer than 300
+// calls), and every row is registered once after it, with no 429.
+//
+// A poison seller (the API answers 503 to its calls alone) shares a
+// partition with a healthy one: the healthy seller's 200 rows are registered
+// at their pace meanwhile, the poison seller's rows are held, not
+// dead-lettered, the fleet's circuit never opens, and once the API serves
+// the poison seller again its rows are registered too.
+func TestRunnerHoldsASellerTheAPIFails(t *testing.T) {
+	short := registryclientRetry3()
+	probes := func(c *Config, d *Deps) {
+		c.SellerProbeMin, c.SellerProbeMax = 100*time.Millisecond, time.Second
+		d.Retry = short
+	}
+	t.Run("a lone seller meets an outage", func(t *testing.T) {
+		s := newStack(t, stackOptions{partitions: 4, limit: 100, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond, rowPath: RowPathRunner})
+		for range 4 {
+			s.startConsumer(s.withLedger(), probes)
+		}
+		s.waitGroupStable("registrar", 4)
+		s.publish("up-1", "seller-1", 500)
+		s.waitProducts("seller-1", 100, 10*time.Second)
+		s.sandbox.SetOutage(sandbox.Outage{All: true})
+		time.Sleep(6 * time.Second)
+		refused, before := s.sandbox.Outage().Refused, s.audit("seller-1").Products
+		s.sandbox.SetOutage(sandbox.Outage{})
+		s.waitProducts("seller-1", 500, 30*time.Second)
+		s.checkCompliant("seller-1", 500)
+		t.Logf("the dead API got %d calls in 6 s; the seller had %d products when it came back", refused, before)
+		if refused >= 300 {
+			t.Errorf("the dead API got %d calls, want fewer than 300 (the batch out, then one probe per interval)", refused)
+		}
+		if refused == 0 {
+			t.Errorf("the dead API got no call: the outage did not meet the seller's rows")
+		}
+		if n := dlqLen(t, s.brokers, s.topic); n != 0 {
+			t.Errorf("%d rows dead-lettered, want 0: a held seller spends no attempt", n)
+		}
+	})
+	t.Run("a poison seller never holds another", func(t *testing.T) {
+		s := newStack(t, stackOptions{partitions: 1, limit: 50, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond, rowPath: RowPathRunner})
+		if err := s.sandbox.SetChaos(sandbox.Chaos{Sellers: []string{"poison"}}); err != nil {
+			t.Fatal(err)
+		}
+		c := s.startConsumer(s.withLedger(), probes)
+		s.waitGroupStable("registrar", 1)
+		s.publish("up-poison", "poison", 40)
+		s.publish("up-good", "good", 200)
+		published := time.Now()
+		s.waitProducts("good", 200, 15*time.Second)
+		took := time.Since(published)
+		s.checkCompliant("good", 200)
+		t.Logf("the healthy seller's 200 rows registered %v after they were published", took.Round(time.Millisecond))
+		// 200 rows at 50 per 1.05 s: the first call of the fifth window comes
+		// 4 windows after the first; a seller held behind the poison one
+		// would wait out its probes.
+		if bound := 4*(s.window+s.margin) + time.Second; took > bound {
+			t.Errorf("the healthy seller took %v, want ≤ %v: the poison seller held it", took, bound)
+		}
+		if n := testutil.ToFloat64(c.m.sellersHeld); n != 1 {
+			t.Errorf("%v sellers held, want the poison one", n)
+		}
+		calls := 0
+		for _, call := range s.sandbox.Calls() {
+			if call.Seller == "poison" {
+				calls++
+			}
+		}
+		if calls > 40+20 {
+			t.Errorf("the poison seller made %d calls for 40 rows, want its first batch and a probe per interval", calls)
+		}
+		if st, err := s.breaker().Peek(context.Background()); err != nil || st.Opens != 0 {
+			t.Errorf("the circuit opened %d times (%v), want never: one seller's failures are its own", st.Opens, err)
+		}
+		if n := dlqLen(t, s.brokers, s.topic); n != 0 {
+			t.Errorf("%d rows dead-lettered, want 0: the poison seller is held, not failed", n)
+		}
+		if err := s.sandbox.SetChaos(sandbox.Chaos{}); err != nil {
+			t.Fatal(err)
+		}
+		s.waitProducts("poison", 40, 10*time.Second)
+		s.checkCompliant("poison", 40)
+		testwait.For(t, 5*time.Second, "the hold ends", func() bool { return testutil.ToFloat64(c.m.sellersHeld) == 0 })
+	})
+	t.Run("rows held past the hold limit go to the dead-letter topic", func(t *testing.T) {
+		s := newStack(t, stackOptions{partitions: 1, limit: 50, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond, rowPath: RowPathRunner})
+		if err := s.sandbox.SetChaos(sandbox.Chaos{Sellers: []string{"poison"}}); err != nil {
+			t.Fatal(err)
+		}
+		c := s.startConsumer(s.withLedger(), probes, func(c *Config, _ *Deps) { c.SellerHoldLimit = time.Second })
+		s.waitGroupStable("registrar", 1)
+		s.publish("up-poison", "poison", 20)
+		testwait.For(t, 10*time.Second, "the held rows dead-lettered", func() bool { return dlqLen(t, s.brokers, s.topic) >= 20 })
+		dl := readDLQ(t, s.brokers, s.topic, 20)
+		if got := header(dl[0], HeaderErrorClass); got != "transient" || !strings.Contains(header(dl[0], HeaderErrorMessage), "--seller-hold-limit") {
+			t.Errorf("dead letter class %q, message %q; want transient, naming the hold limit", got, header(dl[0], HeaderErrorMessage))
+		}
+		if n := testutil.ToFloat64(c.m.holdExpired); n < 1 {
+			t.Errorf("bulkreg_consumer_seller_holds_expired_total = %v, want at least 1 (the alert's metric)", n)
+		}
+		if key, n := s.calls.maxPerKey(); n > 10 {
+			t.Errorf("row %s was called %d times in its 1 s hold, want its batch's call and a few probes", key, n)
+		}
+	})
+}
+
+// registryclientRetry3 is a retry budget of 3 attempts, quickly spent.
+func registryclientRetry3() registryclient.RetryPolicy {
+	return registryclient.RetryPolicy{InitialInterval: 20 * time.Millisecond, MaxInterval: 50 * time.Millisecond, MaxElapsed: time.Second,
+		Multiplier: 2, Jitter: 0.5, MaxAttempts: 3}
+}
+
+// shortHold makes a seller whose calls all fail dead-lettered soon on the
+// runner path, as its retry budget does on the lanes path, for tests of
+// what follows a dead letter.
+func shortHold(c *Config) {
+	c.SellerProbeMin, c.SellerProbeMax, c.SellerHoldLimit = 50*time.Millisecond, 100*time.Millisecond, 500*time.Millisecond
+}

@@ -1,0 +1,113 @@
+// Several rows' claims of one seller at once.
+
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/bulkreg/bulkreg/internal/redisfail"
+	"github.com/bulkreg/bulkreg/internal/scriptbatch"
+)
+
+// ClaimRequest is one row's claim of its SKU (see Claim for the fields).
+type ClaimRequest struct {
+	SKU  string // as the row has it; the ledger keys it by its NFC form
+	Row  string // the row's own Idempotency-Key
+	Hash string // the content hash of the row's product
+	From string // the Kafka record the row was read from (Record), "" when unknown
+}
+
+// ClaimResult is one row's answer: its claim, or Err when the ledger cannot
+// decide it (wrapping ErrInvalid for a request it cannot store, ErrUnreadable
+// for an entry it cannot read; asking again does not help either).
+type ClaimResult struct {
+	Claim
+	Err error
+}
+
+// ClaimStep is Claim for rows of one seller as one step of a script batch
+// on the seller's hash tag (internal/scriptbatch): the claims are decided in
+// order, as calls of Claim one after the other would be. Once the batch has
+// run, into[i] holds request i's answer; a request the ledger refuses
+// before asking Redis has its Err at once. ok is false when no request is
+// left to send.
+func (l *Ledger) ClaimStep(seller string, reqs []ClaimRequest, into []ClaimResult) (st scriptbatch.Step, ok bool) {
+	args, sent, skus := l.claimArgs(seller, reqs, into)
+	if len(sent) == 0 {
+		return st, false
+	}
+	return scriptbatch.Step{Script: "ledger_claim.lua", Keys: []string{Key(seller), AsideKey(seller)}, Args: args, Reply: func(v any) error {
+		vs, _ := v.([]any)
+		res := make([]string, len(vs))
+		for i, x := range vs {
+			res[i], _ = x.(string)
+		}
+		return readClaims(seller, res, sent, skus, into)
+	}}, true
+}
+
+// ClaimN is ClaimStep in a script of its own.
+func (l *Ledger) ClaimN(ctx context.Context, seller string, reqs []ClaimRequest) ([]ClaimResult, error) {
+	into := make([]ClaimResult, len(reqs))
+	st, ok := l.ClaimStep(seller, reqs, into)
+	if !ok {
+		return into, nil
+	}
+	res, err := l.claim.Run(ctx, l.rdb, st.Keys, st.Args...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("claim %d SKUs of seller %s in the ledger: %w", len(reqs), seller, redisfail.Wrap(err))
+	}
+	if err := st.Reply(anySlice(res)); err != nil {
+		return nil, err
+	}
+	return into, nil
+}
+
+func anySlice(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// claimArgs are ledger_claim.lua's arguments for the requests it can send
+// (sent: their places in reqs; skus: their keys); the others get their
+// error in into.
+func (l *Ledger) claimArgs(seller string, reqs []ClaimRequest, into []ClaimResult) (args []any, sent []int, skus []string) {
+	args = make([]any, 0, 2+5*len(reqs))
+	args = append(args, l.opts.Lease.Milliseconds(), l.opts.Retention.Milliseconds())
+	for i, q := range reqs {
+		sku, alias := keys(q.SKU)
+		err := check(seller, sku, q.Row, q.Hash)
+		if err == nil && strings.ContainsAny(q.From, "\t\n") {
+			err = fmt.Errorf("%w: seller_sku %s: the Kafka record %q holds a tab or newline", ErrInvalid, sku, q.From)
+		}
+		if err != nil {
+			into[i] = ClaimResult{Err: err}
+			continue
+		}
+		args = append(args, sku, alias, q.Row, q.Hash, q.From)
+		sent, skus = append(sent, i), append(skus, sku)
+	}
+	return args, sent, skus
+}
+
+// readClaims reads ledger_claim.lua's reply about the requests sent.
+func readClaims(seller string, res []string, sent []int, skus []string, into []ClaimResult) error {
+	if len(res) != 1+2*len(sent) {
+		return fmt.Errorf("claim %d SKUs of seller %s: unexpected reply %q", len(sent), seller, res)
+	}
+	now, err := strconv.ParseInt(res[0], 10, 64)
+	if err != nil {
+		return fmt.Errorf("claim %d SKUs of seller %s: unexpected time %q in the reply", len(sent), seller, res[0])
+	}
+	for j, i := range sent {
+		c, err := decide(seller, skus[j], claimReply{verdict: res[1+2*j], entry: res[2+2*j], now: now})
+		into[i] = ClaimResult{Claim: c, Err: err}
+	}
+	return nil
+}
