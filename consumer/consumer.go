@@ -232,8 +232,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if c.deps.RedisTime != nil && c.cfg.ClockSync > 0 {
 		go c.syncClock(probeCtx)
 	}
+	var stopped atomic.Int64 // when ctx ended, in Unix ns
+	defer context.AfterFunc(ctx, func() { stopped.Store(time.Now().UnixNano()) })()
 	err := c.group.run(ctx)
-	c.awaitJobs()
+	// The rows settle within the shutdown's drain: its bound keeps the
+	// process inside the session timeout (DrainTimeout + 2 × heartbeat).
+	drainEnd := time.Now()
+	if at := stopped.Load(); at != 0 {
+		drainEnd = time.Unix(0, at).Add(c.cfg.DrainTimeout)
+	}
+	c.awaitJobs(min(settleTimeout, time.Until(drainEnd)))
 	c.workers.Close()
 	if cerr := c.close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close the dead-letter writer: %w", cerr)
@@ -241,17 +249,24 @@ func (c *Consumer) Run(ctx context.Context) error {
 	return err
 }
 
-// awaitJobs waits until every row has settled what it holds, within
-// settleTimeout: a row's release is bounded by releaseTimeout, and the rows
-// release at once. A row still holding its claim after that leaves it to
-// lapse with its lease.
-func (c *Consumer) awaitJobs() {
+// awaitJobs waits until every row has settled what it holds, for at most
+// wait (what is left of the drain, and at most settleTimeout: a row's
+// release is bounded by releaseTimeout, and the rows release at once). A
+// row still holding its claim after that leaves it to lapse with its lease.
+func (c *Consumer) awaitJobs(wait time.Duration) {
 	done := make(chan struct{})
 	go func() { c.jobs.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(settleTimeout):
-		c.log.Warn("rows were still settling their SKU claims when the consumer stopped; those claims lapse with their lease", "waited", settleTimeout)
+		return
+	case <-time.After(time.Millisecond):
+	}
+	timer := time.NewTimer(max(0, wait))
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		c.log.Warn("rows were still settling their SKU claims when the drain ended; those claims lapse with their lease", "waited", max(0, wait))
 	}
 }
 
