@@ -34,7 +34,9 @@
 // meanwhile (two sellers failing for good must not hold a third, healthy
 // one): the circuit does not open while a seller in the window is wholly
 // healthy (answered on enough calls, one of them in the newer half of the
-// window, and no transient failure; enough is the fewest calls that all
+// window and in a later bucket than the window's first failure, since
+// answers from before the failures began prove nothing of the API since,
+// and no transient failure; enough is the fewest calls that all
 // succeed with a chance of 5 % or less at FailureRatio: 5 at 0.5), and the
 // sellers failing then are remembered as sick. So are the sellers whose
 // failures opened it when its probe, a row of another seller, is answered. A

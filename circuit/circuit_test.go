@@ -145,6 +145,9 @@ func TestWhenItOpens(t *testing.T) {
 		}
 		return out
 	}
+	// tick waits a bucket of the window: what comes after it is later, to
+	// the circuit, than what came before.
+	tick := []c{{}}
 	var poison4 []c // 100 failures of 4 rows, each of its own seller
 	for i := range 100 {
 		poison4 = append(poison4, c{fmt.Sprintf("s%d", i%4), fmt.Sprintf("u:%d", i%4), Failure})
@@ -179,13 +182,18 @@ func TestWhenItOpens(t *testing.T) {
 		// The healthy seller proves the API is up: the failures are
 		// the two sellers' own. It takes 5 answered calls without a
 		// failure (at the ratio 0.5, all 5 succeed by chance 3 % of
-		// the time).
+		// the time), answered after the failures began (a bucket
+		// later: tick).
 		{"two sellers fail, a third wholly healthy: not an outage",
-			cat(many(6, "c", "c:%d", Success), many(15, "a", "a:%d", Failure), many(15, "b", "b:%d", Failure)), false},
+			cat(many(1, "a", "a0:%d", Failure), tick, many(6, "c", "c:%d", Success), many(15, "a", "a:%d", Failure), many(15, "b", "b:%d", Failure)), false},
 		{"two sellers fail, a third's rows refused for their content: the API answers",
-			cat(many(6, "c", "c:%d", Answered), many(15, "a", "a:%d", Failure), many(15, "b", "b:%d", Failure)), false},
+			cat(many(1, "a", "a0:%d", Failure), tick, many(6, "c", "c:%d", Answered), many(15, "a", "a:%d", Failure), many(15, "b", "b:%d", Failure)), false},
 		{"the healthy seller fails once: an outage after all",
-			cat(many(6, "c", "c:%d", Success), many(15, "a", "a:%d", Failure), many(15, "b", "b:%d", Failure), many(1, "c", "cf:%d", Failure)), true},
+			cat(many(1, "a", "a0:%d", Failure), tick, many(6, "c", "c:%d", Success), many(15, "a", "a:%d", Failure), many(15, "b", "b:%d", Failure), many(1, "c", "cf:%d", Failure)), true},
+		// Answers from before the failures began prove nothing of the
+		// API since: an outage may have begun right after them.
+		{"a seller answered before two others began failing: an outage",
+			cat(many(6, "c", "c:%d", Success), many(15, "a", "a:%d", Failure), many(6, "b", "b:%d", Failure)), true},
 		{"four successes are too few to prove the API up",
 			cat(many(4, "c", "c:%d", Success), many(12, "a", "a:%d", Failure), many(4, "b", "b:%d", Failure)), true},
 		{"a partial outage: every seller fails some calls",
@@ -199,6 +207,10 @@ func TestWhenItOpens(t *testing.T) {
 			calls := tc.calls
 			opened := -1
 			for i, cl := range calls {
+				if cl.seller == "" {
+					time.Sleep(s.Window / time.Duration(s.Buckets))
+					continue
+				}
 				_, st := call(t, b, cl.seller, cl.row, cl.o)
 				if st.State != Closed && opened < 0 {
 					opened = i
@@ -232,6 +244,7 @@ func TestSellersFailingBesideAHealthyOneStaySick(t *testing.T) {
 			}
 		}
 	}
+	beginFailing(t, b, s, "a")
 	for i := range 6 {
 		call(t, b, "c", fmt.Sprintf("c:%d", i), Success)
 	}
@@ -257,6 +270,7 @@ func TestSellersFailingBesideAHealthyOneStaySick(t *testing.T) {
 	// An answered call cures: the seller's failures count again.
 	s.Name = "cured"
 	b = newBreaker(t, srv.Client(), s)
+	beginFailing(t, b, s, "a")
 	for i := range 6 {
 		call(t, b, "c", fmt.Sprintf("c:%d", i), Success)
 	}
@@ -326,6 +340,7 @@ func TestAFailedProbeOfASickSellerPassesOn(t *testing.T) {
 	b := newBreaker(t, srv.Client(), s)
 	ctx := context.Background()
 	// a and b fail while c is answered: they are sick.
+	beginFailing(t, b, s, "a")
 	for i := range 6 {
 		call(t, b, "c", fmt.Sprintf("c:%d", i), Success)
 	}
@@ -1372,4 +1387,15 @@ func TestWhoseRefusal(t *testing.T) {
 			t.Errorf("opened %d times, want once", p.Opens)
 		}
 	})
+}
+
+// beginFailing reports one failure of seller and waits a bucket of the
+// window, so the answers that follow prove the API up while seller fails
+// (answers from before a failure do not: an outage may have begun since).
+func beginFailing(t *testing.T, b *Breaker, s Settings, seller string) {
+	t.Helper()
+	if _, st := call(t, b, seller, seller+":first", Failure); st.State != Closed {
+		t.Fatalf("%s's first failure opened the circuit", seller)
+	}
+	time.Sleep(s.Window / time.Duration(s.Buckets))
 }

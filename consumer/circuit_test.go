@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -320,6 +321,13 @@ func TestASickSellersProbesAreItsOwn(t *testing.T) {
 		}
 		return st
 	}
+	// poison's failures begin first: good's answers, a bucket later, prove
+	// the API up while poison fails.
+	if st := report("poison", "poison:first", circuit.Failure); st.State != circuit.Closed {
+		t.Fatal("the circuit opened on a lone seller's first failure")
+	}
+	cs := circuitSettings()
+	time.Sleep(cs.Window / time.Duration(cmp.Or(cs.Buckets, circuit.DefaultSettings().Buckets)))
 	for i := range 6 {
 		report("good", fmt.Sprintf("good:%d", i), circuit.Success)
 	}

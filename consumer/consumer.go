@@ -248,18 +248,26 @@ func (c *Consumer) Run(ctx context.Context) error {
 			go c.callWorker(c.pool)
 		}
 	}
+	var stopped atomic.Int64 // when ctx ended, in Unix ns
+	defer context.AfterFunc(ctx, func() { stopped.Store(time.Now().UnixNano()) })()
 	err := c.group.run(ctx)
+	// The rows settle within the shutdown's drain: its bound keeps the
+	// process inside the session timeout (DrainTimeout + 2 × heartbeat).
+	drainEnd := time.Now()
+	if at := stopped.Load(); at != 0 {
+		drainEnd = time.Unix(0, at).Add(c.cfg.DrainTimeout)
+	}
 	if c.runners != nil {
 		// Every row is finished or given back; the runners end once they
 		// have written their last batch, and hand no call on after that.
 		select {
 		case <-c.runners.idle():
 			close(c.pool)
-		case <-time.After(c.cfg.DrainTimeout):
+		case <-time.After(time.Until(drainEnd)):
 			c.log.Error("runners still working after the drain; their call workers are left running")
 		}
 	}
-	c.awaitJobs()
+	c.awaitJobs(min(settleTimeout, time.Until(drainEnd)))
 	c.workers.Close()
 	if cerr := c.close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close the dead-letter writer: %w", cerr)
@@ -267,17 +275,24 @@ func (c *Consumer) Run(ctx context.Context) error {
 	return err
 }
 
-// awaitJobs waits until every row has settled what it holds, within
-// settleTimeout: a row's release is bounded by releaseTimeout, and the rows
-// release at once. A row still holding its claim after that leaves it to
-// lapse with its lease.
-func (c *Consumer) awaitJobs() {
+// awaitJobs waits until every row has settled what it holds, for at most
+// wait (what is left of the drain, and at most settleTimeout: a row's
+// release is bounded by releaseTimeout, and the rows release at once). A
+// row still holding its claim after that leaves it to lapse with its lease.
+func (c *Consumer) awaitJobs(wait time.Duration) {
 	done := make(chan struct{})
 	go func() { c.jobs.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(settleTimeout):
-		c.log.Warn("rows were still settling their SKU claims when the consumer stopped; those claims lapse with their lease", "waited", settleTimeout)
+		return
+	case <-time.After(time.Millisecond):
+	}
+	timer := time.NewTimer(max(0, wait))
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		c.log.Warn("rows were still settling their SKU claims when the drain ended; those claims lapse with their lease", "waited", max(0, wait))
 	}
 }
 

@@ -175,6 +175,14 @@ func (c *Consumer) deadLetter(r *row, d DeadLetter, log *slog.Logger) {
 // records the row as set aside (skuClaim.setAside), so that a re-read of it
 // does not register it.
 func (c *Consumer) deadLetterHeld(r *row, d DeadLetter, sku *skuClaim, log *slog.Logger) {
+	// A row whose claim lapsed (its process was paused past the lease) may
+	// have been registered by another reading of it meanwhile: it claims
+	// again first, which records a registration found (Done) or waits for a
+	// row calling now, so a dead letter is written only for a row still
+	// unregistered.
+	if sku != nil && sku.held && !sku.claim() {
+		return
+	}
 	retry := c.redisBackOff()
 	for {
 		err := c.dlq.WriteDeadLetter(r.finishCtx(), d)

@@ -131,3 +131,55 @@ func TestDeadLetteredRowReadAgainIsNotCalled(t *testing.T) {
 		}
 	})
 }
+
+// TestARowRegisteredByAnotherReadingIsNotDeadLettered: a row's calls fail
+// while another reading of the same record (the partition's next owner,
+// after this process was paused past its claim's lease) registers it. When
+// the row's attempts run out it claims again before writing a dead letter,
+// finds the registration and records the row registered: the row is never
+// both registered and in the dead-letter topic.
+func TestARowRegisteredByAnotherReadingIsNotDeadLettered(t *testing.T) {
+	s := newStack(t, stackOptions{partitions: 1, limit: 100, window: 2 * time.Second, margin: 50 * time.Millisecond})
+	ctx := context.Background()
+	ld := ledger.New(s.rdb, ledger.Options{Lease: time.Minute})
+	hold := &holdAPI{next: s.sandbox, rules: map[string]*holdRule{}}
+	gated := httptest.NewServer(s.calls.wrap(hold))
+	t.Cleanup(gated.Close)
+	api, err := registryclient.New(registryclient.Options{BaseURL: gated.URL, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const seller, sku = "seller-r", "R-1"
+	own := bulkreg.IdempotencyKey("up-r", 2)
+	// The row's one attempt is held at the API and then answered 503.
+	rule := &holdRule{match: func(p bulkreg.Product) bool { return p.SellerSKU == sku }, hold: true, fail: true,
+		arrived: make(chan struct{}), release: make(chan struct{})}
+	hold.set(seller, rule)
+	s.startConsumer(func(cfg *Config, d *Deps) {
+		d.Ledger, d.Circuit, d.Registry = ld, nil, api
+		p := s.retryPolicy()
+		p.MaxAttempts = 1
+		d.Retry = p
+	})
+	store := uploadstatus.New(s.rdb, time.Hour)
+	s.publishSKUs("up-r", seller, []string{sku})
+	select {
+	case <-rule.arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the row's call did not reach the API")
+	}
+	// While it is out, the other reading registers the row under its own key.
+	if _, err := ld.Mark(ctx, seller, sku, own, ledgerProduct(sku).ContentHash(), "P-OTHER"); err != nil {
+		t.Fatal(err)
+	}
+	close(rule.release)
+	st := s.waitDone(store, "up-r", 1)
+	if len(st.Rows) != 1 || st.Rows[0].State != uploadstatus.Registered || st.Rows[0].ProductID != "P-OTHER" {
+		t.Errorf("row: %+v; want registered as P-OTHER (the other reading's registration)", st.Rows)
+	}
+	// A dead letter is acknowledged before its row is recorded, so one
+	// written is in the topic once the row is done.
+	if n := dlqLen(t, s.brokers, s.topic); n != 0 {
+		t.Errorf("%d dead letters of a row registered by another reading, want 0", n)
+	}
+}

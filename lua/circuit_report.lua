@@ -13,7 +13,10 @@
 -- as soon as a second seller's rows fail too).
 -- Nor does it open while a seller is wholly healthy: a seller with enough answered
 -- calls in the window (success or a refusal of the row: the API answers it), one of
--- them in the newer half, and no transient failure proves the API is up, so the
+-- them in the newer half and in a later bucket than the window's first failure
+-- (answers from before the failures began prove nothing of the API since: an
+-- outage that begins right after a seller's burst is an outage), and no
+-- transient failure proves the API is up, so the
 -- others' failures are their own (two sellers answered 503 for good beside a third
 -- registering would otherwise hold the circuit open, and the two sellers' rows would
 -- never spend their retry budget). "Enough" is the fewest calls that all succeed
@@ -242,8 +245,9 @@ end
 -- the window's counts, summed over its live buckets, in one read
 local function tally()
   local w = {calls = 0, fails = 0, failSellers = {}, nfs = 0, failRows = {}, nfr = 0, refused = {}, nrs = 0,
-    perSeller = {}, fcFull = false, okCalls = {}, okRecent = {}}
+    perSeller = {}, fcFull = false, okCalls = {}, okRecent = {}, okNewest = {}, failSince = nil}
   for _, b in ipairs(live()) do
+    local id = tonumber(b('id'))
     w.calls = w.calls + tonumber(b('n') or '0')
     w.fails = w.fails + tonumber(b('f') or '0')
     w.nfs = union(w.failSellers, b('fs'), w.nfs)
@@ -253,23 +257,28 @@ local function tally()
     for x, c in string.gmatch(b('fc') or '', '([^\t\n]+)\t(%d+)') do
       w.perSeller[x] = (w.perSeller[x] or 0) + tonumber(c)
       nfc = nfc + 1
+      if not w.failSince or id < w.failSince then w.failSince = id end
     end
     -- a full list may have left a failing seller out: nobody is known healthy
     if nfc >= spreadCap then w.fcFull = true end
-    local recent = 2 * (cur - tonumber(b('id'))) < buckets
+    local recent = 2 * (cur - id) < buckets
     for x, c in string.gmatch(b('ok') or '', '([^\t\n]+)\t(%d+)') do
       w.okCalls[x] = (w.okCalls[x] or 0) + tonumber(c)
       if recent then w.okRecent[x] = true end
+      if not w.okNewest[x] or id > w.okNewest[x] then w.okNewest[x] = id end
     end
   end
   return w
 end
--- a seller wholly healthy in the window (see the header): the API is up
+-- a seller wholly healthy in the window (see the header): the API is up.
+-- Its answers prove it only from their time on: one of them must come in a
+-- later bucket than the window's first failure, or they all may predate an
+-- outage that began after them.
 local function healthy(w)
   local need = 2
   if ratio < 1 then need = math.max(2, math.ceil(math.log(0.05) / math.log(1 - ratio) - 1e-9)) end
   for x, c in pairs(w.okCalls) do
-    if c >= need and w.okRecent[x] and not w.perSeller[x] then return true end
+    if c >= need and w.okRecent[x] and not w.perSeller[x] and (not w.failSince or w.okNewest[x] > w.failSince) then return true end
   end
   return false
 end
