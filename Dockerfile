@@ -9,15 +9,19 @@
 #   docker run --rm bulkreg:local consumer --version   # the version, commit and date stamped
 #   docker run --rm -e BULKREG_KAFKA_BROKERS=... bulkreg:local   # a consumer
 
-# The toolchain go.mod pins (its toolchain line; internal/buildinfo's test
-# holds the two together), so the image's standard library is the one
-# `make vulncheck` checked.
+# GO_VERSION is the toolchain go.mod pins (its toolchain line; internal/
+# buildinfo's test holds the two together), so the image's standard library
+# is the one `make vulncheck` checked. The build stage runs on a golang image
+# named by digest, and its go fetches that toolchain through the module
+# proxy (GOTOOLCHAIN), checked against the Go checksum database as any
+# module is: the image's own go release need not be the pinned one, and a
+# newer pin needs no new base image. docs/dependencies.md ("Base images")
+# says how every digest here is looked up and refreshed.
 ARG GO_VERSION=1.26.11
 
-# Base images are to be named by tag and digest; docs/dependencies.md ("Base
-# images") says how to look a digest up and which still lack one.
-
-FROM golang:${GO_VERSION} AS build
+FROM golang:1.26.8@sha256:6c2a5538f964f1c82f97ad14988bf05de100d922d159d0e398b54c7b0ca0c6c9 AS build
+ARG GO_VERSION
+ENV GOTOOLCHAIN=go${GO_VERSION}
 WORKDIR /src
 # Modules first, so a code change does not download them again.
 COPY go.mod go.sum ./
@@ -49,11 +53,11 @@ RUN --mount=type=cache,target=/go/pkg/mod \
 # binary in under the name `wget`: busybox picks the applet from argv[0], so
 # in the final image it can only be wget — there is still no shell. wget
 # exits non-zero on a 503, which is what /healthz answers when unhealthy.
-FROM busybox:1.37-musl AS wget
+FROM busybox:1.37-musl@sha256:fc6dddc4c44b1bfe37f41cae8e67d1693828e8f42a91862816d7953e2c9d3f23 AS wget
 
 # distroless/static: CA certificates (HTTPS to the real registration API),
 # /etc/passwd with the nonroot user (65532), tzdata, and nothing else.
-FROM gcr.io/distroless/static-debian12:nonroot
+FROM gcr.io/distroless/static-debian12:nonroot@sha256:d093aa3e30dbadd3efe1310db061a14da60299baff8450a17fe0ccc514a16639
 ARG VERSION=
 ARG COMMIT=
 ARG DATE=
