@@ -17,6 +17,16 @@ AXE         := $(AXE_DIR)/node_modules/axe-core/axe.min.js
 
 .PHONY: test demo deps build lint fuzz bench soak fault-review
 
+# MODULES are the repository's Go modules: . (the main module, what the
+# binaries are built from) and deploy (deploy/go.mod: the tests of the
+# manifests, Compose files, alerts and dashboard, internal/kubecheck and the
+# autoscaling model, with Kubernetes' API types and kustomize, which no
+# binary links, so the main module's graph holds only what the binaries
+# use). go's ./... stops at a nested go.mod, so vet, test, fuzz, lint and
+# vulncheck's source scan run each module with go -C; layout_test.go holds
+# this list to the go.mod files in the tree.
+MODULES := . deploy
+
 # deps installs the outside programs the tests start for real: redis-server
 # (Redis and Redis Cluster in tests), kcat (an independent Kafka client
 # that reads what the producer published), promtool (Debian's prometheus
@@ -52,20 +62,22 @@ deps:
 # test runs every test against real redis-server processes and the embedded
 # Kafka broker, then runs each fuzz target briefly.
 test: deps
-	$(GO) vet ./...
+	@set -e; for m in $(MODULES); do echo "$(GO) -C $$m vet ./..."; $(GO) -C $$m vet ./...; done
 	$(MAKE) vulncheck
-	BULKREG_AXE="$(AXE)" $(GO) test -count=1 -timeout 9m ./...
+	@set -e; for m in $(MODULES); do echo "$(GO) -C $$m test -count=1 -timeout 9m ./..."; \
+		BULKREG_AXE="$(AXE)" $(GO) -C $$m test -count=1 -timeout 9m ./...; done
 	$(MAKE) fuzz
 
 # A bare "context deadline exceeded" with no failing input written is Go's own
 # fuzz coordinator racing its -fuzztime deadline (golang/go#75804, fixed in
-# Go 1.27), not a finding; anything else fails the run.
+# Go 1.27), not a finding; anything else fails the run. Each target runs in
+# its package's directory (go -C), so a target in any of MODULES runs.
 fuzz:
 	@for file in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \
 		dir=$$(dirname $$file); \
 		for fn in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$file); do \
 			echo "fuzz $$dir $$fn ($(FUZZTIME))"; \
-			out=$$($(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 10x $$dir 2>&1) && continue; \
+			out=$$($(GO) -C $$dir test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 10x . 2>&1) && continue; \
 			if echo "$$out" | grep -qx '    context deadline exceeded' && ! echo "$$out" | grep -q 'Failing input written'; then \
 				echo "  $$fn: the fuzz coordinator hit its own deadline (golang/go#75804), no failing input: not a finding"; \
 			else echo "$$out"; exit 1; fi; \
@@ -111,10 +123,11 @@ image:
 # module at a pinned version, fetched through the module proxy and indexed
 # once per version into $(VULNDB_CACHE) (its cmd/indexdb over data/osv);
 # a pinned govulncheck, installed there once, reads it with -db file://.
-# It scans twice: the source (./..., its go commands running the toolchain
-# go.mod pins) for what our code reaches, and then, in binary mode, each
-# binary `make build` wrote, so what ships is what was scanned: its
-# standard library and module versions as linked, not as go.mod says.
+# It scans twice: the source (./... of each of MODULES, its go commands
+# running the toolchain go.mod pins) for what our code reaches, and then,
+# in binary mode, each binary `make build` wrote, so what ships is what was
+# scanned: its standard library and module versions as linked, not as
+# go.mod says.
 # docs/dependencies.md says how to move the pins.
 # Both land in the cache by a rename of a finished copy, so an interrupted
 # run leaves nothing the next one would take as done (a directory at the
@@ -143,7 +156,10 @@ vulncheck: build
 		GOBIN="$$gobin" $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION); \
 		mv "$$gobin/govulncheck" "$$bin/govulncheck"; \
 	fi; \
-	GOTOOLCHAIN=$(TOOLCHAIN) "$$bin/govulncheck" -db "file://$$db" ./...; \
+	for m in $(MODULES); do \
+		echo "vulncheck: the source of $$m"; \
+		GOTOOLCHAIN=$(TOOLCHAIN) "$$bin/govulncheck" -db "file://$$db" -C "$$m" ./...; \
+	done; \
 	for b in $(BINARIES); do \
 		echo "vulncheck: $$b as built ($$($(GO) version "$$b" | sed 's/.*: //'), -mode=binary)"; \
 		"$$bin/govulncheck" -db "file://$$db" -mode=binary "$$b"; \
@@ -151,8 +167,9 @@ vulncheck: build
 
 lint:
 	gofmt -l . | tee /dev/stderr | (! read)
-	$(GO) vet ./...
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0 ./...
+	@set -e; for m in $(MODULES); do echo "$(GO) -C $$m vet ./... && staticcheck"; \
+		$(GO) -C $$m vet ./...; \
+		$(GO) -C $$m run honnef.co/go/tools/cmd/staticcheck@v0.7.0 ./...; done
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./...

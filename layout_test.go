@@ -4,7 +4,9 @@ import (
 	"errors"
 	"go/build"
 	"io/fs"
+	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -112,4 +114,44 @@ func tryImports(t *testing.T, dir string) (imports []string, ok bool) {
 		t.Fatalf("read the package in %s: %v", dir, err)
 	}
 	return slices.Clone(p.Imports), true
+}
+
+// TestMakeRunsEveryModule: go's ./... stops at a nested go.mod, so a module
+// the Makefile's MODULES leaves out would have its tests, vet, fuzz targets
+// and vulnerability scan skipped by make test without a word. MODULES names
+// each directory of the tree that holds a go.mod, and only those.
+func TestMakeRunsEveryModule(t *testing.T) {
+	mk, err := os.ReadFile("Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^MODULES\s*:=\s*(.*)$`).FindSubmatch(mk)
+	if m == nil {
+		t.Fatal("the Makefile sets no MODULES")
+	}
+	listed := strings.Fields(string(m[1]))
+	var found []string
+	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != "." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") || strings.HasPrefix(d.Name(), "_")) {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && d.Name() == "go.mod" {
+			found = append(found, filepath.ToSlash(filepath.Dir(path)))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(found, ".") {
+		t.Fatalf("the walk found go.mod files in %v but not the root's; it is broken", found)
+	}
+	slices.Sort(found)
+	slices.Sort(listed)
+	if !slices.Equal(found, listed) {
+		t.Errorf("the Makefile's MODULES is %v, but the directories holding a go.mod are %v: name each module there, so make test runs it", listed, found)
+	}
 }

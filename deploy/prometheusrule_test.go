@@ -21,7 +21,7 @@ const prometheusRuleFile = "k8s/components/monitoring/prometheusrule.yaml"
 // in the PrometheusRule.
 const prometheusRuleHeader = `# Generated from deploy/alerts.yml, whose comments explain each rule: edit
 # that file, then run
-#   go test ./deploy/ -run TestPrometheusRuleMatchesAlerts -update
+#   go -C deploy test . -run TestPrometheusRuleMatchesAlerts -update
 # (the test fails while the two differ).
 apiVersion: monitoring.coreos.com/v1
 kind: PrometheusRule
@@ -77,7 +77,7 @@ func TestPrometheusRuleMatchesAlerts(t *testing.T) {
 		t.Fatalf("%s is %s %s, want monitoring.coreos.com/v1 PrometheusRule", prometheusRuleFile, rule.APIVersion, rule.Kind)
 	}
 	if diff := ruleDiff(alerts.Groups, rule.Spec.Groups); diff != "" {
-		t.Fatalf("%s differs from alerts.yml (run go test ./deploy/ -run TestPrometheusRuleMatchesAlerts -update):\n%s", prometheusRuleFile, diff)
+		t.Fatalf("%s differs from alerts.yml (run go -C deploy test . -run TestPrometheusRuleMatchesAlerts -update):\n%s", prometheusRuleFile, diff)
 	}
 	if n := len(rule.Spec.Groups); n < 2 {
 		t.Fatalf("%d groups compared, want at least 2", n)

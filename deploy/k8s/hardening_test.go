@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/bulkreg/bulkreg/internal/kubecheck"
+	"github.com/bulkreg/bulkreg/deploy/internal/kubecheck"
 )
 
 // What makes an overlay unsafe to run as shipped.

@@ -1,7 +1,7 @@
 // Package k8s holds the Kubernetes manifests (kustomize base, component and
 // overlays). Its tests render each overlay as `kubectl apply -k` would and
 // check the result offline: strictly against the Kubernetes API types and
-// KEDA's CRD (internal/kubecheck), then against what bulkreg itself needs
+// KEDA's CRD (deploy/internal/kubecheck), then against what bulkreg itself needs
 // (the settings its binaries read, grace periods above their shutdown
 // timeouts, the image's user, the autoscaler's range and the topic's
 // partitions).
@@ -26,8 +26,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 
+	"github.com/bulkreg/bulkreg/deploy/internal/kubecheck"
 	"github.com/bulkreg/bulkreg/internal/cli/clitest"
-	"github.com/bulkreg/bulkreg/internal/kubecheck"
 )
 
 // overlays are the directories `kubectl apply -k` is documented for.

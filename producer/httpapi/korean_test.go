@@ -72,7 +72,7 @@ func TestKoreanPagesSayReasonsInKorean(t *testing.T) {
 			t.Errorf("a Korean page shows %q without Hangul", text)
 		}
 	}
-	page = post("/upload/check", csv, "en")
+	post("/upload/check", csv, "en") // read as raw below
 	words = html.UnescapeString(strings.NewReplacer("<bdi>", "", "</bdi>", "").Replace(raw))
 	for _, want := range []string{`D2</a> price: must be a whole number from 1 to 1,000,000,000, got "12,000원"; type the number only, without 원 or ₩</li>`,
 		"is not a known column", "3 rows: 3 with problems", "Nothing to register: 3 rows have problems. Fix the problems and upload again."} {

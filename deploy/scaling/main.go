@@ -6,8 +6,11 @@
 // rendered by kustomize (threshold, range, polling, scale-down behaviour),
 // so what is compared is what is shipped.
 //
-//	go run ./bench/scaling
-//	go run ./bench/scaling -latency 1s -conns 16   # where the consumers are the bottleneck
+// It lives in the deploy module (deploy/go.mod), beside the manifests it
+// reads, so from the repository's root:
+//
+//	go -C deploy run ./scaling
+//	go -C deploy run ./scaling -latency 1s -conns 16   # where the consumers are the bottleneck
 //
 // It is a model, not a cluster: each seller gets at most limit calls in any
 // trailing window plus margin; a consumer makes at most conns ÷ latency
@@ -29,7 +32,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/bulkreg/bulkreg/internal/kubecheck"
+	"github.com/bulkreg/bulkreg/deploy/internal/kubecheck"
 )
 
 // scenario is one burst under one fleet.
@@ -69,7 +72,7 @@ type timeline struct {
 }
 
 func main() {
-	overlay := flag.String("overlay", "", "kustomize directory whose ScaledObject and topics Job to replay (default: deploy/k8s/overlays/production of this module)")
+	overlay := flag.String("overlay", "", "kustomize directory whose ScaledObject and topics Job to replay (default: deploy/k8s/overlays/production of the checkout around the working directory)")
 	latency := flag.Duration("latency", 500*time.Millisecond, "the registration API's latency per call (an assumption: use your p95)")
 	conns := flag.Int("conns", 0, "connections per consumer (0: the overlay's BULKREG_REGISTRY_MAX_CONNS)")
 	seed := flag.Uint64("seed", 1, "seed of the burst's row counts and arrival times")
@@ -160,19 +163,29 @@ func load(dir string) (shipped, error) {
 	return s, nil
 }
 
-// moduleRoot finds the directory of go.mod above the working directory.
-func moduleRoot() (string, error) {
+// productionOverlay is the directory the model replays by default, relative
+// to the deploy module's root.
+const productionOverlay = "k8s/overlays/production"
+
+// shippedOverlay finds deploy/k8s/overlays/production from the working
+// directory: in the first directory above it (itself included) that holds
+// the overlay, either as the deploy module (k8s/overlays/production) or as
+// the repository's root (deploy/k8s/overlays/production).
+func shippedOverlay() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("find the production overlay: %w", err)
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
+		for _, rel := range []string{productionOverlay, filepath.Join("deploy", productionOverlay)} {
+			o := filepath.Join(dir, rel)
+			if _, err := os.Stat(filepath.Join(o, "kustomization.yaml")); err == nil {
+				return o, nil
+			}
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("no go.mod above the working directory: pass -overlay")
+			return "", errors.New("no deploy/k8s/overlays/production above the working directory: pass -overlay")
 		}
 		dir = parent
 	}
@@ -180,11 +193,10 @@ func moduleRoot() (string, error) {
 
 func run(overlay string, latency time.Duration, conns int, seed uint64, startDelay, pause time.Duration) error {
 	if overlay == "" {
-		root, err := moduleRoot()
-		if err != nil {
+		var err error
+		if overlay, err = shippedOverlay(); err != nil {
 			return err
 		}
-		overlay = filepath.Join(root, "deploy", "k8s", "overlays", "production")
 	}
 	s, err := load(overlay)
 	if err != nil {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -115,7 +117,7 @@ func TestRangeOf(t *testing.T) {
 // rules differ (the consumers are the bottleneck, or large uploads wait for
 // their quota).
 func TestShippedScalerSavesConsumers(t *testing.T) {
-	s, err := load("../../deploy/k8s/overlays/production")
+	s, err := load(filepath.Join("..", productionOverlay))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,5 +136,25 @@ func TestShippedScalerSavesConsumers(t *testing.T) {
 		if c.Name != "issue-burst" && c.SavedConsumerMinutes <= 0 {
 			t.Errorf("%s: the backlog rule saved nothing", c.Name)
 		}
+	}
+}
+
+// TestShippedOverlayFromTheModule: run without -overlay inside the deploy
+// module (go test runs in deploy/scaling), the model replays the
+// production overlay beside it.
+func TestShippedOverlayFromTheModule(t *testing.T) {
+	got, err := shippedOverlay()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := filepath.Abs(filepath.Join("..", productionOverlay))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("shippedOverlay() = %s, want %s", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(got, "kustomization.yaml")); err != nil {
+		t.Error(err)
 	}
 }
