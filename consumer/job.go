@@ -138,6 +138,18 @@ func (j *job) run() bool {
 				return j.park(wait, stepReserve, stepGiveBack)
 			}
 			j.slot = s
+			if j.sku.stale(s.Reservation) {
+				// Its claim is older than a loss of the seller's hash slot:
+				// claimed again first, the slot given back (the hold after the
+				// loss keeps the next one a window on anyway).
+				j.log.Info("the row's claim on its SKU was taken before Redis lost the seller's data; claiming it again before the call", "sku", r.m.Product.SellerSKU, "held_until", s.HeldUntil)
+				c.notNow(s)
+				c.release(s)
+				j.slot = nil
+				j.endReserve()
+				j.next = stepClaim
+				continue
+			}
 			// Shortly before the slot the throttle confirms it. A slot due
 			// sooner than that was granted just now: the reservation itself
 			// vouches for its epoch.

@@ -13,6 +13,7 @@ import (
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
+	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
@@ -60,6 +61,10 @@ type skuClaim struct {
 	// token: the row holds a token of c.claims (job.go, stepClaim), given
 	// back with the ledger's first answer to this claim (giveToken).
 	token bool
+	// claimedAt is when the ledger last gave the row its claim (Redis
+	// clock), and checkedHold the hold after a loss a slot of the row was
+	// last weighed against (stale).
+	claimedAt, checkedHold time.Time
 }
 
 // Not inlined: on the heap it keeps the sleeping row's stack small (process).
@@ -123,7 +128,7 @@ func (s *skuClaim) claim() bool {
 		redisRetry.Reset()
 		switch cl.Verdict {
 		case ledger.Call:
-			s.held, s.shared = true, cl.Entry.Shared
+			s.held, s.shared, s.claimedAt = true, cl.Entry.Shared, cl.At
 			r.m.IdempotencyKey = cl.CallKey
 			return true
 		case ledger.Wait:
@@ -156,6 +161,22 @@ func (s *skuClaim) claim() bool {
 			return false
 		}
 	}
+}
+
+// stale reports whether the row's claim may be gone with a loss of
+// Redis's data that the slot r was granted after: the claim was taken before
+// the loss was found (r.HeldUntil less the hold), and the ledger lives in the
+// seller's hash slot with the throttle's log. The row must claim again
+// before it calls: another row, of another upload, may have claimed the SKU
+// anew since, and two rows that both call with their own keys register the
+// SKU twice. Asked once per hold, so a row that claimed again during the
+// hold takes its next slot.
+func (s *skuClaim) stale(r throttle.Reservation) bool {
+	if s.c.deps.Ledger == nil || !s.held || r.HeldUntil.IsZero() || r.HeldUntil.Equal(s.checkedHold) {
+		return false
+	}
+	s.checkedHold = r.HeldUntil
+	return s.claimedAt.Before(r.HeldUntil.Add(-s.c.deps.Throttle.Policy().HoldAfterLoss()))
 }
 
 // giveToken gives the row's token of c.claims back, if it holds one.

@@ -178,6 +178,10 @@ type Claim struct {
 	RetryIn time.Duration
 	// Aside (Aside) is the note of the row's dead letter; Entry is empty.
 	Aside AsideNote
+	// At is when the ledger decided, on the Redis clock. A claim (Call) is
+	// as old as the Redis data that holds it: a loss of the seller's hash
+	// slot after At takes it (throttle.Policy.HoldAfterLoss).
+	At time.Time
 }
 
 // AsideNote is what a dead letter said about its row, kept with the row's
@@ -364,7 +368,7 @@ func decide(seller, sku string, res claimReply) (Claim, error) {
 		if err != nil {
 			return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s: %w", sku, seller, err)
 		}
-		return Claim{Verdict: Aside, Aside: note}, nil
+		return Claim{Verdict: Aside, Aside: note, At: time.UnixMilli(res.now)}, nil
 	}
 	e, err := parse(res.entry) // an "error" verdict carries the entry that cannot be read
 	if err == nil && res.verdict == "error" {
@@ -373,7 +377,7 @@ func decide(seller, sku string, res claimReply) (Claim, error) {
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s: %w", sku, seller, err)
 	}
-	c := Claim{Entry: e}
+	c := Claim{Entry: e, At: time.UnixMilli(res.now)}
 	switch res.verdict {
 	case "call":
 		c.Verdict, c.CallKey = Call, e.CallKey

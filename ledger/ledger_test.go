@@ -39,9 +39,14 @@ func transitions(t *testing.T, rdb redis.UniversalClient) {
 	// one whose record is not known.
 	claimWith := func(t *testing.T, l *Ledger, seller, row, hash, from string) Claim {
 		t.Helper()
+		asked := time.Now()
 		c, err := l.Claim(ctx, seller, "SKU-1", row, hash, from)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// The decision's time is Redis's clock, the machine's here.
+		if d := c.At.Sub(asked); d < -time.Second || d > time.Second {
+			t.Errorf("claim decided at %v, %v from when it was asked", c.At, d)
 		}
 		return c
 	}
