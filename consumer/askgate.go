@@ -24,12 +24,11 @@ import (
 // freshest answer, so pacing is unchanged. Until a refusal is seen rows ask
 // at once (a seller's first window comes without waiting).
 //
-// One row at a time was how the gate began, and it spread every window of
-// a seller after its first over as many round trips as the window has
-// slots: 100 sequential reservations, 0.1 s on an idle machine and up to
-// 3 s under load (bench -times: the worst sellers' windows took 0.7–3.5 s
-// where their first took 0.1 s). A sliding window keeps that spread for the
-// rest of the upload: each slot is a window after the one it follows.
+// One row at a time would spread every window of a seller after its first
+// over as many round trips as the window has slots: 100 sequential
+// reservations, 0.1 s on an idle machine and seconds under load, where the
+// first window takes 0.1 s. A sliding window keeps that spread for the rest
+// of the upload: each slot is a window after the one it follows.
 type askGates struct {
 	mu sync.Mutex
 	m  map[string]*askGate
@@ -165,10 +164,11 @@ func (gs *askGates) admitLocked(seller string, g *askGate) {
 
 // reopen lets the seller's waiting rows ask now: this consumer gave a slot
 // of the seller back (a call that came too late to be made, a revoked row),
-// so the window the last refusal spoke of has room again. Without it the row
-// that gave the slot back waited for the next window's time, up to a window
-// later, while its own window had the place (bench, 6 s window: first
-// windows spread over 3.5 s where the others took 0.1 s).
+// so the window the last refusal spoke of has room again. Without it the
+// row that gave the slot back would wait for the next window's time, up to
+// a window later, while its own window had the place (with a 6 s window, a
+// seller's first window would spread over seconds where the others take
+// 0.1 s).
 func (gs *askGates) reopen(seller string) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()

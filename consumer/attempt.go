@@ -55,8 +55,8 @@ func (c *Consumer) claimAndWait(r *row, t *tries, sku *skuClaim, cb *rowCircuit,
 	}
 	if met {
 		// Its failures so far were the outage's, unless its last one, a
-		// probe, was judged its seller's own: with the budget started
-		// afresh, a sick seller's rows probed for ever (sim seed 17003).
+		// probe, was judged its seller's own: a budget started afresh then
+		// would let a sick seller's rows be probed for ever.
 		if !cb.sick {
 			t.retry = nil
 		}

@@ -9,8 +9,8 @@ import (
 // lazyBackOff is a backoff.BackOff made only when an interval is first
 // asked for. A row takes a Redis backoff for its claim, its slot, its place
 // at the circuit and its writes, and nearly always succeeds at the first
-// attempt: made eagerly they were about 400 bytes a row of garbage
-// (pprof -alloc_space of a bench many-sellers consumer, issue 30).
+// attempt: made eagerly they would be about 400 bytes a row of garbage
+// (pprof -alloc_space of a bench many-sellers consumer).
 type lazyBackOff struct {
 	c *Consumer // the backoff is c.newRedisBackOff(): a func field would cost a second allocation, the method value
 	b backoff.BackOff

@@ -63,15 +63,15 @@ func (c *Consumer) circuitDown(err error) {
 	}
 }
 
-// readyToRead is the partition readers' check before each fetch, next to the
-// in-flight caps: reading pauses while the circuit is open, so rows wait in
-// Kafka. When a probe is due, a consumer that holds rows lets one of them ask
-// for it and reads no more until the circuit closes; a consumer that holds
-// none reads, so the fleet always has a row to probe with (after a rebalance
-// every row may be back in Kafka), also when its last row ends while the
-// circuit is still open (dead-lettered: the sick seller's rows of sim seed
-// 17003, whose failed probes did not change the circuit). It reports false
-// when ctx ended.
+// readyToRead is the partition readers' check before each fetch, next to
+// the in-flight caps: reading pauses while the circuit is open, so rows
+// wait in Kafka. When a probe is due, a consumer that holds rows lets one
+// of them ask for it and reads no more until the circuit closes; a consumer
+// that holds none reads, so the fleet always has a row to probe with (after
+// a rebalance every row may be back in Kafka), also when its last row ends
+// while the circuit is still open (dead-lettered: a sick seller's rows,
+// whose failed probes do not change the circuit). It reports false when ctx
+// ended.
 func (c *Consumer) readyToRead(ctx context.Context) bool {
 	b := c.deps.Circuit
 	if b == nil {

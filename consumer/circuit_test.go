@@ -75,13 +75,14 @@ func dlqLen(t testing.TB, brokers []string, topic string) int {
 	return n
 }
 
-// TestOutageHoldsRowsInKafka: the registration API answers 503 to everything
-// (two sellers calling) for 4 s, twice a row's retry budget (5 attempts within 2 s: enough to
-// outlast the circuit's opening on a busy machine, where it took up to 1.1 s,
-// far too little for the outage), in the middle of an upload. While the circuit is open the consumer reads no new
-// row (a second seller's rows published meanwhile stay in Kafka), holds at
-// most the probe's throttle slot, and calls the API at most once per probe
-// interval. Afterwards every row is registered once and none was
+// TestOutageHoldsRowsInKafka: the registration API answers 503 to
+// everything (two sellers calling) for 4 s, twice a row's retry budget (5
+// attempts within 2 s: enough to outlast the circuit's opening on a busy
+// machine, which can take up to 1.1 s, far too little for the outage), in
+// the middle of an upload. While the circuit is open the consumer reads no
+// new row (a second seller's rows published meanwhile stay in Kafka), holds
+// at most the probe's throttle slot, and calls the API at most once per
+// probe interval. Afterwards every row is registered once and none was
 // dead-lettered.
 func TestOutageHoldsRowsInKafka(t *testing.T) {
 	// The lanes path's rule: the runner path holds a seller whose calls all fail (TestRunnerHoldsASellerTheAPIFails).
@@ -251,15 +252,16 @@ func (f *sellerFault) checkBudgetsSpent(t *testing.T, rows, attempts int) {
 	}
 }
 
-// TestOneSellersFailuresAreItsOwn (issue 26, finding 5): every call for one
-// seller answers 503 while the API serves everybody else, and that seller is
-// the only one calling at first. Its failures are its own: the fleet's
-// circuit never opens, each of its rows spends its retry budget (4 attempts)
-// and is dead-lettered, and a second seller's rows published 2 s later are
-// read and registered meanwhile. Before, the breaker needed only as many
-// failing sellers as were calling (one): it opened, the failing rows waited
-// for the circuit without spending attempts, only they probed, and the
-// consumer holding them read nothing more: the second seller was never served.
+// TestOneSellersFailuresAreItsOwn: every call for one seller answers 503
+// while the API serves everybody else, and that seller is the only one
+// calling at first. Its failures are its own: the fleet's circuit never
+// opens, each of its rows spends its retry budget (4 attempts) and is
+// dead-lettered, and a second seller's rows published 2 s later are read
+// and registered meanwhile. A breaker that needed only as many failing
+// sellers as were calling (one) would open: the failing rows would wait for
+// the circuit without spending attempts, only they would probe, and the
+// consumer holding them would read nothing more: the second seller would
+// never be served.
 func TestOneSellersFailuresAreItsOwn(t *testing.T) {
 	// The lanes path's rule: the runner path holds a seller whose calls all fail (TestRunnerHoldsASellerTheAPIFails).
 	s := newStack(t, stackOptions{rowPath: RowPathLanes, partitions: 1, limit: 50, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond})
@@ -268,7 +270,8 @@ func TestOneSellersFailuresAreItsOwn(t *testing.T) {
 
 	const poisonRows, goodRows = 40, 40
 	s.publish("up-poison", "poison", poisonRows)
-	// Enough failures for the old rule (20 calls, 5 rows, one seller calling).
+	// Enough failures to open a breaker that counted only the sellers
+	// calling (20 calls, 5 rows, one seller calling).
 	testwait.For(t, 10*time.Second, "the poison seller's first attempts failed", func() bool { return len(fault.calls()) >= 20 })
 	time.Sleep(2 * time.Second)
 	published := time.Now()
@@ -288,16 +291,16 @@ func TestOneSellersFailuresAreItsOwn(t *testing.T) {
 	s.checkCompliant("good", goodRows)
 }
 
-// TestASickSellersProbesAreItsOwn (sim seed 17003): the fleet's circuit is
-// open after an outage, and the only rows waiting are those of a seller the
-// circuit knows to be sick (its calls failed while another seller's were
-// answered); the API still answers 503 to that seller alone. Its rows go for
-// the probes, and each failed probe is its seller's own failure: every row
-// spends its budget of 3 attempts and is dead-lettered. Then a healthy
-// seller's rows are read, one of them probes, the circuit closes and all
-// are registered. Before, a failed probe was the outage's whoever made it:
-// the sick seller's rows probed for ever without spending an attempt, and
-// the circuit stayed open.
+// TestASickSellersProbesAreItsOwn: the fleet's circuit is open after an
+// outage, and the only rows waiting are those of a seller the circuit knows
+// to be sick (its calls failed while another seller's were answered); the
+// API still answers 503 to that seller alone. Its rows go for the probes,
+// and each failed probe is its seller's own failure: every row spends its
+// budget of 3 attempts and is dead-lettered. Then a healthy seller's rows
+// are read, one of them probes, the circuit closes and all are registered.
+// Were a failed probe the outage's whoever made it, the sick seller's rows
+// would probe for ever without spending an attempt, and the circuit would
+// stay open.
 func TestASickSellersProbesAreItsOwn(t *testing.T) {
 	// The lanes path's rule: the runner path holds a seller whose calls all fail (TestRunnerHoldsASellerTheAPIFails).
 	s := newStack(t, stackOptions{rowPath: RowPathLanes, partitions: 1, limit: 50, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond})
@@ -410,15 +413,15 @@ func (g *refusingGate) refusals() []time.Time {
 	return append([]time.Time(nil), g.refused...)
 }
 
-// TestRefusalOfBulkregHoldsEveryRow (issue 26, finding 6): the registration
-// API refuses bulkreg itself, the rows being fine: a credential rotated at
-// the API (401) or a registry URL with a wrong path (the sandbox's own "404
-// page not found", not the contract's JSON). No row fails, none is
-// dead-lettered, no offset is committed past them; the fleet's circuit is
-// held open as misconfigured (the gauge the alert watches says 1, the
-// seller's view says registration is paused) and only probes reach the API.
-// Once the fault is fixed every row is registered, each once. Before, every
-// code >= 400 was Permanent: all 60 rows failed and were committed.
+// TestRefusalOfBulkregHoldsEveryRow: the registration API refuses bulkreg
+// itself, the rows being fine: a credential rotated at the API (401) or a
+// registry URL with a wrong path (the sandbox's own "404 page not found",
+// not the contract's JSON). No row fails, none is dead-lettered, no offset
+// is committed past them; the fleet's circuit is held open as misconfigured
+// (the gauge the alert watches says 1, the seller's view says registration
+// is paused) and only probes reach the API. Once the fault is fixed every
+// row is registered, each once. Were every code >= 400 Permanent, all 60
+// rows would fail and be committed.
 func TestRefusalOfBulkregHoldsEveryRow(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

@@ -124,11 +124,12 @@ func (f *fixture) ledgerDeps(l Ledger) Deps {
 		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }}
 }
 
-// TestClaimsInFlightAreCappedAndGoSellerBySeller: a consumer asks the ledger
-// for at most MaxDueNow claims at once, and once those are out, the seller
-// that started first gets all its claims before the next seller gets any.
-// Before, every row in a lane asked at once, and in an upload burst the first
-// sellers' slots queued in Redis behind the later sellers' claims.
+// TestClaimsInFlightAreCappedAndGoSellerBySeller: a consumer asks the
+// ledger for at most MaxDueNow claims at once, and once those are out, the
+// seller that started first gets all its claims before the next seller gets
+// any. Without the cap every row in a lane would ask at once, and in an
+// upload burst the first sellers' slots would queue in Redis behind the
+// later sellers' claims.
 func TestClaimsInFlightAreCappedAndGoSellerBySeller(t *testing.T) {
 	const rows = 6
 	f := newFixture(t, 1, nil)

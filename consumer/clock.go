@@ -13,11 +13,11 @@ import (
 // request's send and the answer's arrival, so the offset between the two
 // clocks is known within that round trip. Under load a round trip is long
 // (the command queues behind a pipeline, behind other scripts in Redis): a
-// slot placed from its own reservation alone was uncertain by tens of
+// slot placed from its own reservation alone is uncertain by tens of
 // milliseconds, and a call judged late from the early end of that
-// uncertainty gave its slot back although it was on time (measured: 100
-// sellers × 500 rows, 4 consumers, 2 cores: 114,000 of 196,000 missed slots;
-// only 24,000 were late even from the late end).
+// uncertainty would give its slot back although it is on time (with 100
+// sellers × 500 rows, 4 consumers and 2 cores, most missed slots would be
+// such, not late even from the late end).
 //
 // Every answer bounds the same offset, so the bounds of all answers hold at
 // once: the process keeps the tightest lower and upper bound seen, each
@@ -88,12 +88,12 @@ func (c *redisClock) place(at time.Time) (earliest, latest time.Time, ok bool) {
 }
 
 // syncClock reads Redis's clock every Config.ClockSync in a round trip of
-// its own, while rows are taking slots. The throttle's answers come in pipelines shared with hundreds of
-// other commands, so under load none is quick: the tightest seen was
-// 17 to 27 ms (median, bench many-sellers), and every slot's place on this
-// clock was that uncertain. A call's lateness is counted from the earliest
-// place, so a slot granted for now was judged late by that much before the
-// row did anything, and a third of the misses came from it.
+// its own, while rows are taking slots. The throttle's answers come in
+// pipelines shared with hundreds of other commands, so under load none is
+// quick (tens of milliseconds at best in bench many-sellers), and a slot's
+// place on this clock, from them alone, would be that uncertain. A call's
+// lateness is counted from the earliest place, so a slot granted for now
+// would be judged late by that much before the row did anything.
 func (c *Consumer) syncClock(ctx context.Context) {
 	t := time.NewTicker(c.cfg.ClockSync)
 	defer t.Stop()

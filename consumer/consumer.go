@@ -127,25 +127,23 @@ type Consumer struct {
 	// reports bounds each call's report to the circuit breaker.
 	reports *sharedDeadline
 	// slotWrites bounds the best-effort writes of a slot after its call
-	// (settle, give back): a context and a timer per registered row were
-	// a few of its ~120 heap allocations.
+	// (settle, give back): a context and a timer per registered row would
+	// be a few more heap allocations for each.
 	slotWrites *sharedDeadline
 	// dueTimers are the timers of rows waiting out the last stretch to their
 	// slot (sleepDue), used again: every registered row waits once.
 	dueTimers sync.Pool
 	// claims hands out the tokens a row needs to ask the SKU ledger for its
 	// claim (job.go), the seller that started first before the others, as
-	// c.now does for slots. Without it every row that entered a lane asked
-	// at once: when an upload burst starts many sellers' first windows, a
-	// consumer sent some 2,500 claims together, and the first sellers'
-	// slots and calls queued in Redis behind the later sellers' claims
-	// (bench many-sellers, 100 sellers × 500 rows, 4 consumers, 2 cores:
-	// Redis answered in 40 to 100 ms, and in 4 runs of 7 991 to 1,820
-	// slots went by unused, one run also got 89 × 429; with the tokens at
-	// most 207 in 13 runs). A row takes a token for the first ask of each
-	// claim and gives it back with the ledger's answer: a row told that
-	// another row holds its SKU asks again without one, so it holds none
-	// while it waits.
+	// c.now does for slots. Without it every row that entered a lane would
+	// ask at once: when an upload burst starts many sellers' first windows,
+	// a consumer would send some 2,500 claims together, and the first
+	// sellers' slots and calls would queue in Redis behind the later
+	// sellers' claims, long enough for hundreds of slots to go by unused
+	// (bench many-sellers, 100 sellers × 500 rows, 4 consumers, 2 cores). A
+	// row takes a token for the first ask of each claim and gives it back
+	// with the ledger's answer: a row told that another row holds its SKU
+	// asks again without one, so it holds none while it waits.
 	claims *dueNow
 	warm   *warmth
 	turn   *probeTurn // one row at a time goes for the circuit's probe

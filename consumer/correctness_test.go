@@ -32,10 +32,10 @@ import (
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
-// The tests in this file are the regressions of issue 15: a row finished
-// without its outcome, a member evicted mid-drain, a retry budget used up by
-// waiting, a call made late after a slow Redis answer, and a slot used after
-// the Redis that granted it lost it.
+// The tests in this file hold the consumer to its correctness rules: no row
+// finished without its outcome, no member evicted mid-drain, no retry
+// budget used up by waiting, no call made late after a slow Redis answer,
+// and no slot used after the Redis that granted it lost it.
 
 // runConsumer builds one consumer and runs it until the returned stop is
 // called (or the test ends); stop waits for Run to return.
@@ -105,13 +105,13 @@ func (h hookRegistry) Register(ctx context.Context, seller, key string, p bulkre
 	return res
 }
 
-// TestARowIsFinishedOnlyOnceRecorded (issue 15, item 1): the API registers
-// the row (201), then Redis stops taking the consumer's writes: it stopped
-// (the writes retry until the drain ends and the last one runs on a
-// cancelled context), it became a replica (READONLY) or it is out of memory
-// under noeviction (OOM). The row must stay unfinished (its offset is not
-// committed) and, once Redis takes writes again, the next consumer reads it
-// again, the API answers it as a replay and its result is recorded.
+// TestARowIsFinishedOnlyOnceRecorded: the API registers the row (201), then
+// Redis stops taking the consumer's writes: it stopped (the writes retry
+// until the drain ends and the last one runs on a cancelled context), it
+// became a replica (READONLY) or it is out of memory under noeviction
+// (OOM). The row must stay unfinished (its offset is not committed) and,
+// once Redis takes writes again, the next consumer reads it again, the API
+// answers it as a replay and its result is recorded.
 func TestARowIsFinishedOnlyOnceRecorded(t *testing.T) {
 	forEachPath(t, func(t *testing.T, path string) {
 		for _, tc := range []struct {
@@ -216,13 +216,12 @@ func TestARowIsFinishedOnlyOnceRecorded(t *testing.T) {
 	})
 }
 
-// TestADrainCannotOutliveTheSession (issue 15, item 2): heartbeats stop while
-// a member drains, so a drain longer than the session allows gets the member
-// evicted and its partitions given to another member, which then calls a
-// row whose first call is still in progress. Such settings are refused at
-// start, naming both flags; with the longest drain the session allows, a
-// member joining while a slow call is in progress never calls that row at
-// the same time.
+// TestADrainCannotOutliveTheSession: heartbeats stop while a member drains,
+// so a drain longer than the session allows gets the member evicted and its
+// partitions given to another member, which then calls a row whose first
+// call is still in progress. Such settings are refused at start, naming
+// both flags; with the longest drain the session allows, a member joining
+// while a slow call is in progress never calls that row at the same time.
 func TestADrainCannotOutliveTheSession(t *testing.T) {
 	if err := DefaultConfig().withBrokers().Validate(); err != nil {
 		t.Fatalf("the defaults are refused: %v", err)
@@ -312,9 +311,9 @@ func (o *overlapRegistry) Register(ctx context.Context, seller, key string, p bu
 	return registryclient.Result{Class: registryclient.Registered, Status: 201, ProductID: "p-" + key}
 }
 
-// TestWaitingDoesNotUseUpTheRetryBudget (issue 15, item 3): rows that waited
-// for their slots longer than the retry policy's time limit still get their
-// retries after a transient failure.
+// TestWaitingDoesNotUseUpTheRetryBudget: rows that waited for their slots
+// longer than the retry policy's time limit still get their retries after a
+// transient failure.
 func TestWaitingDoesNotUseUpTheRetryBudget(t *testing.T) {
 	forEachPath(t, func(t *testing.T, path string) {
 		script := func(key string, n int) registryclient.Result {
@@ -457,11 +456,11 @@ func (r *recordingThrottle) kept() []throttle.Reservation {
 	return out
 }
 
-// TestALateRedisAnswerTakesANewSlot (issue 15, item 4): Redis's answers come
-// 300 ms after the script ran, more than the lateness allows. A call at
-// arrival + wait would be 300 ms after its slot; instead the slot is given
-// back and the row calls, once answers are prompt again, within the
-// lateness of the slot it kept.
+// TestALateRedisAnswerTakesANewSlot: Redis's answers come 300 ms after the
+// script ran, more than the lateness allows. A call at arrival + wait would
+// be 300 ms after its slot; instead the slot is given back and the row
+// calls, once answers are prompt again, within the lateness of the slot it
+// kept.
 func TestALateRedisAnswerTakesANewSlot(t *testing.T) {
 	forEachPath(t, func(t *testing.T, path string) {
 		const lateness, delay = 100 * time.Millisecond, 300 * time.Millisecond
@@ -512,11 +511,11 @@ func TestALateRedisAnswerTakesANewSlot(t *testing.T) {
 	})
 }
 
-// TestASlotDoesNotOutliveARedisRestart (issue 15, item 5): a row holds a slot
-// one window ahead; Redis restarts empty on the same port and another
-// consumer takes the seller's whole limit in the new Redis. At its old slot
-// the row must not call (the API would count L+1 calls in one window): its
-// slot belongs to an epoch that is gone, and it takes a new one.
+// TestASlotDoesNotOutliveARedisRestart: a row holds a slot one window
+// ahead; Redis restarts empty on the same port and another consumer takes
+// the seller's whole limit in the new Redis. At its old slot the row must
+// not call (the API would count L+1 calls in one window): its slot belongs
+// to an epoch that is gone, and it takes a new one.
 func TestASlotDoesNotOutliveARedisRestart(t *testing.T) {
 	forEachPath(t, func(t *testing.T, path string) {
 		const limit, window, margin = 2, 2 * time.Second, 50 * time.Millisecond
@@ -539,22 +538,24 @@ func TestASlotDoesNotOutliveARedisRestart(t *testing.T) {
 			PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 		f.publish("u", "s", limit+1)
 		testwait.For(t, 10*time.Second, "the first window's rows registered", func() bool { return f.registeredCount("u") == limit })
-		// Restart returns once the new Redis answers, and the other consumer
-		// asks at once: the row's old slot is most of a window away, so it
-		// asks the new Redis after the other consumer (a sleep here let a
-		// loaded machine reach the row's slot first, and the row took one of
-		// the limit's slots the test gives the other consumer).
+		// Restart returns once the new Redis answers, and the other
+		// consumer asks at once: the row's old slot is most of a window
+		// away, so it asks the new Redis after the other consumer (a sleep
+		// here would let a loaded machine reach the row's slot first, and
+		// the row would take one of the limit's slots the test gives the
+		// other consumer).
 		srv.Restart()
 		other, err := throttle.New(config.Config{RedisAddrs: []string{srv.Addr}}.RedisClient(), policy)
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The new Redis holds the seller one window (issue 11) from whoever
-		// asks first. Which asks first, the other consumer or the row finding
-		// its slot gone, is a race (under load the row won it): either way the
-		// new Redis's slots, the other's and the row's call, must never put
-		// more than the limit in one window. A row calling at its old slot
-		// would be a third in the window of the other's two.
+		// The new Redis holds the seller one window (the throttle's hold
+		// after a loss) from whoever asks first. Which asks first, the
+		// other consumer or the row finding its slot gone, is a race (under
+		// load the row can win it): either way the new Redis's slots, the
+		// other's and the row's call, must never put more than the limit in
+		// one window. A row calling at its old slot would be a third in the
+		// window of the other's two.
 		var slots []time.Time
 		for i := range limit {
 			r, err := other.Reserve(context.Background(), "s")
@@ -587,13 +588,14 @@ func TestASlotDoesNotOutliveARedisRestart(t *testing.T) {
 	})
 }
 
-// TestConnectionsStayWarmBetweenWindows (issue 15, item 4): the API closes
-// connections idle for 500 ms; the seller's second window starts 1 s after
-// the first (its calls about 0.9 s after the first window's ended). The idle
-// timeout is five keep-warm intervals, so that a loaded machine (CI runs
-// packages side by side) delaying a warming request does not let the server
-// close a connection: at 300 ms it failed once with a soak running beside it. With KeepWarm, the second window's calls find their connections
-// open; without it, they connect first.
+// TestConnectionsStayWarmBetweenWindows: the API closes connections idle
+// for 500 ms; the seller's second window starts 1 s after the first (its
+// calls about 0.9 s after the first window's ended). The idle timeout is
+// five keep-warm intervals, so that a loaded machine (CI runs packages side
+// by side) delaying a warming request does not let the server close a
+// connection: three intervals (300 ms) are too few with a soak running
+// beside the test. With KeepWarm, the second window's calls find their
+// connections open; without it, they connect first.
 func TestConnectionsStayWarmBetweenWindows(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -644,8 +646,8 @@ func TestConnectionsStayWarmBetweenWindows(t *testing.T) {
 			testwait.For(t, 10*time.Second, "10 rows registered", func() bool { return f.registeredCount("u") == 10 })
 			mu.Lock()
 			// The windows are told apart from the first call, not from the
-			// publish: a consumer slow to start (a loaded machine) put the
-			// first window's calls past 700 ms after the publish.
+			// publish: a consumer slow to start (a loaded machine) can put
+			// the first window's calls past 700 ms after the publish.
 			second := 0
 			for _, at := range opened {
 				if at.Sub(firstCall) > 700*time.Millisecond {
@@ -655,11 +657,11 @@ func TestConnectionsStayWarmBetweenWindows(t *testing.T) {
 			total := len(opened)
 			mu.Unlock()
 			t.Logf("%d connections opened by calls, %d of them by the second window's", total, second)
-			// At most 3 of the 5: on a loaded machine (a clean-clone make test
-			// runs packages side by side) a warming request slower than the
-			// keep-warm interval gives its connection up; it failed so with 2,
-			// and on the twelfth machine with 3 in 1 of 4 runs beside a soak.
-			// Without keep-warm all 5 reconnect (4 of 4 runs there).
+			// At most 3 of the 5: on a loaded machine (a clean-clone make
+			// test runs packages side by side) a warming request slower
+			// than the keep-warm interval gives its connection up, and
+			// beside a soak that can be 3 of them; a bound of 2 is too
+			// tight there. Without keep-warm all 5 reconnect.
 			if tc.keepWarm > 0 && second > 3 {
 				t.Errorf("the second window's calls opened %d connections, want them kept open from the first", second)
 			}

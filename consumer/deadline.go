@@ -9,10 +9,10 @@ import (
 // sharedDeadline hands out a context that ends within d, shared by every
 // caller of the same stretch of d/16: each gets at least 15/16 of d. Every
 // registered row reports its call to the circuit breaker under a timeout,
-// and a context with a timer of its own for each was a tenth of the
-// consumer's allocations (issue 30, bench many-sellers); a bound that close
-// to d is all such a timeout needs. Never for a deadline that must be exact
-// (a slot's check ends at its slot: confirm).
+// and a context with a timer of its own for each would be a tenth of the
+// consumer's allocations (bench many-sellers); a bound that close to d is
+// all such a timeout needs. Never for a deadline that must be exact (a
+// slot's check ends at its slot: confirm).
 type sharedDeadline struct {
 	d time.Duration
 

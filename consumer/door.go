@@ -26,11 +26,10 @@ const maxKnownUploads = 4096
 
 // uploadDoor lets a row go on only if its upload exists: the producer
 // creates every upload before it publishes a row, so a row of an upload
-// Redis never held was not published by a producer (a hand-written or
-// stray message) and is dead-lettered as a bad message, registering
-// nothing. What counts as "never held" is uploadstatus.Presence's: an
-// upload Redis may have lost, or whose record may have expired, lets its
-// rows go on, as before.
+// Redis never held was not published by a producer (a hand-written or stray
+// message) and is dead-lettered as a bad message, registering nothing. What
+// counts as "never held" is uploadstatus.Presence's: an upload Redis may
+// have lost, or whose record may have expired, lets its rows go on.
 //
 // An upload is looked up once per process: the rows of a new upload that
 // reach the door together share one lookup (a lane starts up to

@@ -19,14 +19,14 @@ import (
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
-// TestBadMessagesAtTheDoor (issue 26, item 7): on one partition, rows whose
-// upload_id holds a tab or a newline, is too long or is wrongly shaped, a
-// row of an upload no producer created and a row of another seller's
-// upload, then good rows. Each bad one is dead-lettered as bad-message and
-// registers nothing (the sandbox's audit); the good rows behind them are
-// registered and the partition's committed offset reaches its end. A row of
-// an upload whose record expired by retention, or that Redis may have lost,
-// is registered as before: an absent record alone does not make a row bad.
+// TestBadMessagesAtTheDoor: on one partition, rows whose upload_id holds a
+// tab or a newline, is too long or is wrongly shaped, a row of an upload no
+// producer created and a row of another seller's upload, then good rows.
+// Each bad one is dead-lettered as bad-message and registers nothing (the
+// sandbox's audit); the good rows behind them are registered and the
+// partition's committed offset reaches its end. A row of an upload whose
+// record expired by retention, or that Redis may have lost, is registered
+// all the same: an absent record alone does not make a row bad.
 func TestBadMessagesAtTheDoor(t *testing.T) {
 	forEachPath(t, func(t *testing.T, path string) {
 		s := newStack(t, stackOptions{rowPath: path, partitions: 1, limit: 100, window: 2 * time.Second, margin: 50 * time.Millisecond})

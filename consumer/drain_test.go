@@ -16,14 +16,14 @@ import (
 
 // TestADrainKeepsItsBoundWhenRedisDoesNotAnswer: the consumer's Redis link
 // goes dark (a black hole: no answer, no reset) right after a call, and the
-// consumer is stopped (SIGTERM) while it tries to record the call. The drain
-// must end within DrainTimeout + one heartbeat, however long a Redis read
-// may wait, and the final commit must go out while the group still counts
-// the member in (drain + 2 × heartbeat ≤ session): the rows finished before
-// the black hole are committed, the one it caught is not. Before, the
-// writes in flight and the best-effort ones after them ran past the drain
-// timeout by seconds, the session ended, and the broker refused the final
-// commit.
+// consumer is stopped (SIGTERM) while it tries to record the call. The
+// drain must end within DrainTimeout + one heartbeat, however long a Redis
+// read may wait, and the final commit must go out while the group still
+// counts the member in (drain + 2 × heartbeat ≤ session): the rows finished
+// before the black hole are committed, the one it caught is not. Unbounded,
+// the writes in flight and the best-effort ones after them would run past
+// the drain timeout by seconds, the session would end, and the broker would
+// refuse the final commit.
 func TestADrainKeepsItsBoundWhenRedisDoesNotAnswer(t *testing.T) {
 	const topic, group = "rows", "drain-dark"
 	brokers := startBroker(t, 1, topic, bulkreg.DLQTopic(topic))

@@ -11,14 +11,15 @@ import (
 // that started asking first before the others.
 //
 // A seller's time from first registration to last is set by its first
-// window: each later window repeats its slots a window later. When the first
-// windows of many sellers fall due at once (an upload burst, the end of an
-// outage) and the tokens went to rows in the order they asked, every seller's
-// first window was spread over the whole burst: measured with 100 sellers ×
-// 500 rows on 4 consumers (bench many-sellers, 2 cores), the worst seller
-// took 1.10–1.12 × its lower bound. Served one seller after the other, each
-// seller's window takes only as long as its own calls, and a seller that
-// starts later is not slower: its time counts from its first registration.
+// window: each later window repeats its slots a window later. When the
+// first windows of many sellers fall due at once (an upload burst, the end
+// of an outage), tokens handed to rows in the order they asked would spread
+// every seller's first window over the whole burst (with 100 sellers × 500
+// rows on 4 consumers and 2 cores, bench many-sellers, the worst seller
+// would take 1.1 × its lower bound). Served one seller after the other,
+// each seller's window takes only as long as its own calls, and a seller
+// that starts later is not slower: its time counts from its first
+// registration.
 type dueNow struct {
 	mu    sync.Mutex
 	free  int
@@ -27,8 +28,8 @@ type dueNow struct {
 	// keep is how long a seller keeps its rank after its last row gave its
 	// token back: rows of one upload reach the consumer in several fetches,
 	// and the later ones belong to the burst the first ones started (ranked
-	// last, seller 1 of 100 took 1.10 × its lower bound: 19 rows at once,
-	// the other 81 a second later).
+	// last, a seller of 100 would take 1.1 × its lower bound: 19 rows at
+	// once, the other 81 a second later).
 	keep  time.Duration
 	ranks map[string]*rank
 	now   func() time.Time // time.Now; a test's clock
@@ -56,7 +57,7 @@ func newDueNow(n int, keep time.Duration) *dueNow {
 
 // tokenWaiter is a row queued for a token of a dueNow. An interface rather
 // than a func: a row's job passed as one is not a new closure on the heap
-// each time it asks, which it did twice per row.
+// each time it asks, twice per row.
 type tokenWaiter interface {
 	tokenGranted(from *dueNow, ok bool)
 }

@@ -16,18 +16,19 @@ import (
 // The committed offset is the lowest unfinished row, so the rows finished
 // above it (a seller's later rows, while one row waits out an outage) are
 // read again by the partition's next owner. A row registered is a replay
-// then; a row dead-lettered after its attempts was called again, and once
-// the API answered it registered, leaving the row both registered and in
-// the dead-letter topic (sim seed 11009, after Redis had lost the upload's
-// status and the ledger). The metadata is the one record of those rows that
-// outlives the member and Redis: the next owner passes over them.
+// then; a row dead-lettered after its attempts would be called again, and
+// once the API answered it would register, leaving the row both registered
+// and in the dead-letter topic (when Redis has lost the upload's status and
+// the ledger). The metadata is the one record of those rows that outlives
+// the member and Redis: the next owner passes over them.
 
 // doneMetadataPrefix opens the metadata bulkreg writes; any other metadata
 // (another tool's commit) names no row.
 const doneMetadataPrefix = "bulkreg-done:v1:"
 
 // maxDoneMetadata keeps the metadata under the broker's default
-// offset.metadata.max.bytes (4096); rows past it are read again, as before.
+// offset.metadata.max.bytes (4096); rows past it are read again, as rows
+// without metadata are.
 const maxDoneMetadata = 4000
 
 // encodeDone writes offsets (increasing) as ranges: "22-27,31".
@@ -59,10 +60,10 @@ func encodeDone(offs []int64) string {
 }
 
 // maxDoneRange bounds one range, and maxDoneRows the rows one metadata
-// names, all its ranges together: a bound per range alone let 4000 bytes of
-// "0-65536," name 33 million rows (262 MB). A range past its bound marks the
-// metadata damaged; rows past the total are left out, like the rows past
-// encodeDone's cut, and read again.
+// names, all its ranges together: a bound per range alone would let 4000
+// bytes of "0-65536," name 33 million rows (262 MB). A range past its bound
+// marks the metadata damaged; rows past the total are left out, like the
+// rows past encodeDone's cut, and read again.
 const (
 	maxDoneRange = 1 << 16
 	maxDoneRows  = 1 << 16
@@ -70,7 +71,7 @@ const (
 
 // decodeDone reads encodeDone's metadata: increasing, non-overlapping
 // ranges, of which it names the first maxDoneRows rows. Anything else names
-// no row (the rows are read again, as before).
+// no row (the rows are read again).
 func decodeDone(meta string) []int64 {
 	rest, ok := strings.CutPrefix(meta, doneMetadataPrefix)
 	if !ok || rest == "" {
@@ -103,7 +104,7 @@ func decodeDone(meta string) []int64 {
 
 // committedDone reads the rows finished above each partition's committed
 // offset, as the last commit's metadata names them. On an error it names
-// none: the rows are then read again, as before.
+// none: the rows are then read again.
 func (g *group) committedDone(ctx context.Context, partitions []int) map[int][]int64 {
 	if len(partitions) == 0 {
 		return nil

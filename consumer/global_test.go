@@ -75,12 +75,12 @@ func TestLatenessAboveTheTolerance(t *testing.T) {
 	}
 }
 
-// TestAppWideLimitEndToEnd (issue 12): 20 sellers, one with 500 rows and 19
-// with 10, under 100 per seller and 200 app-wide per 3 s, through Kafka,
-// two consumers, the real throttle on redis-server and the sandbox
-// enforcing both limits. No 429 on either limit, never more than 200 in any
-// trailing window, the first window used while rows wait, and every 10-row
-// seller done within two windows of the first registration.
+// TestAppWideLimitEndToEnd: 20 sellers, one with 500 rows and 19 with 10,
+// under 100 per seller and 200 app-wide per 3 s, through Kafka, two
+// consumers, the real throttle on redis-server and the sandbox enforcing
+// both limits. No 429 on either limit, never more than 200 in any trailing
+// window, the first window used while rows wait, and every 10-row seller
+// done within two windows of the first registration.
 func TestAppWideLimitEndToEnd(t *testing.T) {
 	const window, margin = 3 * time.Second, 100 * time.Millisecond
 	g := throttle.Global{Limit: 200, Window: window}

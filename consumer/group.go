@@ -57,15 +57,15 @@ type Config struct {
 
 	// MaxInFlight caps rows read and not finished, over all partitions. 0: 20,000.
 	MaxInFlight int
-	// MaxInFlightPerPartition caps rows read and not finished per partition;
-	// reading that partition pauses at the cap. A seller's rows behind
-	// another seller's long upload on the same partition are only reached if
-	// the cap is above that upload's size (500 rows), so keep it well above.
-	// A seller whose upload straddles the cap gets its first rows now and
-	// the rest only as earlier rows finish, which stretches its run: with
-	// 12.5 uploads of 500 rows per partition (bench many-sellers) 5,000
-	// gave a median seller 1.26 × its lower bound, 10,000 gave 1.09.
-	// 0: 10,000.
+	// MaxInFlightPerPartition caps rows read and not finished per
+	// partition; reading that partition pauses at the cap. A seller's rows
+	// behind another seller's long upload on the same partition are only
+	// reached if the cap is above that upload's size (500 rows), so keep it
+	// well above. A seller whose upload straddles the cap gets its first
+	// rows now and the rest only as earlier rows finish, which stretches
+	// its run: with 12.5 uploads of 500 rows per partition (bench
+	// many-sellers) a median seller takes about 1.25 × its lower bound at
+	// 5,000 and 1.1 at 10,000. 0: 10,000.
 	MaxInFlightPerPartition int
 	// SellerConcurrency caps one seller's rows holding a throttle slot or
 	// calling the API at once; the rest wait in the seller's lane without
@@ -77,18 +77,17 @@ type Config struct {
 	// once; give the registry client at least as many connections, so a call
 	// never queues inside it. 0: 64.
 	MaxConcurrentCalls int
-	// MaxDueNow caps the slots due now that this consumer holds and has
-	// not yet started calling (rows asking the throttle count too); the
-	// rest of the rows wait without a slot. It should be about what the
-	// consumer can call within MaxLateness: a slot due now that waits
-	// longer is lost to its seller (the next window's slots are placed
-	// after it) and the row takes another. Measured with 100 sellers × 500
-	// rows and 4 consumers on 2 cores (bench many-sellers): 32 gave 345 to
-	// 494 missed slots in 50,000 calls; 128, 6,734. 0: 32. It is never
-	// more than MaxConcurrentCalls. It also caps the rows asking the
-	// ledger for their SKU claim at once (Consumer.claims): a row's first
-	// ask of each claim; one told to wait for another row's claim asks
-	// again without a token.
+	// MaxDueNow caps the slots due now that this consumer holds and has not
+	// yet started calling (rows asking the throttle count too); the rest of
+	// the rows wait without a slot. It should be about what the consumer
+	// can call within MaxLateness: a slot due now that waits longer is lost
+	// to its seller (the next window's slots are placed after it) and the
+	// row takes another. With 100 sellers × 500 rows and 4 consumers on 2
+	// cores (bench many-sellers), 32 misses about 1 slot in 100, 128 about
+	// 1 in 7. 0: 32. It is never more than MaxConcurrentCalls. It also caps
+	// the rows asking the ledger for their SKU claim at once
+	// (Consumer.claims): a row's first ask of each claim; one told to wait
+	// for another row's claim asks again without a token.
 	MaxDueNow int
 	// MaxLateness is how late after its slot a call may still start (waiting
 	// for one of MaxConcurrentCalls, or a late timer under load). The
@@ -368,13 +367,13 @@ type group struct {
 	parts map[int]*partition // partitions of the current generation
 	// finished holds, per partition this member owned, the rows it finished
 	// above its last commit point: a row below them was unfinished when the
-	// partition was revoked, so the commit stopped there. When the partition
-	// comes back, those rows are read again and passed over instead of
-	// handled twice: a row dead-lettered after its attempts would otherwise
-	// be called again and could register, leaving it both registered and in
-	// the dead-letter topic (sim seed 11009: six rows of a seller refused
+	// partition was revoked, so the commit stopped there. When the
+	// partition comes back, those rows are read again and passed over
+	// instead of handled twice: a row dead-lettered after its attempts
+	// would otherwise be called again and could register, leaving it both
+	// registered and in the dead-letter topic (a seller's rows refused
 	// during an outage of the API's credentials, read again by the same
-	// consumer 200 ms after a rebalance).
+	// consumer soon after a rebalance).
 	finished map[int][]int64
 
 	// generation is the ID of the group generation this member is in; 0

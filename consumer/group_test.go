@@ -73,14 +73,13 @@ func forEachPath(t *testing.T, test func(t *testing.T, path string)) {
 
 func produce(t testing.TB, brokers []string, topic string, msgs ...kafka.Message) {
 	t.Helper()
-	// The embedded broker once answered a seeded topic's metadata with
-	// UNKNOWN_TOPIC_OR_PARTITION (1 make test run; 0 of 20 runs beside two
-	// busy loops). That answer comes before any message is written (a
-	// partial write is a kafka.WriteErrors, not this), so writing again
-	// cannot duplicate one. Each try has a writer and transport of its own:
-	// kafka-go's shared transport keeps a topic's metadata for 6 s, so five
-	// tries 100 ms apart with one writer all read the same answer (it failed
-	// so in a clean-clone make test, TestClusterMasterFlushed).
+	// The embedded broker can answer a seeded topic's metadata with
+	// UNKNOWN_TOPIC_OR_PARTITION (rarely, under load). That answer comes
+	// before any message is written (a partial write is a
+	// kafka.WriteErrors, not this), so writing again cannot duplicate one.
+	// Each try has a writer and transport of its own: kafka-go's shared
+	// transport keeps a topic's metadata for 6 s, so five tries 100 ms
+	// apart with one writer would all read the same answer.
 	var err error
 	for range 20 {
 		tr := &kafka.Transport{}
@@ -225,8 +224,8 @@ func TestGroupCommitsOnlyFinishedPrefix(t *testing.T) {
 // unfinished holds the commit below the rows finished after it; when a
 // rebalance takes the partition and gives it back, those rows are read
 // again, and the member that finished them passes over them instead of
-// handling them a second time (a dead-lettered row was called again and
-// registered: sim seed 11009).
+// handling them a second time (a dead-lettered row handled again could be
+// called again and register).
 func TestRowsFinishedAboveAnUnfinishedOneAreNotHandledAgain(t *testing.T) {
 	const topic, n = "rows", 20
 	brokers := startBroker(t, 1, topic)

@@ -9,18 +9,17 @@ import (
 	"github.com/cenkalti/backoff/v4"
 )
 
-// job is one row's way through the pipeline (take a slot → call → classify →
-// record). Most of a row's life is waiting: for its slot to come near (up to
-// the throttle's MaxWait), for a slot beyond MaxWait, for a token to claim
-// its SKU, for a place at its seller's ask gate, for a due-now token, for a
-// retry. A row that
-// waits long parks: it holds a timer and this struct, not a goroutine. With
-// a window's worth of slots booked per seller, a consumer holds thousands of
-// waiting rows, and their goroutine stacks were most of its memory (bench
-// many-sellers: 2,500 sleeping rows per consumer, about 20 MB of stacks).
-// Waits of at most twice MaxLateness (the last stretch to the slot) and rare
-// ones (Redis down, the circuit open, a SKU another row is registering) still
-// block the row's goroutine.
+// job is one row's way through the pipeline (take a slot → call → classify
+// → record). Most of a row's life is waiting: for its slot to come near (up
+// to the throttle's MaxWait), for a slot beyond MaxWait, for a token to
+// claim its SKU, for a place at its seller's ask gate, for a due-now token,
+// for a retry. A row that waits long parks: it holds a timer and this
+// struct, not a goroutine. With a window's worth of slots booked per
+// seller, a consumer holds thousands of waiting rows, and a goroutine stack
+// each would be most of its memory (bench many-sellers: 2,500 sleeping rows
+// per consumer, about 20 MB of stacks). Waits of at most twice MaxLateness
+// (the last stretch to the slot) and rare ones (Redis down, the circuit
+// open, a SKU another row is registering) still block the row's goroutine.
 type job struct {
 	c    *Consumer
 	r    *row

@@ -473,7 +473,7 @@ func TestOutcomes(t *testing.T) {
 				}
 			}
 		}
-		// Every series the operators' issue lists is exported.
+		// Every series the operators watch is exported.
 		have := map[string]bool{}
 		for _, mf := range mfs {
 			have[mf.GetName()] = true

@@ -9,22 +9,20 @@ import (
 	"github.com/bulkreg/bulkreg/internal/testwait"
 )
 
-// TestTwoSellersFailuresWhileAThirdRegisters (issue 26, sim seed 405): every
-// call of two sellers answers 503 while a third seller registers normally.
-// Failures of two sellers look like an outage to the circuit's counts (many
-// failed rows, two sellers, most calls failing), but the third seller,
-// answered on every call, proves the API is up: the failures are the two
-// sellers' own. The healthy seller's rows are done before the others' (as
-// in the seed), and the two sellers, seen failing while the API answered,
-// are still theirs alone. The circuit stays closed, each of their rows
-// spends its retry budget (4 attempts) and is dead-lettered, and the healthy
-// seller's rows are registered. Before, the circuit opened: the failing rows
-// waited for it without spending attempts, and they were never
-// dead-lettered.
+// TestTwoSellersFailuresWhileAThirdRegisters: every call of two sellers
+// answers 503 while a third seller registers normally. Failures of two
+// sellers look like an outage to the circuit's counts (many failed rows,
+// two sellers, most calls failing), but the third seller, answered on every
+// call, proves the API is up: the failures are the two sellers' own. The
+// healthy seller's rows are done before the others', and the two sellers'
+// failures, seen while the API answered, are still theirs alone. The circuit stays closed, each of their rows spends its retry
+// budget (4 attempts) and is dead-lettered, and the healthy seller's rows
+// are registered. Were the circuit to open, the failing rows would wait for
+// it without spending attempts, and never be dead-lettered.
 func TestTwoSellersFailuresWhileAThirdRegisters(t *testing.T) {
 	// The sandbox's latency slows the healthy seller only (the failing
 	// sellers are answered before it): about 10 calls a second against the
-	// failing sellers' 25 or so, so most calls fail, as in the seed.
+	// failing sellers' 25 or so, so most calls fail.
 	// The lanes path's rule: the runner path holds a seller whose calls all fail (TestRunnerHoldsASellerTheAPIFails).
 	s := newStack(t, stackOptions{rowPath: RowPathLanes, partitions: 1, limit: 20, window: time.Second, margin: 50 * time.Millisecond, latency: 200 * time.Millisecond})
 	const attempts = 4

@@ -37,10 +37,10 @@ type (
 // the seller's compliance history, its slot settled at the answer (the API
 // counted it) or given back (it did not), and a registration's SKU in the
 // ledger (marked). These are one script on the seller's hash tag, one
-// command instead of three: per-script overhead was most of Redis's time per
-// row. Only the app-wide slot, on another hash tag, is settled on its own.
-// The history is written before the drain ends or the call is logged as
-// missing from it; the slot is best effort, as everywhere.
+// command instead of three: per-script overhead would be most of Redis's
+// time per row. Only the app-wide slot, on another hash tag, is settled on
+// its own. The history is written before the drain ends or the call is
+// logged as missing from it; the slot is best effort, as everywhere.
 func (c *Consumer) afterCall(r *row, s *slot, res registryclient.Result, sku *skuClaim, log *slog.Logger) (mk marked) {
 	m := r.m
 	class := res.Class.String()

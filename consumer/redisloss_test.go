@@ -25,10 +25,10 @@ import (
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
-// The tests in this file lose the throttle's state in Redis while a seller's
-// upload is being registered (issue 11): a Redis restarted empty, a Sentinel
-// failover to the replica, a Redis Cluster master flushed. Each consumer has
-// its own connections, opened the way the commands open them
+// The tests in this file lose the throttle's state in Redis while a
+// seller's upload is being registered: a Redis restarted empty, a Sentinel
+// failover to the replica, a Redis Cluster master flushed. Each consumer
+// has its own connections, opened the way the commands open them
 // (config.RedisClient), so each sees the loss on its own.
 
 // startRedis runs a redis-server initialised for the throttle, as an
@@ -137,10 +137,11 @@ func (s *lossStack) run(seller string, after int, lose func()) (lostAt time.Time
 	return lostAt
 }
 
-// TestRedisRestartedEmpty (issue 11, a): Redis is SIGKILLed after 150 of 500
-// rows and restarted empty on the same port. On the code before issue 11 the
-// API answered 8 to 45 × 429 here (an empty log admits a window at once).
-// The compliance report then names the period its history does not cover.
+// TestRedisRestartedEmpty: Redis is SIGKILLed after 150 of 500 rows and
+// restarted empty on the same port. A throttle that took the empty log at
+// its word would admit a window at once, and the API would answer 429s
+// here. The compliance report then names the period its history does not
+// cover.
 func TestRedisRestartedEmpty(t *testing.T) {
 	srv := startRedis(t)
 	s := newLossStack(t, config.Config{RedisAddrs: []string{srv.Addr}}, 3*time.Second)
@@ -166,12 +167,12 @@ func TestRedisRestartedEmpty(t *testing.T) {
 	}
 }
 
-// TestSentinelFailover (issue 11, b): a primary, a replica and three
-// sentinels; the replica's link to the primary stalls (it receives nothing
-// of the run), then the primary is SIGKILLed mid-run and the replica
-// promoted: the usual failover to a replica that missed the last writes, at
-// its worst. The replica holds the throttle's markers as replicated before,
-// naming the old primary's process, and the throttle holds the seller.
+// TestSentinelFailover: a primary, a replica and three sentinels; the
+// replica's link to the primary stalls (it receives nothing of the run),
+// then the primary is SIGKILLed mid-run and the replica promoted: the usual
+// failover to a replica that missed the last writes, at its worst. The
+// replica holds the throttle's markers as replicated before, naming the old
+// primary's process, and the throttle holds the seller.
 func TestSentinelFailover(t *testing.T) {
 	var link *replicationCutter
 	sent := testredis.StartSentinelWith(t, testredis.SentinelOptions{DownAfter: 500 * time.Millisecond,
@@ -203,7 +204,7 @@ func TestSentinelFailover(t *testing.T) {
 // it stops passing the primary's replication stream to its replica (the
 // connection that asked for PSYNC or SYNC) and keeps that connection open,
 // so the replica neither receives the writes nor knows it is behind; every
-// other connection passes as before.
+// other connection still passes.
 type replicationCutter struct {
 	address string
 	cutOff  atomic.Bool
@@ -253,9 +254,9 @@ func (p *replicationCutter) serve(client, server net.Conn) {
 	}
 }
 
-// TestClusterMasterFlushed (issue 11, c): a 3-master Redis Cluster; the
-// master that holds the seller's keys is flushed mid-run. Only its hash slots
-// lose their data, and the throttle holds only their sellers.
+// TestClusterMasterFlushed: a 3-master Redis Cluster; the master that holds
+// the seller's keys is flushed mid-run. Only its hash slots lose their
+// data, and the throttle holds only their sellers.
 func TestClusterMasterFlushed(t *testing.T) {
 	c := testredis.StartCluster(t, 3)
 	s := newLossStack(t, config.Config{RedisAddrs: c.Addrs()}, 2*time.Second)

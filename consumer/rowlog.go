@@ -10,8 +10,8 @@ import (
 // seller, upload, row, partition and offset. The attributes are made only
 // when a record is written (rowAttrs): Logger.With formats them at once, in
 // CPU and memory for every row in flight, though most rows write nothing
-// above the debug level; even a slice of them made ahead was a twentieth of
-// a registered row's allocations (issue 30).
+// above the debug level; even a slice of them made ahead would be a
+// twentieth of a registered row's allocations.
 //
 //go:noinline
 func rowLogger(base *slog.Logger, r *row) *slog.Logger {

@@ -33,8 +33,8 @@ func (p *pausingBreaker) Allow(ctx context.Context) (circuit.Decision, error) {
 // the clock again before sending, find the reservation's SendBy passed, and
 // not send; the row calls under a new slot, within that slot's bound. The
 // API (the sandbox) saw one call, sent between the second slot and its
-// SendBy. Before, the consumer judged only its own MaxLateness and sent the
-// call 150 ms after its slot, later than the log's latest count allowed.
+// SendBy. A consumer that judged only its own MaxLateness would send the
+// call 150 ms after its slot, later than the log's latest count allows.
 func TestAPausedCallerDoesNotSendPastItsSendBy(t *testing.T) {
 	forEachPath(t, func(t *testing.T, path string) {
 		s := newStack(t, stackOptions{rowPath: path, partitions: 1, limit: 10, window: time.Second, margin: 100 * time.Millisecond})

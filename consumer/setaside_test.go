@@ -17,14 +17,14 @@ import (
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
-// TestDeadLetteredRowReadAgainIsNotCalled (soak seed 23059): a row uses its
-// attempts while the API is down and is dead-lettered, and its member dies
-// before its offset is committed, so the record is read again once the API
-// is up. The re-read must not register it: the row would be both registered
-// and in the dead-letter topic, for an operator to send again. Another
-// consumer group reading the topic from its start stands in for the next
-// owner of the partition: it reads the very same record. A copy of the row
-// sent again (redrive) is another record and registers.
+// TestDeadLetteredRowReadAgainIsNotCalled: a row uses its attempts while
+// the API is down and is dead-lettered, and its member dies before its
+// offset is committed, so the record is read again once the API is up. The
+// re-read must not register it: the row would be both registered and in the
+// dead-letter topic, for an operator to send again. Another consumer group
+// reading the topic from its start stands in for the next owner of the
+// partition: it reads the very same record. A copy of the row sent again
+// (redrive) is another record and registers.
 func TestDeadLetteredRowReadAgainIsNotCalled(t *testing.T) {
 	forEachPath(t, func(t *testing.T, path string) {
 		s := newStack(t, stackOptions{rowPath: path, partitions: 1, limit: 100, window: 2 * time.Second, margin: 50 * time.Millisecond})

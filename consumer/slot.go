@@ -39,13 +39,13 @@ type slot struct {
 	called, answered time.Time
 }
 
-// countedWithin is how long after it is sent the API may count a call
-// whose answer never came: the client's timeout, then one more, which the
-// API may take to get to it without seeing the client leave (issue 26: 201s
-// counted up to 0.17 s after the client's 2 s timeout). How long an API goes
-// on with a call its client left is not knowable from here; bulkreg allows
-// it one more call timeout (a call slower than twice the timeout is an
-// outage's, not a spike's). The throttle's log holds every call's latest
+// countedWithin is how long after it is sent the API may count a call whose
+// answer never came: the client's timeout, then one more, which the API may
+// take to get to it without seeing the client leave (an API can count a
+// call a fraction of a second after the client's timeout). How long an API
+// goes on with a call its client left is not knowable from here; bulkreg
+// allows it one more call timeout (a call slower than twice the timeout is
+// an outage's, not a spike's). The throttle's log holds every call's latest
 // count that far after its send from the reservation on
 // (throttle.Policy.CallTimeout, set by Config.ThrottlePolicy), so a call
 // that gets no answer needs no settle of its own.
@@ -112,11 +112,11 @@ func (s *slot) redisNowLatest() time.Time { return s.At.Add(time.Since(s.bound))
 // A row asks with a token of c.now and keeps it while its slot is due now,
 // until its call starts: this consumer holds at most MaxDueNow slots it has
 // yet to call. Without it, the first rows of many sellers (or every row
-// after an outage) all took slots due at once, far more than the machine
-// could call within MaxLateness; most went by unused (each one a slot lost
-// to the seller, since the next window's slots are already placed after it)
-// and the rows took new ones, over and over. The tokens go to the seller
-// that started asking first (duenow.go).
+// after an outage) would all take slots due at once, far more than the
+// machine could call within MaxLateness; most would go by unused (each one
+// a slot lost to the seller, since the next window's slots are already
+// placed after it) and the rows would take new ones, over and over. The
+// tokens go to the seller that started asking first (duenow.go).
 //
 // A function of its own, like conclude, so that a row sleeping the last
 // stretch to its slot in job.run (stepDue) keeps a small stack.
@@ -151,17 +151,17 @@ func (c *Consumer) ask(ctx context.Context, r *row, leave func(time.Time, int), 
 		return nil, redisRetry.NextBackOff(), true
 	}
 	// Redis computed Wait when it ran the script, somewhere between sent
-	// and now. Under load nearly all of a round trip is the script
-	// queueing in Redis before it runs; the answer comes back right after.
-	// So the slot is due Wait after the answer arrived, not after sent:
-	// measured with 100 sellers × 500 rows and 4 consumers on 2 cores
-	// (bench, 100 ms margin), counting from sent brought 241 × 429 in
-	// 50,000 calls, the midpoint of the round trip 77, counting from the
-	// answer 0 (three runs). But an answer can also be late for reasons
-	// that are not queueing (a retransmit, a stalled host, up to the read
-	// timeout): then arrival + Wait is after the slot, and a call judged
-	// from it could be late unseen. So lateness is judged from sent +
-	// Wait (slot.bound), which is never after the slot.
+	// and now. Under load nearly all of a round trip is the script queueing
+	// in Redis before it runs; the answer comes back right after. So the
+	// slot is due Wait after the answer arrived, not after sent: with 100
+	// sellers × 500 rows and 4 consumers on 2 cores (bench, 100 ms margin),
+	// counting from sent brings hundreds of 429s in 50,000 calls, the
+	// midpoint of the round trip dozens, counting from the answer none. But
+	// an answer can also be late for reasons that are not queueing (a
+	// retransmit, a stalled host, up to the read timeout): then arrival +
+	// Wait is after the slot, and a call judged from it could be late
+	// unseen. So lateness is judged from sent + Wait (slot.bound), which is
+	// never after the slot.
 	arrived := time.Now()
 	if res.Lost {
 		c.m.stateLost.Inc()
@@ -187,14 +187,15 @@ func (c *Consumer) notNow(s *slot) {
 }
 
 // checkAt is when a row whose slot is due at due asks the throttle to
-// confirm it: one and a half to two MaxLateness before, so the check's round
-// trip falls before the slot instead of delaying the call, at the start of
-// the half-MaxLateness step of the clock it falls in. The rows of a seller
-// whose slots are that close then ask at the same instant and share one
-// check script (Throttle.Check). A seller's slots are spread over the few
-// milliseconds its reservations took; with a lead at random, as before, its
-// rows asked one by one (2.6 rows per check script in the bench), and the
-// random lead was there only to spread the scripts that sharing now saves.
+// confirm it: one and a half to two MaxLateness before, so the check's
+// round trip falls before the slot instead of delaying the call, at the
+// start of the half-MaxLateness step of the clock it falls in. The rows of
+// a seller whose slots are that close then ask at the same instant and
+// share one check script (Throttle.Check). A seller's slots are spread over
+// the few milliseconds its reservations took; with a lead at random its
+// rows would ask nearly one by one (2.6 rows per check script in the
+// bench), and a random lead would only spread scripts that sharing saves
+// altogether.
 func (c *Consumer) checkAt(due time.Time) time.Time {
 	lead := c.cfg.MaxLateness + c.cfg.MaxLateness/2
 	return due.Add(-lead).Truncate(max(c.cfg.MaxLateness/2, time.Millisecond))
@@ -213,9 +214,9 @@ func (c *Consumer) current(ctx context.Context, s *slot, log *slog.Logger) bool 
 // checkSlot is the check shortly before the slot (stepCheck): current.
 // Asked here rather than only at the call (attempt.go), its round trip is
 // off the call's path: on a starved machine (a core kept busy) a round trip
-// at the slot made calls late and their slots go by. A slot once granted
-// needs no other check: the throttle wrote its call's latest count when it
-// granted it (package throttle).
+// at the slot would make calls late and their slots go by. A slot once
+// granted needs no other check: the throttle wrote its call's latest count
+// when it granted it (package throttle).
 func (c *Consumer) checkSlot(ctx context.Context, s *slot, log *slog.Logger) bool {
 	return c.current(ctx, s, log)
 }

@@ -88,15 +88,15 @@ func publishRow(t *testing.T, s *stack, upload, seller string, row int, p bulkre
 	produce(t, s.brokers, s.topic, kafka.Message{Key: []byte(seller), Value: v})
 }
 
-// TestRefusalAfterATakeoverKeepsTheKey (issue 26, item 4): a row A claims
-// SKU T-1 and its lease lapses; a row B of another upload takes the claim
-// over and calls with A's Idempotency-Key (TestLapsedClaimIsTakenOverWithItsKey
-// seeds it the same way). Whatever each of them is then answered (A: 422,
-// 409, 5xx, a replay; B: 201, 422, no call at all), in whichever order, the
-// SKU ends as at most one product: a refusal of A's own content must not
-// erase the key under which B may have registered, or B's redelivery
-// registers the SKU a second time under its own key. The sandbox's audit
-// judges: as many products as 201s.
+// TestRefusalAfterATakeoverKeepsTheKey: a row A claims SKU T-1 and its
+// lease lapses; a row B of another upload takes the claim over and calls
+// with A's Idempotency-Key (TestLapsedClaimIsTakenOverWithItsKey seeds it
+// the same way). Whatever each of them is then answered (A: 422, 409, 5xx,
+// a replay; B: 201, 422, no call at all), in whichever order, the SKU ends
+// as at most one product: a refusal of A's own content must not erase the
+// key under which B may have registered, or B's redelivery registers the
+// SKU a second time under its own key. The sandbox's audit judges: as many
+// products as 201s.
 func TestRefusalAfterATakeoverKeepsTheKey(t *testing.T) {
 	forEachPath(t, func(t *testing.T, path string) {
 		s := newStack(t, stackOptions{rowPath: path, partitions: 1, limit: 100, window: 2 * time.Second, margin: 50 * time.Millisecond})

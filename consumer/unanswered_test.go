@@ -11,19 +11,18 @@ import (
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 )
 
-// TestACallWithoutAnAnswerHoldsItsSlotPastTheTimeout (issue 26, sim seeds
-// 404 and 515): the API takes longer to handle a call than the client
-// waits (a latency spike past the registry timeout). The client gives up,
-// but the API, which does not see it leave, still counts the call when it
-// handles it, after the timeout. Limit 4 per 1 s, margin 100 ms, timeout
-// 600 ms, the first four calls handled (and counted) 650 ms after they
-// arrive, the next four answered at once. Before, a timed-out call's slot
-// was settled at the moment the client gave up (less the margin), so the
-// next window's four calls were made about 1 s after the timeouts, while
-// the four late counts were still inside the API's window: a 429. Now the
+// TestACallWithoutAnAnswerHoldsItsSlotPastTheTimeout: the API takes longer
+// to handle a call than the client waits (a latency spike past the registry
+// timeout). The client gives up, but the API, which does not see it leave,
+// still counts the call when it handles it, after the timeout. Limit 4 per
+// 1 s, margin 100 ms, timeout 600 ms, the first four calls handled (and
+// counted) 650 ms after they arrive, the next four answered at once. The
 // log holds every call's latest count (its slot + the lateness + two
 // timeouts) from its reservation on, an unanswered call is not settled
-// earlier, and the next window starts a window after that.
+// earlier, and the next window starts a window after that. Were a timed-out
+// call's slot settled at the moment the client gave up (less the margin),
+// the next window's four calls would be made about 1 s after the timeouts,
+// while the four late counts were still inside the API's window: a 429.
 func TestACallWithoutAnAnswerHoldsItsSlotPastTheTimeout(t *testing.T) {
 	const (
 		limit   = 4
@@ -59,15 +58,15 @@ func TestACallWithoutAnAnswerHoldsItsSlotPastTheTimeout(t *testing.T) {
 	s.checkCompliant("seller-a", 2*limit)
 }
 
-// TestACallCountedAWindowLateHoldsTheNextWindow (sim seeds 7013 and 7002):
-// the API counts a window's calls a little more than a window after they
-// arrive (a latency spike of 1.15 s, limit 4 per 1 s, margin 100 ms), and
-// answers them then. The next window's slots come first: before, its calls
-// started while the first window's had no answer, the API counted both
-// windows' calls within one second, and the settle that would have moved
-// the next window came after it had called (429s). Now the next window's
-// slots are placed after the latest counts of the first window's calls,
-// which the log holds until their answers come.
+// TestACallCountedAWindowLateHoldsTheNextWindow: the API counts a window's
+// calls a little more than a window after they arrive (a latency spike of
+// 1.15 s, limit 4 per 1 s, margin 100 ms), and answers them then. The next
+// window's slots come first: were they placed before those answers, its
+// calls would start while the first window's had no answer, the API would
+// count both windows' calls within one second, and the settle that would
+// move the next window would come after it had called (429s). The next
+// window's slots are placed after the latest counts of the first window's
+// calls, which the log holds until their answers come.
 func TestACallCountedAWindowLateHoldsTheNextWindow(t *testing.T) {
 	const (
 		limit = 4
@@ -90,15 +89,14 @@ func TestACallCountedAWindowLateHoldsTheNextWindow(t *testing.T) {
 	s.checkCompliant("seller-a", 2*limit)
 }
 
-// TestACallCountedPastItsSettleCapHoldsTheSeller (sim seed 7002): the
-// client gives up on the first window's calls after 700 ms, and the API
-// counts them 1.25 s after they arrive: more than W + margin (1.1 s) after
-// their slots. Before, a settle could move a slot no further than that,
-// the next window's calls came a window after it, 2.2 s, while the late
-// counts at 1.25 s were still in the API's window: 429s. Now the log holds
-// the latest instant such a call may be counted (two timeouts after it
-// started) from its reservation on, and the next window calls a window
-// after it.
+// TestACallCountedPastItsSettleCapHoldsTheSeller: the client gives up on
+// the first window's calls after 700 ms, and the API counts them 1.25 s
+// after they arrive: more than W + margin (1.1 s) after their slots. Were a
+// settle capped at moving a slot no further than that, the next window's
+// calls would come a window after it, 2.2 s, while the late counts at
+// 1.25 s were still in the API's window: 429s. The log holds the latest instant
+// such a call may be counted (two timeouts after it started) from its
+// reservation on, and the next window calls a window after it.
 func TestACallCountedPastItsSettleCapHoldsTheSeller(t *testing.T) {
 	const (
 		limit   = 4
