@@ -137,18 +137,6 @@ func (j *job) run() bool {
 				return j.park(wait, stepReserve, stepGiveBack)
 			}
 			j.slot = s
-			if j.sku.stale(s.Reservation) {
-				// Its claim is older than a loss of the seller's hash slot:
-				// claimed again first, the slot given back (the hold after the
-				// loss keeps the next one a window on anyway).
-				j.log.Info("the row's claim on its SKU was taken before Redis lost the seller's data; claiming it again before the call", "sku", r.m.Product.SellerSKU, "held_until", s.HeldUntil)
-				c.notNow(s)
-				c.release(s)
-				j.slot = nil
-				j.endReserve()
-				j.next = stepClaim
-				continue
-			}
 			// Shortly before the slot the throttle confirms it. A slot due
 			// sooner than that was granted just now: the reservation itself
 			// vouches for its epoch.
@@ -156,9 +144,15 @@ func (j *job) run() bool {
 				c.notNow(s)
 				return j.park(time.Until(at), stepCheck, stepUnreserve)
 			}
+			if j.reclaim() {
+				continue
+			}
 			j.next = stepDue
 
 		case stepCheck:
+			if j.reclaim() {
+				continue
+			}
 			if !c.checkSlot(r.ctx(), j.slot, j.log) {
 				c.release(j.slot)
 				j.slot = nil
@@ -222,6 +216,26 @@ func (j *job) beginReserve() {
 	j.reserving = true
 	j.start = time.Now()
 	j.redisRetry = j.c.redisBackOff()
+}
+
+// reclaim gives the slot back and sends the row to claim its SKU again
+// when its claim may be gone with a loss of Redis's data (skuClaim.stale).
+// It runs at the slot's check, or at once for a slot due sooner: a
+// slot after a loss starts at its hold's end at the earliest, so by then
+// every call in flight at the loss has been answered and marked, and the
+// claim asked again sees that mark.
+func (j *job) reclaim() bool {
+	s := j.slot
+	if !j.sku.stale(s.Reservation) {
+		return false
+	}
+	j.log.Info("the row's claim on its SKU was taken before the hold after a loss of Redis's data ended; claiming it again before the call", "sku", j.r.m.Product.SellerSKU, "held_until", s.HeldUntil)
+	j.c.notNow(s)
+	j.c.release(s)
+	j.slot = nil
+	j.endReserve()
+	j.next = stepClaim
+	return true
 }
 
 func (j *job) endReserve() {

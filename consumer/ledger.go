@@ -164,19 +164,19 @@ func (s *skuClaim) claim() bool {
 }
 
 // stale reports whether the row's claim may be gone with a loss of
-// Redis's data that the slot r was granted after: the claim was taken before
-// the loss was found (r.HeldUntil less the hold), and the ledger lives in the
-// seller's hash slot with the throttle's log. The row must claim again
-// before it calls: another row, of another upload, may have claimed the SKU
-// anew since, and two rows that both call with their own keys register the
-// SKU twice. Asked once per hold, so a row that claimed again during the
-// hold takes its next slot.
+// Redis's data, or be one the loss let it take while another row's call
+// was out: the claim was given before the hold after the seller's hash
+// slot's last loss ended (r.HeldUntil; the ledger lives in that hash slot
+// with the throttle's log). Two rows of two uploads that both hold a claim
+// in their own eyes call with their own keys and register the SKU twice; a
+// claim asked again after the hold sees the other row's claim or its mark.
+// Asked once per hold, so the claim asked again goes on to its call.
 func (s *skuClaim) stale(r throttle.Reservation) bool {
 	if s.c.deps.Ledger == nil || !s.held || r.HeldUntil.IsZero() || r.HeldUntil.Equal(s.checkedHold) {
 		return false
 	}
 	s.checkedHold = r.HeldUntil
-	return s.claimedAt.Before(r.HeldUntil.Add(-s.c.deps.Throttle.Policy().HoldAfterLoss()))
+	return s.claimedAt.Before(r.HeldUntil)
 }
 
 // giveToken gives the row's token of c.claims back, if it holds one.

@@ -4,56 +4,118 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/ledger"
+	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
 )
 
 // lossThrottle is the in-memory throttle with a loss of Redis's data the
 // test brings about (lose): from then on a slot granted before it fails its
-// check (another epoch), and every reservation reports the hold the loss
-// began, as the real throttle's hash-slot marker does.
+// check (another epoch), no slot starts before the hold's end, and every
+// reservation reports that end, as the real throttle's hash-slot marker
+// does.
 type lossThrottle struct {
 	*memThrottle
-	mu    sync.Mutex
-	found time.Time // when the loss was found; zero: none
+	mu   sync.Mutex
+	held time.Time // the hold's end after the loss; zero: no loss
 }
 
-func (l *lossThrottle) lose() {
+func (l *lossThrottle) lose(hold time.Duration) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.found = time.Now()
+	l.held = time.Now().Add(hold)
+	l.mu.Unlock()
+	l.memThrottle.mu.Lock()
+	l.memThrottle.blockedAll = l.held
+	l.memThrottle.mu.Unlock()
 }
 
-func (l *lossThrottle) lost() time.Time {
+func (l *lossThrottle) heldUntil() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.found
+	return l.held
 }
 
 func (l *lossThrottle) Reserve(ctx context.Context, seller string) (throttle.Reservation, error) {
 	r, err := l.memThrottle.Reserve(ctx, seller)
-	if found := l.lost(); err == nil && !found.IsZero() {
+	if held := l.heldUntil(); err == nil && !held.IsZero() {
 		r.Epoch = "2"
-		r.HeldUntil = found.Add(l.Policy().HoldAfterLoss())
+		r.HeldUntil = held
 	}
 	return r, err
 }
 
 func (l *lossThrottle) Check(ctx context.Context, r throttle.Reservation) (throttle.SlotCheck, error) {
 	chk, err := l.memThrottle.Check(ctx, r)
-	if !l.lost().IsZero() {
+	if !l.heldUntil().IsZero() {
 		chk.Epoch = "2"
 		chk.Good = chk.Good && r.Epoch == "2"
 	}
 	return chk, err
+}
+
+// lossFixture is a consumer with the real SKU ledger (ledger) on its own
+// redis-server and the loss throttle, and row makes a row of seller s for
+// sku-1 with a price of its own (so other content).
+type lossFixture struct {
+	*fixture
+	rdb redis.UniversalClient
+	lt  *lossThrottle
+}
+
+func newLossFixture(t *testing.T) *lossFixture {
+	f := newFixture(t, 1, nil)
+	f.cfg.MaxLateness = 40 * time.Millisecond
+	return &lossFixture{fixture: f, rdb: testredis.Start(t).Client(), lt: &lossThrottle{memThrottle: f.throttle}}
+}
+
+func (f *lossFixture) row(upload string, price int64) kafka.Message {
+	m := bulkreg.NewMessage(upload, "s", 1, bulkreg.Product{SellerSKU: "sku-1", Name: "n", CategoryCode: "c", Price: price, Stock: 1}, time.Now())
+	v, err := json.Marshal(m)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return kafka.Message{Key: []byte("s"), Value: v}
+}
+
+// lose flushes the Redis of the ledger and has the throttle hold for hold.
+func (f *lossFixture) lose(hold time.Duration) {
+	if err := f.rdb.FlushAll(context.Background()).Err(); err != nil {
+		f.t.Error(err)
+	}
+	f.lt.lose(hold)
+}
+
+// checkOnce: the SKU was registered once, by the second upload's row when
+// second is set (else the first's), and the other row failed as registered
+// with other content.
+func (f *lossFixture) checkOnce(t *testing.T, second bool) {
+	t.Helper()
+	testwait.For(t, 10*time.Second, "both rows' results", func() bool { return len(f.status.snapshot()) == 2 })
+	calls, products := f.registry.count()
+	if calls != 1 || products != 1 {
+		t.Errorf("%d calls and %d products for one SKU, want 1 and 1: two rows called with claims of their own", calls, products)
+	}
+	st := f.status.snapshot()
+	won, lost := st["u1:1"], st["u2:1"]
+	if second {
+		won, lost = lost, won
+	}
+	if won.State != "registered" {
+		t.Errorf("the registering row is %s (%s), want registered", won.State, won.Reason)
+	}
+	if lost.State != "failed" || lost.Code != CodeRegisteredOtherContent {
+		t.Errorf("the other row is %s %s (%s), want failed %s", lost.State, lost.Code, lost.Reason, CodeRegisteredOtherContent)
+	}
 }
 
 // TestAClaimOlderThanALossIsTakenAgain: Redis loses the seller's data
@@ -67,52 +129,62 @@ func (l *lossThrottle) Check(ctx context.Context, r throttle.Reservation) (throt
 // that each held a claim in their own eyes would both have called with
 // their own keys and registered it twice.
 func TestAClaimOlderThanALossIsTakenAgain(t *testing.T) {
-	rdb := testredis.Start(t).Client()
-	l := &gatedLedger{Ledger: ledger.New(rdb, ledger.Options{})}
+	f := newLossFixture(t)
+	l := &gatedLedger{Ledger: ledger.New(f.rdb, ledger.Options{})}
 	pass := l.gate()
-	f := newFixture(t, 1, nil)
-	f.cfg.MaxLateness = 40 * time.Millisecond
-	lt := &lossThrottle{memThrottle: f.throttle}
 	// The first row's slot is a second away, so the loss comes while it
 	// waits for it.
-	if err := lt.Block(context.Background(), "s", time.Second); err != nil {
+	if err := f.lt.Block(context.Background(), "s", time.Second); err != nil {
 		t.Fatal(err)
 	}
 	deps := f.ledgerDeps(l)
-	deps.Throttle = lt
+	deps.Throttle = f.lt
 	runConsumer(t, f.cfg, deps)
 
-	row := func(upload string, price int64) kafka.Message {
-		m := bulkreg.NewMessage(upload, "s", 1, bulkreg.Product{SellerSKU: "sku-1", Name: "n", CategoryCode: "c", Price: price, Stock: 1}, time.Now())
-		v, err := json.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return kafka.Message{Key: []byte("s"), Value: v}
-	}
-	produce(t, f.brokers, f.topic, row("u1", 1000))
+	produce(t, f.brokers, f.topic, f.row("u1", 1000))
 	l.passEach(t, pass, 1, 1)
-	testwait.For(t, 5*time.Second, "the first row's slot", func() bool { return lt.reserves.Load() >= 1 })
-
-	// The loss: the claim is gone from Redis, and the throttle knows.
-	if err := rdb.FlushAll(context.Background()).Err(); err != nil {
-		t.Fatal(err)
-	}
-	lt.lose()
-	produce(t, f.brokers, f.topic, row("u2", 2000))
+	testwait.For(t, 5*time.Second, "the first row's slot", func() bool { return f.lt.reserves.Load() >= 1 })
+	f.lose(300 * time.Millisecond)
+	produce(t, f.brokers, f.topic, f.row("u2", 2000))
 	close(pass)
+	f.checkOnce(t, true)
+}
 
-	testwait.For(t, 10*time.Second, "both rows' results", func() bool { return len(f.status.snapshot()) == 2 })
-	calls, products := f.registry.count()
-	if calls != 1 || products != 1 {
-		t.Errorf("%d calls and %d products for one SKU, want 1 and 1: a claim taken before the loss was called on", calls, products)
+// lossInCall calls the test's hook as the first call begins.
+type lossInCall struct {
+	*fakeRegistry
+	first  atomic.Bool
+	onCall func()
+}
+
+func (l *lossInCall) Register(ctx context.Context, seller, key string, p bulkreg.Product) registryclient.Result {
+	if l.first.CompareAndSwap(false, true) {
+		l.onCall()
 	}
-	st := f.status.snapshot()
-	first, second := st["u1:1"], st["u2:1"]
-	if second.State != "registered" {
-		t.Errorf("the second upload's row is %s (%s), want registered: it claimed the SKU after the loss", second.State, second.Reason)
+	return l.fakeRegistry.Register(ctx, seller, key, p)
+}
+
+// TestALossWhileACallIsOutRegistersTheSKUOnce: Redis loses the seller's
+// data while the first upload's row calls; a row of another upload, with
+// other content, claims the SKU anew during that call, and its slot comes
+// at the hold's end, after the first call's answer and mark. Its claim is
+// older than the hold's end, so it claims again at its slot's check, finds
+// the SKU registered, and fails as registered with other content: one
+// product, where a claim taken during the hold and called on made two.
+func TestALossWhileACallIsOutRegistersTheSKUOnce(t *testing.T) {
+	f := newLossFixture(t)
+	l := ledger.New(f.rdb, ledger.Options{})
+	reg := &lossInCall{fakeRegistry: f.registry}
+	reg.onCall = func() {
+		f.lose(700 * time.Millisecond)
+		produce(t, f.brokers, f.topic, f.row("u2", 2000))
+		testwait.For(t, 5*time.Second, "the second row's claim", func() bool {
+			return f.rdb.HExists(context.Background(), ledger.Key("s"), "sku-1").Val()
+		})
 	}
-	if first.State != "failed" || first.Code != CodeRegisteredOtherContent {
-		t.Errorf("the first upload's row is %s %s (%s), want failed %s", first.State, first.Code, first.Reason, CodeRegisteredOtherContent)
-	}
+	deps := f.ledgerDeps(l)
+	deps.Throttle, deps.Registry = f.lt, reg
+	runConsumer(t, f.cfg, deps)
+	produce(t, f.brokers, f.topic, f.row("u1", 1000))
+	f.checkOnce(t, false)
 }

@@ -180,7 +180,7 @@ type Claim struct {
 	Aside AsideNote
 	// At is when the ledger decided, on the Redis clock. A claim (Call) is
 	// as old as the Redis data that holds it: a loss of the seller's hash
-	// slot after At takes it (throttle.Policy.HoldAfterLoss).
+	// slot after At takes it (the throttle's hold after the loss tells).
 	At time.Time
 }
 

@@ -867,16 +867,7 @@ func (t *Throttle) releaseCall(seller, id string) scriptCall {
 // the hold already has): the latest counts the loss took. It needs no
 // process that made such a call to live.
 func (t *Throttle) lossHold() time.Duration {
-	return t.p.HoldAfterLoss()
-}
-
-// HoldAfterLoss is how long a seller's hash slot is held after a loss of
-// Redis's data is found (lossHold): a Reservation's HeldUntil less this is
-// when the loss was found, so what was written in the hash slot before
-// then may be gone with it (the SKU ledger's claims share the seller's hash
-// slot).
-func (p Policy) HoldAfterLoss() time.Duration {
-	return p.LossHold + p.CallTimeout + max(0, p.SendWithin-p.Margin)
+	return t.p.LossHold + t.p.CallTimeout + max(0, t.p.SendWithin-t.p.Margin)
 }
 
 // SlotCheck is the throttle's answer about a slot it granted.
