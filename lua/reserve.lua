@@ -42,7 +42,9 @@
 --   hold_until µs, as a string: the hash slot's hold ("0" when it never had one)
 --
 -- Idempotent per id: when the id already holds a slot (a retry of a call
--- whose answer was lost), the reply is that slot and nothing changes.
+-- whose answer was lost), the reply is that slot and nothing changes; its
+-- hold_until is the marker's, as the lost answer had it (lost is 0: the
+-- first answer told it), so a caller still learns of a hold it began.
 --
 -- Loss: before anything else the marker of the seller's hash slot is checked
 -- (slot_guard.lua). When Redis no longer holds what it held, every seller of
@@ -72,7 +74,8 @@ local counted_at, counted -- the last id's `at` and its in_window
 for i, id in ipairs(ids) do
   if held[i] then
     local at = tonumber(held[i]) - reach
-    reply(1, at, redis.call('ZCOUNT', KEYS[1], us(at - win), us(at + reach)), redis.call('HGET', KEYS[3], 'epoch') or '', 0, 0)
+    reply(1, at, redis.call('ZCOUNT', KEYS[1], us(at - win), us(at + reach)), redis.call('HGET', KEYS[3], 'epoch') or '', 0,
+      tonumber(redis.call('HGET', KEYS[3], 'hold') or '0') or 0)
   elseif refused then
     reply(0, refused, 0, epoch, 0, hold_until)
   else

@@ -40,7 +40,8 @@ local function us(x) return string.format('%.0f', x) end
 local held = redis.call('ZSCORE', KEYS[1], id)
 if held then
   local at = tonumber(held)
-  return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at)), redis.call('HGET', KEYS[3], 'epoch') or '', 0, '0'}
+  return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at)), redis.call('HGET', KEYS[3], 'epoch') or '', 0,
+    redis.call('HGET', KEYS[3], 'hold') or '0'}
 end
 local epoch, hold_until, lost = slot_guard(KEYS[3], now, tonumber(ARGV[5]), id)
 

@@ -67,7 +67,7 @@ if held then
   local at = tonumber(held) - reach
   local waiting = math.max(1, redis.call('ZCOUNT', KEYS[3], us(now), '+inf'))
   return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at + reach)), redis.call('HGET', KEYS[5], 'epoch') or '',
-    0, '0', 0, waiting, math.ceil(limit / waiting)}
+    0, redis.call('HGET', KEYS[5], 'hold') or '0', 0, waiting, math.ceil(limit / waiting)}
 end
 local epoch, hold_until, lost = slot_guard(KEYS[5], now, tonumber(ARGV[5]), id)
 

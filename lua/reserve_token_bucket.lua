@@ -46,7 +46,8 @@ local reach = tonumber(ARGV[8] or '0') or 0
 local held = redis.call('ZSCORE', KEYS[1], id)
 if held then
   local at = tonumber(held) - reach
-  return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at + reach)), redis.call('HGET', KEYS[4], 'epoch') or '', 0, '0'}
+  return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at + reach)), redis.call('HGET', KEYS[4], 'epoch') or '', 0,
+    redis.call('HGET', KEYS[4], 'hold') or '0'}
 end
 local epoch, hold_until, lost = slot_guard(KEYS[4], now, tonumber(ARGV[5]), id)
 

@@ -263,6 +263,36 @@ func TestReserveIsIdempotentPerID(t *testing.T) {
 	}
 }
 
+// TestARetriedReservationReportsTheHold: the retry of a reservation whose
+// answer was lost answers the hold after a loss as the lost answer had it,
+// so a caller that never read the first answer still learns of the hold
+// (the consumer compares its SKU claims with it).
+func TestARetriedReservationReportsTheHold(t *testing.T) {
+	srv := startRedis(t)
+	rdb := srv.Client()
+	for _, kind := range []Kind{Sliding, Fixed, TokenBucket} {
+		t.Run(string(kind), func(t *testing.T) {
+			th := newThrottle(t, rdb, Policy{Kind: kind, Limit: 2, Window: time.Second, MaxWait: time.Minute})
+			s := seller("held-retry")
+			ctx := context.Background()
+			if err := rdb.FlushAll(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			a, err := th.reserveID(ctx, s, "lost-answer")
+			if err != nil || !a.Admitted || !a.Lost || a.HeldUntil.IsZero() {
+				t.Fatalf("the first reservation after a flush answered %+v, %v; want a slot that found the loss and its hold", a, err)
+			}
+			b, err := th.reserveID(ctx, s, "lost-answer")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !b.Admitted || !b.At.Equal(a.At) || !b.HeldUntil.Equal(a.HeldUntil) {
+				t.Errorf("retry answered slot %v held until %v, want the first answer's %v held until %v", b.At, b.HeldUntil, a.At, a.HeldUntil)
+			}
+		})
+	}
+}
+
 func TestReleaseGivesTheSlotToTheNextCaller(t *testing.T) {
 	srv := startRedis(t)
 	for _, kind := range []Kind{Sliding, Fixed, TokenBucket} {
