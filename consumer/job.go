@@ -229,7 +229,7 @@ func (j *job) reclaim() bool {
 	if !j.sku.stale(s.Reservation) {
 		return false
 	}
-	j.log.Info("the row's claim on its SKU was taken before the hold after a loss of Redis's data ended; claiming it again before the call", "sku", j.r.m.Product.SellerSKU, "held_until", s.HeldUntil)
+	j.log.Debug("the row's claim on its SKU was taken before the hold after a loss of Redis's data ended; claiming it again before the call", "sku", j.r.m.Product.SellerSKU, "held_until", s.HeldUntil)
 	j.c.notNow(s)
 	j.c.release(s)
 	j.slot = nil
