@@ -20,14 +20,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/bulkreg/bulkreg"
@@ -202,19 +200,12 @@ type Client struct {
 	basePath string // the base URL's escaped path, for the direct call
 	// direct is the synchronous transport when the client built it: then
 	// Register calls through it without net/http's Client (exchange.go).
-	direct *syncTransport
-	// rt is net/http's Transport when the client built it: Register calls
-	// its RoundTrip, without http.Client's redirect and cookie bookkeeping
-	// (no redirect is followed, no cookie is kept).
-	rt      http.RoundTripper
+	direct  *syncTransport
 	http    *http.Client
 	timeout time.Duration
 	// auth is sent with every call: the Basic auth of the URL's user and
 	// password, and the AuthHeader, each formatted once.
 	auth []field
-	// header holds auth's fields as a request header, shared read-only by
-	// every call's header.
-	header http.Header
 	// secrets are the credentials in auth as an answer could echo them
 	// (scrub.go): the password, the Basic credentials, the header's value
 	// and its token, each in every form a message could show.
@@ -300,21 +291,11 @@ func New(o Options) (*Client, error) {
 		return nil, fmt.Errorf("registry URL %q (--registry-url): %s, so the URL must be https (for a sandbox on this machine, allow plain http with --registry-insecure-auth)", base.String(), what)
 	}
 	c := &Client{base: base, timeout: o.Timeout, retryAfter: o.DefaultRetryAfter, now: o.Now, http: o.HTTPClient, auth: auth, secrets: newSecrets(whole, split)}
-	c.header = make(http.Header, len(auth))
-	for _, f := range auth {
-		c.header[f.name] = []string{f.value}
-	}
 	c.sellers = base.String() + "/v1/sellers/"
 	c.basePath = base.EscapedPath()
 	if c.http == nil {
 		tr := newTransport(base, o.MaxConnsPerHost, o.TLSConfig)
-		if os.Getenv("BULKREG_REGISTRY_TRANSPORT") == "nethttp" { // measurement only (issue 44)
-			tr = netHTTPTransport(o.MaxConnsPerHost, o.TLSConfig)
-		}
 		c.direct, _ = tr.(*syncTransport)
-		if c.direct == nil {
-			c.rt = tr
-		}
 		c.http = &http.Client{Transport: tr}
 	} else {
 		hc := *c.http
@@ -343,23 +324,13 @@ func newTransport(base *url.URL, maxConns int, tlsConfig *tls.Config) http.Round
 }
 
 // netHTTPTransport is net/http's Transport with the pool sized like the
-// synchronous one's and nothing the API does not use: HTTP/1.1 only (one
-// small POST per connection at a time; HTTP/2 would put every call on one
-// connection), no gzip asked for (the answers are tiny), the answer's header
-// bounded as the synchronous transport bounds it.
+// synchronous one's.
 func netHTTPTransport(maxConns int, tlsConfig *tls.Config) *http.Transport {
-	t := &http.Transport{
-		Proxy:                  http.ProxyFromEnvironment,
-		DialContext:            (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxConnsPerHost:        maxConns,
-		MaxIdleConnsPerHost:    maxConns,
-		IdleConnTimeout:        90 * time.Second,
-		TLSHandshakeTimeout:    10 * time.Second,
-		DisableCompression:     true,
-		MaxResponseHeaderBytes: maxAnswerHeader,
-		Protocols:              new(http.Protocols),
-	}
-	t.Protocols.SetHTTP1(true)
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxConnsPerHost = maxConns
+	t.MaxIdleConnsPerHost = maxConns
+	t.MaxIdleConns = 0
+	t.IdleConnTimeout = 90 * time.Second
 	if tlsConfig != nil {
 		t.TLSClientConfig = tlsConfig.Clone()
 	}
@@ -414,100 +385,43 @@ func (c *Client) register(ctx context.Context, seller, key string, p bulkreg.Pro
 	if err := bulkreg.ValidSellerID(seller); err != nil {
 		return Result{Class: Permanent, Code: "bad_seller_id", Failure: FailureNotSent, Err: fmt.Errorf("no call made: %w", err)}
 	}
-	if !validFieldValue(key) {
-		return Result{Class: Permanent, Code: "bad_request", Failure: FailureNotSent, Err: fmt.Errorf("no call made: the idempotency key %q holds a control character", c.secrets.snippet([]byte(key)))}
-	}
 	body := p.AppendJSON(make([]byte, 0, 256))
 	if c.direct != nil {
 		return c.registerDirect(ctx, seller, key, body)
 	}
+	target := c.sellers + url.PathEscape(seller) + "/products"
 
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	u := *c.base
-	u.Path = c.base.Path + "/v1/sellers/" + seller + "/products" // ValidSellerID allows nothing that needs escaping
-	h := make(http.Header, 3+len(c.header))
-	h["Content-Type"] = jsonType
-	h["Accept"] = jsonType
-	h["Idempotency-Key"] = []string{key}
-	maps.Copy(h, c.header)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return Result{Class: Permanent, Code: "bad_request", Failure: FailureNotSent, Err: fmt.Errorf("the request cannot be built: %w", err)}
+	}
 	// net/http resends a request carrying an Idempotency-Key on its own when
 	// a pooled connection dies before the answer. That second POST would
 	// have no throttle slot of its own and be missing from the call history,
-	// so the body is not rewindable (no GetBody): one Register, at most one
-	// POST.
-	req := (&http.Request{
-		Method: http.MethodPost, URL: &u, Host: u.Host,
-		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: h, Body: &requestBody{Reader: bytes.NewReader(body)}, ContentLength: int64(len(body)),
-	}).WithContext(ctx)
+	// so the body is made non-rewindable: one Register, at most one POST.
+	req.GetBody = nil
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	for _, f := range c.auth {
+		req.Header.Set(f.name, f.value)
+	}
 
 	start := time.Now()
-	var resp *http.Response
-	var err error
-	if c.rt != nil {
-		if resp, err = c.rt.RoundTrip(req); err != nil {
-			// As http.Client says it, so an operator reads the same error
-			// either way. c.sellers holds no credential (New keeps them apart).
-			err = &url.Error{Op: "Post", URL: c.sellers + seller + "/products", Err: err}
-		}
-	} else {
-		resp, err = c.http.Do(req)
-	}
+	resp, err := c.http.Do(req)
 	if err != nil {
 		return c.failed(Result{Latency: time.Since(start)}, parent, ctx, err)
 	}
 	defer resp.Body.Close()
-	buf := answerBufs.Get().(*[]byte)
-	raw, readErr := readBody(resp.Body, (*buf)[:0])
-	defer putAnswerBuf(buf, raw)
+	raw, readErr := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	res := Result{Status: resp.StatusCode, Latency: time.Since(start)}
 	if readErr != nil {
 		return c.failed(res, parent, ctx, readErr)
 	}
 	return c.classify(res, resp.Header, raw)
-}
-
-// jsonType is the value of the Content-Type and Accept of every call,
-// shared: net/http only reads a request's header.
-var jsonType = []string{"application/json"}
-
-// requestBody is a request's body: a bytes.Reader that net/http may close.
-type requestBody struct{ *bytes.Reader }
-
-func (requestBody) Close() error { return nil }
-
-// answerBufs keeps the buffers answers are read into: classify copies what
-// it keeps of an answer, so the buffer is free once it has returned.
-var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
-
-func putAnswerBuf(buf *[]byte, raw []byte) {
-	if cap(raw) <= 4<<10 {
-		*buf = raw[:0]
-		answerBufs.Put(buf)
-	}
-}
-
-// readBody appends r to buf until its end or maxAnswer bytes; reading to
-// the end (net/http's io.EOF) is what gives the connection back to the pool.
-func readBody(r io.Reader, buf []byte) ([]byte, error) {
-	for {
-		if len(buf) == cap(buf) {
-			if len(buf) >= maxAnswer {
-				return buf, nil
-			}
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Read(buf[len(buf):min(cap(buf), maxAnswer)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
 }
 
 // failed is a call that got no whole answer: none at all (res.Status 0) or
@@ -535,6 +449,9 @@ func (c *Client) failed(res Result, parent, ctx context.Context, err error) Resu
 // (exchange.go): the same request and the same reading of the answer,
 // without net/http's general request and answer.
 func (c *Client) registerDirect(ctx context.Context, seller, key string, body []byte) Result {
+	if !validFieldValue(key) {
+		return Result{Class: Permanent, Code: "bad_request", Failure: FailureNotSent, Err: fmt.Errorf("no call made: the idempotency key %q holds a control character", c.secrets.snippet([]byte(key)))}
+	}
 	fields := [5]field{{"Content-Type", "application/json"}, {"Accept", "application/json"}, {"Idempotency-Key", key}}
 	n := 3
 	n += copy(fields[n:], c.auth) // at most two: Basic auth and the auth header

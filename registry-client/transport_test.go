@@ -576,7 +576,7 @@ func BenchmarkRegisterTransport(b *testing.B) {
 		b.Run(which, func(b *testing.B) {
 			o := Options{BaseURL: base, MaxConnsPerHost: 16}
 			if which == "nethttp" {
-				b.Setenv("BULKREG_REGISTRY_TRANSPORT", "nethttp")
+				o.HTTPClient = &http.Client{Transport: netHTTPTransport(16, nil)}
 			}
 			c := mustNew(b, o)
 			if which == "sync" {
