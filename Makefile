@@ -175,12 +175,11 @@ bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 # soak runs the seeded fault simulation (sim/, issue 26): seeds one after
-# another for DURATION, or the one SEED a failing run printed, to replay it;
-# ROW_PATH=runner runs the consumers on the runner path (--row-path).
+# another for DURATION, or the one SEED a failing run printed, to replay it.
 # `make test` runs a short one (TestSimulation, two seeds).
 DURATION ?= 10m
 soak: deps
-	$(GO) test -count=1 -v -timeout 0 -run '^TestSoak$$' ./sim $(if $(SEED),-sim.seed=$(SEED),-sim.duration=$(DURATION) $(if $(FIRST),-sim.first=$(FIRST))) $(if $(ROW_PATH),-sim.row-path=$(ROW_PATH))
+	$(GO) test -count=1 -v -timeout 0 -run '^TestSoak$$' ./sim $(if $(SEED),-sim.seed=$(SEED),-sim.duration=$(DURATION) $(if $(FIRST),-sim.first=$(FIRST)))
 
 # fault-review runs only the fault review's named scenarios (sim/
 # faultreview_test.go, part of make test too; about 2 minutes): a consumer

@@ -9,7 +9,6 @@
 //	go run ./bench -consumer-bin /tmp/old/consumer  # measure another build of cmd/consumer
 //	go run ./bench -scenario many-sellers -sellers 40 -consumer-bin /tmp/old/consumer  # a load an older build can finish
 //	go run ./bench -scenario many-sellers -redis-pipelining autopipe,goredis -rounds 2 -pause 20s  # interleaved
-//	go run ./bench -scenario many-sellers -row-path lanes,runner -rounds 3 -pause 20s            # the two row paths, interleaved
 //
 // Scenarios (the sandbox answers each call after 5 ms):
 //
@@ -53,7 +52,6 @@ func main() {
 	manySellers := flag.Int("sellers", 0, "override the number of sellers of many-sellers (500 rows each); 0 keeps 100. A lighter load lets an older, slower consumer finish, so CPU per row can be compared in the same session")
 	timesDir := flag.String("times", "", "also write each scenario's registration times, per seller in seconds from the run's first, to DIR/<scenario>-times.json (to see where a slow seller lost its time); DIR/<scenario>-<choice>-<round>-times.json, the choice with -redis-pipelining, the round with -rounds above 1")
 	pipelining := flag.String("redis-pipelining", "", "comma-separated --redis-pipelining values of the consumers (autopipe, goredis, none), each scenario run once with each, interleaved; empty: the consumer's default")
-	rowPath := flag.String("row-path", "", "comma-separated --row-path values of the consumers (lanes, runner), each scenario run once with each (after each -redis-pipelining), interleaved; empty: the consumer's default")
 	rounds := flag.Int("rounds", 1, "run every scenario (with every -redis-pipelining) this many times, round after round, so that what is compared is interleaved")
 	pause := flag.Duration("pause", 0, "wait this long between two runs, so one run's load does not skew the next")
 	busy := flag.Int("busy", 0, "keep this many cores busy with other processes during each run (issue 30: the pacing on a machine shared with a noisy neighbour); 0: none")
@@ -71,12 +69,9 @@ func main() {
 	if err == nil && *manySellers > 0 && !slices.ContainsFunc(chosen, func(sc scenario) bool { return sc.Name == "many-sellers" }) {
 		err = errors.New("-sellers changes the many-sellers scenario, which -scenario does not run")
 	}
-	var modes, paths []string
+	var modes []string
 	if err == nil {
 		modes, err = pipeliningModes(*pipelining)
-	}
-	if err == nil {
-		paths, err = rowPaths(*rowPath)
 	}
 	if err == nil && *rounds < 1 {
 		err = fmt.Errorf("-rounds is %d, it must be at least 1", *rounds)
@@ -123,28 +118,26 @@ func main() {
 				sc.Window = *window
 			}
 			for _, mode := range modes {
-				for _, path := range paths {
-					if len(out) > 0 {
-						time.Sleep(*pause)
-					}
-					name := runName(sc.Name, mode, path, round, *rounds)
-					r, err := run(context.Background(), sc, mode, path, bin.Path, dir, *pprofPort, *busy, log)
-					if err != nil {
+				if len(out) > 0 {
+					time.Sleep(*pause)
+				}
+				name := runName(sc.Name, mode, round, *rounds)
+				r, err := run(context.Background(), sc, mode, bin.Path, dir, *pprofPort, *busy, log)
+				if err != nil {
+					os.RemoveAll(dir)
+					fmt.Fprintln(os.Stderr, "bench:", name+":", err)
+					os.Exit(1)
+				}
+				r.Round = round
+				if *timesDir != "" {
+					if err := writeTimes(filepath.Join(*timesDir, name+"-times.json"), r.times); err != nil {
 						os.RemoveAll(dir)
-						fmt.Fprintln(os.Stderr, "bench:", name+":", err)
+						fmt.Fprintln(os.Stderr, "bench:", err)
 						os.Exit(1)
 					}
-					r.Round = round
-					if *timesDir != "" {
-						if err := writeTimes(filepath.Join(*timesDir, name+"-times.json"), r.times); err != nil {
-							os.RemoveAll(dir)
-							fmt.Fprintln(os.Stderr, "bench:", err)
-							os.Exit(1)
-						}
-					}
-					out = append(out, r)
-					fmt.Fprintf(os.Stderr, "bench: %s done: %s\n", name, brief(r))
 				}
+				out = append(out, r)
+				fmt.Fprintf(os.Stderr, "bench: %s done: %s\n", name, brief(r))
 			}
 		}
 	}

@@ -25,34 +25,13 @@ func pipeliningModes(list string) ([]string, error) {
 	return modes, nil
 }
 
-// rowPaths reads -row-path: the consumers' --row-path values to run each
-// scenario with, in order; one "" (the consumer's default) when empty.
-func rowPaths(list string) ([]string, error) {
-	if strings.TrimSpace(list) == "" {
-		return []string{""}, nil
-	}
-	var paths []string
-	for p := range strings.SplitSeq(list, ",") {
-		p = strings.TrimSpace(p)
-		if p != "lanes" && p != "runner" {
-			return nil, fmt.Errorf("-row-path %q: %q is neither lanes nor runner", list, p)
-		}
-		paths = append(paths, p)
-	}
-	return paths, nil
-}
-
 // runName names one run in messages and -times files:
-// many-sellers-goredis-runner-2 for round 2 (of several) of many-sellers with
-// goredis on the runner path; the scenario's name alone for one run with the
-// defaults.
-func runName(scenario, pipelining, rowPath string, round, rounds int) string {
+// many-sellers-goredis-2 for round 2 (of several) of many-sellers with
+// goredis; the scenario's name alone for one run with the defaults.
+func runName(scenario, pipelining string, round, rounds int) string {
 	name := scenario
 	if pipelining != "" {
 		name += "-" + pipelining
-	}
-	if rowPath != "" {
-		name += "-" + rowPath
 	}
 	if rounds > 1 {
 		name += fmt.Sprintf("-%d", round)

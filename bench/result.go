@@ -41,8 +41,7 @@ type globalResult struct {
 type result struct {
 	Scenario string `json:"scenario"`
 	// RedisPipelining is the consumers' --redis-pipelining; "" their default.
-	RedisPipelining string `json:"redis_pipelining,omitempty"`
-	// RowPath is the consumers' --row-path; "" their default.
+	RedisPipelining  string       `json:"redis_pipelining,omitempty"`
 	RowPath          string       `json:"row_path,omitempty"`
 	Round            int          `json:"round"`
 	Settings         settingsJSON `json:"settings"`

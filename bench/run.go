@@ -28,12 +28,12 @@ import (
 	"github.com/bulkreg/bulkreg/throttle"
 )
 
-func run(ctx context.Context, sc scenario, pipelining, rowPath, bin, parent string, pprofPort, busy int, log *slog.Logger) (result, error) {
+func run(ctx context.Context, sc scenario, pipelining, bin, parent string, pprofPort, busy int, log *slog.Logger) (result, error) {
 	dir, err := os.MkdirTemp(parent, sc.Name+"-")
 	if err != nil {
 		return result{}, err
 	}
-	res := result{Scenario: sc.Name, RedisPipelining: pipelining, RowPath: rowPath, LoadAvg1mAtStart: loadAvg(), Settings: settingsJSON{
+	res := result{Scenario: sc.Name, RedisPipelining: pipelining, LoadAvg1mAtStart: loadAvg(), Settings: settingsJSON{
 		Groups: sc.Groups, Sellers: sc.sellers(), Rows: sc.rows(), Consumers: sc.Consumers, Partitions: sc.Partitions,
 		LimitPerSeller: sc.Limit, WindowS: sc.Window.Seconds(), MarginS: sc.Margin.Seconds(),
 		GlobalLimit: sc.GlobalLimit, GlobalWindowS: sc.GlobalWindow.Seconds(), LatencyS: sc.Latency.Seconds(),
@@ -115,9 +115,6 @@ func run(ctx context.Context, sc scenario, pipelining, rowPath, bin, parent stri
 			"BULKREG_SESSION_TIMEOUT=3s", "BULKREG_HEARTBEAT_INTERVAL=300ms", "BULKREG_DRAIN_TIMEOUT=2s", "BULKREG_METRICS_ADDR="+metricsAddr, "BULKREG_LOG_LEVEL=warn")
 		if pprofPort > 0 {
 			cmd.Env = append(cmd.Env, fmt.Sprintf("BULKREG_PPROF_ADDR=127.0.0.1:%d", pprofPort+i))
-		}
-		if rowPath != "" {
-			cmd.Env = append(cmd.Env, "BULKREG_ROW_PATH="+rowPath)
 		}
 		if pipelining != "" {
 			cmd.Env = append(cmd.Env, "BULKREG_REDIS_PIPELINING="+pipelining)

@@ -96,8 +96,5 @@ func quotaBacklog(rows map[string]int, limit int, window time.Duration) (seconds
 
 // rowsBySeller counts each seller's rows this process holds.
 func (c *Consumer) rowsBySeller() map[string]int {
-	if c.runners != nil {
-		return c.runners.rowsBySeller()
-	}
-	return c.lanes.rowsBySeller()
+	return c.runners.rowsBySeller()
 }

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bulkreg/bulkreg/circuit"
@@ -41,16 +40,6 @@ func registerCircuit(reg prometheus.Registerer, b Breaker) error {
 		return nil
 	}
 	return reg.Register(col.Collector())
-}
-
-// circuitOpen reports whether this process last learned that the circuit is
-// not closed. Without a breaker it never is.
-func (c *Consumer) circuitOpen() bool {
-	if c.deps.Circuit == nil {
-		return false
-	}
-	st, _, known := c.deps.Circuit.Local()
-	return known && st != circuit.Closed
 }
 
 // circuitDown handles an error of the breaker: Redis not answering stops
@@ -136,107 +125,22 @@ func (t *probeTurn) give() {
 	t.free = make(chan struct{})
 }
 
-// rowCircuit is one row's side of the circuit breaker, from its first
-// attempt to its outcome. With no breaker every step lets the row through.
+// rowCircuit is one row's side of the circuit breaker for the call of its
+// batch. With no breaker every step lets the row through.
 type rowCircuit struct {
 	c   *Consumer
 	r   *row
 	log *slog.Logger
 
-	turn    bool             // the row holds the process's probe turn
 	d       circuit.Decision // Allow's decision for the call about to be made
 	allowed bool             // d allowed a call not yet reported
-	// refused: the last attempt made no call because the circuit refused it
-	// or could not be asked; it costs the row nothing.
-	refused bool
-	// failed: the last Allow failed (Redis): back off before the next one.
-	failed bool
-	retry  backoff.BackOff
-	// outage: the last call's transient failure belongs to an outage (the
+	// outage: the call's transient failure belongs to an outage (the
 	// circuit was open after it, or it was the probe), or the API refused
-	// bulkreg itself and the circuit holds every row: not the row's fault.
+	// bulkreg itself and the circuit holds every row: not the seller's.
 	outage bool
 	// own: the API refused bulkreg for this seller alone (others were
 	// answered): the circuit stayed closed, and it is the seller's failure.
 	own bool
-	// sick: the row's failed probe was its seller's own (circuit.Status.Own):
-	// meeting the open circuit afterwards does not make it the outage's.
-	sick bool
-}
-
-// Not inlined: on the heap it keeps the sleeping row's stack small (process).
-//
-//go:noinline
-func (c *Consumer) newRowCircuit(r *row, log *slog.Logger) *rowCircuit {
-	return &rowCircuit{c: c, r: r, log: log}
-}
-
-// wait blocks, holding no slot, while the circuit is open, and lets the row
-// go on when the circuit is closed or when a probe is due and this row has
-// the process's turn to ask for it. met reports that the row met an outage
-// (the circuit was not closed): its earlier failures were the outage's, so
-// its retry budget starts afresh. ok is false when the row must be given
-// back (rebalance, shutdown).
-func (rc *rowCircuit) wait() (met, ok bool) {
-	b := rc.c.deps.Circuit
-	if b == nil {
-		return false, true
-	}
-	rc.done()
-	ctx := rc.r.ctx()
-	if rc.failed {
-		rc.failed = false
-		if !sleep(ctx, rc.retry.NextBackOff()) {
-			return met, false
-		}
-	}
-	retry := rc.c.redisBackOff()
-	for {
-		if !rc.c.redis.wait(ctx) {
-			return met, false
-		}
-		if st, _, known := b.Local(); known && st != circuit.Closed {
-			met = true
-			rc.log.Debug("the row waits until the circuit closes or a probe is due", "state", st)
-		}
-		if err := b.WaitReady(ctx); err != nil {
-			if ctx.Err() != nil {
-				return met, false
-			}
-			rc.c.circuitDown(err)
-			if !sleep(ctx, retry.NextBackOff()) {
-				return met, false
-			}
-			continue
-		}
-		news := b.Changed()
-		st, _, known := b.Local()
-		if !known || st == circuit.Closed {
-			return met, true
-		}
-		met = true
-		got, free := rc.c.turn.take()
-		if got {
-			rc.turn = true
-			rc.log.Debug("the row takes this process's turn to probe the registration API", "state", st)
-			return met, true
-		}
-		rc.log.Debug("the row waits while another row of this process holds the turn to probe", "state", st)
-		select {
-		case <-free:
-		case <-news:
-		case <-ctx.Done():
-			return met, false
-		}
-	}
-}
-
-// done gives the probe turn back, if the row holds it.
-func (rc *rowCircuit) done() {
-	if rc.turn {
-		rc.turn = false
-		rc.c.turn.give()
-	}
 }
 
 // allow asks the circuit right before the call. It reports false when no
@@ -244,29 +148,20 @@ func (rc *rowCircuit) done() {
 // is out) or could not be asked (Redis); the row then gives its slot back
 // and spends no attempt.
 func (rc *rowCircuit) allow(ctx context.Context) bool {
-	rc.refused, rc.outage, rc.own, rc.allowed = false, false, false, false
+	rc.outage, rc.own, rc.allowed = false, false, false
 	b := rc.c.deps.Circuit
 	if b == nil {
 		return true
 	}
 	d, err := b.Allow(ctx)
 	if err != nil {
-		rc.refused = true
 		if ctx.Err() == nil { // not our own deadline or cancellation
 			rc.c.circuitDown(err)
-			rc.failed = true
-			if rc.retry == nil {
-				rc.retry = rc.c.redisBackOff()
-			}
 		}
 		rc.log.Debug("could not ask the circuit breaker before the call; no call", "err", err)
 		return false
 	}
-	if rc.retry != nil {
-		rc.retry.Reset()
-	}
 	if !d.Allowed {
-		rc.refused = true
 		rc.log.Debug("the circuit breaker refused the call: the registration API is not answering", "state", d.State, "retry_in", d.Wait)
 		return false
 	}
@@ -321,8 +216,8 @@ func (rc *rowCircuit) report(res registryclient.Result, cancelled bool) {
 	}
 	// A failed probe of a seller the circuit knows to be sick (its calls fail
 	// while others' are answered) is that seller's failure (st.Own).
-	rc.sick = err == nil && st.Own
-	rc.outage = (rc.d.Probe || (err == nil && st.State != circuit.Closed)) && !rc.sick
+	sick := err == nil && st.Own
+	rc.outage = (rc.d.Probe || (err == nil && st.State != circuit.Closed)) && !sick
 	rc.own = o == circuit.Refused && err == nil && !rc.outage
 	switch {
 	case err != nil || !st.Changed || st.State != circuit.Open || rc.d.Probe:
@@ -334,59 +229,12 @@ func (rc *rowCircuit) report(res registryclient.Result, cancelled bool) {
 	}
 }
 
-// refusedBulkreg acts on an answer that refused bulkreg itself, not the row
-// (registryclient.Misconfigured: a rotated credential, a wrong URL). Every
-// row would get the same answer, so it is nobody's failure: the attempt is
-// not counted, the row stays unfinished (its offset is not committed past)
-// and goes back to wait while the circuit, opened by the report, holds the
-// fleet until a probe gets an answer. Without a circuit that holds it (none
-// configured, or its Redis did not take the report) the row asks again
-// after a growing wait, still spending nothing. When the circuit judged the
-// refusal the seller's own (other sellers are answered), the row spends its
-// retry budget as for a transient failure and is dead-lettered with the
-// class misconfigured, which redrive sends again.
-func (c *Consumer) refusedBulkreg(r *row, t *tries, res *registryclient.Result, cb *rowCircuit, sku *skuClaim, log *slog.Logger) (wait time.Duration, again bool) {
-	if cb.own {
-		if t.firstFailure.IsZero() {
-			t.firstFailure = time.Now()
-		}
-		if t.retry == nil {
-			t.retry = c.deps.Retry.NewBackOff()
-		}
-		if wait = t.retry.NextBackOff(); wait == backoff.Stop {
-			log.Error("the registration API refuses this seller's calls while it answers others: sending the row to the dead-letter topic", "attempts", t.attempts, "status", res.Status, "err", res.Err)
-			c.deadLetterHeld(r, deadLetterOf(r, *res, t.attempts, t.firstFailure), sku, log)
-			return 0, false
-		}
-		log.Warn("the registration API refused this seller's call while it answers others, retrying", "attempt", t.attempts, "in", wait, "status", res.Status, "err", res.Err)
-		return wait, true
-	}
-	t.attempts--
-	if cb.outage {
-		log.Info("the registration API refused bulkreg itself; the row waits for the circuit, no attempt spent", "status", res.Status, "err", res.Err)
-		return 0, true
-	}
-	if t.refused == nil {
-		t.refused = c.redisBackOff()
-	}
-	wait = t.refused.NextBackOff()
-	log.Error("the registration API refused bulkreg itself, not the row: no attempt spent, asking again later; fix the registry credentials or URL",
-		"status", res.Status, "in", wait, "err", res.Err)
-	return wait, true
-}
-
 // sellersHolding is the number of sellers with rows in this process.
 func (c *Consumer) sellersHolding() int {
-	if c.runners != nil {
-		return c.runners.count()
-	}
-	return c.lanes.sellers()
+	return c.runners.count()
 }
 
 // rowsIdle is closed once this process holds no row.
 func (c *Consumer) rowsIdle() <-chan struct{} {
-	if c.runners != nil {
-		return c.runners.idle()
-	}
-	return c.lanes.idle()
+	return c.runners.idle()
 }

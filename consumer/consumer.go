@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
-	"github.com/bulkreg/bulkreg/internal/workers"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
@@ -107,58 +105,28 @@ type Consumer struct {
 	log   *slog.Logger
 	m     *metrics
 	group *group
-	lanes *lanes
-	// workers runs the rows' jobs when they start or resume, on goroutines
-	// kept between rows (internal/workers).
-	workers *workers.Pool
-	// jobs counts the rows between process and job.end. A row tells its
-	// partition it is done (finish, giveBack) before it settles what it
-	// holds (its SKU claim), so the drain alone does not cover the
-	// settling: Run waits for jobs too, and its caller closes Redis after
-	// the claims went back.
-	jobs  sync.WaitGroup
-	redis *redisGate
-	dlq   DeadLetterWriter
-	close func() error
-	calls chan struct{} // one token per registry call in progress
-	// now is one token per row asking the throttle or holding a slot due
-	// now (see ask).
-	now *dueNow
+	// runners are the sellers' runners (runner.go), pool the call workers'
+	// queue and starts the process's starts of calls due now.
+	runners *runners
+	pool    chan callJob
+	starts  *startBudget
+	redis   *redisGate
+	dlq     DeadLetterWriter
+	close   func() error
+	calls   chan struct{} // one token per registry call in progress
 	// reports bounds each call's report to the circuit breaker.
 	reports *sharedDeadline
 	// slotWrites bounds the best-effort writes of a slot after its call
 	// (settle, give back): a context and a timer per registered row would
 	// be a few more heap allocations for each.
 	slotWrites *sharedDeadline
-	// dueTimers are the timers of rows waiting out the last stretch to their
-	// slot (sleepDue), used again: every registered row waits once.
-	dueTimers sync.Pool
-	// claims hands out the tokens a row needs to ask the SKU ledger for its
-	// claim (job.go), the seller that started first before the others, as
-	// c.now does for slots. Without it every row that entered a lane would
-	// ask at once: when an upload burst starts many sellers' first windows,
-	// a consumer would send some 2,500 claims together, and the first
-	// sellers' slots and calls would queue in Redis behind the later
-	// sellers' claims, long enough for hundreds of slots to go by unused
-	// (bench many-sellers, 100 sellers × 500 rows, 4 consumers, 2 cores). A
-	// row takes a token for the first ask of each claim and gives it back
-	// with the ledger's answer: a row told that another row holds its SKU
-	// asks again without one, so it holds none while it waits.
-	claims *dueNow
-	warm   *warmth
-	turn   *probeTurn // one row at a time goes for the circuit's probe
-	asks   *askGates  // a seller's rows do not ask for slots the throttle just refused
-	clock  *redisClock
-	door   *uploadDoor // nil without Deps.Uploads
-	// reserving counts rows between asking for a slot and calling: the
-	// clock is read on its own only while some row needs it (syncClock).
+	warm       *warmth
+	turn       *probeTurn // one runner at a time goes for the circuit's probe
+	clock      *redisClock
+	door       *uploadDoor // nil without Deps.Uploads
+	// reserving counts runners between asking for slots and their calls:
+	// the clock is read on its own only while one needs it (syncClock).
 	reserving atomic.Int64
-
-	// The runner path's (Config.RowPath runner; nil on the lanes path):
-	// its runners, the call pool's queue and the process's starts.
-	runners *runners
-	pool    chan callJob
-	starts  *startBudget
 
 	running atomic.Bool
 }
@@ -183,8 +151,9 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	span := deps.Throttle.Policy().Window + deps.Throttle.Policy().Margin // how long a seller keeps its rank (duenow.go)
-	c := &Consumer{cfg: cfg, deps: deps, log: log, dlq: deps.DeadLetters, close: func() error { return nil }, calls: make(chan struct{}, cfg.MaxConcurrentCalls), now: newDueNow(cfg.MaxDueNow, span), claims: newDueNow(cfg.MaxDueNow, span), warm: &warmth{}, turn: newProbeTurn(), asks: newAskGates(), clock: newRedisClock(), door: newUploadDoor(deps.Uploads), reports: newSharedDeadline(reportTimeout), slotWrites: newSharedDeadline(slotWriteTimeout)}
+	c := &Consumer{cfg: cfg, deps: deps, log: log, dlq: deps.DeadLetters, close: func() error { return nil }, calls: make(chan struct{}, cfg.MaxConcurrentCalls),
+		warm: &warmth{}, turn: newProbeTurn(), clock: newRedisClock(), door: newUploadDoor(deps.Uploads), reports: newSharedDeadline(reportTimeout), slotWrites: newSharedDeadline(slotWriteTimeout),
+		pool: make(chan callJob, 4*cfg.MaxConcurrentCalls), starts: newStartBudget(cfg.MaxDueNow)}
 	c.m = newMetrics(reg, func() float64 {
 		if t := c.group.oldestUnfinished(); !t.IsZero() {
 			return time.Since(t).Seconds()
@@ -198,21 +167,8 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 	c.group = newGroup(cfg, log, c.m)
 	c.group.handle = c.dispatch
 	c.group.ready = c.readyToRead
-	c.group.revoked = func(p *partition) {
-		for _, r := range c.lanes.purge(func(r *row) bool { return r.part == p }) {
-			r.giveBack()
-		}
-	}
-	c.lanes = newLanes(cfg.SellerConcurrency, c.process,
-		func(d int) { c.m.waiting.Add(float64(d)) }, func(d int) { c.m.activeSellers.Add(float64(d)) })
-	c.workers = workers.New(maxIdleWorkers)
-	c.lanes.spawn, c.asks.spawn, c.now.spawn, c.claims.spawn = c.workers.Go, c.workers.Go, c.workers.Go, c.workers.Go
 	c.redis = newRedisGate(deps.PingRedis, cfg.RedisProbeInterval, log, c.m.redisDown.Inc)
-	if cfg.RowPath == RowPathRunner {
-		c.runners = newRunners(c)
-		c.pool = make(chan callJob, 4*cfg.MaxConcurrentCalls)
-		c.starts = newStartBudget(cfg.MaxDueNow)
-	}
+	c.runners = newRunners(c)
 	if err := reg.Register(newBacklogCollector(c)); err != nil {
 		return nil, fmt.Errorf("consumer: register the backlog metrics: %w", err)
 	}
@@ -221,10 +177,6 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 	}
 	return c, nil
 }
-
-// maxIdleWorkers bounds the goroutines kept waiting for a row to resume:
-// a row's stack grows to some 8 to 16 KiB, so at most 2 MiB are kept.
-const maxIdleWorkers = 128
 
 // Run consumes until ctx ends, then shuts down gracefully: it stops reading,
 // gives back the slots of rows still waiting, lets calls in progress finish
@@ -241,10 +193,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if c.deps.RedisTime != nil && c.cfg.ClockSync > 0 {
 		go c.syncClock(probeCtx)
 	}
-	if c.runners != nil {
-		for range c.cfg.MaxConcurrentCalls {
-			go c.callWorker(c.pool)
-		}
+	for range c.cfg.MaxConcurrentCalls {
+		go c.callWorker(c.pool)
 	}
 	var stopped atomic.Int64 // when ctx ended, in Unix ns
 	defer context.AfterFunc(ctx, func() { stopped.Store(time.Now().UnixNano()) })()
@@ -255,46 +205,24 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if at := stopped.Load(); at != 0 {
 		drainEnd = time.Unix(0, at).Add(c.cfg.DrainTimeout)
 	}
-	if c.runners != nil {
-		// Every row is finished or given back; the runners end once they
-		// have written their last batch, and hand no call on after that.
-		select {
-		case <-c.runners.idle():
-			close(c.pool)
-		case <-time.After(time.Until(drainEnd)):
-			c.log.Error("runners still working after the drain; their call workers are left running")
-		}
+	// Every row is finished or given back; the runners end once they have
+	// written their last batch and released the claims of the rows they
+	// gave back (settleClaims), and hand no call on after that. The caller
+	// closes Redis after Run returns.
+	select {
+	case <-c.runners.idle():
+		close(c.pool)
+	case <-time.After(time.Until(drainEnd) + settleTimeout):
+		c.log.Error("runners still working after the drain; their call workers are left running, and the SKU claims they hold lapse with their lease")
 	}
-	c.awaitJobs(min(settleTimeout, time.Until(drainEnd)))
-	c.workers.Close()
 	if cerr := c.close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close the dead-letter writer: %w", cerr)
 	}
 	return err
 }
 
-// awaitJobs waits until every row has settled what it holds, for at most
-// wait (what is left of the drain, and at most settleTimeout: a row's
-// release is bounded by releaseTimeout, and the rows release at once). A
-// row still holding its claim after that leaves it to lapse with its lease.
-func (c *Consumer) awaitJobs(wait time.Duration) {
-	done := make(chan struct{})
-	go func() { c.jobs.Wait(); close(done) }()
-	select {
-	case <-done:
-		return
-	case <-time.After(time.Millisecond):
-	}
-	timer := time.NewTimer(max(0, wait))
-	defer timer.Stop()
-	select {
-	case <-done:
-	case <-timer.C:
-		c.log.Warn("rows were still settling their SKU claims when the drain ended; those claims lapse with their lease", "waited", max(0, wait))
-	}
-}
-
-// settleTimeout bounds the wait of awaitJobs.
+// settleTimeout bounds how long the runners may take past the drain to
+// release the claims of the rows they gave back (releaseTimeout each, at once).
 const settleTimeout = 2 * releaseTimeout
 
 // Health is nil while Run runs; it names what is wrong otherwise.
@@ -351,16 +279,6 @@ func (c *Consumer) untilRedis(ctx context.Context, what string, log *slog.Logger
 // an answer.
 func unavailable(err error) bool { return errors.Is(err, redisfail.ErrUnavailable) }
 
-func (c *Consumer) missedBackOff() backoff.BackOff {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = max(c.cfg.MaxLateness, 10*time.Millisecond)
-	b.MaxInterval = c.cfg.MissedSlotBackoffMax
-	b.RandomizationFactor = 0.9
-	b.MaxElapsedTime = 0
-	b.Reset()
-	return b
-}
-
 // redisBackOff is the backoff between attempts of a Redis operation. Every
 // row takes several and nearly none is ever asked for an interval, so the
 // backoff itself is made on the first NextBackOff (lazyBackOff).
@@ -373,26 +291,6 @@ func (c *Consumer) newRedisBackOff() backoff.BackOff {
 	b.MaxElapsedTime = 0 // Redis coming back is the only way forward; the row's context ends the wait
 	b.Reset()
 	return b
-}
-
-// sleepDue is sleep with a timer used again (c.dueTimers). Since Go 1.23
-// a stopped or fired timer can be Reset without a stale tick in its channel;
-// the tick is drained anyway, so that GODEBUG=asynctimerchan=1 (the older
-// timers) cannot wake a row before its slot.
-func (c *Consumer) sleepDue(ctx context.Context, d time.Duration) bool {
-	t, _ := c.dueTimers.Get().(*time.Timer)
-	if t == nil {
-		t = time.NewTimer(d)
-	} else {
-		t.Stop()
-		select {
-		case <-t.C:
-		default:
-		}
-		t.Reset(d)
-	}
-	defer c.dueTimers.Put(t)
-	return waitTimer(ctx, t)
 }
 
 // sleep waits d on a timer; false when ctx ended first.

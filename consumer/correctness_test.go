@@ -113,107 +113,104 @@ func (h hookRegistry) Register(ctx context.Context, seller, key string, p bulkre
 // once Redis takes writes again, the next consumer reads it again, the API
 // answers it as a replay and its result is recorded.
 func TestARowIsFinishedOnlyOnceRecorded(t *testing.T) {
-	forEachPath(t, func(t *testing.T, path string) {
-		for _, tc := range []struct {
-			name                 string
-			breakRedis, fixRedis func(t *testing.T, srv *testredis.Server, admin *redis.Client)
-		}{
-			{name: "context.Canceled after Redis stopped",
-				breakRedis: func(t *testing.T, srv *testredis.Server, _ *redis.Client) { srv.Stop() },
-				fixRedis:   func(t *testing.T, srv *testredis.Server, _ *redis.Client) { srv.Restart() }},
-			{name: "READONLY from a replica",
-				breakRedis: func(t *testing.T, srv *testredis.Server, admin *redis.Client) {
-					master := testredis.Start(t)
-					if err := admin.Do(context.Background(), "REPLICAOF", "127.0.0.1", master.Port).Err(); err != nil {
-						t.Fatal(err)
-					}
-				},
-				fixRedis: func(t *testing.T, srv *testredis.Server, admin *redis.Client) {
-					if err := admin.Do(context.Background(), "REPLICAOF", "NO", "ONE").Err(); err != nil {
-						t.Fatal(err)
-					}
-				}},
-			{name: "OOM under noeviction",
-				breakRedis: func(t *testing.T, srv *testredis.Server, admin *redis.Client) {
-					if err := admin.ConfigSet(context.Background(), "maxmemory-policy", "noeviction").Err(); err != nil {
-						t.Fatal(err)
-					}
-					if err := admin.ConfigSet(context.Background(), "maxmemory", "1").Err(); err != nil {
-						t.Fatal(err)
-					}
-				},
-				fixRedis: func(t *testing.T, srv *testredis.Server, admin *redis.Client) {
-					if err := admin.ConfigSet(context.Background(), "maxmemory", "0").Err(); err != nil {
-						t.Fatal(err)
-					}
-				}},
-		} {
-			t.Run(tc.name, func(t *testing.T) {
-				const topic, group = "rows", "recorded"
-				brokers := startBroker(t, 1, topic, bulkreg.DLQTopic(topic))
-				srv := startRedis(t)
-				admin := srv.Client()
-				rdb := config.Config{RedisAddrs: []string{srv.Addr}}.RedisClient()
-				t.Cleanup(func() { rdb.Close() })
-				// Calls counted up to two of the consumer's timeouts (500 ms)
-				// after they start: a call whose settle Redis did not take holds
-				// the seller a second.
-				th, err := throttle.New(rdb, throttle.Policy{Limit: 10, Window: time.Second, Margin: 50 * time.Millisecond, CallTimeout: time.Second})
-				if err != nil {
+	for _, tc := range []struct {
+		name                 string
+		breakRedis, fixRedis func(t *testing.T, srv *testredis.Server, admin *redis.Client)
+	}{
+		{name: "context.Canceled after Redis stopped",
+			breakRedis: func(t *testing.T, srv *testredis.Server, _ *redis.Client) { srv.Stop() },
+			fixRedis:   func(t *testing.T, srv *testredis.Server, _ *redis.Client) { srv.Restart() }},
+		{name: "READONLY from a replica",
+			breakRedis: func(t *testing.T, srv *testredis.Server, admin *redis.Client) {
+				master := testredis.Start(t)
+				if err := admin.Do(context.Background(), "REPLICAOF", "127.0.0.1", master.Port).Err(); err != nil {
 					t.Fatal(err)
 				}
-				status := uploadstatus.New(rdb, time.Hour)
-				var broken atomic.Bool
-				reg := hookRegistry{fakeRegistry: newFakeRegistry(nil), after: func(key string, n int) {
-					if n == 1 {
-						tc.breakRedis(t, srv, admin)
-						broken.Store(true)
-					}
-				}}
-				cfg := testConfig(brokers, topic)
-				cfg.Group = group
-				cfg.RowPath = path
-				cfg.MaxLateness = 0 // half the throttle's margin: the most its hold after a loss covers
-				cfg.CallTimeout = 500 * time.Millisecond
-				cfg.RedisProbeInterval = 50 * time.Millisecond
-				cfg.RedisRetryMin, cfg.RedisRetryMax = 20*time.Millisecond, 100*time.Millisecond
-				cfg.Logger = testLogger(t)
-				deps := Deps{Throttle: th, Registry: reg, Status: status, Calls: compliance.NewRecorder(rdb, time.Hour),
-					Retry:     registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}},
-					PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }}
-				stop := runConsumer(t, cfg, deps)
-				publishRows(t, brokers, topic, "u", "s", 1)
-				testwait.For(t, 10*time.Second, "the row called and Redis broken", broken.Load)
-				time.Sleep(5 * cfg.CommitInterval) // a finished row would be committed by now
-				stop()                             // a rebalance or SIGTERM: the drain runs out while Redis refuses
-				if off := committedOffsets(t, brokers, group, topic, 1)[0]; off > 0 {
-					t.Errorf("committed offset %d after the drain, want ≤ 0: the row was finished without its result", off)
+			},
+			fixRedis: func(t *testing.T, srv *testredis.Server, admin *redis.Client) {
+				if err := admin.Do(context.Background(), "REPLICAOF", "NO", "ONE").Err(); err != nil {
+					t.Fatal(err)
 				}
+			}},
+		{name: "OOM under noeviction",
+			breakRedis: func(t *testing.T, srv *testredis.Server, admin *redis.Client) {
+				if err := admin.ConfigSet(context.Background(), "maxmemory-policy", "noeviction").Err(); err != nil {
+					t.Fatal(err)
+				}
+				if err := admin.ConfigSet(context.Background(), "maxmemory", "1").Err(); err != nil {
+					t.Fatal(err)
+				}
+			},
+			fixRedis: func(t *testing.T, srv *testredis.Server, admin *redis.Client) {
+				if err := admin.ConfigSet(context.Background(), "maxmemory", "0").Err(); err != nil {
+					t.Fatal(err)
+				}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const topic, group = "rows", "recorded"
+			brokers := startBroker(t, 1, topic, bulkreg.DLQTopic(topic))
+			srv := startRedis(t)
+			admin := srv.Client()
+			rdb := config.Config{RedisAddrs: []string{srv.Addr}}.RedisClient()
+			t.Cleanup(func() { rdb.Close() })
+			// Calls counted up to two of the consumer's timeouts (500 ms)
+			// after they start: a call whose settle Redis did not take holds
+			// the seller a second.
+			th, err := throttle.New(rdb, throttle.Policy{Limit: 10, Window: time.Second, Margin: 50 * time.Millisecond, CallTimeout: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			status := uploadstatus.New(rdb, time.Hour)
+			var broken atomic.Bool
+			reg := hookRegistry{fakeRegistry: newFakeRegistry(nil), after: func(key string, n int) {
+				if n == 1 {
+					tc.breakRedis(t, srv, admin)
+					broken.Store(true)
+				}
+			}}
+			cfg := testConfig(brokers, topic)
+			cfg.Group = group
+			cfg.MaxLateness = 0 // half the throttle's margin: the most its hold after a loss covers
+			cfg.CallTimeout = 500 * time.Millisecond
+			cfg.RedisProbeInterval = 50 * time.Millisecond
+			cfg.RedisRetryMin, cfg.RedisRetryMax = 20*time.Millisecond, 100*time.Millisecond
+			cfg.Logger = testLogger(t)
+			deps := Deps{Throttle: th, Registry: reg, Status: status, Calls: compliance.NewRecorder(rdb, time.Hour),
+				Retry:     registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}},
+				PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }}
+			stop := runConsumer(t, cfg, deps)
+			publishRows(t, brokers, topic, "u", "s", 1)
+			testwait.For(t, 10*time.Second, "the row called and Redis broken", broken.Load)
+			time.Sleep(5 * cfg.CommitInterval) // a finished row would be committed by now
+			stop()                             // a rebalance or SIGTERM: the drain runs out while Redis refuses
+			if off := committedOffsets(t, brokers, group, topic, 1)[0]; off > 0 {
+				t.Errorf("committed offset %d after the drain, want ≤ 0: the row was finished without its result", off)
+			}
 
-				tc.fixRedis(t, srv, admin)
-				testwait.For(t, 10*time.Second, "Redis takes writes again", func() bool {
-					return rdb.Set(context.Background(), "probe", "1", time.Second).Err() == nil
-				})
-				runConsumer(t, cfg, deps)
-				testwait.For(t, 15*time.Second, "the row read again and recorded", func() bool {
-					st, err := status.Get(context.Background(), "u")
-					return err == nil && len(st.Rows) == 1
-				})
-				st, err := status.Get(context.Background(), "u")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if r := st.Rows[0]; r.State != uploadstatus.Registered || r.ProductID != "p-u:1" {
-					t.Errorf("row 1 recorded as %+v, want registered with the product p-u:1", r)
-				}
-				calls, products := reg.count()
-				if calls != 2 || products != 1 {
-					t.Errorf("%d calls and %d products at the API, want 2 calls (201, then a 200 replay) and 1 product", calls, products)
-				}
-				testwait.For(t, 5*time.Second, "the row committed", func() bool { return committedOffsets(t, brokers, group, topic, 1)[0] == 1 })
+			tc.fixRedis(t, srv, admin)
+			testwait.For(t, 10*time.Second, "Redis takes writes again", func() bool {
+				return rdb.Set(context.Background(), "probe", "1", time.Second).Err() == nil
 			})
-		}
-	})
+			runConsumer(t, cfg, deps)
+			testwait.For(t, 15*time.Second, "the row read again and recorded", func() bool {
+				st, err := status.Get(context.Background(), "u")
+				return err == nil && len(st.Rows) == 1
+			})
+			st, err := status.Get(context.Background(), "u")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := st.Rows[0]; r.State != uploadstatus.Registered || r.ProductID != "p-u:1" {
+				t.Errorf("row 1 recorded as %+v, want registered with the product p-u:1", r)
+			}
+			calls, products := reg.count()
+			if calls != 2 || products != 1 {
+				t.Errorf("%d calls and %d products at the API, want 2 calls (201, then a 200 replay) and 1 product", calls, products)
+			}
+			testwait.For(t, 5*time.Second, "the row committed", func() bool { return committedOffsets(t, brokers, group, topic, 1)[0] == 1 })
+		})
+	}
 }
 
 // TestADrainCannotOutliveTheSession: heartbeats stop while a member drains,
@@ -315,28 +312,25 @@ func (o *overlapRegistry) Register(ctx context.Context, seller, key string, p bu
 // longer than the retry policy's time limit still get their retries after a
 // transient failure.
 func TestWaitingDoesNotUseUpTheRetryBudget(t *testing.T) {
-	forEachPath(t, func(t *testing.T, path string) {
-		script := func(key string, n int) registryclient.Result {
-			if key != "u:1" && n == 1 {
-				return registryclient.Result{Class: registryclient.Transient, Status: 503, Err: errors.New("the registration API answered 503")}
-			}
-			return registryclient.Result{Class: registryclient.Registered, Status: 201}
+	script := func(key string, n int) registryclient.Result {
+		if key != "u:1" && n == 1 {
+			return registryclient.Result{Class: registryclient.Transient, Status: 503, Err: errors.New("the registration API answered 503")}
 		}
-		f := newFixture(t, 1, script)
-		f.cfg.RowPath = path
-		f.throttle = newMemThrottle(1, 600*time.Millisecond) // row 2 waits 0.6 s for its slot, row 3 1.2 s
-		f.retry = registryclient.RetryPolicy{InitialInterval: 20 * time.Millisecond, MaxInterval: 50 * time.Millisecond,
-			MaxElapsed: 300 * time.Millisecond, Multiplier: 2, MaxAttempts: 4}
-		f.start()
-		f.publish("u", "s", 3)
-		testwait.For(t, 10*time.Second, "3 rows recorded", func() bool { return len(f.status.snapshot()) == 3 })
-		rows := f.status.snapshot()
-		for _, k := range []string{"u:2", "u:3"} {
-			if r := rows[k]; r.State != uploadstatus.Registered || r.Attempts != 2 {
-				t.Errorf("row %s = %+v, want registered after 2 attempts: it waited longer than the retry time limit (300ms) for its slot, which is not a failure", k, r)
-			}
+		return registryclient.Result{Class: registryclient.Registered, Status: 201}
+	}
+	f := newFixture(t, 1, script)
+	f.throttle = newMemThrottle(1, 600*time.Millisecond) // row 2 waits 0.6 s for its slot, row 3 1.2 s
+	f.retry = registryclient.RetryPolicy{InitialInterval: 20 * time.Millisecond, MaxInterval: 50 * time.Millisecond,
+		MaxElapsed: 300 * time.Millisecond, Multiplier: 2, MaxAttempts: 4}
+	f.start()
+	f.publish("u", "s", 3)
+	testwait.For(t, 10*time.Second, "3 rows recorded", func() bool { return len(f.status.snapshot()) == 3 })
+	rows := f.status.snapshot()
+	for _, k := range []string{"u:2", "u:3"} {
+		if r := rows[k]; r.State != uploadstatus.Registered || r.Attempts != 2 {
+			t.Errorf("row %s = %+v, want registered after 2 attempts: it waited longer than the retry time limit (300ms) for its slot, which is not a failure", k, r)
 		}
-	})
+	}
 }
 
 // delayProxy forwards TCP to a Redis and, while delay is set, holds each
@@ -462,53 +456,50 @@ func (r *recordingThrottle) kept() []throttle.Reservation {
 // calls, once answers are prompt again, within the lateness of the slot it
 // kept.
 func TestALateRedisAnswerTakesANewSlot(t *testing.T) {
-	forEachPath(t, func(t *testing.T, path string) {
-		const lateness, delay = 100 * time.Millisecond, 300 * time.Millisecond
-		srv := startRedis(t)
-		proxy := startDelayProxy(t, srv.Addr)
-		rdb := config.Config{RedisAddrs: []string{proxy.address}}.RedisClient()
-		t.Cleanup(func() { rdb.Close() })
-		direct := srv.Client() // the probe's own connection is not the slow one
-		th, err := throttle.New(rdb, throttle.Policy{Limit: 10, Window: time.Second, Margin: 2 * lateness, CallTimeout: 20 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rt := &recordingThrottle{Throttle: th, released: map[string]bool{}}
-		f := newFixture(t, 1, nil)
-		f.cfg.RowPath = path
-		f.cfg.MaxLateness = lateness
-		f.cfg.MissedSlotBackoffMax = 200 * time.Millisecond
-		reg := prometheus.NewRegistry()
-		runConsumer(t, f.cfg, Deps{Throttle: rt, Registry: f.registry, Status: f.status, Calls: f.calls,
-			Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, Registerer: reg,
-			PingRedis: func(ctx context.Context) error { return direct.Ping(ctx).Err() }})
-		proxy.delay.Store(int64(delay))
-		f.publish("u", "s", 1)
-		testwait.For(t, 10*time.Second, "a slot granted", func() bool { rt.mu.Lock(); defer rt.mu.Unlock(); return len(rt.granted) > 0 })
-		time.Sleep(time.Second)
-		proxy.delay.Store(0)
-		testwait.For(t, 10*time.Second, "the row registered", func() bool { return f.registeredCount("u") == 1 })
-		kept := rt.kept()
-		f.registry.mu.Lock()
-		calls := slices.Clone(f.registry.callTimes)
-		f.registry.mu.Unlock()
-		if len(kept) != 1 || len(calls) != 1 {
-			t.Fatalf("%d slots kept and %d calls, want 1 each", len(kept), len(calls))
-		}
-		late := calls[0].Sub(kept[0].At)
-		t.Logf("%d slots granted, the call started %v after the slot it kept", len(rt.granted), late)
-		if late > lateness+20*time.Millisecond {
-			t.Errorf("the call started %v after its slot, want within the %v lateness: a slow answer hid the lateness", late, lateness)
-		}
-		missed := gathered(t, reg, "bulkreg_consumer_slots_missed_total")
-		if missed < 1 {
-			t.Errorf("no slot was given back while Redis answered %v late", delay)
-		}
-		// Every call about to start is measured, the ones not made too.
-		if n := gathered(t, reg, "bulkreg_consumer_call_lateness_seconds"); n != missed+1 {
-			t.Errorf("%v lateness observations, want %v (each missed slot and the call made)", n, missed+1)
-		}
-	})
+	const lateness, delay = 100 * time.Millisecond, 300 * time.Millisecond
+	srv := startRedis(t)
+	proxy := startDelayProxy(t, srv.Addr)
+	rdb := config.Config{RedisAddrs: []string{proxy.address}}.RedisClient()
+	t.Cleanup(func() { rdb.Close() })
+	direct := srv.Client() // the probe's own connection is not the slow one
+	th, err := throttle.New(rdb, throttle.Policy{Limit: 10, Window: time.Second, Margin: 2 * lateness, CallTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &recordingThrottle{Throttle: th, released: map[string]bool{}}
+	f := newFixture(t, 1, nil)
+	f.cfg.MaxLateness = lateness
+	f.cfg.MissedSlotBackoffMax = 200 * time.Millisecond
+	reg := prometheus.NewRegistry()
+	runConsumer(t, f.cfg, Deps{Throttle: rt, Registry: f.registry, Status: f.status, Calls: f.calls,
+		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, Registerer: reg,
+		PingRedis: func(ctx context.Context) error { return direct.Ping(ctx).Err() }})
+	proxy.delay.Store(int64(delay))
+	f.publish("u", "s", 1)
+	testwait.For(t, 10*time.Second, "a slot granted", func() bool { rt.mu.Lock(); defer rt.mu.Unlock(); return len(rt.granted) > 0 })
+	time.Sleep(time.Second)
+	proxy.delay.Store(0)
+	testwait.For(t, 10*time.Second, "the row registered", func() bool { return f.registeredCount("u") == 1 })
+	kept := rt.kept()
+	f.registry.mu.Lock()
+	calls := slices.Clone(f.registry.callTimes)
+	f.registry.mu.Unlock()
+	if len(kept) != 1 || len(calls) != 1 {
+		t.Fatalf("%d slots kept and %d calls, want 1 each", len(kept), len(calls))
+	}
+	late := calls[0].Sub(kept[0].At)
+	t.Logf("%d slots granted, the call started %v after the slot it kept", len(rt.granted), late)
+	if late > lateness+20*time.Millisecond {
+		t.Errorf("the call started %v after its slot, want within the %v lateness: a slow answer hid the lateness", late, lateness)
+	}
+	missed := gathered(t, reg, "bulkreg_consumer_slots_missed_total")
+	if missed < 1 {
+		t.Errorf("no slot was given back while Redis answered %v late", delay)
+	}
+	// Every call about to start is measured, the ones not made too.
+	if n := gathered(t, reg, "bulkreg_consumer_call_lateness_seconds"); n != missed+1 {
+		t.Errorf("%v lateness observations, want %v (each missed slot and the call made)", n, missed+1)
+	}
 }
 
 // TestASlotDoesNotOutliveARedisRestart: a row holds a slot one window
@@ -517,75 +508,72 @@ func TestALateRedisAnswerTakesANewSlot(t *testing.T) {
 // not call (the API would count L+1 calls in one window): its slot belongs
 // to an epoch that is gone, and it takes a new one.
 func TestASlotDoesNotOutliveARedisRestart(t *testing.T) {
-	forEachPath(t, func(t *testing.T, path string) {
-		const limit, window, margin = 2, 2 * time.Second, 50 * time.Millisecond
-		srv := startRedis(t)
-		rdb := config.Config{RedisAddrs: []string{srv.Addr}}.RedisClient()
-		t.Cleanup(func() { rdb.Close() })
-		// calls counted up to two 100 ms timeouts after they start
-		policy := throttle.Policy{Limit: limit, Window: window, Margin: margin, CallTimeout: 200 * time.Millisecond}
-		th, err := throttle.New(rdb, policy)
-		if err != nil {
-			t.Fatal(err)
+	const limit, window, margin = 2, 2 * time.Second, 50 * time.Millisecond
+	srv := startRedis(t)
+	rdb := config.Config{RedisAddrs: []string{srv.Addr}}.RedisClient()
+	t.Cleanup(func() { rdb.Close() })
+	// calls counted up to two 100 ms timeouts after they start
+	policy := throttle.Policy{Limit: limit, Window: window, Margin: margin, CallTimeout: 200 * time.Millisecond}
+	th, err := throttle.New(rdb, policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, 1, nil)
+	f.cfg.MaxLateness = 0 // half the throttle's margin: the most its hold after a loss covers
+	f.cfg.CallTimeout = 100 * time.Millisecond
+	reg := prometheus.NewRegistry()
+	runConsumer(t, f.cfg, Deps{Throttle: th, Registry: f.registry, Status: f.status, Calls: f.calls,
+		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, Registerer: reg,
+		PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
+	f.publish("u", "s", limit+1)
+	testwait.For(t, 10*time.Second, "the first window's rows registered", func() bool { return f.registeredCount("u") == limit })
+	// Restart returns once the new Redis answers, and the other
+	// consumer asks at once: the row's old slot is most of a window
+	// away, so it asks the new Redis after the other consumer (a sleep
+	// here would let a loaded machine reach the row's slot first, and
+	// the row would take one of the limit's slots the test gives the
+	// other consumer).
+	srv.Restart()
+	other, err := throttle.New(config.Config{RedisAddrs: []string{srv.Addr}}.RedisClient(), policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The new Redis holds the seller one window (the throttle's hold
+	// after a loss) from whoever asks first. Which asks first, the
+	// other consumer or the row finding its slot gone, is a race (under
+	// load the row can win it): either way the new Redis's slots, the
+	// other's and the row's call, must never put more than the limit in
+	// one window. A row calling at its old slot would be a third in the
+	// window of the other's two.
+	var slots []time.Time
+	for i := range limit {
+		r, err := other.Reserve(context.Background(), "s")
+		if err != nil || !r.Admitted || r.Wait > 2*policy.Window+2*policy.Margin+100*time.Millisecond {
+			t.Fatalf("the other consumer's reservation %d: %+v, %v; want a slot by a window after the hold's end", i, r, err)
 		}
-		f := newFixture(t, 1, nil)
-		f.cfg.RowPath = path
-		f.cfg.MaxLateness = 0 // half the throttle's margin: the most its hold after a loss covers
-		f.cfg.CallTimeout = 100 * time.Millisecond
-		reg := prometheus.NewRegistry()
-		runConsumer(t, f.cfg, Deps{Throttle: th, Registry: f.registry, Status: f.status, Calls: f.calls,
-			Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, Registerer: reg,
-			PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
-		f.publish("u", "s", limit+1)
-		testwait.For(t, 10*time.Second, "the first window's rows registered", func() bool { return f.registeredCount("u") == limit })
-		// Restart returns once the new Redis answers, and the other
-		// consumer asks at once: the row's old slot is most of a window
-		// away, so it asks the new Redis after the other consumer (a sleep
-		// here would let a loaded machine reach the row's slot first, and
-		// the row would take one of the limit's slots the test gives the
-		// other consumer).
-		srv.Restart()
-		other, err := throttle.New(config.Config{RedisAddrs: []string{srv.Addr}}.RedisClient(), policy)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The new Redis holds the seller one window (the throttle's hold
-		// after a loss) from whoever asks first. Which asks first, the
-		// other consumer or the row finding its slot gone, is a race (under
-		// load the row can win it): either way the new Redis's slots, the
-		// other's and the row's call, must never put more than the limit in
-		// one window. A row calling at its old slot would be a third in the
-		// window of the other's two.
-		var slots []time.Time
-		for i := range limit {
-			r, err := other.Reserve(context.Background(), "s")
-			if err != nil || !r.Admitted || r.Wait > 2*policy.Window+2*policy.Margin+100*time.Millisecond {
-				t.Fatalf("the other consumer's reservation %d: %+v, %v; want a slot by a window after the hold's end", i, r, err)
-			}
-			slots = append(slots, r.At)
-		}
-		testwait.For(t, 10*time.Second, "the last row registered", func() bool { return f.registeredCount("u") == limit+1 })
-		f.registry.mu.Lock()
-		last := f.registry.callTimes[len(f.registry.callTimes)-1]
-		f.registry.mu.Unlock()
-		all := append(slices.Clone(slots), last)
-		slices.SortFunc(all, func(a, b time.Time) int { return a.Compare(b) })
-		for i, from := range all {
-			n := 0
-			for _, at := range all[i:] {
-				if at.Before(from.Add(window)) {
-					n++
-				}
-			}
-			if n > limit {
-				t.Errorf("%d calls in the window from %v (the other consumer's slots %v, the last row's call %v): it used a slot granted before the restart",
-					n, from.Format("15:04:05.000"), slots, last.Format("15:04:05.000"))
+		slots = append(slots, r.At)
+	}
+	testwait.For(t, 10*time.Second, "the last row registered", func() bool { return f.registeredCount("u") == limit+1 })
+	f.registry.mu.Lock()
+	last := f.registry.callTimes[len(f.registry.callTimes)-1]
+	f.registry.mu.Unlock()
+	all := append(slices.Clone(slots), last)
+	slices.SortFunc(all, func(a, b time.Time) int { return a.Compare(b) })
+	for i, from := range all {
+		n := 0
+		for _, at := range all[i:] {
+			if at.Before(from.Add(window)) {
+				n++
 			}
 		}
-		if stale := gathered(t, reg, "bulkreg_consumer_slots_stale_total"); stale < 1 {
-			t.Errorf("stale slots metric %v, want ≥ 1", stale)
+		if n > limit {
+			t.Errorf("%d calls in the window from %v (the other consumer's slots %v, the last row's call %v): it used a slot granted before the restart",
+				n, from.Format("15:04:05.000"), slots, last.Format("15:04:05.000"))
 		}
-	})
+	}
+	if stale := gathered(t, reg, "bulkreg_consumer_slots_stale_total"); stale < 1 {
+		t.Errorf("stale slots metric %v, want ≥ 1", stale)
+	}
 }
 
 // TestConnectionsStayWarmBetweenWindows: the API closes connections idle

@@ -1,11 +1,8 @@
 package consumer
 
 import (
-	"context"
 	"testing"
 	"time"
-
-	"github.com/bulkreg/bulkreg/internal/testwait"
 )
 
 func TestSharedDeadline(t *testing.T) {
@@ -39,42 +36,4 @@ func TestSharedDeadline(t *testing.T) {
 	case <-time.After(2 * d):
 		t.Fatal("the first context did not end at its deadline")
 	}
-}
-
-// TestSleepDueReusesTimersWithoutStaleTicks: the timer of a row whose
-// context ended just as it fired, its tick unread, is used by the next row;
-// that row must still wait its own time, under GODEBUG=asynctimerchan=1
-// (the timers before Go 1.23, whose stale tick would wake it at once) too.
-func TestSleepDueReusesTimersWithoutStaleTicks(t *testing.T) {
-	c := &Consumer{}
-	ctx := context.Background()
-	if !c.sleepDue(ctx, 5*time.Millisecond) {
-		t.Fatal("a sleep ended early")
-	}
-	for i := range 20 {
-		fired := time.NewTimer(time.Millisecond)
-		if cap(fired.C) == 1 {
-			// The older timers (asynctimerchan=1) buffer their tick: wait
-			// until it is there, never read, as when ctx won the select.
-			testwait.For(t, 5*time.Second, "the timer's tick buffered", func() bool { return len(fired.C) == 1 })
-		} else {
-			// Go 1.23's timers keep no tick to observe (nor to go stale).
-			time.Sleep(5 * time.Millisecond)
-		}
-		c.dueTimers.Put(fired)
-		got, _ := c.dueTimers.Get().(*time.Timer)
-		if got != fired {
-			continue // the pool dropped it (a GC ran between): nothing to reuse this time
-		}
-		c.dueTimers.Put(got)
-		start := time.Now()
-		if !c.sleepDue(ctx, 30*time.Millisecond) {
-			t.Fatalf("round %d: a sleep ended early", i)
-		}
-		if took := time.Since(start); took < 30*time.Millisecond {
-			t.Fatalf("round %d: a sleep of 30ms on a reused timer woke after %v: a stale tick", i, took)
-		}
-		return
-	}
-	t.Fatal("the pool never handed a timer back in 20 rounds")
 }

@@ -6,34 +6,28 @@
 // # The path of a row
 //
 //	Kafka partition ─▶ reader (pauses at the in-flight caps) ─▶ decode
-//	  ─▶ seller lane (bounded concurrency per seller)
-//	  ─▶ SKU claim (ledger.go: registered before → recorded, no slot, no call)
-//	  ─▶ circuit breaker (circuit.go: wait while the API is down for everyone)
-//	  ─▶ throttle slot (one Redis call; the row parks on a timer until the slot, job.go)
-//	  ─▶ Allow ─▶ registration API ─▶ Report ─▶ classify
-//	  ─▶ record (upload status + compliance history) ─▶ offset finished
+//	  ─▶ the seller's runner (runner.go: one per partition and seller)
+//	  ─▶ take a batch (up to the throttle's room; starts of calls due now: runbudget.go)
+//	  ─▶ claim the SKUs and reserve the slots, one script (runstore.go)
+//	  ─▶ check the slots, one script at the check lead
+//	  ─▶ at each slot: a call worker (runcall.go): Allow ─▶ registration API ─▶ Report
+//	  ─▶ write the calls, settles and marks, one script; the results, one write per upload
+//	  ─▶ finish the rows (offsets.go) ─▶ the next batch, after this one's answers
 //
-// A seller's lane holds at most SellerConcurrency rows at a slot or a call;
-// reserving at most MaxWait ahead (a session timeout by default) keeps the
-// slots of a crashed consumer, which stay in the log unused, from delaying
-// its successor by more than one window. A call must start within
-// MaxLateness of its slot (half the throttle's margin): a late row gives its
-// slot back and takes a new one after a jittered backoff, instead of calling
-// late and shrinking the gap the API sees between two windows. Lateness is
+// A runner owns its seller's queue, slots, calls in flight and next ask,
+// and ends when its queue is empty. Reserving at most MaxWait ahead (a
+// session timeout by default) keeps the slots of a crashed consumer, which
+// stay in the log unused, from delaying its successor by more than one
+// window. A call must start within MaxLateness of its slot (half the
+// throttle's margin) and never after the slot's SendBy: a late row gives
+// its slot back and takes the next one, instead of calling late. Lateness is
 // measured from the earliest the slot can be on this clock (a slow Redis
 // answer counts too), which Redis's TIME, read every ClockSync in a round
-// trip of its own, keeps within a few milliseconds of the truth. So that
-// rows are seldom late, a consumer holds at most MaxDueNow slots due now
-// that it has not yet called; the other rows wait without one, and the
-// tokens go to the seller that started asking first, so a seller's window
-// is not spread over everyone's (duenow.go).
-// Shortly before the slot the throttle confirms that the slot's epoch is
-// current (Throttle.Check): a slot granted by a Redis that has since lost
-// the seller's state is not used. When Redis lost it, the throttle holds the
-// seller's hash slot for a window from the moment it finds out, which must
-// cover the 2 × MaxLateness by which a confirmed slot's call can follow the
-// loss (New checks it). Slots of calls the API does not count (a replay, a
-// refusal, a 429) go back to the throttle.
+// trip of its own, keeps within a few milliseconds of the truth. The slots'
+// check (Throttle.CheckN) confirms that their epoch is current: a slot
+// granted by a Redis that has since lost the seller's state is not used.
+// Slots of calls the API does not count (a replay, a refusal, a 429) go
+// back to the throttle.
 //
 // Redis not answering reaches the consumer as one typed error from every
 // package (redisfail.ErrUnavailable): no call is made until it answers.
@@ -42,26 +36,17 @@
 // recorded in the upload's status; a write Redis refuses is tried again
 // until the drain ends, and then the row is given back and read again.
 //
-// A 429 blocks the seller in the throttle for Retry-After and retries with a
-// new slot; a transient error retries with backoff, each attempt with a new
-// slot, and after the last attempt the row goes to the dead-letter topic.
-// The fleet-wide circuit breaker (Deps.Circuit) tells an outage of the API
-// from a broken row: while it is open the readers hand no row on, rows wait
-// without a slot, and a failure it files under the outage costs the row no
-// attempt (circuit.go). A
-// message that cannot be decoded, or whose key names another seller than its
-// value, goes there at once.
-//
-// # The runner path
-//
-// With Config.RowPath = RowPathRunner the steps between the decode and the
-// record are a runner's per (partition, seller) instead of a job's per row
-// (runner.go): the runner claims and reserves a batch of the seller's rows
-// in one script, checks their slots once, hands each call to a pool of call
-// workers at its slot (runcall.go), and writes the batch's records, settles
-// and marks in one script and each upload's results in one write
-// (runstore.go). A seller whose calls all fail while none is answered is
-// held by its runner instead of its rows spending their attempts.
+// A 429 blocks the seller in the throttle for Retry-After and its rows take
+// new slots. A seller whose calls all fail (5xx, timeouts) while none is
+// answered is held by its runner: its rows spend no attempt, one is tried
+// per growing interval, and a row held longer than SellerHoldLimit goes to
+// the dead-letter topic. A row whose call fails while its seller's others
+// are answered spends its retry budget and after the last attempt goes to
+// the dead-letter topic. The fleet-wide circuit breaker (Deps.Circuit)
+// opens when several sellers fail together: while it is open the readers
+// hand no row on and runners wait without a slot (circuit.go). A message
+// that cannot be decoded, or whose key names another seller than its value,
+// goes to the dead-letter topic at once.
 //
 // # Why kafka-go's ConsumerGroup/Generation API and not kafka.Reader
 //

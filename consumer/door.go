@@ -32,7 +32,7 @@ const maxKnownUploads = 4096
 // have lost, or whose record may have expired, lets its rows go on.
 //
 // An upload is looked up once per process: the rows of a new upload that
-// reach the door together share one lookup (a lane starts up to
+// reach the door together share one lookup (a runner's batch takes up to
 // SellerConcurrency rows at once), and every later row finds the upload in
 // known, so the check costs no round trip per row.
 type uploadDoor struct {

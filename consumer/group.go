@@ -67,9 +67,9 @@ type Config struct {
 	// many-sellers) a median seller takes about 1.25 × its lower bound at
 	// 5,000 and 1.1 at 10,000. 0: 10,000.
 	MaxInFlightPerPartition int
-	// SellerConcurrency caps one seller's rows holding a throttle slot or
-	// calling the API at once; the rest wait in the seller's lane without
-	// costing Redis calls. 0: the throttle's limit per window; more slots
+	// SellerConcurrency caps the rows of one seller's batch (its rows
+	// holding a throttle slot or calling the API at once); the rest wait in
+	// the seller's runner without costing Redis calls. 0: the throttle's limit per window; more slots
 	// than that are at least one window away anyway.
 	SellerConcurrency int
 
@@ -138,11 +138,6 @@ type Config struct {
 	// down (no registry call is made then) or back. 0: 1 s.
 	RedisProbeInterval time.Duration
 
-	// RowPath is the way rows take through the consumer: RowPathLanes, a
-	// job per row in its seller's lane, or RowPathRunner, one runner per
-	// (partition, seller) that reserves, checks, calls and records the
-	// seller's rows a batch at a time (runner.go). 0: RowPathLanes.
-	RowPath string
 	// SellerProbeMin and SellerProbeMax bound the growing interval between
 	// the probes of a seller the API fails (runner path): its runner holds
 	// it and calls one of its rows per interval until one is answered. 0:
@@ -157,12 +152,6 @@ type Config struct {
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 }
-
-// The ways of a row through the consumer (Config.RowPath).
-const (
-	RowPathLanes  = "lanes"
-	RowPathRunner = "runner"
-)
 
 // DefaultConfig returns the production values, with the fields derived
 // from the throttle's policy (SellerConcurrency, MaxLateness) for its
@@ -190,7 +179,6 @@ func DefaultConfig() Config {
 		RedisRetryMin:           100 * time.Millisecond,
 		RedisRetryMax:           5 * time.Second,
 		RedisProbeInterval:      time.Second,
-		RowPath:                 RowPathLanes,
 		SellerProbeMin:          time.Second,
 		SellerProbeMax:          15 * time.Second,
 		SellerHoldLimit:         time.Hour,
@@ -239,7 +227,6 @@ func (c Config) WithDefaults(p throttle.Policy) Config {
 	c.RedisRetryMin = cmp.Or(c.RedisRetryMin, d.RedisRetryMin)
 	c.RedisRetryMax = cmp.Or(c.RedisRetryMax, max(d.RedisRetryMax, c.RedisRetryMin))
 	c.RedisProbeInterval = cmp.Or(c.RedisProbeInterval, d.RedisProbeInterval)
-	c.RowPath = cmp.Or(c.RowPath, d.RowPath)
 	c.SellerProbeMin = cmp.Or(c.SellerProbeMin, d.SellerProbeMin)
 	c.SellerProbeMax = cmp.Or(c.SellerProbeMax, max(d.SellerProbeMax, c.SellerProbeMin))
 	c.SellerHoldLimit = cmp.Or(c.SellerHoldLimit, d.SellerHoldLimit)
@@ -310,9 +297,6 @@ func (c Config) validate(p throttle.Policy) error {
 	}
 	if c.MaxRateLimited < 0 {
 		errs = append(errs, fmt.Errorf("the most 429s per row must not be negative (0 means 20), got %d", c.MaxRateLimited))
-	}
-	if c.RowPath != RowPathLanes && c.RowPath != RowPathRunner {
-		errs = append(errs, fmt.Errorf("--row-path must be %s or %s, got %q", RowPathLanes, RowPathRunner, c.RowPath))
 	}
 	if c.SellerProbeMax < c.SellerProbeMin {
 		errs = append(errs, fmt.Errorf("--seller-probe-max (%s) must not be below --seller-probe-min (%s)", c.SellerProbeMax, c.SellerProbeMin))

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -54,21 +53,7 @@ func testConfig(brokers []string, topic string) Config {
 	cfg.RebalanceTimeout = 5 * time.Second
 	cfg.CommitInterval = 100 * time.Millisecond
 	cfg.DrainTimeout = MaxDrainTimeout(cfg.SessionTimeout, cfg.HeartbeatInterval) // 1.6 s
-	// BULKREG_ROW_PATH=runner go test ./consumer runs every test on the
-	// runner path (the consumer processes the crash tests start read the
-	// same variable); a test of one path sets its own.
-	cfg.RowPath = os.Getenv("BULKREG_ROW_PATH")
 	return cfg
-}
-
-// rowPaths are the ways of a row through the consumer (Config.RowPath);
-// forEachPath runs a test on each.
-var rowPaths = []string{RowPathLanes, RowPathRunner}
-
-func forEachPath(t *testing.T, test func(t *testing.T, path string)) {
-	for _, path := range rowPaths {
-		t.Run(path, func(t *testing.T) { test(t, path) })
-	}
 }
 
 func produce(t testing.TB, brokers []string, topic string, msgs ...kafka.Message) {

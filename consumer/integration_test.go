@@ -52,7 +52,6 @@ type stack struct {
 	window  time.Duration
 	margin  time.Duration
 	global  throttle.Global
-	rowPath string
 	started []*Consumer
 }
 
@@ -65,7 +64,6 @@ type stackOptions struct {
 	jitter     time.Duration
 	failRate   float64
 	global     throttle.Global // the API's app-wide limit, enforced by the sandbox and kept by the throttle
-	rowPath    string          // Config.RowPath of the consumers started in this process; "": the default
 }
 
 // callLog records every request the registration API receives, whatever
@@ -112,7 +110,7 @@ func (l *callLog) maxPerKey() (string, int) {
 
 func newStack(t *testing.T, o stackOptions) *stack {
 	t.Helper()
-	s := &stack{t: t, topic: bulkreg.DefaultTopic, limit: o.limit, window: o.window, margin: o.margin, global: o.global, rowPath: o.rowPath, calls: &callLog{byKey: map[string]int{}}}
+	s := &stack{t: t, topic: bulkreg.DefaultTopic, limit: o.limit, window: o.window, margin: o.margin, global: o.global, calls: &callLog{byKey: map[string]int{}}}
 	s.brokers = startBroker(t, o.partitions, s.topic, bulkreg.DLQTopic(s.topic))
 	s.redis = startRedis(t)
 	s.rdb = s.redis.Client()
@@ -158,9 +156,6 @@ func (s *stack) config() Config {
 	cfg.RedisRetryMin = 50 * time.Millisecond
 	cfg.RedisRetryMax = 300 * time.Millisecond
 	cfg.Logger = testLogger(s.t)
-	if s.rowPath != "" {
-		cfg.RowPath = s.rowPath
-	}
 	return cfg
 }
 
@@ -246,49 +241,47 @@ func (s *stack) checkCompliant(seller string, n int) {
 // 3 s, margin 50 ms: every row registered once, no 429, never more than 100
 // in a window, and the last registration within 1.05 × the lower bound.
 func TestPacedOneSeller(t *testing.T) {
-	forEachPath(t, func(t *testing.T, path string) {
-		const latency = 5 * time.Millisecond
-		s := newStack(t, stackOptions{rowPath: path, partitions: 4, limit: 100, window: 3 * time.Second, margin: 50 * time.Millisecond, latency: latency, jitter: 2 * time.Millisecond})
-		for range 4 {
-			s.startConsumer()
-		}
-		s.waitGroupStable("registrar", 4)
-		s.publish("up-1", "seller-1", 500)
-		s.waitProducts("seller-1", 500, 40*time.Second)
-		s.checkCompliant("seller-1", 500)
-		a := s.audit("seller-1")
-		lower := 4 * (s.window + s.margin)
-		took := a.Last.Sub(a.First)
-		t.Logf("500 rows: first to last %v, lower bound %v, ratio %.3f, replays %d", took, lower, float64(took)/float64(lower), a.Replays)
-		// A slot a consumer could not call on time (the 2 cores saturated by the
-		// packages testing beside this one) is given back, and its row's new slot
-		// is in the next window: pacing is then one window longer, never faster.
-		// Only then is that window allowed; the invariant above stays strict.
-		var missed float64
-		for _, c := range s.started {
-			missed += testutil.ToFloat64(c.m.late) + testutil.ToFloat64(c.m.stale)
-		}
-		limit := time.Duration(1.05*float64(lower)) + latency + 2*time.Millisecond
-		if missed > 0 {
-			t.Logf("%v slots missed under load: one more window allowed", missed)
-			limit += s.window + s.margin
-		}
-		if took > limit {
-			t.Errorf("the last registration came %v after the first, want ≤ %v (1.05 × lower bound + latency, + a window when slots were missed: %v)", took, limit, missed)
-		}
-		// The compliance report agrees: every call recorded, none over the limit.
-		rep, err := compliance.NewRecorder(s.rdb, time.Hour).Report(context.Background(), throttle.Policy{Limit: s.limit, Window: s.window})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(rep.Sellers) != 1 || rep.Sellers[0].Accepted != 500 || rep.Sellers[0].Exceeded || rep.Sellers[0].RateLimited != 0 {
-			t.Errorf("compliance report %+v, want seller-1 with 500 accepted, none rate-limited, not exceeded", rep.Sellers)
-		}
-		st, err := uploadstatus.New(s.rdb, time.Hour).Get(context.Background(), "up-1")
-		if err == nil && st.Registered != 500 {
-			t.Errorf("upload status: %d registered, want 500", st.Registered)
-		}
-	})
+	const latency = 5 * time.Millisecond
+	s := newStack(t, stackOptions{partitions: 4, limit: 100, window: 3 * time.Second, margin: 50 * time.Millisecond, latency: latency, jitter: 2 * time.Millisecond})
+	for range 4 {
+		s.startConsumer()
+	}
+	s.waitGroupStable("registrar", 4)
+	s.publish("up-1", "seller-1", 500)
+	s.waitProducts("seller-1", 500, 40*time.Second)
+	s.checkCompliant("seller-1", 500)
+	a := s.audit("seller-1")
+	lower := 4 * (s.window + s.margin)
+	took := a.Last.Sub(a.First)
+	t.Logf("500 rows: first to last %v, lower bound %v, ratio %.3f, replays %d", took, lower, float64(took)/float64(lower), a.Replays)
+	// A slot a consumer could not call on time (the 2 cores saturated by the
+	// packages testing beside this one) is given back, and its row's new slot
+	// is in the next window: pacing is then one window longer, never faster.
+	// Only then is that window allowed; the invariant above stays strict.
+	var missed float64
+	for _, c := range s.started {
+		missed += testutil.ToFloat64(c.m.late) + testutil.ToFloat64(c.m.stale)
+	}
+	limit := time.Duration(1.05*float64(lower)) + latency + 2*time.Millisecond
+	if missed > 0 {
+		t.Logf("%v slots missed under load: one more window allowed", missed)
+		limit += s.window + s.margin
+	}
+	if took > limit {
+		t.Errorf("the last registration came %v after the first, want ≤ %v (1.05 × lower bound + latency, + a window when slots were missed: %v)", took, limit, missed)
+	}
+	// The compliance report agrees: every call recorded, none over the limit.
+	rep, err := compliance.NewRecorder(s.rdb, time.Hour).Report(context.Background(), throttle.Policy{Limit: s.limit, Window: s.window})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Sellers) != 1 || rep.Sellers[0].Accepted != 500 || rep.Sellers[0].Exceeded || rep.Sellers[0].RateLimited != 0 {
+		t.Errorf("compliance report %+v, want seller-1 with 500 accepted, none rate-limited, not exceeded", rep.Sellers)
+	}
+	st, err := uploadstatus.New(s.rdb, time.Hour).Get(context.Background(), "up-1")
+	if err == nil && st.Registered != 500 {
+		t.Errorf("upload status: %d registered, want 500", st.Registered)
+	}
 }
 
 // TestFairnessSamePartition: seller B's 10 rows published after seller A's
@@ -352,30 +345,28 @@ func TestRedisDownMidRun(t *testing.T) {
 // every row is registered with a bounded number of attempts, and a poison
 // message lands in the DLQ without stopping consumption.
 func TestTransientFailuresAndPoison(t *testing.T) {
-	forEachPath(t, func(t *testing.T, path string) {
-		s := newStack(t, stackOptions{rowPath: path, partitions: 2, limit: 100, window: time.Second, margin: 50 * time.Millisecond,
-			latency: 3 * time.Millisecond, jitter: 5 * time.Millisecond, failRate: 0.1})
-		s.startConsumer()
-		s.startConsumer()
-		s.waitGroupStable("registrar", 2)
-		s.publish("up-x", "x", 100)
-		produce(t, s.brokers, s.topic, kafka.Message{Key: []byte("x"), Value: []byte(`{"v":1,"upload_id":"up-x","row":0}`)})
-		s.publish("up-y", "y", 100)
-		s.waitProducts("x", 100, 20*time.Second)
-		s.waitProducts("y", 100, 20*time.Second)
-		for _, seller := range []string{"x", "y"} {
-			s.checkCompliant(seller, 100)
-		}
-		key, n := s.calls.maxPerKey()
-		if max := s.retryPolicy().MaxAttempts; n > max {
-			t.Errorf("row %s was called %d times, the retry policy allows %d", key, n, max)
-		}
-		t.Logf("most calls for one row: %d (%s)", n, key)
-		dl := readDLQ(t, s.brokers, s.topic, 1)
-		if got := header(dl[0], HeaderErrorClass); got != ClassBadMessage || !strings.Contains(string(dl[0].Value), `"row":0`) {
-			t.Errorf("dead letter class %q value %s, want the poison message as %s", got, dl[0].Value, ClassBadMessage)
-		}
-	})
+	s := newStack(t, stackOptions{partitions: 2, limit: 100, window: time.Second, margin: 50 * time.Millisecond,
+		latency: 3 * time.Millisecond, jitter: 5 * time.Millisecond, failRate: 0.1})
+	s.startConsumer()
+	s.startConsumer()
+	s.waitGroupStable("registrar", 2)
+	s.publish("up-x", "x", 100)
+	produce(t, s.brokers, s.topic, kafka.Message{Key: []byte("x"), Value: []byte(`{"v":1,"upload_id":"up-x","row":0}`)})
+	s.publish("up-y", "y", 100)
+	s.waitProducts("x", 100, 20*time.Second)
+	s.waitProducts("y", 100, 20*time.Second)
+	for _, seller := range []string{"x", "y"} {
+		s.checkCompliant(seller, 100)
+	}
+	key, n := s.calls.maxPerKey()
+	if max := s.retryPolicy().MaxAttempts; n > max {
+		t.Errorf("row %s was called %d times, the retry policy allows %d", key, n, max)
+	}
+	t.Logf("most calls for one row: %d (%s)", n, key)
+	dl := readDLQ(t, s.brokers, s.topic, 1)
+	if got := header(dl[0], HeaderErrorClass); got != ClassBadMessage || !strings.Contains(string(dl[0].Value), `"row":0`) {
+		t.Errorf("dead letter class %q value %s, want the poison message as %s", got, dl[0].Value, ClassBadMessage)
+	}
 }
 
 // consumerBin is cmd/consumer, built once for the crash tests.
@@ -421,9 +412,6 @@ func (s *stack) startProcess(name string, settings ...string) *proc {
 		"REDIS_PROBE_INTERVAL": "100ms", "REGISTRY_TIMEOUT": "2s", "RETRY_INITIAL": "20ms", "RETRY_MAX_INTERVAL": "200ms",
 		"RETRY_MAX_ATTEMPTS": "6", "RETRY_MAX_ELAPSED": "10s", "LOG_LEVEL": "info",
 		"CIRCUIT_WINDOW": "2s", "CIRCUIT_PROBE_MIN": "200ms", "CIRCUIT_PROBE_MAX": "1s", "CIRCUIT_PROBE_LEASE": "3s",
-	}
-	if s.rowPath != "" {
-		env["ROW_PATH"] = s.rowPath
 	}
 	for _, kv := range settings {
 		k, v, _ := strings.Cut(kv, "=")

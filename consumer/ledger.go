@@ -13,7 +13,6 @@ import (
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
-	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
@@ -51,45 +50,24 @@ type skuClaim struct {
 	// a re-read of a row that was dead-lettered is told by it.
 	from string
 	held bool // the row holds a claim it has not settled yet
-	// admitted: the row's upload was found to exist (door.go), before its
-	// first claim.
-	admitted bool
 	// shared: when the row last claimed, another row had held the claim
 	// with its call key (ledger.Entry.Shared), so a 409 under that key is
 	// that row's other content.
 	shared bool
-	// token: the row holds a token of c.claims (job.go, stepClaim), given
-	// back with the ledger's first answer to this claim (giveToken).
-	token bool
-	// claimedAt is when the ledger last gave the row its claim (Redis
-	// clock), and checkedHold the hold after a loss a slot of the row was
-	// last weighed against (stale).
-	claimedAt, checkedHold time.Time
 }
 
-// Not inlined: on the heap it keeps the sleeping row's stack small (process).
-//
-//go:noinline
 func (c *Consumer) newSKUClaim(r *row, log *slog.Logger) *skuClaim {
 	return &skuClaim{c: c, r: r, log: log, own: bulkreg.IdempotencyKey(r.m.UploadID, r.m.Row), hash: r.m.Product.ContentHash(),
 		from: ledger.Record(r.msg.Topic, r.msg.Partition, r.msg.Offset)}
 }
 
-// claim runs before every attempt's slot: it takes or renews the row's
-// claim on its SKU, after checking once that the row's upload exists
-// (door.go). It reports false when the row is done with: finished
-// (registered before, by this row or another, or with other content; a row
-// of an upload that does not exist, dead-lettered) or given back
-// (rebalance, shutdown). While another row holds the claim it
-// waits without a slot; while Redis does not answer it waits (fail closed).
+// claim takes or renews the row's claim on its SKU on its own, outside a
+// batch (deadLetterHeld). It reports false when the row is done with:
+// finished (registered before, by this row or another, or with other
+// content) or given back (rebalance, shutdown). While another row holds
+// the claim it waits; while Redis does not answer it waits (fail closed).
 func (s *skuClaim) claim() bool {
 	c, r := s.c, s.r
-	if !s.admitted {
-		if !c.admit(r, s.log) {
-			return false
-		}
-		s.admitted = true
-	}
 	if c.deps.Ledger == nil {
 		return true
 	}
@@ -101,7 +79,6 @@ func (s *skuClaim) claim() bool {
 			return false
 		}
 		cl, err := c.deps.Ledger.Claim(ctx, r.m.SellerID, r.m.Product.SellerSKU, s.own, s.hash, s.from)
-		s.giveToken()
 		if ctx.Err() != nil {
 			r.giveBack()
 			return false
@@ -128,7 +105,7 @@ func (s *skuClaim) claim() bool {
 		redisRetry.Reset()
 		switch cl.Verdict {
 		case ledger.Call:
-			s.held, s.shared, s.claimedAt = true, cl.Entry.Shared, cl.At
+			s.held, s.shared = true, cl.Entry.Shared
 			r.m.IdempotencyKey = cl.CallKey
 			return true
 		case ledger.Wait:
@@ -161,69 +138,6 @@ func (s *skuClaim) claim() bool {
 			return false
 		}
 	}
-}
-
-// stale reports whether the row's claim may be gone with a loss of
-// Redis's data, or be one the loss let it take while another row's call
-// was out: the claim was given before the hold after the seller's hash
-// slot's last loss ended (r.HeldUntil; the ledger lives in that hash slot
-// with the throttle's log). Two rows of two uploads that both hold a claim
-// in their own eyes call with their own keys and register the SKU twice; a
-// claim asked again after the hold sees the other row's claim or its mark.
-// Asked once per hold, so the claim asked again goes on to its call.
-func (s *skuClaim) stale(r throttle.Reservation) bool {
-	if s.c.deps.Ledger == nil || !s.held || r.HeldUntil.IsZero() || r.HeldUntil.Equal(s.checkedHold) {
-		return false
-	}
-	s.checkedHold = r.HeldUntil
-	return s.claimedAt.Before(r.HeldUntil)
-}
-
-// giveToken gives the row's token of c.claims back, if it holds one.
-func (s *skuClaim) giveToken() {
-	if s.token {
-		s.token = false
-		s.c.claims.release(s.r.m.SellerID)
-	}
-}
-
-// registered records a 201 or a 200: first in the ledger (a registration
-// is a fact, recorded whoever holds the claim), then in the upload's status.
-// If the ledger held a registration already (another row's, with the same
-// Idempotency-Key), the row is already registered. If Redis does not answer
-// before the drain timeout the row is given back; its redelivery claims
-// again and the call becomes a replay.
-func (s *skuClaim) registered(res registryclient.Result, attempts int, mk marked) {
-	c, r := s.c, s.r
-	if c.deps.Ledger == nil {
-		c.record(r, registered(res, attempts), res.Class.String(), s.log)
-		return
-	}
-	e, err := mk.e, error(nil)
-	switch {
-	case mk.failed:
-		err = errors.New("the call's writes did not reach Redis")
-	case !mk.done:
-		err = c.untilRedis(r.finishCtx(), "mark the SKU registered in the ledger", s.log, func(ctx context.Context) error {
-			var err error
-			e, err = c.deps.Ledger.Mark(ctx, r.m.SellerID, r.m.Product.SellerSKU, s.by(res), s.hash, res.ProductID)
-			if errors.Is(err, ledger.ErrInvalid) {
-				e, err = s.unmarkable(res, err), nil
-			}
-			return err
-		})
-	}
-	if err != nil {
-		s.log.Error("could not record the registration in the ledger before the drain ended; the row will be read again", "product_id", res.ProductID, "err", err)
-		r.giveBack()
-		return
-	}
-	s.held = false
-	result := res.Class.String()
-	if e.Row != s.own {
-		result = uploadstatus.AlreadyRegistered
-	}
-	c.record(r, s.registeredAs(e, attempts), result, s.log)
 }
 
 // marked is a registration's mark in the ledger, when afterCall made it in

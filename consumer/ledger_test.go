@@ -25,35 +25,32 @@ import (
 // TestKeyAndValueNameDifferentSellers: a message keyed by one seller whose
 // value names another is dead-lettered at once and registered under neither.
 func TestKeyAndValueNameDifferentSellers(t *testing.T) {
-	forEachPath(t, func(t *testing.T, path string) {
-		f := newFixture(t, 2, nil)
-		f.cfg.RowPath = path
-		f.start()
-		v, err := json.Marshal(bulkreg.NewMessage("u1", "seller-a", 1, bulkreg.Product{SellerSKU: "A-1", Name: "n", CategoryCode: "c", Price: 1, Stock: 1}, time.Now()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		produce(t, f.brokers, f.topic, kafka.Message{Key: []byte("seller-b"), Value: v})
-		f.publish("u2", "seller-a", 1) // a good row behind it, so the test knows the bad one was read
+	f := newFixture(t, 2, nil)
+	f.start()
+	v, err := json.Marshal(bulkreg.NewMessage("u1", "seller-a", 1, bulkreg.Product{SellerSKU: "A-1", Name: "n", CategoryCode: "c", Price: 1, Stock: 1}, time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	produce(t, f.brokers, f.topic, kafka.Message{Key: []byte("seller-b"), Value: v})
+	f.publish("u2", "seller-a", 1) // a good row behind it, so the test knows the bad one was read
 
-		testwait.For(t, 10*time.Second, "the good row recorded", func() bool { return len(f.status.snapshot()) == 1 })
-		dl := f.dlq(1)
-		if len(dl) != 1 || header(dl[0], HeaderErrorClass) != ClassBadMessage || !bytes.Equal(dl[0].Value, v) || string(dl[0].Key) != "seller-b" {
-			t.Fatalf("dead letters %+v, want the original message with class %s", dl, ClassBadMessage)
-		}
-		if msg := header(dl[0], HeaderErrorMessage); !bytes.Contains([]byte(msg), []byte(`"seller-b"`)) || !bytes.Contains([]byte(msg), []byte(`"seller-a"`)) {
-			t.Errorf("dead letter message %q does not name both sellers", msg)
-		}
-		f.registry.mu.Lock()
-		calls := f.registry.calls["u1:1"]
-		f.registry.mu.Unlock()
-		if calls != 0 {
-			t.Errorf("the mismatched row was sent to the API %d times, want 0", calls)
-		}
-		if _, ok := f.status.snapshot()["u1:1"]; ok {
-			t.Error("the mismatched row has a result in its upload's status; it belongs to no seller")
-		}
-	})
+	testwait.For(t, 10*time.Second, "the good row recorded", func() bool { return len(f.status.snapshot()) == 1 })
+	dl := f.dlq(1)
+	if len(dl) != 1 || header(dl[0], HeaderErrorClass) != ClassBadMessage || !bytes.Equal(dl[0].Value, v) || string(dl[0].Key) != "seller-b" {
+		t.Fatalf("dead letters %+v, want the original message with class %s", dl, ClassBadMessage)
+	}
+	if msg := header(dl[0], HeaderErrorMessage); !bytes.Contains([]byte(msg), []byte(`"seller-b"`)) || !bytes.Contains([]byte(msg), []byte(`"seller-a"`)) {
+		t.Errorf("dead letter message %q does not name both sellers", msg)
+	}
+	f.registry.mu.Lock()
+	calls := f.registry.calls["u1:1"]
+	f.registry.mu.Unlock()
+	if calls != 0 {
+		t.Errorf("the mismatched row was sent to the API %d times, want 0", calls)
+	}
+	if _, ok := f.status.snapshot()["u1:1"]; ok {
+		t.Error("the mismatched row has a result in its upload's status; it belongs to no seller")
+	}
 }
 
 // startLedgerConsumer runs a consumer of the stack with the SKU ledger
@@ -97,54 +94,52 @@ func (s *stack) waitDone(store *uploadstatus.Store, upload string, rows int) upl
 // rows race for every SKU. The API registers each SKU once; for each SKU one
 // row is registered and the other already registered with its product.
 func TestSameSKUInTwoUploadsInFlight(t *testing.T) {
-	forEachPath(t, func(t *testing.T, path string) {
-		s := newStack(t, stackOptions{rowPath: path, partitions: 4, limit: 100, window: 2 * time.Second, margin: 50 * time.Millisecond, latency: 5 * time.Millisecond, jitter: 5 * time.Millisecond})
-		ld := ledger.New(s.rdb, ledger.Options{})
-		var skus, reversed []string
-		for i := range 30 {
-			skus = append(skus, fmt.Sprintf("RACE-%02d", i))
-		}
-		for i := range skus {
-			reversed = append(reversed, skus[len(skus)-1-i])
-		}
-		s.publishSKUs("up-x", "seller-r", skus)
-		s.publishSKUs("up-y", "seller-r", reversed)
-		for range 4 {
-			s.startLedgerConsumer(ld)
-		}
-		store := uploadstatus.New(s.rdb, time.Hour)
-		x := s.waitDone(store, "up-x", 30)
-		y := s.waitDone(store, "up-y", 30)
+	s := newStack(t, stackOptions{partitions: 4, limit: 100, window: 2 * time.Second, margin: 50 * time.Millisecond, latency: 5 * time.Millisecond, jitter: 5 * time.Millisecond})
+	ld := ledger.New(s.rdb, ledger.Options{})
+	var skus, reversed []string
+	for i := range 30 {
+		skus = append(skus, fmt.Sprintf("RACE-%02d", i))
+	}
+	for i := range skus {
+		reversed = append(reversed, skus[len(skus)-1-i])
+	}
+	s.publishSKUs("up-x", "seller-r", skus)
+	s.publishSKUs("up-y", "seller-r", reversed)
+	for range 4 {
+		s.startLedgerConsumer(ld)
+	}
+	store := uploadstatus.New(s.rdb, time.Hour)
+	x := s.waitDone(store, "up-x", 30)
+	y := s.waitDone(store, "up-y", 30)
 
-		a := s.audit("seller-r")
-		if a.Products != 30 || a.Accepted != 30 || a.RateLimited != 0 {
-			t.Errorf("sandbox: %d products, %d accepted, %d × 429; want 30, 30, 0", a.Products, a.Accepted, a.RateLimited)
+	a := s.audit("seller-r")
+	if a.Products != 30 || a.Accepted != 30 || a.RateLimited != 0 {
+		t.Errorf("sandbox: %d products, %d accepted, %d × 429; want 30, 30, 0", a.Products, a.Accepted, a.RateLimited)
+	}
+	if x.Registered+y.Registered != 30 || x.AlreadyRegistered+y.AlreadyRegistered != 30 || x.Failed+y.Failed != 0 {
+		t.Errorf("registered %d+%d, already %d+%d, failed %d+%d; want 30 registered and 30 already registered in all",
+			x.Registered, y.Registered, x.AlreadyRegistered, y.AlreadyRegistered, x.Failed, y.Failed)
+	}
+	// Per SKU: one registered row, one already registered row, one product id.
+	bySKU := map[string][]uploadstatus.RowResult{}
+	for _, st := range []struct {
+		s    uploadstatus.Status
+		skus []string
+	}{{x, skus}, {y, reversed}} {
+		for _, r := range st.s.Rows {
+			sku := st.skus[r.Row-2]
+			bySKU[sku] = append(bySKU[sku], r)
 		}
-		if x.Registered+y.Registered != 30 || x.AlreadyRegistered+y.AlreadyRegistered != 30 || x.Failed+y.Failed != 0 {
-			t.Errorf("registered %d+%d, already %d+%d, failed %d+%d; want 30 registered and 30 already registered in all",
-				x.Registered, y.Registered, x.AlreadyRegistered, y.AlreadyRegistered, x.Failed, y.Failed)
+	}
+	for _, sku := range skus {
+		rs := bySKU[sku]
+		if len(rs) != 2 || rs[0].ProductID == "" || rs[0].ProductID != rs[1].ProductID ||
+			!((rs[0].State == uploadstatus.Registered) != (rs[1].State == uploadstatus.Registered)) {
+			t.Errorf("%s: %+v; want one registered and one already registered row with the same product", sku, rs)
 		}
-		// Per SKU: one registered row, one already registered row, one product id.
-		bySKU := map[string][]uploadstatus.RowResult{}
-		for _, st := range []struct {
-			s    uploadstatus.Status
-			skus []string
-		}{{x, skus}, {y, reversed}} {
-			for _, r := range st.s.Rows {
-				sku := st.skus[r.Row-2]
-				bySKU[sku] = append(bySKU[sku], r)
-			}
-		}
-		for _, sku := range skus {
-			rs := bySKU[sku]
-			if len(rs) != 2 || rs[0].ProductID == "" || rs[0].ProductID != rs[1].ProductID ||
-				!((rs[0].State == uploadstatus.Registered) != (rs[1].State == uploadstatus.Registered)) {
-				t.Errorf("%s: %+v; want one registered and one already registered row with the same product", sku, rs)
-			}
-		}
-		t.Logf("up-x: %d registered, %d already; up-y: %d registered, %d already; API replays %d",
-			x.Registered, x.AlreadyRegistered, y.Registered, y.AlreadyRegistered, a.Replays)
-	})
+	}
+	t.Logf("up-x: %d registered, %d already; up-y: %d registered, %d already; API replays %d",
+		x.Registered, x.AlreadyRegistered, y.Registered, y.AlreadyRegistered, a.Replays)
 }
 
 // TestLapsedClaimIsTakenOverWithItsKey: a consumer claimed SKU L-1 for
@@ -154,112 +149,108 @@ func TestSameSKUInTwoUploadsInFlight(t *testing.T) {
 // of registering a second one. When up-0's row is read again it finds its
 // own registration without calling.
 func TestLapsedClaimIsTakenOverWithItsKey(t *testing.T) {
-	forEachPath(t, func(t *testing.T, path string) {
-		s := newStack(t, stackOptions{rowPath: path, partitions: 2, limit: 100, window: 2 * time.Second, margin: 50 * time.Millisecond})
-		ctx := context.Background()
-		const lease = 500 * time.Millisecond
-		ld := ledger.New(s.rdb, ledger.Options{Lease: lease})
-		p := ledgerProduct("L-1")
-		crashedKey := bulkreg.IdempotencyKey("up-0", 5)
-		if c, err := ld.Claim(ctx, "seller-l", "L-1", crashedKey, p.ContentHash(), ""); err != nil || c.Verdict != ledger.Call {
-			t.Fatalf("seed claim: %+v, %v", c, err)
-		}
-		rc, err := registryclient.New(registryclient.Options{BaseURL: s.api.URL, Timeout: 2 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		first := rc.Register(ctx, "seller-l", crashedKey, p)
-		if first.Status != http.StatusCreated {
-			t.Fatalf("seed registration: %+v", first)
-		}
-		// The crashed consumer's claim lapses a lease after it was taken; the
-		// condition is time itself, counted on the ledger's own setting.
-		time.Sleep(lease + 100*time.Millisecond)
+	s := newStack(t, stackOptions{partitions: 2, limit: 100, window: 2 * time.Second, margin: 50 * time.Millisecond})
+	ctx := context.Background()
+	const lease = 500 * time.Millisecond
+	ld := ledger.New(s.rdb, ledger.Options{Lease: lease})
+	p := ledgerProduct("L-1")
+	crashedKey := bulkreg.IdempotencyKey("up-0", 5)
+	if c, err := ld.Claim(ctx, "seller-l", "L-1", crashedKey, p.ContentHash(), ""); err != nil || c.Verdict != ledger.Call {
+		t.Fatalf("seed claim: %+v, %v", c, err)
+	}
+	rc, err := registryclient.New(registryclient.Options{BaseURL: s.api.URL, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := rc.Register(ctx, "seller-l", crashedKey, p)
+	if first.Status != http.StatusCreated {
+		t.Fatalf("seed registration: %+v", first)
+	}
+	// The crashed consumer's claim lapses a lease after it was taken; the
+	// condition is time itself, counted on the ledger's own setting.
+	time.Sleep(lease + 100*time.Millisecond)
 
-		s.startLedgerConsumer(ld)
-		store := uploadstatus.New(s.rdb, time.Hour)
-		s.publishSKUs("up-1", "seller-l", []string{"L-1"})
-		st := s.waitDone(store, "up-1", 1)
-		if len(st.Rows) != 1 || st.Rows[0].State != uploadstatus.AlreadyRegistered || st.Rows[0].ProductID != first.ProductID {
-			t.Errorf("up-1's row: %+v; want already registered as %s", st.Rows, first.ProductID)
-		}
+	s.startLedgerConsumer(ld)
+	store := uploadstatus.New(s.rdb, time.Hour)
+	s.publishSKUs("up-1", "seller-l", []string{"L-1"})
+	st := s.waitDone(store, "up-1", 1)
+	if len(st.Rows) != 1 || st.Rows[0].State != uploadstatus.AlreadyRegistered || st.Rows[0].ProductID != first.ProductID {
+		t.Errorf("up-1's row: %+v; want already registered as %s", st.Rows, first.ProductID)
+	}
 
-		// The crashed row's redelivery: up-0 row 5.
-		v, err := json.Marshal(bulkreg.NewMessage("up-0", "seller-l", 5, p, time.Now()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		produce(t, s.brokers, s.topic, kafka.Message{Key: []byte("seller-l"), Value: v})
-		st = s.waitDone(store, "up-0", 1)
-		if len(st.Rows) != 1 || st.Rows[0].State != uploadstatus.Registered || st.Rows[0].ProductID != first.ProductID {
-			t.Errorf("up-0's redelivered row: %+v; want registered as %s (its own registration)", st.Rows, first.ProductID)
-		}
-		a := s.audit("seller-l")
-		if a.Products != 1 || a.Accepted != 1 {
-			t.Errorf("sandbox: %d products, %d accepted; want 1 each", a.Products, a.Accepted)
-		}
-		if _, n := s.calls.maxPerKey(); n != 2 {
-			t.Errorf("calls per key: %d, want 2 (the seed and up-1's replay; up-0's redelivery makes none)", n)
-		}
-		if n := s.calls.byKey[bulkreg.IdempotencyKey("up-1", 2)]; n != 0 {
-			t.Errorf("up-1's own key was sent %d times, want 0: the takeover calls with up-0's key", n)
-		}
-	})
+	// The crashed row's redelivery: up-0 row 5.
+	v, err := json.Marshal(bulkreg.NewMessage("up-0", "seller-l", 5, p, time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	produce(t, s.brokers, s.topic, kafka.Message{Key: []byte("seller-l"), Value: v})
+	st = s.waitDone(store, "up-0", 1)
+	if len(st.Rows) != 1 || st.Rows[0].State != uploadstatus.Registered || st.Rows[0].ProductID != first.ProductID {
+		t.Errorf("up-0's redelivered row: %+v; want registered as %s (its own registration)", st.Rows, first.ProductID)
+	}
+	a := s.audit("seller-l")
+	if a.Products != 1 || a.Accepted != 1 {
+		t.Errorf("sandbox: %d products, %d accepted; want 1 each", a.Products, a.Accepted)
+	}
+	if _, n := s.calls.maxPerKey(); n != 2 {
+		t.Errorf("calls per key: %d, want 2 (the seed and up-1's replay; up-0's redelivery makes none)", n)
+	}
+	if n := s.calls.byKey[bulkreg.IdempotencyKey("up-1", 2)]; n != 0 {
+		t.Errorf("up-1's own key was sent %d times, want 0: the takeover calls with up-0's key", n)
+	}
 }
 
 // TestLedgerConflictAndRefusal: an SKU registered before with other content
 // fails without a call; a row the API refuses (422) forgets its claim so a
 // fixed row of a later upload registers under its own key.
 func TestLedgerConflictAndRefusal(t *testing.T) {
-	forEachPath(t, func(t *testing.T, path string) {
-		s := newStack(t, stackOptions{rowPath: path, partitions: 2, limit: 100, window: 2 * time.Second, margin: 50 * time.Millisecond})
-		ctx := context.Background()
-		ld := ledger.New(s.rdb, ledger.Options{})
-		old := ledgerProduct("C-1")
-		old.Price = 99
-		if _, err := ld.Mark(ctx, "seller-c", "C-1", "up-old:2", old.ContentHash(), "P-OLD"); err != nil {
-			t.Fatal(err)
-		}
-		s.startLedgerConsumer(ld)
-		store := uploadstatus.New(s.rdb, time.Hour)
+	s := newStack(t, stackOptions{partitions: 2, limit: 100, window: 2 * time.Second, margin: 50 * time.Millisecond})
+	ctx := context.Background()
+	ld := ledger.New(s.rdb, ledger.Options{})
+	old := ledgerProduct("C-1")
+	old.Price = 99
+	if _, err := ld.Mark(ctx, "seller-c", "C-1", "up-old:2", old.ContentHash(), "P-OLD"); err != nil {
+		t.Fatal(err)
+	}
+	s.startLedgerConsumer(ld)
+	store := uploadstatus.New(s.rdb, time.Hour)
 
-		bad := ledgerProduct("C-2")
-		bad.Price = -5 // the sandbox refuses it: 422
-		var msgs []kafka.Message
-		for i, p := range []bulkreg.Product{ledgerProduct("C-1"), bad} {
-			v, _ := json.Marshal(bulkreg.NewMessage("up-1", "seller-c", i+2, p, time.Now()))
-			msgs = append(msgs, kafka.Message{Key: []byte("seller-c"), Value: v})
-		}
-		produce(t, s.brokers, s.topic, msgs...)
-		st := s.waitDone(store, "up-1", 2)
-		rows := map[int]uploadstatus.RowResult{}
-		for _, r := range st.Rows {
-			rows[r.Row] = r
-		}
-		if r := rows[2]; r.State != uploadstatus.Failed || r.Code != CodeRegisteredOtherContent ||
-			r.Reason != `seller_sku "C-1" is already registered as P-OLD; bulk registration does not change existing products` {
-			t.Errorf("row 2 (changed product): %+v", r)
-		}
-		if r := rows[3]; r.State != uploadstatus.Failed || r.Code == CodeRegisteredOtherContent {
-			t.Errorf("row 3 (refused by the API): %+v", r)
-		}
-		if n := s.calls.byKey[bulkreg.IdempotencyKey("up-1", 2)]; n != 0 {
-			t.Errorf("the changed product was sent %d times, want 0", n)
-		}
-		if m, err := ld.Lookup(ctx, "seller-c", []string{"C-2"}); err != nil || len(m) != 0 {
-			t.Errorf("C-2 after the API refused it: %+v, %v; want no entry", m, err)
-		}
+	bad := ledgerProduct("C-2")
+	bad.Price = -5 // the sandbox refuses it: 422
+	var msgs []kafka.Message
+	for i, p := range []bulkreg.Product{ledgerProduct("C-1"), bad} {
+		v, _ := json.Marshal(bulkreg.NewMessage("up-1", "seller-c", i+2, p, time.Now()))
+		msgs = append(msgs, kafka.Message{Key: []byte("seller-c"), Value: v})
+	}
+	produce(t, s.brokers, s.topic, msgs...)
+	st := s.waitDone(store, "up-1", 2)
+	rows := map[int]uploadstatus.RowResult{}
+	for _, r := range st.Rows {
+		rows[r.Row] = r
+	}
+	if r := rows[2]; r.State != uploadstatus.Failed || r.Code != CodeRegisteredOtherContent ||
+		r.Reason != `seller_sku "C-1" is already registered as P-OLD; bulk registration does not change existing products` {
+		t.Errorf("row 2 (changed product): %+v", r)
+	}
+	if r := rows[3]; r.State != uploadstatus.Failed || r.Code == CodeRegisteredOtherContent {
+		t.Errorf("row 3 (refused by the API): %+v", r)
+	}
+	if n := s.calls.byKey[bulkreg.IdempotencyKey("up-1", 2)]; n != 0 {
+		t.Errorf("the changed product was sent %d times, want 0", n)
+	}
+	if m, err := ld.Lookup(ctx, "seller-c", []string{"C-2"}); err != nil || len(m) != 0 {
+		t.Errorf("C-2 after the API refused it: %+v, %v; want no entry", m, err)
+	}
 
-		// Fixed and uploaded again: registered under the new row's own key.
-		s.publishSKUs("up-2", "seller-c", []string{"C-2"})
-		st = s.waitDone(store, "up-2", 1)
-		if len(st.Rows) != 1 || st.Rows[0].State != uploadstatus.Registered {
-			t.Errorf("the fixed row: %+v", st.Rows)
-		}
-		if n := s.calls.byKey[bulkreg.IdempotencyKey("up-2", 2)]; n != 1 {
-			t.Errorf("the fixed row's own key was sent %d times, want 1", n)
-		}
-	})
+	// Fixed and uploaded again: registered under the new row's own key.
+	s.publishSKUs("up-2", "seller-c", []string{"C-2"})
+	st = s.waitDone(store, "up-2", 1)
+	if len(st.Rows) != 1 || st.Rows[0].State != uploadstatus.Registered {
+		t.Errorf("the fixed row: %+v", st.Rows)
+	}
+	if n := s.calls.byKey[bulkreg.IdempotencyKey("up-2", 2)]; n != 1 {
+		t.Errorf("the fixed row's own key was sent %d times, want 1", n)
+	}
 }
 
 // flakyLedger is the real ledger, except that while down every call fails
@@ -290,27 +281,24 @@ func (l *flakyLedger) ClaimN(ctx context.Context, seller string, reqs []ledger.C
 // TestLedgerUnavailableFailsClosed: while the ledger does not answer no row
 // is called or finished; they wait and are registered once it answers.
 func TestLedgerUnavailableFailsClosed(t *testing.T) {
-	forEachPath(t, func(t *testing.T, path string) {
-		f := newFixture(t, 2, nil)
-		f.cfg.RowPath = path
-		ld := &flakyLedger{Ledger: ledger.New(testredis.Start(t).Client(), ledger.Options{})}
-		ld.down.Store(true)
-		c, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: ld,
-			Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		run(t, c)
+	f := newFixture(t, 2, nil)
+	ld := &flakyLedger{Ledger: ledger.New(testredis.Start(t).Client(), ledger.Options{})}
+	ld.down.Store(true)
+	c, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: ld,
+		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, c)
 
-		f.publish("u1", "s1", 5)
-		testwait.For(t, 10*time.Second, "the rows asking the ledger", func() bool { return ld.claims.Load() >= 10 })
-		if calls, _ := f.registry.count(); calls != 0 || len(f.status.snapshot()) != 0 || f.throttle.reserves.Load() != 0 {
-			t.Fatalf("while the ledger is down: %d calls, %d rows recorded, %d slots asked for; want none", calls, len(f.status.snapshot()), f.throttle.reserves.Load())
-		}
-		ld.down.Store(false)
-		testwait.For(t, 10*time.Second, "5 rows registered", func() bool { return f.registeredCount("u1") == 5 })
-		if calls, products := f.registry.count(); calls != 5 || products != 5 {
-			t.Errorf("%d calls for %d products, want 5 and 5", calls, products)
-		}
-	})
+	f.publish("u1", "s1", 5)
+	testwait.For(t, 10*time.Second, "the rows asking the ledger", func() bool { return ld.claims.Load() >= 10 })
+	if calls, _ := f.registry.count(); calls != 0 || len(f.status.snapshot()) != 0 || f.throttle.reserves.Load() != 0 {
+		t.Fatalf("while the ledger is down: %d calls, %d rows recorded, %d slots asked for; want none", calls, len(f.status.snapshot()), f.throttle.reserves.Load())
+	}
+	ld.down.Store(false)
+	testwait.For(t, 10*time.Second, "5 rows registered", func() bool { return f.registeredCount("u1") == 5 })
+	if calls, products := f.registry.count(); calls != 5 || products != 5 {
+		t.Errorf("%d calls for %d products, want 5 and 5", calls, products)
+	}
 }

@@ -77,7 +77,7 @@ func newMetrics(reg prometheus.Registerer, oldest func() float64) *metrics {
 		}),
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "bulkreg_consumer_rows_waiting",
-			Help: "Rows queued in a seller lane or waiting for their throttle slot.",
+			Help: "Rows queued on their seller's runner, not in a batch.",
 		}),
 		activeSellers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "bulkreg_consumer_active_sellers",
@@ -122,11 +122,11 @@ func newMetrics(reg prometheus.Registerer, oldest func() float64) *metrics {
 	})
 	m.sellersHeld = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "bulkreg_consumer_sellers_held",
-		Help: "Sellers whose calls the registration API fails while none is answered, held by their runners (--row-path runner): their rows wait and spend no attempt, one is tried per growing interval.",
+		Help: "Sellers whose calls the registration API fails while none is answered, held by their runners: their rows wait and spend no attempt, one is tried per growing interval.",
 	})
 	m.holdExpired = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bulkreg_consumer_seller_holds_expired_total",
-		Help: "Times rows of a held seller (--row-path runner) were held longer than --seller-hold-limit and sent to the dead-letter topic for an operator.",
+		Help: "Times rows of a held seller were held longer than --seller-hold-limit and sent to the dead-letter topic for an operator.",
 	})
 	oldestAge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "bulkreg_consumer_oldest_unfinished_row_age_seconds",

@@ -386,122 +386,119 @@ func header(m kafka.Message, k string) string {
 }
 
 func TestOutcomes(t *testing.T) {
-	forEachPath(t, func(t *testing.T, path string) {
-		// keys: row 2 is invalid, row 3 gets a 429 then 201, row 4 gets 503 twice
-		// then 201, row 5 gets 503 forever.
-		script := func(key string, n int) registryclient.Result {
-			switch {
-			case key == "u1:2":
-				return registryclient.Result{Class: registryclient.Permanent, Status: 422, Code: "invalid_price", Field: "price", Message: "price must be > 0", Err: errors.New("422")}
-			case key == "u1:3" && n == 1:
-				return registryclient.Result{Class: registryclient.RateLimited, Status: http.StatusTooManyRequests, RetryAfter: 200 * time.Millisecond, Err: errors.New("429")}
-			case key == "u1:4" && n <= 2, key == "u1:5":
-				return registryclient.Result{Class: registryclient.Transient, Status: 503, Err: errors.New("the registration API answered 503")}
-			}
-			return registryclient.Result{Class: registryclient.Registered, Status: 201}
+	// keys: row 2 is invalid, row 3 gets a 429 then 201, row 4 gets 503 twice
+	// then 201, row 5 gets 503 forever.
+	script := func(key string, n int) registryclient.Result {
+		switch {
+		case key == "u1:2":
+			return registryclient.Result{Class: registryclient.Permanent, Status: 422, Code: "invalid_price", Field: "price", Message: "price must be > 0", Err: errors.New("422")}
+		case key == "u1:3" && n == 1:
+			return registryclient.Result{Class: registryclient.RateLimited, Status: http.StatusTooManyRequests, RetryAfter: 200 * time.Millisecond, Err: errors.New("429")}
+		case key == "u1:4" && n <= 2, key == "u1:5":
+			return registryclient.Result{Class: registryclient.Transient, Status: 503, Err: errors.New("the registration API answered 503")}
 		}
-		f := newFixture(t, 2, script)
-		f.cfg.RowPath = path
-		f.start()
-		f.publish("u1", "s1", 6)
-		produce(t, f.brokers, f.topic, kafka.Message{Key: []byte("s1"), Value: []byte("{not json")})
+		return registryclient.Result{Class: registryclient.Registered, Status: 201}
+	}
+	f := newFixture(t, 2, script)
+	f.start()
+	f.publish("u1", "s1", 6)
+	produce(t, f.brokers, f.topic, kafka.Message{Key: []byte("s1"), Value: []byte("{not json")})
 
-		testwait.For(t, 10*time.Second, "6 rows recorded", func() bool { return len(f.status.snapshot()) == 6 })
-		rows := f.status.snapshot()
-		for _, r := range []int{1, 3, 4, 6} {
-			if got := rows["u1:"+strconv.Itoa(r)]; got.State != "registered" || got.ProductID == "" {
-				t.Errorf("row %d = %+v, want registered with a product id", r, got)
-			}
+	testwait.For(t, 10*time.Second, "6 rows recorded", func() bool { return len(f.status.snapshot()) == 6 })
+	rows := f.status.snapshot()
+	for _, r := range []int{1, 3, 4, 6} {
+		if got := rows["u1:"+strconv.Itoa(r)]; got.State != "registered" || got.ProductID == "" {
+			t.Errorf("row %d = %+v, want registered with a product id", r, got)
 		}
-		if got := rows["u1:2"]; got.State != "failed" || got.Code != "invalid_price" || got.Field != "price" || got.Reason == "" || got.Attempts != 1 {
-			t.Errorf("row 2 = %+v, want failed with the API's code, field and reason after 1 attempt", got)
-		}
-		if got := rows["u1:4"]; got.Attempts != 3 {
-			t.Errorf("row 4 took %d attempts, want 3 (two 503s then 201)", got.Attempts)
-		}
-		if got := rows["u1:5"]; got.State != "failed" || got.Attempts != 4 || got.Code != "transient" {
-			t.Errorf("row 5 = %+v, want failed as transient after 4 attempts (the retry policy's limit)", got)
-		}
-		// Settled at their answers: the calls the API may have counted (201s
-		// and 503s: rows 1, 3, 6 once, row 4 three times, row 5 four), not the
-		// 422 or the 429.
-		if got := f.throttle.settles.Load(); got != 10 {
-			t.Errorf("%d slots settled at their answers, want 10 (every counted call, no refusal)", got)
-		}
-		if f.throttle.blocks != 1 {
-			t.Errorf("the throttle was blocked %d times, want 1 (one 429)", f.throttle.blocks)
-		}
-		dl := f.dlq(2)
-		byClass := map[string]kafka.Message{}
-		for _, m := range dl {
-			byClass[header(m, HeaderErrorClass)] = m
-		}
-		poison, ok := byClass[ClassBadMessage]
-		if !ok || string(poison.Value) != "{not json" || header(poison, HeaderAttempts) != "0" {
-			t.Errorf("poison dead letter = %+v, want the original value with class %s and 0 attempts", poison, ClassBadMessage)
-		}
-		failed, ok := byClass["transient"]
-		if !ok {
-			t.Fatalf("no transient dead letter among %d", len(dl))
-		}
-		m5, _ := bulkreg.DecodeMessage(failed.Value)
-		if m5.Row != 5 || header(failed, HeaderAttempts) != "4" || header(failed, HeaderTopic) != f.topic ||
-			header(failed, HeaderPartition) == "" || header(failed, HeaderOffset) == "" || header(failed, HeaderErrorMessage) == "" {
-			t.Errorf("transient dead letter: row %d headers %v, want row 5, 4 attempts, topic, partition, offset, message", m5.Row, failed.Headers)
-		}
-		if _, err := time.Parse(time.RFC3339Nano, header(failed, HeaderFirstFailure)); err != nil {
-			t.Errorf("first failure header %q is not a time: %v", header(failed, HeaderFirstFailure), err)
-		}
-		// Every call is in the compliance history: 6 rows, +1 for the 429, +2 and +3 for the 503s.
-		f.calls.mu.Lock()
-		ncalls := len(f.calls.calls)
-		f.calls.mu.Unlock()
-		if ncalls != 6+1+2+3 {
-			t.Errorf("compliance history holds %d calls, want 12", ncalls)
-		}
-		// No metric carries a seller label: sellers are unbounded.
-		mfs, err := f.reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			for _, m := range mf.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "seller" || l.GetValue() == "s1" {
-						t.Errorf("metric %s has a per-seller label %s=%s", mf.GetName(), l.GetName(), l.GetValue())
-					}
+	}
+	if got := rows["u1:2"]; got.State != "failed" || got.Code != "invalid_price" || got.Field != "price" || got.Reason == "" || got.Attempts != 1 {
+		t.Errorf("row 2 = %+v, want failed with the API's code, field and reason after 1 attempt", got)
+	}
+	if got := rows["u1:4"]; got.Attempts != 3 {
+		t.Errorf("row 4 took %d attempts, want 3 (two 503s then 201)", got.Attempts)
+	}
+	if got := rows["u1:5"]; got.State != "failed" || got.Attempts != 4 || got.Code != "transient" {
+		t.Errorf("row 5 = %+v, want failed as transient after 4 attempts (the retry policy's limit)", got)
+	}
+	// Settled at their answers: the calls the API may have counted (201s
+	// and 503s: rows 1, 3, 6 once, row 4 three times, row 5 four), not the
+	// 422 or the 429.
+	if got := f.throttle.settles.Load(); got != 10 {
+		t.Errorf("%d slots settled at their answers, want 10 (every counted call, no refusal)", got)
+	}
+	if f.throttle.blocks != 1 {
+		t.Errorf("the throttle was blocked %d times, want 1 (one 429)", f.throttle.blocks)
+	}
+	dl := f.dlq(2)
+	byClass := map[string]kafka.Message{}
+	for _, m := range dl {
+		byClass[header(m, HeaderErrorClass)] = m
+	}
+	poison, ok := byClass[ClassBadMessage]
+	if !ok || string(poison.Value) != "{not json" || header(poison, HeaderAttempts) != "0" {
+		t.Errorf("poison dead letter = %+v, want the original value with class %s and 0 attempts", poison, ClassBadMessage)
+	}
+	failed, ok := byClass["transient"]
+	if !ok {
+		t.Fatalf("no transient dead letter among %d", len(dl))
+	}
+	m5, _ := bulkreg.DecodeMessage(failed.Value)
+	if m5.Row != 5 || header(failed, HeaderAttempts) != "4" || header(failed, HeaderTopic) != f.topic ||
+		header(failed, HeaderPartition) == "" || header(failed, HeaderOffset) == "" || header(failed, HeaderErrorMessage) == "" {
+		t.Errorf("transient dead letter: row %d headers %v, want row 5, 4 attempts, topic, partition, offset, message", m5.Row, failed.Headers)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, header(failed, HeaderFirstFailure)); err != nil {
+		t.Errorf("first failure header %q is not a time: %v", header(failed, HeaderFirstFailure), err)
+	}
+	// Every call is in the compliance history: 6 rows, +1 for the 429, +2 and +3 for the 503s.
+	f.calls.mu.Lock()
+	ncalls := len(f.calls.calls)
+	f.calls.mu.Unlock()
+	if ncalls != 6+1+2+3 {
+		t.Errorf("compliance history holds %d calls, want 12", ncalls)
+	}
+	// No metric carries a seller label: sellers are unbounded.
+	mfs, err := f.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "seller" || l.GetValue() == "s1" {
+					t.Errorf("metric %s has a per-seller label %s=%s", mf.GetName(), l.GetName(), l.GetValue())
 				}
 			}
 		}
-		// Every series the operators watch is exported.
-		have := map[string]bool{}
-		for _, mf := range mfs {
-			have[mf.GetName()] = true
+	}
+	// Every series the operators watch is exported.
+	have := map[string]bool{}
+	for _, mf := range mfs {
+		have[mf.GetName()] = true
+	}
+	for _, name := range []string{"bulkreg_consumer_rows_total", "bulkreg_consumer_throttle_wait_seconds",
+		"bulkreg_consumer_registry_latency_seconds", "bulkreg_consumer_rate_limited_total", "bulkreg_consumer_rows_in_flight",
+		"bulkreg_consumer_rows_waiting", "bulkreg_consumer_active_sellers", "bulkreg_consumer_oldest_unfinished_row_age_seconds",
+		"bulkreg_consumer_commits_total", "bulkreg_consumer_rebalances_total", "bulkreg_consumer_dlq_writes_total"} {
+		if !have[name] {
+			t.Errorf("metric %s is not exported", name)
 		}
-		for _, name := range []string{"bulkreg_consumer_rows_total", "bulkreg_consumer_throttle_wait_seconds",
-			"bulkreg_consumer_registry_latency_seconds", "bulkreg_consumer_rate_limited_total", "bulkreg_consumer_rows_in_flight",
-			"bulkreg_consumer_rows_waiting", "bulkreg_consumer_active_sellers", "bulkreg_consumer_oldest_unfinished_row_age_seconds",
-			"bulkreg_consumer_commits_total", "bulkreg_consumer_rebalances_total", "bulkreg_consumer_dlq_writes_total"} {
-			if !have[name] {
-				t.Errorf("metric %s is not exported", name)
+	}
+	if got := gathered(t, f.reg, "bulkreg_consumer_dlq_writes_total"); got != 2 {
+		t.Errorf("DLQ writes metric %v, want 2", got)
+	}
+	if got := gathered(t, f.reg, "bulkreg_consumer_rate_limited_total"); got != 1 {
+		t.Errorf("rate-limited metric %v, want 1", got)
+	}
+	// Everything was finished, so the commits reach the end of each partition.
+	testwait.For(t, 5*time.Second, "offsets committed to the end", func() bool {
+		sum := int64(0)
+		for _, off := range committedOffsets(t, f.brokers, f.cfg.Group, f.topic, 2) {
+			if off > 0 {
+				sum += off
 			}
 		}
-		if got := gathered(t, f.reg, "bulkreg_consumer_dlq_writes_total"); got != 2 {
-			t.Errorf("DLQ writes metric %v, want 2", got)
-		}
-		if got := gathered(t, f.reg, "bulkreg_consumer_rate_limited_total"); got != 1 {
-			t.Errorf("rate-limited metric %v, want 1", got)
-		}
-		// Everything was finished, so the commits reach the end of each partition.
-		testwait.For(t, 5*time.Second, "offsets committed to the end", func() bool {
-			sum := int64(0)
-			for _, off := range committedOffsets(t, f.brokers, f.cfg.Group, f.topic, 2) {
-				if off > 0 {
-					sum += off
-				}
-			}
-			return sum == 7
-		})
+		return sum == 7
 	})
 }
 
@@ -544,59 +541,53 @@ func (f *fixture) registeredCount(upload string) int {
 // TestNoHeadOfLineBlocking: seller b's rows, read right behind seller a's
 // on the same partition, do not wait for a's window.
 func TestNoHeadOfLineBlocking(t *testing.T) {
-	forEachPath(t, func(t *testing.T, path string) {
-		f := newFixture(t, 1, nil)
-		f.cfg.RowPath = path
-		f.throttle = newMemThrottle(20, time.Second)
-		f.cfg.SellerConcurrency = 20
-		f.start()
-		f.publish("ua", "a", 200) // 10 windows of a's limit
-		f.publish("ub", "b", 10)
-		start := time.Now()
-		testwait.For(t, 2*time.Second, "seller b's 10 rows registered", func() bool { return f.registeredCount("ub") == 10 })
-		t.Logf("seller b done %v after publishing, seller a has %d of 200", time.Since(start), f.registeredCount("ua"))
-		if got := f.registeredCount("ua"); got >= 200 {
-			t.Errorf("seller a finished too (%d rows): the test did not show b overtaking a", got)
-		}
-	})
+	f := newFixture(t, 1, nil)
+	f.throttle = newMemThrottle(20, time.Second)
+	f.cfg.SellerConcurrency = 20
+	f.start()
+	f.publish("ua", "a", 200) // 10 windows of a's limit
+	f.publish("ub", "b", 10)
+	start := time.Now()
+	testwait.For(t, 2*time.Second, "seller b's 10 rows registered", func() bool { return f.registeredCount("ub") == 10 })
+	t.Logf("seller b done %v after publishing, seller a has %d of 200", time.Since(start), f.registeredCount("ua"))
+	if got := f.registeredCount("ua"); got >= 200 {
+		t.Errorf("seller a finished too (%d rows): the test did not show b overtaking a", got)
+	}
 }
 
 // TestRedisDownNoCalls: while Redis does not answer no registry call is
 // made; after it answers again every row is registered.
 func TestRedisDownNoCalls(t *testing.T) {
-	forEachPath(t, func(t *testing.T, path string) {
-		f := newFixture(t, 1, nil)
-		f.cfg.RowPath = path
-		f.throttle = newMemThrottle(10, 300*time.Millisecond)
-		f.cfg.SellerConcurrency = 10
-		f.start()
-		f.publish("u", "s", 60)
-		testwait.For(t, 5*time.Second, "some rows registered", func() bool { return f.registeredCount("u") >= 5 })
-		downErr := errors.New("dial tcp: connection refused")
-		f.pingErr.Store(&downErr)
-		f.throttle.down.Store(true)
-		time.Sleep(f.cfg.RedisProbeInterval * 3) // the gate notices within one probe
-		calls0, _ := f.registry.count()
-		time.Sleep(time.Second)
-		calls1, _ := f.registry.count()
-		asked := f.throttle.reservesDown.Load()
-		f.throttle.down.Store(false)
-		f.pingErr.Store(nil)
-		if calls1 != calls0 {
-			t.Errorf("%d registry calls while Redis was down", calls1-calls0)
-		}
-		// The rows wait for the probe to see Redis back instead of each asking
-		// again in a loop: about one refused reservation per row of the lane.
-		// A loop with only the backoff would ask ~15 times per row in this second.
-		t.Logf("reservations refused while Redis was down: %d (seller concurrency %d)", asked, f.cfg.SellerConcurrency)
-		if max := int64(2 * f.cfg.SellerConcurrency); asked > max {
-			t.Errorf("%d reservations tried while Redis was down, want ≤ %d: rows poll Redis instead of waiting with backoff", asked, max)
-		}
-		testwait.For(t, 10*time.Second, "all 60 rows registered after Redis came back", func() bool { return f.registeredCount("u") == 60 })
-		if got := gathered(t, f.reg, "bulkreg_consumer_redis_unavailable_total"); got < 1 {
-			t.Errorf("redis unavailable metric %v, want ≥ 1", got)
-		}
-	})
+	f := newFixture(t, 1, nil)
+	f.throttle = newMemThrottle(10, 300*time.Millisecond)
+	f.cfg.SellerConcurrency = 10
+	f.start()
+	f.publish("u", "s", 60)
+	testwait.For(t, 5*time.Second, "some rows registered", func() bool { return f.registeredCount("u") >= 5 })
+	downErr := errors.New("dial tcp: connection refused")
+	f.pingErr.Store(&downErr)
+	f.throttle.down.Store(true)
+	time.Sleep(f.cfg.RedisProbeInterval * 3) // the gate notices within one probe
+	calls0, _ := f.registry.count()
+	time.Sleep(time.Second)
+	calls1, _ := f.registry.count()
+	asked := f.throttle.reservesDown.Load()
+	f.throttle.down.Store(false)
+	f.pingErr.Store(nil)
+	if calls1 != calls0 {
+		t.Errorf("%d registry calls while Redis was down", calls1-calls0)
+	}
+	// The rows wait for the probe to see Redis back instead of each asking
+	// again in a loop: about one refused reservation per row of the lane.
+	// A loop with only the backoff would ask ~15 times per row in this second.
+	t.Logf("reservations refused while Redis was down: %d (seller concurrency %d)", asked, f.cfg.SellerConcurrency)
+	if max := int64(2 * f.cfg.SellerConcurrency); asked > max {
+		t.Errorf("%d reservations tried while Redis was down, want ≤ %d: rows poll Redis instead of waiting with backoff", asked, max)
+	}
+	testwait.For(t, 10*time.Second, "all 60 rows registered after Redis came back", func() bool { return f.registeredCount("u") == 60 })
+	if got := gathered(t, f.reg, "bulkreg_consumer_redis_unavailable_total"); got < 1 {
+		t.Errorf("redis unavailable metric %v, want ≥ 1", got)
+	}
 }
 
 // TestShutdownGivesSlotsBack: at shutdown rows waiting for a slot give it
@@ -604,174 +595,150 @@ func TestRedisDownNoCalls(t *testing.T) {
 // consumer stops within the drain bound, and the commit stops at the lowest
 // unfinished row.
 func TestShutdownGivesSlotsBack(t *testing.T) {
-	forEachPath(t, func(t *testing.T, path string) {
-		const latency = 400 * time.Millisecond
-		f := newFixture(t, 1, nil)
-		f.cfg.RowPath = path
-		f.throttle = newMemThrottle(5, 10*time.Second) // 5 now, the rest 10 s away
-		f.registry.latency = latency
-		f.cfg.SellerConcurrency = 20
-		c, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls,
-			Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- c.Run(ctx) }()
-		f.publish("u", "s", 20)
-		// 5 calls in progress, the other 15 rows wait for their slots. The
-		// runner's batch holds slots (the rows of the first fetch, up to 5),
-		// its other rows wait without: a batch is booked after the one before.
-		inFlight := 5
-		testwait.For(t, 5*time.Second, "calls in progress, the other rows waiting", func() bool {
-			f.throttle.mu.Lock()
-			defer f.throttle.mu.Unlock()
-			if path == RowPathRunner {
-				inFlight = int(f.registry.started.Load())
-				return inFlight > 0 && len(f.throttle.slots["s"]) == inFlight && c.rowsBySeller()["s"] == 20
-			}
-			return len(f.throttle.slots["s"]) == 20 && f.registry.started.Load() == 5
-		})
-		if n := f.registeredCount("u"); n != 0 {
-			t.Fatalf("%d rows already recorded; the test must stop the consumer while the calls are in progress", n)
-		}
-		stopped := time.Now()
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(f.cfg.DrainTimeout + 2*time.Second):
-			t.Fatalf("consumer did not stop within the drain timeout (%v) + 2 s of its context ending", f.cfg.DrainTimeout)
-		}
-		took := time.Since(stopped)
-		t.Logf("stopped in %v with %d calls of %v in progress", took, inFlight, latency)
-		// Run returned only after the calls in progress were answered and recorded.
-		if n := f.registeredCount("u"); n != inFlight {
-			t.Errorf("%d rows recorded registered when Run returned, want the %d whose calls were in progress", n, inFlight)
-		}
-		if took > latency+time.Second {
-			t.Errorf("stopping took %v, want about the %v left of the calls in progress", took, latency)
-		}
+	const latency = 400 * time.Millisecond
+	f := newFixture(t, 1, nil)
+	f.throttle = newMemThrottle(5, 10*time.Second) // 5 now, the rest 10 s away
+	f.registry.latency = latency
+	f.cfg.SellerConcurrency = 20
+	c, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls,
+		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	f.publish("u", "s", 20)
+	// 5 calls in progress, the other 15 rows wait for their slots. The
+	// runner's batch holds slots (the rows of the first fetch, up to 5),
+	// its other rows wait without: a batch is booked after the one before.
+	inFlight := 5
+	testwait.For(t, 5*time.Second, "calls in progress, the other rows waiting", func() bool {
 		f.throttle.mu.Lock()
-		left, released := len(f.throttle.slots["s"]), f.throttle.released
-		f.throttle.mu.Unlock()
-		if want := 15 * b2i(path == RowPathLanes); left != inFlight || released != want {
-			t.Errorf("after shutdown the throttle holds %d slots (%d released), want the %d used and %d released", left, released, inFlight, want)
-		}
-		// Which 5 of the first 15 rows got the free slots is up to the race for
-		// them; the commit must stop right below the lowest one that did not.
-		rows := f.status.snapshot()
-		want := int64(0)
-		for rows["u:"+strconv.FormatInt(want+1, 10)].State == "registered" {
-			want++
-		}
-		if off := committedOffsets(t, f.brokers, f.cfg.Group, f.topic, 1)[0]; off != want {
-			t.Errorf("committed offset %d, want %d (the lowest unfinished row)", off, want)
-		}
+		defer f.throttle.mu.Unlock()
+		inFlight = int(f.registry.started.Load())
+		return inFlight > 0 && len(f.throttle.slots["s"]) == inFlight && c.rowsBySeller()["s"] == 20
 	})
+	if n := f.registeredCount("u"); n != 0 {
+		t.Fatalf("%d rows already recorded; the test must stop the consumer while the calls are in progress", n)
+	}
+	stopped := time.Now()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(f.cfg.DrainTimeout + 2*time.Second):
+		t.Fatalf("consumer did not stop within the drain timeout (%v) + 2 s of its context ending", f.cfg.DrainTimeout)
+	}
+	took := time.Since(stopped)
+	t.Logf("stopped in %v with %d calls of %v in progress", took, inFlight, latency)
+	// Run returned only after the calls in progress were answered and recorded.
+	if n := f.registeredCount("u"); n != inFlight {
+		t.Errorf("%d rows recorded registered when Run returned, want the %d whose calls were in progress", n, inFlight)
+	}
+	if took > latency+time.Second {
+		t.Errorf("stopping took %v, want about the %v left of the calls in progress", took, latency)
+	}
+	f.throttle.mu.Lock()
+	left, released := len(f.throttle.slots["s"]), f.throttle.released
+	f.throttle.mu.Unlock()
+	if left != inFlight || released != 0 {
+		t.Errorf("after shutdown the throttle holds %d slots (%d released), want the %d used and none released: the rows without a call held no slot", left, released, inFlight)
+	}
+	// Which 5 of the first 15 rows got the free slots is up to the race for
+	// them; the commit must stop right below the lowest one that did not.
+	rows := f.status.snapshot()
+	want := int64(0)
+	for rows["u:"+strconv.FormatInt(want+1, 10)].State == "registered" {
+		want++
+	}
+	if off := committedOffsets(t, f.brokers, f.cfg.Group, f.topic, 1)[0]; off != want {
+		t.Errorf("committed offset %d, want %d (the lowest unfinished row)", off, want)
+	}
 }
 
 // TestInFlightCapPausesReading: reading stops at the per-partition cap and
 // at the cap over all partitions. Every row read takes a slot, so the slots
 // the throttle holds count the rows read: used ones plus the cap.
 func TestInFlightCapPausesReading(t *testing.T) {
-	forEachPath(t, func(t *testing.T, path string) {
-		for _, tc := range []struct {
-			name                string
-			partitions          int32
-			sellers             []string // "a" and "b" hash to partitions 0 and 1 of 2
-			perPartition, total int
-		}{
-			{name: "per partition", partitions: 1, sellers: []string{"s"}, perPartition: 30, total: 1000},
-			{name: "over all partitions", partitions: 2, sellers: []string{"a", "b"}, perPartition: 100, total: 25},
-		} {
-			t.Run(tc.name, func(t *testing.T) {
-				f := newFixture(t, tc.partitions, nil)
-				f.cfg.RowPath = path
-				f.throttle = newMemThrottle(10, time.Minute) // 10 calls per seller, then everything waits
-				f.cfg.MaxInFlightPerPartition = tc.perPartition
-				f.cfg.MaxInFlight = tc.total
-				f.cfg.SellerConcurrency = 100
-				c := f.start()
-				for _, s := range tc.sellers {
-					f.publish("u"+s, s, 100)
-				}
-				capped := min(tc.total, int(tc.partitions)*tc.perPartition)
-				testwait.For(t, 5*time.Second, "rows in flight at the cap", func() bool {
-					return gathered(t, f.reg, "bulkreg_consumer_rows_in_flight") == float64(capped)
-				})
-				time.Sleep(300 * time.Millisecond) // reading would go on here if it did not pause
-				if got := gathered(t, f.reg, "bulkreg_consumer_rows_in_flight"); got != float64(capped) {
-					t.Errorf("rows in flight %v, want the cap (%d)", got, capped)
-				}
-				// A row read is either finished (registered, its slot used) or in
-				// flight (holding a slot a minute ahead).
-				used := 0
-				for _, s := range tc.sellers {
-					used += f.registeredCount("u" + s)
-				}
-				if path == RowPathRunner {
-					// The runners hold the rows in flight; only a batch's rows
-					// hold slots.
-					held := 0
-					for _, n := range c.rowsBySeller() {
-						held += n
-					}
-					if held != capped || used > 10*len(tc.sellers) {
-						t.Errorf("the runners hold %d rows (%d used), want the %d at the cap: reading did not pause", held, used, capped)
-					}
-					return
-				}
-				f.throttle.mu.Lock()
-				held := 0
-				for _, s := range tc.sellers {
-					held += len(f.throttle.slots[s])
-				}
-				f.throttle.mu.Unlock()
-				if held != used+capped || used > 10*len(tc.sellers) {
-					t.Errorf("the throttle holds %d slots, want %d (%d used + %d rows at the cap): reading did not pause", held, used+capped, used, capped)
-				}
+	for _, tc := range []struct {
+		name                string
+		partitions          int32
+		sellers             []string // "a" and "b" hash to partitions 0 and 1 of 2
+		perPartition, total int
+	}{
+		{name: "per partition", partitions: 1, sellers: []string{"s"}, perPartition: 30, total: 1000},
+		{name: "over all partitions", partitions: 2, sellers: []string{"a", "b"}, perPartition: 100, total: 25},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.partitions, nil)
+			f.throttle = newMemThrottle(10, time.Minute) // 10 calls per seller, then everything waits
+			f.cfg.MaxInFlightPerPartition = tc.perPartition
+			f.cfg.MaxInFlight = tc.total
+			f.cfg.SellerConcurrency = 100
+			c := f.start()
+			for _, s := range tc.sellers {
+				f.publish("u"+s, s, 100)
+			}
+			capped := min(tc.total, int(tc.partitions)*tc.perPartition)
+			testwait.For(t, 5*time.Second, "rows in flight at the cap", func() bool {
+				return gathered(t, f.reg, "bulkreg_consumer_rows_in_flight") == float64(capped)
 			})
-		}
-	})
+			time.Sleep(300 * time.Millisecond) // reading would go on here if it did not pause
+			if got := gathered(t, f.reg, "bulkreg_consumer_rows_in_flight"); got != float64(capped) {
+				t.Errorf("rows in flight %v, want the cap (%d)", got, capped)
+			}
+			// A row read is either finished (registered, its slot used) or in
+			// flight (holding a slot a minute ahead).
+			used := 0
+			for _, s := range tc.sellers {
+				used += f.registeredCount("u" + s)
+			}
+			// The runners hold the rows in flight; only a batch's rows
+			// hold slots.
+			held := 0
+			for _, n := range c.rowsBySeller() {
+				held += n
+			}
+			if held != capped || used > 10*len(tc.sellers) {
+				t.Errorf("the runners hold %d rows (%d used), want the %d at the cap: reading did not pause", held, used, capped)
+			}
+		})
+	}
 }
 
 // TestRebalanceLosesNothing: a second member joins mid-run and the first
 // leaves later; every row ends registered exactly once at the registry.
 func TestRebalanceLosesNothing(t *testing.T) {
-	forEachPath(t, func(t *testing.T, path string) {
-		f := newFixture(t, 4, nil)
-		f.cfg.RowPath = path
-		f.throttle = newMemThrottle(20, 500*time.Millisecond)
-		f.cfg.SellerConcurrency = 20
-		for s := range 6 {
-			f.publish(fmt.Sprint("u", s), fmt.Sprint("s", s), 60)
-		}
-		stopFirst := make(chan struct{})
-		first, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls,
-			Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- first.Run(ctx) }()
-		go func() { <-stopFirst; cancel() }()
-		testwait.For(t, 5*time.Second, "100 rows registered", func() bool { _, p := f.registry.count(); return p >= 100 })
-		f.start() // the second member joins: a rebalance
-		testwait.For(t, 5*time.Second, "200 rows registered", func() bool { _, p := f.registry.count(); return p >= 200 })
-		close(stopFirst) // the first leaves: another rebalance
-		<-done
-		testwait.For(t, 15*time.Second, "all 360 rows registered", func() bool { return len(f.status.snapshot()) == 360 })
-		calls, products := f.registry.count()
-		if products != 360 {
-			t.Errorf("%d products at the registry, want 360", products)
-		}
-		t.Logf("%d calls for 360 rows (replays after rebalances: %d)", calls, calls-360)
-		if got := gathered(t, f.reg, "bulkreg_consumer_rebalances_total"); got < 2 {
-			t.Errorf("the second member saw %v generations, want ≥ 2", got)
-		}
-	})
+	f := newFixture(t, 4, nil)
+	f.throttle = newMemThrottle(20, 500*time.Millisecond)
+	f.cfg.SellerConcurrency = 20
+	for s := range 6 {
+		f.publish(fmt.Sprint("u", s), fmt.Sprint("s", s), 60)
+	}
+	stopFirst := make(chan struct{})
+	first, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls,
+		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- first.Run(ctx) }()
+	go func() { <-stopFirst; cancel() }()
+	testwait.For(t, 5*time.Second, "100 rows registered", func() bool { _, p := f.registry.count(); return p >= 100 })
+	f.start() // the second member joins: a rebalance
+	testwait.For(t, 5*time.Second, "200 rows registered", func() bool { _, p := f.registry.count(); return p >= 200 })
+	close(stopFirst) // the first leaves: another rebalance
+	<-done
+	testwait.For(t, 15*time.Second, "all 360 rows registered", func() bool { return len(f.status.snapshot()) == 360 })
+	calls, products := f.registry.count()
+	if products != 360 {
+		t.Errorf("%d products at the registry, want 360", products)
+	}
+	t.Logf("%d calls for 360 rows (replays after rebalances: %d)", calls, calls-360)
+	if got := gathered(t, f.reg, "bulkreg_consumer_rebalances_total"); got < 2 {
+		t.Errorf("the second member saw %v generations, want ≥ 2", got)
+	}
 }
 
 // TestUnavailable: the consumer stops calling on one typed error from every
@@ -894,45 +861,42 @@ func (d *flakyDLQ) WriteDeadLetter(ctx context.Context, dl DeadLetter) error {
 // acknowledged. While the writer fails, the commit stays below the row and
 // the row has no result; once it succeeds, both move on.
 func TestDeadLetterAckedBeforeFinished(t *testing.T) {
-	forEachPath(t, func(t *testing.T, path string) {
-		script := func(key string, n int) registryclient.Result {
-			if key == "u:1" {
-				return registryclient.Result{Class: registryclient.Transient, Status: 503, Err: errors.New("the registration API answered 503")}
-			}
-			return registryclient.Result{Class: registryclient.Registered, Status: 201}
+	script := func(key string, n int) registryclient.Result {
+		if key == "u:1" {
+			return registryclient.Result{Class: registryclient.Transient, Status: 503, Err: errors.New("the registration API answered 503")}
 		}
-		f := newFixture(t, 1, script)
-		f.cfg.RowPath = path
-		dlq := &flakyDLQ{}
-		dlq.failing.Store(true)
-		f.dlqW = dlq
-		f.start()
-		produce(t, f.brokers, f.topic, kafka.Message{Key: []byte("s"), Value: []byte("{not json")}) // offset 0
-		f.publish("u", "s", 5)                                                                      // offsets 1-5; row 1 always 503
-		testwait.For(t, 5*time.Second, "rows 2-5 registered", func() bool { return f.registeredCount("u") == 4 })
-		testwait.For(t, 5*time.Second, "both dead letters refused more than once", func() bool { return dlq.attempts.Load() >= 4 })
-		time.Sleep(3 * f.cfg.CommitInterval)
-		if off := committedOffsets(t, f.brokers, f.cfg.Group, f.topic, 1)[0]; off > 0 {
-			t.Errorf("committed offset %d while the dead-letter writes fail, want ≤ 0 (the undecodable message at 0 is not finished)", off)
-		}
-		if r, ok := f.status.snapshot()["u:1"]; ok {
-			t.Errorf("row 1 recorded as %+v before its dead letter was written", r)
-		}
-		if got := gathered(t, f.reg, "bulkreg_consumer_dlq_writes_total"); got != 0 {
-			t.Errorf("DLQ writes metric %v while every write failed, want 0", got)
-		}
-		dlq.failing.Store(false)
-		testwait.For(t, 5*time.Second, "offsets committed past both dead letters", func() bool {
-			return committedOffsets(t, f.brokers, f.cfg.Group, f.topic, 1)[0] == 6
-		})
-		if r := f.status.snapshot()["u:1"]; r.State != "failed" || r.Attempts != 4 {
-			t.Errorf("row 1 = %+v, want failed after 4 attempts once its dead letter was written", r)
-		}
-		dlq.mu.Lock()
-		defer dlq.mu.Unlock()
-		if len(dlq.written) != 2 {
-			t.Fatalf("%d dead letters written, want 2 (the undecodable message and row 1)", len(dlq.written))
-		}
-		t.Logf("dead-letter write attempts: %d for 2 dead letters", dlq.attempts.Load())
+		return registryclient.Result{Class: registryclient.Registered, Status: 201}
+	}
+	f := newFixture(t, 1, script)
+	dlq := &flakyDLQ{}
+	dlq.failing.Store(true)
+	f.dlqW = dlq
+	f.start()
+	produce(t, f.brokers, f.topic, kafka.Message{Key: []byte("s"), Value: []byte("{not json")}) // offset 0
+	f.publish("u", "s", 5)                                                                      // offsets 1-5; row 1 always 503
+	testwait.For(t, 5*time.Second, "rows 2-5 registered", func() bool { return f.registeredCount("u") == 4 })
+	testwait.For(t, 5*time.Second, "both dead letters refused more than once", func() bool { return dlq.attempts.Load() >= 4 })
+	time.Sleep(3 * f.cfg.CommitInterval)
+	if off := committedOffsets(t, f.brokers, f.cfg.Group, f.topic, 1)[0]; off > 0 {
+		t.Errorf("committed offset %d while the dead-letter writes fail, want ≤ 0 (the undecodable message at 0 is not finished)", off)
+	}
+	if r, ok := f.status.snapshot()["u:1"]; ok {
+		t.Errorf("row 1 recorded as %+v before its dead letter was written", r)
+	}
+	if got := gathered(t, f.reg, "bulkreg_consumer_dlq_writes_total"); got != 0 {
+		t.Errorf("DLQ writes metric %v while every write failed, want 0", got)
+	}
+	dlq.failing.Store(false)
+	testwait.For(t, 5*time.Second, "offsets committed past both dead letters", func() bool {
+		return committedOffsets(t, f.brokers, f.cfg.Group, f.topic, 1)[0] == 6
 	})
+	if r := f.status.snapshot()["u:1"]; r.State != "failed" || r.Attempts != 4 {
+		t.Errorf("row 1 = %+v, want failed after 4 attempts once its dead letter was written", r)
+	}
+	dlq.mu.Lock()
+	defer dlq.mu.Unlock()
+	if len(dlq.written) != 2 {
+		t.Fatalf("%d dead letters written, want 2 (the undecodable message and row 1)", len(dlq.written))
+	}
+	t.Logf("dead-letter write attempts: %d for 2 dead letters", dlq.attempts.Load())
 }

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
@@ -17,13 +16,10 @@ import (
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
-// Redis stores that can write a call's traces as one script on the seller's
-// hash tag (internal/scriptbatch): compliance.Recorder, throttle.Throttle,
-// ledger.Ledger. A store without it (a test's fake) is written on its own.
+// Redis stores that can write a call's traces as steps of one script on the
+// seller's hash tag (internal/scriptbatch): throttle.Throttle, ledger.Ledger.
+// A store without them (a test's fake) is written on its own.
 type (
-	stepRecorder interface {
-		RecordWith(ctx context.Context, seller string, c compliance.Call, steps ...scriptbatch.Step) error
-	}
 	slotSteps interface {
 		SettleStep(r throttle.Reservation, at time.Time) (scriptbatch.Step, bool)
 		ReleaseStep(r throttle.Reservation) (scriptbatch.Step, bool)
@@ -32,80 +28,6 @@ type (
 		MarkStep(seller, sku, row, hash, productID string, into *ledger.Entry) (scriptbatch.Step, error)
 	}
 )
-
-// afterCall writes what a call that was made leaves in Redis: the call in
-// the seller's compliance history, its slot settled at the answer (the API
-// counted it) or given back (it did not), and a registration's SKU in the
-// ledger (marked). These are one script on the seller's hash tag, one
-// command instead of three: per-script overhead would be most of Redis's
-// time per row. Only the app-wide slot, on another hash tag, is settled on
-// its own. The history is written before the drain ends or the call is
-// logged as missing from it; the slot is best effort, as everywhere.
-func (c *Consumer) afterCall(r *row, s *slot, res registryclient.Result, sku *skuClaim, log *slog.Logger) (mk marked) {
-	m := r.m
-	class := res.Class.String()
-	call := compliance.Call{At: s.called, Status: res.Status, Class: class, Key: m.IdempotencyKey}
-	count := counted(res.Class)
-	// When the API answered; zero for a call that got no answer, which the
-	// throttle takes as counted as late as its log allows (Throttle.Settle).
-	answered := s.answered
-	if unanswered(res) {
-		answered = time.Time{}
-	}
-	rest := s.Reservation // what Settle or Release still has to do
-	rec, batch := c.deps.Calls.(stepRecorder)
-	var steps []scriptbatch.Step
-	marking := false // the ledger's mark is a step of the batch
-	if batch {
-		if th, ok := c.deps.Throttle.(slotSteps); ok {
-			var st scriptbatch.Step
-			if count {
-				st, ok = th.SettleStep(s.Reservation, answered)
-			} else {
-				st, ok = th.ReleaseStep(s.Reservation)
-			}
-			if ok {
-				steps = append(steps, st)
-				rest = rest.AppWide()
-			}
-		}
-		var st scriptbatch.Step
-		if st, marking = sku.markStep(res, &mk); marking {
-			steps = append(steps, st)
-		}
-	}
-	err := c.untilRedis(r.finishCtx(), "record the call in the compliance history", log, func(ctx context.Context) error {
-		if batch {
-			return rec.RecordWith(ctx, m.SellerID, call, steps...)
-		}
-		return c.deps.Calls.Record(ctx, m.SellerID, call)
-	})
-	if err != nil {
-		log.Error("a registry call is missing from the compliance history: Redis did not take it before the drain ended",
-			"status", res.Status, "class", class, "err", err)
-		rest = s.Reservation // the batch's steps did not run: try the slot on its own
-	}
-	if marking {
-		mk.done, mk.failed = err == nil, err != nil
-	}
-	if r.finishCtx().Err() != nil {
-		// The drain ended: no best-effort write starts after it. The slot
-		// keeps its call's latest count, which is safe (package throttle).
-		return mk
-	}
-	switch {
-	case count:
-		c.settle(rest, answered)
-	case res.Class == registryclient.RateLimited:
-		// The API refused for the seller's limit: the slot goes back, but
-		// the seller's gate stays shut until the block that follows says
-		// when to ask again.
-		c.unreserve(&slot{Reservation: rest})
-	default:
-		c.release(&slot{Reservation: rest})
-	}
-	return mk
-}
 
 // counted reports whether the API may have counted the call against the
 // seller's limit. It counts only registrations (201); a replay, a refusal or
@@ -125,21 +47,6 @@ func counted(c registryclient.Class) bool {
 // have counted it, or may still count it, after the failure was seen.
 func unanswered(res registryclient.Result) bool {
 	return res.Class == registryclient.Transient && res.Status == 0
-}
-
-// block tells the throttle the API refused the seller, or with an
-// app-wide 429 the whole application, until Retry-After.
-func (c *Consumer) block(r *row, retryAfter time.Duration, scope registryclient.Scope, log *slog.Logger) {
-	if retryAfter <= 0 {
-		retryAfter = time.Second
-	}
-	what, block := "the seller", func(ctx context.Context) error { return c.deps.Throttle.Block(ctx, r.m.SellerID, retryAfter) }
-	if scope == registryclient.ScopeApp {
-		what, block = "the app-wide limit", func(ctx context.Context) error { return c.deps.Throttle.BlockGlobal(ctx, retryAfter) }
-	}
-	if err := c.untilRedis(r.ctx(), "block "+what+" in the throttle", log, block); err != nil {
-		log.Warn("could not block "+what+" in the throttle", "err", err)
-	}
 }
 
 // record writes the row's outcome into its upload's status, then marks the

@@ -1,6 +1,37 @@
 package consumer
 
-import "time"
+import (
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/bulkreg/bulkreg"
+)
+
+// dispatch is step one for every message read: decode it and queue it on
+// its seller's runner; a message that cannot be decoded goes to the
+// dead-letter topic at once.
+func (c *Consumer) dispatch(r *row) {
+	m, err := bulkreg.DecodeRecord(r.msg.Key, r.msg.Value) // key and value must name one seller
+	if err != nil {
+		c.log.Error("undecodable message: sending it to the dead-letter topic",
+			"partition", r.msg.Partition, "offset", r.msg.Offset, "err", err)
+		go c.deadLetter(r, DeadLetter{Original: r.msg, Class: ClassBadMessage, Message: err.Error(), FirstFailure: time.Now()}, c.log)
+		return
+	}
+	r.m = m
+	c.runners.add(r)
+}
+
+// tries is what one row's attempts have met so far.
+type tries struct {
+	// The retry budget starts at the first transient failure: time spent
+	// waiting for slots, for Redis or behind a 429 is not a failure.
+	retry                 backoff.BackOff
+	refused               backoff.BackOff // paces retries after a Misconfigured answer when no circuit holds the row
+	attempts, rateLimited int
+	firstFailure          time.Time
+}
 
 // callJob is one call a runner hands to the call pool at its slot.
 type callJob struct {
@@ -17,12 +48,17 @@ func (c *Consumer) callWorker(jobs <-chan callJob) {
 	}
 }
 
-// callOne makes one row's call at its slot, as the other path's call does:
-// the circuit is asked right before it, and the clock is read last, right
-// before the request is written; a call later than its slot allows is not
-// made (it.missed), since the throttle's log holds its latest count on the
-// assumption that it is sent by Reservation.SendBy. The call is not
-// cancelled by a rebalance, only when the drain times out.
+// callOne makes one row's call at its slot. Calls run at most
+// MaxConcurrentCalls at once. The circuit is asked before the lateness is
+// judged, so its round trip counts in the lateness; it is not cut short at
+// the lateness: an answer lost to our own deadline could be a probe granted
+// and never made, which holds the whole fleet for the probe's lease. The
+// clock is read last, right before the request is written: a call later than
+// its slot allows (waiting for a turn, a late timer, a process paused past
+// its slot) is not made (it.missed), since the throttle's log holds its
+// latest count on the assumption that it is sent by Reservation.SendBy; only
+// a pause between the reading and the write can send it later. The call is
+// not cancelled by a rebalance, only when the drain times out.
 func (c *Consumer) callOne(it *item) {
 	r, s := it.r, it.slot
 	c.calls <- struct{}{} // a turn: the keep-warm requests take them too
@@ -42,7 +78,7 @@ func (c *Consumer) callOne(it *item) {
 	if !it.cb.allow(r.ctx()) {
 		return // refused by the circuit: no attempt spent
 	}
-	if !c.redis.healthy() {
+	if !c.redis.healthy() { // fail closed: the row takes a new slot once Redis answers
 		it.cb.abandon()
 		return
 	}

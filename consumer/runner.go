@@ -1,4 +1,4 @@
-// The runner path (Config.RowPath = runner): one runner per (partition,
+// The runners: one runner per (partition,
 // seller) owns that seller's queue of rows, its slots, its calls in flight
 // and its next ask, and moves its rows a batch at a time:
 //
@@ -15,7 +15,7 @@
 //  5. once every call of the batch is answered, write their compliance
 //     records, settles or give-backs and ledger marks in one script, and
 //     each upload's row results in one write;
-//  6. finish the rows (offsets as on the other path), and go on with the
+//  6. finish the rows (offsets.go), and go on with the
 //     next batch, booked after this one's answers.
 //
 // A runner ends when its queue is empty; rows that arrive while a batch is
@@ -194,8 +194,9 @@ type item struct {
 	notBefore time.Time
 	sku       *skuClaim // from its first batch on
 	t         tries
-	// suspect: the row's call failed while its seller's other calls were
-	// answered; its failures are its own and spend its attempts.
+	// suspect: the row's call failed while its seller's calls sent with it
+	// or after it were answered; its failures are its own and spend its
+	// attempts.
 	suspect bool
 	// admitted: the row's upload was found to exist (door.go).
 	admitted bool
@@ -220,8 +221,11 @@ type call struct {
 	called bool // handed to the call pool
 	made   bool
 	missed bool // the call could not start within its lateness
-	res    registryclient.Result
-	mk     marked
+	// own: the call failed while its seller's calls sent with it or after
+	// it were answered: the failure is its row's own (conclude).
+	own bool
+	res registryclient.Result
+	mk  marked
 }
 
 // sellerHold is the runner's hold of a seller the API fails.
@@ -254,7 +258,7 @@ func (rn *runner) run() {
 			}
 			continue // a row came in meanwhile: give it back too
 		}
-		b, retrying, wait := rn.take()
+		b, retrying, wait := rn.take(rn.c.cfg.SellerConcurrency)
 		if b == nil {
 			if wait < 0 {
 				if rn.rs.done(rn) {
@@ -305,9 +309,8 @@ func (rn *runner) giveBackQueue() {
 }
 
 // settleClaims releases the SKU claims that rows given back still hold,
-// keeping their keys, all at once (each bounded by releaseTimeout), as a
-// lanes row settles its claim when its job ends: another row with the SKU
-// need not wait out the lease. The runner ends after this, and Run waits for
+// keeping their keys, all at once (each bounded by releaseTimeout):
+// another row with the SKU need not wait out the lease. The runner ends after this, and Run waits for
 // the runners, so the caller closes Redis after the releases.
 func settleClaims(its []*item) {
 	var wg sync.WaitGroup
@@ -320,10 +323,10 @@ func settleClaims(its []*item) {
 }
 
 // take takes the next batch off the queue: the rows ready now, up to the
-// room; rows whose slots went by (item.retry) go first, in a batch of their
+// room and most (what is left of SellerConcurrency in the batch); rows whose slots went by (item.retry) go first, in a batch of their
 // own, due now. Without a batch it returns how long to wait (negative: the
 // queue is empty).
-func (rn *runner) take() (b []*item, retrying bool, wait time.Duration) {
+func (rn *runner) take(most int) (b []*item, retrying bool, wait time.Duration) {
 	rn.rs.mu.Lock()
 	empty := len(rn.queue) == 0
 	rn.rs.mu.Unlock()
@@ -335,7 +338,7 @@ func (rn *runner) take() (b []*item, retrying bool, wait time.Duration) {
 		return nil, false, w
 	}
 	held := rn.hold.held()
-	want := min(rn.room, rn.c.cfg.SellerConcurrency, maxBatch)
+	want := min(rn.room, most, maxBatch)
 	if held {
 		if w := rn.hold.probe.Sub(now); w > 0 {
 			rn.expireHold(now)
@@ -440,7 +443,11 @@ func (rn *runner) batch(ctx context.Context, b []*item, retrying bool) {
 			if !rn.dueNow || retrying || probe || rn.hold.held() {
 				break
 			}
-			if b, _, _ = rn.take(); len(b) == 0 {
+			left := c.cfg.SellerConcurrency - len(all)
+			if left <= 0 {
+				break
+			}
+			if b, _, _ = rn.take(left); len(b) == 0 {
 				break
 			}
 			if b = rn.admit(b); len(b) == 0 {
@@ -621,6 +628,17 @@ func (rn *runner) reserve(ctx context.Context, b []*item, starts int) (calls []*
 			c.m.stateLost.Inc()
 			rn.log.Warn("Redis had lost the throttle's state of this seller's hash slot (restarted empty, flushed, or a new server after a restart or failover): no seller there gets a slot before the hold ends",
 				"held_until", r.HeldUntil, "hold", time.Until(r.HeldUntil).Round(time.Millisecond))
+		}
+		if got != nil && got[i].At.Before(r.HeldUntil) {
+			// The claim was taken before the hold after a loss of the
+			// seller's hash slot ended: a claim the loss erased may have
+			// let this row take it while another row's call was out. The
+			// row claims again once the hold is over, when every call out
+			// at the loss has been answered and marked.
+			freed = append(freed, r)
+			it.notBefore = arrived.Add(r.HeldUntil.Sub(r.At.Add(-r.Wait)) + c.cfg.MaxLateness)
+			later = append(later, it)
+			continue
 		}
 		s := &slot{Reservation: r}
 		s.place(c.clock, sent, arrived, r.At.Add(-r.Wait))
@@ -850,7 +868,21 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 	c := rn.c
 	finish := rn.p.finishCtx
 	var ws []callWrite
-	var answered, failed, fresh bool // the API answered a call of this seller; a call failed; one of a row not suspect
+	// The last call of this seller the API answered, by when it was sent: a
+	// call that failed before it, or within MaxLateness after it (calls that
+	// close are sent together, in no order that means anything), failed
+	// while the API served the seller: its failure is its row's own. One
+	// sent later, with none answered since, may be the seller's or the
+	// API's (an outage that began during the batch): the seller is held.
+	var lastAnswered time.Time
+	answered := false
+	for _, it := range calls {
+		if it.call != nil && it.slot != nil && it.made && answeredClass(it.res.Class) {
+			answered = true
+			lastAnswered = maxTime(lastAnswered, it.slot.called)
+		}
+	}
+	held := false // a call of a row not suspect failed after the last answer
 	for _, it := range calls {
 		if it.call == nil || it.slot == nil {
 			continue // checked out or revoked: queued again, or given back
@@ -869,19 +901,13 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 			w.mark = &st
 		}
 		ws = append(ws, w)
-		switch res.Class {
-		case registryclient.Registered, registryclient.Replayed, registryclient.Permanent, registryclient.RateLimited:
-			answered = true
-		case registryclient.Transient:
-			if !it.cb.outage {
-				failed = true
-				fresh = fresh || !it.suspect
-			}
-		case registryclient.Misconfigured:
-			if it.cb.own {
-				failed = true
-				fresh = fresh || !it.suspect
-			}
+		failed := (res.Class == registryclient.Transient && !it.cb.outage) || (res.Class == registryclient.Misconfigured && it.cb.own)
+		switch {
+		case !failed:
+		case answered && !s.called.After(lastAnswered.Add(c.cfg.MaxLateness)):
+			it.own = true
+		case !it.suspect:
+			held = true
 		}
 	}
 	err := c.writeCalls(finish, rn.seller, ws, freed)
@@ -909,7 +935,6 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 			c.unreserve(&slot{Reservation: w.rest})
 		}
 	}
-	held := failed && !answered && fresh
 	rn.judge(answered, held, calls)
 
 	// Each row's outcome.
@@ -977,17 +1002,14 @@ func (rn *runner) markStep(it *item) (scriptbatch.Step, bool) {
 	return it.sku.markStep(it.res, &it.mk)
 }
 
-// judge updates the seller's hold from the batch: answered, the API
-// answered one of its calls (the hold ends); held, its calls failed with
-// none answered and not all by rows whose failures are their own.
+// judge updates the seller's hold from the batch: held, a call of a row not
+// suspect failed after the seller's last answered call (or with none
+// answered): the seller is held, or its hold goes on; else answered, the API
+// answered one of its calls: the hold ends.
 func (rn *runner) judge(answered, held bool, calls []*item) {
 	c, h := rn.c, &rn.hold
 	now := time.Now()
 	switch {
-	case answered && h.held():
-		rn.log.Info("the registration API answers this seller again: its rows go on", "held_for", now.Sub(h.since).Round(time.Millisecond))
-		*h = sellerHold{}
-		c.m.sellersHeld.Dec()
 	case held:
 		for _, it := range calls {
 			if it.call != nil && it.made && (it.res.Class == registryclient.Transient || it.res.Class == registryclient.Misconfigured) {
@@ -997,12 +1019,16 @@ func (rn *runner) judge(answered, held bool, calls []*item) {
 		if !h.held() {
 			h.since, h.next = now, c.cfg.SellerProbeMin
 			c.m.sellersHeld.Inc()
-			rn.log.Warn("the registration API fails every call of this seller while none is answered: the seller is held, its rows spend no attempt, one is tried per growing interval",
+			rn.log.Warn("the registration API fails this seller's calls and answers none after them: the seller is held, its rows spend no attempt, one is tried per growing interval",
 				"status", h.last.Status, "err", h.last.Err, "first_probe_in", h.next, "dead_letter_after", c.cfg.SellerHoldLimit)
 		} else {
 			h.next = min(2*h.next, c.cfg.SellerProbeMax)
 		}
 		h.probe = now.Add(h.next)
+	case answered && h.held():
+		rn.log.Info("the registration API answers this seller again: its rows go on", "held_for", now.Sub(h.since).Round(time.Millisecond))
+		*h = sellerHold{}
+		c.m.sellersHeld.Dec()
 	}
 }
 
@@ -1059,7 +1085,8 @@ const (
 )
 
 // outcome acts on the answer to a row's call. held: the seller is held
-// (its failure is not the row's). A row's attempts count its calls (but a
+// (a failure after its last answered call is not its row's, unless the row
+// is suspect already). A row's attempts count its calls (but a
 // refusal of bulkreg itself); its retry budget is spent only by failures
 // that are its own.
 func (rn *runner) outcome(it *item, held bool) outcome {
@@ -1105,7 +1132,7 @@ func (rn *runner) outcome(it *item, held bool) outcome {
 		t.attempts++
 	}
 	// Transient, or a refusal of bulkreg the circuit judged this seller's.
-	if it.cb.outage || held {
+	if it.cb.outage || (held && !it.own && !it.suspect) {
 		return outcomeAgain // the outage's or the seller's, not the row's
 	}
 	it.suspect = true
@@ -1121,7 +1148,7 @@ func (rn *runner) outcome(it *item, held bool) outcome {
 		c.deadLetterHeld(it.r, deadLetterOf(it.r, *res, t.attempts, t.firstFailure), it.sku, rn.log)
 		return outcomeGone
 	}
-	rn.log.Warn("transient registration failure of one row while its seller's other calls are answered, retrying", "row", it.r.m.Row, "attempt", t.attempts, "in", wait, "status", res.Status, "err", res.Err)
+	rn.log.Warn("transient registration failure of the row's own (its seller's later calls were answered), retrying", "row", it.r.m.Row, "attempt", t.attempts, "in", wait, "status", res.Status, "err", res.Err)
 	it.notBefore = time.Now().Add(wait)
 	return outcomeAgain
 }
@@ -1222,6 +1249,16 @@ func (rn *runner) result(it *item) (rr uploadstatus.RowResult, kind string, good
 		kind = uploadstatus.AlreadyRegistered
 	}
 	return s.registeredAs(e, it.t.attempts), kind, true
+}
+
+// answeredClass reports whether the API answered a call of this class
+// itself: a registration, a replay, a refusal of the row or a 429.
+func answeredClass(c registryclient.Class) bool {
+	switch c {
+	case registryclient.Registered, registryclient.Replayed, registryclient.Permanent, registryclient.RateLimited:
+		return true
+	}
+	return false
 }
 
 func errorsIsInvalid(err error) bool { return errors.Is(err, ledger.ErrInvalid) }

@@ -37,7 +37,7 @@ func (s *stack) withLedger() func(*Config, *Deps) {
 func TestRunnerPacesManySellers(t *testing.T) {
 	const sellers, rows = 12, 300
 	s := newStack(t, stackOptions{partitions: 4, limit: 100, window: 3 * time.Second, margin: 50 * time.Millisecond,
-		latency: 5 * time.Millisecond, jitter: 2 * time.Millisecond, rowPath: RowPathRunner})
+		latency: 5 * time.Millisecond, jitter: 2 * time.Millisecond})
 	for range 2 {
 		s.startConsumer(s.withLedger())
 	}
@@ -121,7 +121,7 @@ func TestRunnerHoldsASellerTheAPIFails(t *testing.T) {
 		d.Retry = short
 	}
 	t.Run("a lone seller meets an outage", func(t *testing.T) {
-		s := newStack(t, stackOptions{partitions: 4, limit: 100, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond, rowPath: RowPathRunner})
+		s := newStack(t, stackOptions{partitions: 4, limit: 100, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond})
 		for range 4 {
 			s.startConsumer(s.withLedger(), probes)
 		}
@@ -146,7 +146,7 @@ func TestRunnerHoldsASellerTheAPIFails(t *testing.T) {
 		}
 	})
 	t.Run("a poison seller never holds another", func(t *testing.T) {
-		s := newStack(t, stackOptions{partitions: 1, limit: 50, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond, rowPath: RowPathRunner})
+		s := newStack(t, stackOptions{partitions: 1, limit: 50, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond})
 		if err := s.sandbox.SetChaos(sandbox.Chaos{Sellers: []string{"poison"}}); err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +191,7 @@ func TestRunnerHoldsASellerTheAPIFails(t *testing.T) {
 		testwait.For(t, 5*time.Second, "the hold ends", func() bool { return testutil.ToFloat64(c.m.sellersHeld) == 0 })
 	})
 	t.Run("rows held past the hold limit go to the dead-letter topic", func(t *testing.T) {
-		s := newStack(t, stackOptions{partitions: 1, limit: 50, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond, rowPath: RowPathRunner})
+		s := newStack(t, stackOptions{partitions: 1, limit: 50, window: time.Second, margin: 50 * time.Millisecond, latency: 3 * time.Millisecond})
 		if err := s.sandbox.SetChaos(sandbox.Chaos{Sellers: []string{"poison"}}); err != nil {
 			t.Fatal(err)
 		}

@@ -36,38 +36,36 @@ func (p *pausingBreaker) Allow(ctx context.Context) (circuit.Decision, error) {
 // SendBy. A consumer that judged only its own MaxLateness would send the
 // call 150 ms after its slot, later than the log's latest count allows.
 func TestAPausedCallerDoesNotSendPastItsSendBy(t *testing.T) {
-	forEachPath(t, func(t *testing.T, path string) {
-		s := newStack(t, stackOptions{rowPath: path, partitions: 1, limit: 10, window: time.Second, margin: 100 * time.Millisecond})
-		var rt *recordingThrottle
-		s.startConsumer(func(cfg *Config, d *Deps) {
-			cfg.MaxLateness = 200 * time.Millisecond
-			p := cfg.ThrottlePolicy(s.limit, s.window, s.margin)
-			p.SendWithin = 20 * time.Millisecond
-			th, err := throttle.New(s.rdb, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rt = &recordingThrottle{Throttle: th, released: map[string]bool{}}
-			d.Throttle = rt
-			d.Circuit = &pausingBreaker{Breaker: s.breaker(), pause: 150 * time.Millisecond}
-		})
-		s.waitGroupStable("registrar", 1)
-		s.publish("up-1", "seller-a", 1)
-		s.waitProducts("seller-a", 1, 10*time.Second)
-		calls := s.sandbox.Calls()
-		rt.mu.Lock()
-		granted := append([]throttle.Reservation(nil), rt.granted...)
-		rt.mu.Unlock()
-		if len(calls) != 1 || len(granted) < 2 {
-			t.Fatalf("%d calls at the API under %d slots, want 1 call, made under a slot taken after the paused one", len(calls), len(granted))
+	s := newStack(t, stackOptions{partitions: 1, limit: 10, window: time.Second, margin: 100 * time.Millisecond})
+	var rt *recordingThrottle
+	s.startConsumer(func(cfg *Config, d *Deps) {
+		cfg.MaxLateness = 200 * time.Millisecond
+		p := cfg.ThrottlePolicy(s.limit, s.window, s.margin)
+		p.SendWithin = 20 * time.Millisecond
+		th, err := throttle.New(s.rdb, p)
+		if err != nil {
+			t.Fatal(err)
 		}
-		sent := calls[0].Received // on this machine's clock, which is Redis's
-		if sent.After(granted[0].SendBy) && sent.Before(granted[1].At) {
-			t.Errorf("the call reached the API at %v, %v after the paused slot's SendBy: the paused consumer sent it", sent, sent.Sub(granted[0].SendBy))
-		}
-		last := granted[len(granted)-1]
-		if sent.Before(last.At) || sent.After(last.SendBy.Add(50*time.Millisecond)) {
-			t.Errorf("the call reached the API at %v, want between its slot %v and its SendBy %v (+50 ms for the network)", sent, last.At, last.SendBy)
-		}
+		rt = &recordingThrottle{Throttle: th, released: map[string]bool{}}
+		d.Throttle = rt
+		d.Circuit = &pausingBreaker{Breaker: s.breaker(), pause: 150 * time.Millisecond}
 	})
+	s.waitGroupStable("registrar", 1)
+	s.publish("up-1", "seller-a", 1)
+	s.waitProducts("seller-a", 1, 10*time.Second)
+	calls := s.sandbox.Calls()
+	rt.mu.Lock()
+	granted := append([]throttle.Reservation(nil), rt.granted...)
+	rt.mu.Unlock()
+	if len(calls) != 1 || len(granted) < 2 {
+		t.Fatalf("%d calls at the API under %d slots, want 1 call, made under a slot taken after the paused one", len(calls), len(granted))
+	}
+	sent := calls[0].Received // on this machine's clock, which is Redis's
+	if sent.After(granted[0].SendBy) && sent.Before(granted[1].At) {
+		t.Errorf("the call reached the API at %v, %v after the paused slot's SendBy: the paused consumer sent it", sent, sent.Sub(granted[0].SendBy))
+	}
+	last := granted[len(granted)-1]
+	if sent.Before(last.At) || sent.After(last.SendBy.Add(50*time.Millisecond)) {
+		t.Errorf("the call reached the API at %v, want between its slot %v and its SendBy %v (+50 ms for the network)", sent, last.At, last.SendBy)
+	}
 }

@@ -26,110 +26,101 @@ import (
 // partition: it reads the very same record. A copy of the row sent again
 // (redrive) is another record and registers.
 func TestDeadLetteredRowReadAgainIsNotCalled(t *testing.T) {
-	forEachPath(t, func(t *testing.T, path string) {
-		s := newStack(t, stackOptions{rowPath: path, partitions: 1, limit: 100, window: 2 * time.Second, margin: 50 * time.Millisecond})
-		ctx := context.Background()
-		ld := ledger.New(s.rdb, ledger.Options{Lease: time.Minute})
-		hold := &holdAPI{next: s.sandbox, rules: map[string]*holdRule{}}
-		gated := httptest.NewServer(s.calls.wrap(hold)) // counts the calls the hold answers 503 too
-		t.Cleanup(gated.Close)
-		api, err := registryclient.New(registryclient.Options{BaseURL: gated.URL, Timeout: 2 * time.Second})
-		if err != nil {
-			t.Fatal(err)
+	s := newStack(t, stackOptions{partitions: 1, limit: 100, window: 2 * time.Second, margin: 50 * time.Millisecond})
+	ctx := context.Background()
+	ld := ledger.New(s.rdb, ledger.Options{Lease: time.Minute})
+	hold := &holdAPI{next: s.sandbox, rules: map[string]*holdRule{}}
+	gated := httptest.NewServer(s.calls.wrap(hold)) // counts the calls the hold answers 503 too
+	t.Cleanup(gated.Close)
+	api, err := registryclient.New(registryclient.Options{BaseURL: gated.URL, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withAPI := func(group string) func(*Config, *Deps) {
+		return func(cfg *Config, d *Deps) {
+			cfg.Group = group
+			shortHold(cfg)
+			d.Ledger, d.Circuit, d.Registry = ld, nil, api
+			p := s.retryPolicy()
+			p.MaxAttempts = 3
+			d.Retry = p
 		}
-		withAPI := func(group string) func(*Config, *Deps) {
-			return func(cfg *Config, d *Deps) {
-				cfg.Group = group
-				shortHold(cfg)
-				d.Ledger, d.Circuit, d.Registry = ld, nil, api
-				p := s.retryPolicy()
-				p.MaxAttempts = 3
-				d.Retry = p
-			}
-		}
-		store := uploadstatus.New(s.rdb, time.Hour)
-		const seller, sku = "seller-d", "D-1"
-		own := bulkreg.IdempotencyKey("up-d", 2)
-		hold.set(seller, &holdRule{match: func(p bulkreg.Product) bool { return p.SellerSKU == sku }, failAll: true})
+	}
+	store := uploadstatus.New(s.rdb, time.Hour)
+	const seller, sku = "seller-d", "D-1"
+	own := bulkreg.IdempotencyKey("up-d", 2)
+	hold.set(seller, &holdRule{match: func(p bulkreg.Product) bool { return p.SellerSKU == sku }, failAll: true})
 
-		first := s.startConsumer(withAPI("registrar"))
-		s.publishSKUs("up-d", seller, []string{sku}) // offset 0 of partition 0
-		st := s.waitDone(store, "up-d", 1)
-		if len(st.Rows) != 1 || st.Rows[0].State != uploadstatus.Failed || st.Rows[0].Code != "transient" {
-			t.Fatalf("row after the API's 503s: %+v; want failed, transient", st.Rows)
-		}
-		if n := len(readDLQ(t, s.brokers, s.topic, 1)); n != 1 {
-			t.Fatalf("%d dead letters, want 1", n)
-		}
-		e, err := ld.Lookup(ctx, seller, []string{sku})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := e[sku]; got.State != ledger.Claimed || !got.At.IsZero() {
-			t.Fatalf("ledger entry after the dead letter: %+v; want the claim released", got)
-		}
-		// Its attempts: the retry budget's 3 on the lanes path; on the
-		// runner path the calls made while its seller was held, until the
-		// hold limit.
-		s.calls.mu.Lock()
-		before := s.calls.byKey[own]
-		s.calls.mu.Unlock()
-		attempts := 3
-		if path == RowPathRunner {
-			attempts = before
-		}
-		record := ledger.Record(s.topic, 0, 0)
-		if note, err := s.rdb.HGet(ctx, ledger.AsideKey(seller), record).Result(); err != nil || !strings.HasPrefix(note, fmt.Sprintf("transient\t%d\t", attempts)) || attempts < 1 {
-			t.Fatalf("set-aside note of %s: %q, %v; want transient after %d attempts", record, note, err, attempts)
-		}
-		failed := st.Rows[0]
-		if before != attempts {
-			t.Fatalf("%d calls with the row's key while the API was down, want %d (its attempts)", before, attempts)
-		}
+	first := s.startConsumer(withAPI("registrar"))
+	s.publishSKUs("up-d", seller, []string{sku}) // offset 0 of partition 0
+	st := s.waitDone(store, "up-d", 1)
+	if len(st.Rows) != 1 || st.Rows[0].State != uploadstatus.Failed || st.Rows[0].Code != "transient" {
+		t.Fatalf("row after the API's 503s: %+v; want failed, transient", st.Rows)
+	}
+	if n := len(readDLQ(t, s.brokers, s.topic, 1)); n != 1 {
+		t.Fatalf("%d dead letters, want 1", n)
+	}
+	e, err := ld.Lookup(ctx, seller, []string{sku})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e[sku]; got.State != ledger.Claimed || !got.At.IsZero() {
+		t.Fatalf("ledger entry after the dead letter: %+v; want the claim released", got)
+	}
+	// Its attempts in the note: the calls made with its key while its
+	// seller was held, until the hold limit.
+	s.calls.mu.Lock()
+	before := s.calls.byKey[own]
+	s.calls.mu.Unlock()
+	attempts := before
+	record := ledger.Record(s.topic, 0, 0)
+	if note, err := s.rdb.HGet(ctx, ledger.AsideKey(seller), record).Result(); err != nil || !strings.HasPrefix(note, fmt.Sprintf("transient\t%d\t", attempts)) || attempts < 1 {
+		t.Fatalf("set-aside note of %s: %q, %v; want transient after %d attempts", record, note, err, attempts)
+	}
+	failed := st.Rows[0]
 
-		// The API is up again; the same record is read again.
-		hold.set(seller, &holdRule{match: func(bulkreg.Product) bool { return false }})
-		again := s.startConsumer(withAPI("next-owner"))
-		asides := again.m.rows.WithLabelValues("set_aside")
-		testwait.For(t, 20*time.Second, "the re-read row finished", func() bool { return testutil.ToFloat64(asides) == 1 })
-		s.calls.mu.Lock()
-		after := s.calls.byKey[own]
-		s.calls.mu.Unlock()
-		if after != before {
-			t.Errorf("the re-read row was called %d more times; want none", after-before)
-		}
-		if a := s.audit(seller); a.Products != 0 {
-			t.Errorf("%d products at the API after the re-read, want 0", a.Products)
-		}
-		st, err = store.Get(ctx, "up-d")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(st.Rows) != 1 || st.Rows[0].State != uploadstatus.Failed || st.Rows[0].Code != failed.Code ||
-			st.Rows[0].Reason != failed.Reason || st.Rows[0].Attempts != failed.Attempts {
-			t.Errorf("row after the re-read: %+v; want the dead letter's result again, %+v", st.Rows, failed)
-		}
+	// The API is up again; the same record is read again.
+	hold.set(seller, &holdRule{match: func(bulkreg.Product) bool { return false }})
+	again := s.startConsumer(withAPI("next-owner"))
+	asides := again.m.rows.WithLabelValues("set_aside")
+	testwait.For(t, 20*time.Second, "the re-read row finished", func() bool { return testutil.ToFloat64(asides) == 1 })
+	s.calls.mu.Lock()
+	after := s.calls.byKey[own]
+	s.calls.mu.Unlock()
+	if after != before {
+		t.Errorf("the re-read row was called %d more times; want none", after-before)
+	}
+	if a := s.audit(seller); a.Products != 0 {
+		t.Errorf("%d products at the API after the re-read, want 0", a.Products)
+	}
+	st, err = store.Get(ctx, "up-d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Rows) != 1 || st.Rows[0].State != uploadstatus.Failed || st.Rows[0].Code != failed.Code ||
+		st.Rows[0].Reason != failed.Reason || st.Rows[0].Attempts != failed.Attempts {
+		t.Errorf("row after the re-read: %+v; want the dead letter's result again, %+v", st.Rows, failed)
+	}
 
-		// redrive: the row's copy registers, once, under the row's own key.
-		s.publishSKUs("up-d", seller, []string{sku})
-		s.waitProducts(seller, 1, 20*time.Second)
-		testwait.For(t, 20*time.Second, "the copy recorded registered", func() bool {
-			st, err := store.Get(ctx, "up-d")
-			return err == nil && len(st.Rows) == 1 && st.Rows[0].State == uploadstatus.Registered
-		})
-		if a := s.audit(seller); a.Products != 1 || a.Accepted != 1 {
-			t.Errorf("sandbox after the copy: %d products, %d accepted; want 1 each", a.Products, a.Accepted)
-		}
-		if n := testutil.ToFloat64(first.m.rows.WithLabelValues("dead_lettered")); n != 1 {
-			t.Errorf("the first consumer dead-lettered %v rows, want 1", n)
-		}
-		if n := testutil.ToFloat64(asides); n != 1 {
-			t.Errorf("the next owner finished %v rows as set aside, want 1 (the copy is not)", n)
-		}
-		if n := testutil.ToFloat64(again.m.rows.WithLabelValues("dead_lettered")); n != 0 {
-			t.Errorf("the next owner counted %v dead letters, want 0: it wrote none", n)
-		}
+	// redrive: the row's copy registers, once, under the row's own key.
+	s.publishSKUs("up-d", seller, []string{sku})
+	s.waitProducts(seller, 1, 20*time.Second)
+	testwait.For(t, 20*time.Second, "the copy recorded registered", func() bool {
+		st, err := store.Get(ctx, "up-d")
+		return err == nil && len(st.Rows) == 1 && st.Rows[0].State == uploadstatus.Registered
 	})
+	if a := s.audit(seller); a.Products != 1 || a.Accepted != 1 {
+		t.Errorf("sandbox after the copy: %d products, %d accepted; want 1 each", a.Products, a.Accepted)
+	}
+	if n := testutil.ToFloat64(first.m.rows.WithLabelValues("dead_lettered")); n != 1 {
+		t.Errorf("the first consumer dead-lettered %v rows, want 1", n)
+	}
+	if n := testutil.ToFloat64(asides); n != 1 {
+		t.Errorf("the next owner finished %v rows as set aside, want 1 (the copy is not)", n)
+	}
+	if n := testutil.ToFloat64(again.m.rows.WithLabelValues("dead_lettered")); n != 0 {
+		t.Errorf("the next owner counted %v dead letters, want 0: it wrote none", n)
+	}
 }
 
 // TestARowRegisteredByAnotherReadingIsNotDeadLettered: a row's calls fail

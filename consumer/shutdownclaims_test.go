@@ -46,56 +46,54 @@ func heldClaims(t *testing.T, s *stack, sellers []string, skus []string) int {
 // lapse with its lease, and no release fails on a closed connection.
 func TestShutdownReleasesClaimsBeforeClosingRedis(t *testing.T) {
 	t.Parallel()
-	forEachPath(t, func(t *testing.T, path string) {
-		s := newStack(t, stackOptions{rowPath: path, partitions: 1, limit: 20, window: 2 * time.Second, margin: crashMargin, failRate: 1})
-		p := s.startProcess("c1", "CIRCUIT_MIN_CALLS=4", "CIRCUIT_PROBE_MIN=30s", "CIRCUIT_PROBE_MAX=60s", "CIRCUIT_PROBE_LEASE=60s")
-		s.waitGroupStable("registrar", 1)
-		sellers := []string{"a", "b", "c"}
-		for _, seller := range sellers {
-			s.publish("up-"+seller, seller, 10)
+	s := newStack(t, stackOptions{partitions: 1, limit: 20, window: 2 * time.Second, margin: crashMargin, failRate: 1})
+	p := s.startProcess("c1", "CIRCUIT_MIN_CALLS=4", "CIRCUIT_PROBE_MIN=30s", "CIRCUIT_PROBE_MAX=60s", "CIRCUIT_PROBE_LEASE=60s")
+	s.waitGroupStable("registrar", 1)
+	sellers := []string{"a", "b", "c"}
+	for _, seller := range sellers {
+		s.publish("up-"+seller, seller, 10)
+	}
+	var skus []string
+	for _, seller := range sellers {
+		for i := 1; i <= 10; i++ {
+			skus = append(skus, fmt.Sprintf("up-%s-%d", seller, i))
 		}
-		var skus []string
-		for _, seller := range sellers {
-			for i := 1; i <= 10; i++ {
-				skus = append(skus, fmt.Sprintf("up-%s-%d", seller, i))
-			}
-		}
-		b := s.breaker()
-		testwait.For(t, 20*time.Second, "the circuit to open", func() bool {
-			st, err := b.Peek(context.Background())
-			return err == nil && st.State == circuit.Open
-		})
-		testwait.For(t, 10*time.Second, "rows holding claims while the circuit is open", func() bool { return heldClaims(t, s, sellers, skus) > 0 })
-		before := heldClaims(t, s, sellers, skus)
-
-		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- p.cmd.Wait() }()
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("consumer exited with %v after SIGTERM, want status 0", err)
-			}
-		case <-time.After(8 * time.Second):
-			t.Fatal("consumer still running 8 s after SIGTERM (shutdown timeout 5 s)")
-		}
-		if n := heldClaims(t, s, sellers, skus); n != 0 {
-			t.Errorf("%d of the %d claims held at SIGTERM are still held after the consumer stopped, want 0 (released at shutdown)", n, before)
-		}
-		log, err := os.ReadFile(p.log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n := strings.Count(string(log), "use of closed network connection"); n > 0 {
-			t.Errorf("%d log lines say \"use of closed network connection\": Redis was closed while rows still used it", n)
-			for _, l := range strings.Split(string(log), "\n") {
-				if strings.Contains(l, "use of closed network connection") {
-					t.Log(l)
-				}
-			}
-		}
-		t.Logf("claims held at SIGTERM: %d", before)
+	}
+	b := s.breaker()
+	testwait.For(t, 20*time.Second, "the circuit to open", func() bool {
+		st, err := b.Peek(context.Background())
+		return err == nil && st.State == circuit.Open
 	})
+	testwait.For(t, 10*time.Second, "rows holding claims while the circuit is open", func() bool { return heldClaims(t, s, sellers, skus) > 0 })
+	before := heldClaims(t, s, sellers, skus)
+
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- p.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("consumer exited with %v after SIGTERM, want status 0", err)
+		}
+	case <-time.After(8 * time.Second):
+		t.Fatal("consumer still running 8 s after SIGTERM (shutdown timeout 5 s)")
+	}
+	if n := heldClaims(t, s, sellers, skus); n != 0 {
+		t.Errorf("%d of the %d claims held at SIGTERM are still held after the consumer stopped, want 0 (released at shutdown)", n, before)
+	}
+	log, err := os.ReadFile(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(log), "use of closed network connection"); n > 0 {
+		t.Errorf("%d log lines say \"use of closed network connection\": Redis was closed while rows still used it", n)
+		for _, l := range strings.Split(string(log), "\n") {
+			if strings.Contains(l, "use of closed network connection") {
+				t.Log(l)
+			}
+		}
+	}
+	t.Logf("claims held at SIGTERM: %d", before)
 }

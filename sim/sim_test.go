@@ -18,7 +18,6 @@ var (
 	durationFlag = flag.Duration("sim.duration", 0, "run seeds one after another for this long (make soak DURATION=1h)")
 	firstFlag    = flag.Int64("sim.first", 0, "with -sim.duration, the first seed (0: from the clock, printed)")
 	logLevelFlag = flag.String("sim.log-level", "warn", "the consumers' BULKREG_LOG_LEVEL (debug to replay a seed in detail)")
-	rowPathFlag  = flag.String("sim.row-path", "", "the consumers' --row-path (lanes or runner; make soak ROW_PATH=runner); empty: their default")
 	logDirFlag   = flag.String("sim.log-dir", "", "write each consumer's whole output to DIR/<seed>-consumer-<n>.log when a seed breaks a promise")
 )
 

@@ -207,9 +207,6 @@ func newWorld(t testing.TB, bin string, sc Scenario) *world {
 	if sc.Policy == "token-bucket" {
 		w.env = append(w.env, "BULKREG_BURST="+strconv.Itoa(sc.Burst))
 	}
-	if *rowPathFlag != "" {
-		w.env = append(w.env, "BULKREG_ROW_PATH="+*rowPathFlag)
-	}
 	return w
 }
 

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/bulkreg/bulkreg/circuit"
-	"github.com/bulkreg/bulkreg/consumer"
 	"github.com/bulkreg/bulkreg/throttle"
 )
 
@@ -122,20 +121,19 @@ func TestParse(t *testing.T) {
 		{name: "status linger must not be negative", args: []string{"--status-linger", "-1ms"}, wantErr: "--status-linger (BULKREG_STATUS_LINGER) must be between 0 and 1s, got -1ms"},
 		{name: "status linger must not hold rows for seconds", args: []string{"--status-linger", "2s"}, wantErr: "--status-linger (BULKREG_STATUS_LINGER) must be between 0 and 1s, got 2s"},
 		{name: "aside retention must be positive", args: []string{"--ledger-aside-retention", "0s"}, wantErr: "--ledger-aside-retention (BULKREG_LEDGER_ASIDE_RETENTION)"},
-		{name: "the lanes path by default, the runner's hold defaults", check: func(t *testing.T, s settings) {
+		{name: "a held seller's defaults", check: func(t *testing.T, s settings) {
 			c := s.consumer.WithDefaults(s.policy)
-			if c.RowPath != consumer.RowPathLanes || c.SellerProbeMin != time.Second || c.SellerProbeMax != 15*time.Second || c.SellerHoldLimit != time.Hour {
-				t.Errorf("row path %q, seller probes %v to %v, hold limit %v; want lanes, 1s to 15s, 1h", c.RowPath, c.SellerProbeMin, c.SellerProbeMax, c.SellerHoldLimit)
+			if c.SellerProbeMin != time.Second || c.SellerProbeMax != 15*time.Second || c.SellerHoldLimit != time.Hour {
+				t.Errorf("seller probes %v to %v, hold limit %v; want 1s to 15s, 1h", c.SellerProbeMin, c.SellerProbeMax, c.SellerHoldLimit)
 			}
 		}},
-		{name: "the runner path and its hold from the environment, then flags", env: map[string]string{"BULKREG_ROW_PATH": "runner", "BULKREG_SELLER_HOLD_LIMIT": "10m"},
+		{name: "a held seller's settings from the environment, then flags", env: map[string]string{"BULKREG_SELLER_HOLD_LIMIT": "10m"},
 			args: []string{"--seller-probe-min", "2s", "--seller-probe-max", "30s"}, check: func(t *testing.T, s settings) {
 				c := s.consumer
-				if c.RowPath != consumer.RowPathRunner || c.SellerHoldLimit != 10*time.Minute || c.SellerProbeMin != 2*time.Second || c.SellerProbeMax != 30*time.Second {
-					t.Errorf("row path %q, hold limit %v, probes %v to %v; want runner, 10m, 2s to 30s", c.RowPath, c.SellerHoldLimit, c.SellerProbeMin, c.SellerProbeMax)
+				if c.SellerHoldLimit != 10*time.Minute || c.SellerProbeMin != 2*time.Second || c.SellerProbeMax != 30*time.Second {
+					t.Errorf("hold limit %v, probes %v to %v; want 10m, 2s to 30s", c.SellerHoldLimit, c.SellerProbeMin, c.SellerProbeMax)
 				}
 			}},
-		{name: "unknown row path", args: []string{"--row-path", "rows"}, wantErr: `--row-path must be lanes or runner, got "rows"`},
 		{name: "seller probes: the longest not below the first", args: []string{"--seller-probe-min", "2m", "--seller-probe-max", "1m"}, wantErr: "--seller-probe-max (1m0s) must not be below --seller-probe-min (2m0s)"},
 		{name: "circuit defaults are the package's documented ones", check: func(t *testing.T, s settings) {
 			if s.circuit != circuit.DefaultSettings() {
