@@ -413,6 +413,7 @@ func (r *row) finish() {
 				"partition", r.part.id, "offset", r.msg.Offset)
 		}
 		r.g.release(r.part)
+		r.g.m.inFlight.Dec()
 		r.part.rows.Done()
 	})
 }
@@ -423,6 +424,7 @@ func (r *row) giveBack() {
 	r.once.Do(func() {
 		r.g.m.abandoned.Inc()
 		r.g.release(r.part)
+		r.g.m.inFlight.Dec()
 		r.part.rows.Done()
 	})
 }
@@ -611,6 +613,9 @@ func (g *group) readPartition(ctx context.Context, p *partition, start int64) {
 		}
 		p.hwm.Store(msg.HighWaterMark)
 		p.rows.Add(1)
+		// A row is in flight from here until it is finished or given
+		// back; a reader waiting for a message holds its tokens, not a row.
+		g.m.inFlight.Inc()
 		g.handle(&row{msg: msg, part: p, g: g})
 	}
 }
@@ -625,7 +630,6 @@ func (g *group) acquire(ctx context.Context, p *partition) bool {
 	}
 	select {
 	case g.global <- struct{}{}:
-		g.m.inFlight.Inc()
 		return true
 	case <-ctx.Done():
 		<-p.tokens
@@ -633,10 +637,10 @@ func (g *group) acquire(ctx context.Context, p *partition) bool {
 	}
 }
 
+// release gives back the tokens acquire took.
 func (g *group) release(p *partition) {
 	<-g.global
 	<-p.tokens
-	g.m.inFlight.Dec()
 }
 
 // drain ends a partition's ownership: rows waiting for a slot give it back,

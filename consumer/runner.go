@@ -19,11 +19,11 @@
 //     next batch, booked after this one's answers.
 //
 // A runner ends when its queue is empty; rows that arrive while a batch is
-// out join the next. A seller whose calls all fail (5xx, timeouts) while
-// none of its calls is answered is held by its runner: its rows spend no
+// out join the next. A seller whose calls fail with none answered after
+// them is held by its runner (conclude says when): its rows spend no
 // attempt and stay queued, and one row is tried per growing interval until
-// the API answers it; other sellers are not affected. A row held longer
-// than Config.SellerHoldLimit is dead-lettered.
+// the API answers; other sellers are not affected. A row held longer than
+// Config.SellerHoldLimit is dead-lettered.
 
 package consumer
 
@@ -80,7 +80,7 @@ func (rs *runners) add(r *row) {
 	rs.mu.Lock()
 	rn := rs.m[k]
 	if rn == nil {
-		rn = &runner{c: rs.c, rs: rs, p: r.part, seller: k.seller, wake: make(chan struct{}, 1), room: rs.c.deps.Throttle.Policy().Limit, dueNow: true}
+		rn = &runner{c: rs.c, rs: rs, p: r.part, seller: k.seller, wake: make(chan struct{}, 1), room: rs.c.deps.Throttle.Policy().Limit, dueNow: true, unanswered: map[*item]bool{}}
 		rn.log = rs.c.log.With("seller", k.seller, "partition", r.part.id)
 		rs.m[k] = rn
 		if rs.sellers[k.seller] == 0 {
@@ -180,6 +180,10 @@ type runner struct {
 	// askAt (reserve).
 	rebooked bool
 	hold     sellerHold
+	// unanswered are the rows whose calls failed since the seller's last
+	// answered call (conclude); seq numbers the batches.
+	unanswered map[*item]bool
+	seq        uint64
 	// rank is when the seller started asking for starts, kept while it
 	// asks again within a window (ranked: when it last asked): the seller
 	// that started first is served first (startBudget).
@@ -194,10 +198,16 @@ type item struct {
 	notBefore time.Time
 	sku       *skuClaim // from its first batch on
 	t         tries
-	// suspect: the row's call failed while its seller's calls sent with it
-	// or after it were answered; its failures are its own and spend its
-	// attempts.
+	// suspect: a failure of the row was its own (conclude): it probes for
+	// a held seller only when no other row can.
 	suspect bool
+	// convicted: the row failed while its seller was held and then the
+	// API answered another row of the seller: every failure of it is its
+	// own, and it never probes.
+	convicted bool
+	// batch is the runner's batch the row was last taken into (runner.seq):
+	// a row is taken once per batch.
+	batch uint64
 	// admitted: the row's upload was found to exist (door.go).
 	admitted bool
 	// retry: the row's slot went by unused; it asks for the next one
@@ -258,6 +268,7 @@ func (rn *runner) run() {
 			}
 			continue // a row came in meanwhile: give it back too
 		}
+		rn.seq++
 		b, retrying, wait := rn.take(rn.c.cfg.SellerConcurrency)
 		if b == nil {
 			if wait < 0 {
@@ -360,9 +371,12 @@ func (rn *runner) take(most int) (b []*item, retrying bool, wait time.Duration) 
 	}
 	next := time.Duration(-1)
 	kept := q[:0]
+	ready := func(it *item) bool {
+		return !it.notBefore.After(now) && (!retrying || it.retry) && it.batch != rn.seq
+	}
 	for _, it := range q {
 		// A held seller's probe is a row whose failures were not its own.
-		if len(b) < want && !it.notBefore.After(now) && (!retrying || it.retry) && (!held || !it.suspect) {
+		if len(b) < want && ready(it) && (!held || !it.suspect && !it.convicted) {
 			b = append(b, it)
 			continue
 		}
@@ -372,8 +386,19 @@ func (rn *runner) take(most int) (b []*item, retrying bool, wait time.Duration) 
 		kept = append(kept, it)
 	}
 	clear(q[len(kept):])
-	if len(b) == 0 && held && len(kept) > 0 && !kept[0].notBefore.After(now) {
-		b, kept = append(b, kept[0]), kept[1:] // only suspect rows are left: one of them probes
+	if len(b) == 0 && held {
+		// Only rows whose failures were their own are ready: one of them
+		// probes, a convicted one last.
+		pick := -1
+		for i, it := range kept {
+			if ready(it) && (pick < 0 || kept[pick].convicted && !it.convicted) {
+				pick = i
+			}
+		}
+		if pick >= 0 {
+			b = append(b, kept[pick])
+			kept = slices.Delete(kept, pick, pick+1)
+		}
 	}
 	rn.queue = kept
 	if len(b) == 0 {
@@ -381,7 +406,7 @@ func (rn *runner) take(most int) (b []*item, retrying bool, wait time.Duration) 
 	}
 	parts := make([]call, len(b)) // one allocation for the batch's rows
 	for i, it := range b {
-		it.retry, it.call = false, &parts[i]
+		it.retry, it.call, it.batch = false, &parts[i], rn.seq
 	}
 	rn.inBatch += len(b)
 	rn.c.m.waiting.Sub(float64(len(b)))
@@ -399,6 +424,18 @@ func (rn *runner) requeue(its []*item) {
 	}
 	rn.rs.mu.Lock()
 	rn.queue = append(slices.Clip(its), rn.queue...)
+	rn.inBatch = max(0, rn.inBatch-len(its))
+	rn.rs.mu.Unlock()
+	rn.c.m.waiting.Add(float64(len(its)))
+}
+
+// requeueLast puts rows back at the end of the queue.
+func (rn *runner) requeueLast(its []*item) {
+	for _, it := range its {
+		it.call = nil
+	}
+	rn.rs.mu.Lock()
+	rn.queue = append(rn.queue, its...)
 	rn.inBatch = max(0, rn.inBatch-len(its))
 	rn.rs.mu.Unlock()
 	rn.c.m.waiting.Add(float64(len(its)))
@@ -423,7 +460,11 @@ func (rn *runner) batch(ctx context.Context, b []*item, retrying bool) {
 		return
 	}
 	if probe {
+		// The fleet's probe: a row whose failures were not its own.
 		defer c.turn.give()
+		if i := slices.IndexFunc(b, func(it *item) bool { return !it.suspect && !it.convicted }); i > 0 {
+			b[0], b[i] = b[i], b[0]
+		}
 		rn.requeue(b[1:])
 		b = b[:1]
 	}
@@ -868,12 +909,18 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 	c := rn.c
 	finish := rn.p.finishCtx
 	var ws []callWrite
-	// The last call of this seller the API answered, by when it was sent: a
-	// call that failed before it, or within MaxLateness after it (calls that
-	// close are sent together, in no order that means anything), failed
-	// while the API served the seller: its failure is its row's own. One
-	// sent later, with none answered since, may be the seller's or the
-	// API's (an outage that began during the batch): the seller is held.
+	// Whose is a failure (5xx, timeout, a refusal the circuit judged the
+	// seller's): the row's own when a call of its seller sent with it or
+	// after it was answered (within MaxLateness: calls that close are sent
+	// together, in no order that means anything), or when the row was
+	// convicted. Otherwise it joins the rows that failed since the seller's
+	// last answer (unanswered): two of them that had not failed on their own
+	// before, or one while the seller is held, are the seller's or the API's
+	// and hold the seller; else the failures are their rows' own (a poison
+	// row at the end of a batch, rows that failed on their own failing
+	// again). When an answer comes while the seller is held, the rows that
+	// failed in the hold are convicted: the API served another row of the
+	// seller after them.
 	var lastAnswered time.Time
 	answered := false
 	for _, it := range calls {
@@ -882,7 +929,15 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 			lastAnswered = maxTime(lastAnswered, it.slot.called)
 		}
 	}
-	held := false // a call of a row not suspect failed after the last answer
+	if answered {
+		if rn.hold.held() {
+			for it := range rn.unanswered {
+				it.convicted = true
+			}
+		}
+		clear(rn.unanswered)
+	}
+	var trailing []*item
 	for _, it := range calls {
 		if it.call == nil || it.slot == nil {
 			continue // checked out or revoked: queued again, or given back
@@ -904,10 +959,23 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 		failed := (res.Class == registryclient.Transient && !it.cb.outage) || (res.Class == registryclient.Misconfigured && it.cb.own)
 		switch {
 		case !failed:
-		case answered && !s.called.After(lastAnswered.Add(c.cfg.MaxLateness)):
+		case it.convicted, answered && !s.called.After(lastAnswered.Add(c.cfg.MaxLateness)):
 			it.own = true
-		case !it.suspect:
-			held = true
+		default:
+			trailing = append(trailing, it)
+			rn.unanswered[it] = true
+		}
+	}
+	fresh := 0
+	for it := range rn.unanswered {
+		if !it.suspect && !it.convicted {
+			fresh++
+		}
+	}
+	held := fresh > 1 || (fresh > 0 && rn.hold.held())
+	if !held {
+		for _, it := range trailing {
+			it.own = true
 		}
 	}
 	err := c.writeCalls(finish, rn.seller, ws, freed)
@@ -989,7 +1057,13 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 			rn.block(b)
 		}
 	}
-	rn.requeue(again)
+	if held {
+		// The rows go behind the others: the next probe is another row, so a
+		// row that fails on its own does not keep its seller held.
+		rn.requeueLast(again)
+	} else {
+		rn.requeue(again)
+	}
 	rn.finish(results)
 }
 
@@ -1002,10 +1076,10 @@ func (rn *runner) markStep(it *item) (scriptbatch.Step, bool) {
 	return it.sku.markStep(it.res, &it.mk)
 }
 
-// judge updates the seller's hold from the batch: held, a call of a row not
-// suspect failed after the seller's last answered call (or with none
-// answered): the seller is held, or its hold goes on; else answered, the API
-// answered one of its calls: the hold ends.
+// judge updates the seller's hold from the batch: held (conclude), calls
+// failed after the seller's last answered call, or with none answered: the
+// seller is held, or its hold goes on; else answered, the API answered one
+// of its calls: the hold ends.
 func (rn *runner) judge(answered, held bool, calls []*item) {
 	c, h := rn.c, &rn.hold
 	now := time.Now()
@@ -1085,8 +1159,7 @@ const (
 )
 
 // outcome acts on the answer to a row's call. held: the seller is held
-// (a failure after its last answered call is not its row's, unless the row
-// is suspect already). A row's attempts count its calls (but a
+// (a failure after its last answered call is not its row's). A row's attempts count its calls (but a
 // refusal of bulkreg itself); its retry budget is spent only by failures
 // that are its own.
 func (rn *runner) outcome(it *item, held bool) outcome {
@@ -1132,7 +1205,7 @@ func (rn *runner) outcome(it *item, held bool) outcome {
 		t.attempts++
 	}
 	// Transient, or a refusal of bulkreg the circuit judged this seller's.
-	if it.cb.outage || (held && !it.own && !it.suspect) {
+	if it.cb.outage || (held && !it.own) {
 		return outcomeAgain // the outage's or the seller's, not the row's
 	}
 	it.suspect = true

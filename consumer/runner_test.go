@@ -2,9 +2,11 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -223,4 +225,45 @@ func registryclientRetry3() registryclient.RetryPolicy {
 // what follows a dead letter.
 func shortHold(c *Config) {
 	c.SellerProbeMin, c.SellerProbeMax, c.SellerHoldLimit = 50*time.Millisecond, 100*time.Millisecond, 500*time.Millisecond
+}
+
+// TestAnOutageAmongCallsSentTogetherHoldsTheSeller: the API answers the
+// first 10 calls of a lone seller's 50 rows, the first 30 sent together in
+// one batch, and 503 to everything after them for a second. The failures
+// among calls sent together are the rows' own (one attempt each), but the
+// next batch, its rows failing with none answered, holds the seller: no row
+// spends its budget (3 attempts) or is dead-lettered, and every row is
+// registered once the API answers again. Were the rows of the next batch to
+// spend their attempts, 40 would be dead-lettered within a tenth of a
+// second.
+func TestAnOutageAmongCallsSentTogetherHoldsTheSeller(t *testing.T) {
+	var calls atomic.Int64
+	var up atomic.Bool
+	f := newFixture(t, 1, func(key string, n int) registryclient.Result {
+		if calls.Add(1) > 10 && !up.Load() {
+			return registryclient.Result{Class: registryclient.Transient, Status: 503, Err: errors.New("the registration API answered 503")}
+		}
+		return registryclient.Result{Class: registryclient.Registered, Status: 201}
+	})
+	f.retry = registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 3}}
+	f.cfg.SellerProbeMin, f.cfg.SellerProbeMax = 50*time.Millisecond, 100*time.Millisecond
+	f.cfg.SellerConcurrency = 30
+	c := f.start()
+	f.publish("u", "s", 50)
+	testwait.For(t, 5*time.Second, "the seller held", func() bool { return testutil.ToFloat64(c.m.sellersHeld) == 1 })
+	time.Sleep(time.Second)
+	up.Store(true)
+	testwait.For(t, 10*time.Second, "50 rows recorded", func() bool { return len(f.status.snapshot()) == 50 })
+	if n := f.registeredCount("u"); n != 50 {
+		t.Errorf("%d rows registered, want all 50: the outage is not the rows' failure", n)
+	}
+	if n := testutil.ToFloat64(c.m.dlqWrites.WithLabelValues("transient")); n != 0 {
+		t.Errorf("%v rows dead-lettered, want 0", n)
+	}
+	if n := testutil.ToFloat64(c.m.sellersHeld); n != 0 {
+		t.Errorf("%v sellers held after every row registered, want 0", n)
+	}
+	// The partition's reader waits for the next message holding its
+	// tokens; that is no row.
+	testwait.For(t, 5*time.Second, "no row in flight", func() bool { return gathered(t, f.reg, "bulkreg_consumer_rows_in_flight") == 0 })
 }

@@ -85,7 +85,7 @@ func (w *world) rel(t time.Time) string { return fmt.Sprintf("%+.1fs", t.Sub(w.s
 func (w *world) judge(ctx context.Context, settledOK bool, waitingWhy string, settleAt time.Time) verdict {
 	v := verdict{outcomes: map[string]int{}}
 	if !settledOK {
-		v.violate("still waiting at the settle time (%s, %s after the last fault): %s", w.rel(settleAt), w.sc.SettleTime(retryMaxElapsed, w.sc.SessionTimeout()), waitingWhy)
+		v.violate("still waiting at the settle time (%s, %s after the last fault): %s", w.rel(settleAt), w.sc.SettleTime(settleBudget, w.sc.SessionTimeout()), waitingWhy)
 	}
 	audit := w.sb.Audit()
 	calls := w.sb.Calls()

@@ -198,16 +198,18 @@ func (s Scenario) RowsPerSeller() map[string]int {
 }
 
 // SettleTime is how long after FaultsEnd every row must have its outcome:
-// the seller with the most rows needs its windows, plus a row's whole retry
-// budget, plus a dead consumer's session timeout twice (its partitions move,
-// and the next may die too), plus the Redis-loss hold and some slack for a
-// loaded machine.
+// the seller with the most rows needs its windows, plus what a row may
+// spend failing (budget: its retry budget, or its seller's hold until the
+// hold limit dead-letters it), plus a dead consumer's session timeout twice
+// (its partitions move, and the next may die too), plus the Redis-loss hold
+// and some slack for a loaded machine.
 //
 // A seller failed until the end (Seller5xx with For 0) is its own problem:
-// each of its rows spends its attempts, and a failed call keeps its slot,
-// so its windows count rows × attempts, not rows (27 rows × 5 attempts at 3
-// per 2.1 s need about 94 s of slots).
-func (s Scenario) SettleTime(retryElapsed, session time.Duration) time.Duration {
+// its rows are held and then dead-lettered, or, once other calls of its were
+// answered, spend their attempts, and a failed call keeps its slot, so its
+// windows count rows × attempts, not rows (27 rows × 5 attempts at 3 per
+// 2.1 s need about 94 s of slots).
+func (s Scenario) SettleTime(budget, session time.Duration) time.Duration {
 	sick := map[string]bool{}
 	for _, f := range s.Faults {
 		if f.Kind == Seller5xx && f.For == 0 {
@@ -222,7 +224,7 @@ func (s Scenario) SettleTime(retryElapsed, session time.Duration) time.Duration 
 		most = max(most, n)
 	}
 	windows := (most+s.Limit-1)/s.Limit + 2
-	return time.Duration(windows)*(s.Window+s.Margin) + retryElapsed + 2*session + 2*s.Window + 15*time.Second
+	return time.Duration(windows)*(s.Window+s.Margin) + budget + 2*session + 2*s.Window + 15*time.Second
 }
 
 // String is the whole schedule, as a failing run prints it.

@@ -112,7 +112,7 @@ func runScenario(t *testing.T, bin string, sc Scenario) (verdict, *world) {
 	w := newWorld(t, bin, sc)
 	w.run()
 	ctx := context.Background()
-	settleAt := w.start.Add(sc.FaultsEnd() + sc.SettleTime(retryMaxElapsed, sc.SessionTimeout()))
+	settleAt := w.start.Add(sc.FaultsEnd() + sc.SettleTime(settleBudget, sc.SessionTimeout()))
 	ok, why := false, ""
 	for {
 		ok, why = w.settled(ctx)

@@ -49,6 +49,13 @@ const (
 	// time). A real broker drops it after one session timeout.
 	rebalanceTimeout = 15 * time.Second
 	retryMaxElapsed  = 8 * time.Second
+	// sellerHoldLimit is --seller-hold-limit shrunk as the retry budget is
+	// (production: an hour against a budget of a minute or two): a seller the
+	// API fails to the end has its rows dead-lettered within the seed.
+	sellerHoldLimit = 3 * retryMaxElapsed
+	// settleBudget is what a row may spend failing before its outcome:
+	// its retry budget, or its seller's hold and the last probe interval.
+	settleBudget = sellerHoldLimit + 2*time.Second
 )
 
 // proc is one consumer process.
@@ -269,6 +276,9 @@ func (w *world) startConsumer() *proc {
 		"BULKREG_RETRY_MAX_INTERVAL=1s",
 		"BULKREG_RETRY_MAX_ELAPSED="+retryMaxElapsed.String(),
 		"BULKREG_RETRY_MAX_ATTEMPTS="+strconv.Itoa(w.sc.RetryAttempts),
+		"BULKREG_SELLER_HOLD_LIMIT="+sellerHoldLimit.String(),
+		"BULKREG_SELLER_PROBE_MIN=200ms",
+		"BULKREG_SELLER_PROBE_MAX=2s",
 		"BULKREG_LEDGER_LEASE="+w.sc.LedgerLease.String(),
 		// The circuit's counts scaled with the limit: at 3–8 calls per
 		// 2–3 s, the production 20 calls in 20 s would never be seen.
