@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/ledger"
@@ -266,4 +268,65 @@ func TestAnOutageAmongCallsSentTogetherHoldsTheSeller(t *testing.T) {
 	// The partition's reader waits for the next message holding its
 	// tokens; that is no row.
 	testwait.For(t, 5*time.Second, "no row in flight", func() bool { return gathered(t, f.reg, "bulkreg_consumer_rows_in_flight") == 0 })
+}
+
+// openBreaker is a fleet circuit that stays open: a probe is due every
+// 50 ms, and every one is refused (another consumer's is out).
+type openBreaker struct{ changed chan struct{} }
+
+func (openBreaker) WaitReady(ctx context.Context) error {
+	select {
+	case <-time.After(50 * time.Millisecond):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+func (openBreaker) Allow(context.Context) (circuit.Decision, error) {
+	return circuit.Decision{State: circuit.Open}, nil
+}
+func (openBreaker) Report(context.Context, circuit.Decision, circuit.Call) (circuit.Status, error) {
+	return circuit.Status{State: circuit.Open}, nil
+}
+func (openBreaker) Local() (circuit.State, time.Duration, bool) {
+	return circuit.Open, time.Minute, true
+}
+func (b openBreaker) Changed() <-chan struct{} { return b.changed }
+
+// TestTheCircuitHoldsARowNoLongerThanTheHoldLimit: the fleet's circuit is
+// open and no probe is ever answered. The rows read (one at a time: a
+// consumer holding rows reads no more while the circuit is open) wait
+// without a call for --seller-hold-limit and then go to the dead-letter
+// topic for an operator, as the rows of a held seller do; none is called.
+// Without the limit they would wait for as long as the API stays down.
+func TestTheCircuitHoldsARowNoLongerThanTheHoldLimit(t *testing.T) {
+	const limit = 300 * time.Millisecond
+	f := newFixture(t, 1, nil)
+	f.cfg.SellerHoldLimit = limit
+	f.reg = prometheus.NewRegistry()
+	c, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls,
+		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil },
+		Circuit: openBreaker{changed: make(chan struct{})}, Registerer: f.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, c)
+	start := time.Now()
+	f.publish("u", "s", 3)
+	letters := f.dlq(3)
+	took := time.Since(start)
+	for _, l := range letters {
+		if got := header(l, HeaderErrorClass); got != registryclient.Transient.String() {
+			t.Errorf("dead letter of class %q, want %q", got, registryclient.Transient)
+		}
+	}
+	if took < limit {
+		t.Errorf("3 rows dead-lettered %v after they were published, before the hold limit %v", took.Round(time.Millisecond), limit)
+	}
+	if calls, _ := f.registry.count(); calls != 0 {
+		t.Errorf("%d calls while the circuit was open, want 0", calls)
+	}
+	if n := testutil.ToFloat64(c.m.holdExpired); n < 1 {
+		t.Errorf("bulkreg_consumer_seller_holds_expired_total = %v, want at least 1", n)
+	}
 }
