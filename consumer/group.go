@@ -144,9 +144,9 @@ type Config struct {
 	// 1 s and 15 s, as the fleet circuit's probes: rows resume within
 	// about 15 s of the API answering the seller again.
 	SellerProbeMin, SellerProbeMax time.Duration
-	// SellerHoldLimit is how long a row of a seller the API fails, or a row
-	// behind the fleet's open circuit, is held before it is dead-lettered for
-	// an operator (an alert fires then). 0: 1 h.
+	// SellerHoldLimit is how long a row of a seller the API fails is held,
+	// and how long the fleet's circuit may stay open, before the rows held
+	// are dead-lettered for an operator (an alert fires then). 0: 1 h.
 	SellerHoldLimit time.Duration
 
 	// Logger receives structured logs; nil means slog.Default().

@@ -184,9 +184,9 @@ type runner struct {
 	// answered call (conclude); seq numbers the batches.
 	unanswered map[*item]bool
 	seq        uint64
-	// circuitSince is when this runner found the fleet's circuit open, zero
-	// while it is closed (fleetReady).
-	circuitSince time.Time
+	// circuitOpenFor is how long the fleet's circuit had been open when
+	// fleetReady found it past the hold limit.
+	circuitOpenFor time.Duration
 	// rank is when the seller started asking for starts, kept while it
 	// asks again within a window (ranked: when it last asked): the seller
 	// that started first is served first (startBudget).
@@ -457,7 +457,7 @@ func (rn *runner) batch(ctx context.Context, b []*item, retrying bool) {
 	if len(b) == 0 {
 		return
 	}
-	probe, ok, expired := rn.fleetReady(ctx, b)
+	probe, ok, expired := rn.fleetReady(ctx)
 	if expired {
 		rn.expireCircuitWait(b)
 		return
@@ -566,54 +566,40 @@ func (rn *runner) giveBack(b []*item) {
 // fleetReady waits, holding no slot, while the fleet's circuit is open. probe
 // reports that the circuit is not closed and this runner took the process's
 // turn to probe (one row goes); ok is false when ctx ended. expired reports
-// that the circuit has held a row of b longer than Config.SellerHoldLimit
-// (from when this runner first found it open, or from the row's arrival):
-// the circuit is the fleet's hold, and a hold ends in the dead-letter topic
-// at the same limit as a seller's (expireCircuitWait).
-func (rn *runner) fleetReady(ctx context.Context, b []*item) (probe, ok, expired bool) {
+// that the circuit has been open longer than Config.SellerHoldLimit: the
+// circuit is the fleet's hold, and a hold ends in the dead-letter topic at
+// the same limit as a seller's (expireCircuitWait), for every row it holds,
+// also one read after it opened (it waited in Kafka meanwhile).
+func (rn *runner) fleetReady(ctx context.Context) (probe, ok, expired bool) {
 	c := rn.c
 	br := c.deps.Circuit
 	if br == nil {
 		return false, c.redis.wait(ctx), false
 	}
-	if st, _, known := br.Local(); known && st != circuit.Closed && rn.circuitSince.IsZero() {
-		rn.circuitSince = time.Now()
-	}
-	var wctx context.Context = ctx
-	if !rn.circuitSince.IsZero() {
-		oldest := time.Time{}
-		for _, it := range b {
-			if at := maxTime(it.queued, rn.circuitSince); oldest.IsZero() || at.Before(oldest) {
-				oldest = at
-			}
-		}
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithDeadline(ctx, oldest.Add(c.cfg.SellerHoldLimit))
-		defer cancel()
-	}
-	expiredNow := func() bool { return ctx.Err() == nil && wctx.Err() != nil }
 	retry := c.redisBackOff()
 	for {
 		if !c.redis.wait(ctx) {
 			return false, false, false
 		}
 		news := br.Changed()
-		if st, _, known := br.Local(); !known || st == circuit.Closed {
-			rn.circuitSince = time.Time{}
+		st, openFor, known := br.Local()
+		if !known || st == circuit.Closed {
 			return false, true, false
 		}
-		if rn.circuitSince.IsZero() {
-			rn.circuitSince = time.Now()
-		}
-		if expiredNow() {
+		left := c.cfg.SellerHoldLimit - openFor
+		if left <= 0 {
+			rn.circuitOpenFor = openFor
 			return false, false, true
 		}
-		if err := br.WaitReady(wctx); err != nil {
-			if expiredNow() {
-				return false, false, true
-			}
+		wctx, cancel := context.WithTimeout(ctx, left)
+		err := br.WaitReady(wctx)
+		cancel()
+		if err != nil {
 			if ctx.Err() != nil {
 				return false, false, false
+			}
+			if wctx.Err() != nil {
+				continue // the limit came: looked at again above
 			}
 			c.circuitDown(err)
 			if !sleep(ctx, retry.NextBackOff()) {
@@ -621,60 +607,47 @@ func (rn *runner) fleetReady(ctx context.Context, b []*item) (probe, ok, expired
 			}
 			continue
 		}
-		st, _, known := br.Local()
-		if !known || st == circuit.Closed {
-			rn.circuitSince = time.Time{}
+		if st, _, known := br.Local(); !known || st == circuit.Closed {
 			return false, true, false
 		}
 		got, free := c.turn.take()
 		if got {
 			return true, true, false
 		}
+		t := time.NewTimer(left)
 		select {
 		case <-free:
 		case <-news:
-		case <-wctx.Done():
-			if expiredNow() {
-				return false, false, true
-			}
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
 			return false, false, false
 		}
+		t.Stop()
 	}
 }
 
-// expireCircuitWait dead-letters the rows of b the fleet's circuit has held
-// longer than Config.SellerHoldLimit and queues the others again.
+// expireCircuitWait dead-letters the rows of b: the fleet's circuit has
+// held them longer than Config.SellerHoldLimit (fleetReady).
 func (rn *runner) expireCircuitWait(b []*item) {
-	c, now := rn.c, time.Now()
-	var expired, again []*item
-	for _, it := range b {
-		if now.Sub(maxTime(it.queued, rn.circuitSince)) >= c.cfg.SellerHoldLimit {
-			expired = append(expired, it)
-		} else {
-			again = append(again, it)
-		}
-	}
-	rn.requeue(again)
-	if len(expired) == 0 {
-		return
-	}
+	c := rn.c
 	c.m.holdExpired.Inc()
-	rn.log.Error("the fleet's circuit has held rows of this seller longer than the hold limit (the registration API answers no probe): sending them to the dead-letter topic for an operator",
-		"held_for", now.Sub(rn.circuitSince).Round(time.Second), "limit", c.cfg.SellerHoldLimit, "rows", len(expired))
-	for _, it := range expired {
+	rn.log.Error("the fleet's circuit has been open longer than the hold limit (the registration API answers no probe): sending the rows it holds to the dead-letter topic for an operator",
+		"open_for", rn.circuitOpenFor.Round(time.Second), "limit", c.cfg.SellerHoldLimit, "rows", len(b))
+	for _, it := range b {
 		if it.sku == nil {
 			it.sku = c.newSKUClaim(it.r, rn.log)
 		}
 		first := it.t.firstFailure
 		if first.IsZero() {
-			first = maxTime(it.queued, rn.circuitSince)
+			first = it.queued
 		}
 		c.deadLetterHeld(it.r, DeadLetter{Original: it.r.msg, Class: registryclient.Transient.String(), Attempts: it.t.attempts, FirstFailure: first,
-			Message: fmt.Sprintf("the registration API answered none of the fleet's probes for %s, longer than --seller-hold-limit (%s)", now.Sub(rn.circuitSince).Round(time.Second), c.cfg.SellerHoldLimit),
+			Message: fmt.Sprintf("the registration API answered none of the fleet's probes for %s, longer than --seller-hold-limit (%s)", rn.circuitOpenFor.Round(time.Second), c.cfg.SellerHoldLimit),
 			Detail:  "the marketplace did not answer"}, it.sku, rn.log)
 	}
 	rn.rs.mu.Lock()
-	rn.inBatch = max(0, rn.inBatch-len(expired))
+	rn.inBatch = max(0, rn.inBatch-len(b))
 	rn.rs.mu.Unlock()
 }
 

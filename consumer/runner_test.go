@@ -270,9 +270,12 @@ func TestAnOutageAmongCallsSentTogetherHoldsTheSeller(t *testing.T) {
 	testwait.For(t, 5*time.Second, "no row in flight", func() bool { return gathered(t, f.reg, "bulkreg_consumer_rows_in_flight") == 0 })
 }
 
-// openBreaker is a fleet circuit that stays open: a probe is due every
-// 50 ms, and every one is refused (another consumer's is out).
-type openBreaker struct{ changed chan struct{} }
+// openBreaker is a fleet circuit that stays open from since on: a probe is
+// due every 50 ms, and every one is refused (another consumer's is out).
+type openBreaker struct {
+	changed chan struct{}
+	since   time.Time
+}
 
 func (openBreaker) WaitReady(ctx context.Context) error {
 	select {
@@ -288,40 +291,42 @@ func (openBreaker) Allow(context.Context) (circuit.Decision, error) {
 func (openBreaker) Report(context.Context, circuit.Decision, circuit.Call) (circuit.Status, error) {
 	return circuit.Status{State: circuit.Open}, nil
 }
-func (openBreaker) Local() (circuit.State, time.Duration, bool) {
-	return circuit.Open, time.Minute, true
+func (b openBreaker) Local() (circuit.State, time.Duration, bool) {
+	return circuit.Open, time.Since(b.since), true
 }
 func (b openBreaker) Changed() <-chan struct{} { return b.changed }
 
-// TestTheCircuitHoldsARowNoLongerThanTheHoldLimit: the fleet's circuit is
-// open and no probe is ever answered. The rows read (one at a time: a
-// consumer holding rows reads no more while the circuit is open) wait
-// without a call for --seller-hold-limit and then go to the dead-letter
-// topic for an operator, as the rows of a held seller do; none is called.
-// Without the limit they would wait for as long as the API stays down.
+// TestTheCircuitHoldsARowNoLongerThanTheHoldLimit: the fleet's circuit
+// opens and no probe is ever answered. The rows read wait without a call
+// until the circuit has been open for --seller-hold-limit, and then go to
+// the dead-letter topic for an operator, as the rows of a held seller do;
+// the rows read after that (one at a time: a consumer holding rows reads no
+// more while the circuit is open) go at once, having waited in Kafka as
+// long. None is called. Without the limit they would wait for as long as
+// the API stays down.
 func TestTheCircuitHoldsARowNoLongerThanTheHoldLimit(t *testing.T) {
 	const limit = 300 * time.Millisecond
 	f := newFixture(t, 1, nil)
+	opened := time.Now()
 	f.cfg.SellerHoldLimit = limit
 	f.reg = prometheus.NewRegistry()
 	c, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls,
 		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil },
-		Circuit: openBreaker{changed: make(chan struct{})}, Registerer: f.reg})
+		Circuit: openBreaker{changed: make(chan struct{}), since: opened}, Registerer: f.reg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	run(t, c)
-	start := time.Now()
 	f.publish("u", "s", 3)
 	letters := f.dlq(3)
-	took := time.Since(start)
+	took := time.Since(opened)
 	for _, l := range letters {
 		if got := header(l, HeaderErrorClass); got != registryclient.Transient.String() {
 			t.Errorf("dead letter of class %q, want %q", got, registryclient.Transient)
 		}
 	}
 	if took < limit {
-		t.Errorf("3 rows dead-lettered %v after they were published, before the hold limit %v", took.Round(time.Millisecond), limit)
+		t.Errorf("3 rows dead-lettered %v after the circuit opened, before the hold limit %v", took.Round(time.Millisecond), limit)
 	}
 	if calls, _ := f.registry.count(); calls != 0 {
 		t.Errorf("%d calls while the circuit was open, want 0", calls)
