@@ -98,6 +98,7 @@ func (l *gatedLedger) seen() (asking, most int, order []string) {
 
 // ledgerDeps are the fixture's dependencies with the SKU ledger l.
 func (f *fixture) ledgerDeps(l Ledger) Deps {
-	return Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: l,
-		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }}
+	d := f.deps()
+	d.Ledger = l
+	return d
 }

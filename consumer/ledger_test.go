@@ -284,8 +284,7 @@ func TestLedgerUnavailableFailsClosed(t *testing.T) {
 	f := newFixture(t, 2, nil)
 	ld := &flakyLedger{Ledger: ledger.New(testredis.Start(t).Client(), ledger.Options{})}
 	ld.down.Store(true)
-	c, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: ld,
-		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }})
+	c, err := New(f.cfg, f.ledgerDeps(ld))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -287,6 +287,13 @@ func newFixture(t *testing.T, partitions int32, script func(string, int) registr
 	return f
 }
 
+// deps are the fixture's dependencies: its in-memory stores and registry,
+// a retry budget of 4 attempts 20 ms apart, and a Redis that always answers.
+func (f *fixture) deps() Deps {
+	return Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls,
+		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }}
+}
+
 // start runs one consumer until the test ends.
 func (f *fixture) start() *Consumer {
 	f.reg = prometheus.NewRegistry()
@@ -600,8 +607,7 @@ func TestShutdownGivesSlotsBack(t *testing.T) {
 	f.throttle = newMemThrottle(5, 10*time.Second) // 5 now, the rest 10 s away
 	f.registry.latency = latency
 	f.cfg.SellerConcurrency = 20
-	c, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls,
-		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }})
+	c, err := New(f.cfg, f.deps())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -716,8 +722,7 @@ func TestRebalanceLosesNothing(t *testing.T) {
 		f.publish(fmt.Sprint("u", s), fmt.Sprint("s", s), 60)
 	}
 	stopFirst := make(chan struct{})
-	first, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls,
-		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }})
+	first, err := New(f.cfg, f.deps())
 	if err != nil {
 		t.Fatal(err)
 	}

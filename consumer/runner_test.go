@@ -310,9 +310,9 @@ func TestTheCircuitHoldsARowNoLongerThanTheHoldLimit(t *testing.T) {
 	opened := time.Now()
 	f.cfg.SellerHoldLimit = limit
 	f.reg = prometheus.NewRegistry()
-	c, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls,
-		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil },
-		Circuit: openBreaker{changed: make(chan struct{}), since: opened}, Registerer: f.reg})
+	d := f.deps()
+	d.Circuit, d.Registerer = openBreaker{changed: make(chan struct{}), since: opened}, f.reg
+	c, err := New(f.cfg, d)
 	if err != nil {
 		t.Fatal(err)
 	}
