@@ -184,9 +184,6 @@ type runner struct {
 	// answered call (conclude); seq numbers the batches.
 	unanswered map[*item]bool
 	seq        uint64
-	// circuitOpenFor is how long the fleet's circuit had been open when
-	// fleetReady found it past the hold limit.
-	circuitOpenFor time.Duration
 	// rank is when the seller started asking for starts, kept while it
 	// asks again within a window (ranked: when it last asked): the seller
 	// that started first is served first (startBudget).
@@ -457,9 +454,9 @@ func (rn *runner) batch(ctx context.Context, b []*item, retrying bool) {
 	if len(b) == 0 {
 		return
 	}
-	probe, ok, expired := rn.fleetReady(ctx)
-	if expired {
-		rn.expireCircuitWait(b)
+	probe, ok, openFor := rn.fleetReady(ctx)
+	if openFor > 0 {
+		rn.expireCircuitWait(b, openFor)
 		return
 	}
 	if !ok {
@@ -565,54 +562,54 @@ func (rn *runner) giveBack(b []*item) {
 
 // fleetReady waits, holding no slot, while the fleet's circuit is open. probe
 // reports that the circuit is not closed and this runner took the process's
-// turn to probe (one row goes); ok is false when ctx ended. expired reports
-// that the circuit has been open longer than Config.SellerHoldLimit: the
+// turn to probe (one row goes); ok is false when ctx ended. openFor, when
+// not 0, is how long the circuit has been open, longer than
+// Config.SellerHoldLimit: the
 // circuit is the fleet's hold, and a hold ends in the dead-letter topic at
 // the same limit as a seller's (expireCircuitWait), for every row it holds,
 // also one read after it opened (it waited in Kafka meanwhile).
-func (rn *runner) fleetReady(ctx context.Context) (probe, ok, expired bool) {
+func (rn *runner) fleetReady(ctx context.Context) (probe, ok bool, openFor time.Duration) {
 	c := rn.c
 	br := c.deps.Circuit
 	if br == nil {
-		return false, c.redis.wait(ctx), false
+		return false, c.redis.wait(ctx), 0
 	}
 	retry := c.redisBackOff()
 	for {
 		if !c.redis.wait(ctx) {
-			return false, false, false
+			return false, false, 0
 		}
 		news := br.Changed()
-		st, openFor, known := br.Local()
+		st, open, known := br.Local()
 		if !known || st == circuit.Closed {
-			return false, true, false
+			return false, true, 0
 		}
-		left := c.cfg.SellerHoldLimit - openFor
+		left := c.cfg.SellerHoldLimit - open
 		if left <= 0 {
-			rn.circuitOpenFor = openFor
-			return false, false, true
+			return false, false, open
 		}
 		wctx, cancel := context.WithTimeout(ctx, left)
 		err := br.WaitReady(wctx)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
-				return false, false, false
+				return false, false, 0
 			}
 			if wctx.Err() != nil {
 				continue // the limit came: looked at again above
 			}
 			c.circuitDown(err)
 			if !sleep(ctx, retry.NextBackOff()) {
-				return false, false, false
+				return false, false, 0
 			}
 			continue
 		}
 		if st, _, known := br.Local(); !known || st == circuit.Closed {
-			return false, true, false
+			return false, true, 0
 		}
 		got, free := c.turn.take()
 		if got {
-			return true, true, false
+			return true, true, 0
 		}
 		t := time.NewTimer(left)
 		select {
@@ -621,7 +618,7 @@ func (rn *runner) fleetReady(ctx context.Context) (probe, ok, expired bool) {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return false, false, false
+			return false, false, 0
 		}
 		t.Stop()
 	}
@@ -629,11 +626,11 @@ func (rn *runner) fleetReady(ctx context.Context) (probe, ok, expired bool) {
 
 // expireCircuitWait dead-letters the rows of b: the fleet's circuit has
 // held them longer than Config.SellerHoldLimit (fleetReady).
-func (rn *runner) expireCircuitWait(b []*item) {
+func (rn *runner) expireCircuitWait(b []*item, openFor time.Duration) {
 	c := rn.c
 	c.m.holdExpired.Inc()
 	rn.log.Error("the fleet's circuit has been open longer than the hold limit (the registration API answers no probe): sending the rows it holds to the dead-letter topic for an operator",
-		"open_for", rn.circuitOpenFor.Round(time.Second), "limit", c.cfg.SellerHoldLimit, "rows", len(b))
+		"open_for", openFor.Round(time.Second), "limit", c.cfg.SellerHoldLimit, "rows", len(b))
 	for _, it := range b {
 		if it.sku == nil {
 			it.sku = c.newSKUClaim(it.r, rn.log)
@@ -643,7 +640,7 @@ func (rn *runner) expireCircuitWait(b []*item) {
 			first = it.queued
 		}
 		c.deadLetterHeld(it.r, DeadLetter{Original: it.r.msg, Class: registryclient.Transient.String(), Attempts: it.t.attempts, FirstFailure: first,
-			Message: fmt.Sprintf("the registration API answered none of the fleet's probes for %s, longer than --seller-hold-limit (%s)", rn.circuitOpenFor.Round(time.Second), c.cfg.SellerHoldLimit),
+			Message: fmt.Sprintf("the registration API answered none of the fleet's probes for %s, longer than --seller-hold-limit (%s)", openFor.Round(time.Second), c.cfg.SellerHoldLimit),
 			Detail:  "the marketplace did not answer"}, it.sku, rn.log)
 	}
 	rn.rs.mu.Lock()
@@ -1274,7 +1271,7 @@ func (rn *runner) outcome(it *item, held bool) outcome {
 		c.deadLetterHeld(it.r, deadLetterOf(it.r, *res, t.attempts, t.firstFailure), it.sku, rn.log)
 		return outcomeGone
 	}
-	rn.log.Warn("transient registration failure of the row's own (its seller's later calls were answered), retrying", "row", it.r.m.Row, "attempt", t.attempts, "in", wait, "status", res.Status, "err", res.Err)
+	rn.log.Warn("transient registration failure of the row's own (its seller's calls sent with it or after it were answered, or it failed alone), retrying", "row", it.r.m.Row, "attempt", t.attempts, "in", wait, "status", res.Status, "err", res.Err)
 	it.notBefore = time.Now().Add(wait)
 	return outcomeAgain
 }
