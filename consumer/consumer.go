@@ -207,12 +207,15 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	// Every row is finished or given back; the runners end once they have
 	// written their last batch and released the claims of the rows they
-	// gave back (settleClaims), and hand no call on after that. The caller
-	// closes Redis after Run returns.
+	// gave back (settleClaims), and hand no call on after that. Those
+	// writes are best effort and get what the drain's bound leaves (the
+	// drain plus one heartbeat, as the drain's own wait for Redis): a dark
+	// Redis link must not keep the process past the session timeout. The
+	// caller closes Redis after Run returns.
 	select {
 	case <-c.runners.idle():
 		close(c.pool)
-	case <-time.After(time.Until(drainEnd) + settleTimeout):
+	case <-time.After(time.Until(drainEnd) + c.cfg.HeartbeatInterval):
 		c.log.Error("runners still working after the drain; their call workers are left running, and the SKU claims they hold lapse with their lease")
 	}
 	if cerr := c.close(); cerr != nil && err == nil {
@@ -220,10 +223,6 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	return err
 }
-
-// settleTimeout bounds how long the runners may take past the drain to
-// release the claims of the rows they gave back (releaseTimeout each, at once).
-const settleTimeout = 2 * releaseTimeout
 
 // Health is nil while Run runs; it names what is wrong otherwise.
 func (c *Consumer) Health() error {

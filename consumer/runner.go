@@ -321,8 +321,9 @@ func (rn *runner) giveBackQueue() {
 
 // settleClaims releases the SKU claims that rows given back still hold,
 // keeping their keys, all at once (each bounded by releaseTimeout):
-// another row with the SKU need not wait out the lease. The runner ends after this, and Run waits for
-// the runners, so the caller closes Redis after the releases.
+// another row with the SKU need not wait out the lease. The runner ends
+// after this; Run waits for the runners within the drain's bound, so the
+// caller closes Redis after the releases unless Redis does not answer.
 func settleClaims(its []*item) {
 	var wg sync.WaitGroup
 	for _, it := range its {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,19 +47,38 @@ func (o office) convert(t *testing.T, files map[string][]byte, convertTo string)
 	if err := os.Mkdir(in, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--headless", "--norestore", "-env:UserInstallation=file://" + o.profile, "--convert-to", convertTo, "--outdir", out}
+	var inputs []string
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(in, name), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		args = append(args, filepath.Join(in, name))
+		inputs = append(inputs, filepath.Join(in, name))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, o.bin, args...)
-	cmd.Env = append(os.Environ(), "HOME="+o.profile)
-	log, err := cmd.CombinedOutput()
-	if err != nil {
+	// LibreOffice sometimes aborts while it sets up a new profile (several
+	// start at once here): a crash is no answer about the files, so it is
+	// tried again, with a fresh profile, up to twice. Any other failure,
+	// and a third crash, fail the test.
+	var log []byte
+	for try := 1; ; try++ {
+		profile := o.profile
+		if try > 1 {
+			profile = t.TempDir()
+		}
+		args := append([]string{"--headless", "--norestore", "-env:UserInstallation=file://" + profile, "--convert-to", convertTo, "--outdir", out}, inputs...)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		cmd := exec.CommandContext(ctx, o.bin, args...)
+		cmd.Env = append(os.Environ(), "HOME="+profile)
+		var err error
+		log, err = cmd.CombinedOutput()
+		timedOut := ctx.Err() != nil
+		cancel()
+		if err == nil {
+			break
+		}
+		if crashed(err) && !timedOut && try < 3 {
+			t.Logf("soffice crashed (%v), trying again with a fresh profile", err)
+			continue
+		}
 		t.Fatalf("soffice %v: %v\n%s", args, err, log)
 	}
 	entries, _ := os.ReadDir(out)
@@ -74,6 +94,13 @@ func (o office) convert(t *testing.T, files map[string][]byte, convertTo string)
 		t.Fatalf("soffice wrote nothing:\n%s", log)
 	}
 	return got
+}
+
+// crashed reports whether soffice died of a signal, itself or as its
+// wrapper script reports it (exit status 128 + the signal).
+func crashed(err error) bool {
+	var exit *exec.ExitError
+	return errors.As(err, &exit) && (exit.ExitCode() == -1 || exit.ExitCode() > 128)
 }
 
 func readCSV(t *testing.T, data []byte) [][]string {

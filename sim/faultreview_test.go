@@ -132,7 +132,7 @@ func TestFaultReviewDeployWhileRedisIsCut(t *testing.T) {
 		t.Fatalf("consumer 0 was not SIGTERMed by the deploy, or did not exit")
 	}
 	if took := old.exitAt.Sub(old.termAt); took > sc.SessionTimeout() {
-		t.Errorf("consumer 0 exited %.1fs after SIGTERM, past the session timeout (%s): its drain overran drain + 2 × heartbeat ≤ session", took.Seconds(), sc.SessionTimeout())
+		t.Errorf("consumer 0 exited %.1fs after SIGTERM, past the session timeout (%s): its drain overran drain + 2 × heartbeat ≤ session; its last lines:\n%s", took.Seconds(), sc.SessionTimeout(), old.out.Tail(25))
 	} else {
 		t.Logf("consumer 0 exited %.1fs after SIGTERM (session %s)", took.Seconds(), sc.SessionTimeout())
 	}
