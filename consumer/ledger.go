@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bulkreg/bulkreg"
@@ -29,6 +30,11 @@ type Ledger interface {
 // CodeRegisteredOtherContent is the failure code of a row whose SKU the
 // seller registered before with other content.
 const CodeRegisteredOtherContent = "already_registered_other_content"
+
+// CodeRegisteredTwice is the code of a row the API registered while the
+// ledger held its SKU as another product: a duplicate for the seller to
+// delete.
+const CodeRegisteredTwice = "registered_twice"
 
 // skuClaim is one row's part in the SKU ledger, from its first claim to the
 // outcome. With no ledger configured every step lets the row through.
@@ -271,7 +277,24 @@ func (s *skuClaim) registeredAs(e ledger.Entry, attempts int) uploadstatus.RowRe
 	rr := uploadstatus.RowResult{State: uploadstatus.Registered, ProductID: e.ProductID, Attempts: attempts, At: time.Now()}
 	if e.Row != s.own {
 		rr.State, rr.Reason = uploadstatus.AlreadyRegistered, e.AlreadyRegistered()
+		rr.Details = []uploadstatus.Detail{{Code: "already_registered", Params: e.Facts()}}
 	}
+	return rr
+}
+
+// registeredTwice is the result of a row whose call registered the product
+// anew (201) while the ledger holds its SKU as registered by another row as
+// another product: the marketplace now holds the SKU twice, and the seller
+// is told which two products and where the first came from.
+func (s *skuClaim) registeredTwice(res registryclient.Result, e ledger.Entry, attempts int) uploadstatus.RowResult {
+	rr := registered(res, attempts)
+	rr.Code, rr.Field = CodeRegisteredTwice, "seller_sku"
+	first := strings.TrimSuffix(e.AlreadyRegistered(), "; nothing was sent again")
+	rr.Reason = fmt.Sprintf("registered as %s, but seller_sku %q was %s: the marketplace now holds it twice; delete one of them in the seller center's product management",
+		res.ProductID, s.r.m.Product.SellerSKU, first)
+	f := e.Facts()
+	f["other"], f["product"], f["field"], f["value"] = e.ProductID, res.ProductID, "seller_sku", strconv.Quote(s.r.m.Product.SellerSKU)
+	rr.Details = []uploadstatus.Detail{{Code: CodeRegisteredTwice, Field: "seller_sku", Params: f}}
 	return rr
 }
 

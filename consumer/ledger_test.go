@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -197,6 +199,75 @@ func TestLapsedClaimIsTakenOverWithItsKey(t *testing.T) {
 	}
 	if n := s.calls.byKey[bulkreg.IdempotencyKey("up-1", 2)]; n != 0 {
 		t.Errorf("up-1's own key was sent %d times, want 0: the takeover calls with up-0's key", n)
+	}
+}
+
+// registersFirst is a registration API in front of the sandbox that, at
+// the first call, has another row register the same SKU and the ledger
+// record it, before the call goes through: a registration the ledger
+// holds as another product by the time the call is answered.
+type registersFirst struct {
+	Registry
+	once  sync.Once
+	first func()
+}
+
+func (r *registersFirst) Register(ctx context.Context, seller, key string, p bulkreg.Product) registryclient.Result {
+	r.once.Do(r.first)
+	return r.Registry.Register(ctx, seller, key, p)
+}
+
+// TestARegistrationOverAnotherIsReportedTwice: a row's own call registers
+// its product (201) while the ledger already holds the SKU as another
+// row's product: the row is registered (it was sent, and the marketplace
+// made a product) and says the marketplace now holds the SKU twice, naming
+// both products and where the first came from, in the seller's words.
+func TestARegistrationOverAnotherIsReportedTwice(t *testing.T) {
+	s := newStack(t, stackOptions{partitions: 1, limit: 100, window: 2 * time.Second, margin: 50 * time.Millisecond})
+	ctx := context.Background()
+	ld := ledger.New(s.rdb, ledger.Options{Lease: 10 * time.Second})
+	p := ledgerProduct("D-1")
+	otherKey := bulkreg.IdempotencyKey("up-0", 7)
+	rc, err := registryclient.New(registryclient.Options{BaseURL: s.api.URL, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first registryclient.Result
+	reg := &registersFirst{Registry: rc, first: func() {
+		first = rc.Register(ctx, "seller-d", otherKey, p)
+		if _, err := ld.Mark(ctx, "seller-d", "D-1", otherKey, p.ContentHash(), first.ProductID); err != nil {
+			t.Errorf("mark the other row's registration: %v", err)
+		}
+	}}
+	s.startConsumer(func(_ *Config, d *Deps) { d.Ledger, d.Circuit, d.Registry = ld, nil, reg })
+	store := uploadstatus.New(s.rdb, time.Hour)
+	s.publishSKUs("up-1", "seller-d", []string{"D-1"})
+	st := s.waitDone(store, "up-1", 1)
+	if first.Status != http.StatusCreated {
+		t.Fatalf("the other row's registration: %+v", first)
+	}
+	if len(st.Rows) != 1 {
+		t.Fatalf("up-1's rows: %+v, want 1", st.Rows)
+	}
+	got := st.Rows[0]
+	if got.State != uploadstatus.Registered || got.ProductID == "" || got.ProductID == first.ProductID || got.Code != CodeRegisteredTwice {
+		t.Errorf("up-1's row: %+v; want registered as a new product with code %s", got, CodeRegisteredTwice)
+	}
+	for _, want := range []string{got.ProductID, first.ProductID, "up-0", "row 7", "twice"} {
+		if !strings.Contains(got.Reason, want) {
+			t.Errorf("the row's reason %q does not say %q", got.Reason, want)
+		}
+	}
+	if len(got.Details) != 1 || got.Details[0].Code != CodeRegisteredTwice || got.Details[0].Params["other"] != first.ProductID ||
+		got.Details[0].Params["product"] != got.ProductID || got.Details[0].Params["kind"] != "from" || got.Details[0].Params["row"] != "7" {
+		t.Errorf("the row's details %+v; want %s naming both products and the first's row", got.Details, CodeRegisteredTwice)
+	}
+	if a := s.audit("seller-d"); a.Accepted != 2 {
+		t.Errorf("sandbox: %d registrations accepted, want 2 (the other row's and this row's)", a.Accepted)
+	}
+	es, err := ld.Lookup(ctx, "seller-d", []string{"D-1"})
+	if e := es["D-1"]; err != nil || e.ProductID != first.ProductID || e.Row != otherKey {
+		t.Errorf("the ledger's entry: %+v, %v; want the first registration kept", es, err)
 	}
 }
 

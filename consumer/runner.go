@@ -1368,6 +1368,11 @@ func (rn *runner) result(it *item) (rr uploadstatus.RowResult, kind string, good
 		}
 	}
 	s.held = false
+	if e.Row != s.own && res.Class == registryclient.Registered && e.ProductID != res.ProductID {
+		rn.log.Error("the API registered a SKU the ledger holds as another product: the seller now has it twice",
+			"row", it.r.m.Row, "product_id", res.ProductID, "first_product_id", e.ProductID, "first_row", e.Row)
+		return s.registeredTwice(res, e, it.t.attempts), res.Class.String(), true
+	}
 	kind = res.Class.String()
 	if e.Row != s.own {
 		kind = uploadstatus.AlreadyRegistered

@@ -129,6 +129,19 @@ func (e Entry) AlreadyRegistered() string {
 	return msg + "; nothing was sent again"
 }
 
+// Facts are AlreadyRegistered's facts as parameters of the message table:
+// "product"; when the entry names its row and time, also "kind" ("from"),
+// "upload", "row", "date" (the day in UTC) and "at" (the instant, which a
+// report says in the seller's zone).
+func (e Entry) Facts() map[string]string {
+	f := map[string]string{"product": e.ProductID}
+	if upload, row, ok := strings.Cut(e.Row, ":"); ok && !e.At.IsZero() {
+		f["kind"], f["upload"], f["row"], f["date"] = "from", upload, row, e.At.UTC().Format(time.DateOnly)
+		f["at"] = e.At.UTC().Format(time.RFC3339Nano)
+	}
+	return f
+}
+
 // Verdict is Claim's answer.
 type Verdict int
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -459,15 +460,21 @@ func TestMemoryPerSKU(t *testing.T) {
 func TestAlreadyRegisteredNamesTheProduct(t *testing.T) {
 	at := time.Date(2026, 3, 2, 23, 30, 0, 0, time.FixedZone("KST", 9*3600))
 	cases := []struct {
-		e    Entry
-		want string
+		e     Entry
+		want  string
+		facts map[string]string
 	}{
-		{Entry{ProductID: "P-17", Row: "9f86d081884c7d65:5", At: at}, "already registered as P-17 by upload 9f86d081884c7d65 row 5 on 2026-03-02; nothing was sent again"},
-		{Entry{ProductID: "P-1"}, "already registered as P-1; nothing was sent again"},
+		{Entry{ProductID: "P-17", Row: "9f86d081884c7d65:5", At: at}, "already registered as P-17 by upload 9f86d081884c7d65 row 5 on 2026-03-02; nothing was sent again",
+			map[string]string{"product": "P-17", "kind": "from", "upload": "9f86d081884c7d65", "row": "5", "date": "2026-03-02", "at": "2026-03-02T14:30:00Z"}},
+		{Entry{ProductID: "P-1"}, "already registered as P-1; nothing was sent again", map[string]string{"product": "P-1"}},
+		{Entry{ProductID: "P-2", Row: "9f86d081884c7d65:5"}, "already registered as P-2 by upload 9f86d081884c7d65 row 5; nothing was sent again", map[string]string{"product": "P-2"}},
 	}
 	for _, c := range cases {
 		if got := c.e.AlreadyRegistered(); got != c.want {
 			t.Errorf("AlreadyRegistered() = %q, want %q", got, c.want)
+		}
+		if got := c.e.Facts(); !maps.Equal(got, c.facts) {
+			t.Errorf("%+v: Facts() = %v, want %v", c.e, got, c.facts)
 		}
 	}
 }

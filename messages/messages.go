@@ -154,6 +154,8 @@ var table = map[string]text{
 	"bad_message":                 {"이 행의 메시지를 읽을 수 없어 운영자에게 넘겼습니다", "the row's message could not be read; it was handed to an operator"},
 	"already_registered":          {"이미 {product}{으로} 등록되어 있어 다시 보내지 않았습니다", "already registered as {product}; nothing was sent again"},
 	"already_registered.from":     {"이미 {date}에 업로드 {upload}의 {row}행에서 {product}{으로} 등록되어 있어 다시 보내지 않았습니다", "already registered as {product} by upload {upload} row {row} on {date}; nothing was sent again"},
+	"registered_twice":            {"{product}{으로} 등록했지만 {field} {value}{은} 이미 {other}{으로} 등록되어 있었습니다. 마켓에 같은 코드의 상품이 두 개 있으니 판매자 센터의 상품 관리에서 하나를 지워 주세요", "registered as {product}, but {field} {value} was already registered as {other}: the marketplace now holds it twice; delete one of them in the seller center's product management"},
+	"registered_twice.from":       {"{product}{으로} 등록했지만 {field} {value}{은} 이미 {date}에 업로드 {upload}의 {row}행에서 {other}{으로} 등록되어 있었습니다. 마켓에 같은 코드의 상품이 두 개 있으니 판매자 센터의 상품 관리에서 하나를 지워 주세요", "registered as {product}, but {field} {value} was already registered as {other} by upload {upload} row {row} on {date}: the marketplace now holds it twice; delete one of them in the seller center's product management"},
 	"cells_not_kept":              {"이 보고서에는 이 행의 셀이 없습니다. 올린 파일의 글이 bulkreg가 보관하는 양보다 많았습니다. 원래 파일에서 복사해 주세요", "the row's cells are not in this report: the upload held more text than bulkreg keeps; copy them from your file"},
 
 	// A row's result, as a report shows it. English keeps the codes the

@@ -46,7 +46,7 @@ func TestTheCodesSellersMeetAreInTheTable(t *testing.T) {
 		"more_problems", "more_warnings", "hidden_row", "unknown_column", "merged_fill",
 		"too_large", "not_xlsx", "damaged", "no_header", "missing_column", "duplicate_column", "too_many_rows", "no_rows", "timeout", "canceled",
 		"already_registered_other_content", "already_registered", "dead_lettered", "bad_message", "registry_refused",
-		"misconfigured", "too_many_reports", "bad_parameter", "uploaded_before", "cells_not_kept",
+		"misconfigured", "too_many_reports", "bad_parameter", "uploaded_before", "cells_not_kept", "registered_twice",
 	}
 	for _, c := range codes {
 		for _, lang := range []string{KO, EN} {
@@ -54,6 +54,24 @@ func TestTheCodesSellersMeetAreInTheTable(t *testing.T) {
 				t.Errorf("%s has no %s sentence", c, lang)
 			}
 		}
+	}
+}
+
+// TestRegisteredTwiceNamesBothProducts: the duplicate's sentence names the
+// new product, the first and, when the ledger knows it, where the first
+// came from.
+func TestRegisteredTwiceNamesBothProducts(t *testing.T) {
+	p := map[string]string{"product": "P-9", "other": "P-1", "field": "seller_sku", "value": `"A-1"`, KindParam: "from", "upload": "9f86d081884c7d65", "row": "5", "date": "2026-03-02"}
+	for _, lang := range []string{KO, EN} {
+		s, ok := Render(lang, "registered_twice", p)
+		for _, want := range []string{"P-9", "P-1", "9f86d081884c7d65", "5", "2026-03-02", `"A-1"`} {
+			if !ok || !strings.Contains(s, want) {
+				t.Errorf("%s: %q does not say %s", lang, s, want)
+			}
+		}
+	}
+	if s, _ := Render(KO, "registered_twice", map[string]string{"product": "P-9", "other": "P-1", "field": "seller_sku", "value": `"A-1"`}); !strings.Contains(s, "P-1") || strings.Contains(s, "{") {
+		t.Errorf("without where the first came from: %q", s)
 	}
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/excel"
@@ -118,14 +116,7 @@ func sameContent(hash string, p bulkreg.Product, asTyped func() bulkreg.Product,
 // composable text would take most of a second.
 const nfdBudget = 1 << 20
 
-// alreadyDetail is ledger.Entry.AlreadyRegistered's facts for the message
-// table: "date" the day in UTC, "at" the instant, which a report says in
-// the seller's zone (zoned).
+// alreadyDetail is ledger.Entry.AlreadyRegistered for the message table.
 func alreadyDetail(e ledger.Entry) uploadstatus.Detail {
-	d := uploadstatus.Detail{Code: "already_registered", Params: map[string]string{"product": e.ProductID}}
-	if up, row, ok := strings.Cut(e.Row, ":"); ok && !e.At.IsZero() {
-		d.Params["kind"], d.Params["upload"], d.Params["row"], d.Params["date"] = "from", up, row, e.At.UTC().Format(time.DateOnly)
-		d.Params["at"] = e.At.UTC().Format(time.RFC3339Nano)
-	}
-	return d
+	return uploadstatus.Detail{Code: "already_registered", Params: e.Facts()}
 }
