@@ -632,18 +632,15 @@ func (rn *runner) expireCircuitWait(b []*item, openFor time.Duration) {
 	c.m.holdExpired.Inc()
 	rn.log.Error("the fleet's circuit has been open longer than the hold limit (the registration API answers no probe): sending the rows it holds to the dead-letter topic for an operator",
 		"open_for", openFor.Round(time.Second), "limit", c.cfg.SellerHoldLimit, "rows", len(b))
-	for _, it := range b {
-		if it.sku == nil {
-			it.sku = c.newSKUClaim(it.r, rn.log)
-		}
+	rn.deadLetterAll(b, func(it *item) DeadLetter {
 		first := it.t.firstFailure
 		if first.IsZero() {
 			first = it.queued
 		}
-		c.deadLetterHeld(it.r, DeadLetter{Original: it.r.msg, Class: registryclient.Transient.String(), Attempts: it.t.attempts, FirstFailure: first,
+		return DeadLetter{Original: it.r.msg, Class: registryclient.Transient.String(), Attempts: it.t.attempts, FirstFailure: first,
 			Message: fmt.Sprintf("the registration API answered none of the fleet's probes for %s, longer than --seller-hold-limit (%s)", openFor.Round(time.Second), c.cfg.SellerHoldLimit),
-			Detail:  "the marketplace did not answer"}, it.sku, rn.log)
-	}
+			Detail:  "the marketplace did not answer"}
+	})
 	rn.rs.mu.Lock()
 	rn.inBatch = max(0, rn.inBatch-len(b))
 	rn.rs.mu.Unlock()
@@ -1187,15 +1184,23 @@ func (rn *runner) expireHold(now time.Time) {
 	c.m.holdExpired.Inc()
 	rn.log.Error("the registration API has failed this seller's calls for longer than the hold limit: sending its rows held that long to the dead-letter topic for an operator",
 		"held_for", now.Sub(h.since).Round(time.Second), "limit", c.cfg.SellerHoldLimit, "rows", len(expired), "status", h.last.Status, "err", h.last.Err)
-	for _, it := range expired {
-		if it.sku == nil {
-			it.sku = c.newSKUClaim(it.r, rn.log)
-		}
+	rn.deadLetterAll(expired, func(it *item) DeadLetter {
 		d := deadLetterOf(it.r, h.last, it.t.attempts, maxTime(it.queued, h.since))
 		d.Class = h.class
 		d.Message = fmt.Sprintf("the registration API failed every call of seller %s for %s, longer than --seller-hold-limit (%s); last: %s",
 			rn.seller, now.Sub(h.since).Round(time.Second), c.cfg.SellerHoldLimit, d.Message)
-		c.deadLetterHeld(it.r, d, it.sku, rn.log)
+		return d
+	})
+}
+
+// deadLetterAll dead-letters rows that may hold their SKU's claim (a row
+// never claimed gets its claim's keys first), each with its own letter.
+func (rn *runner) deadLetterAll(its []*item, letter func(*item) DeadLetter) {
+	for _, it := range its {
+		if it.sku == nil {
+			it.sku = rn.c.newSKUClaim(it.r, rn.log)
+		}
+		rn.c.deadLetterHeld(it.r, letter(it), it.sku, rn.log)
 	}
 }
 
