@@ -68,16 +68,26 @@ test: deps
 		BULKREG_AXE="$(AXE)" $(GO) -C $$m test -count=1 -timeout 9m ./...; done
 	$(MAKE) fuzz
 
-# A bare "context deadline exceeded" with no failing input written is Go's own
-# fuzz coordinator racing its -fuzztime deadline (golang/go#75804, fixed in
-# Go 1.27), not a finding; anything else fails the run. Each target runs in
-# its package's directory (go -C), so a target in any of MODULES runs.
+# Each package with fuzz targets gets one instrumented test binary (go test
+# -c -fuzz: the instrumentation is the package's, whichever target is
+# named), and each target runs from it in the package's directory, so a
+# failing input is written to its testdata/fuzz as go test -fuzz writes it,
+# and the corpus it grows is go test's own (GOCACHE/fuzz/<import path>).
+# Building once per package rather than once per target is what keeps the
+# step within make test's budget. A bare "context deadline exceeded" with no
+# failing input written is Go's own fuzz coordinator racing its -fuzztime
+# deadline (golang/go#75804, fixed in Go 1.27), not a finding; anything else
+# fails the run.
 fuzz:
-	@for file in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \
-		dir=$$(dirname $$file); \
-		for fn in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$file); do \
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; cache=$$($(GO) env GOCACHE)/fuzz; \
+	for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+		fns=$$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$dir/*_test.go); \
+		bin=$$tmp/$$(echo $$dir | tr ./ __).test; \
+		$(GO) -C $$dir test -c -o $$bin -fuzz "^$$(echo $$fns | cut -d' ' -f1)\$$" .; \
+		pkg=$$($(GO) -C $$dir list .); \
+		for fn in $$fns; do \
 			echo "fuzz $$dir $$fn ($(FUZZTIME))"; \
-			out=$$($(GO) -C $$dir test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 10x . 2>&1) && continue; \
+			out=$$(cd $$dir && $$bin -test.run '^$$' -test.fuzz "^$$fn\$$" -test.fuzztime $(FUZZTIME) -test.fuzzminimizetime 10x -test.fuzzcachedir "$$cache/$$pkg" 2>&1) && continue; \
 			if echo "$$out" | grep -qx '    context deadline exceeded' && ! echo "$$out" | grep -q 'Failing input written'; then \
 				echo "  $$fn: the fuzz coordinator hit its own deadline (golang/go#75804), no failing input: not a finding"; \
 			else echo "$$out"; exit 1; fi; \
