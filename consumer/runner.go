@@ -1088,6 +1088,7 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 		it.made = false
 		switch rn.outcome(it, held) {
 		case outcomeDone:
+			delete(rn.unanswered, it) // a finished row no longer tells whose failures they are
 			results[it.r.m.UploadID] = append(results[it.r.m.UploadID], it)
 		case outcomeRateLimited:
 			b := &blocks[b2i(it.res.Scope == registryclient.ScopeApp)]
@@ -1098,6 +1099,7 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 		case outcomeAgain:
 			again = append(again, it)
 		case outcomeGone:
+			delete(rn.unanswered, it)
 		}
 	}
 	for _, b := range blocks {
