@@ -212,16 +212,34 @@ func (c *Consumer) Run(ctx context.Context) error {
 	// drain plus one heartbeat, as the drain's own wait for Redis): a dark
 	// Redis link must not keep the process past the session timeout. The
 	// caller closes Redis after Run returns.
-	select {
-	case <-c.runners.idle():
+	if c.runnersEnd(time.Until(drainEnd) + c.cfg.HeartbeatInterval) {
 		close(c.pool)
-	case <-time.After(time.Until(drainEnd) + c.cfg.HeartbeatInterval):
+	} else {
 		c.log.Error("runners still working after the drain; their call workers are left running, and the SKU claims they hold lapse with their lease")
 	}
 	if cerr := c.close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close the dead-letter writer: %w", cerr)
 	}
 	return err
+}
+
+// runnersEnd reports whether every runner has ended or ends within d; the
+// runners having ended wins over a d already past.
+func (c *Consumer) runnersEnd(d time.Duration) bool {
+	idle := c.runners.idle()
+	t := time.NewTimer(max(d, 0))
+	defer t.Stop()
+	select {
+	case <-idle:
+		return true
+	case <-t.C:
+		select {
+		case <-idle:
+			return true
+		default:
+			return false
+		}
+	}
 }
 
 // Health is nil while Run runs; it names what is wrong otherwise.

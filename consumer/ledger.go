@@ -282,10 +282,12 @@ func (s *skuClaim) registeredAs(e ledger.Entry, attempts int) uploadstatus.RowRe
 	return rr
 }
 
-// registeredTwice is the result of a row whose call registered the product
-// anew (201) while the ledger holds its SKU as registered by another row as
-// another product: the marketplace now holds the SKU twice, and the seller
-// is told which two products and where the first came from.
+// registeredTwice is the result of a row whose call the API answered with
+// a product (201, or 200 for an earlier call under its key) other than the
+// one the ledger holds for its SKU, registered by another row: the
+// marketplace now holds the SKU twice, and the seller is told which two
+// products and where the first came from. Rows that share a call key get
+// the same product and are not this.
 func (s *skuClaim) registeredTwice(res registryclient.Result, e ledger.Entry, attempts int) uploadstatus.RowResult {
 	rr := registered(res, attempts)
 	rr.Code, rr.Field = CodeRegisteredTwice, "seller_sku"

@@ -322,8 +322,9 @@ func (rn *runner) giveBackQueue() {
 // settleClaims releases the SKU claims that rows given back still hold,
 // keeping their keys, all at once (each bounded by releaseTimeout):
 // another row with the SKU need not wait out the lease. The runner ends
-// after this; Run waits for the runners within the drain's bound, so the
-// caller closes Redis after the releases unless Redis does not answer.
+// after this; Run waits for the runners within the drain's bound (the
+// drain plus one heartbeat): a release Redis has not answered by then
+// lapses with its lease instead.
 func settleClaims(its []*item) {
 	var wg sync.WaitGroup
 	for _, it := range its {
@@ -1199,6 +1200,7 @@ func (rn *runner) expireHold(now time.Time) {
 // never claimed gets its claim's keys first), each with its own letter.
 func (rn *runner) deadLetterAll(its []*item, letter func(*item) DeadLetter) {
 	for _, it := range its {
+		delete(rn.unanswered, it)
 		if it.sku == nil {
 			it.sku = rn.c.newSKUClaim(it.r, rn.log)
 		}
@@ -1375,7 +1377,7 @@ func (rn *runner) result(it *item) (rr uploadstatus.RowResult, kind string, good
 		}
 	}
 	s.held = false
-	if e.Row != s.own && res.Class == registryclient.Registered && e.ProductID != res.ProductID {
+	if e.Row != s.own && e.ProductID != res.ProductID {
 		rn.log.Error("the API registered a SKU the ledger holds as another product: the seller now has it twice",
 			"row", it.r.m.Row, "product_id", res.ProductID, "first_product_id", e.ProductID, "first_row", e.Row)
 		return s.registeredTwice(res, e, it.t.attempts), res.Class.String(), true

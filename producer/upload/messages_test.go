@@ -61,6 +61,10 @@ func koreanUpload(t *testing.T) (uploadstatus.Status, map[int][]string) {
 			Reason: "category CAT-1 does not exist"},
 		uploadstatus.RowResult{Row: 11, State: uploadstatus.Failed, Code: "transient", Attempts: 8, At: at,
 			Reason: "the registration API did not take the row after 8 attempts (status 503); it was set aside for an operator to retry"},
+		uploadstatus.RowResult{Row: 12, State: uploadstatus.Registered, ProductID: "P-12", Code: "registered_twice", Field: "seller_sku", At: at,
+			Reason: `registered as P-12, but seller_sku "A-12" was already registered as P-1 by upload 0000000000000001 row 4 on 2026-10-01: the marketplace now holds it twice; delete one of them in the seller center's product management`,
+			Details: []uploadstatus.Detail{{Code: "registered_twice", Field: "seller_sku", Params: map[string]string{"field": "seller_sku", "value": `"A-12"`, "product": "P-12", "other": "P-1",
+				"kind": "from", "upload": "0000000000000001", "row": "4", "date": "2026-10-01", "at": at.AddDate(0, -1, 0).Format(time.RFC3339Nano)}}}},
 	)
 	return st, cells
 }
@@ -132,6 +136,7 @@ func TestAKoreanReportIsAllKorean(t *testing.T) {
 		"9":  {"실패", "카테고리코드: 값이 마켓의 상품 규칙에 맞지 않아", `마켓의 설명: "category CAT-1 does not exist"`},
 		"10": {"대기 중"},
 		"11": {"실패", "8번", "응답 코드 503", "일시적인 오류", "운영자"},
+		"12": {"등록됨", "P-12", "P-1", "두 개", "판매자 센터", "0000000000000001", "4행"},
 	} {
 		line := strings.Join(byRow[row], "|")
 		for _, w := range want {

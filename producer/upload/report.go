@@ -55,8 +55,9 @@ func ReportRowsIn(lang string, zone *time.Location, st uploadstatus.Status, cell
 		if res, ok := results[n]; ok {
 			res = zoned(lang, zone, res)
 			rr.Result = res.State
-			switch res.State {
-			case uploadstatus.Failed, uploadstatus.AlreadyRegistered:
+			// A registered row with a code needs the seller too: the
+			// marketplace holds its SKU twice (registered_twice).
+			if res.State != uploadstatus.Registered || res.Code != "" {
 				rr.Reason = RowReason(lang, st.Header, res)
 			}
 			rr.Problems = reportProblems(lang, st.Header, res)
