@@ -7,7 +7,7 @@ GO      ?= go
 TOOLCHAIN := $(shell sed -n 's/^toolchain //p' go.mod)
 export GOTOOLCHAIN := $(TOOLCHAIN)
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-FUZZTIME ?= 5s
+FUZZTIME ?= 3s
 # axe-core, injected into the seller pages by the browser tests; make test
 # names it in BULKREG_AXE, so a missing copy fails the tests instead of
 # leaving the accessibility checks out.
