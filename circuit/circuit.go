@@ -408,8 +408,10 @@ type SellerCalls struct {
 	LastFailure, Now time.Time
 	// What the other sellers' calls say. OthersFailing counts those whose
 	// last two calls or more failed, the last within the window;
-	// OthersAnswered those answered since this seller's streak began (in a
-	// later bucket of the window) whose last call was answered;
+	// OthersAnswered those answered since this seller's streak began (two
+	// buckets of the window or more after the one it began in: a call sent
+	// before an outage and answered just after it is in the next one
+	// whenever a bucket boundary falls between) whose last call was answered;
 	// OthersCalling those with calls in the window at all.
 	OthersFailing, OthersAnswered, OthersCalling int
 }

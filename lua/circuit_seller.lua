@@ -23,8 +23,10 @@
 -- buckets; {streak, last failure µs, now µs}: its failures in a row since its last
 -- answered call (0 0 when its last call was answered); then what other sellers'
 -- calls say: {failing, answered, calling}: how many other sellers failed their
--- last two calls or more, the last within the window; how many were answered in a
--- bucket after the one the seller's streak began in and were answered last (not
+-- last two calls or more, the last within the window; how many were answered two
+-- buckets or more after the one the seller's streak began in (a call sent before
+-- an outage and answered just after it lands in the next bucket whenever a
+-- boundary falls between) and were answered last (not
 -- failing now: a batch of answers from before an outage, sent with a seller's
 -- first failure, is no proof that the API answers); how many have calls in the
 -- window at all. Answered calls a process has not sent yet (circuit.Breaker
@@ -76,7 +78,7 @@ for i = 0, buckets - 1 do
         ok = ok + tonumber(c)
       else
         if not calling[m] then calling[m] = true; ncalling = ncalling + 1 end
-        if streak > 0 and id > since and not failingNow[m] and not answered[m] then
+        if streak > 0 and id > since + 1 and not failingNow[m] and not answered[m] then
           answered[m] = true; nanswered = nanswered + 1
         end
       end
