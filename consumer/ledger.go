@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/bulkreg/bulkreg"
@@ -135,15 +134,19 @@ func (s *skuClaim) claim() bool {
 			return false
 		default: // ledger.Conflict
 			s.held = false
-			e := cl.Entry
-			c.record(r, uploadstatus.RowResult{State: uploadstatus.Failed, Code: CodeRegisteredOtherContent, Field: "seller_sku", At: time.Now(),
-				Reason: fmt.Sprintf("seller_sku %q is already registered as %s; bulk registration does not change existing products", r.m.Product.SellerSKU, e.ProductID),
-				Details: []uploadstatus.Detail{{Code: CodeRegisteredOtherContent, Field: "seller_sku",
-					Params: map[string]string{"field": "seller_sku", "value": strconv.Quote(r.m.Product.SellerSKU), "product": e.ProductID}}}},
-				"failed", s.log)
+			c.record(r, otherContent(r.m.Product.SellerSKU, cl.Entry), "failed", s.log)
 			return false
 		}
 	}
+}
+
+// otherContent is the result of a row whose SKU the ledger holds registered
+// with other content (ledger.Conflict): the row fails, and no call is made.
+func otherContent(sku string, e ledger.Entry) uploadstatus.RowResult {
+	return uploadstatus.RowResult{State: uploadstatus.Failed, Code: CodeRegisteredOtherContent, Field: "seller_sku", At: time.Now(),
+		Reason: fmt.Sprintf("seller_sku %q is already registered as %s; bulk registration does not change existing products", sku, e.ProductID),
+		Details: []uploadstatus.Detail{{Code: CodeRegisteredOtherContent, Field: "seller_sku",
+			Params: map[string]string{"field": "seller_sku", "value": strconv.Quote(sku), "product": e.ProductID}}}}
 }
 
 // marked is a registration's mark in the ledger, when afterCall made it in
@@ -291,9 +294,8 @@ func (s *skuClaim) registeredAs(e ledger.Entry, attempts int) uploadstatus.RowRe
 func (s *skuClaim) registeredTwice(res registryclient.Result, e ledger.Entry, attempts int) uploadstatus.RowResult {
 	rr := registered(res, attempts)
 	rr.Code, rr.Field = CodeRegisteredTwice, "seller_sku"
-	first := strings.TrimSuffix(e.AlreadyRegistered(), "; nothing was sent again")
-	rr.Reason = fmt.Sprintf("registered as %s, but seller_sku %q was %s: the marketplace now holds it twice; delete one of them in the seller center's product management",
-		res.ProductID, s.r.m.Product.SellerSKU, first)
+	rr.Reason = fmt.Sprintf("registered as %s, but seller_sku %q was already %s: the marketplace now holds it twice; delete one of them in the seller center's product management",
+		res.ProductID, s.r.m.Product.SellerSKU, e.Origin())
 	f := e.Facts()
 	f["other"], f["product"], f["field"], f["value"] = e.ProductID, res.ProductID, "seller_sku", strconv.Quote(s.r.m.Product.SellerSKU)
 	rr.Details = []uploadstatus.Detail{{Code: CodeRegisteredTwice, Field: "seller_sku", Params: f}}

@@ -258,6 +258,9 @@ func TestARegistrationOverAnotherIsReportedTwice(t *testing.T) {
 			t.Errorf("the row's reason %q does not say %q", got.Reason, want)
 		}
 	}
+	if strings.Contains(got.Reason, "nothing was sent") {
+		t.Errorf("the row's reason %q says nothing was sent; this row's call was", got.Reason)
+	}
 	if len(got.Details) != 1 || got.Details[0].Code != CodeRegisteredTwice || got.Details[0].Params["other"] != first.ProductID ||
 		got.Details[0].Params["product"] != got.ProductID || got.Details[0].Params["kind"] != "from" || got.Details[0].Params["row"] != "7" {
 		t.Errorf("the row's details %+v; want %s naming both products and the first's row", got.Details, CodeRegisteredTwice)

@@ -33,7 +33,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -822,11 +821,7 @@ func (rn *runner) claimed(it *item, cl ledger.ClaimResult, later *[]*item) bool 
 		rr := setAside(cl.Aside.Class, cl.Aside.Attempts, cl.Aside.Reason)
 		it.result, it.kind = &rr, "set_aside"
 	default: // ledger.Conflict
-		e := cl.Entry
-		rr := uploadstatus.RowResult{State: uploadstatus.Failed, Code: CodeRegisteredOtherContent, Field: "seller_sku", At: time.Now(),
-			Reason: fmt.Sprintf("seller_sku %q is already registered as %s; bulk registration does not change existing products", it.r.m.Product.SellerSKU, e.ProductID),
-			Details: []uploadstatus.Detail{{Code: CodeRegisteredOtherContent, Field: "seller_sku",
-				Params: map[string]string{"field": "seller_sku", "value": strconv.Quote(it.r.m.Product.SellerSKU), "product": e.ProductID}}}}
+		rr := otherContent(it.r.m.Product.SellerSKU, cl.Entry)
 		it.result, it.kind = &rr, "failed"
 	}
 	s.held = false

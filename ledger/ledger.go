@@ -119,14 +119,21 @@ type Entry struct {
 // registered as P-17 by upload 9f86d081884c7d65 row 5 on 2026-03-02; nothing
 // was sent again".
 func (e Entry) AlreadyRegistered() string {
-	msg := "already registered as " + e.ProductID
+	return "already " + e.Origin() + "; nothing was sent again"
+}
+
+// Origin says which product a registered SKU is and where it came from:
+// "registered as P-17 by upload 9f86d081884c7d65 row 5 on 2026-03-02" (the
+// row and the day when the entry names them).
+func (e Entry) Origin() string {
+	msg := "registered as " + e.ProductID
 	if upload, row, ok := strings.Cut(e.Row, ":"); ok {
 		msg += " by upload " + upload + " row " + row
 	}
 	if !e.At.IsZero() {
 		msg += " on " + e.At.UTC().Format(time.DateOnly)
 	}
-	return msg + "; nothing was sent again"
+	return msg
 }
 
 // Facts are AlreadyRegistered's facts as parameters of the message table:
