@@ -33,7 +33,7 @@ const CodeRegisteredOtherContent = "already_registered_other_content"
 // CodeRegisteredTwice is the code of a row the API registered while the
 // ledger held its SKU as another product: a duplicate for the seller to
 // delete.
-const CodeRegisteredTwice = "registered_twice"
+const CodeRegisteredTwice = uploadstatus.RegisteredTwice
 
 // skuClaim is one row's part in the SKU ledger, from its first claim to the
 // outcome. With no ledger configured every step lets the row through.

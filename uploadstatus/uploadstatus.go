@@ -65,6 +65,12 @@ const (
 // Status.OtherContent, so pages and reports can group them on their own.
 const OtherContent = "already_registered_other_content"
 
+// RegisteredTwice is the code of a Registered row whose call the API
+// answered with another product than the one already registered for its
+// SKU: the marketplace holds the SKU twice, and the seller must delete one.
+// Such rows are counted in Registered and, apart, in Status.Twice.
+const RegisteredTwice = "registered_twice"
+
 // Publish states of an upload.
 const (
 	// Publishing: the producer is writing the upload's rows to Kafka.
@@ -249,9 +255,12 @@ type Status struct {
 	Failed            int `json:"failed"`
 	// OtherContent counts the Failed rows whose SKU is registered already
 	// with different content (code OtherContent), as read from the rows.
-	OtherContent int         `json:"other_content"`
-	Waiting      int         `json:"waiting"` // Total − Registered − AlreadyRegistered − Failed, never below 0
-	Rows         []RowResult `json:"rows"`    // every recorded row, by row number
+	OtherContent int `json:"other_content"`
+	// Twice counts the Registered rows whose SKU the marketplace now holds
+	// twice (code RegisteredTwice), as read from the rows.
+	Twice   int         `json:"registered_twice"`
+	Waiting int         `json:"waiting"` // Total − Registered − AlreadyRegistered − Failed, never below 0
+	Rows    []RowResult `json:"rows"`    // every recorded row, by row number
 	// LostAt is when a consumer recorded a row of this upload and Redis no
 	// longer held the upload's record (Redis clock); zero when nothing was
 	// lost. The upload's fields and the results recorded before are gone
@@ -565,8 +574,11 @@ func (s *Store) Get(ctx context.Context, uploadID string) (Status, error) {
 			continue // one unreadable row must not hide the others
 		}
 		st.Rows = append(st.Rows, r)
-		if r.State == Failed && r.Code == OtherContent {
+		switch {
+		case r.State == Failed && r.Code == OtherContent:
 			st.OtherContent++
+		case r.State == Registered && r.Code == RegisteredTwice:
+			st.Twice++
 		}
 	}
 	slices.SortFunc(st.Rows, func(a, b RowResult) int { return a.Row - b.Row })

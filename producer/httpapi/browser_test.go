@@ -29,6 +29,7 @@ import (
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/producer/httpapi"
+	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
 // The browser tests drive Debian's headless chromium through the pages of a
@@ -915,6 +916,46 @@ func TestOneSellersFailuresInTheBrowser(t *testing.T) {
 	if visible(t, ctx, "#outage") {
 		t.Error("a finished upload still shows the failing notice")
 	}
+	twiceInTheBrowser(t, ctx, stack)
+}
+
+// twiceInTheBrowser: a row registered while the marketplace already held
+// its SKU (registered_twice) appears on an open progress page as it is
+// recorded, in a group of its own naming both products, and the page stays
+// accessible. The rows are written to the upload's status directly: a
+// duplicate needs a ledger lost between a claim and its answer, which the
+// consumer's own tests stage.
+func twiceInTheBrowser(t *testing.T, ctx context.Context, stack *devstack.Stack) {
+	store := uploadstatus.New(stack.Redis, time.Hour)
+	bg := context.Background()
+	id := "0123456789abcd2e"
+	if _, err := store.Create(bg, uploadstatus.Upload{ID: id, SellerID: "seller-a", FileName: "twice.xlsx", Total: 2, Valid: 2,
+		Header: []string{"판매자상품코드", "가격"}, CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.AddToSeller(bg, "seller-a", id, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.SetState(bg, id, uploadstatus.Published, ""); err != nil {
+		t.Fatal(err)
+	}
+	within(t, ctx, 20*time.Second, chromedp.Navigate(stack.ProducerURL+"/uploads/"+id+"?lang=ko"), chromedp.WaitVisible(chromedp.CSS("#progress")))
+	if visible(t, ctx, "#twice") {
+		t.Error("the registered-twice group shows before any row is")
+	}
+	row := uploadstatus.RowResult{Row: 2, State: uploadstatus.Registered, ProductID: "P-NEW", Code: uploadstatus.RegisteredTwice, Field: "seller_sku", At: time.Now(),
+		Details: []uploadstatus.Detail{{Code: uploadstatus.RegisteredTwice, Field: "seller_sku", Params: map[string]string{
+			"field": "seller_sku", "value": `"A-1"`, "product": "P-NEW", "other": "P-OLD",
+			"kind": "from", "upload": "9f86d081884c7d65", "row": "5", "date": "2026-03-02", "at": "2026-03-02T14:30:00Z"}}}}
+	if err := store.RecordRow(bg, id, row); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 10*time.Second, "the registered-twice group shows", func() bool { return visible(t, ctx, "#twice") })
+	if got := text(t, ctx, "#twice"); !strings.Contains(got, "P-NEW") || !strings.Contains(got, "P-OLD") || !strings.Contains(got, "두 번 등록된 상품 (1)") {
+		t.Errorf("the registered-twice group says %q; want both products and its count", got)
+	}
+	screenshot(t, ctx, "registered-twice")
+	axeClean(t, ctx, "the registered-twice group")
 }
 
 // docsLink reports whether README.md, ARCHITECTURE.md or a page of docs/

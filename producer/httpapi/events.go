@@ -46,11 +46,17 @@ type ProgressEvent struct {
 	// is registered already with other content are not among them (nothing
 	// in the file is wrong) but in OtherContentRows, sent with them.
 	FailedRows []FailedRow `json:"failed_rows,omitempty"`
-	// FailedRowsMore and OtherContentRowsMore count the rows of each list
-	// left out (at most 200 are sent, and 320 KiB of text): the fix file
-	// has every one.
+	// TwiceRows are the registered rows whose SKU the marketplace now holds
+	// twice (RegisteredTwice counts them; they are counted in Registered
+	// too), sent with FailedRows and whenever their count changed.
+	TwiceRows       []FailedRow `json:"twice_rows,omitempty"`
+	RegisteredTwice int         `json:"registered_twice"`
+	// FailedRowsMore, OtherContentRowsMore and TwiceRowsMore count the rows
+	// of each list left out (at most 200 are sent, and 320 KiB of text):
+	// the fix file has every one.
 	FailedRowsMore       int `json:"failed_rows_more,omitempty"`
 	OtherContentRowsMore int `json:"other_content_rows_more,omitempty"`
+	TwiceRowsMore        int `json:"twice_rows_more,omitempty"`
 	// OtherContent counts those rows (they are counted in Failed too);
 	// ToFix counts the failed rows that need a fix in the file.
 	OtherContent     int         `json:"other_content"`
@@ -88,25 +94,39 @@ func percent(st uploadstatus.Status) int {
 	return (st.Registered + st.AlreadyRegistered + st.Failed) * 100 / st.Total
 }
 
-// failedRows are the failed rows, said in lang, and apart the rows whose
-// SKU is registered already with other content: each list its first
-// maxRowsListed rows and rowsBudget bytes, each row's field and reason cut
-// (bounds.go); failedMore and otherMore count the rows left out, which the
-// fix file and the report have.
-func failedRows(lang string, st uploadstatus.Status) (failed, other []FailedRow, failedMore, otherMore int) {
-	failed = []FailedRow{}
+// rowLists are the rows a seller must see one by one, said in a language:
+// the failed rows to fix in the file, and apart the rows with nothing to fix
+// in it: those whose SKU is registered already with other content (Other)
+// and those registered while the marketplace already held their SKU
+// (Twice, a duplicate to delete). Each list holds its first maxRowsListed
+// rows, the failed rows within rowsBudget bytes and Other and Twice within
+// another rowsBudget together, each row's field and reason cut
+// (bounds.go); the *More fields count the rows left out, which the fix
+// file and the report have.
+type rowLists struct {
+	Failed, Other, Twice             []FailedRow
+	FailedMore, OtherMore, TwiceMore int
+}
+
+func listRows(lang string, st uploadstatus.Status) rowLists {
+	l := rowLists{Failed: []FailedRow{}}
 	header := make([]string, len(st.Header))
 	for i, h := range st.Header {
 		header[i] = cutRunes(h, headerShownLen)
 	}
-	var usedFailed, usedOther int
+	var usedFailed, usedApart int
 	for _, r := range st.Rows {
-		if r.State != uploadstatus.Failed {
+		var list *[]FailedRow
+		var used, more *int
+		switch {
+		case r.State == uploadstatus.Failed && r.Code == uploadstatus.OtherContent:
+			list, used, more = &l.Other, &usedApart, &l.OtherMore
+		case r.State == uploadstatus.Failed:
+			list, used, more = &l.Failed, &usedFailed, &l.FailedMore
+		case r.State == uploadstatus.Registered && r.Code == uploadstatus.RegisteredTwice:
+			list, used, more = &l.Twice, &usedApart, &l.TwiceMore
+		default:
 			continue
-		}
-		list, used, more := &failed, &usedFailed, &failedMore
-		if r.Code == uploadstatus.OtherContent {
-			list, used, more = &other, &usedOther, &otherMore
 		}
 		if len(*list) >= maxRowsListed || *used >= rowsBudget {
 			*more++
@@ -125,7 +145,7 @@ func failedRows(lang string, st uploadstatus.Status) (failed, other []FailedRow,
 		*used += escapedLen(fr.Field) + escapedLen(fr.Reason) + len(fr.Code) + cellMarkup
 		*list = append(*list, fr)
 	}
-	return failed, other, failedMore, otherMore
+	return l
 }
 
 // finishedAt is when the upload's last row result was recorded; zero
@@ -142,7 +162,7 @@ func finishedAt(st uploadstatus.Status) time.Time {
 
 func progressEvent(p upload.Progress) ProgressEvent {
 	return ProgressEvent{ID: p.ID, State: p.State, Total: p.Total, Registered: p.Registered, AlreadyRegistered: p.AlreadyRegistered,
-		Failed: p.Failed, OtherContent: p.OtherContent, ToFix: p.ToFix(), RowsWaiting: p.RowsWaiting, Percent: percent(p.Status), ETA: p.ETA,
+		Failed: p.Failed, OtherContent: p.OtherContent, RegisteredTwice: p.Twice, ToFix: p.ToFix(), RowsWaiting: p.RowsWaiting, Percent: percent(p.Status), ETA: p.ETA,
 		Done: p.Done() || p.State == uploadstatus.PublishFailed, RowsAhead: p.RowsAhead, Marketplace: p.Marketplace, Notice: p.Notice}
 }
 
@@ -201,7 +221,7 @@ func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	var last ProgressEvent
-	lastFailed, lastWrite, sessionSeen := -1, time.Now(), time.Now()
+	lastFailed, lastTwice, lastWrite, sessionSeen := -1, -1, time.Now(), time.Now()
 	lang, zone := pickLang(r), s.streamZone(r)
 	for first := true; ; first = false {
 		ev := progressEvent(p)
@@ -220,9 +240,11 @@ func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) {
 			cmp.ETA = &t
 		}
 		if changed(cmp, last) || first {
-			if ev.Failed != lastFailed {
-				ev.FailedRows, ev.OtherContentRows, ev.FailedRowsMore, ev.OtherContentRowsMore = failedRows(lang, p.Status)
-				lastFailed = ev.Failed
+			if ev.Failed != lastFailed || ev.RegisteredTwice != lastTwice {
+				l := listRows(lang, p.Status)
+				ev.FailedRows, ev.OtherContentRows, ev.TwiceRows = l.Failed, l.Other, l.Twice
+				ev.FailedRowsMore, ev.OtherContentRowsMore, ev.TwiceRowsMore = l.FailedMore, l.OtherMore, l.TwiceMore
+				lastFailed, lastTwice = ev.Failed, ev.RegisteredTwice
 			}
 			b, _ := json.Marshal(ev)
 			if !write("event: progress\ndata: %s\n\n", b) {

@@ -199,21 +199,31 @@ func TestFailedRowsOfTheWorstContentAreBounded(t *testing.T) {
 	for r := 2; r < 1002; r++ {
 		rr := uploadstatus.RowResult{Row: r, State: uploadstatus.Failed, Field: "price", Code: "invalid_price", Reason: reason,
 			Details: []uploadstatus.Detail{{Code: "not_whole_number", Cell: "A" + strconv.Itoa(r), Field: "price", Params: map[string]string{"field": "price", "value": reason}}}}
-		if r%2 == 0 {
+		switch r % 3 {
+		case 0:
 			rr.Code = uploadstatus.OtherContent
+		case 1:
+			rr.State, rr.Code, rr.ProductID = uploadstatus.Registered, uploadstatus.RegisteredTwice, strings.Repeat("P<", 2000)
 		}
 		st.Rows = append(st.Rows, rr)
 	}
+	want := map[int]int{} // rows 2–1001 by r % 3: failed, other, twice
+	for r := 2; r < 1002; r++ {
+		want[r%3]++
+	}
 	for _, lang := range []string{langKO, langEN} {
-		failed, other, more, otherMore := failedRows(lang, st)
-		b, _ := json.Marshal(ProgressEvent{FailedRows: failed, OtherContentRows: other, FailedRowsMore: more, OtherContentRowsMore: otherMore})
+		l := listRows(lang, st)
+		b, _ := json.Marshal(ProgressEvent{FailedRows: l.Failed, OtherContentRows: l.Other, TwiceRows: l.Twice,
+			FailedRowsMore: l.FailedMore, OtherContentRowsMore: l.OtherMore, TwiceRowsMore: l.TwiceMore})
 		var page int
-		for _, r := range append(failed, other...) {
+		for _, r := range slices.Concat(l.Failed, l.Other, l.Twice) {
 			page += len(r.FieldHTML()) + len(r.ReasonHTML())
 		}
-		t.Logf("%s: %d + %d rows listed, %d + %d left out; the event %d bytes, the lists on a page %d", lang, len(failed), len(other), more, otherMore, len(b), page)
-		if len(failed)+more != 500 || len(other)+otherMore != 500 || more == 0 {
-			t.Errorf("%s: %d + %d failed rows, %d + %d other: not every row counted", lang, len(failed), more, len(other), otherMore)
+		t.Logf("%s: %d + %d + %d rows listed, %d + %d + %d left out; the event %d bytes, the lists on a page %d", lang,
+			len(l.Failed), len(l.Other), len(l.Twice), l.FailedMore, l.OtherMore, l.TwiceMore, len(b), page)
+		if len(l.Failed)+l.FailedMore != want[2] || len(l.Other)+l.OtherMore != want[0] || len(l.Twice)+l.TwiceMore != want[1] || l.FailedMore == 0 || l.TwiceMore == 0 {
+			t.Errorf("%s: %d + %d failed rows, %d + %d other, %d + %d twice: not every row counted (want %v)", lang,
+				len(l.Failed), l.FailedMore, len(l.Other), l.OtherMore, len(l.Twice), l.TwiceMore, want)
 		}
 		if len(b) > answerCeilingBytes || page > answerCeilingBytes {
 			t.Errorf("%s: the event is %d bytes, the detail page's lists %d; the ceiling is %d", lang, len(b), page, answerCeilingBytes)

@@ -206,6 +206,8 @@ var messages = map[string][2]string{ // [ko, en]
 	// Rows registered already with other content: a group apart.
 	"detail.othercontent":     {"다른 내용으로 이미 등록됨", "Already registered with different content"},
 	"detail.othercontent.why": {"이 상품들은 이미 다른 내용으로 등록되어 있어 일괄 등록으로 바꾸지 않았습니다. 파일에는 문제가 없습니다. 가격이나 재고는 판매자 센터의 상품 관리에서 바꿔 주세요.", "These products are already registered with different content, which bulk registration does not change; nothing is wrong with the file. Change their price or stock in the seller center's product management."},
+	"detail.twice":            {"두 번 등록된 상품", "Registered twice"},
+	"detail.twice.why":        {"이 행들은 등록되었지만, 같은 판매자상품코드의 상품이 이미 마켓에 있었습니다. 이제 같은 코드의 상품이 두 개 있으니 판매자 센터의 상품 관리에서 각각 하나를 지워 주세요. 파일에는 문제가 없습니다.", "These rows were registered, but the marketplace already held a product with the same seller SKU, so it now holds two. Delete one of each pair in the seller center's product management; nothing is wrong with the file."},
 
 	// The bounds of what a page shows (bounds.go): what was left out.
 	"check.preview.cut": {"미리보기는 전체 %[3]s, %[4]s 가운데 첫 %[1]s과 %[2]s만 보여 줍니다. 검사는 모든 행과 열에 했습니다.",

@@ -2,7 +2,10 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"html"
+	"io"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -193,5 +196,77 @@ func TestTheCheckPageGroupsOtherContentApart(t *testing.T) {
 	}
 	if strings.Contains(page, `id="confirm"`) {
 		t.Error("with nothing to register the page still has the question, which said the plan a second time")
+	}
+}
+
+// TestRowsRegisteredTwiceAreAGroupApart: a row the marketplace registered
+// while it already held the row's SKU (registered_twice) is registered,
+// and the progress page and the event stream still list it apart, naming
+// both products and where one is deleted: the seller has a duplicate to
+// remove, which the counts alone would hide.
+func TestRowsRegisteredTwiceAreAGroupApart(t *testing.T) {
+	e := newSessionEnv(t)
+	c, _ := e.signIn(t, "seller-a")
+	ctx := context.Background()
+	id := "0123456789abcdee"
+	if _, err := e.store.Create(ctx, uploadstatus.Upload{ID: id, SellerID: "seller-a", FileName: "f.xlsx", Total: 2, Valid: 2,
+		Header: []string{"판매자상품코드", "가격"}, CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.up.Index.AddToSeller(ctx, "seller-a", id, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.SetState(ctx, id, uploadstatus.Published, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, rr := range []uploadstatus.RowResult{
+		{Row: 2, State: uploadstatus.Registered, ProductID: "P-NEW", Code: uploadstatus.RegisteredTwice, Field: "seller_sku", At: time.Now(),
+			Reason: `registered as P-NEW, but seller_sku "A-1" was already registered as P-OLD by upload 9f86d081884c7d65 row 5 on 2026-03-02: the marketplace now holds it twice; delete one of them in the seller center's product management`,
+			Details: []uploadstatus.Detail{{Code: uploadstatus.RegisteredTwice, Field: "seller_sku", Params: map[string]string{
+				"field": "seller_sku", "value": `"A-1"`, "product": "P-NEW", "other": "P-OLD",
+				"kind": "from", "upload": "9f86d081884c7d65", "row": "5", "date": "2026-03-02", "at": "2026-03-02T14:30:00Z"}}}},
+		{Row: 3, State: uploadstatus.Registered, ProductID: "P-3", At: time.Now()},
+	} {
+		if err := e.store.RecordRow(ctx, id, rr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, b := pageDo(t, c, "GET", e.srv.URL+"/uploads/"+id, "ko", "", nil)
+	page := html.UnescapeString(strings.NewReplacer("<bdi>", "", "</bdi>", "").Replace(string(b)))
+	twice := strings.Index(page, `<section id="twice">`)
+	if resp.StatusCode != 200 || twice < 0 {
+		t.Fatalf("page %d: no shown registered-twice group", resp.StatusCode)
+	}
+	group := page[twice:]
+	group = group[:strings.Index(group, "</section>")]
+	for _, want := range []string{"P-NEW", "P-OLD", `판매자상품코드 "A-1"`, "9f86d081884c7d65", "판매자 센터", `<span id="n-twice">1</span>`} {
+		if !strings.Contains(group, want) {
+			t.Errorf("the registered-twice group lacks %q: %s", want, group)
+		}
+	}
+	if strings.Contains(group, "P-3") || !strings.Contains(page, `<dd id="n-registered">2</dd>`) {
+		t.Errorf("the group holds the plain registered row, or the count of registered rows is not 2")
+	}
+
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/v1/uploads/"+id+"/events", nil)
+	req.Header.Set("Accept-Language", "en")
+	sresp, err := c.Do(req)
+	if err != nil || sresp.StatusCode != 200 {
+		t.Fatalf("stream: %v %v", sresp, err)
+	}
+	defer sresp.Body.Close()
+	text, _ := io.ReadAll(io.LimitReader(sresp.Body, 1<<20)) // done: the stream ends after its first event
+	var ev ProgressEvent
+	for _, line := range strings.Split(string(text), "\n") {
+		if data, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(data, `"id"`) {
+			if err := json.Unmarshal([]byte(data), &ev); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if ev.RegisteredTwice != 1 || len(ev.TwiceRows) != 1 || ev.TwiceRows[0].Row != 2 ||
+		!strings.Contains(ev.TwiceRows[0].Reason, "P-NEW") || !strings.Contains(ev.TwiceRows[0].Reason, "P-OLD") || !strings.Contains(ev.TwiceRows[0].Reason, "twice") {
+		t.Errorf("the stream's event: registered_twice %d, twice_rows %+v; want row 2 naming P-NEW and P-OLD", ev.RegisteredTwice, ev.TwiceRows)
 	}
 }

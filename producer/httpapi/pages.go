@@ -411,11 +411,14 @@ type detailView struct {
 	FailedRows                                                 []FailedRow
 	OtherContentRows                                           []FailedRow // registered already with other content, apart
 	Fix                                                        int         // failed rows to fix: Failed without OtherContentRows
-	// OtherCount counts the rows registered already with other content;
-	// FailedMore and OtherMore say how many rows of each list are not
-	// shown (failedRows bounds them), empty when every one is.
-	OtherCount            int
-	FailedMore, OtherMore string
+	// TwiceRows are the registered rows whose SKU the marketplace now
+	// holds twice (a duplicate for the seller to delete), apart.
+	TwiceRows []FailedRow
+	// OtherCount and TwiceCount count the rows of those two lists;
+	// FailedMore, OtherMore and TwiceMore say how many rows of each list
+	// are not shown (listRows bounds them), empty when every one is.
+	OtherCount, TwiceCount           int
+	FailedMore, OtherMore, TwiceMore string
 	// FileLine names the uploaded file and when, the name set apart.
 	FileLine template.HTML
 	// Failed above counts the rows to fix too: the rows registered already
@@ -477,14 +480,17 @@ func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
 		State: stateText(d.Lang, p.Status), Total: p.Total, Registered: p.Registered, Already: p.AlreadyRegistered,
 		Failed: p.ToFix(), Waiting: p.RowsWaiting, Done: p.Registered + p.AlreadyRegistered + p.Failed,
 		Percent: ev.Percent, IsDone: ev.Done, Ahead: p.RowsAhead}
-	var more, otherMore int
-	v.FailedRows, v.OtherContentRows, more, otherMore = failedRows(d.Lang, p.Status)
-	v.Fix, v.OtherCount = len(v.FailedRows)+more, len(v.OtherContentRows)+otherMore
-	if more > 0 {
-		v.FailedMore = msg(d.Lang, "detail.rows.more", more)
+	l := listRows(d.Lang, p.Status)
+	v.FailedRows, v.OtherContentRows, v.TwiceRows = l.Failed, l.Other, l.Twice
+	v.Fix, v.OtherCount, v.TwiceCount = len(l.Failed)+l.FailedMore, len(l.Other)+l.OtherMore, len(l.Twice)+l.TwiceMore
+	if l.FailedMore > 0 {
+		v.FailedMore = msg(d.Lang, "detail.rows.more", l.FailedMore)
 	}
-	if otherMore > 0 {
-		v.OtherMore = msg(d.Lang, "detail.rows.more", otherMore)
+	if l.OtherMore > 0 {
+		v.OtherMore = msg(d.Lang, "detail.rows.more", l.OtherMore)
+	}
+	if l.TwiceMore > 0 {
+		v.TwiceMore = msg(d.Lang, "detail.rows.more", l.TwiceMore)
 	}
 	v.FileLine = keepTimes(isolated(msg(d.Lang, "detail.file", v.FileName, v.Created), textShownLen+maxFileNameLen, v.FileName))
 	if !ev.Done && (p.Marketplace == upload.MarketplaceNotAnswering || p.Marketplace == upload.MarketplaceMisconfigured || p.Marketplace == upload.MarketplaceFailing) {

@@ -322,17 +322,20 @@
       document.getElementById("no-failed").hidden = rows.length !== 0;
       more("failed-more", left);
     }
-    function otherRows(rows, left) {
-      var sec = document.getElementById("other-content"), body = document.getElementById("other").tBodies[0];
+    // apartRows fills one of the lists of rows with nothing to fix in the
+    // file: "other" (registered already with other content) or "twice"
+    // (registered while the marketplace already held the SKU).
+    function apartRows(section, table, count, moreId, rows, left) {
+      var sec = document.getElementById(section), body = document.getElementById(table).tBodies[0];
       body.textContent = "";
       rows.forEach(function (r) {
         var tr = body.insertRow(), th = document.createElement("th");
         th.scope = "row"; th.textContent = r.row; tr.appendChild(th);
         isolatedCell(tr, r.reason);
       });
-      set("n-other", rows.length + (left || 0));
+      set(count, rows.length + (left || 0));
       sec.hidden = rows.length === 0;
-      more("other-more", left);
+      more(moreId, left);
     }
     showETA();
     if (done) return;
@@ -363,7 +366,11 @@
       showEnd(p);
       sec.dataset.done = String(done);
       sec.dataset.received = String(Number(sec.dataset.received || 0) + 1);
-      if (p.failed_rows) { failedRows(p.failed_rows, p.failed_rows_more || 0); otherRows(p.other_content_rows || [], p.other_content_rows_more || 0); }
+      if (p.failed_rows || p.other_content_rows || p.twice_rows) { // sent together, an empty one left out
+        failedRows(p.failed_rows || [], p.failed_rows_more || 0);
+        apartRows("other-content", "other", "n-other", "other-more", p.other_content_rows || [], p.other_content_rows_more || 0);
+        apartRows("twice", "twice-rows", "n-twice", "twice-more", p.twice_rows || [], p.twice_rows_more || 0);
+      }
       showETA();
       if (done) { es.close(); clearInterval(tick); }
     });
