@@ -71,26 +71,21 @@ func (p *Proc) start(ctx context.Context) error {
 	args = append(args, p.extra...)
 	return p.run(ctx, exec.Command("redis-server", args...), filepath.Join(p.dir, "redis.log"),
 		func(addr string) pinger {
-			return serverPinger{redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})}
+			return redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 		})
 }
 
-// pinger is a client that can ask a server or a sentinel for PONG.
+// pinger is a client of a server or a sentinel: both answer INFO.
 type pinger interface {
-	Ping(ctx context.Context) error
+	Process(ctx context.Context, cmd redis.Cmder) error
 	Close() error
 }
 
-type serverPinger struct{ *redis.Client }
-
-func (c serverPinger) Ping(ctx context.Context) error { return c.Client.Ping(ctx).Err() }
-
-type sentinelPinger struct{ *redis.SentinelClient }
-
-func (c sentinelPinger) Ping(ctx context.Context) error { return c.SentinelClient.Ping(ctx).Err() }
-
-// run starts cmd and waits until the process answers PING through a client
-// from dial, or exits (its log's tail is then in the error).
+// run starts cmd and waits until the process answers through a client from
+// dial, or exits (its log's tail is then in the error). The answer must be
+// this process's own (INFO's process_id): a port FreePort gave out can be
+// taken by another test's server before this one binds it, and that one
+// would answer PING.
 func (p *Proc) run(ctx context.Context, cmd *exec.Cmd, logFile string, dial func(addr string) pinger) error {
 	name := filepath.Base(cmd.Path)
 	if err := cmd.Start(); err != nil {
@@ -112,11 +107,29 @@ func (p *Proc) run(ctx context.Context, cmd *exec.Cmd, logFile string, dial func
 		default:
 		}
 		c := dial(p.Addr)
-		err := c.Ping(ctx)
+		info := redis.NewStringCmd(ctx, "info", "server")
+		err := c.Process(ctx, info)
 		c.Close()
-		// NOAUTH is an answer too: the server runs with --requirepass.
-		if err == nil || redis.HasErrorPrefix(err, "NOAUTH") {
+		switch {
+		case err == nil && processID(info.Val()) == cmd.Process.Pid:
 			return nil
+		case err == nil:
+			// Another test's server took the port between FreePort and
+			// this one's bind, and answered first: this one is exiting.
+			p.Stop()
+			return fmt.Errorf("%s on port %d: another server answers there", name, p.Port)
+		case redis.HasErrorPrefix(err, "NOAUTH"):
+			// A server run with --requirepass answers, but does not say
+			// whose it is: it is this one if this one still runs once a
+			// refused bind would have ended it.
+			select {
+			case werr := <-p.waitErr:
+				log, _ := os.ReadFile(logFile)
+				p.cmd = nil
+				return fmt.Errorf("%s on port %d exited (%v): %s", name, p.Port, werr, tail(string(log)))
+			case <-time.After(200 * time.Millisecond):
+				return nil
+			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -189,4 +202,15 @@ func tail(s string) string {
 		lines = lines[len(lines)-5:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// processID is the process_id of an INFO server reply, 0 when it has none.
+func processID(info string) int {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			pid, _ := strconv.Atoi(v)
+			return pid
+		}
+	}
+	return 0
 }

@@ -63,7 +63,7 @@ func (p *Proc) startSentinel(ctx context.Context, conf, logFile string) error {
 		name, args = "redis-server", []string{conf, "--sentinel"}
 	}
 	return p.run(ctx, exec.Command(name, args...), logFile, func(addr string) pinger {
-		return sentinelPinger{redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1})}
+		return redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	})
 }
 
