@@ -60,12 +60,16 @@ deps:
 		npm install --silent --no-audit --no-fund --prefix "$(AXE_DIR)" axe-core@$(AXE_VERSION); }
 
 # test runs every test against real redis-server processes and the embedded
-# Kafka broker, then runs each fuzz target briefly.
+# Kafka broker, then runs each fuzz target briefly. Three packages run at
+# once (go test -p; the default is one per core): the long packages mostly
+# wait (on windows, answers, a browser), so two at a time keep two cores
+# about half busy; the tests' timing bounds hold on a busy machine.
+TESTP ?= 3
 test: deps
 	@set -e; for m in $(MODULES); do echo "$(GO) -C $$m vet ./..."; $(GO) -C $$m vet ./...; done
 	$(MAKE) vulncheck
-	@set -e; for m in $(MODULES); do echo "$(GO) -C $$m test -count=1 -timeout 9m ./..."; \
-		BULKREG_AXE="$(AXE)" $(GO) -C $$m test -count=1 -timeout 9m ./...; done
+	@set -e; for m in $(MODULES); do echo "$(GO) -C $$m test -p $(TESTP) -count=1 -timeout 9m ./..."; \
+		BULKREG_AXE="$(AXE)" $(GO) -C $$m test -p $(TESTP) -count=1 -timeout 9m ./...; done
 	$(MAKE) fuzz
 
 # Each package with fuzz targets gets one instrumented test binary (go test
