@@ -126,9 +126,9 @@ func TestAppWideLimitEndToEnd(t *testing.T) {
 	}
 	// 100 rows of the big seller and 190 of the small ones wanted the first
 	// window: at least 80 % of its 200 places were used. A call its machine
-	// delays past the allowed lateness gives its slot up (a busy machine
-	// loses a tenth of the window so); a window the big seller alone
-	// filled, or one filled a window late, holds about half.
+	// delays past the allowed lateness gives its slot up, which a busy
+	// machine does; a window the big seller alone filled, or one filled a
+	// window late, holds about half.
 	used := 0
 	for _, at := range all {
 		if at.Before(t0.Add(span)) {

@@ -3,7 +3,8 @@
 -- RecordRows.
 --
 -- KEYS[1]  bulkreg:upload:{<id>}:meta     HASH: fields "registered", "already_registered" and "failed" hold the counts,
---          "other_content" the failed rows among them whose SKU is registered already with other content;
+--          "other_content" the failed rows among them whose SKU is registered already with other content,
+--          "registered_twice" the registered rows whose SKU the marketplace now holds twice;
 --          "keep_ms", when set, the upload's own retention in ms (an upload that published nothing is kept
 --          less long), used instead of ARGV[1]
 -- KEYS[2]  bulkreg:upload:{<id>}:states   HASH: row number → "registered" | "already_registered" | "failed"
@@ -100,6 +101,8 @@ for i = 2, #ARGV - 2, 3 do
       d = d - other(prev, before)
     end
     if d ~= 0 then count('other_content', d) end
+    -- a registered row is final (above), so it is counted once; Go writes the code without spaces
+    if st == 'registered' and string.find(res, '"code":"registered_twice"', 1, true) then count('registered_twice', 1) end
     if prev ~= st then
       if prev then count(prev, -1) end
       count(st, 1)

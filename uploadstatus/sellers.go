@@ -73,6 +73,7 @@ func (s *Store) Summaries(ctx context.Context, ids []string) ([]Status, error) {
 		st.AlreadyRegistered, _ = strconv.Atoi(m[AlreadyRegistered])
 		st.Failed, _ = strconv.Atoi(m[Failed])
 		st.OtherContent, _ = strconv.Atoi(m["other_content"]) // upload_record.lua
+		st.Twice, _ = strconv.Atoi(m["registered_twice"])
 		st.Waiting = max(0, st.Total-st.Registered-st.AlreadyRegistered-st.Failed)
 		out = append(out, st)
 	}

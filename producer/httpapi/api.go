@@ -524,13 +524,16 @@ type UploadSummary struct {
 	Registered        int       `json:"registered"`
 	AlreadyRegistered int       `json:"already_registered"`
 	Failed            int       `json:"failed"`
-	Waiting           int       `json:"waiting"`
-	URL               string    `json:"url"`
+	// RegisteredTwice counts the registered rows whose SKU the marketplace
+	// now holds twice (counted in Registered too).
+	RegisteredTwice int    `json:"registered_twice"`
+	Waiting         int    `json:"waiting"`
+	URL             string `json:"url"`
 }
 
 func summary(st uploadstatus.Status) UploadSummary {
 	return UploadSummary{ID: st.ID, FileName: st.FileName, CreatedAt: st.CreatedAt, State: st.State, Total: st.Total,
-		Registered: st.Registered, AlreadyRegistered: st.AlreadyRegistered, Failed: st.Failed, Waiting: st.Waiting, URL: "/v1/uploads/" + st.ID}
+		Registered: st.Registered, AlreadyRegistered: st.AlreadyRegistered, Failed: st.Failed, RegisteredTwice: st.Twice, Waiting: st.Waiting, URL: "/v1/uploads/" + st.ID}
 }
 
 func (s *Server) apiListUploads(w http.ResponseWriter, r *http.Request) {

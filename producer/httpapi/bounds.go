@@ -43,9 +43,11 @@ const (
 	previewRows    = 100
 	previewColumns = 30
 	previewBudget  = 320 << 10
-	// maxRowsListed bounds the failed rows the detail page and an event
-	// lists (each list: rows to fix, rows registered with other
-	// content); the fix file has every one.
+	// maxRowsListed bounds the rows the detail page and an event list
+	// (each list: rows to fix, rows registered with other content, rows
+	// registered twice), and rowsBudget the bytes of text of the rows to
+	// fix; the other two lists get half of it each. The fix file has every
+	// row to fix, the full report every row.
 	maxRowsListed = 200
 	rowsBudget    = 320 << 10
 	// cellMarkup is an allowance for the markup around one shown text

@@ -74,6 +74,14 @@ func planText(lang string, c *upload.Checked) string {
 // endText says a finished upload's end state in words, with how many rows
 // need fixing, each count said when it is not 0.
 func endText(lang string, st uploadstatus.Status) string {
+	if st.Twice > 0 {
+		return endCounts(lang, st) + " " + msg(lang, "end.twice", st.Twice)
+	}
+	return endCounts(lang, st)
+}
+
+// endCounts is endText without the rows registered twice.
+func endCounts(lang string, st uploadstatus.Status) string {
 	// done says the rows registered now and before, in brackets.
 	done := func() string {
 		parts := counted(lang, count{"end.now", st.Registered}, count{"end.before", st.AlreadyRegistered})

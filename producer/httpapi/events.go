@@ -45,7 +45,7 @@ type ProgressEvent struct {
 	// whenever the failed count changed; absent otherwise. Rows whose SKU
 	// is registered already with other content are not among them (nothing
 	// in the file is wrong) but in OtherContentRows, sent with them.
-	FailedRows []FailedRow `json:"failed_rows,omitempty"`
+	FailedRows []FailedRow `json:"failed_rows,omitzero"`
 	// TwiceRows are the registered rows whose SKU the marketplace now holds
 	// twice (RegisteredTwice counts them; they are counted in Registered
 	// too), sent with FailedRows and whenever their count changed.
@@ -100,7 +100,7 @@ func percent(st uploadstatus.Status) int {
 // and those registered while the marketplace already held their SKU
 // (Twice, a duplicate to delete). Each list holds its first maxRowsListed
 // rows, the failed rows within rowsBudget bytes and Other and Twice within
-// another rowsBudget together, each row's field and reason cut
+// half of it each, each row's field and reason cut
 // (bounds.go); the *More fields count the rows left out, which the fix
 // file and the report have.
 type rowLists struct {
@@ -114,21 +114,22 @@ func listRows(lang string, st uploadstatus.Status) rowLists {
 	for i, h := range st.Header {
 		header[i] = cutRunes(h, headerShownLen)
 	}
-	var usedFailed, usedApart int
+	var usedFailed, usedOther, usedTwice int
 	for _, r := range st.Rows {
 		var list *[]FailedRow
 		var used, more *int
+		budget := rowsBudget / 2
 		switch {
 		case r.State == uploadstatus.Failed && r.Code == uploadstatus.OtherContent:
-			list, used, more = &l.Other, &usedApart, &l.OtherMore
+			list, used, more = &l.Other, &usedOther, &l.OtherMore
 		case r.State == uploadstatus.Failed:
-			list, used, more = &l.Failed, &usedFailed, &l.FailedMore
+			list, used, more, budget = &l.Failed, &usedFailed, &l.FailedMore, rowsBudget
 		case r.State == uploadstatus.Registered && r.Code == uploadstatus.RegisteredTwice:
-			list, used, more = &l.Twice, &usedApart, &l.TwiceMore
+			list, used, more = &l.Twice, &usedTwice, &l.TwiceMore
 		default:
 			continue
 		}
-		if len(*list) >= maxRowsListed || *used >= rowsBudget {
+		if len(*list) >= maxRowsListed || *used >= budget {
 			*more++
 			continue
 		}

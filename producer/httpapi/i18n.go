@@ -206,8 +206,8 @@ var messages = map[string][2]string{ // [ko, en]
 	// Rows registered already with other content: a group apart.
 	"detail.othercontent":     {"다른 내용으로 이미 등록됨", "Already registered with different content"},
 	"detail.othercontent.why": {"이 상품들은 이미 다른 내용으로 등록되어 있어 일괄 등록으로 바꾸지 않았습니다. 파일에는 문제가 없습니다. 가격이나 재고는 판매자 센터의 상품 관리에서 바꿔 주세요.", "These products are already registered with different content, which bulk registration does not change; nothing is wrong with the file. Change their price or stock in the seller center's product management."},
-	"detail.twice":            {"두 번 등록된 상품", "Registered twice"},
-	"detail.twice.why":        {"이 행들은 등록되었지만, 같은 판매자상품코드의 상품이 이미 마켓에 있었습니다. 이제 같은 코드의 상품이 두 개 있으니 판매자 센터의 상품 관리에서 각각 하나를 지워 주세요. 파일에는 문제가 없습니다.", "These rows were registered, but the marketplace already held a product with the same seller SKU, so it now holds two. Delete one of each pair in the seller center's product management; nothing is wrong with the file."},
+	"detail.twice":            {"두 번 등록됨", "Registered twice"},
+	"detail.twice.why":        {"이 행들은 등록되었지만, 같은 판매자상품코드의 상품이 이미 마켓플레이스에 있었습니다. 판매자 센터의 상품 관리에서 같은 코드의 상품 두 개 가운데 하나씩 지워 주세요. 파일에는 문제가 없습니다.", "These rows were registered, but the marketplace already held a product with the same seller SKU, so it now holds two. Delete one of each pair in the seller center's product management; nothing is wrong with the file."},
 
 	// The bounds of what a page shows (bounds.go): what was left out.
 	"check.preview.cut": {"미리보기는 전체 %[3]s, %[4]s 가운데 첫 %[1]s과 %[2]s만 보여 줍니다. 검사는 모든 행과 열에 했습니다.",
@@ -217,6 +217,9 @@ var messages = map[string][2]string{ // [ko, en]
 	"check.warnings.more":     {"참고할 내용 %d개는 보여 주지 않았습니다.", "%d more notes are not shown."},
 	"check.fileproblems.more": {"문제 %d개는 보여 주지 않았습니다. 위의 문제를 고친 뒤 다시 올려 주세요.", "%d more problems are not shown; fix the ones above and upload again."},
 	"detail.rows.more":        {"%d개 행은 여기에 보여 주지 않았습니다. 고칠 파일(.xlsx)에 모든 행과 사유가 있습니다.", "%d more rows are not listed here; the fix file (.xlsx) has every row and its reason."},
+	"detail.rows.more.report": {"%d개 행은 여기에 보여 주지 않았습니다. 전체 결과(.xlsx)에 모든 행과 사유가 있습니다.", "%d more rows are not listed here; the full report (.xlsx) has every row and its reason."},
+	"uploads.twice":           {"(두 번 등록됨 %d)", "(%d registered twice)"},
+	"end.twice":               {"%d개 행은 마켓플레이스에 같은 코드의 상품이 이미 있어 두 번 등록되었으니, 아래 목록을 보고 하나씩 지워 주세요.", "%d rows were registered while the marketplace already held their seller SKU: delete one product of each pair listed below."},
 
 	// Counts said in parts (counts.go), each only when it is not 0, and a
 	// row's number.
@@ -270,6 +273,8 @@ var messages = map[string][2]string{ // [ko, en]
 	"check.warnings.more.one":     {"참고할 내용 %d개는 보여 주지 않았습니다.", "%d more note is not shown."},
 	"check.fileproblems.more.one": {"문제 %d개는 보여 주지 않았습니다. 위의 문제를 고친 뒤 다시 올려 주세요.", "%d more problem is not shown; fix the ones above and upload again."},
 	"detail.rows.more.one":        {"%d개 행은 여기에 보여 주지 않았습니다. 고칠 파일(.xlsx)에 그 행과 사유가 있습니다.", "%d more row is not listed here; the fix file (.xlsx) has every row and its reason."},
+	"detail.rows.more.report.one": {"%d개 행은 여기에 보여 주지 않았습니다. 전체 결과(.xlsx)에 그 행과 사유가 있습니다.", "%d more row is not listed here; the full report (.xlsx) has it and its reason."},
+	"end.twice.one":               {"%d개 행은 마켓플레이스에 같은 코드의 상품이 이미 있어 두 번 등록되었으니, 아래 목록을 보고 하나를 지워 주세요.", "%d row was registered while the marketplace already held its seller SKU: delete one of the two products listed below."},
 }
 
 func langIndex(lang string) int {
@@ -325,7 +330,7 @@ func fmtDuration(lang string, d time.Duration) string {
 func jsMessages(lang string) map[string]string {
 	out := map[string]string{}
 	for _, k := range []string{"detail.eta", "detail.eta.now", "detail.eta.none", "detail.done", "detail.percent", "dur.min", "dur.sec",
-		"outage.eta", "failing.eta", "paused.eta", "state.done.ok", "state.done.other", "state.done.partial", "state.done.failed", "end.fix", "detail.rows.more",
+		"outage.eta", "failing.eta", "paused.eta", "state.done.ok", "state.done.other", "state.done.partial", "state.done.failed", "end.fix", "detail.rows.more", "detail.rows.more.report",
 		"live.signedout"} {
 		out[k] = msg(lang, k)
 		if _, ok := messages[k+".one"]; ok { // the script says "1 row" as the page does (app.js say)

@@ -247,6 +247,18 @@ func TestRowsRegisteredTwiceAreAGroupApart(t *testing.T) {
 	if strings.Contains(group, "P-3") || !strings.Contains(page, `<dd id="n-registered">2</dd>`) {
 		t.Errorf("the group holds the plain registered row, or the count of registered rows is not 2")
 	}
+	// The end says it too: every row registered is not all the seller needs to know.
+	if end := msg(langKO, "end.twice", 1); !strings.Contains(page, end) {
+		t.Errorf("the finished page does not say %q", end)
+	}
+	// The history reads the upload's counts only (upload_record.lua counts the rows registered twice).
+	_, b = pageDo(t, c, "GET", e.srv.URL+"/uploads", "ko", "", nil)
+	list := html.UnescapeString(string(b))
+	line := list[strings.Index(list, "f.xlsx"):]
+	line = line[:strings.Index(line, "</tr>")]
+	if want := `<span>2 <span class="other-content">(두 번 등록됨 1)</span></span>`; !strings.Contains(line, want) {
+		t.Errorf("the history's line lacks %q: %s", want, line)
+	}
 
 	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/v1/uploads/"+id+"/events", nil)
 	req.Header.Set("Accept-Language", "en")
@@ -256,6 +268,9 @@ func TestRowsRegisteredTwiceAreAGroupApart(t *testing.T) {
 	}
 	defer sresp.Body.Close()
 	text, _ := io.ReadAll(io.LimitReader(sresp.Body, 1<<20)) // done: the stream ends after its first event
+	if !strings.Contains(string(text), `"failed_rows":[]`) {
+		t.Errorf("the event has no empty failed_rows: the page keeps the lists it showed unless each comes, empty or not\n%s", text)
+	}
 	var ev ProgressEvent
 	for _, line := range strings.Split(string(text), "\n") {
 		if data, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(data, `"id"`) {

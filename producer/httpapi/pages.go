@@ -315,6 +315,9 @@ type uploadRow struct {
 	// empty, the failed rows apart whose SKU is registered already with
 	// different content (nothing to fix in the file).
 	OtherText string
+	// TwiceText, when not empty, says how many of the registered rows the
+	// marketplace holds twice.
+	TwiceText string
 	// FileNameAttr is FileName for an attribute, set apart (attrIsolated).
 	FileNameAttr string
 }
@@ -342,6 +345,9 @@ func (s *Server) pageUploads(w http.ResponseWriter, r *http.Request) {
 			Done: st.Registered + st.AlreadyRegistered + st.Failed, Percent: percent(st), End: uploadEnd(st)}
 		if st.OtherContent > 0 {
 			row.OtherText = msg(d.Lang, "uploads.other", st.OtherContent)
+		}
+		if st.Twice > 0 {
+			row.TwiceText = msg(d.Lang, "uploads.twice", st.Twice)
 		}
 		row.FileNameAttr = attrIsolated(row.FileName)
 		row.Live = !st.Done() && st.State != uploadstatus.PublishFailed
@@ -486,11 +492,13 @@ func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
 	if l.FailedMore > 0 {
 		v.FailedMore = msg(d.Lang, "detail.rows.more", l.FailedMore)
 	}
+	// The fix file holds the failed rows only: the full report has the
+	// rows of the other two lists.
 	if l.OtherMore > 0 {
-		v.OtherMore = msg(d.Lang, "detail.rows.more", l.OtherMore)
+		v.OtherMore = msg(d.Lang, "detail.rows.more.report", l.OtherMore)
 	}
 	if l.TwiceMore > 0 {
-		v.TwiceMore = msg(d.Lang, "detail.rows.more", l.TwiceMore)
+		v.TwiceMore = msg(d.Lang, "detail.rows.more.report", l.TwiceMore)
 	}
 	v.FileLine = keepTimes(isolated(msg(d.Lang, "detail.file", v.FileName, v.Created), textShownLen+maxFileNameLen, v.FileName))
 	if !ev.Done && (p.Marketplace == upload.MarketplaceNotAnswering || p.Marketplace == upload.MarketplaceMisconfigured || p.Marketplace == upload.MarketplaceFailing) {

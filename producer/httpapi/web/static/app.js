@@ -304,10 +304,10 @@
       tr.insertCell().appendChild(b);
     }
     // The rows a list leaves out (the server sends at most a bound of them).
-    function more(id, n) {
+    function more(id, n, key) {
       var el = document.getElementById(id);
       el.hidden = !(n > 0);
-      el.textContent = n > 0 ? say("detail.rows.more", n) : "";
+      el.textContent = n > 0 ? say(key || "detail.rows.more", n) : "";
     }
     function failedRows(rows, left) {
       var table = document.getElementById("failed"), body = table.tBodies[0];
@@ -334,8 +334,8 @@
         isolatedCell(tr, r.reason);
       });
       set(count, rows.length + (left || 0));
-      sec.hidden = rows.length === 0;
-      more(moreId, left);
+      sec.hidden = rows.length + (left || 0) === 0;
+      more(moreId, left, "detail.rows.more.report"); // the fix file holds failed rows only
     }
     showETA();
     if (done) return;
@@ -366,8 +366,8 @@
       showEnd(p);
       sec.dataset.done = String(done);
       sec.dataset.received = String(Number(sec.dataset.received || 0) + 1);
-      if (p.failed_rows || p.other_content_rows || p.twice_rows) { // sent together, an empty one left out
-        failedRows(p.failed_rows || [], p.failed_rows_more || 0);
+      if (p.failed_rows) { // the three lists come together, failed_rows always ([] when empty)
+        failedRows(p.failed_rows, p.failed_rows_more || 0);
         apartRows("other-content", "other", "n-other", "other-more", p.other_content_rows || [], p.other_content_rows_more || 0);
         apartRows("twice", "twice-rows", "n-twice", "twice-more", p.twice_rows || [], p.twice_rows_more || 0);
       }
