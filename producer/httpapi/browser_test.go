@@ -375,7 +375,6 @@ func apiGet(t *testing.T, url, token string) (int, []byte) {
 // download both reports and open them; a cross-site form post is refused;
 // a second seller sees neither the upload nor its report, by page or API.
 func TestSellerInTheBrowser(t *testing.T) {
-	t.Parallel() // a browser and a stack of its own; it mostly waits
 	ctx, stack := browserStack(t, devstack.Options{Consumers: 2, Partitions: 2})
 	base := stack.ProducerURL
 	const rows, badRow = 25, 7 // the bad row shows in the preview's first screen
@@ -706,7 +705,6 @@ const eventLog = `(function () {
 // recovery;
 // the upload then ends "all registered".
 func TestOutageInTheBrowser(t *testing.T) {
-	t.Parallel() // a browser and a stack of its own; it mostly waits
 	// A circuit that opens after a few failed calls of two sellers and
 	// probes every 200 ms to 1 s: the outage shows in about a second.
 	ctx, stack := browserStack(t, devstack.Options{Consumers: 1, Partitions: 2,
@@ -870,7 +868,6 @@ func TestOutageInTheBrowser(t *testing.T) {
 // window and a margin after its last failure: upload.HoldFailing), so the
 // notice holds through such gaps and the countdown does not come back.
 func TestOneSellersFailuresInTheBrowser(t *testing.T) {
-	t.Parallel() // a browser and a stack of its own; it mostly waits
 	ctx, stack := browserStack(t, devstack.Options{Consumers: 1, Partitions: 2,
 		Circuit: circuit.Settings{Window: window}})
 	base := stack.ProducerURL
@@ -954,7 +951,7 @@ func twiceInTheBrowser(t *testing.T, ctx context.Context, stack *devstack.Stack)
 		t.Fatal(err)
 	}
 	testwait.For(t, 10*time.Second, "the registered-twice group shows", func() bool { return visible(t, ctx, "#twice") })
-	if got := text(t, ctx, "#twice"); !strings.Contains(got, "P-NEW") || !strings.Contains(got, "P-OLD") || !strings.Contains(got, "두 번 등록됨 (1)") {
+	if got := text(t, ctx, "#twice"); !strings.Contains(got, "P-NEW") || !strings.Contains(got, "P-OLD") || !strings.Contains(got, "두 번 등록된 상품 (1)") {
 		t.Errorf("the registered-twice group says %q; want both products and its count", got)
 	}
 	screenshot(t, ctx, "registered-twice")

@@ -31,7 +31,6 @@ func openSignInLink(t *testing.T, ctx context.Context, link string) {
 // page of another site that posts the link by itself is refused; only the
 // switch button switches.
 func TestSwitchSellerInTheBrowser(t *testing.T) {
-	t.Parallel() // a browser and a stack of its own; it mostly waits
 	ctx, stack := browserStack(t, devstack.Options{Consumers: 1, Partitions: 1})
 	base := stack.ProducerURL
 	links := map[string]string{}

@@ -62,7 +62,6 @@ func mainLinks(t *testing.T, ctx context.Context) []string {
 // sent when the page asks again from its origin) and a signed-out one on
 // the sign-in page, which then stays. axe-core and a 390 px phone in each.
 func TestSignInDeadEndsInTheBrowser(t *testing.T) {
-	t.Parallel() // a browser and a stack of its own; it mostly waits
 	center, linkTo := sellerCenterSite(t)
 	ctx, stack := browserStack(t, devstack.Options{Consumers: 1, Partitions: 1, SellerCenterURL: center("")})
 	configured := stack.ProducerURL
@@ -159,7 +158,6 @@ func jsString(s string) string { return fmt.Sprintf("%q", s) }
 // sign-out; nothing is registered; axe-core finds nothing at 390 and
 // 1280 px, in Korean and English.
 func TestSessionEndedInTheBrowser(t *testing.T) {
-	t.Parallel() // a browser and a stack of its own; it mostly waits
 	center, _ := sellerCenterSite(t)
 	ctx, stack := browserStack(t, devstack.Options{Consumers: 1, Partitions: 1, SellerCenterURL: center("")})
 	base := stack.ProducerURL

@@ -28,7 +28,6 @@ import (
 //   - Register is also below the problem list, and does what Register does
 //     (asks first, then registers).
 func TestSmallerPageFixesInTheBrowser(t *testing.T) {
-	t.Parallel() // a browser and a stack of its own; it mostly waits
 	ctx, stack := browserStack(t, devstack.Options{Consumers: 1, Partitions: 2})
 	base := stack.ProducerURL
 	missing := watchErrors(t, ctx)
