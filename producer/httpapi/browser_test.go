@@ -951,7 +951,7 @@ func twiceInTheBrowser(t *testing.T, ctx context.Context, stack *devstack.Stack)
 		t.Fatal(err)
 	}
 	testwait.For(t, 10*time.Second, "the registered-twice group shows", func() bool { return visible(t, ctx, "#twice") })
-	if got := text(t, ctx, "#twice"); !strings.Contains(got, "P-NEW") || !strings.Contains(got, "P-OLD") || !strings.Contains(got, "두 번 등록된 상품 (1)") {
+	if got := text(t, ctx, "#twice"); !strings.Contains(got, "P-NEW") || !strings.Contains(got, "P-OLD") || !strings.Contains(got, "두 번 등록됨 (1)") {
 		t.Errorf("the registered-twice group says %q; want both products and its count", got)
 	}
 	screenshot(t, ctx, "registered-twice")
