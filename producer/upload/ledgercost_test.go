@@ -72,8 +72,11 @@ func TestLedgerOfAKnownFileDoesNotNormaliseAgain(t *testing.T) {
 	}
 	// CPU time, not wall time, with a margin of ten over what it costs
 	// (about 25 ms): normalising again cost 0.55 s.
-	if c1-c0 > 300*time.Millisecond {
-		t.Errorf("checkLedger took %v of CPU, want at most 300 ms", c1-c0)
+	// The process's CPU, the garbage collector's and other tests' with it:
+	// the bound sits between what the budget lets it spend and what
+	// decomposing every row costs, about twice as much.
+	if c1-c0 > 450*time.Millisecond {
+		t.Errorf("checkLedger took %v of CPU, want at most 450 ms", c1-c0)
 	}
 }
 
@@ -124,7 +127,10 @@ func TestLedgerOfAChangedFileDecomposesWithinItsBudget(t *testing.T) {
 			t.Fatalf("row %d: %v; want it refused as other content", r.Number, r.Problems)
 		}
 	}
-	if c1-c0 > 300*time.Millisecond {
-		t.Errorf("checkLedger took %v of CPU, want at most 300 ms", c1-c0)
+	// The process's CPU, the garbage collector's and other tests' with it:
+	// the bound sits between what the budget lets it spend and what
+	// decomposing every row costs, about twice as much.
+	if c1-c0 > 450*time.Millisecond {
+		t.Errorf("checkLedger took %v of CPU, want at most 450 ms", c1-c0)
 	}
 }
