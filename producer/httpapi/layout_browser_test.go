@@ -276,6 +276,10 @@ const sellerCenter = "https://seller.example.com/signin?next=bulkreg"
 // numbers in view after a jump, and with the text at 200 % the file input
 // and tables still work.
 func TestEveryPageFitsInTheBrowser(t *testing.T) {
+	// A browser and a stack of its own, and nothing timed closer than
+	// seconds: it runs beside another such test (the notices and the
+	// outage, which read the circuit's timing, run alone).
+	t.Parallel()
 	// A slow seller: an upload of 500 rows keeps registering through the test.
 	ctx, stack := browserStack(t, devstack.Options{Consumers: 1, Partitions: 2, Limit: 3, Window: 2 * time.Second, Margin: 100 * time.Millisecond,
 		SellerCenterURL: sellerCenter,

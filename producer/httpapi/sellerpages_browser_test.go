@@ -91,6 +91,10 @@ func saysInstant(lang, s string, zone *time.Location) bool {
 // browser's own format: "14:17:20에 올림" beside "오후 11:21:21에 …". A page
 // drawn before the browser told its zone says the service's, Asia/Seoul.
 func TestTimesInTheSellersZoneInTheBrowser(t *testing.T) {
+	// A browser and a stack of its own, and nothing timed closer than
+	// seconds: it runs beside another such test (the notices and the
+	// outage, which read the circuit's timing, run alone).
+	t.Parallel()
 	_, stack := browserStack(t, devstack.Options{Consumers: 1, Partitions: 2})
 	base := stack.ProducerURL
 	for _, c := range []struct{ lang, zone, seller string }{
@@ -352,6 +356,10 @@ func TestNoticesFollowTheCallsInTheBrowser(t *testing.T) {
 // once every upload on it is done it stops reading. Before, it said 20 %
 // while the progress page said 200/500.
 func TestHistoryUpdatesLiveInTheBrowser(t *testing.T) {
+	// A browser and a stack of its own, and nothing timed closer than
+	// seconds: it runs beside another such test (the notices and the
+	// outage, which read the circuit's timing, run alone).
+	t.Parallel()
 	ctx, stack := browserStack(t, devstack.Options{Consumers: 1, Partitions: 2})
 	base := stack.ProducerURL
 	link, err := stack.SignInLink("seller-h")
@@ -410,6 +418,10 @@ func TestHistoryUpdatesLiveInTheBrowser(t *testing.T) {
 // session's cookie, end too), and each tab says the seller is signed out.
 // Before, another tab's stream went on after the sign-out.
 func TestSignOutEndsEveryTabsStreamInTheBrowser(t *testing.T) {
+	// A browser and a stack of its own, and nothing timed closer than
+	// seconds: it runs beside another such test (the notices and the
+	// outage, which read the circuit's timing, run alone).
+	t.Parallel()
 	ctx, stack := browserStack(t, devstack.Options{Consumers: 1, Partitions: 2})
 	base := stack.ProducerURL
 	link, err := stack.SignInLink("seller-s")

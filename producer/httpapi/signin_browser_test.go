@@ -31,6 +31,10 @@ func openSignInLink(t *testing.T, ctx context.Context, link string) {
 // page of another site that posts the link by itself is refused; only the
 // switch button switches.
 func TestSwitchSellerInTheBrowser(t *testing.T) {
+	// A browser and a stack of its own, and nothing timed closer than
+	// seconds: it runs beside another such test (the notices and the
+	// outage, which read the circuit's timing, run alone).
+	t.Parallel()
 	ctx, stack := browserStack(t, devstack.Options{Consumers: 1, Partitions: 1})
 	base := stack.ProducerURL
 	links := map[string]string{}

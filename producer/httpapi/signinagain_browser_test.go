@@ -62,6 +62,10 @@ func mainLinks(t *testing.T, ctx context.Context) []string {
 // sent when the page asks again from its origin) and a signed-out one on
 // the sign-in page, which then stays. axe-core and a 390 px phone in each.
 func TestSignInDeadEndsInTheBrowser(t *testing.T) {
+	// A browser and a stack of its own, and nothing timed closer than
+	// seconds: it runs beside another such test (the notices and the
+	// outage, which read the circuit's timing, run alone).
+	t.Parallel()
 	center, linkTo := sellerCenterSite(t)
 	ctx, stack := browserStack(t, devstack.Options{Consumers: 1, Partitions: 1, SellerCenterURL: center("")})
 	configured := stack.ProducerURL
@@ -158,6 +162,10 @@ func jsString(s string) string { return fmt.Sprintf("%q", s) }
 // sign-out; nothing is registered; axe-core finds nothing at 390 and
 // 1280 px, in Korean and English.
 func TestSessionEndedInTheBrowser(t *testing.T) {
+	// A browser and a stack of its own, and nothing timed closer than
+	// seconds: it runs beside another such test (the notices and the
+	// outage, which read the circuit's timing, run alone).
+	t.Parallel()
 	center, _ := sellerCenterSite(t)
 	ctx, stack := browserStack(t, devstack.Options{Consumers: 1, Partitions: 1, SellerCenterURL: center("")})
 	base := stack.ProducerURL

@@ -28,6 +28,10 @@ import (
 //   - Register is also below the problem list, and does what Register does
 //     (asks first, then registers).
 func TestSmallerPageFixesInTheBrowser(t *testing.T) {
+	// A browser and a stack of its own, and nothing timed closer than
+	// seconds: it runs beside another such test (the notices and the
+	// outage, which read the circuit's timing, run alone).
+	t.Parallel()
 	ctx, stack := browserStack(t, devstack.Options{Consumers: 1, Partitions: 2})
 	base := stack.ProducerURL
 	missing := watchErrors(t, ctx)
