@@ -19,6 +19,15 @@
 //     calls (one seller's broken rows cannot open it while other sellers'
 //     calls succeed).
 //
+// It opens too when at least MinFailedSellers sellers' last two calls or
+// more failed (the last within the window), from at least MinFailedRows rows,
+// with at least MinCalls calls in the window, and no other seller was
+// answered since the newest of those streaks began (two buckets or more
+// after it): the answers from before the failures say nothing of the API
+// since, and a consumer holds a seller after its first failures, so an
+// outage that begins between the fleet's bursts leaves few failures to
+// outweigh them.
+//
 // A failure of one seller (its rows alone keep failing) is that seller's
 // problem, never the fleet's: its rows spend their own retry budget and are
 // dead-lettered, while other sellers flow. That holds when the seller is the

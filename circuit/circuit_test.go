@@ -145,6 +145,15 @@ func TestWhenItOpens(t *testing.T) {
 		}
 		return out
 	}
+	// fourSellers returns n calls of sellers s0 to s3 in turn, each of a row
+	// of its own.
+	fourSellers := func(n int, row string, o Outcome) []c {
+		out := make([]c, n)
+		for i := range n {
+			out[i] = c{fmt.Sprintf("s%d", i%4), fmt.Sprintf("%s:%d", row, i), o}
+		}
+		return out
+	}
 	// tick waits a bucket of the window: what comes after it is later, to
 	// the circuit, than what came before.
 	tick := []c{{}}
@@ -167,7 +176,8 @@ func TestWhenItOpens(t *testing.T) {
 		{"only one seller calls: never opens", many(100, "a", "a:%d", Failure), false},
 		{"one seller's 100 failures and another's one", cat(many(100, "a", "a:%d", Failure), many(1, "b", "b:%d", Failure)), false},
 		{"one seller's failures and another's rare ones",
-			cat(many(30, "a", "a:%d", Failure), many(27, "b", "b:%d", Success), many(3, "b", "bf:%d", Failure)), false},
+			cat(many(30, "a", "a:%d", Failure), many(9, "b", "b:%d", Success), many(1, "b", "bf:%d", Failure), many(9, "b", "bb:%d", Success),
+				many(1, "b", "bbf:%d", Failure), many(9, "b", "bbb:%d", Success), many(1, "b", "bbbf:%d", Failure)), false},
 		{"a busy seller and a small one both failing: the API", cat(many(30, "a", "a:%d", Failure), many(2, "b", "b:%d", Failure)), true},
 		{"failures below the ratio",
 			cat(many(21, "t%d", "ok:%d", Success), many(20, "s%d", "u:%d", Failure)), false},
@@ -193,7 +203,13 @@ func TestWhenItOpens(t *testing.T) {
 		// Answers from before the failures began prove nothing of the
 		// API since: an outage may have begun right after them.
 		{"a seller answered before two others began failing: an outage",
-			cat(many(6, "c", "c:%d", Success), many(15, "a", "a:%d", Failure), many(6, "b", "b:%d", Failure)), true},
+			cat(many(6, "c", "c:%d", Success), many(15, "a", "a:%d", Failure), many(2, "b", "b:%d", Failure)), true},
+		// Sellers answered many times, then each fails twice in a row (a
+		// runner holds its seller then): the answers from before do not
+		// outweigh them, though failures are far below the ratio.
+		{"several sellers fail twice after many answers: an outage", cat(fourSellers(40, "ok", Success), fourSellers(6, "f", Failure)), true},
+		{"...unless another seller is answered two buckets after they began",
+			cat(fourSellers(40, "ok", Success), fourSellers(4, "f", Failure), tick, tick, many(1, "h", "h:%d", Success), fourSellers(2, "g", Failure)), false},
 		{"four successes are too few to prove the API up",
 			cat(many(4, "c", "c:%d", Success), many(12, "a", "a:%d", Failure), many(4, "b", "b:%d", Failure)), true},
 		{"a partial outage: every seller fails some calls",

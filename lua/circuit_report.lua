@@ -11,6 +11,9 @@
 -- that seller is the only one calling (nothing tells its fault from the API's
 -- then: its rows spend their own retry budget, and the fleet's circuit opens
 -- as soon as a second seller's rows fail too).
+-- It opens too when several sellers' last two calls or more failed, with the
+-- rows and calls the rule above asks for, and no other seller was answered
+-- since (below): answers from before the failures outweigh them otherwise.
 -- Nor does it open while a seller is wholly healthy: a seller with enough answered
 -- calls in the window (success or a refusal of the row: the API answers it), one of
 -- them in the newer half and in a later bucket than the window's first failure
@@ -420,6 +423,40 @@ if not w.fcFull then
   end
   -- only sellers known sick fail: their own failures, as when they were seen
   if not freshFailure(w) then return reply('closed', 0, now, 0) end
+end
+-- Several sellers fail together and none is answered since: the API is down,
+-- whatever answers from before fill the window (a runner holds a seller after
+-- its first failures, so an outage that begins between a fleet's bursts leaves
+-- few failures to outweigh them). A seller fails when its last two calls or
+-- more failed, the last within the window; "since" is two buckets or more
+-- after the newest such streak began (a call sent before it and answered
+-- just after lands in the next bucket).
+do
+  local all = redis.call('HGETALL', KEYS[3])
+  local failing, nfailing, since = {}, 0, nil
+  for i = 1, #all, 2 do
+    local n, first, last = string.match(all[i + 1], '^(%d+) (%d+) (%d+)')
+    n, first, last = tonumber(n or '0'), tonumber(first or '0'), tonumber(last or '0')
+    if n >= 2 and now - last < window then
+      failing[all[i]] = true
+      nfailing = nfailing + 1
+      local b = math.floor(first / width)
+      if not since or b > since then since = b end
+    end
+  end
+  if nfailing >= minSellers and w.nfr >= minRows and w.calls >= minCalls then
+    local answered = false
+    for x, id in pairs(w.okNewest) do
+      if not failing[x] and id >= since + 2 then answered = true end
+    end
+    if not answered then
+      local by = {}
+      for y in pairs(failing) do by[#by + 1] = y end
+      local r = open('unavailable')
+      redis.call('HSET', KEYS[1], 'opened_by', table.concat(by, '\n'))
+      return r
+    end
+  end
 end
 -- The seller that failed most, left out: do the others' calls say the API is down?
 -- Its calls are not counted per seller; its failures stand for them, which
