@@ -98,16 +98,7 @@ func TestRowsRegisteredWithOtherContentAreAGroupApart(t *testing.T) {
 	c, _ := e.signIn(t, "seller-a")
 	ctx := context.Background()
 	id := "0123456789abcdef"
-	if _, err := e.store.Create(ctx, uploadstatus.Upload{ID: id, SellerID: "seller-a", FileName: "f.xlsx", Total: 2, Valid: 2,
-		Header: []string{"판매자상품코드", "가격"}, CreatedAt: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.up.Index.AddToSeller(ctx, "seller-a", id, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.store.SetState(ctx, id, uploadstatus.Published, ""); err != nil {
-		t.Fatal(err)
-	}
+	publishedUpload(t, e, id)
 	for _, rr := range []uploadstatus.RowResult{
 		{Row: 2, State: uploadstatus.Failed, Code: uploadstatus.OtherContent, Field: "seller_sku",
 			Reason:  `seller_sku "A-1" is already registered as P-1; bulk registration does not change existing products`,
@@ -209,16 +200,7 @@ func TestRowsRegisteredTwiceAreAGroupApart(t *testing.T) {
 	c, _ := e.signIn(t, "seller-a")
 	ctx := context.Background()
 	id := "0123456789abcdee"
-	if _, err := e.store.Create(ctx, uploadstatus.Upload{ID: id, SellerID: "seller-a", FileName: "f.xlsx", Total: 2, Valid: 2,
-		Header: []string{"판매자상품코드", "가격"}, CreatedAt: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.up.Index.AddToSeller(ctx, "seller-a", id, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.store.SetState(ctx, id, uploadstatus.Published, ""); err != nil {
-		t.Fatal(err)
-	}
+	publishedUpload(t, e, id)
 	for _, rr := range []uploadstatus.RowResult{
 		{Row: 2, State: uploadstatus.Registered, ProductID: "P-NEW", Code: uploadstatus.RegisteredTwice, Field: "seller_sku", At: time.Now(),
 			Reason: `registered as P-NEW, but seller_sku "A-1" was already registered as P-OLD by upload 9f86d081884c7d65 row 5 on 2026-03-02: the marketplace now holds it twice; delete one of them in the seller center's product management`,
@@ -283,5 +265,22 @@ func TestRowsRegisteredTwiceAreAGroupApart(t *testing.T) {
 	if ev.RegisteredTwice != 1 || len(ev.TwiceRows) != 1 || ev.TwiceRows[0].Row != 2 ||
 		!strings.Contains(ev.TwiceRows[0].Reason, "P-NEW") || !strings.Contains(ev.TwiceRows[0].Reason, "P-OLD") || !strings.Contains(ev.TwiceRows[0].Reason, "twice") {
 		t.Errorf("the stream's event: registered_twice %d, twice_rows %+v; want row 2 naming P-NEW and P-OLD", ev.RegisteredTwice, ev.TwiceRows)
+	}
+}
+
+// publishedUpload creates seller-a's upload id of two rows (f.xlsx, Korean
+// headers), in the seller's history and published, its rows not recorded.
+func publishedUpload(t *testing.T, e *sessionEnv, id string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := e.store.Create(ctx, uploadstatus.Upload{ID: id, SellerID: "seller-a", FileName: "f.xlsx", Total: 2, Valid: 2,
+		Header: []string{"판매자상품코드", "가격"}, CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.up.Index.AddToSeller(ctx, "seller-a", id, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.SetState(ctx, id, uploadstatus.Published, ""); err != nil {
+		t.Fatal(err)
 	}
 }
