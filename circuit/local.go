@@ -166,11 +166,10 @@ func (b *Breaker) allowLocally() (Decision, bool) {
 // renew reads the circuit's state (Peek) in the background, one read at a
 // time, so that a busy process's closed view does not run out. A busy
 // process's reports renew it too, but only every TrustClosed/2 and only once
-// their answer is back: under a burst (bench many-sellers, 2 cores) that
-// answer took longer than the rest of the trust, the view ran out, and every
-// call then waited for a round trip of its own before it started. 71 ms at
-// the median for the calls that came too late to be made. Renewed ahead, a
-// call waits for Redis only in a process that was idle for TrustClosed.
+// their answer is back, which under a burst can take longer than the rest
+// of the trust: the view would run out and every call wait for a round trip
+// of its own before it starts. Renewed ahead, a call waits for Redis only in
+// a process that was idle for TrustClosed.
 // A failed read forgets the view, as every failed request does.
 func (b *Breaker) renew() {
 	if !b.renewing.CompareAndSwap(false, true) {
