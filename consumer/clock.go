@@ -15,9 +15,9 @@ import (
 // (the command queues behind a pipeline, behind other scripts in Redis): a
 // slot placed from its own reservation alone is uncertain by tens of
 // milliseconds, and a call judged late from the early end of that
-// uncertainty would give its slot back although it is on time (with 100
-// sellers × 500 rows, 4 consumers and 2 cores, most missed slots would be
-// such, not late even from the late end).
+// uncertainty would give its slot back although it is on time (under bench
+// many-sellers' load, most missed slots would be such, not late even from
+// the late end).
 //
 // Every answer bounds the same offset, so the bounds of all answers hold at
 // once: the process keeps the tightest lower and upper bound seen, each

@@ -82,12 +82,11 @@ type Config struct {
 	// the rows wait without a slot. It should be about what the consumer
 	// can call within MaxLateness: a slot due now that waits longer is lost
 	// to its seller (the next window's slots are placed after it) and the
-	// row takes another. With 100 sellers × 500 rows and 4 consumers on 2
-	// cores (bench many-sellers), 32 misses about 1 slot in 100, 128 about
-	// 1 in 7. 0: 32. It is never more than MaxConcurrentCalls. It also caps
-	// the rows asking the ledger for their SKU claim at once
-	// (Consumer.claims): a row's first ask of each claim; one told to wait
-	// for another row's claim asks again without a token.
+	// row takes another. Under bench many-sellers' load, 32 misses few
+	// slots and 128 many more. 0: 32. It is never more than
+	// MaxConcurrentCalls. It also caps the rows asking the ledger for their
+	// SKU claim at once (Consumer.claims): a row's first ask of each claim;
+	// one told to wait for another row's claim asks again without a token.
 	MaxDueNow int
 	// MaxLateness is how late after its slot a call may still start (waiting
 	// for one of MaxConcurrentCalls, or a late timer under load). The

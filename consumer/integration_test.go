@@ -254,7 +254,7 @@ func TestPacedOneSeller(t *testing.T) {
 	lower := 4 * (s.window + s.margin)
 	took := a.Last.Sub(a.First)
 	t.Logf("500 rows: first to last %v, lower bound %v, ratio %.3f, replays %d", took, lower, float64(took)/float64(lower), a.Replays)
-	// A slot a consumer could not call on time (the 2 cores saturated by the
+	// A slot a consumer could not call on time (the cores saturated by the
 	// packages testing beside this one) is given back, and its row's new slot
 	// is in the next window: pacing is then one window longer, never faster.
 	// Only then is that window allowed; the invariant above stays strict.
@@ -525,7 +525,7 @@ func (s *stack) deadCallsHold() time.Duration {
 }
 
 // crashMargin is the throttle margin of the tests that run cmd/consumer
-// processes. Up to seven of them share two cores with the broker, Redis and
+// processes. Up to seven of them share the cores with the broker, Redis and
 // the sandbox, and their calls' delay between slot and API spreads wider than
 // the 50 ms of the pacing tests; these tests are about crashes, and the
 // production margin is 250 ms.

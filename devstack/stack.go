@@ -127,7 +127,7 @@ func (o *Options) defaults() error {
 // Validate checks the options as given, zero values included: a command
 // calls it on what its flags set, where a zero is what was asked for, not
 // "the default", so --consumers 0 or --session-timeout 1s is a usage error
-// before anything starts (it ran three consumers, or failed after
+// before anything starts (not three consumers, nor a failure after
 // "starting"). Start calls it once the zero fields have their defaults.
 func (o Options) Validate() error {
 	switch {

@@ -49,7 +49,7 @@ import (
 // "http://", no dial error.
 //
 // Its waits are generous (they end as soon as what they wait for holds): it
-// runs on a busy 2-core machine beside other tests.
+// may run on a busy machine beside other tests.
 func TestNoSecretInAnyOutput(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binaries and runs for about 20 s")

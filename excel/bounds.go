@@ -10,8 +10,8 @@ import (
 // What one upload's answer may list. Every problem and warning goes into the
 // JSON answer of a check or an upload, and every row's problems into the
 // reason Redis keeps for the row, so their number and length are bounded,
-// whatever the file: 10,000 merges over 500 rows made 5 million problems
-// (a 1.12 GB answer) before.
+// whatever the file: 10,000 merges over 500 rows could otherwise make 5
+// million problems.
 const (
 	// maxRowProblems is the most problems one row lists; a last one says
 	// how many more the row has.

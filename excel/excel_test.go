@@ -51,8 +51,8 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 // A parse that runs out of time ends with its request, and its slot comes
 // back as Parse returns: the next parse, another seller's, gets it at once.
-// (The parse ran in a goroutine of its own before, which kept the slot
-// after Parse had answered "timeout", until it ended by itself.)
+// (A parse in a goroutine of its own would keep the slot after Parse had
+// answered "timeout", until it ended by itself.)
 func TestParseTimeoutGivesTheSlotBack(t *testing.T) {
 	data := book(t, [][]any{koreanHeader, validRow(1)}, nil)
 	var stuck atomic.Bool
@@ -94,9 +94,9 @@ func processCPU() time.Duration {
 
 // A crafted file whose parse outlasts its request must not keep the slot
 // another seller's 5-row upload needs. An element of 149,000 attributes in
-// docProps costs a quadratic duplicate check 39 s of CPU (the 100,000 here
-// about 15 s); a part bulkreg does not need is not read at all, and the
-// check is linear where it runs.
+// docProps would cost a quadratic duplicate check tens of seconds of CPU;
+// a part bulkreg does not need is not read at all, and the check is linear
+// where it runs.
 func TestCraftedParseLeavesTheSlotToTheNext(t *testing.T) {
 	var attrs strings.Builder
 	for i := range 100000 {
@@ -117,7 +117,7 @@ func TestCraftedParseLeavesTheSlotToTheNext(t *testing.T) {
 	wb := zipPart(t, data, "xl/workbook.xml")
 	wb = bytes.Replace(wb, []byte("<workbook "), []byte("<workbook"+attrs.String()+" "), 1)
 	// CPU time, not the clock's: the refusal costs milliseconds, the
-	// quadratic check it guards against 15 s.
+	// quadratic check it guards against seconds.
 	crafted = replacePart(t, data, "xl/workbook.xml", wb)
 	c0 := processCPU()
 	_, err = NewParser(Options{}).ParseBytes(context.Background(), crafted)

@@ -54,7 +54,7 @@ func (s *Sheet) AsTyped(r Row) bulkreg.Product {
 		// (a merged cell's value, a cleaned apostrophe) keeps the product's.
 		// The validator recorded which fields it brought to NFC (the text
 		// it checked is the cleaned cell): normalising every text again
-		// cost as much as reading the file did.
+		// would cost as much as reading the file.
 		typed := cleanCell(r.Cells[i])
 		if r.typed.known {
 			if r.typed.changed&textFieldBit(c.Field) != 0 {

@@ -7,9 +7,9 @@ import (
 
 // documentKinds are files sellers upload by mistake under a spreadsheet's
 // name (a PDF of the product list, a screenshot, a web page saved as .xls),
-// told by their first bytes. Without this they were read as CSV text and
-// refused for having no header row "of the CSV file", which says nothing
-// of what to do.
+// told by their first bytes. Without this they would be read as CSV text
+// and refused for having no header row "of the CSV file", which says
+// nothing of what to do.
 var documentKinds = []struct {
 	magic []byte
 	kind  string // the message table's variant of not_xlsx

@@ -18,10 +18,10 @@ func oleFile(stream string) []byte {
 }
 
 // TestDocumentsRenamedXLSXAreNamed: a PDF, an image, a web page, an RTF or
-// an old Word file renamed .xlsx was read as CSV text and refused with "no
-// header row was found ... of the CSV file" (the issue's PDF) or "neither
-// an Excel workbook nor a CSV file"; now the answer names what it is, in
-// both languages, and what to save instead.
+// an old Word file renamed .xlsx is not read as CSV text and refused with
+// "no header row was found ... of the CSV file" or "neither an Excel
+// workbook nor a CSV file": the answer names what it is, in both
+// languages, and what to save instead.
 func TestDocumentsRenamedXLSXAreNamed(t *testing.T) {
 	for _, tc := range []struct {
 		name, kind, what string

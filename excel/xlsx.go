@@ -34,8 +34,8 @@ const (
 	maxRefBytes = 2048
 )
 
-// maxMerges caps the merged ranges of a sheet; more refuse the file (they
-// were ignored before, so a bad merge past them went unnoticed).
+// maxMerges caps the merged ranges of a sheet; more refuse the file (were
+// they ignored, a bad merge past them would go unnoticed).
 const maxMerges = 100000
 
 // maxFormulaText is how much of a formula a message quotes.
@@ -144,9 +144,10 @@ func describeZipErr(err error) error {
 
 // MaxHeaderSheets is how many visible worksheets are searched for the
 // header row. Every sheet searched costs opening its part and scanning its
-// first rows whatever it holds: a crafted workbook of 9,990 sheets without a
-// header cost 0.9 to 1.2 s of CPU (testdata/hostile). A seller's workbook
-// has its product sheet among its first few.
+// first rows whatever it holds: searching every sheet of a crafted workbook
+// of 9,990 sheets without a header (testdata/hostile) would take the
+// upload's whole CPU ceiling. A seller's workbook has its product sheet
+// among its first few.
 const MaxHeaderSheets = 50
 
 // readXLSX reads an .xlsx: the zip's directory (refusing a directory of too

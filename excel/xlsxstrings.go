@@ -12,8 +12,9 @@ import (
 
 // sharedStrings is the workbook's table of texts, one arena: entry i is
 // arena[ends[i-1]:ends[i]], at most MaxCellBytes of it kept. An entry costs
-// 9 bytes besides its text (13 million empty entries cost 683 MB as ints
-// and a slice each), and there are at most maxSharedStrings of them.
+// 9 bytes besides its text (as ints and a slice each, 13 million empty
+// entries would cost 683 MB), and there are at most maxSharedStrings of
+// them.
 type sharedStrings struct {
 	arena []byte
 	ends  []uint32
@@ -94,8 +95,8 @@ func (t *boundedText) unescape() {
 func (b *xlsxFile) readSharedStrings(f *zip.File) error {
 	sst := &b.sst
 	// The arena holds at most the part's text and at most MaxTextBytes:
-	// taken at once, not grown by appends (which allocated five times an
-	// 8 MiB table on the way).
+	// taken at once, not grown by appends (which would allocate five times
+	// an 8 MiB table on the way).
 	sst.arena = make([]byte, 0, min(f.UncompressedSize64, uint64(b.opts.MaxTextBytes)))
 	tb := boundedText{max: b.opts.MaxCellBytes}
 	// shape puts every element where SpreadsheetML allows it (a string

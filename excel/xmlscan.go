@@ -175,7 +175,7 @@ func newXMLScanner(ctx context.Context, r io.Reader, budget *xmlBudget) *xmlScan
 
 // newXMLScannerIn is newXMLScanner reading into buf (nil: a new one), the
 // buffer of a scanner done with its part: a workbook of 9,990 parts
-// allocated 320 MB of buffers otherwise.
+// would allocate 320 MB of buffers otherwise.
 func newXMLScannerIn(ctx context.Context, r io.Reader, budget *xmlBudget, buf []byte) *xmlScanner {
 	if len(buf) < xmlChunk {
 		buf = make([]byte, xmlChunk)
@@ -185,7 +185,7 @@ func newXMLScannerIn(ctx context.Context, r io.Reader, budget *xmlBudget, buf []
 
 // newXMLScannerAfter is newXMLScanner reading with the buffers of last, a
 // scanner done with its part (nil: new ones): a workbook of 9,990 parts
-// allocated 320 MB of buffers otherwise.
+// would allocate 320 MB of buffers otherwise.
 func newXMLScannerAfter(ctx context.Context, r io.Reader, budget *xmlBudget, last *xmlScanner) *xmlScanner {
 	if last == nil {
 		return newXMLScannerIn(ctx, r, budget, nil)

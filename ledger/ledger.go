@@ -259,8 +259,8 @@ type Ledger struct {
 	release *redis.Script
 	// The rows of one seller that claim while a claim call of that seller
 	// is on the wire share the next call: a window's rows start together,
-	// and with a call each, their claims went out one by one between other
-	// sellers' calls.
+	// and with a call each, their claims would go out one by one between
+	// other sellers' calls.
 	claims *groupcommit.Group[string, claimArgs, claimReply]
 }
 

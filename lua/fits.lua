@@ -5,10 +5,10 @@
 -- Appending after the log's last `limit` slots (s(n-L+1) + W' + 1µs) is always allowed, but
 -- it loses room the log still has before slots booked ahead:
 --   - a seller's slot that went by unused (its call could not start in time) is given back,
---     but the seller's next window is already booked after it, so a new slot went behind
---     those: the seller took a window longer for one late call;
+--     but the seller's next window is already booked after it, so a new slot would go behind
+--     those: the seller would take a window longer for one late call;
 --   - a seller with 500 rows books the next app-wide window at its own (later) slots while
---     the current one still has room; small sellers asking then were put behind it.
+--     the current one still has room; small sellers asking then would be put behind it.
 -- A slot at `a` is allowed when every window [x - W', x] that would hold it (x from a to
 -- a + W') holds fewer than `limit`: the one ending at a, and the ones ending at each booked
 -- slot in (a, a + W']. Closed windows: the same strictness as the extra microsecond.

@@ -55,7 +55,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local leaseEnd = string.format('%d', now + lease)
 
 -- The entries are read in one HMGET and written in one HSET, whatever the number of claims (one
--- HGET and one HSET per claim were most of the script's commands; fewer commands per row cost Redis
+-- HGET and one HSET per claim would be most of the script's commands; fewer commands per row cost Redis
 -- a little less, fewer scripts per row much less). entries is the ledger as the claims decided so
 -- far leave it (false: no entry), so a second claim of one SKU in the call sees the first one's.
 -- A call carries at most ledger.maxClaimBatch (128) claims: the SKUs and the pairs written go

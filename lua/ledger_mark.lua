@@ -14,8 +14,8 @@
 -- was there is replaced); 0 when the SKU was registered already: the first registration's entry is
 -- kept and returned. A registration is a fact, so it is recorded whoever holds the claim.
 --
--- One HMGET, one TIME, one HSET and one PEXPIRE however many marks: per-command cost was most of what
--- a mark cost Redis when each ran its own four.
+-- One HMGET, one TIME, one HSET and one PEXPIRE however many marks: were each to run its own four,
+-- per-command cost would be most of what a mark costs Redis.
 local skus = {}
 for i = 1, #ARGV, 5 do skus[#skus + 1] = ARGV[i] end
 local held = redis.call('HMGET', KEYS[1], unpack(skus))

@@ -6,12 +6,13 @@
 -- (a fixed window's places in later windows too) frees its place, and the
 -- next reservation may take it (fits.lua, reserve_fixed.lua).
 -- A token bucket's next slot comes from tat, not from the log. Moving tat back
--- one interval, whatever slot was returned, freed the place of the slot booked
--- last: returning an earlier one put the next reservation on the last slot
--- still booked (two calls on one token, a 429). So tat becomes the smaller of
--- itself and the bucket replayed (GCRA, in time order) over the slots still
--- held, from now: a slot begun counts as made now, and a slot older than W'
--- left tat before now (the throttle's interval + tolerance is at most W').
+-- one interval, whatever slot was returned, would free the place of the slot
+-- booked last: returning an earlier one would put the next reservation on
+-- the last slot still booked (two calls on one token, a 429). So tat becomes
+-- the smaller of itself and the bucket replayed (GCRA, in time order) over
+-- the slots still held, from now: a slot begun counts as made now, and a
+-- slot older than W' left tat before now (the throttle's interval +
+-- tolerance is at most W').
 -- Both are never before the bucket the API keeps, so no returned slot books
 -- a token twice; a returned slot that was not the last frees a place only if
 -- the slots after it leave one.

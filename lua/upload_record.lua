@@ -32,9 +32,10 @@
 -- The same state again replaces the details (the latest attempt) without counting twice.
 -- Rows are applied in order, so the same row twice in one call is the same as two calls.
 --
--- Each row's own commands (a read, two writes, a count) were most of what Redis
--- ran per row: the rows' states are read in one HMGET, the writes are one HSET
--- per hash and one HINCRBY per count that changed, whatever the number of rows.
+-- Commands of each row's own (a read, two writes, a count) would be most of
+-- what Redis runs per row: the rows' states are read in one HMGET, the writes
+-- are one HSET per hash and one HINCRBY per count that changed, whatever the
+-- number of rows.
 local present = redis.call('HMGET', KEYS[1], 'id', 'lost_at', 'keep_ms', 'row_allowance')
 if not present[1] and not present[2] then
   if redis.call('EXISTS', KEYS[5]) == 1 then return -1 end

@@ -107,7 +107,7 @@ func TestRulesAreComplete(t *testing.T) {
 
 // TestURLRefusalsSayWhatIsWrong: an image address with a space is told of
 // the space, one without a site of the site, in both languages of the
-// message table; before, both were told to start with https://.
+// message table, not both told to start with https://.
 func TestURLRefusalsSayWhatIsWrong(t *testing.T) {
 	for _, tc := range []struct {
 		value, key, ko, en string

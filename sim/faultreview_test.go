@@ -14,8 +14,8 @@ import (
 // each runs the sim's world (the built binaries, a consumer's own Redis
 // proxy and registration listener) and is judged by the sandbox's own call
 // log: no 429 from the limit. The fourth reshards a Redis Cluster under a
-// busy seller. They run with `go test ./sim` (about 2 minutes, mostly
-// waiting: 40 s of CPU) and alone with `make fault-review`. The first three
+// busy seller. They run with `go test ./sim` (a few minutes, mostly
+// waiting) and alone with `make fault-review`. The first three
 // hold because the log holds each call's latest possible count before it
 // is sent, and the drain keeps its bound when Redis does not answer.
 

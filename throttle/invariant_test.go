@@ -23,9 +23,9 @@ import (
 // The partition's next owner (another Throttle on the same Redis) calls at
 // once, to an API that is fast again. Its calls must come a window after
 // the dead calls' latest counts, judged by the API's own count (the
-// sandbox's audit): before, the log kept the dead calls at their slots, the
-// next calls came W′ after those, while the late counts were still in the
-// API's window, and the API refused them all.
+// sandbox's audit): a log that kept the dead calls at their slots would
+// send the next calls W′ after those, while the late counts are still in
+// the API's window, and the API would refuse them all.
 func TestADeadCallersLogIsAlreadySafe(t *testing.T) {
 	p := Policy{Limit: 3, Window: 2 * time.Second, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second, CallTimeout: 2 * time.Second}
 	rdb := startRedis(t).Client()
@@ -60,8 +60,8 @@ func TestADeadCallersLogIsAlreadySafe(t *testing.T) {
 // any answer. The next owner calls at once for three other sellers, whose
 // own logs are empty: only the app-wide log can place them, and it must
 // place them a window after the dead calls' latest counts, judged by the
-// API's app-wide count. Before, the app-wide log kept the dead calls at
-// their slots and the API refused the next calls for its app-wide limit.
+// API's app-wide count. A log that kept the dead calls at their slots would
+// send the next calls into the API's refusals for its app-wide limit.
 func TestADeadCallersAppWideLogIsAlreadySafe(t *testing.T) {
 	p := Policy{Limit: 10, Window: 2 * time.Second, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second, CallTimeout: 2 * time.Second,
 		Global: Global{Limit: 3, Window: 2 * time.Second}}
@@ -139,7 +139,7 @@ func TestALatestCountIsInTheLogBeforeTheCall(t *testing.T) {
 // their latest counts, so the next calls go to the window after. Under a
 // bucket of one token the dead call is counted 400 ms after its slot: tat
 // covered its latest count, so the next call comes an interval after that.
-// Before, the log knew only the slots, and the API refused the next calls.
+// A log that knew only the slots would have the API refuse the next calls.
 func TestEveryPolicyCoversADeadCallersLatestCounts(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

@@ -194,8 +194,8 @@ func TestASlotBookedAheadIsAWindowAfterTheLatestCount(t *testing.T) {
 // TestAFixedWindowCountsALateCallInTheWindowItWasCountedIn: two calls
 // slotted early in a fixed window are counted by the API in the next one
 // (1 s windows, the API 0.9 s late). Each later window the call may have been
-// counted in must then hold a place for it: before, the next two rows were
-// given that next window at once and the API refused them (2 × 429).
+// counted in must then hold a place for it, or the next two rows would be
+// given that next window at once and the API would refuse them (2 × 429).
 func TestAFixedWindowCountsALateCallInTheWindowItWasCountedIn(t *testing.T) {
 	rdb := startRedis(t).Client()
 	p := Policy{Kind: Fixed, Limit: 2, Window: time.Second, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second}
@@ -224,7 +224,7 @@ func TestAFixedWindowCountsALateCallInTheWindowItWasCountedIn(t *testing.T) {
 // TestATokenBucketCountsALateCallWhereItWasCounted: with a bucket of one
 // token, the API counts a call 300 ms after its slot; the next slot taken
 // after its answer must be an interval after that count, not after the slot
-// (before: 50 ms after the count, a 429).
+// (50 ms after the count would be a 429).
 func TestATokenBucketCountsALateCallWhereItWasCounted(t *testing.T) {
 	rdb := startRedis(t).Client()
 	p := Policy{Kind: TokenBucket, Limit: 4, Window: time.Second, Burst: 1, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second}
@@ -297,8 +297,8 @@ func TestATokenBucketBooksAfterTheAnswers(t *testing.T) {
 // made them died before their answers (nothing settles them), so the process
 // that finds the loss has seen no lateness: only the call timeout every
 // consumer allows (Policy.CallTimeout) tells it how late a call in flight
-// may still be counted. Before CallTimeout, the three calls after the hold
-// were refused (3 × 429).
+// may still be counted. Without CallTimeout, the three calls after the hold
+// would be refused (3 × 429).
 func TestALossHoldCoversTheCallsOfAProcessThatDied(t *testing.T) {
 	ctx := context.Background()
 	p := Policy{Limit: 3, Window: 2 * time.Second, Margin: 100 * time.Millisecond, MaxWait: 10 * time.Second, CallTimeout: 2 * time.Second}
@@ -353,9 +353,10 @@ func TestALossHoldCoversTheCallsOfAProcessThatDied(t *testing.T) {
 // W′. Its burst is spent by the first calls and never comes back while the
 // stream goes on; the calls whose entries have left the log (older than
 // W′) are what drained it. A settle's replay of the log must start from the
-// bucket they left, not from a full one: before, the call after the first
-// one left the log came a burst early, and the API's bucket (judged here
-// with each call counted anywhere within the margin of its slot) refused it.
+// bucket they left, not from a full one, or the call after the first one
+// left the log would come a burst early, and the API's bucket (judged here
+// with each call counted anywhere within the margin of its slot) would
+// refuse it.
 func TestATokenBucketKeepsADrainedBucketPastTheWindow(t *testing.T) {
 	ctx := context.Background()
 	rdb := startRedis(t).Client()

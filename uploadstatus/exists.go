@@ -24,7 +24,7 @@ const (
 	// missing, was written by another redis-server process (a restart from
 	// disk, a failover), or began (a loss found) less than the slack before
 	// the row was queued. Its rows are registered, and recording them says
-	// the upload was partly lost, as before this check.
+	// the upload was partly lost.
 	UploadMaybeLost
 	// UploadMaybeExpired: there is no record, and the row was queued longer
 	// than the retention (less the slack) ago, so the record may have

@@ -4,9 +4,9 @@ import "github.com/bulkreg/bulkreg/internal/jsonenc"
 
 // MaxReasonJSON bounds a row's reason as Redis keeps it and the status
 // answers it: JSON bytes, where a '<' takes 6. A reason lists a row's
-// problems, and a crafted file could give a row thousands of them (issue
-// 27: one key of 655 MB), so a longer reason is cut, marked with "…": 500
-// rows keep at most about 0.5 MiB of reasons.
+// problems, and a crafted file could give a row thousands of them
+// (hundreds of MB in one key), so a longer reason is cut, marked with "…":
+// 500 rows keep at most about 0.5 MiB of reasons.
 const MaxReasonJSON = 1024
 
 // CutReason shortens reason, at a character, to at most MaxReasonJSON bytes

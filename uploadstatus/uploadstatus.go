@@ -141,7 +141,7 @@ func Logger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // maxRecordBatch rows wait, before the call leaves. A window's calls of a
 // seller finish over a few hundred milliseconds, a few rows at a time, and
 // each record call has fixed work (a lost-record check, the counts, four
-// expiries) that was most of its cost at five rows a call. A row's status
+// expiries) that is most of its cost at five rows a call. A row's status
 // then shows up to d later, and the consumer's row (its place in its
 // seller's lane, its offset) is finished up to d later; nothing the throttle
 // or the ledger decides reads the status. 0: a call leaves as soon as the
@@ -149,8 +149,8 @@ func Logger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 func RecordLinger(d time.Duration) Option { return func(o *options) { o.linger = d } }
 
 // DefaultRecordLinger is the consumers' RecordLinger (--status-linger):
-// bench many-sellers, 100 ms gathered a seller's window of results into two
-// or three record calls where they took about ten.
+// under bench many-sellers' load, 100 ms gathers a seller's window of
+// results into two or three record calls instead of about ten.
 const DefaultRecordLinger = 100 * time.Millisecond
 
 // New returns a Store whose keys expire retention after the upload's last change.
@@ -516,8 +516,9 @@ func (s *Store) recordArgs(uploadID string, r RowResult) ([]any, error) {
 
 // appendJSON appends r as json.Marshal writes it (FuzzRowResultJSON holds
 // it to that) when it carries no details or cells, as nearly every row
-// does: encoding/json's reflection was 3 % of the consumer's CPU. ok is
-// false for any other row, and for a time encoding/json refuses.
+// does: encoding/json's reflection is a visible share of the consumer's
+// CPU profile. ok is false for any other row, and for a time encoding/json
+// refuses.
 func (r RowResult) appendJSON(dst []byte) (_ []byte, ok bool) {
 	if len(r.Details) > 0 || len(r.Cells) > 0 {
 		return dst, false

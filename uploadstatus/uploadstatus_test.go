@@ -699,8 +699,8 @@ func TestOneCallIsTheSameAsOneCallPerRow(t *testing.T) {
 }
 
 // TestACallWritesEachHashOnce: the rows of a call are read in one command
-// and written in one per hash, not one each (the old script ran four
-// commands per row: most of what Redis did per registered row).
+// and written in one per hash, not one each (four commands per row would
+// be most of what Redis does per registered row).
 func TestACallWritesEachHashOnce(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()

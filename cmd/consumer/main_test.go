@@ -214,7 +214,8 @@ func TestHealthz(t *testing.T) {
 }
 
 // -h and usage errors with every secret in the environment print none of
-// them (the image once ran `consumer -h` as its default command).
+// them (an image's default command may be `consumer -h`, whose output ends
+// up in its logs).
 func TestHelpPrintsNoSecrets(t *testing.T) {
 	secrets := map[string]string{
 		"BULKREG_REGISTRY_AUTH_HEADER": "X-Api-Key: registry-key-5e1a7c9b3d",

@@ -40,11 +40,11 @@ func checkPipelining(mode string) error {
 func pipelined(rdb redis.UniversalClient, mode string) (redis.UniversalClient, func(), error) {
 	switch mode {
 	case pipeAutopipe:
-		// Two pipelines on the wire, not four: bench many-sellers, three
-		// rounds of interleaved runs, 0.65 to 0.67 Redis round trips per
-		// registered row against 0.96 to 1.26 (and up to 1.55 in other
-		// runs), with the same ratios and CPU; one pipeline gave 0.45 to
-		// 0.49, but a median ratio of 1.008 in one run of three.
+		// Two pipelines on the wire, not four: under bench many-sellers
+		// they take about a third fewer Redis round trips per registered
+		// row, with the same ratios and CPU; one pipeline takes fewer
+		// still, but paces the sellers less evenly (bench/HISTORY.md has
+		// the figures).
 		autopipe.Install(rdb, autopipe.Options{MaxInFlight: 2, MaxBatch: 64})
 		return rdb, func() {}, nil
 	case pipeGoRedis:

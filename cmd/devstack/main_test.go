@@ -27,9 +27,9 @@ func TestUsage(t *testing.T) {
 		{name: "log level", args: []string{"demo", "--log-level", "loud"}, code: 2, want: "--log-level"},
 		{name: "stray argument", args: []string{"demo", "extra"}, code: 2, want: `unexpected argument "extra"`},
 		// Refused before anything starts (exit 2), not taken as the default
-		// (--consumers 0 ran three) or found after "starting" (exit 1). demo:
-		// were the check missing, the absent samples (run from here) refuse it
-		// before a stack starts.
+		// (--consumers 0 is not three) or found after "starting" (exit 1).
+		// demo: were the check missing, the absent samples (run from here)
+		// refuse it before a stack starts.
 		{name: "no consumers", args: []string{"demo", "--consumers", "0"}, code: 2, want: "devstack demo: --consumers must be at least 1, got 0"},
 		{name: "a zero window", args: []string{"demo", "--window", "0s"}, code: 2, want: "--window must be positive, got 0s"},
 		{name: "a short session", args: []string{"demo", "--session-timeout", "1s"}, code: 2, want: "--session-timeout must be at least 6s"},

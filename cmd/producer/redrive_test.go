@@ -45,7 +45,8 @@ func TestRedriveCommand(t *testing.T) {
 		}
 	}
 	// RequireAll: a literal Writer defaults to no acks, and WriteMessages
-	// returned before the broker had stored the letters the scan then missed.
+	// would return before the broker had stored the letters, which the scan
+	// would then miss.
 	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: bulkreg.DLQTopic(topic), BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
 	if err := w.WriteMessages(ctx, letters...); err != nil {
 		t.Fatal(err)

@@ -470,7 +470,8 @@ func autoscalerSource(d *kubecheck.Decoded) []error {
 // TestAutoscalingFollowsTheOverlay: a copy of the production overlay
 // deployed to another namespace, with another Prometheus, scales on its own
 // consumers as that Prometheus sees them, with no edit to the component
-// (the query and the address were written into the ScaledObject before).
+// (the ScaledObject's query and address come from the overlay, not from
+// values written into the component).
 func TestAutoscalingFollowsTheOverlay(t *testing.T) {
 	root := t.TempDir()
 	copyTree(t, ".", root)

@@ -8,12 +8,14 @@
 // a write and a read system call on both sides and a goroutine wake-up, which
 // is most of the consumer's CPU and of Redis's. Batched, they share them.
 // Nothing waits for a batch to fill: a command issued while nothing is in
-// flight leaves at once, so an idle client is as fast as before, and a busy
-// one batches exactly as much as the round trip it waits for lets it.
+// flight leaves at once, so an idle client is as fast as one without it,
+// and a busy one batches exactly as much as the round trip it waits for
+// lets it.
 //
 // Every command keeps its own answer and error (a pipeline is not a
-// transaction), so callers see what they saw before. Blocking commands and
-// those of a transaction or an explicit pipeline are not touched.
+// transaction), so callers see what they would see unbatched. Blocking
+// commands and those of a transaction or an explicit pipeline are not
+// touched.
 package autopipe
 
 import (
@@ -58,8 +60,8 @@ type Hook struct {
 	queue    []*call
 	inFlight int
 
-	// flushers keeps the goroutines that sent what queued behind a
-	// caller's batch: a new one grew its stack anew down go-redis's
+	// flushers keeps the goroutines that send what queued behind a
+	// caller's batch: a new one would grow its stack anew down go-redis's
 	// pipeline each time (runtime.newstack).
 	flushers *workers.Pool
 
@@ -157,9 +159,9 @@ func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // that led one batch goes back to its own work, and a goroutine sends what
 // queued meanwhile; when the queue is empty the turn is given up. The
 // goroutine is started only when something queued: one started to find the
-// queue empty cost a goroutine per led batch, and a new goroutine grows its
-// stack anew down go-redis's pipeline (runtime.newstack, 2.7 % of the
-// consumer's CPU in the bench).
+// queue empty would cost a goroutine per led batch, and a new goroutine
+// grows its stack anew down go-redis's pipeline (runtime.newstack, a
+// visible share of the consumer's CPU profile).
 func (h *Hook) flush(caller bool) {
 	for {
 		h.mu.Lock()

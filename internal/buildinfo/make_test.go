@@ -68,8 +68,8 @@ func runMake(t *testing.T, goCmd string, args ...string) (stdout, stderr string,
 		t.Skip("no make on PATH")
 	}
 	cmd := exec.Command(makeCmd, append([]string{"-s", "-C", "../..", "GO=" + goCmd}, args...)...)
-	// What the issue met: an installed go older than the pinned one, told to
-	// use itself.
+	// The case that must work: an installed go older than the pinned one,
+	// told to use itself.
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e

@@ -29,8 +29,8 @@ type Group[K comparable, T, R any] struct {
 	max   int
 	// writers keeps the goroutines of finished writes for the next key's:
 	// a new goroutine grows its stack anew, copying it each time, down the
-	// write's way through the Redis client (runtime.newstack, 2 % of the
-	// consumer's CPU in the bench with a goroutine per writer).
+	// write's way through the Redis client (runtime.newstack, a visible
+	// share of the consumer's CPU profile with a goroutine per writer).
 	writers *workers.Pool
 
 	// linger is how long a new writer waits before its key's first write
@@ -207,14 +207,10 @@ const gatherTurns = 4
 // more items (at most gatherTurns). The callers of one key come in bursts
 // that are already running, not yet queued: a seller's rows let through its
 // ask gate together, the rows whose slots share a check, a window's calls
-// finishing. Without it the first of a burst left alone and the rest
-// waited a round trip for the next write. Measured (bench many-sellers, 100
-// sellers × 500 rows, 4 consumers, 2 cores, 6 pairs): Redis commands sent
-// per row 0.79 – 0.90 → 0.64 – 0.72 in every pair; the CPU per row fell in
-// the first 2 pairs (consumer 150 – 158 → 147 – 149 µs, Redis 54 – 58 → 52
-// – 53) and was inside the runs' noise in the other 4. A turn is a yield,
-// not a clock: a lone caller costs one (well under a microsecond on an idle
-// machine).
+// finishing. Without it the first of a burst would leave alone and the
+// rest wait a round trip for the next write. Under bench many-sellers it
+// sends fewer Redis commands per row, for no more CPU (bench/HISTORY.md has
+// the figures). A turn is a yield, not a clock: a lone caller costs one.
 func (g *Group[K, T, R]) gather(key K) {
 	for turn, seen := 0, -1; turn < gatherTurns; turn++ {
 		g.mu.Lock()

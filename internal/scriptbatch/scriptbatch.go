@@ -6,9 +6,10 @@
 // seller's hash tag: the call in the compliance history, the slot settled at
 // the answer, the SKU marked in the ledger. Run as three scripts, most of
 // Redis's time per row goes to per-script overhead, not to the commands the
-// scripts run (INFO commandstats in the bench: 32 µs per EVALSHA, about 9 µs
-// of it in the commands inside). A batch runs the same script bodies, unchanged and in
-// order, so each keeps the contract its file's header gives.
+// scripts run (INFO commandstats in the bench: about a quarter of an
+// EVALSHA's time is in the commands inside). A batch runs the same script
+// bodies, unchanged and in order, so each keeps the contract its file's
+// header gives.
 //
 // Every step must touch only keys of one hash tag (the combined script runs
 // on one Cluster slot, and Redis refuses it otherwise), and be safe to run

@@ -19,8 +19,8 @@ func TestGoroutinesAreKept(t *testing.T) {
 	used := oneByOne(t, p, &ran, 100, 0)
 	// One goroutine for all, but for a rare second: a goroutine counts
 	// itself idle an instant before it waits, and a Go in that instant
-	// starts another (seen once in a clean-clone CI run). A pool that never
-	// handed a function to a waiting goroutine would fill up to maxIdle (4).
+	// starts another. A pool that never handed a function to a waiting
+	// goroutine would fill up to maxIdle (4).
 	if ran.Load() != 100 || p.Idle() > 2 || used > 4 {
 		t.Fatalf("%d functions ran on %d goroutines, %d goroutines idle; want 100, at most 4 and at most 2 (one goroutine for nearly all)", ran.Load(), used, p.Idle())
 	}
@@ -35,9 +35,9 @@ func TestGoroutinesAreKept(t *testing.T) {
 	close(release)
 	wg.Wait()
 	// Both counts settle within an instant: a goroutine done with the
-	// burst counts itself idle before it sees the pool full and ends (seen
-	// once in a clean-clone CI run: 5 idle for an instant). A pool that
-	// kept the burst's goroutines keeps 50.
+	// burst counts itself idle before it sees the pool full and ends (for
+	// an instant, one more than maxIdle are idle). A pool that kept the
+	// burst's goroutines keeps 50.
 	testwait.For(t, time.Second, "the burst's goroutines beyond maxIdle end", func() bool {
 		return runtime.NumGoroutine() <= before+4 && p.Idle() <= 4
 	})

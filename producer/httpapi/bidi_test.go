@@ -76,7 +76,8 @@ func isBidiControl(r rune) bool {
 // overrides and marks: every page that shows them (the check, Register's
 // question, the detail page, the history) sets each apart (<bdi>, or
 // FSI … PDI in an attribute), in Korean and English, so the page's own words
-// around them read as written. Before, the check page showed U+202E raw.
+// around them read as written. A U+202E in a cell must not reverse the text
+// around it on the check page.
 func TestSellerTextIsIsolated(t *testing.T) {
 	e := newEnv(t, nil, upload.WriterOptions{})
 	h := (&Server{Uploader: e.up, Auth: Auth{Secret: secret}}).Handler()

@@ -608,8 +608,8 @@ func TestSellerInTheBrowser(t *testing.T) {
 	if p, all := text(t, ctx, "#plan"), text(t, ctx, "#check-result"); p != "All 5 rows are registered already; there is nothing new to register." || strings.Contains(all, "Press Register") {
 		t.Errorf("a file registered already: the check says %q (%q)", p, all)
 	}
-	// Register then points at the plan, said once (it was said a second
-	// time as the question's title), and asks nothing.
+	// Register then points at the plan, said once (not a second time as
+	// the question's title), and asks nothing.
 	within(t, ctx, 20*time.Second, chromedp.Click(chromedp.CSS("#register")))
 	poll(t, ctx, `document.activeElement && document.activeElement.id === "plan"`)
 	if visible(t, ctx, "#confirm") || eval[string](t, ctx, `location.pathname`) != "/upload" {

@@ -146,9 +146,9 @@ func TestSlowSellerDoesNotDelayOthers(t *testing.T) {
 // A refusal sent before the request's body is read (no token, the wrong
 // content type, the seller's uploads all in progress) reaches a client that
 // is still sending its body: net/http would otherwise read up to 256 KiB of
-// the unread body before it sends the answer, and a slow client waited for
-// its refusal as long as its body took (TestSlowSellerDoesNotDelayOthers
-// hung on it under load).
+// the unread body before it sends the answer, and a slow client would wait
+// for its refusal as long as its body took (TestSlowSellerDoesNotDelayOthers
+// would hang on it under load).
 func TestARefusalBeforeTheBodyIsAnsweredAtOnce(t *testing.T) {
 	h, _ := limitedServer(t, &Server{MaxUploads: 3, MaxUploadsPerSeller: 1, UploadGrace: time.Minute})
 	tok := token(t, "seller-a")

@@ -86,10 +86,10 @@ func saysInstant(lang, s string, zone *time.Location) bool {
 // TestTimesInTheSellersZoneInTheBrowser: every time a seller reads is in
 // the browser's time zone, named, in one format per language, and one
 // instant reads the same on the history, on the progress page (from the
-// page and from its events) and in the report. Before, upload times were
-// the server's zone (UTC) without a zone, and the finish estimate the
-// browser's own format: "14:17:20에 올림" beside "오후 11:21:21에 …". A page
-// drawn before the browser told its zone says the service's, Asia/Seoul.
+// page and from its events) and in the report: no time is in the server's
+// zone (UTC) or unnamed, and no time is in the browser's own format beside
+// the page's ("14:17:20에 올림" beside "오후 11:21:21에 …"). A page drawn
+// before the browser told its zone says the service's, Asia/Seoul.
 func TestTimesInTheSellersZoneInTheBrowser(t *testing.T) {
 	// A browser and a stack of its own, and nothing timed closer than
 	// seconds: it runs beside another such test (the notices and the
@@ -216,11 +216,11 @@ func (e loggedEvent) at() time.Time { return time.UnixMilli(int64(e.At)) }
 
 // TestNoticesFollowTheCallsInTheBrowser: the marketplace fails one
 // seller's calls alone, then takes them again; the page's "failing"
-// notice leaves with the first call it takes, well within the window
-// (before, it stayed about one window more), and never comes back. Then
-// the marketplace stops answering everyone: the page says so, and no
-// event says "failing" first (before, the first seconds did). In Korean
-// and English, at 1280 and 390 px, axe-core in every state.
+// notice leaves with the first call it takes, well within the window (not
+// about one window later), and never comes back. Then the marketplace
+// stops answering everyone: the page says so, and no event says "failing"
+// first, not even in the first seconds. In Korean and English, at 1280
+// and 390 px, axe-core in every state.
 func TestNoticesFollowTheCallsInTheBrowser(t *testing.T) {
 	ctx, stack := browserStack(t, devstack.Options{Consumers: 1, Partitions: 2,
 		Circuit: circuit.Settings{Window: window, MinCalls: 4, MinFailedRows: 2, ProbeMin: 200 * time.Millisecond, ProbeMax: time.Second, ProbeLease: 3 * time.Second}})
@@ -353,8 +353,8 @@ func TestNoticesFollowTheCallsInTheBrowser(t *testing.T) {
 
 // TestHistoryUpdatesLiveInTheBrowser: the history shows an upload's
 // progress as it goes, without a reload, and keeps the seller's focus;
-// once every upload on it is done it stops reading. Before, it said 20 %
-// while the progress page said 200/500.
+// once every upload on it is done it stops reading. Its figure keeps up
+// with the progress page's: not 20 % while that page says 200/500.
 func TestHistoryUpdatesLiveInTheBrowser(t *testing.T) {
 	// A browser and a stack of its own, and nothing timed closer than
 	// seconds: it runs beside another such test (the notices and the
@@ -416,7 +416,7 @@ func TestHistoryUpdatesLiveInTheBrowser(t *testing.T) {
 // service ends a session's streams once the session is gone (a tab without
 // BroadcastChannel, and a stream read by a plain HTTP client with the
 // session's cookie, end too), and each tab says the seller is signed out.
-// Before, another tab's stream went on after the sign-out.
+// No tab's stream goes on after the sign-out.
 func TestSignOutEndsEveryTabsStreamInTheBrowser(t *testing.T) {
 	// A browser and a stack of its own, and nothing timed closer than
 	// seconds: it runs beside another such test (the notices and the

@@ -57,7 +57,7 @@ func mainLinks(t *testing.T, ctx context.Context) []string {
 // comes from and links to the seller center (its href is the configured
 // address, and following it arrives there); without it each says so in
 // words, with the operator to ask, and links nowhere (a link to a page of
-// the service showed the same sign-in page). A plain link from the seller
+// the service would show the same sign-in page). A plain link from the seller
 // center to a page lands a signed-in seller on it (the Strict cookie is
 // sent when the page asks again from its origin) and a signed-out one on
 // the sign-in page, which then stays. axe-core and a 390 px phone in each.

@@ -141,9 +141,9 @@ func jsonLen(t testing.TB, v any) int {
 // broker) with the production defaults, and holds each to the ceiling:
 // at most 1 s of CPU for the check and for the upload, 64 MiB of RSS
 // growth, 8 MiB in Redis and 1 MiB of answer. Without the bounds that
-// hold it there, merges-10000.xlsx alone costs about 11.8 s of CPU, 3.9 GiB
-// of RSS, a 655 MB Redis key and an 868 MB answer (bench/HISTORY.md;
-// go run ./bench/hostile measures the corpus).
+// hold it there, merges-10000.xlsx alone costs seconds of CPU, gigabytes of
+// RSS and hundreds of MB in Redis and in its answer (bench/HISTORY.md has
+// the figures; go run ./bench/hostile measures the corpus).
 func TestHostileCorpusUnderTheCeiling(t *testing.T) {
 	names, err := hostile.Names(hostileDir)
 	if err != nil {
@@ -163,10 +163,10 @@ func TestHostileCorpusUnderTheCeiling(t *testing.T) {
 			t.Errorf("%s: no outcome in hostileOutcomes; add what it comes to", name)
 			continue
 		}
-		// One file in memory at a time: the whole corpus held (140 MiB)
-		// let the collector leave that much garbage, and the RSS growth
-		// measured below was the collector's pacing (56 MiB where the
-		// bench, a process per file, measures 18 MiB).
+		// One file in memory at a time: the whole corpus held would let
+		// the collector leave that much garbage, and the RSS growth
+		// measured below would be the collector's pacing, not the
+		// upload's (the bench runs a process per file).
 		data, err := hostile.Load(hostileDir, name)
 		if err != nil {
 			t.Fatal(err)

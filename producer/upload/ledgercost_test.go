@@ -35,7 +35,8 @@ func processCPU() time.Duration {
 // content costs one content hash a row: the text as typed (AsTyped) and the
 // NFD form are built only for a row whose hash differs. The file is 7.9 MiB
 // of text that takes the normalizer's slow path (A and U+030A, composing to
-// Å): normalising it again cost 0.55 s of CPU and 8 MiB of copies.
+// Å): normalising it again would cost much of the upload's CPU ceiling and
+// 8 MiB of copies.
 // Allocations (a figure the load of the machine does not change) and CPU
 // time are asserted.
 func TestLedgerOfAKnownFileDoesNotNormaliseAgain(t *testing.T) {
@@ -66,12 +67,13 @@ func TestLedgerOfAKnownFileDoesNotNormaliseAgain(t *testing.T) {
 		}
 	}
 	// One hash a row allocates about 6.5 MiB here (each row's JSON grown
-	// to 16 KiB); normalising again added 8 MiB of copies and a second hash.
+	// to 16 KiB); normalising again would add 8 MiB of copies and a second
+	// hash.
 	if alloc > 10<<20 {
 		t.Errorf("checkLedger allocated %d KiB, want at most 10 MiB (one hash a row, no copy of the text)", alloc>>10)
 	}
-	// CPU time, not wall time, with a margin of ten over what it costs
-	// (about 25 ms): normalising again cost 0.55 s.
+	// CPU time, not wall time, with a wide margin over what it costs;
+	// normalising again would cost more than the bound.
 	// The process's CPU, the garbage collector's and other tests' with it:
 	// the bound sits between what the budget lets it spend and what
 	// decomposing every row costs, about twice as much.
@@ -106,9 +108,9 @@ func composableFile(t *testing.T) *excel.Sheet {
 
 // A re-upload of the same 7.9 MiB of composable text whose every row the
 // ledger holds with other content: each row's hash differs, so its text as
-// typed and its NFD form are compared too. Decomposing all of it cost about
-// 0.66 s of CPU, on top of the parse's 0.6 s: past the ceiling. The upload
-// decomposes at most nfdBudget bytes; every row is still other content.
+// typed and its NFD form are compared too. Decomposing all of it, on top
+// of the parse, would go past the ceiling. The upload decomposes at most
+// nfdBudget bytes; every row is still other content.
 func TestLedgerOfAChangedFileDecomposesWithinItsBudget(t *testing.T) {
 	sheet := composableFile(t)
 	u := &Uploader{Ledger: knownLedger{hash: func(sku string) string { return "another-content-" + sku }}}

@@ -74,8 +74,8 @@ func koreanUpload(t *testing.T) (uploadstatus.Status, map[int][]string) {
 // header names instead of field names, the same facts as the English
 // (the range, the unit hint, the other row), Korean results, the product
 // number of each registered row, and the rows registered with other
-// content apart from the failures. Before, every reason was English
-// ("price must be a whole number…") and there was no product number.
+// content apart from the failures. No reason may fall back to English
+// ("price must be a whole number…").
 func TestAKoreanReportIsAllKorean(t *testing.T) {
 	st, cells := koreanUpload(t)
 	var buf bytes.Buffer
@@ -99,7 +99,7 @@ func TestAKoreanReportIsAllKorean(t *testing.T) {
 	if h := got[0]; len(h) != n+5 || h[n+3] != excel.ReportColumnProductID || h[n+4] != excel.ReportColumnAt {
 		t.Fatalf("header %q: want the product number (상품번호) and the time (처리 시각) columns last", h)
 	}
-	// The report's own columns are Korean only (they said "결과 (result)").
+	// The report's own columns are Korean only (not "결과 (result)").
 	for _, h := range got[0][n:] {
 		if !hasHangul(h) || strings.ContainsFunc(h, func(r rune) bool { return r < 0x80 && unicode.IsLetter(r) }) {
 			t.Errorf("the Korean report's column %q is not all Korean", h)
@@ -193,7 +193,7 @@ func TestAKoreanReportIsAllKorean(t *testing.T) {
 			t.Errorf("English report row %d: %q, want %q", row, enByRow[row], want)
 		}
 	}
-	// ...and its sheet and own columns are English (they were "결과" and
+	// ...and its sheet and own columns are English (not "결과" and
 	// "결과 (result)" in both).
 	buf.Reset()
 	if err := excel.WriteReportIn(&buf, LangEN, st.Header, en, false); err != nil {
@@ -213,8 +213,8 @@ func TestAKoreanReportIsAllKorean(t *testing.T) {
 }
 
 // TestReportIsNamedAfterTheUpload: the report's name is the uploaded
-// file's, without its path and extension, and the download's header says
-// it in ASCII and in UTF-8 (RFC 5987). It was bulkreg-<id>-report.xlsx.
+// file's (not bulkreg-<id>-report.xlsx), without its path and extension,
+// and the download's header says it in ASCII and in UTF-8 (RFC 5987).
 func TestReportIsNamedAfterTheUpload(t *testing.T) {
 	for _, tc := range []struct {
 		file, lang   string

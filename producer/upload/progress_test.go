@@ -68,8 +68,7 @@ func TestFinishEstimateIsTheLastSlot(t *testing.T) {
 	// A row's "call" lasts from its slot until its record lands: the
 	// forecast cannot tell such a row from one still waiting and may place
 	// it up to a span late (throttle.Forecast), which a loaded machine
-	// stretches from microseconds to a second (a clean-clone run: one
-	// reading a span late, 23 ms after slots it had not seen recorded).
+	// stretches from microseconds to a second.
 	type call struct{ from, to time.Time }
 	var calls []call
 	var mu sync.Mutex
@@ -144,7 +143,7 @@ poll:
 			off = -off
 		}
 		worst = max(worst, off)
-		// The bound is one window + 2 s; the slot arithmetic is
+		// The estimate's bound is one window + 2 s; the slot arithmetic is
 		// exact, so the tolerance is the scheduling of this test's
 		// goroutines, plus a span while a call was under way.
 		tol := 500 * time.Millisecond

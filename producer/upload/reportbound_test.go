@@ -24,8 +24,8 @@ func (c cellsOnly) Cells(context.Context, string) (map[int][]string, error) { re
 // TestReportOfTextThatDoesNotCompressIsBounded: an upload whose kept cells
 // are 4 MiB of random syllables (text deflate cannot shrink) gets a report
 // and a fix file of at most 1 MiB, both languages; the failed rows keep
-// their cells first, and a row left without them says so. Before, the
-// report was as large as its cells (2.7 MB from a 3.8 MB upload).
+// their cells first, and a row left without them says so. The report must
+// not grow with the cells it quotes.
 func TestReportOfTextThatDoesNotCompressIsBounded(t *testing.T) {
 	header := excel.TemplateHeader()
 	st := uploadstatus.Status{Upload: uploadstatus.Upload{ID: "u", Total: 500, Header: header}}

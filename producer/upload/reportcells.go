@@ -82,8 +82,8 @@ func reportCells(header []string, rows []excel.Row, budget int) (keptHeader []st
 			}
 		}
 		// Counted as uploadstatus stores it (JSON), without encoding it:
-		// a row of escaped text encoded to be measured and dropped was
-		// 60 KB of garbage, 30 MB for 500 rows.
+		// a row of escaped text encoded to be measured and dropped would
+		// be 60 KB of garbage, 30 MB for 500 rows.
 		size := 1 + len(kept)
 		for _, c := range kept {
 			size += uploadstatus.JSONSize(c)

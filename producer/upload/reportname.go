@@ -16,7 +16,7 @@ const maxNameRunes = 80
 // without its extension, then "-결과.xlsx" ("-report.xlsx" in English), or
 // "-실패행.xlsx" ("-failed.xlsx") for the failed rows alone. A seller
 // downloading reports of several files tells them apart by name, which
-// "bulkreg-<hex>-report.xlsx" did not let them. An upload without a usable
+// "bulkreg-<hex>-report.xlsx" would not let them. An upload without a usable
 // name keeps "bulkreg-<id>".
 func ReportName(lang string, st uploadstatus.Status, failedOnly bool) string {
 	base := cleanName(st.FileName)

@@ -1,6 +1,6 @@
 // Command gen writes the hostile corpus under testdata/hostile: uploads of a
 // few kilobytes built to cost the upload service as much as their shape
-// allows (issue 27), one of each kind found or thought of, .xlsx and text.
+// allows, one of each kind found or thought of, .xlsx and text.
 // Every upload of at most 10 MiB must stay under the cost ceiling (1 s of
 // CPU, 64 MiB of RSS, 8 MiB in Redis, 1 MiB of answer); excel's and
 // producer/upload's hostile tests and `go run ./bench/hostile` read them.
@@ -77,7 +77,7 @@ type hostile struct {
 
 func corpus() []hostile {
 	return []hostile{
-		// The files of issue 27's table.
+		// Merges, tables and attributes in numbers no workbook needs.
 		{"merges-10000.xlsx", "500 valid rows and 10,000 x <mergeCell ref=\"A2:B501\"/> (issue 27: a 1.12 GB answer)", func() []byte {
 			return book(bookOpts{rows: validRows(500), merges: repeat(`<mergeCell ref="A2:B501"/>`, 10000)})
 		}},
@@ -314,8 +314,9 @@ func corpus() []hostile {
 			}
 			return []byte(b.String())
 		}},
-		// Shapes of the review of issue 27's work: sheets-9990-far-cell.xlsx
-		// took 0.9 s of CPU, laying out each row searched for a header by column.
+		// Shapes a reader's shortcuts must survive: sheets-9990-far-cell.xlsx
+		// costs a reader that lays out each row searched for a header by
+		// column 256 look-ups a row.
 		{"sst-index-huge.xlsx", "500 rows of 9 cells each naming shared string 4294967295, 2^70, -1, 0 or 1 of a table of one", func() []byte {
 			var b strings.Builder
 			idx := []string{"4294967295", "1180591620717411303424", "-1", "0", "1"}
@@ -387,10 +388,10 @@ func corpus() []hostile {
 		{"rels-outside.xlsx", "the workbook's sheet relationship pointing at ../../etc/passwd", func() []byte {
 			return book(bookOpts{rows: validRows(5), sheetTarget: "../../etc/passwd"})
 		}},
-		// Shapes of issue 45: what an answer repeats. Header text in
-		// brackets is ignored when headers are matched, so a header can be
-		// long and still name a known column; a page that says the header
-		// once per problem multiplies it by the problems.
+		// What an answer repeats. Header text in brackets is ignored when
+		// headers are matched, so a header can be long and still name a
+		// known column; a page that says the header once per problem
+		// multiplies it by the problems.
 		{"csv-header-attack.csv", "500 rows with a bad price under the price header 판매가( + 60,000 & + ) (issue 45: 601 MB of Korean HTML)", func() []byte {
 			h := excel.TemplateHeader()
 			h[3] = "판매가(" + repeat("&", 60000) + ")"
