@@ -397,9 +397,14 @@ func (t *Throttle) matchWith(ctx context.Context, seller, id string, r Reservati
 			return refused(g.at, g.now, g.slot, g.capped), nil
 		}
 		now := latest(r.At.Add(-r.Wait), g.now)
-		if spread := spreadOf(r.At, g.at, now); spread <= t.p.Global.Tolerance {
-			r.Global, r.Spread, r.Lost, r.HeldUntil = g.slot, spread, lost, held
-			r.At = latest(r.At, g.at)
+		// The call is made at the later slot and may be sent until
+		// SendWithin after the earlier, begun or not: each log's latest
+		// count for it is its own slot + reach. A pair whose earlier slot
+		// had begun longer before the later one cannot be used.
+		at, first := latest(r.At, g.at), earliest(r.At, g.at)
+		if spreadOf(r.At, g.at, now) <= t.p.Global.Tolerance && at.Sub(first) <= t.p.SendWithin {
+			r.Global, r.Spread, r.Lost, r.HeldUntil = g.slot, at.Sub(first), lost, held
+			r.At = at
 			r.Wait = r.At.Sub(now)
 			return r, nil
 		}
@@ -452,8 +457,8 @@ func (t *Throttle) moveSeller(ctx context.Context, seller, old, id string, notBe
 }
 
 // spreadOf is how far the later of two slots is after the earlier, where a
-// slot already begun (before now) counts as now: a call made at once is
-// late for both by its own lateness only, which the caller measures.
+// slot already begun (before now) counts as now: whether two slots agree
+// (Global.Tolerance) asks how long the call would wait for the later one.
 func spreadOf(a, b, now time.Time) time.Duration {
 	lo, hi := a, b
 	if hi.Before(lo) {
@@ -463,6 +468,13 @@ func spreadOf(a, b, now time.Time) time.Duration {
 		lo = now
 	}
 	return max(0, hi.Sub(lo))
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 func latest(a, b time.Time) time.Time {

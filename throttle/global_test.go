@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +27,8 @@ func TestGlobalPolicyValidate(t *testing.T) {
 		{"tolerance above the margin", func(p *Policy) { p.Global.Tolerance = 200 * time.Millisecond }, "Global.Tolerance"},
 		{"negative tolerance", func(p *Policy) { p.Global.Tolerance = -time.Millisecond }, "Global.Tolerance"},
 		{"negative grace", func(p *Policy) { p.Global.Grace = -time.Millisecond }, "Global.Grace"},
+		{"no margin", func(p *Policy) { p.Margin = 0 }, "Margin"},
+		{"no margin but a send bound", func(p *Policy) { p.Margin, p.SendWithin = 0, time.Millisecond }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := ok
@@ -97,11 +100,12 @@ func TestAppWideLimitMovesTheSellerSlot(t *testing.T) {
 		got = append(got, reserve(t, th, s))
 	}
 	for i, r := range got {
-		if !r.Admitted || r.Global.ID == "" || r.Global.Epoch == "" || r.Spread != 0 {
+		if !r.Admitted || r.Global.ID == "" || r.Global.Epoch == "" || r.Spread > th.Policy().SendWithin {
 			t.Fatalf("reservation %d = %+v, want admitted with an app-wide slot equal to the seller's", i, r)
 		}
 		// Slots due now are taken one round trip apart (the seller's
-		// first); the call is at the later, At.
+		// first); the call is at the later, At, late by the round trip
+		// (Spread) for the seller's log.
 		if !r.At.Equal(r.Global.At) {
 			t.Errorf("reservation %d at %v, its app-wide slot at %v: want one time", i, r.At, r.Global.At)
 		}
@@ -176,14 +180,15 @@ func TestAnAppWideSlotBeyondMaxWaitHoldsNothing(t *testing.T) {
 	srv := startRedis(t)
 	rdb := srv.Client()
 	const window = time.Second
-	th := newThrottle(t, rdb, Policy{Limit: 10, Window: window, MaxWait: 300 * time.Millisecond, Global: Global{Limit: 1, Window: window}})
+	th := newThrottle(t, rdb, Policy{Limit: 10, Window: window, Margin: 20 * time.Millisecond, MaxWait: 300 * time.Millisecond, Global: Global{Limit: 1, Window: window}})
 	a, b := seller("full-a"), seller("full-b")
 	first := reserve(t, th, a)
 	r := reserve(t, th, b)
 	if r.Admitted || r.ID != "" || r.Global.ID != "" || r.Capped {
 		t.Fatalf("a slot a window ahead with a 300 ms max wait: %+v, want nothing held and not capped", r)
 	}
-	if want := first.Global.At.Add(window + time.Microsecond - 300*time.Millisecond); !r.At.Equal(want) {
+	// The next slot is W′ + reach + 1µs after the first (the log holds latest counts).
+	if want := first.Global.At.Add(th.Policy().Global.Window + th.Policy().Margin + th.Policy().SendWithin + time.Microsecond - 300*time.Millisecond); !r.At.Equal(want) {
 		t.Errorf("ask again at %v, want %v", r.At, want)
 	}
 	if n := len(sellerLog(t, th, rdb, b)); n != 0 {
@@ -203,7 +208,7 @@ func TestAnAppWideSlotBeyondMaxWaitHoldsNothing(t *testing.T) {
 func TestBlockGlobalMovesEverySeller(t *testing.T) {
 	srv := startRedis(t)
 	ctx := context.Background()
-	p := Policy{Limit: 100, Window: time.Second, MaxWait: 5 * time.Second, Global: Global{Limit: 1000, Window: time.Second}}
+	p := Policy{Limit: 100, Window: time.Second, Margin: 20 * time.Millisecond, MaxWait: 5 * time.Second, Global: Global{Limit: 1000, Window: time.Second}}
 	th := newThrottle(t, srv.Client(), p)
 	a, b := seller("gblock-a"), seller("gblock-b")
 	if err := th.Block(ctx, a, 2*time.Second); err != nil {
@@ -286,7 +291,7 @@ func TestACappedSellerAsksTheAppWideLogFirst(t *testing.T) {
 	rdb.AddHook(hook)
 	// b counts as waiting for the whole test (the grace), however slow the
 	// machine: with one seller waiting a's share would be the whole limit.
-	th := newThrottle(t, rdb, Policy{Limit: 10, Window: time.Second, MaxWait: 5 * time.Second, Global: Global{Limit: 2, Window: time.Second, Grace: time.Minute}})
+	th := newThrottle(t, rdb, Policy{Limit: 10, Window: time.Second, Margin: 20 * time.Millisecond, MaxWait: 5 * time.Second, Global: Global{Limit: 2, Window: time.Second, Grace: time.Minute}})
 	a, b := seller("capped-a"), seller("capped-b")
 	reserve(t, th, a)
 	reserve(t, th, b) // the app-wide window is full now; two sellers wait
@@ -327,10 +332,9 @@ func TestAFreePlaceNowIsNotLostToSlotsBookedAhead(t *testing.T) {
 	srv := startRedis(t)
 	rdb := srv.Client()
 	const window = time.Second
-	// Calls sent within 1µs of their slots and counted at once: a seller's
-	// next slot is W′ + 2µs after its first, as the app-wide log's is.
-	p := Policy{Limit: 1, Window: window, Margin: 20 * time.Millisecond, MaxWait: 5 * window, Global: Global{Limit: 4, Window: window},
-		SendWithin: time.Microsecond}
+	// A seller's next slot is W′ + reach + 1µs after its first, as the
+	// app-wide log's is.
+	p := Policy{Limit: 1, Window: window, Margin: 20 * time.Millisecond, MaxWait: 5 * window, Global: Global{Limit: 4, Window: window}}
 	th := newThrottle(t, rdb, p)
 	a, e, b, c := seller("ahead-a"), seller("ahead-e"), seller("ahead-b"), seller("ahead-c")
 	a1, a2 := reserve(t, th, a), reserve(t, th, a)
@@ -431,4 +435,90 @@ func TestSettleMovesTheAppWideLatestCountEarlierOnly(t *testing.T) {
 	if want := late.Add(-p.Margin + p.Global.Window + p.Margin + time.Microsecond); err != nil || !time.UnixMicro(blocked).Equal(want) {
 		t.Errorf("the app-wide log is blocked until %v (%v), want a window after the answer, %v", time.UnixMicro(blocked), err, want)
 	}
+}
+
+// TestTheEarlierSlotBoundsTheSend: the seller's slot is due now and the
+// app-wide slot is taken a while after it (a round trip, a paused
+// consumer). The call is made at the later slot, but each log holds the
+// call's latest count as its own slot + reach, so the call may be sent no
+// later than SendWithin after the earlier slot: SendBy + CallTimeout is at
+// most each log's entry for the call. A pair whose earlier slot began
+// SendWithin or more before the later is not given; the slots are matched
+// again.
+func TestTheEarlierSlotBoundsTheSend(t *testing.T) {
+	srv := startRedis(t)
+	slow := &slowGlobal{}
+	rdb := srv.Client()
+	rdb.AddHook(slow)
+	// SendWithin 100 ms (half the margin), Tolerance 50 ms (a quarter).
+	p := Policy{Limit: 100, Window: time.Second, Margin: 200 * time.Millisecond, CallTimeout: 100 * time.Millisecond, MaxWait: 5 * time.Second,
+		Global: Global{Limit: 100, Window: time.Second}}
+	th := newThrottle(t, rdb, p)
+	p = th.Policy()
+	for _, tc := range []struct {
+		name  string
+		delay time.Duration
+		// spread: the least Spread the reservation must say (the delay
+		// when the first pair is used; the slots matched again: none).
+		spread time.Duration
+	}{
+		{"at once", 0, 0},
+		{"the app-wide slot taken 60 ms after the seller's", 60 * time.Millisecond, 60 * time.Millisecond},
+		{"taken 150 ms after, more than SendWithin", 150 * time.Millisecond, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			slow.set(tc.delay)
+			defer slow.set(0)
+			r := reserve(t, th, seller("late"))
+			if !r.Admitted {
+				t.Fatalf("reservation %+v, want admitted", r)
+			}
+			if r.Spread < tc.spread || r.Spread > p.SendWithin || !r.SendBy.Equal(r.At.Add(p.SendWithin-r.Spread)) {
+				t.Errorf("Spread %v, SendBy %v after At; want a spread of at least %v and at most SendWithin %v, SendBy SendWithin after the earlier slot",
+					r.Spread, r.SendBy.Sub(r.At), tc.spread, p.SendWithin)
+			}
+			latest := r.SendBy.Add(p.CallTimeout)
+			for _, e := range []struct{ key, id string }{{th.keys(r.Seller).log, r.ID}, {GlobalLogKey, r.Global.ID}} {
+				score, err := rdb.ZScore(context.Background(), e.key, e.id).Result()
+				if err != nil {
+					t.Fatalf("%s holds no entry %s: %v", e.key, e.id, err)
+				}
+				if entry := time.UnixMicro(int64(score)); entry.Before(latest) {
+					t.Errorf("%s's latest count for the call is %v before what SendBy allows (SendBy + CallTimeout)", e.key, latest.Sub(entry))
+				}
+			}
+		})
+	}
+}
+
+// slowGlobal delays every command that names the app-wide log, as a slow
+// round trip or a paused consumer would between a reservation's two
+// scripts.
+type slowGlobal struct {
+	mu    sync.Mutex
+	delay time.Duration
+}
+
+func (h *slowGlobal) set(d time.Duration) { h.mu.Lock(); h.delay = d; h.mu.Unlock() }
+
+func (h *slowGlobal) wait(cmds ...redis.Cmder) {
+	h.mu.Lock()
+	d := h.delay
+	h.mu.Unlock()
+	for _, c := range cmds {
+		for _, a := range c.Args() {
+			if a == GlobalLogKey {
+				time.Sleep(d)
+				return
+			}
+		}
+	}
+}
+
+func (h *slowGlobal) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *slowGlobal) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.wait(cmd); return next(ctx, cmd) }
+}
+func (h *slowGlobal) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.wait(cmds...); return next(ctx, cmds) }
 }

@@ -251,6 +251,10 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("throttle: Policy.SendWithin must not be negative (0 means Margin / 2), got %s", p.SendWithin)
 	case p.CallTimeout < 0:
 		return fmt.Errorf("throttle: Policy.CallTimeout must not be negative (0 means calls are counted within Margin of their slots), got %s", p.CallTimeout)
+	case p.Global.Limit > 0 && p.Margin == 0 && p.SendWithin == 0:
+		// The two slots are taken a round trip apart, and a call may be
+		// sent no later than SendWithin after the earlier.
+		return fmt.Errorf("throttle: Policy.Margin (or Policy.SendWithin) must be greater than 0 with an app-wide limit: a call's seller slot and app-wide slot are taken a round trip apart, and the call may be sent only within SendWithin of the earlier")
 	case p.LossHold != 0 && p.LossHold < p.span():
 		return fmt.Errorf("throttle: Policy.LossHold must be 0 (Window + 2 × Margin) or at least Window + Margin (%s): calls made before a loss must leave the window first, got %s", p.span(), p.LossHold)
 	}
@@ -345,10 +349,12 @@ type Reservation struct {
 	// because of the app-wide limit, only Waiting and Share are set.
 	Global GlobalSlot
 	// Spread is how far At is after the earlier of the seller's slot and
-	// the app-wide slot, once both are ahead of Redis's clock (at most
-	// Policy.Global.Tolerance; 0 without an app-wide limit). The call is
-	// made at At, so the earlier log sees it this much late: a caller
-	// counts it in the call's lateness.
+	// the app-wide slot (0 without an app-wide limit): at most
+	// Policy.Global.Tolerance, or, when the earlier had begun by the time
+	// the later was taken (a round trip, a pause), how long before; never
+	// more than Policy.SendWithin. The call is made at At, so the earlier
+	// log sees it this much late: a caller counts it in the call's
+	// lateness, and SendBy counts from the earlier slot.
 	Spread time.Duration
 	// Capped: not admitted because the seller holds its fair share of the
 	// app-wide slots ahead (Policy.Global); At is when that share frees up.

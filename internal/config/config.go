@@ -411,6 +411,9 @@ func (c Config) Validate() error {
 	if c.GlobalLimit < 0 {
 		bad("global-limit", "must not be negative (0 means no app-wide limit), got %d", c.GlobalLimit)
 	}
+	if c.GlobalLimit > 0 && c.Margin == 0 {
+		bad("margin", "must be greater than 0 with --global-limit: a call's seller slot and app-wide slot are taken a round trip apart, and the margin covers it")
+	}
 	if c.GlobalLimit > 0 && c.GlobalWindow <= 0 {
 		bad("global-window", "must be greater than 0 when --global-limit is set, got %s", c.GlobalWindow)
 	}

@@ -100,6 +100,7 @@ func TestBadSettingsNameTheFlag(t *testing.T) {
 		{nil, []string{"--global-limit", "-1"}, "--global-limit (BULKREG_GLOBAL_LIMIT): must not be negative"},
 		{nil, []string{"--global-limit", "200", "--global-window", "0s"}, "--global-window (BULKREG_GLOBAL_WINDOW): must be greater than 0 when --global-limit is set"},
 		{map[string]string{"BULKREG_GLOBAL_LIMIT": "many"}, nil, "BULKREG_GLOBAL_LIMIT"},
+		{nil, []string{"--global-limit", "200", "--global-window", "1m", "--margin", "0s"}, "--margin (BULKREG_MARGIN): must be greater than 0 with --global-limit"},
 	}
 	for _, c := range cases {
 		_, err := parse(t, c.env, c.args...)
