@@ -112,7 +112,7 @@ func TestRowsRegisteredWithOtherContentAreAGroupApart(t *testing.T) {
 	resp, b := pageDo(t, c, "GET", e.srv.URL+"/uploads/"+id, "ko", "", nil)
 	// The seller's text is set apart (<bdi>): read the words without it.
 	page := html.UnescapeString(strings.NewReplacer("<bdi>", "", "</bdi>", "").Replace(string(b)))
-	other := strings.Index(page, `id="other-content"`)
+	other := strings.Index(page, `<section id="other"`)
 	failed := strings.Index(page, `id="failed"`)
 	if resp.StatusCode != 200 || other < 0 || failed < 0 {
 		t.Fatalf("page %d: other-content group at %d, failed table at %d", resp.StatusCode, other, failed)
@@ -141,7 +141,7 @@ func TestRowsRegisteredWithOtherContentAreAGroupApart(t *testing.T) {
 	list := html.UnescapeString(string(b))
 	row := list[strings.Index(list, "f.xlsx"):]
 	row = row[:strings.Index(row, "</tr>")]
-	for _, want := range []string{`class="state-partial">일부 실패<`, `data-label="실패"><span>1 <span class="other-content">+ 다른 내용으로 이미 등록됨 1</span></span>`} {
+	for _, want := range []string{`class="state-partial">일부 실패<`, `data-label="실패"><span>1 <span class="apart">+ 다른 내용으로 이미 등록됨 1</span></span>`} {
 		if !strings.Contains(row, want) {
 			t.Errorf("the history's line lacks %q: %s", want, row)
 		}
@@ -238,7 +238,7 @@ func TestRowsRegisteredTwiceAreAGroupApart(t *testing.T) {
 	list := html.UnescapeString(string(b))
 	line := list[strings.Index(list, "f.xlsx"):]
 	line = line[:strings.Index(line, "</tr>")]
-	if want := `<span>2 <span class="other-content">(두 번 등록됨 1)</span></span>`; !strings.Contains(line, want) {
+	if want := `<span>2 <span class="apart">(두 번 등록됨 1)</span></span>`; !strings.Contains(line, want) {
 		t.Errorf("the history's line lacks %q: %s", want, line)
 	}
 

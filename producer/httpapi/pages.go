@@ -415,20 +415,19 @@ type detailView struct {
 	IsDone                                                     bool
 	ETAISO, ETAText                                            string
 	FailedRows                                                 []FailedRow
-	OtherContentRows                                           []FailedRow // registered already with other content, apart
-	Fix                                                        int         // failed rows to fix: Failed without OtherContentRows
-	// TwiceRows are the registered rows whose SKU the marketplace now
-	// holds twice (a duplicate for the seller to delete), apart.
-	TwiceRows []FailedRow
-	// OtherCount and TwiceCount count the rows of those two lists;
-	// FailedMore, OtherMore and TwiceMore say how many rows of each list
-	// are not shown (listRows bounds them), empty when every one is.
-	OtherCount, TwiceCount           int
-	FailedMore, OtherMore, TwiceMore string
+	Fix                                                        int // failed rows to fix: Failed without the other-content rows
+	// FailedMore says how many failed rows are not shown (listRows bounds
+	// them), empty when every one is.
+	FailedMore string
+	// OtherGroup and TwiceGroup are the rows with nothing to fix in the
+	// file, apart: registered already with other content; registered while
+	// the marketplace held the SKU already (a duplicate for the seller to
+	// delete).
+	OtherGroup, TwiceGroup rowGroup
 	// FileLine names the uploaded file and when, the name set apart.
 	FileLine template.HTML
 	// Failed above counts the rows to fix too: the rows registered already
-	// with other content have their own count (OtherContentRows).
+	// with other content have their own count (OtherGroup).
 	// Marketplace is "not_answering", "failing" or "misconfigured" while rows wait
 	// on it (the notice shows), else "".
 	Marketplace string
@@ -444,6 +443,27 @@ type detailView struct {
 	// ETAText; FinishedText says when the last row was done, once every row
 	// is. Zone names the zone the page says times in, for its stream.
 	ETAAt, FinishedText, Zone string
+}
+
+// rowGroup is a list of rows the detail page shows apart from the failed
+// ones, under Key (its section's id; app.js fills it by the same key).
+type rowGroup struct {
+	Key, Title, Why, RowHead, ReasonHead string
+	Rows                                 []FailedRow
+	Count                                int    // the list's rows, shown or not
+	More                                 string // how many are not shown, empty when every one is
+}
+
+// apartGroup is the rowGroup of rows (and more not shown) titled by the
+// message title (its reason, title + ".why").
+func apartGroup(lang, key, title string, rows []FailedRow, more int) rowGroup {
+	g := rowGroup{Key: key, Title: msg(lang, title), Why: msg(lang, title+".why"), RowHead: msg(lang, "check.row"), ReasonHead: msg(lang, "detail.reason"),
+		Rows: rows, Count: len(rows) + more}
+	if more > 0 {
+		// The fix file holds the failed rows only: the full report has these.
+		g.More = msg(lang, "detail.rows.more.report", more)
+	}
+	return g
 }
 
 // ETAHTML and FinishedHTML are ETAText and FinishedText with their times
@@ -487,19 +507,12 @@ func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
 		Failed: p.ToFix(), Waiting: p.RowsWaiting, Done: p.Registered + p.AlreadyRegistered + p.Failed,
 		Percent: ev.Percent, IsDone: ev.Done, Ahead: p.RowsAhead}
 	l := listRows(d.Lang, p.Status)
-	v.FailedRows, v.OtherContentRows, v.TwiceRows = l.Failed, l.Other, l.Twice
-	v.Fix, v.OtherCount, v.TwiceCount = len(l.Failed)+l.FailedMore, len(l.Other)+l.OtherMore, len(l.Twice)+l.TwiceMore
+	v.FailedRows, v.Fix = l.Failed, len(l.Failed)+l.FailedMore
 	if l.FailedMore > 0 {
 		v.FailedMore = msg(d.Lang, "detail.rows.more", l.FailedMore)
 	}
-	// The fix file holds the failed rows only: the full report has the
-	// rows of the other two lists.
-	if l.OtherMore > 0 {
-		v.OtherMore = msg(d.Lang, "detail.rows.more.report", l.OtherMore)
-	}
-	if l.TwiceMore > 0 {
-		v.TwiceMore = msg(d.Lang, "detail.rows.more.report", l.TwiceMore)
-	}
+	v.OtherGroup = apartGroup(d.Lang, "other", "detail.othercontent", l.Other, l.OtherMore)
+	v.TwiceGroup = apartGroup(d.Lang, "twice", "detail.twice", l.Twice, l.TwiceMore)
 	v.FileLine = keepTimes(isolated(msg(d.Lang, "detail.file", v.FileName, v.Created), textShownLen+maxFileNameLen, v.FileName))
 	if !ev.Done && (p.Marketplace == upload.MarketplaceNotAnswering || p.Marketplace == upload.MarketplaceMisconfigured || p.Marketplace == upload.MarketplaceFailing) {
 		v.Marketplace = p.Marketplace

@@ -323,19 +323,19 @@
       more("failed-more", left);
     }
     // apartRows fills one of the lists of rows with nothing to fix in the
-    // file: "other" (registered already with other content) or "twice"
-    // (registered while the marketplace already held the SKU).
-    function apartRows(section, table, count, moreId, rows, left) {
-      var sec = document.getElementById(section), body = document.getElementById(table).tBodies[0];
+    // file, by its key: "other" (registered already with other content) or
+    // "twice" (registered while the marketplace already held the SKU).
+    function apartRows(key, rows, left) {
+      var body = document.getElementById(key + "-rows").tBodies[0];
       body.textContent = "";
       rows.forEach(function (r) {
         var tr = body.insertRow(), th = document.createElement("th");
         th.scope = "row"; th.textContent = r.row; tr.appendChild(th);
         isolatedCell(tr, r.reason);
       });
-      set(count, rows.length + (left || 0));
-      sec.hidden = rows.length + (left || 0) === 0;
-      more(moreId, left, "detail.rows.more.report"); // the fix file holds failed rows only
+      set("n-" + key, rows.length + (left || 0));
+      document.getElementById(key).hidden = rows.length + (left || 0) === 0;
+      more(key + "-more", left, "detail.rows.more.report"); // the fix file holds failed rows only
     }
     showETA();
     if (done) return;
@@ -368,8 +368,8 @@
       sec.dataset.received = String(Number(sec.dataset.received || 0) + 1);
       if (p.failed_rows) { // the three lists come together, failed_rows always ([] when empty)
         failedRows(p.failed_rows, p.failed_rows_more || 0);
-        apartRows("other-content", "other", "n-other", "other-more", p.other_content_rows || [], p.other_content_rows_more || 0);
-        apartRows("twice", "twice-rows", "n-twice", "twice-more", p.twice_rows || [], p.twice_rows_more || 0);
+        apartRows("other", p.other_content_rows || [], p.other_content_rows_more || 0);
+        apartRows("twice", p.twice_rows || [], p.twice_rows_more || 0);
       }
       showETA();
       if (done) { es.close(); clearInterval(tick); }
