@@ -454,10 +454,10 @@ type rowGroup struct {
 	More                                 string // how many are not shown, empty when every one is
 }
 
-// apartGroup is the rowGroup of rows (and more not shown) titled by the
-// message title (its reason, title + ".why").
-func apartGroup(lang, key, title string, rows []FailedRow, more int) rowGroup {
-	g := rowGroup{Key: key, Title: msg(lang, title), Why: msg(lang, title+".why"), RowHead: msg(lang, "check.row"), ReasonHead: msg(lang, "detail.reason"),
+// apartGroup is the rowGroup of rows (and more not shown) said by the
+// messages title and why.
+func apartGroup(lang, key, title, why string, rows []FailedRow, more int) rowGroup {
+	g := rowGroup{Key: key, Title: msg(lang, title), Why: msg(lang, why), RowHead: msg(lang, "check.row"), ReasonHead: msg(lang, "detail.reason"),
 		Rows: rows, Count: len(rows) + more}
 	if more > 0 {
 		// The fix file holds the failed rows only: the full report has these.
@@ -511,8 +511,8 @@ func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
 	if l.FailedMore > 0 {
 		v.FailedMore = msg(d.Lang, "detail.rows.more", l.FailedMore)
 	}
-	v.OtherGroup = apartGroup(d.Lang, "other", "detail.othercontent", l.Other, l.OtherMore)
-	v.TwiceGroup = apartGroup(d.Lang, "twice", "detail.twice", l.Twice, l.TwiceMore)
+	v.OtherGroup = apartGroup(d.Lang, "other", "detail.othercontent", "detail.othercontent.why", l.Other, l.OtherMore)
+	v.TwiceGroup = apartGroup(d.Lang, "twice", "detail.twice", "detail.twice.why", l.Twice, l.TwiceMore)
 	v.FileLine = keepTimes(isolated(msg(d.Lang, "detail.file", v.FileName, v.Created), textShownLen+maxFileNameLen, v.FileName))
 	if !ev.Done && (p.Marketplace == upload.MarketplaceNotAnswering || p.Marketplace == upload.MarketplaceMisconfigured || p.Marketplace == upload.MarketplaceFailing) {
 		v.Marketplace = p.Marketplace
