@@ -377,8 +377,11 @@ func TestAppWideInvariantOnCluster(t *testing.T) {
 		}
 		return lanes
 	}
+	// The production default margin: a call's two slots are on two nodes,
+	// taken a round trip apart, and may be sent only within half the
+	// margin of the earlier; a smaller one loses slots to a busy machine.
 	const window = 2 * time.Second
-	p := Policy{Limit: 100, Window: window, Margin: 50 * time.Millisecond, MaxWait: 2 * window,
+	p := Policy{Limit: 100, Window: window, Margin: 250 * time.Millisecond, MaxWait: 2 * window,
 		Global: Global{Limit: 150, Window: window}}
 	t.Run("one consumer per seller", func(t *testing.T) {
 		checkFairness(t, clients, fairnessCase{p: p, lanes: sellersApart("cl", 4), run: 3*(window+p.Margin) + window/2})

@@ -352,9 +352,12 @@ func TestAFreePlaceNowIsNotLostToSlotsBookedAhead(t *testing.T) {
 	if !rb.Admitted || rb.At.Sub(e1.At) > 200*time.Millisecond {
 		t.Errorf("seller b asked with app-wide room now and got %v (%v after the last slot due now), want it now", rb.At, rb.At.Sub(e1.At))
 	}
-	// Now the trailing W′ ending at a's booked slot would hold 5.
+	// Now the trailing W′ ending at a's booked slot would hold 5, unless
+	// a first pair was matched again after a slow round trip: its second
+	// slot is then booked that much later, which can leave room now.
 	rc := reserve(t, th, c)
-	if want := e1.Global.At.Add(p.span()); !rc.Admitted || rc.At.Before(want) {
+	rematched := !a1.At.Equal(a1.Global.At) || !e1.At.Equal(e1.Global.At)
+	if want := e1.Global.At.Add(p.span()); !rc.Admitted || (rc.At.Before(want) && !rematched) {
 		t.Errorf("seller c asked with no app-wide room before the booked slots and got %v, want at or after %v", rc.At, want)
 	}
 	var slots []time.Time
