@@ -6,7 +6,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/bulkreg/bulkreg/throttle"
 )
 
 // backlogCollector exports what an operator or an autoscaler needs to judge
@@ -28,10 +27,6 @@ type backlogCollector struct {
 	c                               *Consumer
 	lag, backlog, sendable, redisUp *prometheus.Desc
 }
-
-// quotaPolicy is what the collector needs of the throttle: the seller limit
-// and window (*throttle.Throttle has it).
-type quotaPolicy interface{ Policy() throttle.Policy }
 
 func newBacklogCollector(c *Consumer) *backlogCollector {
 	return &backlogCollector{
@@ -72,11 +67,8 @@ func (b *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 		up = 1
 	}
 	ch <- prometheus.MustNewConstMetric(b.redisUp, prometheus.GaugeValue, up)
-	q, ok := b.c.deps.Throttle.(quotaPolicy)
-	if !ok {
-		return
-	}
-	seconds, sendable := quotaBacklog(b.c.rowsBySeller(), q.Policy().Limit, q.Policy().Window)
+	p := b.c.deps.Throttle.Policy()
+	seconds, sendable := quotaBacklog(b.c.rowsBySeller(), p.Limit, p.Window)
 	ch <- prometheus.MustNewConstMetric(b.backlog, prometheus.GaugeValue, seconds)
 	ch <- prometheus.MustNewConstMetric(b.sendable, prometheus.GaugeValue, float64(sendable))
 }

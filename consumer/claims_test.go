@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/ledger"
 )
@@ -57,10 +58,16 @@ func (l *gatedLedger) Claim(ctx context.Context, seller, sku, row, hash, from st
 	return l.Ledger.Claim(ctx, seller, sku, row, hash, from)
 }
 
-// ClaimStep hides the ledger's batch forms (the consumer asks Claim per
-// row then): a claim in a step of the throttle's script could not be held
-// at the gate.
-func (l *gatedLedger) ClaimStep() {}
+// ClaimStep decides the batch's claims at once, each through the gate (a
+// claim in a step of the throttle's script could not be held there): no
+// step is left to run.
+func (l *gatedLedger) ClaimStep(seller string, reqs []ledger.ClaimRequest, into []ledger.ClaimResult) (scriptbatch.Step, bool) {
+	for i, q := range reqs {
+		cl, err := l.Claim(context.Background(), seller, q.SKU, q.Row, q.Hash, q.From)
+		into[i] = ledger.ClaimResult{Claim: cl, Err: err}
+	}
+	return scriptbatch.Step{}, false
+}
 
 // gate puts a new gate before the ledger and returns it: send on it to let
 // one claim through, close it to let every claim through.

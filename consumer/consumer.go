@@ -14,32 +14,43 @@ import (
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
+	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
-// Throttle is the throttle as the consumer uses it (*throttle.Throttle).
+// Throttle is the throttle as the consumer uses it (*throttle.Throttle). A
+// runner asks it for a batch of a seller's slots at a time, and a call's
+// traces (its slot settled or given back) go into the batch's one write as
+// steps of a script on the seller's hash tag (internal/scriptbatch).
 type Throttle interface {
-	// Reserve takes the seller's next slot in one Redis round trip without
-	// sleeping; when the answer is not Admitted, At says when to ask again.
-	// The consumer sleeps itself so it knows when the slot fell due on its
-	// own clock, and so how late a call would be.
-	Reserve(ctx context.Context, seller string) (throttle.Reservation, error)
+	// ReserveN takes up to n of the seller's next slots in one script, after
+	// the steps before (the batch's SKU claims), without sleeping; when the
+	// answers are not Admitted, At says when to ask again. The consumer
+	// sleeps itself so it knows when a slot fell due on its own clock, and
+	// so how late a call would be.
+	ReserveN(ctx context.Context, seller string, n int, before ...scriptbatch.Step) ([]throttle.Reservation, error)
+	// CheckN tells, shortly before the calls, whether the slots may still be
+	// used: not when the Redis that granted them has since lost the seller's
+	// state (its epoch), so others may hold the same places in the window.
+	CheckN(ctx context.Context, seller string, rs []throttle.Reservation) ([]throttle.SlotCheck, error)
+	ReleaseN(ctx context.Context, seller string, rs []throttle.Reservation) error
 	Release(ctx context.Context, r throttle.Reservation) error
-	Block(ctx context.Context, seller string, retryAfter time.Duration) error
-	// BlockGlobal is Block for the API's app-wide limit (a 429 whose scope
-	// is the application): no seller's slot starts before Retry-After.
-	BlockGlobal(ctx context.Context, retryAfter time.Duration) error
-	// Check tells, shortly before the call, whether a slot may still be
-	// used: not when the Redis that granted it has since lost the seller's
-	// state (its epoch), so others may hold the same place in the window.
-	Check(ctx context.Context, r throttle.Reservation) (throttle.SlotCheck, error)
+	// SettleStep and ReleaseStep are Settle and Release as steps of the
+	// batch's write; ok is false when the slot has no part there (what is
+	// left is settled or given back on its own).
+	SettleStep(r throttle.Reservation, at time.Time) (st scriptbatch.Step, ok bool)
+	ReleaseStep(r throttle.Reservation) (st scriptbatch.Step, ok bool)
 	// Settle tells the throttle a counted call was answered (at: on the
 	// Redis clock, never before the answer; zero: no answer came). The
 	// logs hold the call's latest count already; an answer only moves it
 	// earlier (package throttle).
 	Settle(ctx context.Context, r throttle.Reservation, at time.Time) error
+	Block(ctx context.Context, seller string, retryAfter time.Duration) error
+	// BlockGlobal is Block for the API's app-wide limit (a 429 whose scope
+	// is the application): no seller's slot starts before Retry-After.
+	BlockGlobal(ctx context.Context, retryAfter time.Duration) error
 	// Policy is the throttle's policy: the consumer's defaults derive from
 	// it (Config.WithDefaults).
 	Policy() throttle.Policy
@@ -50,14 +61,17 @@ type Registry interface {
 	Register(ctx context.Context, sellerID, idempotencyKey string, p bulkreg.Product) registryclient.Result
 }
 
-// StatusRecorder keeps the upload's per-row results (*uploadstatus.Store).
+// StatusRecorder keeps the upload's per-row results (*uploadstatus.Store),
+// the rows of one upload in one write.
 type StatusRecorder interface {
-	RecordRow(ctx context.Context, uploadID string, r uploadstatus.RowResult) error
+	RecordRows(ctx context.Context, uploadID string, rs []uploadstatus.RowResult) error
 }
 
-// CallRecorder keeps the compliance history (*compliance.Recorder).
+// CallRecorder keeps the compliance history (*compliance.Recorder): a
+// batch's calls of one seller in one script, and the steps after them (the
+// calls' slots settled or given back, their SKUs marked in the ledger).
 type CallRecorder interface {
-	Record(ctx context.Context, seller string, c compliance.Call) error
+	RecordAll(ctx context.Context, seller string, calls []compliance.Call, steps ...scriptbatch.Step) error
 }
 
 // BackOffPolicy makes the backoff of one row's transient failures

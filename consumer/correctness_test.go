@@ -398,16 +398,6 @@ type recordingThrottle struct {
 	released map[string]bool
 }
 
-func (r *recordingThrottle) Reserve(ctx context.Context, seller string) (throttle.Reservation, error) {
-	res, err := r.Throttle.Reserve(ctx, seller)
-	if err == nil && res.Admitted {
-		r.mu.Lock()
-		r.granted = append(r.granted, res)
-		r.mu.Unlock()
-	}
-	return res, err
-}
-
 func (r *recordingThrottle) Release(ctx context.Context, res throttle.Reservation) error {
 	r.mu.Lock()
 	r.released[res.ID] = true
@@ -415,7 +405,6 @@ func (r *recordingThrottle) Release(ctx context.Context, res throttle.Reservatio
 	return r.Throttle.Release(ctx, res)
 }
 
-// ReserveN and ReleaseN are the runner path's Reserve and Release.
 func (r *recordingThrottle) ReserveN(ctx context.Context, seller string, n int, before ...scriptbatch.Step) ([]throttle.Reservation, error) {
 	rs, err := r.Throttle.ReserveN(ctx, seller, n, before...)
 	r.mu.Lock()
@@ -435,6 +424,14 @@ func (r *recordingThrottle) ReleaseN(ctx context.Context, seller string, rs []th
 	}
 	r.mu.Unlock()
 	return r.Throttle.ReleaseN(ctx, seller, rs)
+}
+
+// ReleaseStep gives the slot back in the batch's write.
+func (r *recordingThrottle) ReleaseStep(res throttle.Reservation) (scriptbatch.Step, bool) {
+	r.mu.Lock()
+	r.released[res.ID] = true
+	r.mu.Unlock()
+	return r.Throttle.ReleaseStep(res)
 }
 
 // kept is every slot granted and not given back.
@@ -468,6 +465,7 @@ func TestALateRedisAnswerTakesANewSlot(t *testing.T) {
 	}
 	rt := &recordingThrottle{Throttle: th, released: map[string]bool{}}
 	f := newFixture(t, 1, nil)
+	f.calls.steps = redisSteps(rdb) // the throttle's settles and releases
 	f.cfg.MaxLateness = lateness
 	f.cfg.MissedSlotBackoffMax = 200 * time.Millisecond
 	reg := prometheus.NewRegistry()
@@ -520,6 +518,7 @@ func TestASlotDoesNotOutliveARedisRestart(t *testing.T) {
 	}
 	f := newFixture(t, 1, nil)
 	f.cfg.MaxLateness = 0 // half the throttle's margin: the most its hold after a loss covers
+	f.calls.steps = redisSteps(rdb) // the throttle's settles and releases
 	f.cfg.CallTimeout = 100 * time.Millisecond
 	reg := prometheus.NewRegistry()
 	runConsumer(t, f.cfg, Deps{Throttle: th, Registry: f.registry, Status: f.status, Calls: f.calls,

@@ -21,7 +21,14 @@ import (
 // registered it, and releases its claim when it gives up.
 type Ledger interface {
 	Claim(ctx context.Context, seller, sku, row, hash, from string) (ledger.Claim, error)
+	// ClaimStep is Claim for a batch's rows, as a step of the throttle's
+	// reservation script (into is filled once it ran; ok is false when no
+	// request is left to send).
+	ClaimStep(seller string, reqs []ledger.ClaimRequest, into []ledger.ClaimResult) (st scriptbatch.Step, ok bool)
 	Mark(ctx context.Context, seller, sku, row, hash, productID string) (ledger.Entry, error)
+	// MarkStep is Mark as a step of the batch's write (into is filled once
+	// it ran).
+	MarkStep(seller, sku, row, hash, productID string, into *ledger.Entry) (scriptbatch.Step, error)
 	Release(ctx context.Context, seller, sku, row string, forget bool) (bool, error)
 	SetAside(ctx context.Context, seller, sku, row, from string, note ledger.AsideNote) (bool, error)
 }
@@ -157,16 +164,15 @@ type marked struct {
 	e            ledger.Entry
 }
 
-// markStep adds the ledger's mark of a registration to the call's batch
-// (afterCall): ok when the step is to run (mk.e is filled when it has);
-// false when there is nothing to mark there (no registration, no ledger, or
-// one that takes no steps) or the ledger refused the mark (mk.done then).
+// markStep adds the ledger's mark of a registration to the batch's write
+// (conclude): ok when the step is to run (mk.e is filled when it has);
+// false when there is nothing to mark (no registration) or the ledger
+// refused the mark (mk.done then).
 func (s *skuClaim) markStep(res registryclient.Result, mk *marked) (st scriptbatch.Step, ok bool) {
-	l, ok := s.c.deps.Ledger.(markSteps)
-	if !ok || (res.Class != registryclient.Registered && res.Class != registryclient.Replayed) {
+	if res.Class != registryclient.Registered && res.Class != registryclient.Replayed {
 		return st, false
 	}
-	st, err := l.MarkStep(s.r.m.SellerID, s.r.m.Product.SellerSKU, s.by(res), s.hash, res.ProductID, &mk.e)
+	st, err := s.c.deps.Ledger.MarkStep(s.r.m.SellerID, s.r.m.Product.SellerSKU, s.by(res), s.hash, res.ProductID, &mk.e)
 	if err != nil {
 		mk.done, mk.e = true, s.unmarkable(res, err)
 		return st, false

@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
+	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/ledger"
@@ -328,11 +330,12 @@ func TestLedgerConflictAndRefusal(t *testing.T) {
 }
 
 // flakyLedger is the real ledger, except that while down every call fails
-// the way a Redis that does not answer fails.
+// the way a Redis that does not answer fails; its batches' claims fail
+// where the fixture runs them (flakySteps).
 type flakyLedger struct {
 	*ledger.Ledger
 	down   atomic.Bool
-	claims atomic.Int64 // claims refused while down
+	claims atomic.Int64 // claims, or batches of claims, refused while down
 }
 
 func (l *flakyLedger) Claim(ctx context.Context, seller, sku, row, hash, from string) (ledger.Claim, error) {
@@ -343,20 +346,26 @@ func (l *flakyLedger) Claim(ctx context.Context, seller, sku, row, hash, from st
 	return l.Ledger.Claim(ctx, seller, sku, row, hash, from)
 }
 
-// ClaimN is the runner path's Claim, as flaky.
-func (l *flakyLedger) ClaimN(ctx context.Context, seller string, reqs []ledger.ClaimRequest) ([]ledger.ClaimResult, error) {
-	if l.down.Load() {
-		l.claims.Add(int64(len(reqs)))
-		return nil, fmt.Errorf("claim: %w", redisfail.Wrap(syscall.ECONNREFUSED))
+// flakySteps runs a batch's steps on rdb, and refuses them while the
+// ledger is down.
+func (l *flakyLedger) flakySteps(rdb redis.Scripter) stepRunner {
+	run := redisSteps(rdb)
+	return func(ctx context.Context, steps []scriptbatch.Step) error {
+		if l.down.Load() {
+			l.claims.Add(1)
+			return fmt.Errorf("claim: %w", redisfail.Wrap(syscall.ECONNREFUSED))
+		}
+		return run(ctx, steps)
 	}
-	return l.Ledger.ClaimN(ctx, seller, reqs)
 }
 
 // TestLedgerUnavailableFailsClosed: while the ledger does not answer no row
 // is called or finished; they wait and are registered once it answers.
 func TestLedgerUnavailableFailsClosed(t *testing.T) {
 	f := newFixture(t, 2, nil)
-	ld := &flakyLedger{Ledger: ledger.New(testredis.Start(t).Client(), ledger.Options{})}
+	rdb := testredis.Start(t).Client()
+	ld := &flakyLedger{Ledger: ledger.New(rdb, ledger.Options{})}
+	f.throttle.steps, f.calls.steps = ld.flakySteps(rdb), redisSteps(rdb)
 	ld.down.Store(true)
 	c, err := New(f.cfg, f.ledgerDeps(ld))
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/ledger"
@@ -43,22 +44,25 @@ func (l *lossThrottle) heldUntil() time.Time {
 	return l.held
 }
 
-func (l *lossThrottle) Reserve(ctx context.Context, seller string) (throttle.Reservation, error) {
-	r, err := l.memThrottle.Reserve(ctx, seller)
+func (l *lossThrottle) ReserveN(ctx context.Context, seller string, n int, before ...scriptbatch.Step) ([]throttle.Reservation, error) {
+	rs, err := l.memThrottle.ReserveN(ctx, seller, n, before...)
 	if held := l.heldUntil(); err == nil && !held.IsZero() {
-		r.Epoch = "2"
-		r.HeldUntil = held
+		for i := range rs {
+			rs[i].Epoch, rs[i].HeldUntil = "2", held
+		}
 	}
-	return r, err
+	return rs, err
 }
 
-func (l *lossThrottle) Check(ctx context.Context, r throttle.Reservation) (throttle.SlotCheck, error) {
-	chk, err := l.memThrottle.Check(ctx, r)
+func (l *lossThrottle) CheckN(ctx context.Context, seller string, rs []throttle.Reservation) ([]throttle.SlotCheck, error) {
+	chks, err := l.memThrottle.CheckN(ctx, seller, rs)
 	if !l.heldUntil().IsZero() {
-		chk.Epoch = "2"
-		chk.Good = chk.Good && r.Epoch == "2"
+		for i := range chks {
+			chks[i].Epoch = "2"
+			chks[i].Good = chks[i].Good && rs[i].Epoch == "2"
+		}
 	}
-	return chk, err
+	return chks, err
 }
 
 // lossFixture is a consumer with the real SKU ledger (ledger) on its own
@@ -73,7 +77,10 @@ type lossFixture struct {
 func newLossFixture(t *testing.T) *lossFixture {
 	f := newFixture(t, 1, nil)
 	f.cfg.MaxLateness = 40 * time.Millisecond
-	return &lossFixture{fixture: f, rdb: testredis.Start(t).Client(), lt: &lossThrottle{memThrottle: f.throttle}}
+	rdb := testredis.Start(t).Client()
+	// The ledger's claims and marks run as steps of the fakes' batches.
+	f.throttle.steps, f.calls.steps = redisSteps(rdb), redisSteps(rdb)
+	return &lossFixture{fixture: f, rdb: rdb, lt: &lossThrottle{memThrottle: f.throttle}}
 }
 
 func (f *lossFixture) row(upload string, price int64) kafka.Message {

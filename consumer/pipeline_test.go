@@ -23,6 +23,7 @@ import (
 	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
+	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
@@ -40,9 +41,12 @@ type memThrottle struct {
 	window time.Duration
 	down   atomic.Bool
 
-	reserves     atomic.Int64 // Reserve calls
-	reservesDown atomic.Int64 // Reserve calls refused while down
+	reserves     atomic.Int64 // slots asked for
+	reservesDown atomic.Int64 // ReserveN calls refused while down
 	settles      atomic.Int64 // Settle calls
+	// steps runs the steps a batch asks to run before its slots (a real
+	// ledger's claims); nil: a batch with steps is refused.
+	steps stepRunner
 
 	mu       sync.Mutex
 	slots    map[string][]time.Time
@@ -58,12 +62,44 @@ func newMemThrottle(limit int, window time.Duration) *memThrottle {
 	return &memThrottle{limit: limit, window: window, slots: map[string][]time.Time{}, blocked: map[string]time.Time{}}
 }
 
-func (m *memThrottle) Reserve(ctx context.Context, seller string) (throttle.Reservation, error) {
-	m.reserves.Add(1)
+// stepRunner runs a batch's script steps in a fake store's stead: a test
+// whose fakes meet a real ledger runs them on that ledger's Redis.
+type stepRunner func(ctx context.Context, steps []scriptbatch.Step) error
+
+func (r stepRunner) run(ctx context.Context, steps []scriptbatch.Step) error {
+	if len(steps) == 0 {
+		return nil
+	}
+	if r == nil {
+		return fmt.Errorf("a fake store cannot run %d script steps without Redis (set its steps)", len(steps))
+	}
+	return r(ctx, steps)
+}
+
+// redisSteps runs steps on rdb, as the real stores' scripts do.
+func redisSteps(rdb redis.Scripter) stepRunner {
+	batch := scriptbatch.New()
+	return func(ctx context.Context, steps []scriptbatch.Step) error { return batch.Run(ctx, rdb, steps...) }
+}
+
+// ReserveN takes n slots one after the other, after the steps before.
+func (m *memThrottle) ReserveN(ctx context.Context, seller string, n int, before ...scriptbatch.Step) ([]throttle.Reservation, error) {
 	if m.down.Load() {
 		m.reservesDown.Add(1)
-		return throttle.Reservation{}, fmt.Errorf("reserve: %w", throttle.ErrUnavailable)
+		return nil, fmt.Errorf("reserve: %w", throttle.ErrUnavailable)
 	}
+	if err := m.steps.run(ctx, before); err != nil {
+		return nil, err
+	}
+	rs := make([]throttle.Reservation, n)
+	for i := range rs {
+		rs[i] = m.reserve(seller)
+	}
+	return rs, nil
+}
+
+func (m *memThrottle) reserve(seller string) throttle.Reservation {
+	m.reserves.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
@@ -90,7 +126,7 @@ func (m *memThrottle) Reserve(ctx context.Context, seller string) (throttle.Rese
 		}
 	}
 	// Room is the window's places left, as the throttle reports them.
-	return throttle.Reservation{Seller: seller, Admitted: true, At: at, Wait: at.Sub(now), ID: strconv.FormatInt(at.UnixNano(), 10), Epoch: "1", InWindow: in, Room: max(0, m.limit-in)}, nil
+	return throttle.Reservation{Seller: seller, Admitted: true, At: at, Wait: at.Sub(now), ID: strconv.FormatInt(at.UnixNano(), 10), Epoch: "1", InWindow: in, Room: max(0, m.limit-in)}
 }
 
 func (m *memThrottle) Policy() throttle.Policy {
@@ -98,16 +134,39 @@ func (m *memThrottle) Policy() throttle.Policy {
 	return throttle.Policy{Kind: throttle.Sliding, Limit: m.limit, Window: m.window, CallTimeout: time.Hour}
 }
 
-// Check accepts a slot while it is in the log: the in-memory log never
+// CheckN accepts a slot while it is in the log: the in-memory log never
 // loses its state.
-func (m *memThrottle) Check(ctx context.Context, r throttle.Reservation) (throttle.SlotCheck, error) {
+func (m *memThrottle) CheckN(ctx context.Context, seller string, rs []throttle.Reservation) ([]throttle.SlotCheck, error) {
 	if m.down.Load() {
-		return throttle.SlotCheck{}, fmt.Errorf("check: %w", throttle.ErrUnavailable)
+		return nil, fmt.Errorf("check: %w", throttle.ErrUnavailable)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	held := slices.ContainsFunc(m.slots[r.Seller], func(t time.Time) bool { return t.Equal(r.At) })
-	return throttle.SlotCheck{Good: held, Epoch: "1", Now: time.Now()}, nil
+	out := make([]throttle.SlotCheck, len(rs))
+	for i, r := range rs {
+		held := slices.ContainsFunc(m.slots[r.Seller], func(t time.Time) bool { return t.Equal(r.At) })
+		out[i] = throttle.SlotCheck{Good: held, Epoch: "1", Now: time.Now()}
+	}
+	return out, nil
+}
+
+// SettleStep and ReleaseStep have no part in a batch's script: the
+// consumer settles and gives back each slot on its own.
+func (m *memThrottle) SettleStep(throttle.Reservation, time.Time) (scriptbatch.Step, bool) {
+	return scriptbatch.Step{}, false
+}
+
+func (m *memThrottle) ReleaseStep(throttle.Reservation) (scriptbatch.Step, bool) {
+	return scriptbatch.Step{}, false
+}
+
+func (m *memThrottle) ReleaseN(ctx context.Context, seller string, rs []throttle.Reservation) error {
+	for _, r := range rs {
+		if err := m.Release(ctx, r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Settle counts: slots are named by their time here, so they keep it.
@@ -203,14 +262,16 @@ type memStatus struct {
 	rows map[string]uploadstatus.RowResult // upload:row
 }
 
-func (s *memStatus) RecordRow(ctx context.Context, upload string, r uploadstatus.RowResult) error {
+func (s *memStatus) RecordRows(ctx context.Context, upload string, rs []uploadstatus.RowResult) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := upload + ":" + strconv.Itoa(r.Row)
-	if old, ok := s.rows[k]; ok && old.State == "registered" {
-		return nil
+	for _, r := range rs {
+		k := upload + ":" + strconv.Itoa(r.Row)
+		if old, ok := s.rows[k]; ok && old.State == "registered" {
+			continue
+		}
+		s.rows[k] = r
 	}
-	s.rows[k] = r
 	return nil
 }
 
@@ -229,14 +290,21 @@ func maps[K comparable, V any](m map[K]V) map[K]V {
 }
 
 type memCalls struct {
+	// steps runs the steps after the calls (a real ledger's marks); nil: a
+	// batch with steps is refused.
+	steps stepRunner
+
 	mu    sync.Mutex
 	calls []compliance.Call
 }
 
-func (c *memCalls) Record(ctx context.Context, seller string, call compliance.Call) error {
+func (c *memCalls) RecordAll(ctx context.Context, seller string, calls []compliance.Call, steps ...scriptbatch.Step) error {
+	if err := c.steps.run(ctx, steps); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.calls = append(c.calls, call)
+	c.calls = append(c.calls, calls...)
 	return nil
 }
 

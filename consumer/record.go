@@ -9,24 +9,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/bulkreg/bulkreg/internal/scriptbatch"
-	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
-	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
-)
-
-// Redis stores that can write a call's traces as steps of one script on the
-// seller's hash tag (internal/scriptbatch): throttle.Throttle, ledger.Ledger.
-// A store without them (a test's fake) is written on its own.
-type (
-	slotSteps interface {
-		SettleStep(r throttle.Reservation, at time.Time) (scriptbatch.Step, bool)
-		ReleaseStep(r throttle.Reservation) (scriptbatch.Step, bool)
-	}
-	markSteps interface {
-		MarkStep(seller, sku, row, hash, productID string, into *ledger.Entry) (scriptbatch.Step, error)
-	}
 )
 
 // counted reports whether the API may have counted the call against the
@@ -60,7 +44,7 @@ func unanswered(res registryclient.Result) bool {
 func (c *Consumer) record(r *row, rr uploadstatus.RowResult, result string, log *slog.Logger) {
 	rr.Row = r.m.Row
 	err := c.untilRedis(r.finishCtx(), "record the row's result", log,
-		func(ctx context.Context) error { return c.deps.Status.RecordRow(ctx, r.m.UploadID, rr) })
+		func(ctx context.Context) error { return c.deps.Status.RecordRows(ctx, r.m.UploadID, []uploadstatus.RowResult{rr}) })
 	if err != nil {
 		log.Error("could not record the row's result before the drain ended; the row will be read again", "state", rr.State, "err", err)
 		r.giveBack()

@@ -4,7 +4,6 @@ package consumer
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/bulkreg/bulkreg/compliance"
@@ -12,29 +11,6 @@ import (
 	"github.com/bulkreg/bulkreg/ledger"
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
-)
-
-// The batch forms of the consumer's Redis stores (*throttle.Throttle,
-// *ledger.Ledger, *compliance.Recorder, *uploadstatus.Store). A store
-// without its batch form is asked once per row, in order: the runner works
-// the same, with a round trip per row.
-type (
-	batchThrottle interface {
-		ReserveN(ctx context.Context, seller string, n int, before ...scriptbatch.Step) ([]throttle.Reservation, error)
-		CheckN(ctx context.Context, seller string, rs []throttle.Reservation) ([]throttle.SlotCheck, error)
-		ReleaseN(ctx context.Context, seller string, rs []throttle.Reservation) error
-		slotSteps
-	}
-	batchLedger interface {
-		ClaimStep(seller string, reqs []ledger.ClaimRequest, into []ledger.ClaimResult) (scriptbatch.Step, bool)
-		ClaimN(ctx context.Context, seller string, reqs []ledger.ClaimRequest) ([]ledger.ClaimResult, error)
-	}
-	batchRecorder interface {
-		RecordAll(ctx context.Context, seller string, calls []compliance.Call, steps ...scriptbatch.Step) error
-	}
-	batchStatus interface {
-		RecordRows(ctx context.Context, uploadID string, rs []uploadstatus.RowResult) error
-	}
 )
 
 // leaving runs op, and returns when it is done or, with ctx's error, as
@@ -56,14 +32,21 @@ func leaving(ctx context.Context, op func(context.Context) error) error {
 }
 
 // claimReserve claims the SKUs of a batch's rows (nil claims: no ledger)
-// and reserves n slots of the seller, in one script when the stores have
-// their batch forms. An error wraps Redis's.
+// and reserves n slots of the seller, in one script. An error wraps
+// Redis's.
 func (c *Consumer) claimReserve(ctx context.Context, seller string, claims []ledger.ClaimRequest, n int) ([]ledger.ClaimResult, []throttle.Reservation, error) {
-	var got []ledger.ClaimResult // set by op; read only when op is done
-	var rs []throttle.Reservation
+	var got []ledger.ClaimResult
+	var steps []scriptbatch.Step
+	if claims != nil {
+		got = make([]ledger.ClaimResult, len(claims))
+		if st, ok := c.deps.Ledger.ClaimStep(seller, claims, got); ok {
+			steps = append(steps, st)
+		}
+	}
+	var rs []throttle.Reservation // set by op; read only when op is done
 	err := leaving(ctx, func(ctx context.Context) error {
 		var err error
-		got, rs, err = c.claimReserveNow(ctx, seller, claims, n)
+		rs, err = c.deps.Throttle.ReserveN(ctx, seller, n, steps...)
 		return err
 	})
 	if err != nil {
@@ -72,83 +55,16 @@ func (c *Consumer) claimReserve(ctx context.Context, seller string, claims []led
 	return got, rs, nil
 }
 
-func (c *Consumer) claimReserveNow(ctx context.Context, seller string, claims []ledger.ClaimRequest, n int) ([]ledger.ClaimResult, []throttle.Reservation, error) {
-	var got []ledger.ClaimResult
-	bt, batched := c.deps.Throttle.(batchThrottle)
-	if claims != nil {
-		got = make([]ledger.ClaimResult, len(claims))
-		bl, ok := c.deps.Ledger.(batchLedger)
-		switch {
-		case ok && batched:
-			st, any := bl.ClaimStep(seller, claims, got)
-			var steps []scriptbatch.Step
-			if any {
-				steps = append(steps, st)
-			}
-			rs, err := bt.ReserveN(ctx, seller, n, steps...)
-			return got, rs, err
-		case ok:
-			var err error
-			if got, err = bl.ClaimN(ctx, seller, claims); err != nil {
-				return nil, nil, err
-			}
-		default:
-			for i, q := range claims {
-				cl, err := c.deps.Ledger.Claim(ctx, seller, q.SKU, q.Row, q.Hash, q.From)
-				if err != nil && !errors.Is(err, ledger.ErrInvalid) && !errors.Is(err, ledger.ErrUnreadable) {
-					return nil, nil, err
-				}
-				got[i] = ledger.ClaimResult{Claim: cl, Err: err}
-			}
-		}
-	}
-	if batched {
-		rs, err := bt.ReserveN(ctx, seller, n)
-		return got, rs, err
-	}
-	rs := make([]throttle.Reservation, 0, n)
-	for len(rs) < n {
-		r, err := c.deps.Throttle.Reserve(ctx, seller)
-		if err != nil {
-			c.releaseAll(seller, rs)
-			return nil, nil, err
-		}
-		rs = append(rs, r)
-		if !r.Admitted {
-			for len(rs) < n {
-				rs = append(rs, throttle.Reservation{Seller: seller, At: r.At, Wait: r.Wait})
-			}
-		}
-	}
-	return got, rs, nil
-}
-
-// checkAll confirms a batch's slots (Throttle.Check), in one script when
-// the throttle has its batch form.
+// checkAll confirms a batch's slots in one script.
 func (c *Consumer) checkAll(ctx context.Context, seller string, rs []throttle.Reservation) ([]throttle.SlotCheck, error) {
 	var out []throttle.SlotCheck // set by op; read only when op is done
 	err := leaving(ctx, func(ctx context.Context) error {
 		var err error
-		out, err = c.checkNow(ctx, seller, rs)
+		out, err = c.deps.Throttle.CheckN(ctx, seller, rs)
 		return err
 	})
 	if err != nil {
 		return nil, err
-	}
-	return out, nil
-}
-
-func (c *Consumer) checkNow(ctx context.Context, seller string, rs []throttle.Reservation) ([]throttle.SlotCheck, error) {
-	if bt, ok := c.deps.Throttle.(batchThrottle); ok {
-		return bt.CheckN(ctx, seller, rs)
-	}
-	out := make([]throttle.SlotCheck, len(rs))
-	for i, r := range rs {
-		chk, err := c.deps.Throttle.Check(ctx, r)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = chk
 	}
 	return out, nil
 }
@@ -158,15 +74,8 @@ func (c *Consumer) releaseAll(seller string, rs []throttle.Reservation) {
 	if len(rs) == 0 {
 		return
 	}
-	ctx := c.slotWrites.get()
-	if bt, ok := c.deps.Throttle.(batchThrottle); ok {
-		if err := bt.ReleaseN(ctx, seller, rs); err != nil {
-			c.log.Debug("could not give slots back to the throttle", "seller", seller, "slots", len(rs), "err", err)
-		}
-		return
-	}
-	for _, r := range rs {
-		c.unreserve(&slot{Reservation: r})
+	if err := c.deps.Throttle.ReleaseN(c.slotWrites.get(), seller, rs); err != nil {
+		c.log.Debug("could not give slots back to the throttle", "seller", seller, "slots", len(rs), "err", err)
 	}
 }
 
@@ -185,27 +94,11 @@ type callWrite struct {
 }
 
 // writeCalls writes a batch's calls and the slots of its rows that made
-// none (freed: given back) in one script when the stores have their batch
-// forms, else one write per call (and no mark: each registration is marked
-// on its own, mark set to nil). Its error says the compliance records (and
-// the marks with them) did not reach Redis before the drain ended.
+// none (freed: given back) in one script. Its error says the compliance
+// records (and the marks with them) did not reach Redis before the drain
+// ended.
 func (c *Consumer) writeCalls(ctx context.Context, seller string, ws []callWrite, freed []throttle.Reservation) error {
-	th, steps := c.deps.Throttle.(batchThrottle)
-	rec, all := c.deps.Calls.(batchRecorder)
-	if !steps || !all {
-		err := error(nil)
-		for i := range ws {
-			w := &ws[i]
-			w.rest, w.mark = w.res, nil // the ledger's mark is the row's own (runner.result)
-			if e := c.untilRedis(ctx, "record the call in the compliance history", c.log, func(ctx context.Context) error {
-				return c.deps.Calls.Record(ctx, seller, w.call)
-			}); e != nil && err == nil {
-				err = e
-			}
-		}
-		c.releaseAll(seller, freed)
-		return err
-	}
+	th := c.deps.Throttle
 	var batch []scriptbatch.Step
 	calls := make([]compliance.Call, len(ws))
 	for i := range ws {
@@ -227,46 +120,36 @@ func (c *Consumer) writeCalls(ctx context.Context, seller string, ws []callWrite
 			batch = append(batch, *w.mark)
 		}
 	}
-	var appWide []throttle.Reservation
+	var left []throttle.Reservation // what of the freed slots is left to give back
 	for _, r := range freed {
 		if st, ok := th.ReleaseStep(r); ok {
 			batch = append(batch, st)
+			r = r.AppWide()
 		}
-		if r.Global.ID != "" {
-			appWide = append(appWide, r.AppWide())
+		if r.ID != "" || r.Global.ID != "" {
+			left = append(left, r)
 		}
 	}
 	if len(calls) == 0 && len(batch) == 0 {
-		c.releaseAll(seller, appWide)
+		c.releaseAll(seller, left)
 		return nil
 	}
 	err := c.untilRedis(ctx, "record the calls in the compliance history", c.log, func(ctx context.Context) error {
-		return leaving(ctx, func(ctx context.Context) error { return rec.RecordAll(ctx, seller, calls, batch...) })
+		return leaving(ctx, func(ctx context.Context) error { return c.deps.Calls.RecordAll(ctx, seller, calls, batch...) })
 	})
 	if err != nil {
 		for i := range ws {
 			ws[i].rest = ws[i].res // the steps did not run: try the slots on their own
 		}
-		appWide = freed
+		left = freed
 	}
-	c.releaseAll(seller, appWide)
+	c.releaseAll(seller, left)
 	return err
 }
 
-// recordRows writes the results of one upload's rows, in one script when
-// the store has its batch form.
+// recordRows writes the results of one upload's rows in one script.
 func (c *Consumer) recordRows(ctx context.Context, uploadID string, rs []uploadstatus.RowResult) error {
-	if bs, ok := c.deps.Status.(batchStatus); ok {
-		return c.untilRedis(ctx, "record the rows' results", c.log, func(ctx context.Context) error {
-			return leaving(ctx, func(ctx context.Context) error { return bs.RecordRows(ctx, uploadID, rs) })
-		})
-	}
-	for _, rr := range rs {
-		if err := c.untilRedis(ctx, "record the row's result", c.log, func(ctx context.Context) error {
-			return c.deps.Status.RecordRow(ctx, uploadID, rr)
-		}); err != nil {
-			return err
-		}
-	}
-	return nil
+	return c.untilRedis(ctx, "record the rows' results", c.log, func(ctx context.Context) error {
+		return leaving(ctx, func(ctx context.Context) error { return c.deps.Status.RecordRows(ctx, uploadID, rs) })
+	})
 }

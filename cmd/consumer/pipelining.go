@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkreg/bulkreg/internal/autopipe"
+	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/throttle"
 )
 
@@ -74,11 +75,10 @@ func pipelined(rdb redis.UniversalClient, mode string) (redis.UniversalClient, f
 	return nil, nil, checkPipelining(mode)
 }
 
-// timedThrottle times each reservation, from the call to its answer (the
-// queue before the pipeline included): what a row waits for its slot's
-// answer is what a pipelining choice trades against round trips. The other
-// methods, and the optional ones the consumer looks for, are the
-// throttle's own.
+// timedThrottle times each reservation of a batch's slots, from the call to
+// its answer (the queue before the pipeline included): what a batch waits
+// for its slots' answer is what a pipelining choice trades against round
+// trips. The other methods are the throttle's own.
 type timedThrottle struct {
 	*throttle.Throttle
 	reserve prometheus.Observer
@@ -95,9 +95,9 @@ func newReserveHistogram() prometheus.Histogram {
 	})
 }
 
-func (t timedThrottle) Reserve(ctx context.Context, seller string) (throttle.Reservation, error) {
+func (t timedThrottle) ReserveN(ctx context.Context, seller string, n int, before ...scriptbatch.Step) ([]throttle.Reservation, error) {
 	start := time.Now()
-	r, err := t.Throttle.Reserve(ctx, seller)
+	rs, err := t.Throttle.ReserveN(ctx, seller, n, before...)
 	t.reserve.Observe(time.Since(start).Seconds())
-	return r, err
+	return rs, err
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkreg/bulkreg/consumer"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/throttle"
@@ -120,8 +121,8 @@ func pipelinedCounted(ctx context.Context, t *testing.T, addr, mode string) (dir
 	return direct, rdb, n
 }
 
-// The consumer's throttle times every reservation, and keeps the throttle's
-// optional methods the consumer looks for.
+// The consumer's throttle times every reservation of a batch's slots, and
+// is still the consumer's Throttle.
 func TestTimedThrottle(t *testing.T) {
 	ctx := context.Background()
 	rs := testredis.Start(t)
@@ -137,11 +138,11 @@ func TestTimedThrottle(t *testing.T) {
 	h := newReserveHistogram()
 	tt := timedThrottle{Throttle: th, reserve: h}
 	for range 3 {
-		if r, err := tt.Reserve(ctx, "s1"); err != nil || !r.Admitted {
-			t.Fatalf("reserve: %+v, %v", r, err)
+		if rs, err := tt.ReserveN(ctx, "s1", 2); err != nil || len(rs) != 2 || !rs[0].Admitted {
+			t.Fatalf("reserve: %+v, %v", rs, err)
 		}
 	}
-	if _, err := tt.Reserve(ctx, ""); err == nil {
+	if _, err := tt.ReserveN(ctx, "", 1); err == nil {
 		t.Fatal("an empty seller was reserved for")
 	}
 	reg := prometheus.NewRegistry()
@@ -153,9 +154,7 @@ func TestTimedThrottle(t *testing.T) {
 	if got := mfs[0].GetMetric()[0].GetHistogram().GetSampleCount(); got != 4 {
 		t.Errorf("%d reservations timed, want 4 (the refused one too)", got)
 	}
-	if _, ok := any(tt).(interface{ Policy() throttle.Policy }); !ok {
-		t.Error("timedThrottle lost the throttle's Policy")
-	}
+	var _ consumer.Throttle = tt // the consumer takes it as its throttle
 }
 
 // A row whose context ends (a rebalance, a shutdown) while its command waits
