@@ -113,11 +113,12 @@ func NewRecorder(rdb redis.UniversalClient, retention time.Duration) *Recorder {
 // the defaults, with their steps, is a few hundred keys and arguments.
 const maxRecordBatch = 128
 
-// recordItem is one call to record, with the steps that go with it.
+// recordItem is one call to record (its time, µs, and its member), with
+// the steps that go with it.
 type recordItem struct {
-	keys  []string
-	args  []any
-	steps []scriptbatch.Step
+	at     int64
+	member string
+	steps  []scriptbatch.Step
 }
 
 // recorded is what recording one call answered: whether the history was
@@ -135,23 +136,28 @@ type recorded struct {
 // When the script fails with an answer of Redis (a step's error, not Redis
 // down) and it carried several calls, each call is recorded on its own, so
 // that one call's failing step does not keep the others out.
-func (r *Recorder) writeRecords(ctx context.Context, _ string, items []recordItem) ([]recorded, error) {
+func (r *Recorder) writeRecords(ctx context.Context, seller string, items []recordItem) ([]recorded, error) {
 	out := make([]recorded, len(items))
+	keys := []string{CallsKey(seller)}
 	run := func(items []recordItem, out []recorded) error {
-		// One record of every call (their keys are the seller's history),
-		// then each call's steps.
-		args := slices.Clone(items[0].args)
-		for _, it := range items[1:] {
-			args = append(args, it.args[0], it.args[1]) // call time, member; the retention is the first call's
+		// One record of every call (the seller's history), then each
+		// call's steps. ARGV: the first call's time and member, the
+		// retention, then the other calls' times and members.
+		args := make([]any, 0, 1+2*len(items))
+		for i, it := range items {
+			args = append(args, it.at, it.member)
+			if i == 0 {
+				args = append(args, r.retention.Microseconds())
+			}
 		}
 		isNew := false
 		if len(items) == 1 && len(items[0].steps) == 0 {
-			v, err := r.script.Run(ctx, r.rdb, items[0].keys, args...).Slice()
+			v, err := r.script.Run(ctx, r.rdb, keys, args...).Slice()
 			isNew = newHistory(v)
 			out[0].isNew = isNew
 			return err
 		}
-		steps := []scriptbatch.Step{{Script: "compliance_record.lua", Keys: items[0].keys, Args: args,
+		steps := []scriptbatch.Step{{Script: "compliance_record.lua", Keys: keys, Args: args,
 			Reply: func(reply any) error { v, _ := reply.([]any); isNew = newHistory(v); return nil }}}
 		for _, it := range items {
 			steps = append(steps, it.steps...)
@@ -190,7 +196,7 @@ func (r *Recorder) RecordWith(ctx context.Context, seller string, c Call, steps 
 	if seller == "" {
 		return errors.New("record a call: the seller id is empty")
 	}
-	it := r.item(seller, c)
+	it := r.item(c)
 	it.steps = steps
 	res, err := r.records.Do(ctx, seller, it)
 	if err == nil {
@@ -203,7 +209,7 @@ func (r *Recorder) RecordWith(ctx context.Context, seller string, c Call, steps 
 }
 
 // item is the record of call c of seller, without steps.
-func (r *Recorder) item(seller string, c Call) recordItem {
+func (r *Recorder) item(c Call) recordItem {
 	var atMicros int64
 	if !c.At.IsZero() {
 		atMicros = c.At.UnixMicro()
@@ -217,7 +223,7 @@ func (r *Recorder) item(seller string, c Call) recordItem {
 		id = nonce()
 	}
 	member := strconv.Itoa(c.Status) + "|" + sanitize(c.Class) + "|" + sanitize(c.Key) + "|" + id
-	return recordItem{keys: []string{CallsKey(seller)}, args: []any{atMicros, member, r.retention.Microseconds()}}
+	return recordItem{at: atMicros, member: member}
 }
 
 // listSeller adds seller to the set of sellers with a history. A separate
@@ -261,7 +267,7 @@ func (r *Recorder) RecordAll(ctx context.Context, seller string, calls []Call, s
 	}
 	items := make([]recordItem, len(calls))
 	for i, c := range calls {
-		items[i] = r.item(seller, c)
+		items[i] = r.item(c)
 	}
 	items[len(items)-1].steps = steps
 	res, err := r.writeRecords(ctx, seller, items)

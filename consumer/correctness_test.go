@@ -517,7 +517,7 @@ func TestASlotDoesNotOutliveARedisRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFixture(t, 1, nil)
-	f.cfg.MaxLateness = 0 // half the throttle's margin: the most its hold after a loss covers
+	f.cfg.MaxLateness = 0           // half the throttle's margin: the most its hold after a loss covers
 	f.calls.steps = redisSteps(rdb) // the throttle's settles and releases
 	f.cfg.CallTimeout = 100 * time.Millisecond
 	reg := prometheus.NewRegistry()

@@ -262,6 +262,9 @@ type Ledger struct {
 	// and with a call each, their claims would go out one by one between
 	// other sellers' calls.
 	claims *groupcommit.Group[string, claimArgs, claimReply]
+	// retentionMs is opts.Retention in ms as a script argument, made once
+	// for the marks of every registration.
+	retentionMs any
 }
 
 type claimArgs struct{ sku, alias, row, hash, from string }
@@ -305,6 +308,7 @@ func New(rdb redis.UniversalClient, o Options) *Ledger {
 		release: redis.NewScript(lua.Script("ledger_release.lua")),
 	}
 	l.claims = groupcommit.New(maxClaimBatch, l.writeClaims)
+	l.retentionMs = o.Retention.Milliseconds()
 	return l
 }
 
@@ -489,7 +493,7 @@ func (l *Ledger) MarkStep(seller, sku, row, hash, productID string, into *Entry)
 	if err := checkMark(seller, sku, row, hash, productID); err != nil {
 		return scriptbatch.Step{}, err
 	}
-	return scriptbatch.Step{Script: "ledger_mark.lua", Keys: []string{Key(seller)}, Args: []any{sku, row, hash, productID, l.opts.Retention.Milliseconds()},
+	return scriptbatch.Step{Script: "ledger_mark.lua", Keys: []string{Key(seller)}, Args: []any{sku, row, hash, productID, l.retentionMs},
 		Joins: 2, // ledger_mark.lua takes marks five values each and replies {marked, entry} for each
 		Reply: func(v any) error {
 			e, err := markReply(seller, sku, v)

@@ -90,7 +90,7 @@ type timedThrottle struct {
 func newReserveHistogram() prometheus.Histogram {
 	return prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "bulkreg_consumer_reserve_seconds",
-		Help:    "Time a slot reservation took, from the call to the throttle's answer (waiting for a shared pipeline included).",
+		Help:    "Time a batch's slot reservation took, from the call to the throttle's answer (waiting for a shared pipeline included).",
 		Buckets: prometheus.ExponentialBuckets(0.00025, 1.5, 22),
 	})
 }

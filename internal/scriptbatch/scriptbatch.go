@@ -125,8 +125,12 @@ func join(steps []Step) []Step {
 		return steps
 	}
 	type shape struct {
-		script, keys string
-		nargs, joins int
+		script string
+		// keys are the step's keys: the first two as they are (a joined
+		// step has one or two), the others joined (no string is made
+		// for each step of a batch's settles and marks).
+		key0, key1, keys    string
+		nkeys, nargs, joins int
 	}
 	first := map[shape]int{}    // the place in out of the step others of its shape join
 	members := map[int][]Step{} // by that place, the steps it stands for
@@ -136,7 +140,15 @@ func join(steps []Step) []Step {
 			out = append(out, s)
 			continue
 		}
-		k := shape{s.Script, strings.Join(s.Keys, "\x00"), len(s.Args), s.Joins}
+		k := shape{script: s.Script, nkeys: len(s.Keys), nargs: len(s.Args), joins: s.Joins}
+		switch {
+		case len(s.Keys) > 2:
+			k.keys = strings.Join(s.Keys, "\x00")
+		case len(s.Keys) == 2:
+			k.key0, k.key1 = s.Keys[0], s.Keys[1]
+		case len(s.Keys) == 1:
+			k.key0 = s.Keys[0]
+		}
 		if j, ok := first[k]; ok {
 			members[j] = append(members[j], s)
 			continue
