@@ -87,8 +87,7 @@ type Deps struct {
 	Status   StatusRecorder
 	Calls    CallRecorder
 	Retry    BackOffPolicy
-	// Ledger is the SKU ledger (consumer/ledger.go); nil registers every row
-	// without it (tests of other steps). The commands always set it.
+	// Ledger is the SKU ledger (consumer/ledger.go).
 	Ledger Ledger
 	// PingRedis tells whether Redis answers (redis.UniversalClient.Ping).
 	PingRedis func(context.Context) error
@@ -154,8 +153,8 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 		return nil, fmt.Errorf("consumer settings: %w", err)
 	}
 	cfg = cfg.WithDefaults(deps.Throttle.Policy())
-	if deps.Registry == nil || deps.Status == nil || deps.Calls == nil || deps.Retry == nil || deps.PingRedis == nil {
-		return nil, errors.New("consumer: the registry, status recorder, call recorder, retry policy and Redis ping are all required")
+	if deps.Registry == nil || deps.Status == nil || deps.Calls == nil || deps.Ledger == nil || deps.Retry == nil || deps.PingRedis == nil {
+		return nil, errors.New("consumer: the registry, status recorder, call recorder, SKU ledger, retry policy and Redis ping are all required")
 	}
 	log := cfg.Logger
 	if log == nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/bulkreg/bulkreg/internal/testproxy"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/internal/testwait"
+	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
@@ -176,7 +177,7 @@ func TestARowIsFinishedOnlyOnceRecorded(t *testing.T) {
 			cfg.RedisProbeInterval = 50 * time.Millisecond
 			cfg.RedisRetryMin, cfg.RedisRetryMax = 20*time.Millisecond, 100*time.Millisecond
 			cfg.Logger = testLogger(t)
-			deps := Deps{Throttle: th, Registry: reg, Status: status, Calls: compliance.NewRecorder(rdb, time.Hour),
+			deps := Deps{Throttle: th, Registry: reg, Status: status, Calls: compliance.NewRecorder(rdb, time.Hour), Ledger: ledger.New(rdb, ledger.Options{}),
 				Retry:     registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}},
 				PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }}
 			stop := runConsumer(t, cfg, deps)
@@ -226,8 +227,11 @@ func TestADrainCannotOutliveTheSession(t *testing.T) {
 	const topic, group = "rows", "drain"
 	brokers := startBroker(t, 1, topic, bulkreg.DLQTopic(topic))
 	reg := &overlapRegistry{first: 3 * time.Second, calls: map[string]int{}, inFlight: map[string]int{}}
-	deps := Deps{Throttle: newMemThrottle(100, time.Second), Registry: reg, Status: &memStatus{rows: map[string]uploadstatus.RowResult{}},
-		Calls: &memCalls{}, Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}},
+	rdb := testredis.Start(t).Client()
+	th := newMemThrottle(100, time.Second)
+	th.steps = redisSteps(rdb)
+	deps := Deps{Throttle: th, Registry: reg, Status: &memStatus{rows: map[string]uploadstatus.RowResult{}},
+		Calls: &memCalls{steps: redisSteps(rdb)}, Ledger: ledger.New(rdb, ledger.Options{}), Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}},
 		PingRedis: func(context.Context) error { return nil }}
 	cfg := testConfig(brokers, topic)
 	cfg.Group = group
@@ -319,7 +323,7 @@ func TestWaitingDoesNotUseUpTheRetryBudget(t *testing.T) {
 		return registryclient.Result{Class: registryclient.Registered, Status: 201}
 	}
 	f := newFixture(t, 1, script)
-	f.throttle = newMemThrottle(1, 600*time.Millisecond) // row 2 waits 0.6 s for its slot, row 3 1.2 s
+	f.throttle = f.newThrottle(1, 600*time.Millisecond) // row 2 waits 0.6 s for its slot, row 3 1.2 s
 	f.retry = registryclient.RetryPolicy{InitialInterval: 20 * time.Millisecond, MaxInterval: 50 * time.Millisecond,
 		MaxElapsed: 300 * time.Millisecond, Multiplier: 2, MaxAttempts: 4}
 	f.start()
@@ -469,7 +473,7 @@ func TestALateRedisAnswerTakesANewSlot(t *testing.T) {
 	f.cfg.MaxLateness = lateness
 	f.cfg.MissedSlotBackoffMax = 200 * time.Millisecond
 	reg := prometheus.NewRegistry()
-	runConsumer(t, f.cfg, Deps{Throttle: rt, Registry: f.registry, Status: f.status, Calls: f.calls,
+	runConsumer(t, f.cfg, Deps{Throttle: rt, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: ledger.New(rdb, ledger.Options{}),
 		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, Registerer: reg,
 		PingRedis: func(ctx context.Context) error { return direct.Ping(ctx).Err() }})
 	proxy.delay.Store(int64(delay))
@@ -521,7 +525,7 @@ func TestASlotDoesNotOutliveARedisRestart(t *testing.T) {
 	f.calls.steps = redisSteps(rdb) // the throttle's settles and releases
 	f.cfg.CallTimeout = 100 * time.Millisecond
 	reg := prometheus.NewRegistry()
-	runConsumer(t, f.cfg, Deps{Throttle: th, Registry: f.registry, Status: f.status, Calls: f.calls,
+	runConsumer(t, f.cfg, Deps{Throttle: th, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: ledger.New(rdb, ledger.Options{}),
 		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, Registerer: reg,
 		PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 	f.publish("u", "s", limit+1)
@@ -635,10 +639,10 @@ func TestConnectionsStayWarmBetweenWindows(t *testing.T) {
 				t.Fatal(err)
 			}
 			f := newFixture(t, 1, nil)
-			f.throttle = newMemThrottle(5, time.Second)
+			f.throttle = f.newThrottle(5, time.Second)
 			f.cfg.KeepWarm = tc.keepWarm
 			f.cfg.MaxLateness = time.Second // this test counts connections, not lateness
-			runConsumer(t, f.cfg, Deps{Throttle: f.throttle, Registry: rc, Status: f.status, Calls: f.calls,
+			runConsumer(t, f.cfg, Deps{Throttle: f.throttle, Registry: rc, Status: f.status, Calls: f.calls, Ledger: f.ledger,
 				Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }})
 			f.publish("u", "s", 10)
 			testwait.For(t, 10*time.Second, "10 rows registered", func() bool { return f.registeredCount("u") == 10 })

@@ -10,6 +10,7 @@ import (
 	"github.com/bulkreg/bulkreg/internal/config"
 	"github.com/bulkreg/bulkreg/internal/testproxy"
 	"github.com/bulkreg/bulkreg/internal/testwait"
+	"github.com/bulkreg/bulkreg/ledger"
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
@@ -46,11 +47,11 @@ func TestADrainKeepsItsBoundWhenRedisDoesNotAnswer(t *testing.T) {
 	}
 	status := uploadstatus.New(rdb, time.Hour)
 	reg := hookRegistry{fakeRegistry: newFakeRegistry(nil), after: func(key string, _ int) {
-		if key == "dark:1" {
+		if key == "dark:3" {
 			hole.Swallow(true)
 		}
 	}}
-	stop := runConsumer(t, cfg, Deps{Throttle: th, Registry: reg, Status: status, Calls: compliance.NewRecorder(rdb, time.Hour),
+	stop := runConsumer(t, cfg, Deps{Throttle: th, Registry: reg, Status: status, Calls: compliance.NewRecorder(rdb, time.Hour), Ledger: ledger.New(rdb, ledger.Options{}),
 		Retry:     registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}},
 		PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 	publishRows(t, brokers, topic, "lit", "s", 2)
@@ -58,7 +59,7 @@ func TestADrainKeepsItsBoundWhenRedisDoesNotAnswer(t *testing.T) {
 		st, err := status.Get(context.Background(), "lit")
 		return err == nil && len(st.Rows) == 2
 	})
-	publishRows(t, brokers, topic, "dark", "s", 1)
+	produce(t, brokers, topic, rowMessage("dark", "s", 3)) // a SKU of its own (the ledger holds sku-1 registered)
 	testwait.For(t, 10*time.Second, "the third row called", func() bool { calls, _ := reg.count(); return calls == 3 })
 	time.Sleep(100 * time.Millisecond) // its writes are on the dark link now
 

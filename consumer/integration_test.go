@@ -28,6 +28,7 @@ import (
 	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/internal/testwait"
+	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
@@ -168,7 +169,7 @@ func (s *stack) startConsumer(opts ...func(*Config, *Deps)) *Consumer {
 		s.t.Fatal(err)
 	}
 	cfg, deps := s.config(), Deps{Registry: rc, Status: uploadstatus.New(s.rdb, time.Hour),
-		Calls: compliance.NewRecorder(s.rdb, time.Hour), Retry: s.retryPolicy(), Circuit: s.breaker(),
+		Calls: compliance.NewRecorder(s.rdb, time.Hour), Ledger: ledger.New(s.rdb, ledger.Options{}), Retry: s.retryPolicy(), Circuit: s.breaker(),
 		PingRedis: func(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }, Registerer: prometheus.NewRegistry()}
 	cfg.CallTimeout = 2 * time.Second // the client's
 	for _, o := range opts {

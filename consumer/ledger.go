@@ -43,7 +43,7 @@ const CodeRegisteredOtherContent = "already_registered_other_content"
 const CodeRegisteredTwice = uploadstatus.RegisteredTwice
 
 // skuClaim is one row's part in the SKU ledger, from its first claim to the
-// outcome. With no ledger configured every step lets the row through.
+// outcome.
 //
 // Exactly one registration per SKU: a row calls only while it holds the
 // claim, and every call for one SKU uses one Idempotency-Key (the first
@@ -80,9 +80,6 @@ func (c *Consumer) newSKUClaim(r *row, log *slog.Logger) *skuClaim {
 // the claim it waits; while Redis does not answer it waits (fail closed).
 func (s *skuClaim) claim() bool {
 	c, r := s.c, s.r
-	if c.deps.Ledger == nil {
-		return true
-	}
 	ctx := r.ctx()
 	redisRetry, busy := c.redisBackOff(), c.redisBackOff()
 	for {
@@ -210,7 +207,7 @@ func (s *skuClaim) unmarkable(res registryclient.Result, err error) ledger.Entry
 // claimer, whose call under it is a replay if it did.
 func (s *skuClaim) refused(res registryclient.Result, attempts int) uploadstatus.RowResult {
 	rr := refused(res, attempts)
-	if s.c.deps.Ledger == nil || !s.held {
+	if !s.held {
 		return rr
 	}
 	inherited := s.r.m.IdempotencyKey != s.own
@@ -233,9 +230,6 @@ func (s *skuClaim) refused(res registryclient.Result, attempts int) uploadstatus
 // false when Redis did not answer before the drain ended: the row is then
 // read again, and may register while also dead-lettered.
 func (s *skuClaim) setAside(d DeadLetter) bool {
-	if s.c.deps.Ledger == nil {
-		return true
-	}
 	c, r := s.c, s.r
 	note := ledger.AsideNote{Class: d.Class, Attempts: d.Attempts, Reason: d.Detail} // what a re-read tells the seller
 	err := c.untilRedis(r.finishCtx(), "set the row aside in the ledger", s.log, func(ctx context.Context) error {
@@ -261,7 +255,7 @@ func (s *skuClaim) setAside(d DeadLetter) bool {
 // was dead-lettered or given back) is released keeping its key, so another
 // row with this SKU need not wait for the lease, and calls with that key.
 func (s *skuClaim) settle() {
-	if s.c.deps.Ledger != nil && s.held {
+	if s.held {
 		s.release(false)
 	}
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
-	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/ledger"
 	"github.com/bulkreg/bulkreg/throttle"
@@ -77,10 +76,7 @@ type lossFixture struct {
 func newLossFixture(t *testing.T) *lossFixture {
 	f := newFixture(t, 1, nil)
 	f.cfg.MaxLateness = 40 * time.Millisecond
-	rdb := testredis.Start(t).Client()
-	// The ledger's claims and marks run as steps of the fakes' batches.
-	f.throttle.steps, f.calls.steps = redisSteps(rdb), redisSteps(rdb)
-	return &lossFixture{fixture: f, rdb: rdb, lt: &lossThrottle{memThrottle: f.throttle}}
+	return &lossFixture{fixture: f, rdb: f.rdb, lt: &lossThrottle{memThrottle: f.throttle}}
 }
 
 func (f *lossFixture) row(upload string, price int64) kafka.Message {

@@ -24,7 +24,9 @@ import (
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
+	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/internal/testwait"
+	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
@@ -336,6 +338,8 @@ type fixture struct {
 	registry *fakeRegistry
 	status   *memStatus
 	calls    *memCalls
+	rdb      *redis.Client
+	ledger   *ledger.Ledger
 	reg      *prometheus.Registry
 	pingErr  atomic.Pointer[error]
 	dlqW     DeadLetterWriter // nil: the embedded broker's dead-letter topic
@@ -348,6 +352,12 @@ func newFixture(t *testing.T, partitions int32, script func(string, int) registr
 	f := &fixture{t: t, brokers: brokers, topic: topic, cfg: testConfig(brokers, topic),
 		throttle: newMemThrottle(1000, time.Second), registry: newFakeRegistry(script),
 		status: &memStatus{rows: map[string]uploadstatus.RowResult{}}, calls: &memCalls{}}
+	// The SKU ledger is the real one, on a redis-server of the test's own;
+	// its claims and marks run as steps of the fakes' batches.
+	f.rdb = testredis.Start(t).Client()
+	t.Cleanup(func() { f.rdb.Close() })
+	f.ledger = ledger.New(f.rdb, ledger.Options{})
+	f.throttle.steps, f.calls.steps = redisSteps(f.rdb), redisSteps(f.rdb)
 	f.cfg.RedisProbeInterval = 50 * time.Millisecond
 	f.cfg.RedisRetryMin = 20 * time.Millisecond
 	f.cfg.RedisRetryMax = 100 * time.Millisecond
@@ -355,10 +365,19 @@ func newFixture(t *testing.T, partitions int32, script func(string, int) registr
 	return f
 }
 
+// newThrottle is an in-memory throttle of limit per window that runs the
+// fixture ledger's steps.
+func (f *fixture) newThrottle(limit int, window time.Duration) *memThrottle {
+	m := newMemThrottle(limit, window)
+	m.steps = redisSteps(f.rdb)
+	return m
+}
+
 // deps are the fixture's dependencies: its in-memory stores and registry,
-// a retry budget of 4 attempts 20 ms apart, and a Redis that always answers.
+// its SKU ledger, a retry budget of 4 attempts 20 ms apart, and a Redis
+// that always answers.
 func (f *fixture) deps() Deps {
-	return Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls,
+	return Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: f.ledger,
 		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }}
 }
 
@@ -369,7 +388,7 @@ func (f *fixture) start() *Consumer {
 	if retry == nil {
 		retry = registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}
 	}
-	c, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls,
+	c, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: f.ledger,
 		Retry: retry,
 		PingRedis: func(context.Context) error {
 			if p := f.pingErr.Load(); p != nil {
@@ -617,7 +636,7 @@ func (f *fixture) registeredCount(upload string) int {
 // on the same partition, do not wait for a's window.
 func TestNoHeadOfLineBlocking(t *testing.T) {
 	f := newFixture(t, 1, nil)
-	f.throttle = newMemThrottle(20, time.Second)
+	f.throttle = f.newThrottle(20, time.Second)
 	f.cfg.SellerConcurrency = 20
 	f.start()
 	f.publish("ua", "a", 200) // 10 windows of a's limit
@@ -634,7 +653,7 @@ func TestNoHeadOfLineBlocking(t *testing.T) {
 // made; after it answers again every row is registered.
 func TestRedisDownNoCalls(t *testing.T) {
 	f := newFixture(t, 1, nil)
-	f.throttle = newMemThrottle(10, 300*time.Millisecond)
+	f.throttle = f.newThrottle(10, 300*time.Millisecond)
 	f.cfg.SellerConcurrency = 10
 	f.start()
 	f.publish("u", "s", 60)
@@ -672,7 +691,7 @@ func TestRedisDownNoCalls(t *testing.T) {
 func TestShutdownGivesSlotsBack(t *testing.T) {
 	const latency = 400 * time.Millisecond
 	f := newFixture(t, 1, nil)
-	f.throttle = newMemThrottle(5, 10*time.Second) // 5 now, the rest 10 s away
+	f.throttle = f.newThrottle(5, 10*time.Second) // 5 now, the rest 10 s away
 	f.registry.latency = latency
 	f.cfg.SellerConcurrency = 20
 	c, err := New(f.cfg, f.deps())
@@ -745,7 +764,7 @@ func TestInFlightCapPausesReading(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, tc.partitions, nil)
-			f.throttle = newMemThrottle(10, time.Minute) // 10 calls per seller, then everything waits
+			f.throttle = f.newThrottle(10, time.Minute) // 10 calls per seller, then everything waits
 			f.cfg.MaxInFlightPerPartition = tc.perPartition
 			f.cfg.MaxInFlight = tc.total
 			f.cfg.SellerConcurrency = 100
@@ -784,7 +803,7 @@ func TestInFlightCapPausesReading(t *testing.T) {
 // leaves later; every row ends registered exactly once at the registry.
 func TestRebalanceLosesNothing(t *testing.T) {
 	f := newFixture(t, 4, nil)
-	f.throttle = newMemThrottle(20, 500*time.Millisecond)
+	f.throttle = f.newThrottle(20, 500*time.Millisecond)
 	f.cfg.SellerConcurrency = 20
 	for s := range 6 {
 		f.publish(fmt.Sprint("u", s), fmt.Sprint("s", s), 60)
@@ -857,7 +876,7 @@ func TestRowsDueAtOnceTakeOnlySlotsTheyCanCall(t *testing.T) {
 		latency  = 20 * time.Millisecond
 	)
 	f := newFixture(t, 1, nil)
-	f.throttle = newMemThrottle(limit, window)
+	f.throttle = f.newThrottle(limit, window)
 	f.registry.latency = latency
 	f.cfg.SellerConcurrency = limit // a whole window's rows would be due at once
 	f.cfg.MaxConcurrentCalls = 2    // 2 calls per 20 ms: ~3 of them fit in the lateness

@@ -20,6 +20,7 @@ import (
 	"github.com/bulkreg/bulkreg/internal/testproxy"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/internal/testwait"
+	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
@@ -103,7 +104,7 @@ func (s *lossStack) startConsumer() {
 		s.t.Fatal(err)
 	}
 	runConsumer(s.t, cfg, Deps{Throttle: th, Registry: rc, Status: uploadstatus.New(rdb, time.Hour),
-		Calls: compliance.NewRecorder(rdb, time.Hour), Retry: s.retryPolicy(),
+		Calls: compliance.NewRecorder(rdb, time.Hour), Ledger: ledger.New(rdb, ledger.Options{}), Retry: s.retryPolicy(),
 		PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }, Registerer: prometheus.NewRegistry()})
 }
 

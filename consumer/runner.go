@@ -41,7 +41,6 @@ import (
 
 	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/compliance"
-	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
@@ -654,12 +653,9 @@ func (rn *runner) expireCircuitWait(b []*item, openFor time.Duration) {
 // with).
 func (rn *runner) reserve(ctx context.Context, b []*item, starts int) (calls []*item, freed []throttle.Reservation, granted time.Time, ok bool) {
 	c := rn.c
-	var claims []ledger.ClaimRequest
-	if c.deps.Ledger != nil {
-		claims = make([]ledger.ClaimRequest, len(b))
-		for i, it := range b {
-			claims[i] = ledger.ClaimRequest{SKU: it.r.m.Product.SellerSKU, Row: it.sku.own, Hash: it.sku.hash, From: it.sku.from}
-		}
+	claims := make([]ledger.ClaimRequest, len(b))
+	for i, it := range b {
+		claims[i] = ledger.ClaimRequest{SKU: it.r.m.Product.SellerSKU, Row: it.sku.own, Hash: it.sku.hash, From: it.sku.from}
 	}
 	retry := c.redisBackOff()
 	var (
@@ -678,7 +674,7 @@ func (rn *runner) reserve(ctx context.Context, b []*item, starts int) (calls []*
 			return nil, nil, granted, false
 		}
 		sent = time.Now()
-		got, rs, err = c.claimReserve(ctx, rn.seller, claims, len(b))
+		got, rs, err = c.claimReserve(ctx, rn.seller, claims)
 		if err == nil {
 			break
 		}
@@ -700,7 +696,7 @@ func (rn *runner) reserve(ctx context.Context, b []*item, starts int) (calls []*
 	var later []*item // queued again: another row holds the SKU, or no slot within MaxWait
 	for i, it := range b {
 		r := rs[i]
-		if got != nil && !rn.claimed(it, got[i], &later) {
+		if !rn.claimed(it, got[i], &later) {
 			if r.Admitted {
 				freed = append(freed, r)
 			}
@@ -718,7 +714,7 @@ func (rn *runner) reserve(ctx context.Context, b []*item, starts int) (calls []*
 			rn.log.Warn("Redis had lost the throttle's state of this seller's hash slot (restarted empty, flushed, or a new server after a restart or failover): no seller there gets a slot before the hold ends",
 				"held_until", r.HeldUntil, "hold", time.Until(r.HeldUntil).Round(time.Millisecond))
 		}
-		if got != nil && got[i].At.Before(r.HeldUntil) {
+		if got[i].At.Before(r.HeldUntil) {
 			// The claim was taken before the hold after a loss of the
 			// seller's hash slot ended: a claim the loss erased may have
 			// let this row take it while another row's call was out. The
@@ -996,7 +992,7 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 		if unanswered(res) {
 			w.answered = time.Time{}
 		}
-		if st, ok := rn.markStep(it); ok {
+		if st, ok := it.sku.markStep(it.res, &it.mk); ok {
 			w.mark = &st
 		}
 		ws = append(ws, w)
@@ -1111,15 +1107,6 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 		rn.requeue(again)
 	}
 	rn.finish(results)
-}
-
-// markStep is the ledger's mark of a registration, as a step of the
-// batch's write (markSteps).
-func (rn *runner) markStep(it *item) (scriptbatch.Step, bool) {
-	if rn.c.deps.Ledger == nil {
-		return scriptbatch.Step{}, false
-	}
-	return it.sku.markStep(it.res, &it.mk)
 }
 
 // judge updates the seller's hold from the batch: held (conclude), calls
@@ -1349,9 +1336,6 @@ func (rn *runner) result(it *item) (rr uploadstatus.RowResult, kind string, good
 		return s.refused(res, it.t.attempts), "failed", true // releases the SKU's claim
 	}
 	// Registered, or replayed: first in the ledger, then the status.
-	if c.deps.Ledger == nil {
-		return registered(res, it.t.attempts), res.Class.String(), true
-	}
 	e := it.mk.e
 	switch {
 	case it.mk.failed:

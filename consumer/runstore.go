@@ -31,22 +31,18 @@ func leaving(ctx context.Context, op func(context.Context) error) error {
 	}
 }
 
-// claimReserve claims the SKUs of a batch's rows (nil claims: no ledger)
-// and reserves n slots of the seller, in one script. An error wraps
-// Redis's.
-func (c *Consumer) claimReserve(ctx context.Context, seller string, claims []ledger.ClaimRequest, n int) ([]ledger.ClaimResult, []throttle.Reservation, error) {
-	var got []ledger.ClaimResult
+// claimReserve claims the SKUs of a batch's rows and reserves as many slots
+// of the seller, in one script. An error wraps Redis's.
+func (c *Consumer) claimReserve(ctx context.Context, seller string, claims []ledger.ClaimRequest) ([]ledger.ClaimResult, []throttle.Reservation, error) {
+	got := make([]ledger.ClaimResult, len(claims))
 	var steps []scriptbatch.Step
-	if claims != nil {
-		got = make([]ledger.ClaimResult, len(claims))
-		if st, ok := c.deps.Ledger.ClaimStep(seller, claims, got); ok {
-			steps = append(steps, st)
-		}
+	if st, ok := c.deps.Ledger.ClaimStep(seller, claims, got); ok {
+		steps = append(steps, st)
 	}
 	var rs []throttle.Reservation // set by op; read only when op is done
 	err := leaving(ctx, func(ctx context.Context) error {
 		var err error
-		rs, err = c.deps.Throttle.ReserveN(ctx, seller, n, steps...)
+		rs, err = c.deps.Throttle.ReserveN(ctx, seller, len(claims), steps...)
 		return err
 	})
 	if err != nil {

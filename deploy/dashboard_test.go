@@ -17,6 +17,7 @@ import (
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/consumer"
 	"github.com/bulkreg/bulkreg/internal/buildinfo"
+	"github.com/bulkreg/bulkreg/ledger"
 	"github.com/bulkreg/bulkreg/producer/httpapi"
 	"github.com/bulkreg/bulkreg/producer/upload"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
@@ -74,7 +75,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	cfg.Brokers = []string{"127.0.0.1:1"}
 	c, err := consumer.New(cfg, consumer.Deps{
 		Throttle: th, Registry: rc, Status: uploadstatus.New(rdb, time.Hour), Calls: compliance.NewRecorder(rdb, time.Hour),
-		Retry: registryclient.DefaultRetryPolicy(), PingRedis: func(context.Context) error { return nil }, Registerer: reg,
+		Ledger: ledger.New(rdb, ledger.Options{}), Retry: registryclient.DefaultRetryPolicy(), PingRedis: func(context.Context) error { return nil }, Registerer: reg,
 		Circuit: br,
 	})
 	if err != nil {
