@@ -25,22 +25,14 @@ type Breaker interface {
 	// asking Redis; Changed is closed the next time it learns something.
 	Local() (state circuit.State, openFor time.Duration, known bool)
 	Changed() <-chan struct{}
+	// Collector exports the breaker's metrics (bulkreg_circuit_*).
+	Collector() prometheus.Collector
 }
 
 // reportTimeout bounds one Report: the call is made by then, and its outcome
 // matters most when it was the probe (an unreported probe holds the fleet
 // for the probe's lease).
 const reportTimeout = 2 * time.Second
-
-// registerCircuit exports the breaker's metrics (bulkreg_circuit_*) when it
-// has them (*circuit.Breaker does).
-func registerCircuit(reg prometheus.Registerer, b Breaker) error {
-	col, ok := b.(interface{ Collector() prometheus.Collector })
-	if !ok {
-		return nil
-	}
-	return reg.Register(col.Collector())
-}
 
 // circuitDown handles an error of the breaker: Redis not answering stops
 // registry calls (the Redis gate), as it does for the throttle.
@@ -63,9 +55,6 @@ func (c *Consumer) circuitDown(err error) {
 // ended.
 func (c *Consumer) readyToRead(ctx context.Context) bool {
 	b := c.deps.Circuit
-	if b == nil {
-		return true
-	}
 	retry := c.redisBackOff()
 	for {
 		if !c.redis.wait(ctx) {
@@ -149,11 +138,7 @@ type rowCircuit struct {
 // and spends no attempt.
 func (rc *rowCircuit) allow(ctx context.Context) bool {
 	rc.outage, rc.own, rc.allowed = false, false, false
-	b := rc.c.deps.Circuit
-	if b == nil {
-		return true
-	}
-	d, err := b.Allow(ctx)
+	d, err := rc.c.deps.Circuit.Allow(ctx)
 	if err != nil {
 		if ctx.Err() == nil { // not our own deadline or cancellation
 			rc.c.circuitDown(err)

@@ -101,13 +101,11 @@ type Deps struct {
 	DeadLetters DeadLetterWriter
 	// Registerer receives the metrics; nil means a private registry.
 	Registerer prometheus.Registerer
-	// Circuit is the fleet-wide circuit breaker (consumer/circuit.go); nil
-	// calls without one (tests of other steps). The commands always set it.
+	// Circuit is the fleet-wide circuit breaker (consumer/circuit.go).
 	Circuit Breaker
 	// Uploads is asked, once per upload a consumer meets, whether the
 	// upload exists (consumer/door.go); a row of one that never did is
-	// dead-lettered as a bad message. nil lets every row in (tests that
-	// publish rows without creating their upload). The commands always set it.
+	// dead-lettered as a bad message.
 	Uploads Uploads
 }
 
@@ -136,7 +134,7 @@ type Consumer struct {
 	warm       *warmth
 	turn       *probeTurn // one runner at a time goes for the circuit's probe
 	clock      *redisClock
-	door       *uploadDoor // nil without Deps.Uploads
+	door       *uploadDoor
 	// reserving counts runners between asking for slots and their calls:
 	// the clock is read on its own only while one needs it (syncClock).
 	reserving atomic.Int64
@@ -153,8 +151,8 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 		return nil, fmt.Errorf("consumer settings: %w", err)
 	}
 	cfg = cfg.WithDefaults(deps.Throttle.Policy())
-	if deps.Registry == nil || deps.Status == nil || deps.Calls == nil || deps.Ledger == nil || deps.Retry == nil || deps.PingRedis == nil {
-		return nil, errors.New("consumer: the registry, status recorder, call recorder, SKU ledger, retry policy and Redis ping are all required")
+	if deps.Registry == nil || deps.Status == nil || deps.Calls == nil || deps.Ledger == nil || deps.Circuit == nil || deps.Uploads == nil || deps.Retry == nil || deps.PingRedis == nil {
+		return nil, errors.New("consumer: the registry, status recorder, call recorder, SKU ledger, circuit breaker, upload lookup, retry policy and Redis ping are all required")
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -185,7 +183,7 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 	if err := reg.Register(newBacklogCollector(c)); err != nil {
 		return nil, fmt.Errorf("consumer: register the backlog metrics: %w", err)
 	}
-	if err := registerCircuit(reg, deps.Circuit); err != nil {
+	if err := reg.Register(deps.Circuit.Collector()); err != nil {
 		return nil, fmt.Errorf("consumer: register the circuit breaker's metrics: %w", err)
 	}
 	return c, nil

@@ -177,7 +177,7 @@ func TestARowIsFinishedOnlyOnceRecorded(t *testing.T) {
 			cfg.RedisProbeInterval = 50 * time.Millisecond
 			cfg.RedisRetryMin, cfg.RedisRetryMax = 20*time.Millisecond, 100*time.Millisecond
 			cfg.Logger = testLogger(t)
-			deps := Deps{Throttle: th, Registry: reg, Status: status, Calls: compliance.NewRecorder(rdb, time.Hour), Ledger: ledger.New(rdb, ledger.Options{}),
+			deps := Deps{Throttle: th, Registry: reg, Status: status, Calls: compliance.NewRecorder(rdb, time.Hour), Ledger: ledger.New(rdb, ledger.Options{}), Circuit: newBreaker(t, rdb), Uploads: knownUploads{},
 				Retry:     registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}},
 				PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }}
 			stop := runConsumer(t, cfg, deps)
@@ -231,7 +231,7 @@ func TestADrainCannotOutliveTheSession(t *testing.T) {
 	th := newMemThrottle(100, time.Second)
 	th.steps = redisSteps(rdb)
 	deps := Deps{Throttle: th, Registry: reg, Status: &memStatus{rows: map[string]uploadstatus.RowResult{}},
-		Calls: &memCalls{steps: redisSteps(rdb)}, Ledger: ledger.New(rdb, ledger.Options{}), Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}},
+		Calls: &memCalls{steps: redisSteps(rdb)}, Ledger: ledger.New(rdb, ledger.Options{}), Circuit: newBreaker(t, rdb), Uploads: knownUploads{}, Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}},
 		PingRedis: func(context.Context) error { return nil }}
 	cfg := testConfig(brokers, topic)
 	cfg.Group = group
@@ -473,7 +473,7 @@ func TestALateRedisAnswerTakesANewSlot(t *testing.T) {
 	f.cfg.MaxLateness = lateness
 	f.cfg.MissedSlotBackoffMax = 200 * time.Millisecond
 	reg := prometheus.NewRegistry()
-	runConsumer(t, f.cfg, Deps{Throttle: rt, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: ledger.New(rdb, ledger.Options{}),
+	runConsumer(t, f.cfg, Deps{Throttle: rt, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: ledger.New(rdb, ledger.Options{}), Circuit: newBreaker(t, rdb), Uploads: knownUploads{},
 		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, Registerer: reg,
 		PingRedis: func(ctx context.Context) error { return direct.Ping(ctx).Err() }})
 	proxy.delay.Store(int64(delay))
@@ -525,7 +525,7 @@ func TestASlotDoesNotOutliveARedisRestart(t *testing.T) {
 	f.calls.steps = redisSteps(rdb) // the throttle's settles and releases
 	f.cfg.CallTimeout = 100 * time.Millisecond
 	reg := prometheus.NewRegistry()
-	runConsumer(t, f.cfg, Deps{Throttle: th, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: ledger.New(rdb, ledger.Options{}),
+	runConsumer(t, f.cfg, Deps{Throttle: th, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: ledger.New(rdb, ledger.Options{}), Circuit: newBreaker(t, rdb), Uploads: knownUploads{},
 		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, Registerer: reg,
 		PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 	f.publish("u", "s", limit+1)
@@ -642,7 +642,7 @@ func TestConnectionsStayWarmBetweenWindows(t *testing.T) {
 			f.throttle = f.newThrottle(5, time.Second)
 			f.cfg.KeepWarm = tc.keepWarm
 			f.cfg.MaxLateness = time.Second // this test counts connections, not lateness
-			runConsumer(t, f.cfg, Deps{Throttle: f.throttle, Registry: rc, Status: f.status, Calls: f.calls, Ledger: f.ledger,
+			runConsumer(t, f.cfg, Deps{Throttle: f.throttle, Registry: rc, Status: f.status, Calls: f.calls, Ledger: f.ledger, Circuit: newBreaker(t, f.rdb), Uploads: knownUploads{},
 				Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }})
 			f.publish("u", "s", 10)
 			testwait.For(t, 10*time.Second, "10 rows registered", func() bool { return f.registeredCount("u") == 10 })

@@ -55,9 +55,6 @@ type lookup struct {
 }
 
 func newUploadDoor(u Uploads) *uploadDoor {
-	if u == nil {
-		return nil
-	}
 	return &uploadDoor{uploads: u, markers: throttle.NewMarkers(), known: map[uploadKey]struct{}{}, pending: map[uploadKey]*lookup{}}
 }
 
@@ -108,9 +105,6 @@ func (d *uploadDoor) presence(ctx context.Context, k uploadKey, q uploadstatus.P
 // does not answer is given back. Either way it reports false.
 func (c *Consumer) admit(r *row, log *slog.Logger) bool {
 	d := c.door
-	if d == nil {
-		return true
-	}
 	k := uploadKey{seller: r.m.SellerID, upload: r.m.UploadID}
 	if d.isKnown(k) {
 		return true

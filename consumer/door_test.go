@@ -14,7 +14,6 @@ import (
 
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/internal/testwait"
-	"github.com/bulkreg/bulkreg/ledger"
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
@@ -58,7 +57,7 @@ func TestBadMessagesAtTheDoor(t *testing.T) {
 	}
 	lookups := &countedUploads{Uploads: store, n: map[string]int{}}
 	s.startConsumer(func(_ *Config, d *Deps) {
-		d.Ledger, d.Circuit, d.Uploads = ledger.New(s.rdb, ledger.Options{}), nil, lookups
+		d.Uploads = lookups
 	})
 
 	raw := func(upload string, row int, sku string) kafka.Message {

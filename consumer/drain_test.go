@@ -51,7 +51,7 @@ func TestADrainKeepsItsBoundWhenRedisDoesNotAnswer(t *testing.T) {
 			hole.Swallow(true)
 		}
 	}}
-	stop := runConsumer(t, cfg, Deps{Throttle: th, Registry: reg, Status: status, Calls: compliance.NewRecorder(rdb, time.Hour), Ledger: ledger.New(rdb, ledger.Options{}),
+	stop := runConsumer(t, cfg, Deps{Throttle: th, Registry: reg, Status: status, Calls: compliance.NewRecorder(rdb, time.Hour), Ledger: ledger.New(rdb, ledger.Options{}), Circuit: newBreaker(t, rdb), Uploads: knownUploads{},
 		Retry:     registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}},
 		PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 	publishRows(t, brokers, topic, "lit", "s", 2)

@@ -139,11 +139,15 @@ func circuitSettings() circuit.Settings {
 }
 
 // breaker is one consumer's handle on the fleet's circuit, as each process has its own.
-func (s *stack) breaker() *circuit.Breaker {
-	s.t.Helper()
-	b, err := circuit.New(s.rdb, circuitSettings())
+func (s *stack) breaker() *circuit.Breaker { return newBreaker(s.t, s.rdb) }
+
+// newBreaker is a consumer's handle on the fleet's circuit in rdb, with the
+// tests' short windows.
+func newBreaker(t testing.TB, rdb redis.UniversalClient) *circuit.Breaker {
+	t.Helper()
+	b, err := circuit.New(rdb, circuitSettings())
 	if err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return b
 }
@@ -169,7 +173,7 @@ func (s *stack) startConsumer(opts ...func(*Config, *Deps)) *Consumer {
 		s.t.Fatal(err)
 	}
 	cfg, deps := s.config(), Deps{Registry: rc, Status: uploadstatus.New(s.rdb, time.Hour),
-		Calls: compliance.NewRecorder(s.rdb, time.Hour), Ledger: ledger.New(s.rdb, ledger.Options{}), Retry: s.retryPolicy(), Circuit: s.breaker(),
+		Calls: compliance.NewRecorder(s.rdb, time.Hour), Ledger: ledger.New(s.rdb, ledger.Options{}), Retry: s.retryPolicy(), Circuit: s.breaker(), Uploads: knownUploads{},
 		PingRedis: func(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }, Registerer: prometheus.NewRegistry()}
 	cfg.CallTimeout = 2 * time.Second // the client's
 	for _, o := range opts {

@@ -57,11 +57,10 @@ func TestKeyAndValueNameDifferentSellers(t *testing.T) {
 	}
 }
 
-// startLedgerConsumer runs a consumer of the stack with the SKU ledger
-// (and no circuit breaker).
+// startLedgerConsumer runs a consumer of the stack with the SKU ledger ld.
 func (s *stack) startLedgerConsumer(ld *ledger.Ledger) {
 	s.t.Helper()
-	s.startConsumer(func(_ *Config, d *Deps) { d.Ledger, d.Circuit = ld, nil })
+	s.startConsumer(func(_ *Config, d *Deps) { d.Ledger = ld })
 }
 
 func ledgerProduct(sku string) bulkreg.Product {
@@ -241,7 +240,7 @@ func TestARegistrationOverAnotherIsReportedTwice(t *testing.T) {
 			t.Errorf("mark the other row's registration: %v", err)
 		}
 	}}
-	s.startConsumer(func(_ *Config, d *Deps) { d.Ledger, d.Circuit, d.Registry = ld, nil, reg })
+	s.startConsumer(func(_ *Config, d *Deps) { d.Ledger, d.Circuit, d.Registry = ld, closedBreaker{}, reg })
 	store := uploadstatus.New(s.rdb, time.Hour)
 	s.publishSKUs("up-1", "seller-d", []string{"D-1"})
 	st := s.waitDone(store, "up-1", 1)

@@ -365,6 +365,14 @@ func newFixture(t *testing.T, partitions int32, script func(string, int) registr
 	return f
 }
 
+// knownUploads finds every upload: the tests publish rows without creating
+// their uploads (the door's own tests use the real store).
+type knownUploads struct{}
+
+func (knownUploads) Presence(context.Context, uploadstatus.PresenceQuery) (uploadstatus.Presence, error) {
+	return uploadstatus.UploadFound, nil
+}
+
 // newThrottle is an in-memory throttle of limit per window that runs the
 // fixture ledger's steps.
 func (f *fixture) newThrottle(limit int, window time.Duration) *memThrottle {
@@ -377,7 +385,7 @@ func (f *fixture) newThrottle(limit int, window time.Duration) *memThrottle {
 // its SKU ledger, a retry budget of 4 attempts 20 ms apart, and a Redis
 // that always answers.
 func (f *fixture) deps() Deps {
-	return Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: f.ledger,
+	return Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: f.ledger, Circuit: newBreaker(f.t, f.rdb), Uploads: knownUploads{},
 		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }}
 }
 
@@ -388,7 +396,7 @@ func (f *fixture) start() *Consumer {
 	if retry == nil {
 		retry = registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}
 	}
-	c, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: f.ledger,
+	c, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: f.ledger, Circuit: newBreaker(f.t, f.rdb), Uploads: knownUploads{},
 		Retry: retry,
 		PingRedis: func(context.Context) error {
 			if p := f.pingErr.Load(); p != nil {

@@ -104,7 +104,7 @@ func (s *lossStack) startConsumer() {
 		s.t.Fatal(err)
 	}
 	runConsumer(s.t, cfg, Deps{Throttle: th, Registry: rc, Status: uploadstatus.New(rdb, time.Hour),
-		Calls: compliance.NewRecorder(rdb, time.Hour), Ledger: ledger.New(rdb, ledger.Options{}), Retry: s.retryPolicy(),
+		Calls: compliance.NewRecorder(rdb, time.Hour), Ledger: ledger.New(rdb, ledger.Options{}), Circuit: newBreaker(s.t, rdb), Uploads: knownUploads{}, Retry: s.retryPolicy(),
 		PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }, Registerer: prometheus.NewRegistry()})
 }
 

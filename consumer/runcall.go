@@ -28,7 +28,6 @@ type tries struct {
 	// The retry budget starts at the first transient failure: time spent
 	// waiting for slots, for Redis or behind a 429 is not a failure.
 	retry                 backoff.BackOff
-	refused               backoff.BackOff // paces retries after a Misconfigured answer when no circuit holds the row
 	attempts, rateLimited int
 	firstFailure          time.Time
 }

@@ -571,9 +571,6 @@ func (rn *runner) giveBack(b []*item) {
 func (rn *runner) fleetReady(ctx context.Context) (probe, ok bool, openFor time.Duration) {
 	c := rn.c
 	br := c.deps.Circuit
-	if br == nil {
-		return false, c.redis.wait(ctx), 0
-	}
 	retry := c.redisBackOff()
 	for {
 		if !c.redis.wait(ctx) {
@@ -1229,18 +1226,8 @@ func (rn *runner) outcome(it *item, held bool) outcome {
 		return outcomeRateLimited
 	case registryclient.Misconfigured:
 		// The API refused bulkreg itself. While the circuit holds every row
-		// (or none is configured to judge), it is nobody's attempt; when the
-		// circuit judged it this seller's own, it is a failure of the seller
-		// like a 5xx.
-		if c.deps.Circuit == nil {
-			if t.refused == nil {
-				t.refused = c.redisBackOff()
-			}
-			it.notBefore = time.Now().Add(t.refused.NextBackOff())
-			rn.log.Error("the registration API refused bulkreg itself, not the row: no attempt spent, asking again later; fix the registry credentials or URL",
-				"row", it.r.m.Row, "status", res.Status, "err", res.Err)
-			return outcomeAgain
-		}
+		// it is nobody's attempt; when the circuit judged it this seller's
+		// own, it is a failure of the seller like a 5xx.
 		if !it.cb.own {
 			return outcomeAgain
 		}

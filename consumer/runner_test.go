@@ -271,6 +271,22 @@ func TestAnOutageAmongCallsSentTogetherHoldsTheSeller(t *testing.T) {
 	testwait.For(t, 5*time.Second, "no row in flight", func() bool { return gathered(t, f.reg, "bulkreg_consumer_rows_in_flight") == 0 })
 }
 
+// closedBreaker is a fleet circuit that never opens: every call is
+// allowed, and no failure is judged the fleet's or a seller's (tests of a
+// row's own retry budget).
+type closedBreaker struct{}
+
+func (closedBreaker) WaitReady(context.Context) error { return nil }
+func (closedBreaker) Allow(context.Context) (circuit.Decision, error) {
+	return circuit.Decision{State: circuit.Closed, Allowed: true}, nil
+}
+func (closedBreaker) Report(context.Context, circuit.Decision, circuit.Call) (circuit.Status, error) {
+	return circuit.Status{State: circuit.Closed}, nil
+}
+func (closedBreaker) Local() (circuit.State, time.Duration, bool) { return circuit.Closed, 0, true }
+func (closedBreaker) Changed() <-chan struct{}                    { return nil }
+func (closedBreaker) Collector() prometheus.Collector             { return prometheus.NewRegistry() }
+
 // openBreaker is a fleet circuit that stays open from since on: a probe is
 // due every 50 ms, and every one is refused (another consumer's is out).
 type openBreaker struct {
@@ -295,7 +311,8 @@ func (openBreaker) Report(context.Context, circuit.Decision, circuit.Call) (circ
 func (b openBreaker) Local() (circuit.State, time.Duration, bool) {
 	return circuit.Open, time.Since(b.since), true
 }
-func (b openBreaker) Changed() <-chan struct{} { return b.changed }
+func (b openBreaker) Changed() <-chan struct{}      { return b.changed }
+func (openBreaker) Collector() prometheus.Collector { return prometheus.NewRegistry() }
 
 // TestTheCircuitHoldsARowNoLongerThanTheHoldLimit: the fleet's circuit
 // opens and no probe is ever answered. The rows read wait without a call

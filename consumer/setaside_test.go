@@ -40,7 +40,7 @@ func TestDeadLetteredRowReadAgainIsNotCalled(t *testing.T) {
 		return func(cfg *Config, d *Deps) {
 			cfg.Group = group
 			shortHold(cfg)
-			d.Ledger, d.Circuit, d.Registry = ld, nil, api
+			d.Ledger, d.Circuit, d.Registry = ld, closedBreaker{}, api
 			p := s.retryPolicy()
 			p.MaxAttempts = 3
 			d.Retry = p
@@ -147,7 +147,7 @@ func TestARowRegisteredByAnotherReadingIsNotDeadLettered(t *testing.T) {
 		arrived: make(chan struct{}), release: make(chan struct{})}
 	hold.set(seller, rule)
 	s.startConsumer(func(cfg *Config, d *Deps) {
-		d.Ledger, d.Circuit, d.Registry = ld, nil, api
+		d.Ledger, d.Circuit, d.Registry = ld, closedBreaker{}, api
 		p := s.retryPolicy()
 		p.MaxAttempts = 1
 		d.Retry = p

@@ -115,7 +115,7 @@ func TestRefusalAfterATakeoverKeepsTheKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.startConsumer(func(c *Config, d *Deps) {
-		d.Ledger, d.Circuit, d.Registry = ld, nil, consumerAPI
+		d.Ledger, d.Circuit, d.Registry = ld, closedBreaker{}, consumerAPI
 		shortHold(c)
 	})
 	store := uploadstatus.New(s.rdb, time.Hour)

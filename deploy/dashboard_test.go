@@ -74,7 +74,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	cfg := consumer.DefaultConfig()
 	cfg.Brokers = []string{"127.0.0.1:1"}
 	c, err := consumer.New(cfg, consumer.Deps{
-		Throttle: th, Registry: rc, Status: uploadstatus.New(rdb, time.Hour), Calls: compliance.NewRecorder(rdb, time.Hour),
+		Throttle: th, Registry: rc, Status: uploadstatus.New(rdb, time.Hour), Uploads: uploadstatus.New(rdb, time.Hour), Calls: compliance.NewRecorder(rdb, time.Hour),
 		Ledger: ledger.New(rdb, ledger.Options{}), Retry: registryclient.DefaultRetryPolicy(), PingRedis: func(context.Context) error { return nil }, Registerer: reg,
 		Circuit: br,
 	})
