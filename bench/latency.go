@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// reserveHistogram is the consumers' histogram of how long a reservation
+// reserveHistogram is the consumers' histogram of how long a batch's reservation
 // took, from the call to the throttle's answer (cmd/consumer).
 const reserveHistogram = "bulkreg_consumer_reserve_seconds"
 

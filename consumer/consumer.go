@@ -61,10 +61,13 @@ type Registry interface {
 	Register(ctx context.Context, sellerID, idempotencyKey string, p bulkreg.Product) registryclient.Result
 }
 
-// StatusRecorder keeps the upload's per-row results (*uploadstatus.Store),
-// the rows of one upload in one write.
+// StatusRecorder keeps the upload's per-row results (*uploadstatus.Store):
+// a batch's rows of one upload in one write, and a row finished on its own
+// (dead-lettered, or found registered before) with the rows of its upload
+// finished at about the same time.
 type StatusRecorder interface {
 	RecordRows(ctx context.Context, uploadID string, rs []uploadstatus.RowResult) error
+	RecordRow(ctx context.Context, uploadID string, r uploadstatus.RowResult) error
 }
 
 // CallRecorder keeps the compliance history (*compliance.Recorder): a

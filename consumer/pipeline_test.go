@@ -264,6 +264,10 @@ type memStatus struct {
 	rows map[string]uploadstatus.RowResult // upload:row
 }
 
+func (s *memStatus) RecordRow(ctx context.Context, upload string, r uploadstatus.RowResult) error {
+	return s.RecordRows(ctx, upload, []uploadstatus.RowResult{r})
+}
+
 func (s *memStatus) RecordRows(ctx context.Context, upload string, rs []uploadstatus.RowResult) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

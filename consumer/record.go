@@ -44,9 +44,7 @@ func unanswered(res registryclient.Result) bool {
 func (c *Consumer) record(r *row, rr uploadstatus.RowResult, result string, log *slog.Logger) {
 	rr.Row = r.m.Row
 	err := c.untilRedis(r.finishCtx(), "record the row's result", log,
-		func(ctx context.Context) error {
-			return c.deps.Status.RecordRows(ctx, r.m.UploadID, []uploadstatus.RowResult{rr})
-		})
+		func(ctx context.Context) error { return c.deps.Status.RecordRow(ctx, r.m.UploadID, rr) })
 	if err != nil {
 		log.Error("could not record the row's result before the drain ended; the row will be read again", "state", rr.State, "err", err)
 		r.giveBack()

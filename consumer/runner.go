@@ -892,7 +892,7 @@ func (rn *runner) revoked(group []*item, freed *[]throttle.Reservation) {
 	}
 }
 
-// check confirms a group's slots in one script (Throttle.Check): a slot a
+// check confirms a group's slots in one script (Throttle.CheckN): a slot a
 // Redis lost since, or given back, is not used; its row is queued again. It
 // reports false when no slot of the group is left.
 func (rn *runner) check(ctx context.Context, group []*item, freed *[]throttle.Reservation) bool {

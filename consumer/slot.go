@@ -102,7 +102,7 @@ func (s *slot) redisNowLatest() time.Time { return s.At.Add(time.Since(s.bound))
 // round trip falls before the slot instead of delaying the call, at the
 // start of the half-MaxLateness step of the clock it falls in. The rows of
 // a seller whose slots are that close then ask at the same instant and
-// share one check script (Throttle.Check). A seller's slots are spread over
+// share one check script (Throttle.CheckN). A seller's slots are spread over
 // the few milliseconds its reservations took; with a lead at random its
 // rows would ask nearly one by one (2.6 rows per check script in the
 // bench), and a random lead would only spread scripts that sharing saves
