@@ -120,7 +120,9 @@
 //     the circuit is closed (Settings.TrustClosed), an answered call that
 //     was not a probe is counted in a local batch and answered from the
 //     view; the next report that goes to Redis (a failure, a probe, or an
-//     answered call once the batch is TrustClosed/2 old) carries the batch.
+//     answered call once the batch is TrustClosed/2 old) carries the batch,
+//     which is counted in the window's bucket of its newest answer, not in
+//     the one it reaches Redis in.
 package circuit
 
 import (
@@ -359,11 +361,15 @@ func (b *Breaker) Report(ctx context.Context, d Decision, c Call) (Status, error
 		}
 	}
 	unsent := b.takeUnsent()
+	var unsentAge time.Duration
+	if unsent.calls > 0 {
+		unsentAge = time.Since(unsent.last)
+	}
 	v, err := b.report.Run(ctx, b.rdb, b.keys, outcome, d.probeID, c.Seller, c.Row,
 		b.s.Window.Microseconds(), b.s.Buckets, b.s.MinCalls, strconv.FormatFloat(b.s.FailureRatio, 'g', -1, 64),
 		b.s.MinFailedRows, b.s.MinFailedSellers, b.s.ProbeMin.Microseconds(), b.s.ProbeMax.Microseconds(),
 		strconv.FormatFloat(b.s.ProbeMultiplier, 'g', -1, 64), b.s.Retention.Milliseconds(),
-		unsent.calls, strings.Join(unsent.sellers, "\n")).Slice()
+		unsent.calls, strings.Join(unsent.sellers, "\n"), unsentAge.Microseconds()).Slice()
 	if err != nil {
 		b.forget()
 		b.putBack(unsent)
@@ -405,7 +411,8 @@ func (b *Breaker) Peek(ctx context.Context) (Status, error) {
 type SellerCalls struct {
 	// Failures and Answered count the seller's transient failures (5xx, no
 	// answer) and answered calls in the circuit's window (answered calls a
-	// process batches reach Redis up to TrustClosed late).
+	// process batches are counted when they reach Redis, in the bucket of
+	// the batch's newest answer).
 	Failures, Answered int
 	// Streak is the seller's failures in a row since its last answered
 	// call, LastFailure the newest of them and Now the Redis clock when it

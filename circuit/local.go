@@ -22,6 +22,10 @@ type batch struct {
 	// (circuit_report.lua counts them as that seller's answered calls)
 	sellers []string
 	since   time.Time
+	// last is when the newest call was answered: the report places the
+	// batch in the window's bucket of that time (circuit_report.lua), not
+	// in the one it reaches Redis in, which may be much later
+	last time.Time
 }
 
 // addSeller adds seller unless the batch has it or holds most sellers.
@@ -66,6 +70,7 @@ func (b *Breaker) countLocally(seller string) (Status, bool) {
 		return Status{}, false
 	}
 	u.calls++
+	u.last = now
 	u.addSeller(seller, max(2, b.s.MinFailedSellers))
 	b.batched.Add(1)
 	at := v.at.Add(now.Sub(v.learned))
@@ -122,6 +127,9 @@ func (b *Breaker) putBack(u batch) {
 		cur.since = u.since
 	}
 	cur.calls += u.calls
+	if u.last.After(cur.last) {
+		cur.last = u.last
+	}
 	for _, s := range u.sellers {
 		cur.addSeller(s, max(2, b.s.MinFailedSellers))
 	}

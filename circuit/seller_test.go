@@ -3,6 +3,8 @@ package circuit
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -222,5 +224,84 @@ func bucketStart(t *testing.T, rdb redis.UniversalClient, width, n int64) int64 
 			return us / width
 		}
 		time.Sleep(time.Duration(width-us%width)*time.Microsecond + time.Millisecond)
+	}
+}
+
+// TestABatchIsCountedWhenItsAnswersCame: a process sends its batch of
+// answered calls with its next report, which can come long after them (a
+// failure of another seller, say). Counted when it reached Redis, a batch
+// of answers from before an outage looked like another seller answered
+// after a's failures began, and a's page said the marketplace failed a's
+// rows alone. The batch is counted in the bucket of its newest answer: a
+// stale batch proves nothing, a fresh one still does.
+func TestABatchIsCountedWhenItsAnswersCame(t *testing.T) {
+	srv := testredis.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	s := fast()
+	s.Window = 5 * time.Second // buckets of 500 ms: a report's own transit stays well within one
+	width := (s.Window / time.Duration(s.Buckets)).Microseconds()
+	sa := s
+	sa.TrustClosed = -1 // seller a's process asks Redis every time
+	pa := newBreaker(t, rdb, sa)
+	sb := s
+	sb.TrustClosed = time.Minute // b's process batches for as long as this test runs
+	pb := newBreaker(t, rdb, sb)
+	answeredBy := func(seller string) (calls int, newest int64) {
+		t.Helper()
+		_, window := pb.Keys()
+		m, err := rdb.HGetAll(ctx, window).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		newest = -1
+		for i := range s.Buckets {
+			id, _ := strconv.ParseInt(m[fmt.Sprintf("%d:id", i)], 10, 64)
+			for line := range strings.SplitSeq(m[fmt.Sprintf("%d:ok", i)], "\n") {
+				if x, n, _ := strings.Cut(line, "\t"); x == seller {
+					c, _ := strconv.Atoi(n)
+					calls += c
+					newest = max(newest, id)
+				}
+			}
+		}
+		return calls, newest
+	}
+
+	for i := range 4 {
+		call(t, pb, "b", fmt.Sprintf("b:%d", i), Success) // the first Allow learned that the circuit is closed
+	}
+	if n, _ := answeredBy("b"); n != 0 {
+		t.Fatalf("b's answered calls in the window before its batch is sent: %d, want 0 (4 batched)", n)
+	}
+	first := bucketStart(t, rdb, width, 0)
+	for i := range 2 {
+		call(t, pa, "a", fmt.Sprintf("a:%d", i), Failure)
+	}
+	// Three buckets later b's process reports another seller's failure,
+	// and its batch with it.
+	sent := bucketStart(t, rdb, width, first+3)
+	call(t, pb, "c", "c:0", Failure)
+	n, newest := answeredBy("b")
+	if n != 4 || newest > first {
+		t.Errorf("b's batch sent in bucket %d: b has %d answered calls, the newest in bucket %d; want 4, none after bucket %d where a's failures began", sent, n, newest, first)
+	}
+	c, err := pa.Seller(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Streak != 2 || c.OthersAnswered != 0 || c.Own() {
+		t.Errorf("seller a, b's answers from before its failures sent later: %+v (own %v); want them no proof that the API answers", c, c.Own())
+	}
+
+	// A batch sent as it fills is counted now: b answered after a's
+	// failures began, so a's failing is its own.
+	call(t, pb, "b", "b:4", Success)
+	call(t, pb, "d", "d:0", Failure)
+	if n, newest := answeredBy("b"); n != 5 || newest < first+3 {
+		t.Errorf("b's fresh batch: b has %d answered calls, the newest in bucket %d; want 5, the newest in bucket %d or later", n, newest, first+3)
+	}
+	if c, err := pa.Seller(ctx, "a"); err != nil || c.OthersAnswered != 1 || !c.Own() {
+		t.Errorf("seller a, b answered three buckets after a's failures began: %+v (own %v, err %v); want a's own failing", c, c.Own(), err)
 	}
 }

@@ -100,6 +100,10 @@
 -- ARGV[15] optional: answered calls of the caller's process not reported one by one (circuit.Breaker
 --          counts them while it knows the circuit is closed and sends them with its next report)
 -- ARGV[16] optional: their distinct sellers, "\n"-separated, at most min distinct failed sellers
+-- ARGV[17] optional: how long ago, in µs, the batch's newest call was answered. The batch is
+--          counted in the bucket of that time, not in the one it reaches Redis in: a batch sent
+--          with a failure long after its answers would otherwise say the API answered after the
+--          failures began (the healthy-seller rule here, circuit_seller.lua's "answered since")
 --
 -- Reply: {state, changed (0|1), retry_at µs, now µs, opened_at µs (0 when closed), reason ("" when
 -- closed), own (0|1)}, the state after this report; changed is 1 when this report opened or closed
@@ -123,6 +127,8 @@ local spreadCap = 16
 local failingCap = 256
 local retention = tonumber(ARGV[14])
 local unsent = tonumber(ARGV[15] or '0') or 0
+local unsentAge = tonumber(ARGV[17] or '0') or 0
+if unsentAge < 0 then unsentAge = 0 end
 local h = redis.call('HMGET', KEYS[1], 'state', 'opened_at', 'next_probe', 'probe_id', 'interval', 'reason', 'sick', 'opened_by')
 local state = h[1] or 'closed'
 local opened = tonumber(h[2] or '0')
@@ -141,15 +147,17 @@ end
 local width = math.floor(window / buckets)
 if width < 1 then width = 1 end
 local cur = math.floor(now / width)
-local slot = tostring(cur % buckets)
-local function f(name) return slot .. ':' .. name end
--- start the current bucket afresh when its slot holds an older one
-local function bucket()
-  if tonumber(redis.call('HGET', KEYS[2], f('id')) or '-1') ~= cur then
+-- field name of bucket id's slot in the ring
+local function fb(id, name) return tostring(id % buckets) .. ':' .. name end
+local function f(name) return fb(cur, name) end
+-- start bucket id (the current one, or one still in the window) afresh when
+-- its slot holds an older one
+local function bucket(id)
+  if tonumber(redis.call('HGET', KEYS[2], fb(id, 'id')) or '-1') ~= id then
     -- width and nb describe the ring to its readers (circuit_seller.lua),
     -- which do not share the consumers' settings (the producer's pages)
-    redis.call('HSET', KEYS[2], f('id'), us(cur), f('n'), 0, f('f'), 0, f('rs'), '',
-      f('fs'), '', f('fr'), '', f('fc'), '', f('ok'), '', 'width', us(width), 'nb', buckets)
+    redis.call('HSET', KEYS[2], fb(id, 'id'), us(id), fb(id, 'n'), 0, fb(id, 'f'), 0, fb(id, 'rs'), '',
+      fb(id, 'fs'), '', fb(id, 'fr'), '', fb(id, 'fc'), '', fb(id, 'ok'), '', 'width', us(width), 'nb', buckets)
   end
   redis.call('PEXPIRE', KEYS[2], math.ceil(2 * window / 1000) + 1000)
 end
@@ -204,23 +212,30 @@ local function cured(x)
   for y in pairs(sick) do out[#out + 1] = y end
   if #out == 0 then redis.call('HDEL', KEYS[1], 'sick') else redis.call('HSET', KEYS[1], 'sick', table.concat(out, '\n')) end
 end
--- count calls in the current bucket: n calls, this one's answer (when it
--- was answered) and the unsent batch's sellers, all of which were answered
-local function count(n, answered)
-  bucket()
-  redis.call('HINCRBY', KEYS[2], f('n'), n)
+-- count this call (one: 1, or 0 for an abandoned one) in the current bucket,
+-- with its answer when it was answered, and the unsent batch (its calls, all
+-- answered) in the bucket of its newest answer, unless that left the window
+-- or batched is false
+local function count(one, answered, batched)
+  bucket(cur)
+  redis.call('HINCRBY', KEYS[2], f('n'), one)
   if answered then
     capcount(f('ok'), seller, spreadCap)
     cured(seller)
     redis.call('HDEL', KEYS[3], seller)
   end
+  if not batched or unsent == 0 then return end
+  local at = math.floor((now - unsentAge) / width)
+  if cur - at >= buckets then return end
+  bucket(at)
+  redis.call('HINCRBY', KEYS[2], fb(at, 'n'), unsent)
   -- The batch's calls per seller are not sent: a batch of one seller (its
   -- list holds up to minSellers) is all that seller's, else each seller
   -- named answered at least once.
-  local batched = {}
-  for s in string.gmatch(ARGV[16] or '', '[^\n]+') do batched[#batched + 1] = s end
-  for _, s in ipairs(batched) do
-    if #batched == 1 then capcount(f('ok'), s, spreadCap, unsent) else capcount(f('ok'), s, spreadCap) end
+  local names = {}
+  for s in string.gmatch(ARGV[16] or '', '[^\n]+') do names[#names + 1] = s end
+  for _, s in ipairs(names) do
+    if #names == 1 then capcount(fb(at, 'ok'), s, spreadCap, unsent) else capcount(fb(at, 'ok'), s, spreadCap) end
     cured(s)
     redis.call('HDEL', KEYS[3], s)
   end
@@ -306,7 +321,7 @@ end
 if outcome == 'refused' then
   redis.call('HINCRBY', KEYS[1], 'refusals', 1)
   if state == 'closed' then
-    count(1 + unsent, false)
+    count(1, false, true)
     capadd(f('rs'), seller, 2)
     local w = tally()
     -- known sick: seen failing while the API answered another seller
@@ -350,7 +365,8 @@ if state ~= 'closed' then
     end
     redis.call('PEXPIRE', KEYS[1], retention)
     redis.call('DEL', KEYS[2], KEYS[3])
-    count(1, true)
+    -- a batch of answers from before the fresh window is not its news
+    count(1, true, false)
     return reply('closed', 1, now, 0)
   end
   if state == 'half-open' and h[4] == probe then
@@ -382,15 +398,14 @@ if state ~= 'closed' then
   return reply(state, 0, tonumber(h[3] or now), opened)
 end
 
-local counted = outcome ~= 'abandoned'
-local n = unsent
-if counted then n = n + 1 end
-if n == 0 then
+local one = 1
+if outcome == 'abandoned' then one = 0 end
+if one + unsent == 0 then
   return reply('closed', 0, now, 0)
 end
 
 -- closed: count the call in its bucket
-count(n, outcome == 'success' or outcome == 'answered')
+count(one, outcome == 'success' or outcome == 'answered', true)
 if outcome ~= 'failure' then
   return reply('closed', 0, now, 0)
 end
