@@ -361,15 +361,15 @@ func (b *Breaker) Report(ctx context.Context, d Decision, c Call) (Status, error
 		}
 	}
 	unsent := b.takeUnsent()
-	var unsentAge time.Duration
+	unsentAt := "" // none: the script counts the batch as of now
 	if unsent.calls > 0 {
-		unsentAge = time.Since(unsent.last)
+		unsentAt = strconv.FormatInt(unsent.lastAt.UnixMicro(), 10)
 	}
 	v, err := b.report.Run(ctx, b.rdb, b.keys, outcome, d.probeID, c.Seller, c.Row,
 		b.s.Window.Microseconds(), b.s.Buckets, b.s.MinCalls, strconv.FormatFloat(b.s.FailureRatio, 'g', -1, 64),
 		b.s.MinFailedRows, b.s.MinFailedSellers, b.s.ProbeMin.Microseconds(), b.s.ProbeMax.Microseconds(),
 		strconv.FormatFloat(b.s.ProbeMultiplier, 'g', -1, 64), b.s.Retention.Milliseconds(),
-		unsent.calls, strings.Join(unsent.sellers, "\n"), unsentAge.Microseconds()).Slice()
+		unsent.calls, strings.Join(unsent.sellers, "\n"), unsentAt).Slice()
 	if err != nil {
 		b.forget()
 		b.putBack(unsent)
@@ -417,7 +417,9 @@ type SellerCalls struct {
 	// Streak is the seller's failures in a row since its last answered
 	// call, LastFailure the newest of them and Now the Redis clock when it
 	// was read. A seller's first answered call after a failure is reported
-	// at once, never batched, so an answer ends the streak as it comes.
+	// at once, never batched, so an answer ends the streak as it comes; a
+	// batch of another process's answers ends it only when its newest
+	// answer is newer than the streak's last failure.
 	// Streaks outlive the window (a seller at its limit calls in bursts a
 	// limit window apart) and end when the circuit opens or closes.
 	Streak           int

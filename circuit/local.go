@@ -22,10 +22,11 @@ type batch struct {
 	// (circuit_report.lua counts them as that seller's answered calls)
 	sellers []string
 	since   time.Time
-	// last is when the newest call was answered: the report places the
-	// batch in the window's bucket of that time (circuit_report.lua), not
-	// in the one it reaches Redis in, which may be much later
-	last time.Time
+	// last is when the newest call was answered, lastAt the same instant
+	// on the Redis clock as the view maps it: the report places the batch
+	// in the window's bucket of that time (circuit_report.lua), not in the
+	// one it reaches Redis in, which may be much later
+	last, lastAt time.Time
 }
 
 // addSeller adds seller unless the batch has it or holds most sellers.
@@ -69,11 +70,11 @@ func (b *Breaker) countLocally(seller string) (Status, bool) {
 	} else if now.Sub(u.since) >= b.s.TrustClosed/2 {
 		return Status{}, false
 	}
+	at := v.at.Add(now.Sub(v.learned))
 	u.calls++
-	u.last = now
+	u.last, u.lastAt = now, at
 	u.addSeller(seller, max(2, b.s.MinFailedSellers))
 	b.batched.Add(1)
-	at := v.at.Add(now.Sub(v.learned))
 	return Status{State: Closed, RetryAt: at, Now: at}, true
 }
 
@@ -101,13 +102,14 @@ func (b *Breaker) sellerAnswered(seller string) {
 }
 
 // takeUnsent empties the unsent batch for the report that sends it. A batch
-// older than the window is dropped: its calls left the window meanwhile.
+// whose newest answer is older than the window is dropped: its calls left
+// the window meanwhile.
 func (b *Breaker) takeUnsent() batch {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	u := b.unsent
 	b.unsent = batch{}
-	if u.calls > 0 && time.Since(u.since) > b.s.Window {
+	if u.calls > 0 && time.Since(u.last) > b.s.Window {
 		return batch{}
 	}
 	return u
@@ -128,7 +130,7 @@ func (b *Breaker) putBack(u batch) {
 	}
 	cur.calls += u.calls
 	if u.last.After(cur.last) {
-		cur.last = u.last
+		cur.last, cur.lastAt = u.last, u.lastAt
 	}
 	for _, s := range u.sellers {
 		cur.addSeller(s, max(2, b.s.MinFailedSellers))

@@ -231,9 +231,11 @@ func bucketStart(t *testing.T, rdb redis.UniversalClient, width, n int64) int64 
 // answered calls with its next report, which can come long after them (a
 // failure of another seller, say). Counted when it reached Redis, a batch
 // of answers from before an outage looked like another seller answered
-// after a's failures began, and a's page said the marketplace failed a's
-// rows alone. The batch is counted in the bucket of its newest answer: a
-// stale batch proves nothing, a fresh one still does.
+// after a's failures began, and ended a's failing streak with an answer
+// older than the failures: a's page said the marketplace failed a's rows
+// alone, or not at all. The batch is counted in the bucket of its newest
+// answer and ends no streak that began after it: a stale batch proves
+// nothing, a fresh one still does.
 func TestABatchIsCountedWhenItsAnswersCame(t *testing.T) {
 	srv := testredis.Start(t)
 	rdb := srv.Client()
@@ -242,10 +244,10 @@ func TestABatchIsCountedWhenItsAnswersCame(t *testing.T) {
 	s.Window = 5 * time.Second // buckets of 500 ms: a report's own transit stays well within one
 	width := (s.Window / time.Duration(s.Buckets)).Microseconds()
 	sa := s
-	sa.TrustClosed = -1 // seller a's process asks Redis every time
+	sa.TrustClosed = -1 // seller a's failures come from a process that asks Redis every time
 	pa := newBreaker(t, rdb, sa)
 	sb := s
-	sb.TrustClosed = time.Minute // b's process batches for as long as this test runs
+	sb.TrustClosed = time.Minute // the other process batches for as long as this test runs
 	pb := newBreaker(t, rdb, sb)
 	answeredBy := func(seller string) (calls int, newest int64) {
 		t.Helper()
@@ -267,41 +269,53 @@ func TestABatchIsCountedWhenItsAnswersCame(t *testing.T) {
 		}
 		return calls, newest
 	}
-
-	for i := range 4 {
-		call(t, pb, "b", fmt.Sprintf("b:%d", i), Success) // the first Allow learned that the circuit is closed
+	readA := func() SellerCalls {
+		t.Helper()
+		c, err := pa.Seller(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
 	}
+
+	// The first Allow learns that the circuit is closed: every answer
+	// after it waits in the batch, a's too.
+	for i := range 3 {
+		call(t, pb, "b", fmt.Sprintf("b:%d", i), Success)
+	}
+	call(t, pb, "a", "a:0", Success)
 	if n, _ := answeredBy("b"); n != 0 {
-		t.Fatalf("b's answered calls in the window before its batch is sent: %d, want 0 (4 batched)", n)
+		t.Fatalf("b's answered calls in the window before the batch is sent: %d, want 0 (batched)", n)
 	}
 	first := bucketStart(t, rdb, width, 0)
-	for i := range 2 {
+	for i := 1; i <= 3; i++ {
 		call(t, pa, "a", fmt.Sprintf("a:%d", i), Failure)
 	}
-	// Three buckets later b's process reports another seller's failure,
-	// and its batch with it.
+	// Three buckets later the batching process reports another seller's
+	// failure, and its batch with it.
 	sent := bucketStart(t, rdb, width, first+3)
 	call(t, pb, "c", "c:0", Failure)
-	n, newest := answeredBy("b")
-	if n != 4 || newest > first {
-		t.Errorf("b's batch sent in bucket %d: b has %d answered calls, the newest in bucket %d; want 4, none after bucket %d where a's failures began", sent, n, newest, first)
+	if n, newest := answeredBy("b"); n != 1 || newest > first {
+		t.Errorf("the batch sent in bucket %d: b has %d answered calls, the newest in bucket %d; want 1 (a batch of two sellers names each once), none after bucket %d where a's failures began", sent, n, newest, first)
 	}
-	c, err := pa.Seller(ctx, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Streak != 2 || c.OthersAnswered != 0 || c.Own() {
-		t.Errorf("seller a, b's answers from before its failures sent later: %+v (own %v); want them no proof that the API answers", c, c.Own())
+	if c := readA(); c.Streak != 3 || !c.Failing() || c.OthersAnswered != 0 || c.Own() {
+		t.Errorf("seller a, answers from before its failures sent later: %+v (failing %v, own %v); want its streak of 3 kept, failing, and no proof that the API answers others", c, c.Failing(), c.Own())
 	}
 
 	// A batch sent as it fills is counted now: b answered after a's
 	// failures began, so a's failing is its own.
-	call(t, pb, "b", "b:4", Success)
+	call(t, pb, "b", "b:3", Success)
 	call(t, pb, "d", "d:0", Failure)
-	if n, newest := answeredBy("b"); n != 5 || newest < first+3 {
-		t.Errorf("b's fresh batch: b has %d answered calls, the newest in bucket %d; want 5, the newest in bucket %d or later", n, newest, first+3)
+	if n, newest := answeredBy("b"); n != 2 || newest < first+3 {
+		t.Errorf("a fresh batch: b has %d answered calls, the newest in bucket %d; want 2, the newest in bucket %d or later", n, newest, first+3)
 	}
-	if c, err := pa.Seller(ctx, "a"); err != nil || c.OthersAnswered != 1 || !c.Own() {
-		t.Errorf("seller a, b answered three buckets after a's failures began: %+v (own %v, err %v); want a's own failing", c, c.Own(), err)
+	if c := readA(); c.Streak != 3 || c.OthersAnswered != 1 || !c.Own() {
+		t.Errorf("seller a, b answered three buckets after a's failures began: %+v (own %v); want a's own failing", c, c.Own())
+	}
+	// And a fresh answer of a's own, batched, ends its streak.
+	call(t, pb, "a", "a:4", Success)
+	call(t, pb, "e", "e:0", Failure)
+	if c := readA(); c.Streak != 0 || c.Failing() {
+		t.Errorf("seller a answered after its failures, in a batch: %+v (failing %v); want the streak ended", c, c.Failing())
 	}
 }

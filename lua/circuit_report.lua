@@ -57,7 +57,8 @@
 -- still its own (counted as the fleet's, they would open its circuit, hold it
 -- misconfigured and page the operator). The probe that closes
 -- the circuit is counted in the fresh window as an answer, so one seller's
--- refusals cannot reopen it at once, over and over.
+-- refusals cannot reopen it at once, over and over; a batch sent with it
+-- (ARGV[15]) is not: its answers came before the fresh window.
 -- The reason ("unavailable" or "misconfigured") is kept while the circuit is not
 -- closed; a refusal seen while open marks it misconfigured.
 -- Each seller's failing streak (KEYS[3]) follows its calls for the sellers' pages
@@ -100,10 +101,14 @@
 -- ARGV[15] optional: answered calls of the caller's process not reported one by one (circuit.Breaker
 --          counts them while it knows the circuit is closed and sends them with its next report)
 -- ARGV[16] optional: their distinct sellers, "\n"-separated, at most min distinct failed sellers
--- ARGV[17] optional: how long ago, in µs, the batch's newest call was answered. The batch is
---          counted in the bucket of that time, not in the one it reaches Redis in: a batch sent
---          with a failure long after its answers would otherwise say the API answered after the
---          failures began (the healthy-seller rule here, circuit_seller.lua's "answered since")
+-- ARGV[17] optional: the Redis time, in µs, of the batch's newest answer (the caller's view of
+--          the Redis clock; later than now counts as now). The batch is counted in the bucket of
+--          that time, not in the one it reaches Redis in, and dropped when that bucket left the
+--          window or a probe's answer cleared the window; it ends a seller's failing streak, and
+--          cures a sick seller, only when it is newer than the seller's last failure. A batch
+--          sent with a failure long after its answers would otherwise say the API answered after
+--          the failures began (the healthy-seller rule, "none answered since" below, and
+--          circuit_seller.lua's answers since a seller's streak began)
 --
 -- Reply: {state, changed (0|1), retry_at µs, now µs, opened_at µs (0 when closed), reason ("" when
 -- closed), own (0|1)}, the state after this report; changed is 1 when this report opened or closed
@@ -127,8 +132,8 @@ local spreadCap = 16
 local failingCap = 256
 local retention = tonumber(ARGV[14])
 local unsent = tonumber(ARGV[15] or '0') or 0
-local unsentAge = tonumber(ARGV[17] or '0') or 0
-if unsentAge < 0 then unsentAge = 0 end
+local unsentAt = tonumber(ARGV[17] or '') or now
+if unsentAt > now then unsentAt = now end
 local h = redis.call('HMGET', KEYS[1], 'state', 'opened_at', 'next_probe', 'probe_id', 'interval', 'reason', 'sick', 'opened_by')
 local state = h[1] or 'closed'
 local opened = tonumber(h[2] or '0')
@@ -150,16 +155,20 @@ local cur = math.floor(now / width)
 -- field name of bucket id's slot in the ring
 local function fb(id, name) return tostring(id % buckets) .. ':' .. name end
 local function f(name) return fb(cur, name) end
--- start bucket id (the current one, or one still in the window) afresh when
--- its slot holds an older one
+-- start bucket id afresh when its slot holds another. false: id is older
+-- than the current bucket and its slot holds a newer one (only when Redis's
+-- clock stepped back), which an older bucket's calls must not wipe out.
 local function bucket(id)
-  if tonumber(redis.call('HGET', KEYS[2], fb(id, 'id')) or '-1') ~= id then
+  local held = tonumber(redis.call('HGET', KEYS[2], fb(id, 'id')) or '-1')
+  if held > id and id < cur then return false end
+  if held ~= id then
     -- width and nb describe the ring to its readers (circuit_seller.lua),
     -- which do not share the consumers' settings (the producer's pages)
     redis.call('HSET', KEYS[2], fb(id, 'id'), us(id), fb(id, 'n'), 0, fb(id, 'f'), 0, fb(id, 'rs'), '',
       fb(id, 'fs'), '', fb(id, 'fr'), '', fb(id, 'fc'), '', fb(id, 'ok'), '', 'width', us(width), 'nb', buckets)
   end
   redis.call('PEXPIRE', KEYS[2], math.ceil(2 * window / 1000) + 1000)
+  return true
 end
 -- add member to the list in field unless it is there or the list holds cap members
 local function capadd(field, member, cap)
@@ -225,9 +234,8 @@ local function count(one, answered, batched)
     redis.call('HDEL', KEYS[3], seller)
   end
   if not batched or unsent == 0 then return end
-  local at = math.floor((now - unsentAge) / width)
-  if cur - at >= buckets then return end
-  bucket(at)
+  local at = math.floor(unsentAt / width)
+  if cur - at >= buckets or not bucket(at) then return end
   redis.call('HINCRBY', KEYS[2], fb(at, 'n'), unsent)
   -- The batch's calls per seller are not sent: a batch of one seller (its
   -- list holds up to minSellers) is all that seller's, else each seller
@@ -236,8 +244,12 @@ local function count(one, answered, batched)
   for s in string.gmatch(ARGV[16] or '', '[^\n]+') do names[#names + 1] = s end
   for _, s in ipairs(names) do
     if #names == 1 then capcount(fb(at, 'ok'), s, spreadCap, unsent) else capcount(fb(at, 'ok'), s, spreadCap) end
-    cured(s)
-    redis.call('HDEL', KEYS[3], s)
+    -- answers older than the seller's last failure end nothing
+    local last = tonumber(string.match(redis.call('HGET', KEYS[3], s) or '', '^%d+ %d+ (%d+)') or '-1')
+    if unsentAt > last then
+      cured(s)
+      redis.call('HDEL', KEYS[3], s)
+    end
   end
 end
 -- the window's live buckets as {field suffix -> value} tables
