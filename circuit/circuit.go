@@ -422,8 +422,8 @@ type SellerCalls struct {
 	// answer is newer than the streak's last failure.
 	// Streaks outlive the window (a seller at its limit calls in bursts a
 	// limit window apart) and end when the circuit opens or closes.
-	Streak           int
-	LastFailure, Now time.Time
+	Streak                         int
+	FirstFailure, LastFailure, Now time.Time
 	// What the other sellers' calls say. OthersFailing counts those whose
 	// last two calls or more failed, the last within the window;
 	// OthersAnswered those answered since this seller's streak began (two
@@ -432,6 +432,12 @@ type SellerCalls struct {
 	// whenever a bucket boundary falls between) whose last call was answered;
 	// OthersCalling those with calls in the window at all.
 	OthersFailing, OthersAnswered, OthersCalling int
+	// Quiet is how long the streak must have lasted, with no other seller
+	// calling, before its failing counts as the seller's own (Own). The
+	// reader sets it: a seller at its limit calls in bursts a limit window
+	// and a margin apart, so the others' silence for less than that proves
+	// nothing. 0: at once.
+	Quiet time.Duration
 }
 
 // Failing reports whether the marketplace is not taking this seller's
@@ -443,12 +449,14 @@ type SellerCalls struct {
 func (c SellerCalls) Failing() bool { return c.Streak >= 3 && c.Streak > 2*c.Answered }
 
 // Own reports whether the seller's failures are its own: the API answered
-// another seller since they began, or no other seller calls at all (one
-// seller's calls cannot tell its fault from the API's; what it sees is its
-// rows failing). Answers from before they began prove nothing: at an
-// outage's first failure the others' earlier answers are still in the
-// window.
-func (c SellerCalls) Own() bool { return c.OthersAnswered > 0 || c.OthersCalling == 0 }
+// another seller since they began, or no other seller called for as long as
+// the streak lasted, Quiet at least (one seller's calls cannot tell its
+// fault from the API's; what it sees is its rows failing). Answers from
+// before they began prove nothing: at an outage's first failure the others'
+// earlier answers are still in the window.
+func (c SellerCalls) Own() bool {
+	return c.OthersAnswered > 0 || c.OthersCalling == 0 && c.Now.Sub(c.FirstFailure) >= c.Quiet
+}
 
 // Outage reports whether the seller's failures look like the API's: not
 // its own, and other sellers' last calls fail too. The circuit opens for
@@ -465,13 +473,16 @@ func (b *Breaker) Seller(ctx context.Context, seller string) (SellerCalls, error
 	if err != nil {
 		return SellerCalls{}, fmt.Errorf("circuit: read seller %s's calls: %w", seller, err)
 	}
-	if len(v) != 8 {
-		return SellerCalls{}, fmt.Errorf("circuit: read seller %s's calls: %d values, want 8", seller, len(v))
+	if len(v) != 9 {
+		return SellerCalls{}, fmt.Errorf("circuit: read seller %s's calls: %d values, want 9", seller, len(v))
 	}
 	c := SellerCalls{Failures: int(v[0]), Answered: int(v[1]), Streak: int(v[2]), Now: time.UnixMicro(v[4]),
 		OthersFailing: int(v[5]), OthersAnswered: int(v[6]), OthersCalling: int(v[7])}
 	if v[3] > 0 {
 		c.LastFailure = time.UnixMicro(v[3])
+	}
+	if v[8] > 0 {
+		c.FirstFailure = time.UnixMicro(v[8])
 	}
 	return c, nil
 }

@@ -29,7 +29,8 @@
 -- boundary falls between) and were answered last (not
 -- failing now: a batch of answers from before an outage, sent with a seller's
 -- first failure, is no proof that the API answers); how many have calls in the
--- window at all. Answered calls a process has not sent yet (circuit.Breaker
+-- window at all; last, the streak's first failure µs (0 without a streak).
+-- Answered calls a process has not sent yet (circuit.Breaker
 -- batches them) are not counted: the caller must not read a lone failure as an
 -- outage.
 local t = redis.call('TIME')
@@ -85,4 +86,4 @@ for i = 0, buckets - 1 do
     end
   end
 end
-return {fails, ok, streak, last, now, othersFailing, nanswered, ncalling}
+return {fails, ok, streak, last, now, othersFailing, nanswered, ncalling, first}

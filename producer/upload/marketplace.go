@@ -90,7 +90,8 @@ func View(ctx context.Context, st uploadstatus.Status, m Marketplace) UploadView
 	}
 	// The circuit is closed; only a seller with rows waiting asks whether
 	// its calls fail, and then whose failing it is: its own once the API
-	// answered another seller since (or nobody else calls), an outage the
+	// answered another seller since (or nobody else called for a hold,
+	// HoldFailing), an outage the
 	// circuit has not opened for yet when other sellers fail with it.
 	// Until the others' calls tell, the page says neither: never "failing"
 	// first and then "not answering".
@@ -111,9 +112,10 @@ func View(ctx context.Context, st uploadstatus.Status, m Marketplace) UploadView
 // limit calls in bursts a limit window and a margin apart (a failed call
 // keeps its slot), so its streak goes quiet for that long between them,
 // while a streak quieter than that belongs to rows that are gone (set
-// aside, or the upload ended), not to the seller's next upload. hold is the
-// limit's window plus the margin. m without seller readings, or hold ≤ 0,
-// is returned as is.
+// aside, or the upload ended), not to the seller's next upload. For the
+// same reason the others' silence says the failing is the seller's own only
+// once its streak lasted hold. hold is the limit's window plus the margin.
+// m without seller readings, or hold ≤ 0, is returned as is.
 func HoldFailing(m Marketplace, hold time.Duration) Marketplace {
 	sc, ok := m.(SellerCalls)
 	if !ok || hold <= 0 {
@@ -129,11 +131,14 @@ type heldFailing struct {
 }
 
 // Seller reads seller's calls; a streak whose last failure is hold old or
-// older reads as none.
+// older reads as none, and one whose others are silent is the seller's own
+// only once it lasted a hold: other sellers at their limit may be between
+// their bursts until then (circuit.SellerCalls.Quiet).
 func (h heldFailing) Seller(ctx context.Context, seller string) (circuit.SellerCalls, error) {
 	c, err := h.calls.Seller(ctx, seller)
 	if err == nil && c.Streak > 0 && c.Now.Sub(c.LastFailure) >= h.hold {
-		c.Streak, c.LastFailure = 0, time.Time{}
+		c.Streak, c.FirstFailure, c.LastFailure = 0, time.Time{}, time.Time{}
 	}
+	c.Quiet = h.hold
 	return c, err
 }

@@ -88,15 +88,19 @@ func (r *readings) Seller(context.Context, string) (circuit.SellerCalls, error) 
 // outage when other sellers' last calls fail too (before the circuit opens
 // for them, and never "failing" first), and says nothing once a call of
 // the seller is answered. A streak quiet for a whole hold (HoldFailing)
-// belongs to rows that are gone.
+// belongs to rows that are gone; the others' silence says the failing is
+// the seller's own only once the streak lasted a hold.
 func TestViewOfASellersCalls(t *testing.T) {
 	const hold = 61 * time.Second
 	now := time.Now()
 	st := uploadstatus.Status{Upload: uploadstatus.Upload{SellerID: "s", Total: 10}, Waiting: 6}
 	finished := uploadstatus.Status{Upload: uploadstatus.Upload{SellerID: "s", Total: 10}, Registered: 10}
+	// a streak of n failures that began a hold before its last, quiet ago
 	streak := func(n int, quiet time.Duration) circuit.SellerCalls {
-		return circuit.SellerCalls{Failures: n, Streak: n, LastFailure: now.Add(-quiet), Now: now}
+		return circuit.SellerCalls{Failures: n, Streak: n, FirstFailure: now.Add(-quiet - hold), LastFailure: now.Add(-quiet), Now: now}
 	}
+	young := streak(3, 0)
+	young.FirstFailure = now.Add(-hold / 2)
 	with := func(c circuit.SellerCalls, failing, answered, calling int) circuit.SellerCalls {
 		c.OthersFailing, c.OthersAnswered, c.OthersCalling = failing, answered, calling
 		return c
@@ -108,7 +112,10 @@ func TestViewOfASellersCalls(t *testing.T) {
 		market, note string
 	}{
 		{"nothing failed", st, circuit.SellerCalls{Answered: 9, Now: now}, MarketplaceAnswering, ""},
-		{"three failures in a row, nobody else calling", st, streak(3, 0), MarketplaceFailing, Failing},
+		{"three failures in a row, nobody else calling for a hold", st, streak(3, 0), MarketplaceFailing, Failing},
+		{"nobody else calling for less than a hold: others may be between their bursts", st, young, MarketplaceAnswering, ""},
+		{"a young streak, another seller answered since", st, with(young, 0, 1, 1), MarketplaceFailing, Failing},
+		{"a young streak, others fail with it: an outage", st, with(young, 1, 0, 1), MarketplaceNotAnswering, NotAnswering},
 		{"three failures in a row, another seller answered since", st, with(streak(3, 0), 0, 1, 1), MarketplaceFailing, Failing},
 		{"others call but have not answered or failed since: not yet told", st, with(streak(3, 0), 0, 0, 2), MarketplaceAnswering, ""},
 		{"two failures in a row are not yet failing", st, streak(2, 0), MarketplaceAnswering, ""},
