@@ -530,6 +530,11 @@ func TestASlotDoesNotOutliveARedisRestart(t *testing.T) {
 		PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 	f.publish("u", "s", limit+1)
 	testwait.For(t, 10*time.Second, "the first window's rows registered", func() bool { return f.registeredCount("u") == limit })
+	// The runner books the last row's slot once the first window's calls
+	// are settled: the test is about a slot booked before the restart.
+	testwait.For(t, 5*time.Second, "the last row's slot booked", func() bool {
+		return rdb.ZCard(context.Background(), "bulkreg:{s:s}:log").Val() == limit+1
+	})
 	// Restart returns once the new Redis answers, and the other
 	// consumer asks at once: the row's old slot is most of a window
 	// away, so it asks the new Redis after the other consumer (a sleep
