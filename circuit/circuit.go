@@ -415,7 +415,8 @@ type SellerCalls struct {
 	// the batch's newest answer).
 	Failures, Answered int
 	// Streak is the seller's failures in a row since its last answered
-	// call, LastFailure the newest of them and Now the Redis clock when it
+	// call, FirstFailure the oldest of them (when the streak began),
+	// LastFailure the newest and Now the Redis clock when it
 	// was read. A seller's first answered call after a failure is reported
 	// at once, never batched, so an answer ends the streak as it comes; a
 	// batch of another process's answers ends it only when its newest

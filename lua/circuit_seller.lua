@@ -29,7 +29,7 @@
 -- boundary falls between) and were answered last (not
 -- failing now: a batch of answers from before an outage, sent with a seller's
 -- first failure, is no proof that the API answers); how many have calls in the
--- window at all; last, the streak's first failure µs (0 without a streak).
+-- window at all; finally the µs of the streak's first failure (0 without a streak).
 -- Answered calls a process has not sent yet (circuit.Breaker
 -- batches them) are not counted: the caller must not read a lone failure as an
 -- outage.
