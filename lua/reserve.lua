@@ -30,8 +30,9 @@
 -- ARGV[8…] optional: more reservation ids, each taking the seller's next slot after the one before
 --          (the rows of a seller that ask at once share one script: throttle.Throttle.Reserve)
 --
--- Reply: {admitted, at, now, in_window, epoch, lost, hold_until}, seven values per id, in the order
--- of the ids (ARGV[4], then ARGV[8…]); once one id is not admitted, none after it is
+-- Reply: one line per id, in the order of the ids (ARGV[4], then ARGV[8…]), the lines joined by "\n",
+-- each line seven fields joined by one space: "admitted at now in_window epoch lost hold_until" (one
+-- string: a client reads one value, not seven per slot); once one id is not admitted, none after it is
 --   admitted   1: the slot at `at` is held under the id; 0: nothing was written to the log
 --   at         µs, as a string: the slot when admitted, else when to ask again
 --   now        µs, as a string: the Redis clock when the script ran
@@ -62,10 +63,9 @@ for i = 8, #ARGV do ids[#ids + 1] = ARGV[i] end
 
 local held = redis.call('ZMSCORE', KEYS[1], unpack(ids))
 local out = {}
+local snow = us(now)
 local function reply(admitted, at, in_window, epoch, lost, hold)
-  local n = #out
-  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = admitted, us(at), us(now), in_window
-  out[n + 5], out[n + 6], out[n + 7] = epoch, lost, us(hold)
+  out[#out + 1] = admitted .. ' ' .. us(at) .. ' ' .. snow .. ' ' .. in_window .. ' ' .. epoch .. ' ' .. lost .. ' ' .. us(hold)
 end
 local epoch, hold_until, lost
 local base, refused, added = nil, nil, false
@@ -120,4 +120,4 @@ if added then
   local ttl = math.ceil((tonumber(newest[2]) - now + win) / 1000) + 1000
   redis.call('PEXPIRE', KEYS[1], ttl)
 end
-return out
+return table.concat(out, '\n')

@@ -28,7 +28,7 @@
 -- ARGV[7]  reach, in µs: from a slot to the latest instant the API may count its call
 -- ARGV[8]  optional: not before, µs, as in reserve.lua
 --
--- Reply: {admitted, at, now, in_window, epoch, lost, hold_until}, as in reserve.lua (in_window counts
+-- Reply: the line "admitted at now in_window epoch lost hold_until", as in reserve.lua (in_window counts
 -- the trailing [at - W', at], so it shows when a fixed window lets more than L through).
 -- Idempotent per id, and the loss of the hash slot's state is handled, as in reserve.lua.
 local t = redis.call('TIME')
@@ -36,12 +36,13 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local limit, win, maxwait, id = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local W = tonumber(ARGV[6])
 local function us(x) return string.format('%.0f', x) end
+local function line(v) return table.concat(v, ' ') end
 
 local held = redis.call('ZSCORE', KEYS[1], id)
 if held then
   local at = tonumber(held)
-  return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at)), redis.call('HGET', KEYS[3], 'epoch') or '', 0,
-    redis.call('HGET', KEYS[3], 'hold') or '0'}
+  return line({1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at)), redis.call('HGET', KEYS[3], 'epoch') or '', 0,
+    redis.call('HGET', KEYS[3], 'hold') or '0'})
 end
 local epoch, hold_until, lost = slot_guard(KEYS[3], now, tonumber(ARGV[5]), id)
 
@@ -60,7 +61,7 @@ local at, k0, k1
 while true do
   local first = math.max(earliest, start)
   if first - now > maxwait then
-    return {0, us(first - maxwait), us(now), 0, epoch, lost, us(hold_until)}
+    return line({0, us(first - maxwait), us(now), 0, epoch, lost, us(hold_until)})
   end
   k0, k1 = math.floor(first / W), math.floor((first + reach) / W)
   local full
@@ -83,4 +84,4 @@ end
 local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 local ttl = math.ceil((tonumber(newest[2]) - now + win) / 1000) + 1000
 redis.call('PEXPIRE', KEYS[1], ttl)
-return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at)), epoch, lost, us(hold_until)}
+return line({1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at)), epoch, lost, us(hold_until)})

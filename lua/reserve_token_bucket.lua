@@ -34,20 +34,21 @@
 -- ARGV[8]  reach, in µs: from a slot to the latest instant the API may count its call
 -- ARGV[9]  optional: not before, µs, as in reserve.lua
 --
--- Reply: {admitted, at, now, in_window, epoch, lost, hold_until}, as in reserve.lua. Idempotent per
+-- Reply: the line "admitted at now in_window epoch lost hold_until", as in reserve.lua. Idempotent per
 -- id, and the loss of the hash slot's state is handled, as in reserve.lua.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local limit, win, maxwait, id = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local T, tolerance = tonumber(ARGV[6]), tonumber(ARGV[7])
 local function us(x) return string.format('%.0f', x) end
+local function line(v) return table.concat(v, ' ') end
 
 local reach = tonumber(ARGV[8] or '0') or 0
 local held = redis.call('ZSCORE', KEYS[1], id)
 if held then
   local at = tonumber(held) - reach
-  return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at + reach)), redis.call('HGET', KEYS[4], 'epoch') or '', 0,
-    redis.call('HGET', KEYS[4], 'hold') or '0'}
+  return line({1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at + reach)), redis.call('HGET', KEYS[4], 'epoch') or '', 0,
+    redis.call('HGET', KEYS[4], 'hold') or '0'})
 end
 local epoch, hold_until, lost = slot_guard(KEYS[4], now, tonumber(ARGV[5]), id)
 
@@ -89,11 +90,11 @@ if #open > 0 then
   if at - opt > T then
     local again = opt
     if again <= now then again = now + math.ceil(T) end
-    return {0, us(again), us(now), 0, epoch, lost, us(hold_until)}
+    return line({0, us(again), us(now), 0, epoch, lost, us(hold_until)})
   end
 end
 if at - now > maxwait then
-  return {0, us(at - maxwait), us(now), 0, epoch, lost, us(hold_until)}
+  return line({0, us(at - maxwait), us(now), 0, epoch, lost, us(hold_until)})
 end
 tat = math.max(tat, at + reach) + T
 -- The entries older than W' leave the log: the bucket they leave behind is folded into base, so a
@@ -109,4 +110,4 @@ redis.call('ZADD', KEYS[1], us(at + reach), id)
 local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 local ttl = math.ceil((tonumber(newest[2]) - now + win) / 1000) + 1000
 redis.call('PEXPIRE', KEYS[1], ttl)
-return {1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at + reach)), epoch, lost, us(hold_until)}
+return line({1, us(at), us(now), redis.call('ZCOUNT', KEYS[1], us(at - win), us(at + reach)), epoch, lost, us(hold_until)})

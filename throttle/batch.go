@@ -69,22 +69,17 @@ func (t *Throttle) ReserveN(ctx context.Context, seller string, n int, before ..
 	}
 	var rs []Reservation
 	step := scriptbatch.Step{Script: reserveScript, Keys: c.keys, Args: args, Reply: func(v any) error {
-		vs, _ := v.([]any)
-		if len(vs) != 7*n {
-			return fmt.Errorf("throttle: reserve %d slots for seller %q: %w: the reserve script answered %d values, want %d", n, seller, ErrUnavailable, len(vs), 7*n)
+		got, err := sellerReservations(v, seller, ids, "reserve a slot")
+		if err != nil {
+			return err
 		}
-		rs = make([]Reservation, n)
-		for i, id := range ids {
-			r, err := sellerReservation(vs[7*i:7*i+7], seller, id, "reserve a slot")
-			if err != nil {
-				return err
-			}
-			if r.Admitted {
+		for i := range got {
+			if r := &got[i]; r.Admitted {
 				r.SendBy = r.At.Add(t.p.SendWithin)
 				r.Room = max(0, t.p.Limit-r.InWindow) // a sliding log's places left, as Reserve reports them
 			}
-			rs[i] = r
 		}
+		rs = got
 		return nil
 	}}
 	if err := t.batch.get().Run(ctx, t.rdb, append(before, step)...); err != nil {

@@ -446,9 +446,9 @@ func (t *Throttle) matchWith(ctx context.Context, seller, id string, r Reservati
 // in one pipeline (both on the seller's node).
 func (t *Throttle) moveSeller(ctx context.Context, seller, old, id string, notBefore time.Time) (Reservation, error) {
 	cmds, err := t.runAll(ctx, t.releaseCall(seller, old), t.reserveCall(seller, id, notBefore))
-	var v []any
+	var v any
 	if err == nil {
-		v, err = cmds[1].Slice()
+		v, err = cmds[1].Result()
 	}
 	if err != nil {
 		return Reservation{}, t.fail(ctx, "move a slot to the app-wide slot", seller, err)

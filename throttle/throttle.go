@@ -127,6 +127,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -546,7 +547,7 @@ func (t *Throttle) writeReserves(ctx context.Context, seller string, ids []strin
 			args = append(args, id)
 		}
 	}
-	v, err := c.script.Run(ctx, t.rdb, c.keys, args...).Slice()
+	v, err := c.script.Run(ctx, t.rdb, c.keys, args...).Result()
 	if err != nil {
 		// Each caller gives its own slot back when the answer was lost
 		// (Reserve), at once and on its own goroutine: here, one after the
@@ -554,16 +555,7 @@ func (t *Throttle) writeReserves(ctx context.Context, seller string, ids []strin
 		// release timeout per slot.
 		return nil, err
 	}
-	if len(v) != 7*len(ids) {
-		return nil, fmt.Errorf("the reserve script answered %d values for %d slots, want %d", len(v), len(ids), 7*len(ids))
-	}
-	rs := make([]Reservation, len(ids))
-	for i, id := range ids {
-		if rs[i], err = sellerReservation(v[7*i:7*i+7], seller, id, "reserve a slot"); err != nil {
-			return nil, err
-		}
-	}
-	return rs, nil
+	return sellerReservations(v, seller, ids, "reserve a slot")
 }
 
 // reserveID is Reserve with the reservation id given; asking again with the
@@ -576,7 +568,7 @@ func (t *Throttle) reserveID(ctx context.Context, seller, id string) (Reservatio
 // bound), as reserveID.
 func (t *Throttle) reserveSeller(ctx context.Context, seller, id string, notBefore time.Time) (Reservation, error) {
 	c := t.reserveCall(seller, id, notBefore)
-	v, err := c.script.Run(ctx, t.rdb, c.keys, c.args...).Slice()
+	v, err := c.script.Run(ctx, t.rdb, c.keys, c.args...).Result()
 	if err != nil {
 		if ctx.Err() != nil || isTimeout(err) {
 			// The request may have reached Redis and the script run, its
@@ -590,43 +582,75 @@ func (t *Throttle) reserveSeller(ctx context.Context, seller, id string, notBefo
 	return sellerReservation(v, seller, id, "reserve a slot")
 }
 
-// sellerReservation reads a reserve script's reply v for the seller's
-// request id; op names the step in an error.
-func sellerReservation(v []any, seller, id, op string) (Reservation, error) {
-	r, err := parseReservation(v)
+// sellerReservation reads a reserve script's reply v, one line, for the
+// seller's request id; op names the step in an error.
+func sellerReservation(v any, seller, id, op string) (Reservation, error) {
+	line, _ := v.(string)
+	r, err := parseReservation(line)
 	if err != nil {
 		return Reservation{}, fmt.Errorf("throttle: %s for seller %q: %w: %w", op, seller, ErrUnavailable, err)
 	}
+	return r.of(seller, id), nil
+}
+
+// sellerReservations reads the reply of reserve.lua for several ids: a line
+// for each, in order.
+func sellerReservations(v any, seller string, ids []string, op string) ([]Reservation, error) {
+	text, _ := v.(string)
+	rs := make([]Reservation, len(ids))
+	for i, id := range ids {
+		line, rest, more := strings.Cut(text, "\n")
+		if more != (i < len(ids)-1) {
+			return nil, fmt.Errorf("throttle: %s for seller %q: %w: the reserve script answered %d lines for %d slots", op, seller, ErrUnavailable, strings.Count(v.(string), "\n")+1, len(ids))
+		}
+		r, err := parseReservation(line)
+		if err != nil {
+			return nil, fmt.Errorf("throttle: %s for seller %q: %w: %w", op, seller, ErrUnavailable, err)
+		}
+		rs[i], text = r.of(seller, id), rest
+	}
+	return rs, nil
+}
+
+// of is r as the seller's reservation under id (an id only when admitted).
+func (r Reservation) of(seller, id string) Reservation {
 	r.Seller = seller
 	if r.Admitted {
 		r.ID = id
 	} else {
 		r.Epoch = ""
 	}
-	return r, nil
+	return r
 }
 
-func parseReservation(v []any) (Reservation, error) {
-	if len(v) != 7 {
-		return Reservation{}, fmt.Errorf("the reserve script answered %d values, want 7", len(v))
+// parseReservation reads one slot's line of a reserve script's reply:
+// "admitted at now in_window epoch lost hold_until", one space between
+// fields, the times in µs (reserve.lua). The epoch is a part of line, so a
+// slot's reply costs no allocation.
+func parseReservation(line string) (Reservation, error) {
+	var f [7]string
+	rest := line
+	for i := range f {
+		var ok bool
+		f[i], rest, ok = strings.Cut(rest, " ")
+		if ok != (i < len(f)-1) {
+			return Reservation{}, fmt.Errorf("the reserve script answered %q, want \"0|1 µs µs count epoch 0|1 µs\"", line)
+		}
 	}
-	admitted, ok1 := v[0].(int64)
-	at, err1 := micros(v[1])
-	now, err2 := micros(v[2])
-	inWindow, ok2 := v[3].(int64)
-	epoch, ok3 := v[4].(string)
-	lost, ok4 := v[5].(int64)
-	hold, err3 := micros(v[6])
-	if !ok1 || !ok2 || !ok3 || !ok4 || err1 != nil || err2 != nil || err3 != nil || (admitted == 1 && epoch == "") {
-		return Reservation{}, fmt.Errorf("the reserve script answered %v, want {0|1, µs, µs, count, epoch, 0|1, µs}", v)
+	at, err1 := strconv.ParseInt(f[1], 10, 64)
+	now, err2 := strconv.ParseInt(f[2], 10, 64)
+	inWindow, err3 := strconv.Atoi(f[3])
+	hold, err4 := strconv.ParseInt(f[6], 10, 64)
+	if err := errors.Join(err1, err2, err3, err4); err != nil || (f[0] != "0" && f[0] != "1") || (f[5] != "0" && f[5] != "1") || (f[0] == "1" && f[4] == "") {
+		return Reservation{}, fmt.Errorf("the reserve script answered %q, want \"0|1 µs µs count epoch 0|1 µs\"", line)
 	}
 	r := Reservation{
-		Admitted: admitted == 1,
+		Admitted: f[0] == "1",
 		At:       time.UnixMicro(at),
 		Wait:     time.Duration(at-now) * time.Microsecond,
-		InWindow: int(inWindow),
-		Epoch:    epoch,
-		Lost:     lost == 1,
+		InWindow: inWindow,
+		Epoch:    f[4],
+		Lost:     f[5] == "1",
 	}
 	if hold > 0 {
 		r.HeldUntil = time.UnixMicro(hold)
