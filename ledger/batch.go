@@ -5,7 +5,6 @@ package ledger
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/bulkreg/bulkreg/internal/redisfail"
@@ -40,11 +39,7 @@ func (l *Ledger) ClaimStep(seller string, reqs []ClaimRequest, into []ClaimResul
 		return st, false
 	}
 	return scriptbatch.Step{Script: "ledger_claim.lua", Keys: []string{Key(seller), AsideKey(seller)}, Args: args, Reply: func(v any) error {
-		vs, _ := v.([]any)
-		res := make([]string, len(vs))
-		for i, x := range vs {
-			res[i], _ = x.(string)
-		}
+		res, _ := v.(string)
 		return readClaims(seller, res, sent, skus, into)
 	}}, true
 }
@@ -56,22 +51,14 @@ func (l *Ledger) ClaimN(ctx context.Context, seller string, reqs []ClaimRequest)
 	if !ok {
 		return into, nil
 	}
-	res, err := l.claim.Run(ctx, l.rdb, st.Keys, st.Args...).StringSlice()
+	res, err := l.claim.Run(ctx, l.rdb, st.Keys, st.Args...).Text()
 	if err != nil {
 		return nil, fmt.Errorf("claim %d SKUs of seller %s in the ledger: %w", len(reqs), seller, redisfail.Wrap(err))
 	}
-	if err := st.Reply(anySlice(res)); err != nil {
+	if err := st.Reply(res); err != nil {
 		return nil, err
 	}
 	return into, nil
-}
-
-func anySlice(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
-	}
-	return out
 }
 
 // claimArgs are ledger_claim.lua's arguments for the requests it can send
@@ -97,16 +84,13 @@ func (l *Ledger) claimArgs(seller string, reqs []ClaimRequest, into []ClaimResul
 }
 
 // readClaims reads ledger_claim.lua's reply about the requests sent.
-func readClaims(seller string, res []string, sent []int, skus []string, into []ClaimResult) error {
-	if len(res) != 1+2*len(sent) {
-		return fmt.Errorf("claim %d SKUs of seller %s: unexpected reply %q", len(sent), seller, res)
-	}
-	now, err := strconv.ParseInt(res[0], 10, 64)
-	if err != nil {
-		return fmt.Errorf("claim %d SKUs of seller %s: unexpected time %q in the reply", len(sent), seller, res[0])
+func readClaims(seller string, reply string, sent []int, skus []string, into []ClaimResult) error {
+	res := make([]claimReply, len(sent))
+	if err := readClaimReplies(reply, res); err != nil {
+		return fmt.Errorf("claim %d SKUs of seller %s: %w", len(sent), seller, err)
 	}
 	for j, i := range sent {
-		c, err := decide(seller, skus[j], claimReply{verdict: res[1+2*j], entry: res[2+2*j], now: now})
+		c, err := decide(seller, skus[j], res[j])
 		into[i] = ClaimResult{Claim: c, Err: err}
 	}
 	return nil

@@ -425,22 +425,45 @@ func (l *Ledger) writeClaims(ctx context.Context, seller string, claims []claimA
 	for _, c := range claims {
 		args = append(args, c.sku, c.alias, c.row, c.hash, c.from)
 	}
-	res, err := l.claim.Run(ctx, l.rdb, []string{Key(seller), AsideKey(seller)}, args...).StringSlice()
+	res, err := l.claim.Run(ctx, l.rdb, []string{Key(seller), AsideKey(seller)}, args...).Text()
 	if err != nil {
 		return nil, fmt.Errorf("the claim script did not run: %w", redisfail.Wrap(err))
 	}
-	if len(res) != 1+2*len(claims) {
-		return nil, fmt.Errorf("unexpected reply to %d claims: %q", len(claims), res)
-	}
-	now, err := strconv.ParseInt(res[0], 10, 64)
-	if err != nil {
-		return nil, fmt.Errorf("unexpected reply to %d claims: time %q", len(claims), res[0])
-	}
 	out := make([]claimReply, len(claims))
-	for i := range out {
-		out[i] = claimReply{verdict: res[1+2*i], entry: res[2+2*i], now: now}
+	if err := readClaimReplies(res, out); err != nil {
+		return nil, fmt.Errorf("unexpected reply to %d claims: %w", len(claims), err)
 	}
 	return out, nil
+}
+
+// readClaimReplies reads ledger_claim.lua's reply into out, a reply per
+// claim: the clock, then " <verdict> <length> <entry>" for each. The
+// verdicts and entries are parts of reply: reading them allocates nothing.
+func readClaimReplies(reply string, out []claimReply) error {
+	head, rest, _ := strings.Cut(reply, " ")
+	now, err := strconv.ParseInt(head, 10, 64)
+	if err != nil || (rest == "" && len(out) > 0) {
+		return fmt.Errorf("the claim script answered %.200q, want the time in ms, then a verdict and an entry per claim", reply)
+	}
+	for i := range out {
+		verdict, after, ok1 := strings.Cut(rest, " ")
+		size, after, ok2 := strings.Cut(after, " ")
+		n, err := strconv.Atoi(size)
+		if !ok1 || !ok2 || err != nil || n < 0 || n > len(after) {
+			return fmt.Errorf("the claim script's answer about claim %d of %d is cut or malformed: %.200q", i+1, len(out), rest)
+		}
+		out[i] = claimReply{verdict: verdict, entry: after[:n], now: now}
+		rest = after[n:]
+		if i < len(out)-1 {
+			if rest, ok1 = strings.CutPrefix(rest, " "); !ok1 {
+				return fmt.Errorf("the claim script's answer about claim %d of %d is cut or malformed: %.200q", i+2, len(out), rest)
+			}
+		}
+	}
+	if rest != "" {
+		return fmt.Errorf("the claim script answered more than %d claims: %.200q", len(out), rest)
+	}
+	return nil
 }
 
 // Mark records that the API registered seller's sku as productID, by the
@@ -570,9 +593,13 @@ func check(seller, sku, row, hash string) error {
 // recorded, read as shared). Fields after the seventh are ignored, so a later
 // version may append some.
 func parse(v string) (Entry, error) {
-	f := strings.Split(v, "\t")
-	if len(f) < 6 {
-		return Entry{}, fmt.Errorf("%w: %q has %d fields, want 6", ErrUnreadable, v, len(f))
+	var f [7]string // the fields read (an entry is read on every claim and mark: no slice)
+	n, rest := 0, v
+	for more := true; more && n < len(f); n++ {
+		f[n], rest, more = strings.Cut(rest, "\t")
+	}
+	if n < 6 {
+		return Entry{}, fmt.Errorf("%w: %q has %d fields, want 6", ErrUnreadable, v, n)
 	}
 	ms, err := strconv.ParseInt(f[5], 10, 64)
 	if err != nil {
@@ -585,7 +612,7 @@ func parse(v string) (Entry, error) {
 	switch f[0] {
 	case "c":
 		e.State = Claimed
-		e.Shared = len(f) < 7 || f[6] != "0"
+		e.Shared = n < 7 || f[6] != "0"
 	case "r":
 		e.State = Registered
 	default:

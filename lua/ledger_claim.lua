@@ -20,8 +20,10 @@
 --          NFC key has no entry and the NFD form has one, the entry moves to the NFC key as it is (HSET the
 --          NFC key, HDEL the NFD form) and the claim is decided on it.
 --
--- Reply: {now in ms on the Redis clock, verdict, entry, verdict, entry, ...}, a verdict and an entry per
--- claim, in order, the verdict one of
+-- Reply: one string, the Redis clock's now in ms, then for each claim in order its verdict and its
+-- entry, each claim as " <verdict> <bytes of the entry> <entry>" (an entry may hold any byte: its
+-- length says where it ends; one string, so a client reads one value, not two per claim), the
+-- verdict one of
 --   "call"        the row holds the claim (new, renewed, or taken over from a lapsed lease); entry is the
 --                 claim, its 4th field the Idempotency-Key to call the API with. A claim taken over keeps the
 --                 key its first claimer called with, so every call for one SKU uses one key and the API's
@@ -130,12 +132,10 @@ local out = {string.format('%d', now)}
 for i = 3, #ARGV - 4, 5 do
   local note = ARGV[i + 4] ~= '' and aside[ARGV[i + 4]]
   if note then
-    out[#out + 1] = 'aside'
-    out[#out + 1] = note
+    out[#out + 1] = ' aside ' .. #note .. ' ' .. note
   else
     local verdict, entry = decide(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3])
-    out[#out + 1] = verdict
-    out[#out + 1] = entry
+    out[#out + 1] = ' ' .. verdict .. ' ' .. #entry .. ' ' .. entry
   end
 end
 if #order > 0 then
@@ -149,4 +149,4 @@ end
 if #moved > 0 then
   redis.call('HDEL', KEYS[1], unpack(moved))
 end
-return out
+return table.concat(out)
