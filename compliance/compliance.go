@@ -144,8 +144,9 @@ func (r *Recorder) writeRecords(ctx context.Context, seller string, items []reco
 		// call's steps. ARGV: the first call's time and member, the
 		// retention, then the other calls' times and members.
 		args := make([]any, 0, 1+2*len(items))
-		for i, it := range items {
-			args = append(args, it.at, it.member)
+		for i := range items {
+			it := &items[i] // pointed to: the client boxes no value of each call
+			args = append(args, &it.at, &it.member)
 			if i == 0 {
 				args = append(args, r.retention.Microseconds())
 			}
@@ -218,12 +219,22 @@ func (r *Recorder) item(c Call) recordItem {
 	// an answer was lost (the consumer retries on timeouts) rewrites the same
 	// member instead of adding a second call that could show a seller over
 	// its limit. Only a call timed by Redis itself needs a nonce.
-	id := strconv.FormatInt(atMicros, 10)
+	class, key := sanitize(c.Class), sanitize(c.Key)
+	var b strings.Builder // the member, made in one allocation
+	var num [20]byte
+	b.Grow(3 + 1 + len(class) + 1 + len(key) + 1 + 16)
+	b.Write(strconv.AppendInt(num[:0], int64(c.Status), 10))
+	b.WriteByte('|')
+	b.WriteString(class)
+	b.WriteByte('|')
+	b.WriteString(key)
+	b.WriteByte('|')
 	if atMicros == 0 {
-		id = nonce()
+		b.WriteString(nonce())
+	} else {
+		b.Write(strconv.AppendInt(num[:0], atMicros, 10))
 	}
-	member := strconv.Itoa(c.Status) + "|" + sanitize(c.Class) + "|" + sanitize(c.Key) + "|" + id
-	return recordItem{at: atMicros, member: member}
+	return recordItem{at: atMicros, member: b.String()}
 }
 
 // listSeller adds seller to the set of sellers with a history. A separate

@@ -42,7 +42,7 @@ func BenchmarkABatchsRedisWork(b *testing.B) {
 		got    []ledger.ClaimResult
 		rs     []throttle.Reservation
 		calls  []compliance.Call
-		marks  []ledger.Entry
+		marks  []ledger.MarkResult
 		rows   []uploadstatus.RowResult
 	}
 	// newBatch is a batch's rows: new SKUs and keys each round, so every
@@ -51,7 +51,7 @@ func BenchmarkABatchsRedisWork(b *testing.B) {
 	newBatch := func() *batch {
 		round++
 		bt := &batch{claims: make([]ledger.ClaimRequest, n), got: make([]ledger.ClaimResult, n), calls: make([]compliance.Call, n),
-			marks: make([]ledger.Entry, n), rows: make([]uploadstatus.RowResult, n)}
+			marks: make([]ledger.MarkResult, n), rows: make([]uploadstatus.RowResult, n)}
 		for i := range n {
 			id := strconv.Itoa(round*n + i)
 			bt.claims[i] = ledger.ClaimRequest{SKU: "sku-" + id, Row: "key-" + id, Hash: "hash", From: "rows/0/" + id}
@@ -77,18 +77,17 @@ func BenchmarkABatchsRedisWork(b *testing.B) {
 			return err
 		}},
 		{"write-calls", func(bt *batch) error {
-			var after []scriptbatch.Step
 			now := time.Now()
+			settles := make([]throttle.Settled, len(bt.calls))
+			marks := make([]ledger.MarkRequest, len(bt.calls))
 			for i := range bt.calls {
 				bt.calls[i].At = bt.rs[i].At
-				if s, ok := th.SettleStep(bt.rs[i], now); ok {
-					after = append(after, s)
-				}
+				settles[i] = throttle.Settled{Res: bt.rs[i], Answer: now}
 				c := bt.claims[i]
-				s, err := ld.MarkStep("s", c.SKU, c.Row, c.Hash, bt.rows[i].ProductID, &bt.marks[i])
-				if err != nil {
-					return err
-				}
+				marks[i] = ledger.MarkRequest{SKU: c.SKU, Row: c.Row, Hash: c.Hash, ProductID: bt.rows[i].ProductID}
+			}
+			after := th.SettleStep("s", settles)
+			if s, ok := ld.MarkStep("s", marks, bt.marks); ok {
 				after = append(after, s)
 			}
 			return rec.RecordAll(ctx, "s", bt.calls, after...)

@@ -38,9 +38,9 @@ type Throttle interface {
 	ReleaseN(ctx context.Context, seller string, rs []throttle.Reservation) error
 	Release(ctx context.Context, r throttle.Reservation) error
 	// SettleStep and ReleaseStep are Settle and Release as steps of the
-	// batch's write; ok is false when the slot has no part there (what is
-	// left is settled or given back on its own).
-	SettleStep(r throttle.Reservation, at time.Time) (st scriptbatch.Step, ok bool)
+	// batch's write; a call without a part there (Settled.Done false; ok
+	// false) is settled or given back on its own.
+	SettleStep(seller string, calls []throttle.Settled) []scriptbatch.Step
 	ReleaseStep(r throttle.Reservation) (st scriptbatch.Step, ok bool)
 	// Settle tells the throttle a counted call was answered (at: on the
 	// Redis clock, never before the answer; zero: no answer came). The

@@ -26,9 +26,10 @@ type Ledger interface {
 	// request is left to send).
 	ClaimStep(seller string, reqs []ledger.ClaimRequest, into []ledger.ClaimResult) (st scriptbatch.Step, ok bool)
 	Mark(ctx context.Context, seller, sku, row, hash, productID string) (ledger.Entry, error)
-	// MarkStep is Mark as a step of the batch's write (into is filled once
-	// it ran).
-	MarkStep(seller, sku, row, hash, productID string, into *ledger.Entry) (scriptbatch.Step, error)
+	// MarkStep is Mark for a batch's registrations as a step of the batch's
+	// write (into is filled once it ran; at once for a mark the ledger
+	// refuses; ok is false when no request is left to send).
+	MarkStep(seller string, reqs []ledger.MarkRequest, into []ledger.MarkResult) (st scriptbatch.Step, ok bool)
 	Release(ctx context.Context, seller, sku, row string, forget bool) (bool, error)
 	SetAside(ctx context.Context, seller, sku, row, from string, note ledger.AsideNote) (bool, error)
 }
@@ -161,20 +162,26 @@ type marked struct {
 	e            ledger.Entry
 }
 
-// markStep adds the ledger's mark of a registration to the batch's write
-// (conclude): ok when the step is to run (mk.e is filled when it has);
-// false when there is nothing to mark (no registration) or the ledger
-// refused the mark (mk.done then).
-func (s *skuClaim) markStep(res registryclient.Result, mk *marked) (st scriptbatch.Step, ok bool) {
+// markRequest is the ledger's mark of a registration for the batch's write
+// (conclude); ok is false when there is nothing to mark (no registration).
+func (s *skuClaim) markRequest(res registryclient.Result) (q ledger.MarkRequest, ok bool) {
 	if res.Class != registryclient.Registered && res.Class != registryclient.Replayed {
-		return st, false
+		return q, false
 	}
-	st, err := s.c.deps.Ledger.MarkStep(s.r.m.SellerID, s.r.m.Product.SellerSKU, s.by(res), s.hash, res.ProductID, &mk.e)
-	if err != nil {
-		mk.done, mk.e = true, s.unmarkable(res, err)
-		return st, false
+	return ledger.MarkRequest{SKU: s.r.m.Product.SellerSKU, Row: s.by(res), Hash: s.hash, ProductID: res.ProductID}, true
+}
+
+// marked takes a mark's answer from the batch's write (err: the write's):
+// the entry, or the entry of a registration the ledger refuses to hold.
+func (s *skuClaim) marked(res registryclient.Result, got ledger.MarkResult, err error, mk *marked) {
+	switch {
+	case errorsIsInvalid(got.Err):
+		mk.done, mk.e = true, s.unmarkable(res, got.Err)
+	case err != nil || got.Err != nil:
+		mk.failed = true
+	default:
+		mk.done, mk.e = true, got.Entry
 	}
-	return st, true
 }
 
 // by is the Idempotency-Key a registration is recorded under: a 201 is this

@@ -154,8 +154,8 @@ func (m *memThrottle) CheckN(ctx context.Context, seller string, rs []throttle.R
 
 // SettleStep and ReleaseStep have no part in a batch's script: the
 // consumer settles and gives back each slot on its own.
-func (m *memThrottle) SettleStep(throttle.Reservation, time.Time) (scriptbatch.Step, bool) {
-	return scriptbatch.Step{}, false
+func (m *memThrottle) SettleStep(string, []throttle.Settled) []scriptbatch.Step {
+	return nil
 }
 
 func (m *memThrottle) ReleaseStep(throttle.Reservation) (scriptbatch.Step, bool) {

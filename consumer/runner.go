@@ -989,9 +989,7 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 		if unanswered(res) {
 			w.answered = time.Time{}
 		}
-		if st, ok := it.sku.markStep(it.res, &it.mk); ok {
-			w.mark = &st
-		}
+		w.mark, w.marks = it.sku.markRequest(it.res)
 		ws = append(ws, w)
 		failed := (res.Class == registryclient.Transient && !it.cb.outage) || (res.Class == registryclient.Misconfigured && it.cb.own)
 		switch {
@@ -1026,8 +1024,8 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 		}
 		w := ws[wi]
 		wi++
-		if w.mark != nil {
-			it.mk.done, it.mk.failed = err == nil, err != nil
+		if w.marks {
+			it.sku.marked(it.res, w.marked, err, &it.mk)
 		}
 		if finish.Err() != nil {
 			continue // no best-effort write after the drain: the log keeps the call's latest count

@@ -83,7 +83,12 @@ type callWrite struct {
 	res      throttle.Reservation
 	counted  bool
 	answered time.Time // zero: no answer came
-	mark     *scriptbatch.Step
+	// marks: the call registered a product; mark is its mark in the
+	// ledger, marked its answer once the batch ran (or at once, for a mark
+	// the ledger refuses).
+	marks  bool
+	mark   ledger.MarkRequest
+	marked ledger.MarkResult
 	// rest is what of the slot is left to settle or give back once the
 	// batch ran (the app-wide slot, or all of it without steps).
 	rest throttle.Reservation
@@ -97,25 +102,46 @@ func (c *Consumer) writeCalls(ctx context.Context, seller string, ws []callWrite
 	th := c.deps.Throttle
 	var batch []scriptbatch.Step
 	calls := make([]compliance.Call, len(ws))
+	var settles []throttle.Settled
+	var marks []ledger.MarkRequest
 	for i := range ws {
 		w := &ws[i]
 		calls[i] = w.call
 		w.rest = w.res
-		var st scriptbatch.Step
-		ok := false
-		if w.counted {
-			st, ok = th.SettleStep(w.res, w.answered)
-		} else {
-			st, ok = th.ReleaseStep(w.res)
+		switch {
+		case w.counted:
+			settles = append(settles, throttle.Settled{Res: w.res, Answer: w.answered})
+		default:
+			if st, ok := th.ReleaseStep(w.res); ok {
+				batch = append(batch, st)
+				w.rest = w.res.AppWide()
+			}
 		}
-		if ok {
-			batch = append(batch, st)
-			w.rest = w.res.AppWide()
-		}
-		if w.mark != nil {
-			batch = append(batch, *w.mark)
+		if w.marks {
+			marks = append(marks, w.mark)
 		}
 	}
+	batch = append(batch, th.SettleStep(seller, settles)...)
+	for i, j := 0, 0; i < len(ws) && j < len(settles); i++ {
+		if ws[i].counted {
+			if settles[j].Done {
+				ws[i].rest = ws[i].res.AppWide()
+			}
+			j++
+		}
+	}
+	marked := make([]ledger.MarkResult, len(marks))
+	if st, ok := c.deps.Ledger.MarkStep(seller, marks, marked); ok {
+		batch = append(batch, st)
+	}
+	defer func() { // each registration's answer, also for marks the ledger refused at once
+		for i, j := 0, 0; i < len(ws); i++ {
+			if ws[i].marks {
+				ws[i].marked = marked[j]
+				j++
+			}
+		}
+	}()
 	var left []throttle.Reservation // what of the freed slots is left to give back
 	for _, r := range freed {
 		if st, ok := th.ReleaseStep(r); ok {

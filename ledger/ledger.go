@@ -437,33 +437,19 @@ func (l *Ledger) writeClaims(ctx context.Context, seller string, claims []claimA
 }
 
 // readClaimReplies reads ledger_claim.lua's reply into out, a reply per
-// claim: the clock, then " <verdict> <length> <entry>" for each. The
-// verdicts and entries are parts of reply: reading them allocates nothing.
+// claim: the clock, then a verdict and an entry for each (eachAnswer).
 func readClaimReplies(reply string, out []claimReply) error {
-	head, rest, _ := strings.Cut(reply, " ")
-	now, err := strconv.ParseInt(head, 10, 64)
-	if err != nil || (rest == "" && len(out) > 0) {
+	i := strings.IndexByte(reply, ' ')
+	if i < 0 {
+		i = len(reply)
+	}
+	now, err := strconv.ParseInt(reply[:i], 10, 64)
+	if err != nil {
 		return fmt.Errorf("the claim script answered %.200q, want the time in ms, then a verdict and an entry per claim", reply)
 	}
-	for i := range out {
-		verdict, after, ok1 := strings.Cut(rest, " ")
-		size, after, ok2 := strings.Cut(after, " ")
-		n, err := strconv.Atoi(size)
-		if !ok1 || !ok2 || err != nil || n < 0 || n > len(after) {
-			return fmt.Errorf("the claim script's answer about claim %d of %d is cut or malformed: %.200q", i+1, len(out), rest)
-		}
-		out[i] = claimReply{verdict: verdict, entry: after[:n], now: now}
-		rest = after[n:]
-		if i < len(out)-1 {
-			if rest, ok1 = strings.CutPrefix(rest, " "); !ok1 {
-				return fmt.Errorf("the claim script's answer about claim %d of %d is cut or malformed: %.200q", i+2, len(out), rest)
-			}
-		}
-	}
-	if rest != "" {
-		return fmt.Errorf("the claim script answered more than %d claims: %.200q", len(out), rest)
-	}
-	return nil
+	return eachAnswer(reply[i:], len(out), func(i int, verdict, entry string) {
+		out[i] = claimReply{verdict: verdict, entry: entry, now: now}
+	})
 }
 
 // Mark records that the API registered seller's sku as productID, by the
@@ -476,11 +462,15 @@ func (l *Ledger) Mark(ctx context.Context, seller, sku, row, hash, productID str
 	if err := checkMark(seller, sku, row, hash, productID); err != nil {
 		return Entry{}, err
 	}
-	res, err := l.mark.Run(ctx, l.rdb, []string{Key(seller)}, sku, row, hash, productID, l.opts.Retention.Milliseconds()).Result()
+	res, err := l.mark.Run(ctx, l.rdb, []string{Key(seller)}, sku, row, hash, productID, l.opts.Retention.Milliseconds()).Text()
 	if err != nil {
 		return Entry{}, fmt.Errorf("mark seller_sku %s of seller %s registered in the ledger: %w", sku, seller, redisfail.Wrap(err))
 	}
-	return markReply(seller, sku, res)
+	var e [1]MarkResult
+	if err := readMarks(seller, res, []int{0}, []string{sku}, e[:]); err != nil {
+		return Entry{}, err
+	}
+	return e[0].Entry, e[0].Err
 }
 
 func checkMark(seller, sku, row, hash, productID string) error {
@@ -493,36 +483,89 @@ func checkMark(seller, sku, row, hash, productID string) error {
 	return nil
 }
 
-// markReply reads ledger_mark.lua's reply: {marked, entry}.
-func markReply(seller, sku string, v any) (Entry, error) {
-	res, _ := v.([]any)
-	if len(res) != 2 {
-		return Entry{}, fmt.Errorf("mark seller_sku %s of seller %s: unexpected reply %v", sku, seller, v)
-	}
-	s, _ := res[1].(string)
-	e, err := parse(s)
-	if err != nil {
-		return Entry{}, fmt.Errorf("mark seller_sku %s of seller %s: %w", sku, seller, err)
-	}
-	return e, nil
+// MarkRequest is one registration to mark: Mark's arguments.
+type MarkRequest struct {
+	SKU, Row, Hash, ProductID string
 }
 
-// MarkStep is Mark as a step to run in one script with other writes on the
-// seller's hash tag (internal/scriptbatch). Once the batch has run, *into
-// holds the entry Mark would have returned. The error is Mark's for input it
-// refuses (ErrInvalid).
-func (l *Ledger) MarkStep(seller, sku, row, hash, productID string, into *Entry) (scriptbatch.Step, error) {
-	sku = productrules.NormalizeSKU(sku)
-	if err := checkMark(seller, sku, row, hash, productID); err != nil {
-		return scriptbatch.Step{}, err
+// MarkResult is one mark's answer: the entry Mark would have returned, or
+// its error.
+type MarkResult struct {
+	Entry Entry
+	Err   error
+}
+
+// MarkStep is Mark for several registrations of one seller as one step to
+// run in one script with other writes on the seller's hash tag
+// (internal/scriptbatch): one HMGET, one HSET and one PEXPIRE for them all,
+// marked in order as calls of Mark one after the other would be (a SKU marked
+// twice keeps the first). A request the ledger refuses (ErrInvalid) has its
+// Err in into at once; once the batch has run, into[i] holds request i's
+// answer. ok is false when no request is left to send.
+func (l *Ledger) MarkStep(seller string, reqs []MarkRequest, into []MarkResult) (st scriptbatch.Step, ok bool) {
+	// The arguments point into sent, which the step keeps: the client then
+	// boxes no string of each mark.
+	sent := make([]MarkRequest, 0, len(reqs))
+	var at []int
+	var skus []string
+	for i, q := range reqs {
+		q.SKU = productrules.NormalizeSKU(q.SKU)
+		if err := checkMark(seller, q.SKU, q.Row, q.Hash, q.ProductID); err != nil {
+			into[i] = MarkResult{Err: err}
+			continue
+		}
+		sent, at, skus = append(sent, q), append(at, i), append(skus, q.SKU)
 	}
-	return scriptbatch.Step{Script: "ledger_mark.lua", Keys: []string{Key(seller)}, Args: []any{sku, row, hash, productID, l.retentionMs},
-		Joins: 2, // ledger_mark.lua takes marks five values each and replies {marked, entry} for each
-		Reply: func(v any) error {
-			e, err := markReply(seller, sku, v)
-			*into = e
-			return err
-		}}, nil
+	if len(sent) == 0 {
+		return st, false
+	}
+	args := make([]any, 0, 5*len(sent))
+	for i := range sent {
+		q := &sent[i]
+		args = append(args, &q.SKU, &q.Row, &q.Hash, &q.ProductID, l.retentionMs)
+	}
+	return scriptbatch.Step{Script: "ledger_mark.lua", Keys: []string{Key(seller)}, Args: args, Reply: func(v any) error {
+		res, _ := v.(string)
+		return readMarks(seller, res, at, skus, into)
+	}}, true
+}
+
+// readMarks reads ledger_mark.lua's reply about the marks sent (at: their
+// places in into).
+func readMarks(seller, reply string, at []int, skus []string, into []MarkResult) error {
+	err := eachAnswer(reply, len(at), func(j int, marked, entry string) {
+		e, err := parse(entry)
+		if err != nil {
+			err = fmt.Errorf("mark seller_sku %s of seller %s: %w", skus[j], seller, err)
+		}
+		into[at[j]] = MarkResult{Entry: e, Err: err}
+	})
+	if err != nil {
+		return fmt.Errorf("mark %d SKUs of seller %s: the mark script %w", len(at), seller, err)
+	}
+	return nil
+}
+
+// eachAnswer reads n answers of a ledger script, " <word> <bytes> <entry>"
+// each (an entry may hold any byte: its length says where it ends), handing
+// each to fn as parts of reply: reading them allocates nothing.
+func eachAnswer(reply string, n int, fn func(i int, word, entry string)) error {
+	rest := reply
+	for i := range n {
+		after, ok0 := strings.CutPrefix(rest, " ")
+		word, after, ok1 := strings.Cut(after, " ")
+		size, after, ok2 := strings.Cut(after, " ")
+		k, err := strconv.Atoi(size)
+		if !ok0 || !ok1 || !ok2 || err != nil || k < 0 || k > len(after) {
+			return fmt.Errorf("answered %d of %d entries whole, then %.200q", i, n, rest)
+		}
+		fn(i, word, after[:k])
+		rest = after[k:]
+	}
+	if rest != "" {
+		return fmt.Errorf("answered more than %d entries: %.200q", n, rest)
+	}
+	return nil
 }
 
 // Release gives up the claim of the row whose own Idempotency-Key is row.

@@ -529,8 +529,7 @@ func TestClaimsSharingACall(t *testing.T) {
 	}
 }
 
-// TestMarksInOneBatch: the marks of a batch of calls (MarkStep, joined by
-// scriptbatch) leave the ledger and give each row the answer that marking
+// TestMarksInOneBatch: the marks of a batch of calls (MarkStep) leave the ledger and give each row the answer that marking
 // one by one would, in their order: a SKU registered before keeps its first
 // registration, and a SKU marked twice in the batch keeps the first mark.
 // The batch runs one HMGET, one HSET and one PEXPIRE, not four commands a
@@ -548,20 +547,31 @@ func TestMarksInOneBatch(t *testing.T) {
 	for i := 5; i < 45; i++ {
 		marks = append(marks, struct{ sku, row, product string }{fmt.Sprint("SKU-", i), fmt.Sprint("u:", i), fmt.Sprint("p-", i)})
 	}
-	got := make([]Entry, len(marks))
-	var steps []scriptbatch.Step
+	reqs := make([]MarkRequest, len(marks))
 	for i, m := range marks {
-		st, err := l.MarkStep("s1", m.sku, m.row, hashA, m.product, &got[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		steps = append(steps, st)
+		reqs[i] = MarkRequest{SKU: m.sku, Row: m.row, Hash: hashA, ProductID: m.product}
+	}
+	reqs = append(reqs, MarkRequest{SKU: "SKU-TAB", Row: "u:99", Hash: hashA, ProductID: "p\t99"}) // refused before Redis
+	results := make([]MarkResult, len(reqs))
+	st, ok := l.MarkStep("s1", reqs, results)
+	if !ok {
+		t.Fatal("MarkStep sent nothing")
 	}
 	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := scriptbatch.New().Run(ctx, rdb, steps...); err != nil {
+	if err := scriptbatch.New().Run(ctx, rdb, st); err != nil {
 		t.Fatal(err)
+	}
+	if err := results[len(marks)].Err; !errors.Is(err, ErrInvalid) {
+		t.Errorf("a mark whose product id holds a tab: %v, want ErrInvalid", err)
+	}
+	got := make([]Entry, len(marks))
+	for i, r := range results[:len(marks)] {
+		if r.Err != nil {
+			t.Fatalf("mark %d: %v", i, r.Err)
+		}
+		got[i] = r.Entry
 	}
 	calls := testredis.CommandCalls(t, rdb)
 	if h, g, m, p, tm := calls["hset"], calls["hget"], calls["hmget"], calls["pexpire"], calls["time"]; h != 1 || g != 0 || m != 1 || p != 1 || tm != 1 {

@@ -34,7 +34,7 @@
 -- `at` moves nothing, a place already taken is not taken twice.
 local at, id = tonumber(ARGV[1]), ARGV[2]
 if ARGV[4] == 'sliding' then
-  -- ARGV holds one group of four per call (scriptbatch joins a batch's settles of one log): one
+  -- ARGV holds one group of four per call (throttle.Throttle.SettleStep puts a batch's settles of one log in one step): one
   -- ZADD moves every entry earlier on the common path
   local n = #ARGV / 4
   local z, out = {'XX', 'LT', 'CH'}, {}

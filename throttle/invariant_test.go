@@ -217,7 +217,7 @@ func TestASettleAfterTheWindowOfALostEntryIsANoOp(t *testing.T) {
 		}
 		answered := r.At.Add(5 * time.Millisecond)
 		time.Sleep(time.Until(answered.Add(1500 * time.Millisecond))) // long gone from the window
-		st, ok := th.SettleStep(r, answered)
+		st, ok := settleStep(th, r, answered)
 		if ok {
 			if err := scriptbatch.New().Run(ctx, rdb, st); err != nil {
 				t.Errorf("%s: the settle of a lost entry answered %v ago: %v", th.Policy().Kind, time.Since(answered).Round(time.Millisecond), err)
@@ -233,9 +233,9 @@ func TestASettleAfterTheWindowOfALostEntryIsANoOp(t *testing.T) {
 }
 
 // TestABatchsSettlesOfOneLogAreOneZADD: the settles of a seller's calls
-// written in one batch (scriptbatch joins their steps) move every latest
-// count earlier with one ZADD, and still block the log for a call whose
-// entry the log no longer holds.
+// written in one batch (SettleStep) move every latest count earlier with one
+// ZADD, and still block the log for a call whose entry the log no longer
+// holds.
 func TestABatchsSettlesOfOneLogAreOneZADD(t *testing.T) {
 	ctx := context.Background()
 	rdb := startRedis(t).Client()
@@ -246,13 +246,14 @@ func TestABatchsSettlesOfOneLogAreOneZADD(t *testing.T) {
 	for range 4 {
 		rs = append(rs, reserve(t, th, s))
 	}
-	var steps []scriptbatch.Step
+	var calls []Settled
 	for i, r := range rs[:3] {
-		st, ok := th.SettleStep(r, r.At.Add(time.Duration(200*(i+1))*time.Millisecond))
-		if !ok || st.Joins == 0 {
-			t.Fatalf("SettleStep of a sliding log = %+v, %v; want a step that joins", st, ok)
-		}
-		steps = append(steps, st)
+		calls = append(calls, Settled{Res: r, Answer: r.At.Add(time.Duration(200*(i+1)) * time.Millisecond)})
+	}
+	calls = append(calls, Settled{Res: rs[3]}) // no answer: nothing to move
+	steps := th.SettleStep(s, calls)
+	if len(steps) != 1 || !calls[0].Done || !calls[2].Done || calls[3].Done {
+		t.Fatalf("SettleStep of a sliding log: %d steps, done %v %v %v %v; want one step, done for the three answered calls", len(steps), calls[0].Done, calls[1].Done, calls[2].Done, calls[3].Done)
 	}
 	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -281,9 +282,7 @@ func TestABatchsSettlesOfOneLogAreOneZADD(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b := lost.At.Add(300*time.Millisecond), kept.At.Add(300*time.Millisecond)
-	sa, _ := th.SettleStep(lost, a)
-	sb, _ := th.SettleStep(kept, b)
-	if err := scriptbatch.New().Run(ctx, rdb, sa, sb); err != nil {
+	if err := scriptbatch.New().Run(ctx, rdb, th.SettleStep(lost.Seller, []Settled{{Res: lost, Answer: a}, {Res: kept, Answer: b}})...); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := slotsOf(t, rdb, th.keys(kept.Seller).log)[kept.ID], b.Add(-p.Margin); !got.Equal(want) {
@@ -293,6 +292,15 @@ func TestABatchsSettlesOfOneLogAreOneZADD(t *testing.T) {
 	if want := a.Add(p.Window + time.Microsecond); err != nil || !time.UnixMicro(blocked).Equal(want) {
 		t.Errorf("the log is blocked until %v (%v), want a window after the lost call's answer, %v", time.UnixMicro(blocked), err, want)
 	}
+}
+
+// settleStep is SettleStep for one call.
+func settleStep(th *Throttle, r Reservation, answer time.Time) (scriptbatch.Step, bool) {
+	steps := th.SettleStep(r.Seller, []Settled{{Res: r, Answer: answer}})
+	if len(steps) == 0 {
+		return scriptbatch.Step{}, false
+	}
+	return steps[0], true
 }
 
 // commandCalls is how often Redis ran cmd since the last CONFIG RESETSTAT.

@@ -50,7 +50,7 @@ func TestASettledSlotHoldsItsLogUntilItLeavesTheWindow(t *testing.T) {
 						}
 						return
 					}
-					st, ok := th.SettleStep(r, answered)
+					st, ok := settleStep(th, r, answered)
 					if !ok {
 						t.Errorf("SettleStep has nothing to do for a call answered %v after its slot", answered.Sub(r.At))
 						return

@@ -14,9 +14,9 @@ import (
 
 // BenchmarkSettleInACallsBatch measures what the settle adds to the script
 // a consumer writes after a seller's calls (internal/scriptbatch): each
-// call's compliance record and ledger mark, with no settle (a slot that
-// needs none), with a settle step per call, and with the calls' settles
-// joined into one step. Reported: Redis's µs per call (INFO commandstats,
+// call's compliance record, the calls' ledger marks in one step, with no
+// settle (a slot that needs none) and with the calls' settles (SettleStep:
+// one step). Reported: Redis's µs per call (INFO commandstats,
 // so neither the round trip nor the client is counted), for a batch of 4
 // calls of one seller whose log holds a full window of 100 latest counts.
 //
@@ -34,8 +34,7 @@ func BenchmarkSettleInACallsBatch(b *testing.B) {
 	for _, bc := range []struct {
 		name   string
 		settle bool
-		joined bool
-	}{{"no-settle", false, false}, {"step-each", true, false}, {"joined", true, true}} {
+	}{{"no-settle", false}, {"settle", true}} {
 		b.Run(bc.name, func(b *testing.B) {
 			s := seller("cost-" + bc.name)
 			var rs []Reservation
@@ -46,24 +45,24 @@ func BenchmarkSettleInACallsBatch(b *testing.B) {
 			tag := "{s:" + s + "}"
 			batch := func(round int) []scriptbatch.Step {
 				var steps []scriptbatch.Step
+				var marks []any
+				var settles []Settled
 				for i := range calls {
 					r := rs[(round*calls+i)%len(rs)]
 					key := "k-" + strconv.Itoa(round) + "-" + strconv.Itoa(i)
 					steps = append(steps,
 						scriptbatch.Step{Script: "compliance_record.lua", Keys: []string{"bulkreg:" + tag + ":calls"},
-							Args: []any{r.At.UnixMicro(), "201|registered|" + key + "|1", int64(1) << 50}},
-						scriptbatch.Step{Script: "ledger_mark.lua", Keys: []string{"bulkreg:" + tag + ":ledger"},
-							Args: []any{"sku-" + key, key, "h", "p-" + key, 3_600_000}, Joins: 2})
-					if bc.settle {
-						st, ok := th.SettleStep(r, r.At.Add(5*time.Millisecond))
-						if !ok {
-							b.Fatal("no settle step")
-						}
-						if !bc.joined {
-							st.Joins = 0
-						}
-						steps = append(steps, st)
+							Args: []any{r.At.UnixMicro(), "201|registered|" + key + "|1", int64(1) << 50}})
+					marks = append(marks, "sku-"+key, key, "h", "p-"+key, 3_600_000)
+					settles = append(settles, Settled{Res: r, Answer: r.At.Add(5 * time.Millisecond)})
+				}
+				steps = append(steps, scriptbatch.Step{Script: "ledger_mark.lua", Keys: []string{"bulkreg:" + tag + ":ledger"}, Args: marks})
+				if bc.settle {
+					st := th.SettleStep(s, settles)
+					if len(st) != 1 {
+						b.Fatalf("%d settle steps, want 1", len(st))
 					}
+					steps = append(steps, st...)
 				}
 				return steps
 			}

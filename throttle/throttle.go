@@ -801,19 +801,23 @@ func (t *Throttle) sellerMoves(r Reservation, answer time.Time) bool {
 // sellerSettle is settle.lua's keys and arguments for r's call in the
 // seller's own log, answered at answer, by the policy's kind.
 func (t *Throttle) sellerSettle(r Reservation, answer time.Time) (ks []string, args []any) {
-	switch t.p.Kind {
-	case Sliding:
-		ks = []string{"bulkreg:{s:" + r.Seller + "}:log", "bulkreg:{s:" + r.Seller + "}:block"}
-	case TokenBucket:
-		k := t.keys(r.Seller)
-		ks = []string{k.log, k.block, k.tat}
-	default:
-		k := t.keys(r.Seller)
-		ks = []string{k.log, k.block}
-	}
 	args = make([]any, 2, 2+len(t.settleTail))
 	args[0], args[1] = t.settledCount(r, answer).UnixMicro(), r.ID
-	return ks, append(args, t.settleTail...)
+	return t.settleKeys(r.Seller), append(args, t.settleTail...)
+}
+
+// settleKeys are settle.lua's keys for the seller's log, by the policy's kind.
+func (t *Throttle) settleKeys(seller string) []string {
+	switch t.p.Kind {
+	case Sliding:
+		return []string{"bulkreg:{s:" + seller + "}:log", "bulkreg:{s:" + seller + "}:block"}
+	case TokenBucket:
+		k := t.keys(seller)
+		return []string{k.log, k.block, k.tat}
+	default:
+		k := t.keys(seller)
+		return []string{k.log, k.block}
+	}
 }
 
 // settledCount is where a settle puts the entry of r's call, answered at
@@ -847,24 +851,52 @@ func (r Reservation) AppWide() Reservation {
 	return r
 }
 
-// SettleStep is Settle's part in the seller's own log, as a step to run in
-// one script with the call's other writes on the seller's hash tag
-// (internal/scriptbatch). ok is false when there is no such part (no seller
-// slot, or an answer that moves nothing: Settle then does nothing for it
-// either); the rest of r (the app-wide slot) is Settle's to do, with
-// r.AppWide().
-func (t *Throttle) SettleStep(r Reservation, answer time.Time) (s scriptbatch.Step, ok bool) {
-	if r.ID == "" || r.Seller == "" || !t.sellerMoves(r, answer) {
-		return s, false
+// Settled is one answered call for SettleStep: its slot and when its answer
+// came (zero: no answer came).
+type Settled struct {
+	Res    Reservation
+	Answer time.Time
+	// Done is set by SettleStep when a step takes care of the call's seller
+	// slot: what is left, Res.AppWide() (the app-wide slot), is Settle's.
+	Done bool
+}
+
+// SettleStep is Settle's part in the seller's own log for answered calls of
+// one seller, as steps to run in one script with the calls' other writes on
+// the seller's hash tag (internal/scriptbatch): under a sliding log one step,
+// one ZADD moving every entry; a step per call under the other policies. A
+// call without a step (Done false: no slot of this seller, or an answer that
+// moves nothing) has nothing to do in the seller's log; Settle then does
+// nothing there either.
+func (t *Throttle) SettleStep(seller string, calls []Settled) []scriptbatch.Step {
+	var steps []scriptbatch.Step
+	var args []any
+	var ats []int64 // the places, which args point to: the client boxes no value of each call
+	for i := range calls {
+		c := &calls[i]
+		r := c.Res
+		if r.ID == "" || r.Seller != seller || seller == "" || !t.sellerMoves(r, c.Answer) {
+			continue
+		}
+		c.Done = true
+		answer := t.answered(r, c.Answer)
+		if t.p.Kind != Sliding {
+			ks, a := t.sellerSettle(r, answer)
+			steps = append(steps, scriptbatch.Step{Script: "settle.lua", Keys: ks, Args: a})
+			continue
+		}
+		if ats == nil {
+			ats = make([]int64, 0, len(calls)-i)
+			args = make([]any, 0, (2+len(t.settleTail))*(len(calls)-i))
+		}
+		ats = append(ats, t.settledCount(r, answer).UnixMicro())
+		args = append(args, &ats[len(ats)-1], &c.Res.ID)
+		args = append(args, t.settleTail...)
 	}
-	answer = t.answered(r, answer)
-	ks, args := t.sellerSettle(r, answer)
-	st := scriptbatch.Step{Script: "settle.lua", Keys: ks, Args: args}
-	if t.p.Kind == Sliding {
-		// A batch's settles of one sliding log run as one step, one ZADD.
-		st.Joins = 1
+	if len(args) > 0 {
+		steps = append(steps, scriptbatch.Step{Script: "settle.lua", Keys: t.settleKeys(seller), Args: args})
 	}
-	return st, true
+	return steps
 }
 
 // ReleaseStep is Release's part in the seller's own log as a step (see

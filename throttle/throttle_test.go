@@ -817,7 +817,7 @@ func TestSettleMovesALatestCountEarlierOnly(t *testing.T) {
 		t.Errorf("the reservation wrote %v into the log, want its latest count, the slot + %v = %v", got, reach, want)
 	}
 	answered := r1.At.Add(300 * time.Millisecond)
-	st, ok := one.SettleStep(r1, answered)
+	st, ok := settleStep(one, r1, answered)
 	if !ok {
 		t.Fatal("SettleStep has nothing to do for a call answered 300 ms after its slot, before its latest count")
 	}

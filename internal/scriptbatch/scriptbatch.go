@@ -41,17 +41,6 @@ type Step struct {
 	// as go-redis decodes a script's reply (nil for a Lua false or nil).
 	// Its error is the batch's.
 	Reply func(v any) error
-	// Joins, when above 0, lets the step join the first step of the batch
-	// with the same script, keys and number of arguments that also sets it:
-	// they run as one step there, its ARGV their Args one after the other,
-	// and its reply Joins values for each of them in that order, which are
-	// handed back to each step as its own reply (a slice of Joins values).
-	// The script must take its ARGV as such groups, and the steps it joins
-	// must touch keys no step between them touches: a joined step runs at
-	// the place of the first. A registered row's ledger mark is such a step:
-	// a batch of a seller's calls marks all their SKUs with one HMGET, one
-	// HSET and one PEXPIRE instead of four commands each.
-	Joins int
 }
 
 // Runner runs batches. It keeps the combined script of each set of scripts
@@ -72,7 +61,6 @@ func (r *Runner) Run(ctx context.Context, c redis.Scripter, steps ...Step) error
 	if len(steps) == 0 {
 		return nil
 	}
-	steps = join(steps)
 	var names []string // each script once, sorted: any order of the same scripts is one script
 	nkeys, nargs := 0, 1+3*len(steps)
 	for _, s := range steps {
@@ -116,77 +104,6 @@ func (r *Runner) Run(ctx context.Context, c redis.Scripter, steps ...Step) error
 		}
 	}
 	return nil
-}
-
-// join returns steps with every step that joins an earlier one folded into
-// it (Step.Joins); steps as it is when no step may join another.
-func join(steps []Step) []Step {
-	if !slices.ContainsFunc(steps, func(s Step) bool { return s.Joins > 0 }) {
-		return steps
-	}
-	type shape struct {
-		script string
-		// keys are the step's keys: the first two as they are (a joined
-		// step has one or two), the others joined (no string is made
-		// for each step of a batch's settles and marks).
-		key0, key1, keys    string
-		nkeys, nargs, joins int
-	}
-	first := map[shape]int{}    // the place in out of the step others of its shape join
-	members := map[int][]Step{} // by that place, the steps it stands for
-	out := make([]Step, 0, len(steps))
-	for _, s := range steps {
-		if s.Joins <= 0 {
-			out = append(out, s)
-			continue
-		}
-		k := shape{script: s.Script, nkeys: len(s.Keys), nargs: len(s.Args), joins: s.Joins}
-		switch {
-		case len(s.Keys) > 2:
-			k.keys = strings.Join(s.Keys, "\x00")
-		case len(s.Keys) == 2:
-			k.key0, k.key1 = s.Keys[0], s.Keys[1]
-		case len(s.Keys) == 1:
-			k.key0 = s.Keys[0]
-		}
-		if j, ok := first[k]; ok {
-			members[j] = append(members[j], s)
-			continue
-		}
-		first[k] = len(out)
-		members[len(out)] = []Step{s}
-		out = append(out, s)
-	}
-	for j, ms := range members {
-		if len(ms) > 1 {
-			out[j] = joined(ms)
-		}
-	}
-	return out
-}
-
-// joined is the one step that runs ms, steps of one shape.
-func joined(ms []Step) Step {
-	args := make([]any, 0, len(ms)*len(ms[0].Args))
-	for _, m := range ms {
-		args = append(args, m.Args...)
-	}
-	n := ms[0].Joins
-	return Step{Script: ms[0].Script, Keys: ms[0].Keys, Args: args, Reply: func(v any) error {
-		vs, _ := v.([]any)
-		if len(vs) != n*len(ms) {
-			return fmt.Errorf("run %d %s steps as one: %d values in the reply, want %d", len(ms), ms[0].Script, len(vs), n*len(ms))
-		}
-		for i, m := range ms {
-			if m.Reply == nil {
-				continue
-			}
-			if err := m.Reply(vs[i*n : (i+1)*n : (i+1)*n]); err != nil {
-				return err
-			}
-		}
-		return nil
-	}}
 }
 
 func (r *Runner) script(names []string) (*redis.Script, error) {
