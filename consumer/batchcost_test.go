@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/bulkreg/bulkreg/ledger"
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
+	"github.com/redis/go-redis/v9"
 )
 
 // BenchmarkABatchsRedisWork is the Redis side of one runner batch of 100
@@ -20,7 +22,7 @@ import (
 // asks it (claim and reserve, check, write the calls with their settles and
 // marks, write the rows' results), with the consumer's heap allocations
 // per row: a count, so unlike the bench's CPU figures it does not move with
-// the machine's load. The rows' own data (SKUs, keys) is made before the
+// the machine's load; and Redis's own CPU per row (INFO cpu). The rows' own data (SKUs, keys) is made before the
 // timer; what is counted is what the stores and the Redis client allocate.
 //
 //	go test -run '^$' -bench ABatchsRedisWork -benchtime 200x ./consumer/
@@ -110,6 +112,7 @@ func BenchmarkABatchsRedisWork(b *testing.B) {
 			}
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
+			cpu := redisCPU(b, rdb)
 			b.ResetTimer()
 			for i := range b.N {
 				if err := step.run(bts[i]); err != nil {
@@ -118,9 +121,33 @@ func BenchmarkABatchsRedisWork(b *testing.B) {
 			}
 			b.StopTimer()
 			runtime.ReadMemStats(&after)
+			cpu = redisCPU(b, rdb) - cpu
 			rows := float64(b.N * n)
 			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/rows, "allocs/row")
 			b.ReportMetric(b.Elapsed().Seconds()*1e6/rows, "µs/row")
+			b.ReportMetric(cpu/rows, "redis-cpu-µs/row")
 		})
 	}
+}
+
+// redisCPU is the CPU redis-server has used, in µs (INFO cpu: user and
+// system), so the steps' Redis cost is told from the client's.
+func redisCPU(b *testing.B, rdb *redis.Client) float64 {
+	b.Helper()
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var us float64
+	for line := range strings.SplitSeq(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if k == "used_cpu_sys" || k == "used_cpu_user" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("INFO cpu: %s: %v", line, err)
+			}
+			us += f * 1e6
+		}
+	}
+	return us
 }
