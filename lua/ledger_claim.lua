@@ -92,7 +92,7 @@ local function claim(sku, owner, hash, callKey, shared)
   if callKey ~= owner then
     shared = '1'
   end
-  local e = table.concat({'c', hash, owner, callKey, '', leaseEnd, shared}, '\t')
+  local e = 'c\t' .. hash .. '\t' .. owner .. '\t' .. callKey .. '\t\t' .. leaseEnd .. '\t' .. shared
   if written[sku] == nil then order[#order + 1] = sku end
   written[sku], entries[sku] = e, e
   return 'call', e

@@ -33,7 +33,7 @@ for m, sku in ipairs(skus) do
       local t = redis.call('TIME')
       now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
     end
-    local e = table.concat({'r', ARGV[i + 3], ARGV[i + 2], '', ARGV[i + 4], now}, '\t')
+    local e = 'r\t' .. ARGV[i + 3] .. '\t' .. ARGV[i + 2] .. '\t\t' .. ARGV[i + 4] .. '\t' .. now
     by[sku] = e
     set[#set + 1], set[#set + 2] = sku, e
     out[#out + 1] = ' 1 ' .. #e .. ' ' .. e
