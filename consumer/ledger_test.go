@@ -275,6 +275,55 @@ func TestARegistrationOverAnotherIsReportedTwice(t *testing.T) {
 	}
 }
 
+// tabbedProductIDs answers every registration with a product id the ledger
+// cannot hold (a tab in it), as an API might.
+type tabbedProductIDs struct{ Registry }
+
+func (r tabbedProductIDs) Register(ctx context.Context, seller, key string, p bulkreg.Product) registryclient.Result {
+	res := r.Registry.Register(ctx, seller, key, p)
+	if res.ProductID != "" {
+		res.ProductID += "\tx"
+	}
+	return res
+}
+
+// TestARegistrationTheLedgerCannotHold: the API registers rows under product
+// ids the ledger refuses (a tab): the batch's other writes go on, each row is
+// finished registered under its product id (it was registered; calling again
+// would not help), and no row is called twice.
+func TestARegistrationTheLedgerCannotHold(t *testing.T) {
+	s := newStack(t, stackOptions{partitions: 1, limit: 100, window: 2 * time.Second, margin: 50 * time.Millisecond})
+	rc, err := registryclient.New(registryclient.Options{BaseURL: s.api.URL, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.startConsumer(func(_ *Config, d *Deps) { d.Circuit, d.Registry = closedBreaker{}, tabbedProductIDs{rc} })
+	store := uploadstatus.New(s.rdb, time.Hour)
+	skus := []string{"T-1", "T-2", "T-3"}
+	s.publishSKUs("up-t", "seller-t", skus)
+	st := s.waitDone(store, "up-t", len(skus))
+	if len(st.Rows) != len(skus) {
+		t.Fatalf("up-t's rows: %+v, want %d", st.Rows, len(skus))
+	}
+	for _, r := range st.Rows {
+		if r.State != uploadstatus.Registered || !strings.HasSuffix(r.ProductID, "\tx") {
+			t.Errorf("row %d: %+v; want registered under its product id with the tab", r.Row, r)
+		}
+	}
+	if a := s.audit("seller-t"); a.Accepted != len(skus) {
+		t.Errorf("sandbox: %d registrations accepted, want %d, one per row", a.Accepted, len(skus))
+	}
+	es, err := ledger.New(s.rdb, ledger.Options{}).Lookup(context.Background(), "seller-t", skus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sku := range skus {
+		if e := es[sku]; e.State == ledger.Registered {
+			t.Errorf("the ledger holds %s as registered (%+v); it cannot hold a product id with a tab", sku, e)
+		}
+	}
+}
+
 // TestLedgerConflictAndRefusal: an SKU registered before with other content
 // fails without a call; a row the API refuses (422) forgets its claim so a
 // fixed row of a later upload registers under its own key.

@@ -134,14 +134,21 @@ func (c *Consumer) writeCalls(ctx context.Context, seller string, ws []callWrite
 	if st, ok := c.deps.Ledger.MarkStep(seller, marks, marked); ok {
 		batch = append(batch, st)
 	}
-	defer func() { // each registration's answer, also for marks the ledger refused at once
+	// Each registration's answer: a mark the ledger refused has it at once;
+	// the others once the write is done (a write left behind by the drain
+	// may still fill them in, so they are read only after a write that
+	// returned).
+	answers := func(written bool) {
 		for i, j := 0, 0; i < len(ws); i++ {
 			if ws[i].marks {
-				ws[i].marked = marked[j]
+				if written || errorsIsInvalid(marked[j].Err) {
+					ws[i].marked = marked[j]
+				}
 				j++
 			}
 		}
-	}()
+	}
+	answers(false)
 	var left []throttle.Reservation // what of the freed slots is left to give back
 	for _, r := range freed {
 		if st, ok := th.ReleaseStep(r); ok {
@@ -159,7 +166,9 @@ func (c *Consumer) writeCalls(ctx context.Context, seller string, ws []callWrite
 	err := c.untilRedis(ctx, "record the calls in the compliance history", c.log, func(ctx context.Context) error {
 		return leaving(ctx, func(ctx context.Context) error { return c.deps.Calls.RecordAll(ctx, seller, calls, batch...) })
 	})
-	if err != nil {
+	if err == nil {
+		answers(true)
+	} else {
 		for i := range ws {
 			ws[i].rest = ws[i].res // the steps did not run: try the slots on their own
 		}
