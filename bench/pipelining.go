@@ -59,6 +59,9 @@ func brief(r result) string {
 	if r.WakesPerRow != nil {
 		s += fmt.Sprintf(", wakes %.1f/row", *r.WakesPerRow)
 	}
+	if r.GCCycles != nil {
+		s += fmt.Sprintf(", %.0f GC cycles", *r.GCCycles)
+	}
 	s += fmt.Sprintf(", peak rss %.1f MiB", r.PeakRSSMiBMax)
 	return s
 }

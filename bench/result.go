@@ -74,6 +74,9 @@ type result struct {
 	// WakesPerRow is nil when the consumer binary does not export
 	// go_sched_latencies_seconds.
 	WakesPerRow *float64 `json:"consumer_goroutine_wakes_per_registered_row,omitempty"`
+	// GCCycles is nil when the consumer binary does not export
+	// go_gc_duration_seconds.
+	GCCycles *float64 `json:"consumer_gc_cycles,omitempty"`
 	// Nil when the consumer binary has no round-trip counter (older builds).
 	RoundTrips             *float64 `json:"redis_round_trips"`
 	RoundTripsPerRow       *float64 `json:"redis_round_trips_per_registered_row"`
@@ -115,7 +118,8 @@ func definitions() map[string]string {
 		"publish_s":                                             "time to publish every row to the broker (acks from all replicas); publish_to_last_registration_s counts from the same start",
 		"consumer_cpu_us_per_registered_row":                    "user + system CPU of all consumer processes (/proc/PID/stat, 10 ms ticks) from just before publishing to 1 s after the last registration, ÷ registered_rows",
 		"consumer_heap_allocs_per_registered_row":               "heap allocations of all consumer processes (go_memstats_mallocs_total) over the same span ÷ registered_rows: a count, so unlike CPU it does not move with the machine's load",
-		"consumer_goroutine_wakes_per_registered_row":           "goroutines made runnable and run in all consumer processes over the same span (8 × the count of go_sched_latencies_seconds, which the Go runtime samples one in 8 of) ÷ registered_rows: every hand-off between goroutines, the timers' and the network poller's wakes included",
+		"consumer_goroutine_wakes_per_registered_row":           "goroutines made runnable and run in all consumer processes over the same span (8 × the count of go_sched_latencies_seconds, which the Go runtime samples one in 8 of) ÷ registered_rows: every hand-off between goroutines, the timers' and the network poller's wakes included, and every time the GC's background sweeper yields to a runnable goroutine (so the figure moves with consumer_gc_cycles)",
+		"consumer_gc_cycles":                                    "GC cycles completed in all consumer processes over the same span (go_gc_duration_seconds_count)",
 		"redis_round_trips_per_registered_row":                  "the consumers' bulkreg_consumer_redis_roundtrips_total over the same span ÷ registered_rows: one per command or pipeline a Redis node received; null when the consumer binary has no such counter",
 		"redis_commands_sent_per_registered_row":                "the consumers' bulkreg_consumer_redis_commands_total over the same span ÷ registered_rows (a script is one command)",
 		"redis_commands_executed_per_registered_row":            "redis-server's total_commands_processed over the same span ÷ registered_rows (commands run inside scripts included)",

@@ -281,6 +281,9 @@ func run(ctx context.Context, sc scenario, pipelining, bin, parent string, pprof
 		// it makes runnable and runs.
 		res.WakesPerRow = ptr(round(perRow(wakes * schedTrackingPeriod)))
 	}
+	if cycles, ok := counted(before, after, "go_gc_duration_seconds_count"); ok {
+		res.GCCycles = ptr(cycles)
+	}
 	res.Counters = map[string]float64{}
 	for _, name := range diagnostics {
 		sum, ok := 0.0, true
