@@ -714,15 +714,17 @@ func TestShutdownGivesSlotsBack(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	f.publish("u", "s", 20)
-	// 5 calls in progress, the other 15 rows wait for their slots. The
-	// runner's batch holds slots (the rows of the first fetch, up to 5),
-	// its other rows wait without: a batch is booked after the one before.
-	inFlight := 5
+	// Calls in progress (at most the 5 due now), the other rows wait for
+	// their slots. The runner's batch holds slots (the rows of the first
+	// fetch, up to 5), its other rows wait without: a batch is booked after
+	// the one before, though a part of a window due now may still start
+	// before the shutdown, so the calls in progress are counted when Run
+	// has returned.
 	testwait.For(t, 5*time.Second, "calls in progress, the other rows waiting", func() bool {
 		f.throttle.mu.Lock()
 		defer f.throttle.mu.Unlock()
-		inFlight = int(f.registry.started.Load())
-		return inFlight > 0 && len(f.throttle.slots["s"]) == inFlight && c.rowsBySeller()["s"] == 20
+		n := int(f.registry.started.Load())
+		return n > 0 && len(f.throttle.slots["s"]) == n && c.rowsBySeller()["s"] == 20
 	})
 	if n := f.registeredCount("u"); n != 0 {
 		t.Fatalf("%d rows already recorded; the test must stop the consumer while the calls are in progress", n)
@@ -735,6 +737,7 @@ func TestShutdownGivesSlotsBack(t *testing.T) {
 		t.Fatalf("consumer did not stop within the drain timeout (%v) + 2 s of its context ending", f.cfg.DrainTimeout)
 	}
 	took := time.Since(stopped)
+	inFlight := int(f.registry.started.Load())
 	t.Logf("stopped in %v with %d calls of %v in progress", took, inFlight, latency)
 	// Run returned only after the calls in progress were answered and recorded.
 	if n := f.registeredCount("u"); n != inFlight {
