@@ -867,7 +867,8 @@ type Settled struct {
 // one ZADD moving every entry; a step per call under the other policies. A
 // call without a step (Done false: no slot of this seller, or an answer that
 // moves nothing) has nothing to do in the seller's log; Settle then does
-// nothing there either.
+// nothing there either. The steps point into calls (the client then boxes
+// no value of each call): calls must not change until they have run.
 func (t *Throttle) SettleStep(seller string, calls []Settled) []scriptbatch.Step {
 	var steps []scriptbatch.Step
 	var args []any
