@@ -172,12 +172,14 @@ func (s *skuClaim) markRequest(res registryclient.Result) (q ledger.MarkRequest,
 }
 
 // marked takes a mark's answer from the batch's write (err: the write's):
-// the entry, or the entry of a registration the ledger refuses to hold.
+// the entry, or, when the ledger refused the mark or answered with an entry
+// it cannot read, the registration as it happened (unmarkable: marking it
+// again would answer the same).
 func (s *skuClaim) marked(res registryclient.Result, got ledger.MarkResult, err error, mk *marked) {
 	switch {
-	case errorsIsInvalid(got.Err):
+	case got.Err != nil && (err == nil || errorsIsInvalid(got.Err)):
 		mk.done, mk.e = true, s.unmarkable(res, got.Err)
-	case err != nil || got.Err != nil:
+	case err != nil:
 		mk.failed = true
 	default:
 		mk.done, mk.e = true, got.Entry

@@ -596,12 +596,13 @@ func sellerReservation(v any, seller, id, op string) (Reservation, error) {
 // sellerReservations reads the reply of reserve.lua for several ids: a line
 // for each, in order.
 func sellerReservations(v any, seller string, ids []string, op string) ([]Reservation, error) {
-	text, _ := v.(string)
+	reply, _ := v.(string)
+	text := reply
 	rs := make([]Reservation, len(ids))
 	for i, id := range ids {
 		line, rest, more := strings.Cut(text, "\n")
 		if more != (i < len(ids)-1) {
-			return nil, fmt.Errorf("throttle: %s for seller %q: %w: the reserve script answered %d lines for %d slots", op, seller, ErrUnavailable, strings.Count(v.(string), "\n")+1, len(ids))
+			return nil, fmt.Errorf("throttle: %s for seller %q: %w: the reserve script answered %d lines for %d slots", op, seller, ErrUnavailable, strings.Count(reply, "\n")+1, len(ids))
 		}
 		r, err := parseReservation(line)
 		if err != nil {
