@@ -585,12 +585,11 @@ func (t *Throttle) reserveSeller(ctx context.Context, seller, id string, notBefo
 // sellerReservation reads a reserve script's reply v, one line, for the
 // seller's request id; op names the step in an error.
 func sellerReservation(v any, seller, id, op string) (Reservation, error) {
-	line, _ := v.(string)
-	r, err := parseReservation(line)
+	rs, err := sellerReservations(v, seller, []string{id}, op)
 	if err != nil {
-		return Reservation{}, fmt.Errorf("throttle: %s for seller %q: %w: %w", op, seller, ErrUnavailable, err)
+		return Reservation{}, err
 	}
-	return r.of(seller, id), nil
+	return rs[0], nil
 }
 
 // sellerReservations reads the reply of reserve.lua for several ids: a line
