@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/internal/testwait"
@@ -16,7 +18,6 @@ import (
 	"github.com/bulkreg/bulkreg/lua"
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
-	"github.com/redis/go-redis/v9"
 )
 
 // commandLog counts the commands Redis ran for a client (answered without

@@ -53,13 +53,12 @@ func (b *backlogCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (b *backlogCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, p := range b.c.group.partitions() {
-		hwm := p.hwm.Load()
-		cp, ok := p.offs.commitPoint()
-		if hwm < 0 || !ok {
+	for _, p := range b.c.group.Partitions() {
+		lag, ok := p.Lag()
+		if !ok {
 			continue // nothing fetched yet: the high watermark is unknown
 		}
-		ch <- prometheus.MustNewConstMetric(b.lag, prometheus.GaugeValue, float64(max(0, hwm-cp)), p.topic, strconv.Itoa(p.id))
+		ch <- prometheus.MustNewConstMetric(b.lag, prometheus.GaugeValue, float64(lag), b.c.cfg.Topic, strconv.Itoa(p.ID()))
 	}
 	up := 0.0
 	if b.c.redis.healthy() {

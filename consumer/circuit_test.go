@@ -18,6 +18,7 @@ import (
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
+	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/producer/upload"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
@@ -328,7 +329,7 @@ func TestRefusalOfBulkregHoldsEveryRow(t *testing.T) {
 			if n := dlqLen(t, s.brokers, s.topic); n != 0 {
 				t.Errorf("%d rows dead-lettered while the API refused bulkreg, want 0", n)
 			}
-			if off := committedOffsets(t, s.brokers, "registrar", s.topic, 1)[0]; off > 0 {
+			if off := testkafka.Committed(t, s.brokers, "registrar", s.topic, 1)[0]; off > 0 {
 				t.Errorf("offset %d committed while no row was registered, want none past the first row", off)
 			}
 			during := watch

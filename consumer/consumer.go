@@ -13,6 +13,7 @@ import (
 
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/compliance"
+	"github.com/bulkreg/bulkreg/internal/kafkagroup"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
@@ -118,7 +119,7 @@ type Consumer struct {
 	deps  Deps
 	log   *slog.Logger
 	m     *metrics
-	group *group
+	group *kafkagroup.Member
 	// runners are the sellers' runners (runner.go), pool the call workers'
 	// queue and starts the process's starts of calls due now.
 	runners *runners
@@ -169,7 +170,7 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 		warm: &warmth{}, turn: newProbeTurn(), clock: newRedisClock(), door: newUploadDoor(deps.Uploads), reports: newSharedDeadline(reportTimeout), slotWrites: newSharedDeadline(slotWriteTimeout),
 		pool: make(chan callJob, 4*cfg.MaxConcurrentCalls), starts: newStartBudget(cfg.MaxDueNow)}
 	c.m = newMetrics(reg, func() float64 {
-		if t := c.group.oldestUnfinished(); !t.IsZero() {
+		if t := c.group.OldestUnfinished(); !t.IsZero() {
 			return time.Since(t).Seconds()
 		}
 		return 0
@@ -178,9 +179,11 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 		w := newKafkaDLQ(cfg.Brokers, bulkreg.DLQTopic(cfg.Topic), cfg.KafkaTransport)
 		c.dlq, c.close = w, w.Close
 	}
-	c.group = newGroup(cfg, log, c.m)
-	c.group.handle = c.dispatch
-	c.group.ready = c.readyToRead
+	c.group = kafkagroup.New(kafkagroup.Config{Brokers: cfg.Brokers, Topic: cfg.Topic, Group: cfg.Group, Dialer: cfg.KafkaDialer, Transport: cfg.KafkaTransport,
+		SessionTimeout: cfg.SessionTimeout, HeartbeatInterval: cfg.HeartbeatInterval, RebalanceTimeout: cfg.RebalanceTimeout, DrainTimeout: cfg.DrainTimeout,
+		CommitInterval: cfg.CommitInterval, MaxInFlight: cfg.MaxInFlight, MaxInFlightPerPartition: cfg.MaxInFlightPerPartition}, log,
+		kafkagroup.Metrics{InFlight: c.m.inFlight, Abandoned: c.m.abandoned, Rebalances: c.m.rebalances, Commits: c.m.commits},
+		kafkagroup.Hooks{Handle: c.dispatch, Ready: c.readyToRead})
 	c.redis = newRedisGate(deps.PingRedis, cfg.RedisProbeInterval, log, c.m.redisDown.Inc)
 	c.runners = newRunners(c)
 	if err := reg.Register(newBacklogCollector(c)); err != nil {
@@ -212,7 +215,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	var stopped atomic.Int64 // when ctx ended, in Unix ns
 	defer context.AfterFunc(ctx, func() { stopped.Store(time.Now().UnixNano()) })()
-	err := c.group.run(ctx)
+	err := c.group.Run(ctx)
 	// The rows settle within the shutdown's drain: its bound keeps the
 	// process inside the session timeout (DrainTimeout + 2 × heartbeat).
 	drainEnd := time.Now()
@@ -270,7 +273,7 @@ func (c *Consumer) Health() error {
 // It names the group otherwise: before the first join, during a
 // rebalance, and from the heartbeat that failed (the coordinator did not
 // answer within kafka-go's 5 s timeout) until the member joins again.
-func (c *Consumer) InGroup() error { return c.group.inGroup() }
+func (c *Consumer) InGroup() error { return c.group.InGroup() }
 
 // RedisHealthy reports whether Redis answered the last probe or call.
 func (c *Consumer) RedisHealthy() bool { return c.redis.healthy() }

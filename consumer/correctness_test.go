@@ -85,7 +85,7 @@ func publishRows(t *testing.T, brokers []string, topic, upload, seller string, n
 		}
 		msgs = append(msgs, kafka.Message{Key: []byte(seller), Value: v})
 	}
-	produce(t, brokers, topic, msgs...)
+	testkafka.Produce(t, brokers, topic, msgs...)
 }
 
 // hookRegistry is a fakeRegistry that runs after(key, n) once the n-th call
@@ -150,7 +150,7 @@ func TestARowIsFinishedOnlyOnceRecorded(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const topic, group = "rows", "recorded"
-			brokers := startBroker(t, 1, topic, bulkreg.DLQTopic(topic))
+			brokers := testkafka.StartShortSessions(t, 1, topic, bulkreg.DLQTopic(topic))
 			srv := startRedis(t)
 			admin := srv.Client()
 			rdb := config.Config{RedisAddrs: []string{srv.Addr}}.RedisClient()
@@ -185,7 +185,7 @@ func TestARowIsFinishedOnlyOnceRecorded(t *testing.T) {
 			testwait.For(t, 10*time.Second, "the row called and Redis broken", broken.Load)
 			time.Sleep(5 * cfg.CommitInterval) // a finished row would be committed by now
 			stop()                             // a rebalance or SIGTERM: the drain runs out while Redis refuses
-			if off := committedOffsets(t, brokers, group, topic, 1)[0]; off > 0 {
+			if off := testkafka.Committed(t, brokers, group, topic, 1)[0]; off > 0 {
 				t.Errorf("committed offset %d after the drain, want ≤ 0: the row was finished without its result", off)
 			}
 
@@ -209,7 +209,7 @@ func TestARowIsFinishedOnlyOnceRecorded(t *testing.T) {
 			if calls != 2 || products != 1 {
 				t.Errorf("%d calls and %d products at the API, want 2 calls (201, then a 200 replay) and 1 product", calls, products)
 			}
-			testwait.For(t, 5*time.Second, "the row committed", func() bool { return committedOffsets(t, brokers, group, topic, 1)[0] == 1 })
+			testwait.For(t, 5*time.Second, "the row committed", func() bool { return testkafka.Committed(t, brokers, group, topic, 1)[0] == 1 })
 		})
 	}
 }
@@ -225,7 +225,7 @@ func TestADrainCannotOutliveTheSession(t *testing.T) {
 		t.Fatalf("the defaults are refused: %v", err)
 	}
 	const topic, group = "rows", "drain"
-	brokers := startBroker(t, 1, topic, bulkreg.DLQTopic(topic))
+	brokers := testkafka.StartShortSessions(t, 1, topic, bulkreg.DLQTopic(topic))
 	reg := &overlapRegistry{first: 3 * time.Second, calls: map[string]int{}, inFlight: map[string]int{}}
 	rdb := testredis.Start(t).Client()
 	th := newMemThrottle(100, time.Second)
@@ -615,6 +615,7 @@ func TestConnectionsStayWarmBetweenWindows(t *testing.T) {
 			var mu sync.Mutex
 			var opened []time.Time
 			var firstCall time.Time
+			warms := 0 // warming requests
 			seen := map[string]bool{}
 			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				mu.Lock()
@@ -626,6 +627,9 @@ func TestConnectionsStayWarmBetweenWindows(t *testing.T) {
 					if r.Method == http.MethodPost {
 						opened = append(opened, time.Now())
 					}
+				}
+				if r.Method != http.MethodPost {
+					warms++
 				}
 				mu.Unlock()
 				if r.Method != http.MethodPost {
@@ -674,6 +678,20 @@ func TestConnectionsStayWarmBetweenWindows(t *testing.T) {
 			}
 			if tc.keepWarm == 0 && second < 4 {
 				t.Errorf("without keep-warm the second window opened only %d connections: the server's idle timeout did not bite, so the test shows nothing", second)
+			}
+			// With every row finished there is nothing to keep warm for:
+			// after a keep-warm interval that may still have begun, no
+			// warming request for ten more.
+			time.Sleep(3 * tc.keepWarm)
+			mu.Lock()
+			before := warms
+			mu.Unlock()
+			time.Sleep(10 * tc.keepWarm)
+			mu.Lock()
+			after := warms
+			mu.Unlock()
+			if after != before {
+				t.Errorf("%d warming requests with no row left to call", after-before)
 			}
 		})
 	}

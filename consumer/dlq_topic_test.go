@@ -6,13 +6,15 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/bulkreg/bulkreg/internal/testkafka"
 )
 
 // TestDeadLetterTopicIsNotCreated: bulkreg never creates topics. With the
 // dead-letter topic missing (on a broker that would create it when asked),
 // a dead letter is a failed write, and the topic still does not exist.
 func TestDeadLetterTopicIsNotCreated(t *testing.T) {
-	brokers := startBroker(t, 1, "rows")
+	brokers := testkafka.StartShortSessions(t, 1, "rows")
 	dlq := newKafkaDLQ(brokers, "rows.dlq", nil)
 	dlq.w.MaxAttempts = 1
 	defer dlq.Close()

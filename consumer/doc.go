@@ -5,14 +5,14 @@
 //
 // # The path of a row
 //
-//	Kafka partition ─▶ reader (pauses at the in-flight caps) ─▶ decode
+//	Kafka partition ─▶ reader (internal/kafkagroup: pauses at the in-flight caps) ─▶ decode
 //	  ─▶ the seller's runner (runner.go: one per partition and seller)
 //	  ─▶ take a batch (up to the throttle's room; starts of calls due now: runbudget.go)
 //	  ─▶ claim the SKUs and reserve the slots, one script (runstore.go)
 //	  ─▶ check the slots, one script at the check lead
 //	  ─▶ at each slot: a call worker (runcall.go): Allow ─▶ registration API ─▶ Report
 //	  ─▶ write the calls, settles and marks, one script; the results, one write per upload
-//	  ─▶ finish the rows (offsets.go) ─▶ the next batch, after this one's answers
+//	  ─▶ finish the rows (kafkagroup.Row.Finish) ─▶ the next batch, after this one's answers
 //
 // A runner owns its seller's queue, slots, calls in flight and next ask,
 // and ends when its queue is empty. Reserving at most MaxWait ahead (a
@@ -48,36 +48,11 @@
 // that cannot be decoded, or whose key names another seller than its value,
 // goes to the dead-letter topic at once.
 //
-// # Why kafka-go's ConsumerGroup/Generation API and not kafka.Reader
+// # Reading and committing
 //
-// kafka.Reader with a GroupID is the usual way to consume a group in kafka-go,
-// and it is wrong for this workload on three counts:
-//
-//   - CommitMessages commits offset+1 of whatever message it is given. Rows
-//     finish out of order (a seller waiting for its window, a retry in
-//     backoff), so committing a finished row can step over an unfinished one
-//     below it, and a crash then loses that row.
-//   - It has no per-partition pause: reading stops for all partitions or none,
-//     so a cap on rows in flight cannot be kept per partition.
-//   - Its commits are sent by a background loop that can deliver an old
-//     generation's commit after a rebalance, for a partition that another
-//     member now owns.
-//
-// With ConsumerGroup/Generation, this package owns those three decisions: each
-// generation gives the partitions assigned to this member with their committed
-// offsets; one goroutine per partition (Generation.Start) reads it through a
-// partition-bound kafka.Reader that stops being asked for messages when the
-// partition's cap is reached; an offsets tracker per partition knows the
-// lowest row not yet finished, and only that is committed (an OffsetCommit
-// tagged with this generation's id and member, which the broker refuses once
-// the generation is over), with the rows finished above it named in the
-// commit's metadata so the next owner passes over them (finished.go). The
-// generation's context ends at a
-// rebalance: rows still waiting for a slot give it back, calls in progress
-// finish and are recorded, a last commit is made while the generation is
-// still current, and only then does the member rejoin. No heartbeat is sent
-// meanwhile, so Config.Validate holds the drain within the session timeout
-// (MaxDrainTimeout): the member is never evicted while it is still calling. Rows not finished by
-// then are read again by the next owner; their Idempotency-Key turns the
-// repeated call into a replay (200) instead of a second product.
+// The Kafka side (membership, one reader per assigned partition, the
+// in-flight caps, commits up to the lowest unfinished row with the rows
+// finished above it named in the commit's metadata, the drain at a
+// rebalance) is internal/kafkagroup's: a row reaches this package as a
+// kafkagroup.Row and leaves it finished or given back.
 package consumer

@@ -113,13 +113,13 @@ func (c *Consumer) admit(r *row, log *slog.Logger) bool {
 	var retry backoff.BackOff
 	for {
 		if !c.redis.wait(ctx) {
-			r.giveBack()
+			r.GiveBack()
 			return false
 		}
 		p, err := d.presence(ctx, k, uploadstatus.PresenceQuery{UploadID: r.m.UploadID, SellerID: r.m.SellerID, EnqueuedAt: r.m.EnqueuedAt,
 			Marker: d.markers.For(uploadstatus.MetaKey(r.m.UploadID)), Slack: c.cfg.UploadPresenceSlack})
 		if ctx.Err() != nil {
-			r.giveBack()
+			r.GiveBack()
 			return false
 		}
 		if err == nil {
@@ -134,7 +134,7 @@ func (c *Consumer) admit(r *row, log *slog.Logger) bool {
 				msg = fmt.Sprintf("upload %s belongs to another seller than %s; nothing was registered", r.m.UploadID, r.m.SellerID)
 			}
 			log.Error("a row of an upload that does not exist: sending it to the dead-letter topic", "presence", p.String())
-			c.deadLetter(r, DeadLetter{Original: r.msg, Class: ClassBadMessage, Message: msg, FirstFailure: time.Now()}, log)
+			c.deadLetter(r, DeadLetter{Original: r.Msg, Class: ClassBadMessage, Message: msg, FirstFailure: time.Now()}, log)
 			return false
 		}
 		if unavailable(err) {
@@ -146,7 +146,7 @@ func (c *Consumer) admit(r *row, log *slog.Logger) bool {
 			retry = c.redisBackOff()
 		}
 		if !sleep(ctx, retry.NextBackOff()) {
-			r.giveBack()
+			r.GiveBack()
 			return false
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
@@ -98,10 +99,10 @@ func TestBadMessagesAtTheDoor(t *testing.T) {
 	for i := range many { // rows of one upload reaching the door together share one lookup
 		msgs = append(msgs, row("up-many", i+2, fmt.Sprintf("MANY-%d", i), time.Now()))
 	}
-	produce(t, s.brokers, s.topic, msgs...)
+	testkafka.Produce(t, s.brokers, s.topic, msgs...)
 
 	testwait.For(t, 20*time.Second, "the partition committed to its end", func() bool {
-		return committedOffsets(t, s.brokers, "registrar", s.topic, 1)[0] == int64(len(msgs))
+		return testkafka.Committed(t, s.brokers, "registrar", s.topic, 1)[0] == int64(len(msgs))
 	})
 	dl := readDLQ(t, s.brokers, s.topic, len(bad))
 	byValue := map[string]kafka.Message{}

@@ -8,6 +8,7 @@ import (
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/config"
+	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testproxy"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/ledger"
@@ -27,7 +28,7 @@ import (
 // refuse the final commit.
 func TestADrainKeepsItsBoundWhenRedisDoesNotAnswer(t *testing.T) {
 	const topic, group = "rows", "drain-dark"
-	brokers := startBroker(t, 1, topic, bulkreg.DLQTopic(topic))
+	brokers := testkafka.StartShortSessions(t, 1, topic, bulkreg.DLQTopic(topic))
 	srv := startRedis(t)
 	hole := testproxy.StartBlackhole(t, srv.Addr)
 	rdb := config.Config{RedisAddrs: []string{hole.Addr}}.RedisClient()
@@ -59,7 +60,7 @@ func TestADrainKeepsItsBoundWhenRedisDoesNotAnswer(t *testing.T) {
 		st, err := status.Get(context.Background(), "lit")
 		return err == nil && len(st.Rows) == 2
 	})
-	produce(t, brokers, topic, rowMessage("dark", "s", 3)) // a SKU of its own (the ledger holds sku-1 registered)
+	testkafka.Produce(t, brokers, topic, rowMessage("dark", "s", 3)) // a SKU of its own (the ledger holds sku-1 registered)
 	testwait.For(t, 10*time.Second, "the third row called", func() bool { calls, _ := reg.count(); return calls == 3 })
 	time.Sleep(100 * time.Millisecond) // its writes are on the dark link now
 
@@ -69,7 +70,7 @@ func TestADrainKeepsItsBoundWhenRedisDoesNotAnswer(t *testing.T) {
 	if bound := cfg.DrainTimeout + cfg.HeartbeatInterval + 300*time.Millisecond; took > bound {
 		t.Errorf("the consumer stopped %v after it was told to, want within the drain timeout + a heartbeat (%v)", took, bound)
 	}
-	if off := committedOffsets(t, brokers, group, topic, 1)[0]; off != 2 {
+	if off := testkafka.Committed(t, brokers, group, topic, 1)[0]; off != 2 {
 		t.Errorf("committed offset %d after the drain, want 2: the final commit (the two rows finished before the black hole) did not go out", off)
 	}
 }

@@ -112,7 +112,7 @@ func (l *callLog) maxPerKey() (string, int) {
 func newStack(t *testing.T, o stackOptions) *stack {
 	t.Helper()
 	s := &stack{t: t, topic: bulkreg.DefaultTopic, limit: o.limit, window: o.window, margin: o.margin, global: o.global, calls: &callLog{byKey: map[string]int{}}}
-	s.brokers = startBroker(t, o.partitions, s.topic, bulkreg.DLQTopic(s.topic))
+	s.brokers = testkafka.StartShortSessions(t, o.partitions, s.topic, bulkreg.DLQTopic(s.topic))
 	s.redis = startRedis(t)
 	s.rdb = s.redis.Client()
 	sb, err := sandbox.New(sandbox.Options{Limit: o.limit, Window: o.window, Policy: "sliding", GlobalLimit: o.global.Limit, GlobalWindow: o.global.Window,
@@ -210,7 +210,7 @@ func (s *stack) publish(upload, seller string, n int) {
 		}
 		msgs = append(msgs, kafka.Message{Key: []byte(seller), Value: v})
 	}
-	produce(s.t, s.brokers, s.topic, msgs...)
+	testkafka.Produce(s.t, s.brokers, s.topic, msgs...)
 }
 
 func (s *stack) audit(seller string) sandbox.SellerAudit { return s.sandbox.Audit().Sellers[seller] }
@@ -356,7 +356,7 @@ func TestTransientFailuresAndPoison(t *testing.T) {
 	s.startConsumer()
 	s.waitGroupStable("registrar", 2)
 	s.publish("up-x", "x", 100)
-	produce(t, s.brokers, s.topic, kafka.Message{Key: []byte("x"), Value: []byte(`{"v":1,"upload_id":"up-x","row":0}`)})
+	testkafka.Produce(t, s.brokers, s.topic, kafka.Message{Key: []byte("x"), Value: []byte(`{"v":1,"upload_id":"up-x","row":0}`)})
 	s.publish("up-y", "y", 100)
 	s.waitProducts("x", 100, 20*time.Second)
 	s.waitProducts("y", 100, 20*time.Second)

@@ -61,7 +61,7 @@ func TestAgainstKafka4(t *testing.T) {
 	})
 	testwait.For(t, 10*time.Second, "every partition committed to its end", func() bool {
 		total := int64(0)
-		for _, off := range committedOffsets(t, k.Brokers, "registrar", s.topic, partitions) {
+		for _, off := range testkafka.Committed(t, k.Brokers, "registrar", s.topic, partitions) {
 			total += off
 		}
 		return total == n

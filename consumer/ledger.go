@@ -71,7 +71,7 @@ type skuClaim struct {
 
 func (c *Consumer) newSKUClaim(r *row, log *slog.Logger) *skuClaim {
 	return &skuClaim{c: c, r: r, log: log, own: bulkreg.IdempotencyKey(r.m.UploadID, r.m.Row), hash: r.m.Product.ContentHash(),
-		from: ledger.Record(r.msg.Topic, r.msg.Partition, r.msg.Offset)}
+		from: ledger.Record(r.Msg.Topic, r.Msg.Partition, r.Msg.Offset)}
 }
 
 // claim takes or renews the row's claim on its SKU on its own, outside a
@@ -85,12 +85,12 @@ func (s *skuClaim) claim() bool {
 	redisRetry, busy := c.redisBackOff(), c.redisBackOff()
 	for {
 		if !c.redis.wait(ctx) {
-			r.giveBack()
+			r.GiveBack()
 			return false
 		}
 		cl, err := c.deps.Ledger.Claim(ctx, r.m.SellerID, r.m.Product.SellerSKU, s.own, s.hash, s.from)
 		if ctx.Err() != nil {
-			r.giveBack()
+			r.GiveBack()
 			return false
 		}
 		if err != nil {
@@ -98,7 +98,7 @@ func (s *skuClaim) claim() bool {
 				// The ledger will refuse this row however often it asks:
 				// retried, it would hold its partition's commits for good.
 				s.log.Error("the ledger cannot hold the row's SKU: sending it to the dead-letter topic", "sku", r.m.Product.SellerSKU, "err", err)
-				c.deadLetter(r, DeadLetter{Original: r.msg, Class: ClassBadMessage, Message: err.Error(), FirstFailure: time.Now()}, s.log)
+				c.deadLetter(r, DeadLetter{Original: r.Msg, Class: ClassBadMessage, Message: err.Error(), FirstFailure: time.Now()}, s.log)
 				return false
 			}
 			if unavailable(err) {
@@ -107,7 +107,7 @@ func (s *skuClaim) claim() bool {
 				s.log.Error("claiming the SKU in the ledger failed, retrying", "sku", r.m.Product.SellerSKU, "err", err)
 			}
 			if !sleep(ctx, redisRetry.NextBackOff()) {
-				r.giveBack()
+				r.GiveBack()
 				return false
 			}
 			continue
@@ -123,7 +123,7 @@ func (s *skuClaim) claim() bool {
 			// the latest when its lease ends. No slot is held meanwhile.
 			s.held = false
 			if !sleep(ctx, min(busy.NextBackOff(), cl.RetryIn+time.Millisecond)) {
-				r.giveBack()
+				r.GiveBack()
 				return false
 			}
 		case ledger.Done:

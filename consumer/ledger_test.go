@@ -19,6 +19,7 @@ import (
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
+	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/ledger"
@@ -35,7 +36,7 @@ func TestKeyAndValueNameDifferentSellers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	produce(t, f.brokers, f.topic, kafka.Message{Key: []byte("seller-b"), Value: v})
+	testkafka.Produce(t, f.brokers, f.topic, kafka.Message{Key: []byte("seller-b"), Value: v})
 	f.publish("u2", "seller-a", 1) // a good row behind it, so the test knows the bad one was read
 
 	testwait.For(t, 10*time.Second, "the good row recorded", func() bool { return len(f.status.snapshot()) == 1 })
@@ -78,7 +79,7 @@ func (s *stack) publishSKUs(upload, seller string, skus []string) {
 		}
 		msgs = append(msgs, kafka.Message{Key: []byte(seller), Value: v})
 	}
-	produce(s.t, s.brokers, s.topic, msgs...)
+	testkafka.Produce(s.t, s.brokers, s.topic, msgs...)
 }
 
 func (s *stack) waitDone(store *uploadstatus.Store, upload string, rows int) uploadstatus.Status {
@@ -186,7 +187,7 @@ func TestLapsedClaimIsTakenOverWithItsKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	produce(t, s.brokers, s.topic, kafka.Message{Key: []byte("seller-l"), Value: v})
+	testkafka.Produce(t, s.brokers, s.topic, kafka.Message{Key: []byte("seller-l"), Value: v})
 	st = s.waitDone(store, "up-0", 1)
 	if len(st.Rows) != 1 || st.Rows[0].State != uploadstatus.Registered || st.Rows[0].ProductID != first.ProductID {
 		t.Errorf("up-0's redelivered row: %+v; want registered as %s (its own registration)", st.Rows, first.ProductID)
@@ -346,7 +347,7 @@ func TestLedgerConflictAndRefusal(t *testing.T) {
 		v, _ := json.Marshal(bulkreg.NewMessage("up-1", "seller-c", i+2, p, time.Now()))
 		msgs = append(msgs, kafka.Message{Key: []byte("seller-c"), Value: v})
 	}
-	produce(t, s.brokers, s.topic, msgs...)
+	testkafka.Produce(t, s.brokers, s.topic, msgs...)
 	st := s.waitDone(store, "up-1", 2)
 	rows := map[int]uploadstatus.RowResult{}
 	for _, r := range st.Rows {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
+	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/ledger"
 	"github.com/bulkreg/bulkreg/throttle"
@@ -140,11 +141,11 @@ func TestAClaimOlderThanALossIsTakenAgain(t *testing.T) {
 	deps.Throttle = f.lt
 	runConsumer(t, f.cfg, deps)
 
-	produce(t, f.brokers, f.topic, f.row("u1", 1000))
+	testkafka.Produce(t, f.brokers, f.topic, f.row("u1", 1000))
 	l.passEach(t, pass, 1, 1)
 	testwait.For(t, 5*time.Second, "the first row's slot", func() bool { return f.lt.reserves.Load() >= 1 })
 	f.lose(300 * time.Millisecond)
-	produce(t, f.brokers, f.topic, f.row("u2", 2000))
+	testkafka.Produce(t, f.brokers, f.topic, f.row("u2", 2000))
 	close(pass)
 	f.checkOnce(t)
 }
@@ -167,7 +168,7 @@ func TestAClaimTakenDuringALossHoldIsTakenAgain(t *testing.T) {
 	deps.Throttle = f.lt
 	runConsumer(t, f.cfg, deps)
 	f.lose(700 * time.Millisecond)
-	produce(t, f.brokers, f.topic, f.row("u2", 2000))
+	testkafka.Produce(t, f.brokers, f.topic, f.row("u2", 2000))
 	testwait.For(t, 5*time.Second, "the row's claim", func() bool {
 		return f.rdb.HExists(ctx, ledger.Key("s"), "sku-1").Val()
 	})

@@ -24,6 +24,7 @@ import (
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
+	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/ledger"
@@ -352,7 +353,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, partitions int32, script func(string, int) registryclient.Result) *fixture {
 	topic := "rows"
-	brokers := startBroker(t, partitions, topic, bulkreg.DLQTopic(topic))
+	brokers := testkafka.StartShortSessions(t, partitions, topic, bulkreg.DLQTopic(topic))
 	f := &fixture{t: t, brokers: brokers, topic: topic, cfg: testConfig(brokers, topic),
 		throttle: newMemThrottle(1000, time.Second), registry: newFakeRegistry(script),
 		status: &memStatus{rows: map[string]uploadstatus.RowResult{}}, calls: &memCalls{}}
@@ -426,7 +427,7 @@ func (f *fixture) publish(upload, seller string, rows int) {
 	for i := 1; i <= rows; i++ {
 		msgs = append(msgs, rowMessage(upload, seller, i))
 	}
-	produce(f.t, f.brokers, f.topic, msgs...)
+	testkafka.Produce(f.t, f.brokers, f.topic, msgs...)
 }
 
 // rowMessage is row i of a test upload: SKU sku-i.
@@ -508,7 +509,7 @@ func TestOutcomes(t *testing.T) {
 	f := newFixture(t, 2, script)
 	f.start()
 	f.publish("u1", "s1", 6)
-	produce(t, f.brokers, f.topic, kafka.Message{Key: []byte("s1"), Value: []byte("{not json")})
+	testkafka.Produce(t, f.brokers, f.topic, kafka.Message{Key: []byte("s1"), Value: []byte("{not json")})
 
 	testwait.For(t, 10*time.Second, "6 rows recorded", func() bool { return len(f.status.snapshot()) == 6 })
 	rows := f.status.snapshot()
@@ -599,7 +600,7 @@ func TestOutcomes(t *testing.T) {
 	// Everything was finished, so the commits reach the end of each partition.
 	testwait.For(t, 5*time.Second, "offsets committed to the end", func() bool {
 		sum := int64(0)
-		for _, off := range committedOffsets(t, f.brokers, f.cfg.Group, f.topic, 2) {
+		for _, off := range testkafka.Committed(t, f.brokers, f.cfg.Group, f.topic, 2) {
 			if off > 0 {
 				sum += off
 			}
@@ -759,7 +760,7 @@ func TestShutdownGivesSlotsBack(t *testing.T) {
 	for rows["u:"+strconv.FormatInt(want+1, 10)].State == "registered" {
 		want++
 	}
-	if off := committedOffsets(t, f.brokers, f.cfg.Group, f.topic, 1)[0]; off != want {
+	if off := testkafka.Committed(t, f.brokers, f.cfg.Group, f.topic, 1)[0]; off != want {
 		t.Errorf("committed offset %d, want %d (the lowest unfinished row)", off, want)
 	}
 }
@@ -979,12 +980,12 @@ func TestDeadLetterAckedBeforeFinished(t *testing.T) {
 	dlq.failing.Store(true)
 	f.dlqW = dlq
 	f.start()
-	produce(t, f.brokers, f.topic, kafka.Message{Key: []byte("s"), Value: []byte("{not json")}) // offset 0
-	f.publish("u", "s", 5)                                                                      // offsets 1-5; row 1 always 503
+	testkafka.Produce(t, f.brokers, f.topic, kafka.Message{Key: []byte("s"), Value: []byte("{not json")}) // offset 0
+	f.publish("u", "s", 5)                                                                                // offsets 1-5; row 1 always 503
 	testwait.For(t, 5*time.Second, "rows 2-5 registered", func() bool { return f.registeredCount("u") == 4 })
 	testwait.For(t, 5*time.Second, "both dead letters refused more than once", func() bool { return dlq.attempts.Load() >= 4 })
 	time.Sleep(3 * f.cfg.CommitInterval)
-	if off := committedOffsets(t, f.brokers, f.cfg.Group, f.topic, 1)[0]; off > 0 {
+	if off := testkafka.Committed(t, f.brokers, f.cfg.Group, f.topic, 1)[0]; off > 0 {
 		t.Errorf("committed offset %d while the dead-letter writes fail, want ≤ 0 (the undecodable message at 0 is not finished)", off)
 	}
 	if r, ok := f.status.snapshot()["u:1"]; ok {
@@ -995,7 +996,7 @@ func TestDeadLetterAckedBeforeFinished(t *testing.T) {
 	}
 	dlq.failing.Store(false)
 	testwait.For(t, 5*time.Second, "offsets committed past both dead letters", func() bool {
-		return committedOffsets(t, f.brokers, f.cfg.Group, f.topic, 1)[0] == 6
+		return testkafka.Committed(t, f.brokers, f.cfg.Group, f.topic, 1)[0] == 6
 	})
 	if r := f.status.snapshot()["u:1"]; r.State != "failed" || r.Attempts != 4 {
 		t.Errorf("row 1 = %+v, want failed after 4 attempts once its dead letter was written", r)

@@ -47,12 +47,12 @@ func (c *Consumer) record(r *row, rr uploadstatus.RowResult, result string, log 
 		func(ctx context.Context) error { return c.deps.Status.RecordRow(ctx, r.m.UploadID, rr) })
 	if err != nil {
 		log.Error("could not record the row's result before the drain ended; the row will be read again", "state", rr.State, "err", err)
-		r.giveBack()
+		r.GiveBack()
 		return
 	}
 	c.m.rows.WithLabelValues(result).Inc()
 	log.Debug("row done", "result", result, "product_id", rr.ProductID, "attempts", rr.Attempts)
-	r.finish()
+	r.Finish()
 }
 
 // deadLetter writes the row to the dead-letter topic and, once the broker
@@ -82,18 +82,18 @@ func (c *Consumer) deadLetterHeld(r *row, d DeadLetter, sku *skuClaim, log *slog
 		}
 		log.Error("dead-letter write failed, retrying", "err", err)
 		if !sleep(r.finishCtx(), retry.NextBackOff()) {
-			r.giveBack()
+			r.GiveBack()
 			return
 		}
 	}
 	c.m.dlqWrites.WithLabelValues(d.Class).Inc()
 	if sku != nil && !sku.setAside(d) {
-		r.giveBack()
+		r.GiveBack()
 		return
 	}
 	if d.Class == ClassBadMessage {
 		c.m.rows.WithLabelValues("dead_lettered").Inc()
-		r.finish()
+		r.Finish()
 		return
 	}
 	c.record(r, setAside(d.Class, d.Attempts, d.Detail), "dead_lettered", log)
@@ -112,7 +112,7 @@ func deadLetterOf(r *row, res registryclient.Result, attempts int, first time.Ti
 	if res.Err != nil {
 		msg = res.Err.Error()
 	}
-	return DeadLetter{Original: r.msg, Class: res.Class.String(), Message: msg, Detail: res.SellerDetail(), Attempts: attempts, FirstFailure: first}
+	return DeadLetter{Original: r.Msg, Class: res.Class.String(), Message: msg, Detail: res.SellerDetail(), Attempts: attempts, FirstFailure: first}
 }
 
 func registered(res registryclient.Result, attempts int) uploadstatus.RowResult {

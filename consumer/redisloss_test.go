@@ -17,6 +17,7 @@ import (
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/config"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
+	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testproxy"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/internal/testwait"
@@ -72,7 +73,7 @@ const lossCallTimeout = 250 * time.Millisecond
 func newLossStack(t *testing.T, redisConfig config.Config, window time.Duration) *lossStack {
 	t.Helper()
 	s := &stack{t: t, topic: bulkreg.DefaultTopic, limit: lossLimit, window: window, margin: lossMargin, calls: &callLog{byKey: map[string]int{}}}
-	s.brokers = startBroker(t, 4, s.topic, bulkreg.DLQTopic(s.topic))
+	s.brokers = testkafka.StartShortSessions(t, 4, s.topic, bulkreg.DLQTopic(s.topic))
 	sb, err := sandbox.New(sandbox.Options{Limit: lossLimit, Window: window, Policy: "sliding", Latency: 5 * time.Millisecond, Jitter: 2 * time.Millisecond, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)

@@ -1,27 +1,43 @@
 package consumer
 
 import (
+	"context"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/internal/kafkagroup"
 )
 
 // dispatch is step one for every message read: decode it and queue it on
 // its seller's runner; a message that cannot be decoded goes to the
 // dead-letter topic at once.
-func (c *Consumer) dispatch(r *row) {
-	m, err := bulkreg.DecodeRecord(r.msg.Key, r.msg.Value) // key and value must name one seller
+func (c *Consumer) dispatch(kr *kafkagroup.Row) {
+	r := &row{Row: kr}
+	m, err := bulkreg.DecodeRecord(r.Msg.Key, r.Msg.Value) // key and value must name one seller
 	if err != nil {
 		c.log.Error("undecodable message: sending it to the dead-letter topic",
-			"partition", r.msg.Partition, "offset", r.msg.Offset, "err", err)
-		go c.deadLetter(r, DeadLetter{Original: r.msg, Class: ClassBadMessage, Message: err.Error(), FirstFailure: time.Now()}, c.log)
+			"partition", r.Msg.Partition, "offset", r.Msg.Offset, "err", err)
+		go c.deadLetter(r, DeadLetter{Original: r.Msg, Class: ClassBadMessage, Message: err.Error(), FirstFailure: time.Now()}, c.log)
 		return
 	}
 	r.m = m
 	c.runners.add(r)
 }
+
+// row is a message read from Kafka and its decoded value, from reading
+// until it is finished or given back.
+type row struct {
+	*kafkagroup.Row
+	m bulkreg.Message
+}
+
+// ctx ends when the row should stop waiting (rebalance, shutdown).
+func (r *row) ctx() context.Context { return r.Partition().Ctx() }
+
+// finishCtx ends when even a row whose call was made must stop recording.
+func (r *row) finishCtx() context.Context { return r.Partition().FinishCtx() }
 
 // tries is what one row's attempts have met so far.
 type tries struct {

@@ -15,7 +15,7 @@
 //  5. once every call of the batch is answered, write their compliance
 //     records, settles or give-backs and ledger marks in one script, and
 //     each upload's row results in one write;
-//  6. finish the rows (offsets.go), and go on with the
+//  6. finish the rows (kafkagroup.Row.Finish), and go on with the
 //     next batch, booked after this one's answers.
 //
 // A runner ends when its queue is empty; rows that arrive while a batch is
@@ -41,6 +41,7 @@ import (
 
 	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/compliance"
+	"github.com/bulkreg/bulkreg/internal/kafkagroup"
 	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
@@ -62,7 +63,7 @@ type runners struct {
 }
 
 type runnerKey struct {
-	p      *partition
+	p      *kafkagroup.Partition
 	seller string
 }
 
@@ -73,13 +74,13 @@ func newRunners(c *Consumer) *runners {
 // add queues a decoded row on its seller's runner, starting the runner when
 // it is not running.
 func (rs *runners) add(r *row) {
-	k := runnerKey{r.part, r.m.SellerID}
+	k := runnerKey{r.Partition(), r.m.SellerID}
 	it := &item{r: r, queued: time.Now()}
 	rs.mu.Lock()
 	rn := rs.m[k]
 	if rn == nil {
-		rn = &runner{c: rs.c, rs: rs, p: r.part, seller: k.seller, wake: make(chan struct{}, 1), room: rs.c.deps.Throttle.Policy().Limit, dueNow: true, unanswered: map[*item]bool{}}
-		rn.log = rs.c.log.With("seller", k.seller, "partition", r.part.id)
+		rn = &runner{c: rs.c, rs: rs, p: r.Partition(), seller: k.seller, wake: make(chan struct{}, 1), room: rs.c.deps.Throttle.Policy().Limit, dueNow: true, unanswered: map[*item]bool{}}
+		rn.log = rs.c.log.With("seller", k.seller, "partition", r.Partition().ID())
 		rs.m[k] = rn
 		if rs.sellers[k.seller] == 0 {
 			rs.c.m.activeSellers.Inc()
@@ -160,7 +161,7 @@ func (rs *runners) rowsBySeller() map[string]int {
 type runner struct {
 	c      *Consumer
 	rs     *runners
-	p      *partition
+	p      *kafkagroup.Partition
 	seller string
 	log    *slog.Logger
 	wake   chan struct{} // a row was queued
@@ -257,7 +258,7 @@ func (rn *runner) run() {
 			rn.c.m.sellersHeld.Dec()
 		}
 	}()
-	ctx := rn.p.ctx
+	ctx := rn.p.Ctx()
 	for {
 		if ctx.Err() != nil {
 			rn.giveBackQueue()
@@ -312,7 +313,7 @@ func (rn *runner) giveBackQueue() {
 	rn.rs.mu.Unlock()
 	rn.c.m.waiting.Sub(float64(len(q)))
 	for _, it := range q {
-		it.r.giveBack()
+		it.r.GiveBack()
 	}
 	settleClaims(q)
 }
@@ -555,7 +556,7 @@ func (rn *runner) admit(b []*item) []*item {
 // SKU claims released (settleClaims).
 func (rn *runner) giveBack(b []*item) {
 	for _, it := range b {
-		it.r.giveBack()
+		it.r.GiveBack()
 	}
 	settleClaims(b)
 }
@@ -633,7 +634,7 @@ func (rn *runner) expireCircuitWait(b []*item, openFor time.Duration) {
 		if first.IsZero() {
 			first = it.queued
 		}
-		return DeadLetter{Original: it.r.msg, Class: registryclient.Transient.String(), Attempts: it.t.attempts, FirstFailure: first,
+		return DeadLetter{Original: it.r.Msg, Class: registryclient.Transient.String(), Attempts: it.t.attempts, FirstFailure: first,
 			Message: fmt.Sprintf("the registration API answered none of the fleet's probes for %s, longer than --seller-hold-limit (%s)", openFor.Round(time.Second), c.cfg.SellerHoldLimit),
 			Detail:  "the marketplace did not answer"}
 	})
@@ -788,7 +789,7 @@ func (rn *runner) claimed(it *item, cl ledger.ClaimResult, later *[]*item) bool 
 	if cl.Err != nil {
 		if errorsIsInvalid(cl.Err) {
 			rn.log.Error("the ledger cannot hold the row's SKU: sending it to the dead-letter topic", "sku", it.r.m.Product.SellerSKU, "err", cl.Err)
-			rn.c.deadLetter(it.r, DeadLetter{Original: it.r.msg, Class: ClassBadMessage, Message: cl.Err.Error(), FirstFailure: time.Now()}, rn.log)
+			rn.c.deadLetter(it.r, DeadLetter{Original: it.r.Msg, Class: ClassBadMessage, Message: cl.Err.Error(), FirstFailure: time.Now()}, rn.log)
 			return false
 		}
 		rn.log.Error("the ledger's entry of the row's SKU cannot be read; asking again later", "sku", it.r.m.Product.SellerSKU, "err", cl.Err)
@@ -887,7 +888,7 @@ func (rn *runner) revoked(group []*item, freed *[]throttle.Reservation) {
 		if it.slot != nil && !it.called {
 			*freed = append(*freed, it.slot.Reservation)
 			it.slot = nil
-			it.r.giveBack()
+			it.r.GiveBack()
 		}
 	}
 }
@@ -931,7 +932,7 @@ func (rn *runner) check(ctx context.Context, group []*item, freed *[]throttle.Re
 		*freed = append(*freed, s.Reservation)
 		it.slot = nil
 		if ctx.Err() != nil {
-			it.r.giveBack()
+			it.r.GiveBack()
 			continue
 		}
 		again = append(again, it)
@@ -944,7 +945,7 @@ func (rn *runner) check(ctx context.Context, group []*item, freed *[]throttle.Re
 // finishes the rows, queueing again the rows that try again.
 func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 	c := rn.c
-	finish := rn.p.finishCtx
+	finish := rn.p.FinishCtx()
 	var ws []callWrite
 	// Whose is a failure (5xx, timeout, a refusal the circuit judged the
 	// seller's): the row's own when a call of its seller sent with it or
@@ -1058,7 +1059,7 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 		it.slot = nil
 		if !it.made {
 			if it.r.ctx().Err() != nil {
-				it.r.giveBack()
+				it.r.GiveBack()
 				continue
 			}
 			if it.missed {
@@ -1265,7 +1266,7 @@ func (rn *runner) block(res registryclient.Result) {
 	if res.Scope == registryclient.ScopeApp {
 		what, block = "the app-wide limit", func(ctx context.Context) error { return c.deps.Throttle.BlockGlobal(ctx, retryAfter) }
 	}
-	if err := c.untilRedis(rn.p.ctx, "block "+what+" in the throttle", rn.log, block); err != nil {
+	if err := c.untilRedis(rn.p.Ctx(), "block "+what+" in the throttle", rn.log, block); err != nil {
 		rn.log.Warn("could not block "+what+" in the throttle", "err", err)
 	}
 }
@@ -1282,7 +1283,7 @@ func (rn *runner) finish(byUpload map[string][]*item) {
 		for _, it := range its {
 			rr, kind, good := rn.result(it)
 			if !good {
-				it.r.giveBack()
+				it.r.GiveBack()
 				continue
 			}
 			rr.Row = it.r.m.Row
@@ -1291,10 +1292,10 @@ func (rn *runner) finish(byUpload map[string][]*item) {
 		if len(ok) == 0 {
 			continue
 		}
-		if err := c.recordRows(rn.p.finishCtx, upload, rrs); err != nil {
+		if err := c.recordRows(rn.p.FinishCtx(), upload, rrs); err != nil {
 			rn.log.Error("could not record the rows' results before the drain ended; the rows will be read again", "upload_id", upload, "rows", len(ok), "err", err)
 			for _, it := range ok {
-				it.r.giveBack()
+				it.r.GiveBack()
 			}
 			continue
 		}
@@ -1304,7 +1305,7 @@ func (rn *runner) finish(byUpload map[string][]*item) {
 				c.m.rows.WithLabelValues(kinds[i]).Add(float64(n))
 				n = 0
 			}
-			it.r.finish()
+			it.r.Finish()
 		}
 	}
 }
@@ -1327,7 +1328,7 @@ func (rn *runner) result(it *item) (rr uploadstatus.RowResult, kind string, good
 		rn.log.Error("could not record the registration in the ledger before the drain ended; the row will be read again", "row", it.r.m.Row, "product_id", res.ProductID)
 		return rr, "", false
 	case !it.mk.done:
-		err := c.untilRedis(rn.p.finishCtx, "mark the SKU registered in the ledger", rn.log, func(ctx context.Context) error {
+		err := c.untilRedis(rn.p.FinishCtx(), "mark the SKU registered in the ledger", rn.log, func(ctx context.Context) error {
 			var err error
 			e, err = c.deps.Ledger.Mark(ctx, it.r.m.SellerID, it.r.m.Product.SellerSKU, s.by(res), s.hash, res.ProductID)
 			if errorsIsInvalid(err) {

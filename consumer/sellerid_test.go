@@ -9,6 +9,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 )
@@ -27,7 +28,7 @@ func TestBadSellerIDsAreDeadLettered(t *testing.T) {
 		v, _ := json.Marshal(bulkreg.NewMessage("bad-"+strings.Repeat("x", len(id)), id, 1, bulkreg.Product{SellerSKU: "k", Name: "n", CategoryCode: "1", Price: 1, Stock: 1}, time.Now()))
 		msgs = append(msgs, kafka.Message{Key: []byte(id), Value: v})
 	}
-	produce(t, f.brokers, f.topic, msgs...)
+	testkafka.Produce(t, f.brokers, f.topic, msgs...)
 	f.publish("ok", "seller-ok", 1)
 
 	dl := f.dlq(len(bad))

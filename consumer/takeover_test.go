@@ -16,6 +16,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/uploadstatus"
@@ -85,7 +86,7 @@ func publishRow(t *testing.T, s *stack, upload, seller string, row int, p bulkre
 	if err != nil {
 		t.Fatal(err)
 	}
-	produce(t, s.brokers, s.topic, kafka.Message{Key: []byte(seller), Value: v})
+	testkafka.Produce(t, s.brokers, s.topic, kafka.Message{Key: []byte(seller), Value: v})
 }
 
 // TestRefusalAfterATakeoverKeepsTheKey: a row A claims SKU T-1 and its

@@ -66,7 +66,7 @@ func (c *Consumer) keepWarm(ctx context.Context, w Warmer) {
 			return
 		case <-t.C:
 		}
-		n := c.warm.tick(len(c.group.global) > 0)
+		n := c.warm.tick(c.group.RowsInFlight() > 0)
 		taken := 0
 	take:
 		for taken < n {

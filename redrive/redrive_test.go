@@ -39,15 +39,6 @@ type fixture struct {
 	letters []kafka.Message // written to the DLQ, in order
 }
 
-func produce(t *testing.T, brokers []string, topic string, msgs ...kafka.Message) {
-	t.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
-	defer w.Close()
-	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // newFixture creates two uploads and dead-letters rows of them the way the
 // consumer does (original key and value, its headers), plus one bad message.
 func newFixture(t *testing.T) *fixture {
@@ -87,7 +78,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	f.letters = append(f.letters, kafka.Message{Key: []byte("s1"), Value: []byte("not json"), Headers: []kafka.Header{
 		{Key: consumer.HeaderErrorClass, Value: []byte(consumer.ClassBadMessage)}}})
-	produce(t, f.brokers, f.dlq, f.letters...)
+	testkafka.Produce(t, f.brokers, f.dlq, f.letters...)
 	return f
 }
 
@@ -261,7 +252,7 @@ func TestRedriveRepublishesThemOnce(t *testing.T) {
 // again before its first letter was redriven) is sent once.
 func TestTheSameRowTwiceIsSentOnce(t *testing.T) {
 	f := newFixture(t)
-	produce(t, f.brokers, f.dlq, f.letters[0])
+	testkafka.Produce(t, f.brokers, f.dlq, f.letters[0])
 	w := f.writer()
 	defer w.Close()
 	for _, dry := range []bool{true, false} {
@@ -300,7 +291,7 @@ func TestIgnoreStatus(t *testing.T) {
 	// an upload whose status expired
 	p := bulkreg.Product{SellerSKU: "old", Name: "상품", CategoryCode: "50000001", Price: 1, Stock: 1}
 	v, _ := json.Marshal(bulkreg.NewMessage("old", "s3", 1, p, t0))
-	produce(t, f.brokers, f.dlq, kafka.Message{Key: []byte("s3"), Value: v, Headers: []kafka.Header{{Key: consumer.HeaderErrorClass, Value: []byte("transient")}}})
+	testkafka.Produce(t, f.brokers, f.dlq, kafka.Message{Key: []byte("s3"), Value: v, Headers: []kafka.Header{{Key: consumer.HeaderErrorClass, Value: []byte("transient")}}})
 	letters := f.scan(t, f.dlq, Filter{Upload: "old"}).Letters
 	res, err := Run(context.Background(), letters, f.status, w, Options{})
 	if err != nil || res.Sent != 0 || !strings.Contains(res.Outcomes[0].Reason, "--ignore-status") {

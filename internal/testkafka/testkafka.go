@@ -5,6 +5,7 @@ package testkafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -26,6 +27,68 @@ func Start(t testing.TB, partitions int32, topics ...string) []string {
 	}
 	t.Cleanup(c.Close)
 	return c.ListenAddrs()
+}
+
+// StartShortSessions is Start with a broker that accepts the short group
+// session timeouts tests use (kfake's default minimum is 6 s).
+func StartShortSessions(t testing.TB, partitions int32, topics ...string) []string {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topics...), kfake.AllowAutoTopicCreation(),
+		kfake.GroupMinSessionTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatalf("start embedded Kafka broker: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()
+}
+
+// Produce writes msgs to topic, keyed by the hash balancer, acknowledged by
+// every in-sync replica, and fails t when they cannot be written.
+func Produce(t testing.TB, brokers []string, topic string, msgs ...kafka.Message) {
+	t.Helper()
+	// The embedded broker can answer a seeded topic's metadata with
+	// UNKNOWN_TOPIC_OR_PARTITION (rarely, under load). That answer comes
+	// before any message is written (a partial write is a
+	// kafka.WriteErrors, not this), so writing again cannot duplicate one.
+	// Each try has a writer and transport of its own: kafka-go's shared
+	// transport keeps a topic's metadata for 6 s, so five tries 100 ms
+	// apart with one writer would all read the same answer.
+	var err error
+	for range 20 {
+		tr := &kafka.Transport{}
+		w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, Balancer: &kafka.Hash{}, BatchTimeout: 5 * time.Millisecond, BatchSize: 1000, RequiredAcks: kafka.RequireAll,
+			Transport: tr}
+		err = w.WriteMessages(context.Background(), msgs...)
+		w.Close()
+		tr.CloseIdleConnections()
+		if !errors.Is(err, kafka.UnknownTopicOrPartition) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+// Committed reads the group's committed offset of each of topic's first
+// partitions partitions (-1: none committed).
+func Committed(t testing.TB, brokers []string, group, topic string, partitions int) map[int]int64 {
+	t.Helper()
+	client := &kafka.Client{Addr: kafka.TCP(brokers...)}
+	parts := make([]int, partitions)
+	for i := range parts {
+		parts[i] = i
+	}
+	resp, err := client.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: parts}})
+	if err != nil {
+		t.Fatalf("fetch committed offsets: %v", err)
+	}
+	out := map[int]int64{}
+	for _, p := range resp.Topics[topic] {
+		out[p.Partition] = p.CommittedOffset
+	}
+	return out
 }
 
 // WaitGroupStable waits until the consumer group has n members and is

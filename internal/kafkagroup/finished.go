@@ -1,4 +1,4 @@
-package consumer
+package kafkagroup
 
 import (
 	"context"
@@ -105,7 +105,7 @@ func decodeDone(meta string) []int64 {
 // committedDone reads the rows finished above each partition's committed
 // offset, as the last commit's metadata names them. On an error it names
 // none: the rows are then read again.
-func (g *group) committedDone(ctx context.Context, partitions []int) map[int][]int64 {
+func (g *Member) committedDone(ctx context.Context, partitions []int) map[int][]int64 {
 	if len(partitions) == 0 {
 		return nil
 	}
@@ -130,7 +130,7 @@ func (g *group) committedDone(ctx context.Context, partitions []int) map[int][]i
 
 // commitOffsets commits offsets for the generation, each with the rows
 // finished above it (meta). It reports the partitions the broker took.
-func (g *group) commitOffsets(gen *kafka.Generation, offsets map[int]int64, meta map[int]string) (map[int]bool, error) {
+func (g *Member) commitOffsets(gen *kafka.Generation, offsets map[int]int64, meta map[int]string) (map[int]bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	commits := make([]kafka.OffsetCommit, 0, len(offsets))

@@ -1,4 +1,4 @@
-package consumer
+package kafkagroup
 
 import (
 	"math/rand/v2"
