@@ -116,7 +116,7 @@ type Config struct {
 	MissedSlotBackoffMax time.Duration
 	// KeepWarm is how often, while calls pause and rows wait for their
 	// slots, the connections the last calls used are used again (a request
-	// that registers nothing, see Warmer), so neither the API nor a proxy in
+	// that registers nothing, see Registry.Warm), so neither the API nor a proxy in
 	// front closes them as idle between two windows. A call that must
 	// connect first is late by the connect time, unseen. 0: 20 s; negative
 	// turns it off.

@@ -60,6 +60,10 @@ type Throttle interface {
 // Registry is the registration API (*registryclient.Client).
 type Registry interface {
 	Register(ctx context.Context, sellerID, idempotencyKey string, p bulkreg.Product) registryclient.Result
+	// Warm makes about n connections to the API open and idle, with
+	// requests that register nothing, and answers how many answered
+	// (Config.KeepWarm).
+	Warm(ctx context.Context, n int) int
 }
 
 // StatusRecorder keeps the upload's per-row results (*uploadstatus.Store):
@@ -97,8 +101,7 @@ type Deps struct {
 	PingRedis func(context.Context) error
 	// RedisTime reads Redis's clock in a round trip of its own, not queued
 	// behind other commands (redis.UniversalClient.Time, outside any
-	// batching); nil: the clock is learned from the throttle's answers
-	// only. See Config.ClockSync.
+	// batching). See Config.ClockSync.
 	RedisTime func(context.Context) (time.Time, error)
 	// DeadLetters receives rows that will not be registered; nil writes them
 	// to bulkreg.DLQTopic(Config.Topic) on Config.Brokers.
@@ -155,8 +158,8 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 		return nil, fmt.Errorf("consumer settings: %w", err)
 	}
 	cfg = cfg.WithDefaults(deps.Throttle.Policy())
-	if deps.Registry == nil || deps.Status == nil || deps.Calls == nil || deps.Ledger == nil || deps.Circuit == nil || deps.Uploads == nil || deps.Retry == nil || deps.PingRedis == nil {
-		return nil, errors.New("consumer: the registry, status recorder, call recorder, SKU ledger, circuit breaker, upload lookup, retry policy and Redis ping are all required")
+	if deps.Registry == nil || deps.Status == nil || deps.Calls == nil || deps.Ledger == nil || deps.Circuit == nil || deps.Uploads == nil || deps.Retry == nil || deps.PingRedis == nil || deps.RedisTime == nil {
+		return nil, errors.New("consumer: the registry, status recorder, call recorder, SKU ledger, circuit breaker, upload lookup, retry policy, Redis ping and Redis clock are all required")
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -204,10 +207,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 	probeCtx, stopProbe := context.WithCancel(context.Background())
 	defer stopProbe()
 	go c.redis.run(probeCtx)
-	if w, ok := c.deps.Registry.(Warmer); ok && c.cfg.KeepWarm > 0 {
-		go c.keepWarm(probeCtx, w)
+	if c.cfg.KeepWarm > 0 {
+		go c.keepWarm(probeCtx)
 	}
-	if c.deps.RedisTime != nil && c.cfg.ClockSync > 0 {
+	if c.cfg.ClockSync > 0 {
 		go c.syncClock(probeCtx)
 	}
 	for range c.cfg.MaxConcurrentCalls {

@@ -179,7 +179,7 @@ func TestARowIsFinishedOnlyOnceRecorded(t *testing.T) {
 			cfg.Logger = testLogger(t)
 			deps := Deps{Throttle: th, Registry: reg, Status: status, Calls: compliance.NewRecorder(rdb, time.Hour), Ledger: ledger.New(rdb, ledger.Options{}), Circuit: newBreaker(t, rdb), Uploads: knownUploads{},
 				Retry:     registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}},
-				PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }}
+				PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }, RedisTime: timeOf(rdb)}
 			stop := runConsumer(t, cfg, deps)
 			publishRows(t, brokers, topic, "u", "s", 1)
 			testwait.For(t, 10*time.Second, "the row called and Redis broken", broken.Load)
@@ -232,7 +232,7 @@ func TestADrainCannotOutliveTheSession(t *testing.T) {
 	th.steps = redisSteps(rdb)
 	deps := Deps{Throttle: th, Registry: reg, Status: &memStatus{rows: map[string]uploadstatus.RowResult{}},
 		Calls: &memCalls{steps: redisSteps(rdb)}, Ledger: ledger.New(rdb, ledger.Options{}), Circuit: newBreaker(t, rdb), Uploads: knownUploads{}, Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}},
-		PingRedis: func(context.Context) error { return nil }}
+		PingRedis: func(context.Context) error { return nil }, RedisTime: timeOf(rdb)}
 	cfg := testConfig(brokers, topic)
 	cfg.Group = group
 	cfg.Logger = testLogger(t)
@@ -283,6 +283,9 @@ type overlapRegistry struct {
 	inFlight map[string]int
 	overlaps int
 }
+
+// Warm opens nothing: the fake has no connections.
+func (o *overlapRegistry) Warm(context.Context, int) int { return 0 }
 
 func (o *overlapRegistry) Register(ctx context.Context, seller, key string, p bulkreg.Product) registryclient.Result {
 	o.started.Add(1)
@@ -475,7 +478,7 @@ func TestALateRedisAnswerTakesANewSlot(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	runConsumer(t, f.cfg, Deps{Throttle: rt, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: ledger.New(rdb, ledger.Options{}), Circuit: newBreaker(t, rdb), Uploads: knownUploads{},
 		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, Registerer: reg,
-		PingRedis: func(ctx context.Context) error { return direct.Ping(ctx).Err() }})
+		PingRedis: func(ctx context.Context) error { return direct.Ping(ctx).Err() }, RedisTime: timeOf(direct)})
 	proxy.delay.Store(int64(delay))
 	f.publish("u", "s", 1)
 	testwait.For(t, 10*time.Second, "a slot granted", func() bool { rt.mu.Lock(); defer rt.mu.Unlock(); return len(rt.granted) > 0 })
@@ -527,7 +530,7 @@ func TestASlotDoesNotOutliveARedisRestart(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	runConsumer(t, f.cfg, Deps{Throttle: th, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: ledger.New(rdb, ledger.Options{}), Circuit: newBreaker(t, rdb), Uploads: knownUploads{},
 		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, Registerer: reg,
-		PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
+		PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }, RedisTime: timeOf(rdb)})
 	f.publish("u", "s", limit+1)
 	testwait.For(t, 10*time.Second, "the first window's rows registered", func() bool { return f.registeredCount("u") == limit })
 	// The runner books the last row's slot once the first window's calls
@@ -652,7 +655,7 @@ func TestConnectionsStayWarmBetweenWindows(t *testing.T) {
 			f.cfg.KeepWarm = tc.keepWarm
 			f.cfg.MaxLateness = time.Second // this test counts connections, not lateness
 			runConsumer(t, f.cfg, Deps{Throttle: f.throttle, Registry: rc, Status: f.status, Calls: f.calls, Ledger: f.ledger, Circuit: newBreaker(t, f.rdb), Uploads: knownUploads{},
-				Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }})
+				Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }, RedisTime: timeOf(f.rdb)})
 			f.publish("u", "s", 10)
 			testwait.For(t, 10*time.Second, "10 rows registered", func() bool { return f.registeredCount("u") == 10 })
 			mu.Lock()

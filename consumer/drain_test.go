@@ -54,7 +54,7 @@ func TestADrainKeepsItsBoundWhenRedisDoesNotAnswer(t *testing.T) {
 	}}
 	stop := runConsumer(t, cfg, Deps{Throttle: th, Registry: reg, Status: status, Calls: compliance.NewRecorder(rdb, time.Hour), Ledger: ledger.New(rdb, ledger.Options{}), Circuit: newBreaker(t, rdb), Uploads: knownUploads{},
 		Retry:     registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}},
-		PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
+		PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }, RedisTime: timeOf(rdb)})
 	publishRows(t, brokers, topic, "lit", "s", 2)
 	testwait.For(t, 10*time.Second, "the first two rows recorded", func() bool {
 		st, err := status.Get(context.Background(), "lit")

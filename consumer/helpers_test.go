@@ -1,10 +1,13 @@
 package consumer
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -29,4 +32,9 @@ func testConfig(brokers []string, topic string) Config {
 	cfg.CommitInterval = 100 * time.Millisecond
 	cfg.DrainTimeout = MaxDrainTimeout(cfg.SessionTimeout, cfg.HeartbeatInterval) // 1.6 s
 	return cfg
+}
+
+// timeOf is Deps.RedisTime over c.
+func timeOf(c redis.Cmdable) func(context.Context) (time.Time, error) {
+	return func(ctx context.Context) (time.Time, error) { return c.Time(ctx).Result() }
 }

@@ -174,7 +174,7 @@ func (s *stack) startConsumer(opts ...func(*Config, *Deps)) *Consumer {
 	}
 	cfg, deps := s.config(), Deps{Registry: rc, Status: uploadstatus.New(s.rdb, time.Hour),
 		Calls: compliance.NewRecorder(s.rdb, time.Hour), Ledger: ledger.New(s.rdb, ledger.Options{}), Retry: s.retryPolicy(), Circuit: s.breaker(), Uploads: knownUploads{},
-		PingRedis: func(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }, Registerer: prometheus.NewRegistry()}
+		PingRedis: func(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }, RedisTime: timeOf(s.rdb), Registerer: prometheus.NewRegistry()}
 	cfg.CallTimeout = 2 * time.Second // the client's
 	for _, o := range opts {
 		o(&cfg, &deps)

@@ -229,6 +229,9 @@ func newFakeRegistry(script func(key string, n int) registryclient.Result) *fake
 	return &fakeRegistry{script: script, calls: map[string]int{}, products: map[string]string{}}
 }
 
+// Warm opens nothing: the fake has no connections.
+func (f *fakeRegistry) Warm(context.Context, int) int { return 0 }
+
 func (f *fakeRegistry) Register(ctx context.Context, seller, key string, p bulkreg.Product) registryclient.Result {
 	began := time.Now()
 	f.started.Add(1)
@@ -391,7 +394,7 @@ func (f *fixture) newThrottle(limit int, window time.Duration) *memThrottle {
 // that always answers.
 func (f *fixture) deps() Deps {
 	return Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: f.ledger, Circuit: newBreaker(f.t, f.rdb), Uploads: knownUploads{},
-		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }}
+		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, PingRedis: func(context.Context) error { return nil }, RedisTime: timeOf(f.rdb)}
 }
 
 // start runs one consumer until the test ends.
@@ -402,7 +405,7 @@ func (f *fixture) start() *Consumer {
 		retry = registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}
 	}
 	c, err := New(f.cfg, Deps{Throttle: f.throttle, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: f.ledger, Circuit: newBreaker(f.t, f.rdb), Uploads: knownUploads{},
-		Retry: retry,
+		Retry: retry, RedisTime: timeOf(f.rdb),
 		PingRedis: func(context.Context) error {
 			if p := f.pingErr.Load(); p != nil {
 				return *p

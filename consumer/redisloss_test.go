@@ -106,7 +106,7 @@ func (s *lossStack) startConsumer() {
 	}
 	runConsumer(s.t, cfg, Deps{Throttle: th, Registry: rc, Status: uploadstatus.New(rdb, time.Hour),
 		Calls: compliance.NewRecorder(rdb, time.Hour), Ledger: ledger.New(rdb, ledger.Options{}), Circuit: newBreaker(s.t, rdb), Uploads: knownUploads{}, Retry: s.retryPolicy(),
-		PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }, Registerer: prometheus.NewRegistry()})
+		PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }, RedisTime: timeOf(rdb), Registerer: prometheus.NewRegistry()})
 }
 
 // run registers 500 rows of one seller with 4 consumers, calls lose once

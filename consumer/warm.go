@@ -6,15 +6,6 @@ import (
 	"time"
 )
 
-// Warmer is a Registry that can open connections to the API ahead of the
-// calls (*registryclient.Client). The consumer uses it when the Registry
-// has it and Config.KeepWarm is set.
-type Warmer interface {
-	// Warm makes about n connections to the API open and idle, with
-	// requests that register nothing, and answers how many answered.
-	Warm(ctx context.Context, n int) int
-}
-
 // warmth remembers how many calls ran at once lately, so the pause between
 // a seller's windows can keep that many connections open. A call that must
 // connect first reaches the API later than its slot by the connect time (a
@@ -57,7 +48,7 @@ func (w *warmth) tick(rowsInFlight bool) int {
 // ends. The warming requests take free call tokens, never more: together
 // with the calls they stay within MaxConcurrentCalls, so within the
 // client's connections.
-func (c *Consumer) keepWarm(ctx context.Context, w Warmer) {
+func (c *Consumer) keepWarm(ctx context.Context) {
 	t := time.NewTicker(c.cfg.KeepWarm)
 	defer t.Stop()
 	for {
@@ -81,7 +72,7 @@ func (c *Consumer) keepWarm(ctx context.Context, w Warmer) {
 			continue
 		}
 		wctx, cancel := context.WithTimeout(ctx, c.cfg.KeepWarm)
-		answered := w.Warm(wctx, taken)
+		answered := c.deps.Registry.Warm(wctx, taken)
 		cancel()
 		for range taken {
 			<-c.calls

@@ -352,6 +352,7 @@ func (s *Stack) startConsumer(ctx context.Context, n int, o Options, log *slog.L
 		Ledger:    ledger.New(rdb, ledger.Options{}),
 		Retry:     retry,
 		PingRedis: func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+		RedisTime: func(ctx context.Context) (time.Time, error) { return rdb.Time(autopipe.Direct(ctx)).Result() },
 	})
 	if err != nil {
 		rdb.Close()
