@@ -76,7 +76,8 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	c, err := consumer.New(cfg, consumer.Deps{
 		Throttle: th, Registry: rc, Status: uploadstatus.New(rdb, time.Hour), Uploads: uploadstatus.New(rdb, time.Hour), Calls: compliance.NewRecorder(rdb, time.Hour),
 		Ledger: ledger.New(rdb, ledger.Options{}), Retry: registryclient.DefaultRetryPolicy(), PingRedis: func(context.Context) error { return nil }, Registerer: reg,
-		Circuit: br,
+		RedisTime: func(ctx context.Context) (time.Time, error) { return rdb.Time(ctx).Result() },
+		Circuit:   br,
 	})
 	if err != nil {
 		t.Fatal(err)

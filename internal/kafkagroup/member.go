@@ -1,8 +1,9 @@
 // Package kafkagroup is a member of a Kafka consumer group that hands on the
 // rows it reads one at a time and commits each partition only up to its
 // lowest row not yet finished, naming the rows finished above it in the
-// commit's metadata, so that a row is neither lost nor handled twice by the
-// partition's next owner.
+// commit's metadata: no row is lost, and the partition's next owner passes
+// over the rows finished above the commit point. A row finished after the
+// last commit, or not finished at all, is read again.
 //
 // # Why kafka-go's ConsumerGroup/Generation API and not kafka.Reader
 //
@@ -74,7 +75,8 @@ type Config struct {
 	MaxInFlightPerPartition int
 }
 
-// Metrics are the member's own; the caller names and registers them.
+// Metrics are the member's own; the caller names and registers them. Every
+// field is required.
 type Metrics struct {
 	InFlight   prometheus.Gauge       // rows handed on and not finished or given back
 	Abandoned  prometheus.Counter     // rows given back
@@ -82,7 +84,7 @@ type Metrics struct {
 	Commits    *prometheus.CounterVec // by one label: "ok" or "error"
 }
 
-// Hooks are how rows leave the member.
+// Hooks are how rows leave the member. Both are required.
 type Hooks struct {
 	// Handle takes a row and must, in time, finish it or give it back.
 	Handle func(*Row)
@@ -112,11 +114,9 @@ type Member struct {
 	// above its last commit point: a row below them was unfinished when the
 	// partition was revoked, so the commit stopped there. When the
 	// partition comes back, those rows are read again and passed over
-	// instead of handled twice: a row dead-lettered after its attempts
-	// would otherwise be called again and could register, leaving it both
-	// registered and in the dead-letter topic (a seller's rows refused
-	// during an outage of the API's credentials, read again by the same
-	// consumer soon after a rebalance).
+	// instead of handled twice (for the consumer, a row dead-lettered after
+	// its attempts would otherwise be called again and could register,
+	// leaving it both registered and in the dead-letter topic).
 	finished map[int][]int64
 
 	// generation is the ID of the group generation this member is in; 0
@@ -137,11 +137,11 @@ type Partition struct {
 	hwm atomic.Int64
 
 	// ctx ends when the partition is revoked (rebalance) or the member
-	// stops: rows stop waiting and give their slots back.
+	// stops: its rows stop waiting.
 	ctx    context.Context
 	cancel context.CancelFunc
-	// finishCtx ends DrainTimeout later: a call already made must be answered
-	// and recorded before then, or the row is given back unfinished.
+	// finishCtx ends at most DrainTimeout later: work begun on a row must
+	// end by then, or the row is left unfinished.
 	finishCtx    context.Context
 	finishCancel context.CancelFunc
 
@@ -155,9 +155,9 @@ func (p *Partition) ID() int { return p.id }
 // its rows stop waiting.
 func (p *Partition) Ctx() context.Context { return p.ctx }
 
-// FinishCtx ends DrainTimeout after Ctx: work already begun on a row (a
-// call made) must be answered and recorded before then, or the row is
-// given back unfinished.
+// FinishCtx ends at most DrainTimeout after Ctx (sooner once every row let
+// go): work already begun on a row must end by then, or the row is left
+// unfinished and read again by the partition's next owner.
 func (p *Partition) FinishCtx() context.Context { return p.finishCtx }
 
 // Lag is the partition's high watermark as of its last fetch less its
@@ -432,15 +432,14 @@ func (g *Member) release(p *Partition) {
 	<-p.tokens
 }
 
-// drain ends a partition's ownership: rows waiting for a slot give it back,
-// calls in progress get DrainTimeout to finish and be recorded. At the drain
-// timeout every row's remaining work stops (finishCtx: the calls are
-// cancelled, no Redis write starts) and the drain waits one heartbeat more
-// at most, for the rows to let go, before the final commit: a Redis read
-// begun before the timeout is bounded only by the Redis client's read
-// timeout, and a dark link would otherwise hold the commit past the
-// session (drain + 2 × heartbeat ≤ session). A row still busy then is left
-// unfinished and read again by the partition's next owner.
+// drain ends a partition's ownership: its rows are told (Ctx) and get
+// DrainTimeout to be finished or given back. At the drain timeout FinishCtx
+// ends, and the drain waits one heartbeat more at most for the rows to let
+// go before the final commit: work begun before the timeout may be bounded
+// only by a client's own timeout (a Redis read on a dark link), and it must
+// not hold the commit past the session (drain + 2 × heartbeat ≤ session).
+// A row still busy then is left unfinished and read again by the
+// partition's next owner.
 func (g *Member) drain(p *Partition) {
 	p.cancel()
 	done := make(chan struct{})
