@@ -619,6 +619,7 @@ func TestConnectionsStayWarmBetweenWindows(t *testing.T) {
 			var opened []time.Time
 			var firstCall time.Time
 			warms := 0 // warming requests
+			var lastWarm time.Time
 			seen := map[string]bool{}
 			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				mu.Lock()
@@ -633,6 +634,7 @@ func TestConnectionsStayWarmBetweenWindows(t *testing.T) {
 				}
 				if r.Method != http.MethodPost {
 					warms++
+					lastWarm = time.Now()
 				}
 				mu.Unlock()
 				if r.Method != http.MethodPost {
@@ -682,14 +684,21 @@ func TestConnectionsStayWarmBetweenWindows(t *testing.T) {
 			if tc.keepWarm == 0 && second < 4 {
 				t.Errorf("without keep-warm the second window opened only %d connections: the server's idle timeout did not bite, so the test shows nothing", second)
 			}
+			if tc.keepWarm == 0 {
+				return
+			}
 			// With every row finished there is nothing to keep warm for:
-			// after a keep-warm interval that may still have begun, no
-			// warming request for ten more.
-			time.Sleep(3 * tc.keepWarm)
+			// warming stops (a request already on its way may still
+			// land), and then none comes for ten keep-warm intervals.
+			testwait.For(t, 10*time.Second, "warming requests stop once every row is finished", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return time.Since(lastWarm) > 3*tc.keepWarm
+			})
 			mu.Lock()
 			before := warms
 			mu.Unlock()
-			time.Sleep(10 * tc.keepWarm)
+			time.Sleep(10 * tc.keepWarm) // the span over which none may come
 			mu.Lock()
 			after := warms
 			mu.Unlock()

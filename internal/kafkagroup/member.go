@@ -52,7 +52,8 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// Config is what a member needs to know; every field is required.
+// Config is what a member needs to know; every field but Dialer and
+// Transport is required.
 type Config struct {
 	Brokers []string
 	Topic   string
@@ -449,14 +450,14 @@ func (g *Member) drain(p *Partition) {
 	select {
 	case <-done:
 	case <-timer.C:
-		g.log.Warn("consumer: calls still in progress after the drain timeout; their rows will be read again",
+		g.log.Warn("consumer: rows still in progress after the drain timeout; they will be read again",
 			"partition", p.id, "unfinished", p.offs.unfinished())
 		p.finishCancel()
 		timer.Reset(g.cfg.HeartbeatInterval)
 		select {
 		case <-done:
 		case <-timer.C:
-			g.log.Warn("consumer: rows still waiting for Redis a heartbeat after the drain timeout; committing without them, they will be read again",
+			g.log.Warn("consumer: rows still in progress a heartbeat after the drain timeout; committing without them, they will be read again",
 				"partition", p.id, "unfinished", p.offs.unfinished())
 		}
 	}

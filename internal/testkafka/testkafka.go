@@ -51,8 +51,8 @@ func Produce(t testing.TB, brokers []string, topic string, msgs ...kafka.Message
 	// before any message is written (a partial write is a
 	// kafka.WriteErrors, not this), so writing again cannot duplicate one.
 	// Each try has a writer and transport of its own: kafka-go's shared
-	// transport keeps a topic's metadata for 6 s, so five tries 100 ms
-	// apart with one writer would all read the same answer.
+	// transport keeps a topic's metadata for 6 s, so tries 100 ms apart
+	// with one writer would all read the same answer.
 	var err error
 	for range 20 {
 		tr := &kafka.Transport{}
