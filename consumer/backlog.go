@@ -61,7 +61,7 @@ func (b *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(b.lag, prometheus.GaugeValue, float64(lag), b.c.cfg.Topic, strconv.Itoa(p.ID()))
 	}
 	up := 0.0
-	if b.c.redis.healthy() {
+	if b.c.redis.Healthy() {
 		up = 1
 	}
 	ch <- prometheus.MustNewConstMetric(b.redisUp, prometheus.GaugeValue, up)

@@ -38,7 +38,7 @@ const reportTimeout = 2 * time.Second
 // registry calls (the Redis gate), as it does for the throttle.
 func (c *Consumer) circuitDown(err error) {
 	if errors.Is(err, circuit.ErrUnavailable) || unavailable(err) {
-		c.redis.down(err)
+		c.redis.Down(err)
 	} else {
 		c.log.Warn("the circuit breaker failed; no registry call until it answers", "err", err)
 	}
@@ -57,7 +57,7 @@ func (c *Consumer) readyToRead(ctx context.Context) bool {
 	b := c.deps.Circuit
 	retry := c.redisBackOff()
 	for {
-		if !c.redis.wait(ctx) {
+		if !c.redis.Wait(ctx) {
 			return false
 		}
 		if err := b.WaitReady(ctx); err != nil {

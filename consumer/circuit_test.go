@@ -17,6 +17,7 @@ import (
 
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/circuit"
+	"github.com/bulkreg/bulkreg/deadletter"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testwait"
@@ -497,7 +498,7 @@ func TestOneSellersRefusalIsItsOwn(t *testing.T) {
 	for _, l := range letters {
 		var class string
 		for _, h := range l.Headers {
-			if h.Key == HeaderErrorClass {
+			if h.Key == deadletter.HeaderErrorClass {
 				class = string(h.Value)
 			}
 		}

@@ -13,7 +13,9 @@ import (
 
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/compliance"
+	"github.com/bulkreg/bulkreg/deadletter"
 	"github.com/bulkreg/bulkreg/internal/kafkagroup"
+	"github.com/bulkreg/bulkreg/internal/redisclock"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
@@ -82,6 +84,12 @@ type CallRecorder interface {
 	RecordAll(ctx context.Context, seller string, calls []compliance.Call, steps ...scriptbatch.Step) error
 }
 
+// DeadLetterWriter writes dead letters (*deadletter.KafkaWriter);
+// WriteDeadLetter returns once the broker acknowledged the write.
+type DeadLetterWriter interface {
+	WriteDeadLetter(ctx context.Context, d deadletter.Letter) error
+}
+
 // BackOffPolicy makes the backoff of one row's transient failures
 // (registryclient.RetryPolicy).
 type BackOffPolicy interface {
@@ -128,7 +136,7 @@ type Consumer struct {
 	runners *runners
 	pool    chan callJob
 	starts  *startBudget
-	redis   *redisGate
+	redis   *redisfail.Gate
 	dlq     DeadLetterWriter
 	close   func() error
 	calls   chan struct{} // one token per registry call in progress
@@ -140,10 +148,10 @@ type Consumer struct {
 	slotWrites *sharedDeadline
 	warm       *warmth
 	turn       *probeTurn // one runner at a time goes for the circuit's probe
-	clock      *redisClock
+	clock      *redisclock.Clock
 	door       *uploadDoor
 	// reserving counts runners between asking for slots and their calls:
-	// the clock is read on its own only while one needs it (syncClock).
+	// the clock is read on its own only while one needs it (redisclock.Clock.Sync).
 	reserving atomic.Int64
 
 	running atomic.Bool
@@ -170,7 +178,7 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 		reg = prometheus.NewRegistry()
 	}
 	c := &Consumer{cfg: cfg, deps: deps, log: log, dlq: deps.DeadLetters, close: func() error { return nil }, calls: make(chan struct{}, cfg.MaxConcurrentCalls),
-		warm: &warmth{}, turn: newProbeTurn(), clock: newRedisClock(), door: newUploadDoor(deps.Uploads), reports: newSharedDeadline(reportTimeout), slotWrites: newSharedDeadline(slotWriteTimeout),
+		warm: &warmth{}, turn: newProbeTurn(), clock: redisclock.New(), door: newUploadDoor(deps.Uploads), reports: newSharedDeadline(reportTimeout), slotWrites: newSharedDeadline(slotWriteTimeout),
 		pool: make(chan callJob, 4*cfg.MaxConcurrentCalls), starts: newStartBudget(cfg.MaxDueNow)}
 	c.m = newMetrics(reg, func() float64 {
 		if t := c.group.OldestUnfinished(); !t.IsZero() {
@@ -179,7 +187,7 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 		return 0
 	})
 	if c.dlq == nil {
-		w := newKafkaDLQ(cfg.Brokers, bulkreg.DLQTopic(cfg.Topic), cfg.KafkaTransport)
+		w := deadletter.NewKafkaWriter(cfg.Brokers, bulkreg.DLQTopic(cfg.Topic), cfg.KafkaTransport)
 		c.dlq, c.close = w, w.Close
 	}
 	c.group = kafkagroup.New(kafkagroup.Config{Brokers: cfg.Brokers, Topic: cfg.Topic, Group: cfg.Group, Dialer: cfg.KafkaDialer, Transport: cfg.KafkaTransport,
@@ -187,7 +195,7 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 		CommitInterval: cfg.CommitInterval, MaxInFlight: cfg.MaxInFlight, MaxInFlightPerPartition: cfg.MaxInFlightPerPartition}, log,
 		kafkagroup.Metrics{InFlight: c.m.inFlight, Abandoned: c.m.abandoned, Rebalances: c.m.rebalances, Commits: c.m.commits},
 		kafkagroup.Hooks{Handle: c.dispatch, Ready: c.readyToRead})
-	c.redis = newRedisGate(deps.PingRedis, cfg.RedisProbeInterval, log, c.m.redisDown.Inc)
+	c.redis = redisfail.NewGate(deps.PingRedis, cfg.RedisProbeInterval, log, c.m.redisDown.Inc)
 	c.runners = newRunners(c)
 	if err := reg.Register(newBacklogCollector(c)); err != nil {
 		return nil, fmt.Errorf("consumer: register the backlog metrics: %w", err)
@@ -206,12 +214,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 	defer c.running.Store(false)
 	probeCtx, stopProbe := context.WithCancel(context.Background())
 	defer stopProbe()
-	go c.redis.run(probeCtx)
+	go c.redis.Run(probeCtx)
 	if c.cfg.KeepWarm > 0 {
 		go c.keepWarm(probeCtx)
 	}
 	if c.cfg.ClockSync > 0 {
-		go c.syncClock(probeCtx)
+		// Only while a runner needs slots placed.
+		go c.clock.Sync(probeCtx, c.cfg.ClockSync, func() bool { return c.reserving.Load() > 0 }, c.deps.RedisTime)
 	}
 	for range c.cfg.MaxConcurrentCalls {
 		go c.callWorker(c.pool)
@@ -279,7 +288,7 @@ func (c *Consumer) Health() error {
 func (c *Consumer) InGroup() error { return c.group.InGroup() }
 
 // RedisHealthy reports whether Redis answered the last probe or call.
-func (c *Consumer) RedisHealthy() bool { return c.redis.healthy() }
+func (c *Consumer) RedisHealthy() bool { return c.redis.Healthy() }
 
 // untilRedis runs op until it succeeds or ctx ends, backing off between
 // attempts, and returns the last error when ctx ended first. Every error is
@@ -299,7 +308,7 @@ func (c *Consumer) untilRedis(ctx context.Context, what string, log *slog.Logger
 			return err
 		}
 		if unavailable(err) {
-			c.redis.down(err) // the gate logs it once
+			c.redis.Down(err) // the gate logs it once
 		} else if n == 1 {
 			log.Warn("Redis refused a write; trying again until it takes it or the drain ends", "op", what, "err", err)
 		}

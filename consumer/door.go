@@ -10,6 +10,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/bulkreg/bulkreg/deadletter"
 	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
@@ -112,7 +113,7 @@ func (c *Consumer) admit(r *row, log *slog.Logger) bool {
 	ctx := r.ctx()
 	var retry backoff.BackOff
 	for {
-		if !c.redis.wait(ctx) {
+		if !c.redis.Wait(ctx) {
 			r.GiveBack()
 			return false
 		}
@@ -134,11 +135,11 @@ func (c *Consumer) admit(r *row, log *slog.Logger) bool {
 				msg = fmt.Sprintf("upload %s belongs to another seller than %s; nothing was registered", r.m.UploadID, r.m.SellerID)
 			}
 			log.Error("a row of an upload that does not exist: sending it to the dead-letter topic", "presence", p.String())
-			c.deadLetter(r, DeadLetter{Original: r.Msg, Class: ClassBadMessage, Message: msg, FirstFailure: time.Now()}, log)
+			c.deadLetter(r, deadletter.Letter{Original: r.Msg, Class: deadletter.ClassBadMessage, Message: msg, FirstFailure: time.Now()}, log)
 			return false
 		}
 		if unavailable(err) {
-			c.redis.down(err)
+			c.redis.Down(err)
 		} else if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			log.Error("looking the row's upload up failed, retrying", "err", err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/deadletter"
 	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/throttle"
@@ -114,10 +115,10 @@ func TestBadMessagesAtTheDoor(t *testing.T) {
 		switch {
 		case !ok:
 			t.Errorf("%s: not dead-lettered", b.name)
-		case header(m, HeaderErrorClass) != ClassBadMessage:
-			t.Errorf("%s: dead-lettered as %q, want %q", b.name, header(m, HeaderErrorClass), ClassBadMessage)
-		case !strings.Contains(header(m, HeaderErrorMessage), b.says):
-			t.Errorf("%s: dead letter says %q, want it to name %q", b.name, header(m, HeaderErrorMessage), b.says)
+		case header(m, deadletter.HeaderErrorClass) != deadletter.ClassBadMessage:
+			t.Errorf("%s: dead-lettered as %q, want %q", b.name, header(m, deadletter.HeaderErrorClass), deadletter.ClassBadMessage)
+		case !strings.Contains(header(m, deadletter.HeaderErrorMessage), b.says):
+			t.Errorf("%s: dead letter says %q, want it to name %q", b.name, header(m, deadletter.HeaderErrorMessage), b.says)
 		}
 	}
 	if len(dl) != len(bad) {

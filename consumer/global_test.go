@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkreg/bulkreg/internal/redisclock"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
@@ -46,7 +47,7 @@ func TestTheSpreadCountsAsLateness(t *testing.T) {
 	sent := time.Unix(2_000_000_000, 0) // the local clock, anywhere
 	arrived := sent.Add(3 * time.Millisecond)
 	s := slot{Reservation: throttle.Reservation{At: redisNow.Add(time.Second), Spread: 20 * time.Millisecond}}
-	s.place(newRedisClock(), sent, arrived, redisNow)
+	s.place(redisclock.New(), sent, arrived, redisNow)
 	if want := arrived.Add(time.Second); !s.due.Equal(want) {
 		t.Errorf("due %v, want the answer's arrival + the wait to At: %v", s.due, want)
 	}

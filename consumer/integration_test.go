@@ -24,6 +24,7 @@ import (
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/compliance"
+	"github.com/bulkreg/bulkreg/deadletter"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testredis"
@@ -369,8 +370,8 @@ func TestTransientFailuresAndPoison(t *testing.T) {
 	}
 	t.Logf("most calls for one row: %d (%s)", n, key)
 	dl := readDLQ(t, s.brokers, s.topic, 1)
-	if got := header(dl[0], HeaderErrorClass); got != ClassBadMessage || !strings.Contains(string(dl[0].Value), `"row":0`) {
-		t.Errorf("dead letter class %q value %s, want the poison message as %s", got, dl[0].Value, ClassBadMessage)
+	if got := header(dl[0], deadletter.HeaderErrorClass); got != deadletter.ClassBadMessage || !strings.Contains(string(dl[0].Value), `"row":0`) {
+		t.Errorf("dead letter class %q value %s, want the poison message as %s", got, dl[0].Value, deadletter.ClassBadMessage)
 	}
 }
 

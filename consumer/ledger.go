@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/deadletter"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
@@ -84,7 +85,7 @@ func (s *skuClaim) claim() bool {
 	ctx := r.ctx()
 	redisRetry, busy := c.redisBackOff(), c.redisBackOff()
 	for {
-		if !c.redis.wait(ctx) {
+		if !c.redis.Wait(ctx) {
 			r.GiveBack()
 			return false
 		}
@@ -98,11 +99,11 @@ func (s *skuClaim) claim() bool {
 				// The ledger will refuse this row however often it asks:
 				// retried, it would hold its partition's commits for good.
 				s.log.Error("the ledger cannot hold the row's SKU: sending it to the dead-letter topic", "sku", r.m.Product.SellerSKU, "err", err)
-				c.deadLetter(r, DeadLetter{Original: r.Msg, Class: ClassBadMessage, Message: err.Error(), FirstFailure: time.Now()}, s.log)
+				c.deadLetter(r, deadletter.Letter{Original: r.Msg, Class: deadletter.ClassBadMessage, Message: err.Error(), FirstFailure: time.Now()}, s.log)
 				return false
 			}
 			if unavailable(err) {
-				c.redis.down(err)
+				c.redis.Down(err)
 			} else {
 				s.log.Error("claiming the SKU in the ledger failed, retrying", "sku", r.m.Product.SellerSKU, "err", err)
 			}
@@ -238,7 +239,7 @@ func (s *skuClaim) refused(res registryclient.Result, attempts int) uploadstatus
 // committed) finishes without a call, with the same result. It reports
 // false when Redis did not answer before the drain ended: the row is then
 // read again, and may register while also dead-lettered.
-func (s *skuClaim) setAside(d DeadLetter) bool {
+func (s *skuClaim) setAside(d deadletter.Letter) bool {
 	c, r := s.c, s.r
 	note := ledger.AsideNote{Class: d.Class, Attempts: d.Attempts, Reason: d.Detail} // what a re-read tells the seller
 	err := c.untilRedis(r.finishCtx(), "set the row aside in the ledger", s.log, func(ctx context.Context) error {

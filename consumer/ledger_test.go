@@ -17,6 +17,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/deadletter"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/internal/testkafka"
@@ -41,10 +42,10 @@ func TestKeyAndValueNameDifferentSellers(t *testing.T) {
 
 	testwait.For(t, 10*time.Second, "the good row recorded", func() bool { return len(f.status.snapshot()) == 1 })
 	dl := f.dlq(1)
-	if len(dl) != 1 || header(dl[0], HeaderErrorClass) != ClassBadMessage || !bytes.Equal(dl[0].Value, v) || string(dl[0].Key) != "seller-b" {
-		t.Fatalf("dead letters %+v, want the original message with class %s", dl, ClassBadMessage)
+	if len(dl) != 1 || header(dl[0], deadletter.HeaderErrorClass) != deadletter.ClassBadMessage || !bytes.Equal(dl[0].Value, v) || string(dl[0].Key) != "seller-b" {
+		t.Fatalf("dead letters %+v, want the original message with class %s", dl, deadletter.ClassBadMessage)
 	}
-	if msg := header(dl[0], HeaderErrorMessage); !bytes.Contains([]byte(msg), []byte(`"seller-b"`)) || !bytes.Contains([]byte(msg), []byte(`"seller-a"`)) {
+	if msg := header(dl[0], deadletter.HeaderErrorMessage); !bytes.Contains([]byte(msg), []byte(`"seller-b"`)) || !bytes.Contains([]byte(msg), []byte(`"seller-a"`)) {
 		t.Errorf("dead letter message %q does not name both sellers", msg)
 	}
 	f.registry.mu.Lock()

@@ -3,6 +3,7 @@ package consumer
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/bulkreg/bulkreg/deadletter"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 )
 
@@ -151,7 +152,7 @@ func (m *metrics) initLabels() {
 		m.latencyBy[c] = m.latency.WithLabelValues(c.String())
 	}
 	// The classes a row can be dead-lettered with (record.go, deadLetter).
-	for _, class := range []string{registryclient.Transient.String(), registryclient.RateLimited.String(), registryclient.Misconfigured.String(), ClassBadMessage} {
+	for _, class := range []string{registryclient.Transient.String(), registryclient.RateLimited.String(), registryclient.Misconfigured.String(), deadletter.ClassBadMessage} {
 		m.dlqWrites.WithLabelValues(class)
 	}
 	for _, result := range []string{"ok", "error"} {

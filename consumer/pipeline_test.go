@@ -22,6 +22,7 @@ import (
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/compliance"
+	"github.com/bulkreg/bulkreg/deadletter"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/internal/testkafka"
@@ -542,23 +543,23 @@ func TestOutcomes(t *testing.T) {
 	dl := f.dlq(2)
 	byClass := map[string]kafka.Message{}
 	for _, m := range dl {
-		byClass[header(m, HeaderErrorClass)] = m
+		byClass[header(m, deadletter.HeaderErrorClass)] = m
 	}
-	poison, ok := byClass[ClassBadMessage]
-	if !ok || string(poison.Value) != "{not json" || header(poison, HeaderAttempts) != "0" {
-		t.Errorf("poison dead letter = %+v, want the original value with class %s and 0 attempts", poison, ClassBadMessage)
+	poison, ok := byClass[deadletter.ClassBadMessage]
+	if !ok || string(poison.Value) != "{not json" || header(poison, deadletter.HeaderAttempts) != "0" {
+		t.Errorf("poison dead letter = %+v, want the original value with class %s and 0 attempts", poison, deadletter.ClassBadMessage)
 	}
 	failed, ok := byClass["transient"]
 	if !ok {
 		t.Fatalf("no transient dead letter among %d", len(dl))
 	}
 	m5, _ := bulkreg.DecodeMessage(failed.Value)
-	if m5.Row != 5 || header(failed, HeaderAttempts) != "4" || header(failed, HeaderTopic) != f.topic ||
-		header(failed, HeaderPartition) == "" || header(failed, HeaderOffset) == "" || header(failed, HeaderErrorMessage) == "" {
+	if m5.Row != 5 || header(failed, deadletter.HeaderAttempts) != "4" || header(failed, deadletter.HeaderTopic) != f.topic ||
+		header(failed, deadletter.HeaderPartition) == "" || header(failed, deadletter.HeaderOffset) == "" || header(failed, deadletter.HeaderErrorMessage) == "" {
 		t.Errorf("transient dead letter: row %d headers %v, want row 5, 4 attempts, topic, partition, offset, message", m5.Row, failed.Headers)
 	}
-	if _, err := time.Parse(time.RFC3339Nano, header(failed, HeaderFirstFailure)); err != nil {
-		t.Errorf("first failure header %q is not a time: %v", header(failed, HeaderFirstFailure), err)
+	if _, err := time.Parse(time.RFC3339Nano, header(failed, deadletter.HeaderFirstFailure)); err != nil {
+		t.Errorf("first failure header %q is not a time: %v", header(failed, deadletter.HeaderFirstFailure), err)
 	}
 	// Every call is in the compliance history: 6 rows, +1 for the 429, +2 and +3 for the 503s.
 	f.calls.mu.Lock()
@@ -953,10 +954,10 @@ type flakyDLQ struct {
 	failing  atomic.Bool
 	attempts atomic.Int64
 	mu       sync.Mutex
-	written  []DeadLetter
+	written  []deadletter.Letter
 }
 
-func (d *flakyDLQ) WriteDeadLetter(ctx context.Context, dl DeadLetter) error {
+func (d *flakyDLQ) WriteDeadLetter(ctx context.Context, dl deadletter.Letter) error {
 	d.attempts.Add(1)
 	if d.failing.Load() {
 		return errors.New("write to dead-letter topic: the broker did not acknowledge")

@@ -7,6 +7,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/deadletter"
 	"github.com/bulkreg/bulkreg/internal/kafkagroup"
 )
 
@@ -19,7 +20,7 @@ func (c *Consumer) dispatch(kr *kafkagroup.Row) {
 	if err != nil {
 		c.log.Error("undecodable message: sending it to the dead-letter topic",
 			"partition", r.Msg.Partition, "offset", r.Msg.Offset, "err", err)
-		go c.deadLetter(r, DeadLetter{Original: r.Msg, Class: ClassBadMessage, Message: err.Error(), FirstFailure: time.Now()}, c.log)
+		go c.deadLetter(r, deadletter.Letter{Original: r.Msg, Class: deadletter.ClassBadMessage, Message: err.Error(), FirstFailure: time.Now()}, c.log)
 		return
 	}
 	r.m = m
@@ -93,7 +94,7 @@ func (c *Consumer) callOne(it *item) {
 	if !it.cb.allow(r.ctx()) {
 		return // refused by the circuit: no attempt spent
 	}
-	if !c.redis.healthy() { // fail closed: the row takes a new slot once Redis answers
+	if !c.redis.Healthy() { // fail closed: the row takes a new slot once Redis answers
 		it.cb.abandon()
 		return
 	}

@@ -41,6 +41,7 @@ import (
 
 	"github.com/bulkreg/bulkreg/circuit"
 	"github.com/bulkreg/bulkreg/compliance"
+	"github.com/bulkreg/bulkreg/deadletter"
 	"github.com/bulkreg/bulkreg/internal/kafkagroup"
 	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
@@ -574,7 +575,7 @@ func (rn *runner) fleetReady(ctx context.Context) (probe, ok bool, openFor time.
 	br := c.deps.Circuit
 	retry := c.redisBackOff()
 	for {
-		if !c.redis.wait(ctx) {
+		if !c.redis.Wait(ctx) {
 			return false, false, 0
 		}
 		news := br.Changed()
@@ -629,12 +630,12 @@ func (rn *runner) expireCircuitWait(b []*item, openFor time.Duration) {
 	c.m.holdExpired.Inc()
 	rn.log.Error("the fleet's circuit has been open longer than the hold limit (the registration API answers no probe): sending the rows it holds to the dead-letter topic for an operator",
 		"open_for", openFor.Round(time.Second), "limit", c.cfg.SellerHoldLimit, "rows", len(b))
-	rn.deadLetterAll(b, func(it *item) DeadLetter {
+	rn.deadLetterAll(b, func(it *item) deadletter.Letter {
 		first := it.t.firstFailure
 		if first.IsZero() {
 			first = it.queued
 		}
-		return DeadLetter{Original: it.r.Msg, Class: registryclient.Transient.String(), Attempts: it.t.attempts, FirstFailure: first,
+		return deadletter.Letter{Original: it.r.Msg, Class: registryclient.Transient.String(), Attempts: it.t.attempts, FirstFailure: first,
 			Message: fmt.Sprintf("the registration API answered none of the fleet's probes for %s, longer than --seller-hold-limit (%s)", openFor.Round(time.Second), c.cfg.SellerHoldLimit),
 			Detail:  "the marketplace did not answer"}
 	})
@@ -667,7 +668,7 @@ func (rn *runner) reserve(ctx context.Context, b []*item, starts int) (calls []*
 		}
 	)
 	for {
-		if !c.redis.wait(ctx) {
+		if !c.redis.Wait(ctx) {
 			giveBack()
 			return nil, nil, granted, false
 		}
@@ -681,7 +682,7 @@ func (rn *runner) reserve(ctx context.Context, b []*item, starts int) (calls []*
 			return nil, nil, granted, false
 		}
 		if unavailable(err) {
-			c.redis.down(err)
+			c.redis.Down(err)
 		} else {
 			rn.log.Error("claiming the SKUs and reserving the slots of a batch failed, retrying", "rows", len(b), "err", err)
 		}
@@ -789,7 +790,7 @@ func (rn *runner) claimed(it *item, cl ledger.ClaimResult, later *[]*item) bool 
 	if cl.Err != nil {
 		if errorsIsInvalid(cl.Err) {
 			rn.log.Error("the ledger cannot hold the row's SKU: sending it to the dead-letter topic", "sku", it.r.m.Product.SellerSKU, "err", cl.Err)
-			rn.c.deadLetter(it.r, DeadLetter{Original: it.r.Msg, Class: ClassBadMessage, Message: cl.Err.Error(), FirstFailure: time.Now()}, rn.log)
+			rn.c.deadLetter(it.r, deadletter.Letter{Original: it.r.Msg, Class: deadletter.ClassBadMessage, Message: cl.Err.Error(), FirstFailure: time.Now()}, rn.log)
 			return false
 		}
 		rn.log.Error("the ledger's entry of the row's SKU cannot be read; asking again later", "sku", it.r.m.Product.SellerSKU, "err", cl.Err)
@@ -915,7 +916,7 @@ func (rn *runner) check(ctx context.Context, group []*item, freed *[]throttle.Re
 		case err != nil:
 			if i == 0 {
 				if cctx.Err() == nil && unavailable(err) {
-					c.redis.down(err)
+					c.redis.Down(err)
 				}
 				rn.log.Debug("could not confirm the batch's slots with the throttle; taking new ones", "slots", len(group), "err", err)
 			}
@@ -1165,7 +1166,7 @@ func (rn *runner) expireHold(now time.Time) {
 	c.m.holdExpired.Inc()
 	rn.log.Error("the registration API has failed this seller's calls for longer than the hold limit: sending its rows held that long to the dead-letter topic for an operator",
 		"held_for", now.Sub(h.since).Round(time.Second), "limit", c.cfg.SellerHoldLimit, "rows", len(expired), "status", h.last.Status, "err", h.last.Err)
-	rn.deadLetterAll(expired, func(it *item) DeadLetter {
+	rn.deadLetterAll(expired, func(it *item) deadletter.Letter {
 		d := deadLetterOf(it.r, h.last, it.t.attempts, maxTime(it.queued, h.since))
 		d.Class = h.class
 		d.Message = fmt.Sprintf("the registration API failed every call of seller %s for %s, longer than --seller-hold-limit (%s); last: %s",
@@ -1176,7 +1177,7 @@ func (rn *runner) expireHold(now time.Time) {
 
 // deadLetterAll dead-letters rows that may hold their SKU's claim (a row
 // never claimed gets its claim's keys first), each with its own letter.
-func (rn *runner) deadLetterAll(its []*item, letter func(*item) DeadLetter) {
+func (rn *runner) deadLetterAll(its []*item, letter func(*item) deadletter.Letter) {
 	for _, it := range its {
 		delete(rn.unanswered, it)
 		if it.sku == nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/bulkreg/bulkreg/circuit"
+	"github.com/bulkreg/bulkreg/deadletter"
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/ledger"
@@ -205,8 +206,8 @@ func TestRunnerHoldsASellerTheAPIFails(t *testing.T) {
 		s.publish("up-poison", "poison", 20)
 		testwait.For(t, 10*time.Second, "the held rows dead-lettered", func() bool { return dlqLen(t, s.brokers, s.topic) >= 20 })
 		dl := readDLQ(t, s.brokers, s.topic, 20)
-		if got := header(dl[0], HeaderErrorClass); got != "transient" || !strings.Contains(header(dl[0], HeaderErrorMessage), "--seller-hold-limit") {
-			t.Errorf("dead letter class %q, message %q; want transient, naming the hold limit", got, header(dl[0], HeaderErrorMessage))
+		if got := header(dl[0], deadletter.HeaderErrorClass); got != "transient" || !strings.Contains(header(dl[0], deadletter.HeaderErrorMessage), "--seller-hold-limit") {
+			t.Errorf("dead letter class %q, message %q; want transient, naming the hold limit", got, header(dl[0], deadletter.HeaderErrorMessage))
 		}
 		if n := testutil.ToFloat64(c.m.holdExpired); n < 1 {
 			t.Errorf("bulkreg_consumer_seller_holds_expired_total = %v, want at least 1 (the alert's metric)", n)
@@ -339,7 +340,7 @@ func TestTheCircuitHoldsARowNoLongerThanTheHoldLimit(t *testing.T) {
 	letters := f.dlq(3)
 	took := time.Since(opened)
 	for _, l := range letters {
-		if got := header(l, HeaderErrorClass); got != registryclient.Transient.String() {
+		if got := header(l, deadletter.HeaderErrorClass); got != registryclient.Transient.String() {
 			t.Errorf("dead letter of class %q, want %q", got, registryclient.Transient)
 		}
 	}

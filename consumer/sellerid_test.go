@@ -9,6 +9,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/bulkreg/bulkreg"
+	"github.com/bulkreg/bulkreg/deadletter"
 	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
@@ -34,8 +35,8 @@ func TestBadSellerIDsAreDeadLettered(t *testing.T) {
 	dl := f.dlq(len(bad))
 	seen := map[string]bool{}
 	for _, m := range dl {
-		if got := header(m, HeaderErrorClass); got != ClassBadMessage {
-			t.Errorf("dead letter of key %q has class %q, want %s", m.Key, got, ClassBadMessage)
+		if got := header(m, deadletter.HeaderErrorClass); got != deadletter.ClassBadMessage {
+			t.Errorf("dead letter of key %q has class %q, want %s", m.Key, got, deadletter.ClassBadMessage)
 		}
 		seen[string(m.Key)] = true
 	}

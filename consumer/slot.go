@@ -6,6 +6,7 @@ package consumer
 import (
 	"time"
 
+	"github.com/bulkreg/bulkreg/internal/redisclock"
 	"github.com/bulkreg/bulkreg/throttle"
 )
 
@@ -58,12 +59,12 @@ func (s *slot) sendWithin(maxLateness time.Duration) time.Duration {
 
 // place narrows due and bound with one round trip that read the Redis clock
 // (redisNow) between sent and arrived, and with what clock has learned of
-// the Redis clock from every answer (clock.go), usually much tighter.
-func (s *slot) place(clock *redisClock, sent, arrived, redisNow time.Time) {
+// the Redis clock from every answer (internal/redisclock), usually much tighter.
+func (s *slot) place(clock *redisclock.Clock, sent, arrived, redisNow time.Time) {
 	left := s.At.Sub(redisNow)
 	due, bound := arrived.Add(left), sent.Add(left)
-	clock.observe(sent, arrived, redisNow)
-	if earliest, latest, ok := clock.place(s.At); ok {
+	clock.Observe(sent, arrived, redisNow)
+	if earliest, latest, ok := clock.Place(s.At); ok {
 		due, bound = minTime(due, latest), maxTime(bound, earliest)
 	}
 	bound = bound.Add(-s.Spread)

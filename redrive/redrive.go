@@ -34,16 +34,16 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/bulkreg/bulkreg"
-	"github.com/bulkreg/bulkreg/consumer"
+	"github.com/bulkreg/bulkreg/deadletter"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
 // Headers a redrive adds to each row it republishes. The consumer carries
 // them into a dead letter, so a row redriven and given up again counts on.
 const (
-	HeaderTime  = consumer.RedriveHeaderPrefix + "time"  // RFC 3339 with nanoseconds: when this redrive published the row
-	HeaderCount = consumer.RedriveHeaderPrefix + "count" // how many times the row has been redriven, this time included
-	HeaderFrom  = consumer.RedriveHeaderPrefix + "from"  // the dead letter it came from: <topic>/<partition>/<offset>
+	HeaderTime  = deadletter.RedriveHeaderPrefix + "time"  // RFC 3339 with nanoseconds: when this redrive published the row
+	HeaderCount = deadletter.RedriveHeaderPrefix + "count" // how many times the row has been redriven, this time included
+	HeaderFrom  = deadletter.RedriveHeaderPrefix + "from"  // the dead letter it came from: <topic>/<partition>/<offset>
 )
 
 // Filter selects dead letters. Zero fields select everything.
@@ -214,13 +214,13 @@ func letterOf(m kafka.Message) Letter {
 	for _, h := range m.Headers {
 		v := string(h.Value)
 		switch h.Key {
-		case consumer.HeaderErrorClass:
+		case deadletter.HeaderErrorClass:
 			l.Class = v
-		case consumer.HeaderErrorMessage:
+		case deadletter.HeaderErrorMessage:
 			l.Message = v
-		case consumer.HeaderAttempts:
+		case deadletter.HeaderAttempts:
 			l.Attempts, _ = strconv.Atoi(v)
-		case consumer.HeaderFirstFailure:
+		case deadletter.HeaderFirstFailure:
 			l.FirstFailure, _ = time.Parse(time.RFC3339Nano, v)
 		case HeaderCount:
 			l.Redriven, _ = strconv.Atoi(v)

@@ -14,7 +14,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/bulkreg/bulkreg"
-	"github.com/bulkreg/bulkreg/consumer"
+	"github.com/bulkreg/bulkreg/deadletter"
 	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/uploadstatus"
@@ -67,17 +67,17 @@ func newFixture(t *testing.T) *fixture {
 			t.Fatal(err)
 		}
 		f.letters = append(f.letters, kafka.Message{Key: []byte(d.seller), Value: v, Headers: []kafka.Header{
-			{Key: consumer.HeaderErrorClass, Value: []byte(d.class)},
-			{Key: consumer.HeaderErrorMessage, Value: []byte("the registration API answered 503 Service Unavailable")},
-			{Key: consumer.HeaderAttempts, Value: []byte("8")},
-			{Key: consumer.HeaderFirstFailure, Value: []byte(d.first.Format(time.RFC3339Nano))},
+			{Key: deadletter.HeaderErrorClass, Value: []byte(d.class)},
+			{Key: deadletter.HeaderErrorMessage, Value: []byte("the registration API answered 503 Service Unavailable")},
+			{Key: deadletter.HeaderAttempts, Value: []byte("8")},
+			{Key: deadletter.HeaderFirstFailure, Value: []byte(d.first.Format(time.RFC3339Nano))},
 		}})
 		if err := f.status.RecordRow(ctx, d.upload, uploadstatus.RowResult{Row: d.row, State: d.status, Reason: "given up"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	f.letters = append(f.letters, kafka.Message{Key: []byte("s1"), Value: []byte("not json"), Headers: []kafka.Header{
-		{Key: consumer.HeaderErrorClass, Value: []byte(consumer.ClassBadMessage)}}})
+		{Key: deadletter.HeaderErrorClass, Value: []byte(deadletter.ClassBadMessage)}}})
 	testkafka.Produce(t, f.brokers, f.dlq, f.letters...)
 	return f
 }
@@ -291,7 +291,7 @@ func TestIgnoreStatus(t *testing.T) {
 	// an upload whose status expired
 	p := bulkreg.Product{SellerSKU: "old", Name: "상품", CategoryCode: "50000001", Price: 1, Stock: 1}
 	v, _ := json.Marshal(bulkreg.NewMessage("old", "s3", 1, p, t0))
-	testkafka.Produce(t, f.brokers, f.dlq, kafka.Message{Key: []byte("s3"), Value: v, Headers: []kafka.Header{{Key: consumer.HeaderErrorClass, Value: []byte("transient")}}})
+	testkafka.Produce(t, f.brokers, f.dlq, kafka.Message{Key: []byte("s3"), Value: v, Headers: []kafka.Header{{Key: deadletter.HeaderErrorClass, Value: []byte("transient")}}})
 	letters := f.scan(t, f.dlq, Filter{Upload: "old"}).Letters
 	res, err := Run(context.Background(), letters, f.status, w, Options{})
 	if err != nil || res.Sent != 0 || !strings.Contains(res.Outcomes[0].Reason, "--ignore-status") {

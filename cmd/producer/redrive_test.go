@@ -10,7 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/bulkreg/bulkreg"
-	"github.com/bulkreg/bulkreg/consumer"
+	"github.com/bulkreg/bulkreg/deadletter"
 	"github.com/bulkreg/bulkreg/internal/testkafka"
 	"github.com/bulkreg/bulkreg/internal/testredis"
 	"github.com/bulkreg/bulkreg/redrive"
@@ -36,9 +36,9 @@ func TestRedriveCommand(t *testing.T) {
 			class = "rate_limited"
 		}
 		letters = append(letters, kafka.Message{Key: []byte("seller-1"), Value: v, Headers: []kafka.Header{
-			{Key: consumer.HeaderErrorClass, Value: []byte(class)},
-			{Key: consumer.HeaderErrorMessage, Value: []byte("the registration API answered 503\nService Unavailable")},
-			{Key: consumer.HeaderFirstFailure, Value: []byte(first.Format(time.RFC3339Nano))},
+			{Key: deadletter.HeaderErrorClass, Value: []byte(class)},
+			{Key: deadletter.HeaderErrorMessage, Value: []byte("the registration API answered 503\nService Unavailable")},
+			{Key: deadletter.HeaderFirstFailure, Value: []byte(first.Format(time.RFC3339Nano))},
 		}})
 		if err := store.RecordRow(ctx, "up-1", uploadstatus.RowResult{Row: row, State: uploadstatus.Failed}); err != nil {
 			t.Fatal(err)

@@ -1,4 +1,9 @@
-package consumer
+// Package deadletter is the dead-letter topic's record: a row that will not
+// be registered, written by the consumer with its original key and value and
+// headers that say why (Letter, Message, KafkaWriter), and read back by
+// package redrive. The header names and error classes are the contract
+// between the two.
+package deadletter
 
 import (
 	"context"
@@ -31,13 +36,13 @@ const (
 	// refused it: a field missing or malformed, an upload_id outside its
 	// format, an Idempotency-Key that is not <upload_id>:<row>, a key and
 	// value naming different sellers), or it names an upload no producer
-	// created (door.go). Never retried: nothing was registered, and no
+	// created. Never retried: nothing was registered, and no
 	// upload's status shows it.
 	ClassBadMessage = "bad-message"
 )
 
-// DeadLetter is a message that will not be processed, with the reason.
-type DeadLetter struct {
+// Letter is a row that will not be registered, with the reason.
+type Letter struct {
 	Original kafka.Message
 	Class    string // "bad-message", "transient", "rate-limited"
 	Message  string // the last error, a sentence for operators (the DLQ's headers)
@@ -48,20 +53,15 @@ type DeadLetter struct {
 	FirstFailure time.Time
 }
 
-// DeadLetterWriter writes dead letters; WriteDeadLetter returns once the
-// broker acknowledged the write.
-type DeadLetterWriter interface {
-	WriteDeadLetter(ctx context.Context, d DeadLetter) error
-}
-
-// kafkaDLQ writes dead letters to the dead-letter topic with acks from all
+// KafkaWriter writes letters to the dead-letter topic with acks from all
 // in-sync replicas.
-type kafkaDLQ struct {
+type KafkaWriter struct {
 	w *kafka.Writer
 }
 
-func newKafkaDLQ(brokers []string, topic string, transport kafka.RoundTripper) *kafkaDLQ {
-	return &kafkaDLQ{w: &kafka.Writer{
+// NewKafkaWriter writes to topic on brokers (transport nil: plain TCP).
+func NewKafkaWriter(brokers []string, topic string, transport kafka.RoundTripper) *KafkaWriter {
+	return &KafkaWriter{w: &kafka.Writer{
 		Addr:         kafka.TCP(brokers...),
 		Topic:        topic,
 		Balancer:     &kafka.Hash{},
@@ -76,16 +76,20 @@ func newKafkaDLQ(brokers []string, topic string, transport kafka.RoundTripper) *
 	}}
 }
 
-func (k *kafkaDLQ) WriteDeadLetter(ctx context.Context, d DeadLetter) error {
-	if err := k.w.WriteMessages(ctx, deadLetterMessage(d)); err != nil {
+// WriteDeadLetter returns once the broker acknowledged the letter.
+func (k *KafkaWriter) WriteDeadLetter(ctx context.Context, d Letter) error {
+	if err := k.w.WriteMessages(ctx, Message(d)); err != nil {
 		return fmt.Errorf("write to dead-letter topic %s: %w", k.w.Topic, err)
 	}
 	return nil
 }
 
-func (k *kafkaDLQ) Close() error { return k.w.Close() }
+// Close flushes and closes the writer.
+func (k *KafkaWriter) Close() error { return k.w.Close() }
 
-func deadLetterMessage(d DeadLetter) kafka.Message {
+// Message is the letter as the dead-letter topic holds it: the original key
+// and value, the headers above.
+func Message(d Letter) kafka.Message {
 	first := ""
 	if !d.FirstFailure.IsZero() {
 		first = d.FirstFailure.UTC().Format(time.RFC3339Nano)

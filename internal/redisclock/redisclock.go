@@ -1,13 +1,5 @@
-package consumer
-
-import (
-	"context"
-	"sync"
-	"time"
-)
-
-// redisClock places Redis's clock on this process's clock from every answer
-// that carries it (a reservation, a check).
+// Package redisclock places Redis's clock on this process's clock from every
+// answer that carries it (a reservation, a check, a read of TIME).
 //
 // One answer only says that Redis read its clock somewhere between the
 // request's send and the answer's arrival, so the offset between the two
@@ -25,7 +17,17 @@ import (
 // different rates. Then one quick round trip now and then places every slot
 // within it. An answer outside the current bounds means a clock was stepped
 // (NTP, a VM migration): the bounds start over from that answer alone.
-type redisClock struct {
+package redisclock
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Clock is what this process knows of Redis's clock. Its methods may be
+// called from any goroutine.
+type Clock struct {
 	base time.Time // this process's origin; durations from it are monotonic
 
 	mu sync.Mutex
@@ -40,15 +42,16 @@ type redisClock struct {
 // what an unsynchronised quartz clock does and far above an NTP-disciplined one.
 const maxDrift = 500e-6
 
-func newRedisClock() *redisClock { return &redisClock{base: time.Now()} }
+// New is a Clock that knows nothing yet.
+func New() *Clock { return &Clock{base: time.Now()} }
 
-func (c *redisClock) micros(t time.Time) float64 {
+func (c *Clock) micros(t time.Time) float64 {
 	return float64(t.Sub(c.base)) / float64(time.Microsecond)
 }
 
-// observe records an answer that read Redis's clock (redisNow) between
+// Observe records an answer that read Redis's clock (redisNow) between
 // sent and arrived on this process's clock.
-func (c *redisClock) observe(sent, arrived, redisNow time.Time) {
+func (c *Clock) Observe(sent, arrived, redisNow time.Time) {
 	s, a := c.micros(sent), c.micros(arrived)
 	r := float64(redisNow.UnixMicro())
 	lo, hi := r-a, r-s
@@ -67,10 +70,10 @@ func (c *redisClock) observe(sent, arrived, redisNow time.Time) {
 	}
 }
 
-// place returns where the Redis time at falls on this process's clock: the
+// Place returns where the Redis time at falls on this process's clock: the
 // true instant is within [earliest, latest]. ok is false before the first
 // answer.
-func (c *redisClock) place(at time.Time) (earliest, latest time.Time, ok bool) {
+func (c *Clock) Place(at time.Time) (earliest, latest time.Time, ok bool) {
 	now := c.micros(time.Now())
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -87,25 +90,24 @@ func (c *redisClock) place(at time.Time) (earliest, latest time.Time, ok bool) {
 	return earliest, latest, true
 }
 
-// syncClock reads Redis's clock every Config.ClockSync in a round trip of
-// its own, while rows are taking slots. The throttle's answers come in
-// pipelines shared with hundreds of other commands, so under load none is
-// quick (tens of milliseconds at best in bench many-sellers), and a slot's
-// place on this clock, from them alone, would be that uncertain. A call's
-// lateness is counted from the earliest place, so a slot granted for now
-// would be judged late by that much before the row did anything.
-func (c *Consumer) syncClock(ctx context.Context) {
-	t := time.NewTicker(c.cfg.ClockSync)
+// Sync reads Redis's clock (read: a round trip of its own, not queued
+// behind other commands) every interval while active reports true, until
+// ctx ends. Answers that come in busy pipelines are slow (tens of
+// milliseconds under load), and a slot placed from them alone would be that
+// uncertain; a caller that counts a call's lateness from the earliest place
+// would judge a slot granted for now late by that much.
+func (c *Clock) Sync(ctx context.Context, interval time.Duration, active func() bool, read func(context.Context) (time.Time, error)) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if c.reserving.Load() > 0 {
-			rctx, cancel := context.WithTimeout(ctx, c.cfg.ClockSync)
+		if active() {
+			rctx, cancel := context.WithTimeout(ctx, interval)
 			sent := time.Now()
-			now, err := c.deps.RedisTime(rctx)
+			now, err := read(rctx)
 			arrived := time.Now()
 			cancel()
 			if err == nil {
-				c.clock.observe(sent, arrived, now)
+				c.Observe(sent, arrived, now)
 			}
 		}
 		select {

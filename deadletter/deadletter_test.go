@@ -1,4 +1,4 @@
-package consumer
+package deadletter
 
 import (
 	"testing"
@@ -15,7 +15,7 @@ func TestDeadLetterMessage(t *testing.T) {
 			{Key: "bulkreg-redrive-time", Value: []byte("2026-11-23T09:00:00Z")},
 			{Key: "something-else", Value: []byte("x")},
 		}}
-	m := deadLetterMessage(DeadLetter{Original: orig, Class: "transient", Message: "503", Attempts: 8, FirstFailure: first})
+	m := Message(Letter{Original: orig, Class: "transient", Message: "503", Attempts: 8, FirstFailure: first})
 	if string(m.Key) != "s1" || string(m.Value) != `{"v":1}` {
 		t.Errorf("key %q value %q, want the original's", m.Key, m.Value)
 	}
