@@ -80,10 +80,8 @@ type Config struct {
 	// can call within MaxLateness: a slot due now that waits longer is lost
 	// to its seller (the next window's slots are placed after it) and the
 	// row takes another. Under bench many-sellers' load, 32 misses few
-	// slots and 128 many more. 0: 32. It is never more than
-	// MaxConcurrentCalls. It also caps the rows asking the ledger for their
-	// SKU claim at once (Consumer.claims): a row's first ask of each claim;
-	// one told to wait for another row's claim asks again without a token.
+	// slots and 128 many more. 0: 64. It is never more than
+	// MaxConcurrentCalls.
 	MaxDueNow int
 	// MaxLateness is how late after its slot a call may still start (waiting
 	// for one of MaxConcurrentCalls, or a late timer under load). The
@@ -111,9 +109,6 @@ type Config struct {
 	// make the row a bad message (consumer/door.go). 0:
 	// uploadstatus.DefaultPresenceSlack (10 min).
 	UploadPresenceSlack time.Duration
-	// MissedSlotBackoffMax caps the jittered, growing wait of a row whose
-	// slot went by before it could call, before it takes a new slot. 0: 5 s.
-	MissedSlotBackoffMax time.Duration
 	// KeepWarm is how often, while calls pause and rows wait for their
 	// slots, the connections the last calls used are used again (a request
 	// that registers nothing, see Registry.Warm), so neither the API nor a proxy in
@@ -168,7 +163,6 @@ func DefaultConfig() Config {
 		MaxDueNow:               64,
 		MaxLateness:             125 * time.Millisecond,
 		CallTimeout:             10 * time.Second,
-		MissedSlotBackoffMax:    5 * time.Second,
 		ClockSync:               100 * time.Millisecond,
 		KeepWarm:                20 * time.Second,
 		MaxRateLimited:          20,
@@ -216,7 +210,6 @@ func (c Config) WithDefaults(p throttle.Policy) Config {
 	c.MaxDueNow = min(cmp.Or(c.MaxDueNow, d.MaxDueNow), c.MaxConcurrentCalls)
 	c.MaxLateness = cmp.Or(c.MaxLateness, d.MaxLateness)
 	c.CallTimeout = cmp.Or(c.CallTimeout, d.CallTimeout)
-	c.MissedSlotBackoffMax = cmp.Or(c.MissedSlotBackoffMax, d.MissedSlotBackoffMax)
 	c.ClockSync = cmp.Or(c.ClockSync, d.ClockSync)
 	c.KeepWarm = cmp.Or(c.KeepWarm, d.KeepWarm)
 	c.MaxRateLimited = cmp.Or(c.MaxRateLimited, d.MaxRateLimited)
@@ -270,7 +263,7 @@ func (c Config) validate(p throttle.Policy) error {
 	}
 	for name, d := range map[string]time.Duration{"session timeout": c.SessionTimeout, "heartbeat interval": c.HeartbeatInterval,
 		"rebalance timeout": c.RebalanceTimeout, "commit interval": c.CommitInterval, "drain timeout": c.DrainTimeout,
-		"maximum lateness": c.MaxLateness, "call timeout": c.CallTimeout, "missed-slot backoff": c.MissedSlotBackoffMax, "minimum Redis retry": c.RedisRetryMin, "maximum Redis retry": c.RedisRetryMax, "Redis probe interval": c.RedisProbeInterval,
+		"maximum lateness": c.MaxLateness, "call timeout": c.CallTimeout, "minimum Redis retry": c.RedisRetryMin, "maximum Redis retry": c.RedisRetryMax, "Redis probe interval": c.RedisProbeInterval,
 		"seller probe interval": c.SellerProbeMin, "longest seller probe interval": c.SellerProbeMax, "seller hold limit": c.SellerHoldLimit} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("the %s must not be negative (0 means its default), got %s", name, d))

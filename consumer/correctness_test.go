@@ -474,7 +474,6 @@ func TestALateRedisAnswerTakesANewSlot(t *testing.T) {
 	f := newFixture(t, 1, nil)
 	f.calls.steps = redisSteps(rdb) // the throttle's settles and releases
 	f.cfg.MaxLateness = lateness
-	f.cfg.MissedSlotBackoffMax = 200 * time.Millisecond
 	reg := prometheus.NewRegistry()
 	runConsumer(t, f.cfg, Deps{Throttle: rt, Registry: f.registry, Status: f.status, Calls: f.calls, Ledger: ledger.New(rdb, ledger.Options{}), Circuit: newBreaker(t, rdb), Uploads: knownUploads{},
 		Retry: registryclientRetry{fixedRetry{interval: 20 * time.Millisecond, attempts: 4}}, Registerer: reg,

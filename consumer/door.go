@@ -32,31 +32,24 @@ const maxKnownUploads = 4096
 // counts as "never held" is uploadstatus.Presence's: an upload Redis may
 // have lost, or whose record may have expired, lets its rows go on.
 //
-// An upload is looked up once per process: the rows of a new upload that
-// reach the door together share one lookup (a runner's batch takes up to
-// SellerConcurrency rows at once), and every later row finds the upload in
-// known, so the check costs no round trip per row.
+// An upload is looked up once per process: every later row finds it in
+// known, so the check costs no round trip per row. A seller's rows share one
+// partition, so one runner meets an upload's rows, one batch after the
+// other: two lookups of one upload at once are rare, and harmless.
 type uploadDoor struct {
 	uploads Uploads
 	markers *throttle.Markers
-	mu      sync.Mutex
-	known   map[uploadKey]struct{} // uploads whose rows go on
-	pending map[uploadKey]*lookup  // lookups on the wire
+
+	mu    sync.Mutex
+	known map[uploadKey]struct{} // uploads whose rows go on
 }
 
 // uploadKey names an upload as a row does: a row of a known upload naming
 // another seller is looked up again (and refused).
 type uploadKey struct{ seller, upload string }
 
-// lookup is one Presence call that the rows of one upload wait for.
-type lookup struct {
-	done chan struct{} // closed when p and err are set
-	p    uploadstatus.Presence
-	err  error
-}
-
 func newUploadDoor(u Uploads) *uploadDoor {
-	return &uploadDoor{uploads: u, markers: throttle.NewMarkers(), known: map[uploadKey]struct{}{}, pending: map[uploadKey]*lookup{}}
+	return &uploadDoor{uploads: u, markers: throttle.NewMarkers(), known: map[uploadKey]struct{}{}}
 }
 
 func (d *uploadDoor) isKnown(k uploadKey) bool {
@@ -66,39 +59,18 @@ func (d *uploadDoor) isKnown(k uploadKey) bool {
 	return ok
 }
 
-// presence answers whether k's upload is known, or looks it up: the first
-// row to ask makes the call, rows asking meanwhile wait for its answer.
+// presence looks k's upload up, and remembers it when its rows go on.
 func (d *uploadDoor) presence(ctx context.Context, k uploadKey, q uploadstatus.PresenceQuery) (uploadstatus.Presence, error) {
-	d.mu.Lock()
-	if _, ok := d.known[k]; ok {
-		d.mu.Unlock()
-		return uploadstatus.UploadFound, nil
-	}
-	if l, ok := d.pending[k]; ok {
-		d.mu.Unlock()
-		select {
-		case <-l.done:
-			return l.p, l.err
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
-	l := &lookup{done: make(chan struct{})}
-	d.pending[k] = l
-	d.mu.Unlock()
-
-	l.p, l.err = d.uploads.Presence(ctx, q)
-	d.mu.Lock()
-	delete(d.pending, k)
-	if l.err == nil && !l.p.Bad() {
+	p, err := d.uploads.Presence(ctx, q)
+	if err == nil && !p.Bad() {
+		d.mu.Lock()
 		if len(d.known) >= maxKnownUploads {
 			clear(d.known)
 		}
 		d.known[k] = struct{}{}
+		d.mu.Unlock()
 	}
-	d.mu.Unlock()
-	close(l.done)
-	return l.p, l.err
+	return p, err
 }
 
 // admit reports whether the row may go on. A row of an upload that does not

@@ -97,7 +97,7 @@ func TestBadMessagesAtTheDoor(t *testing.T) {
 		row("up-good", 2, "GOOD-2", time.Now()), row("up-good", 3, "GOOD-3", time.Now()),
 		row("up-expired", 2, "OLD-2", time.Now().Add(-2*time.Hour)), // queued before the retention: its record may have expired
 		row("up-lost", 2, "LOST-2", time.Now()))
-	for i := range many { // rows of one upload reaching the door together share one lookup
+	for i := range many { // rows of one upload cost one lookup between them
 		msgs = append(msgs, row("up-many", i+2, fmt.Sprintf("MANY-%d", i), time.Now()))
 	}
 	testkafka.Produce(t, s.brokers, s.topic, msgs...)

@@ -901,7 +901,6 @@ func TestRowsDueAtOnceTakeOnlySlotsTheyCanCall(t *testing.T) {
 	f.cfg.SellerConcurrency = limit // a whole window's rows would be due at once
 	f.cfg.MaxConcurrentCalls = 2    // 2 calls per 20 ms: ~3 of them fit in the lateness
 	f.cfg.MaxLateness = lateness
-	f.cfg.MissedSlotBackoffMax = 200 * time.Millisecond
 	f.start()
 	start := time.Now()
 	f.publish("u", "s", rows)

@@ -1,29 +1,8 @@
-// The runners: one runner per (partition,
-// seller) owns that seller's queue of rows, its slots, its calls in flight
-// and its next ask, and moves its rows a batch at a time:
-//
-//  1. take the ready rows, up to the room the throttle last reported (and,
-//     when the slots may be due now, up to the starts the process has free:
-//     startBudget);
-//  2. claim their SKUs and reserve their slots in one script on the
-//     seller's hash tag;
-//  3. confirm the slots once at the check lead (one script per group of
-//     slots within the lead of each other);
-//  4. at each slot, hand the call to the pool of call workers, which calls
-//     only within the slot's lateness (never past its SendBy), with the
-//     fleet circuit's Allow and Report;
-//  5. once every call of the batch is answered, write their compliance
-//     records, settles or give-backs and ledger marks in one script, and
-//     each upload's row results in one write;
-//  6. finish the rows (kafkagroup.Row.Finish), and go on with the
-//     next batch, booked after this one's answers.
-//
-// A runner ends when its queue is empty; rows that arrive while a batch is
+// The runners: one per (partition, seller), each moving its seller's rows
+// a batch at a time through the steps the package documentation lists. A
+// runner ends when its queue is empty; rows that arrive while a batch is
 // out join the next. A seller whose calls fail with none answered after
-// them is held by its runner (conclude says when): its rows spend no
-// attempt and stay queued, and one row is tried per growing interval until
-// the API answers; other sellers are not affected. A row held longer than
-// Config.SellerHoldLimit is dead-lettered.
+// them is held by its runner (conclude and judge say when).
 
 package consumer
 
