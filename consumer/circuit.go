@@ -115,7 +115,7 @@ func (t *probeTurn) give() {
 }
 
 // rowCircuit is one row's side of the circuit breaker for the call of its
-// batch. With no breaker every step lets the row through.
+// batch.
 type rowCircuit struct {
 	c   *Consumer
 	r   *row
