@@ -382,11 +382,21 @@ func (s *Stack) consumerConfig(o Options, log *slog.Logger) consumer.Config {
 		MaxConcurrentCalls: 128, CallTimeout: 10 * time.Second, Logger: log}
 }
 
-// redisClient opens one more connection pool to the stack's Redis, with the
-// settings every bulkreg command uses.
+// redisClient opens one more connection pool to the stack's Redis: with the
+// settings every bulkreg command uses, or longer timeouts for the stand-in.
 func (s *Stack) redisClient() redis.UniversalClient {
+	if !s.RedisReal {
+		// The stand-in runs the scripts' Lua in Go, several times slower
+		// than redis-server: the throttle's initialization (a marker per
+		// hash slot) can outlast the 2 s read timeout on a loaded machine.
+		return redis.NewClient(&redis.Options{Addr: s.RedisAddr, DialTimeout: time.Second, MaxRetries: -1,
+			ReadTimeout: standInTimeout, WriteTimeout: standInTimeout})
+	}
 	return config.Config{RedisAddrs: []string{s.RedisAddr}}.RedisClient()
 }
+
+// standInTimeout bounds one command to the in-process stand-in.
+const standInTimeout = 30 * time.Second
 
 // Close stops every part, the last started first.
 func (s *Stack) Close() {
