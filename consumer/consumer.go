@@ -87,7 +87,7 @@ type CallRecorder interface {
 // DeadLetterWriter writes dead letters (*deadletter.KafkaWriter);
 // WriteDeadLetter returns once the broker acknowledged the write.
 type DeadLetterWriter interface {
-	WriteDeadLetter(ctx context.Context, d deadletter.Letter) error
+	WriteDeadLetter(ctx context.Context, d deadletter.Row) error
 }
 
 // BackOffPolicy makes the backoff of one row's transient failures

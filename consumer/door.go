@@ -107,7 +107,7 @@ func (c *Consumer) admit(r *row, log *slog.Logger) bool {
 				msg = fmt.Sprintf("upload %s belongs to another seller than %s; nothing was registered", r.m.UploadID, r.m.SellerID)
 			}
 			log.Error("a row of an upload that does not exist: sending it to the dead-letter topic", "presence", p.String())
-			c.deadLetter(r, deadletter.Letter{Original: r.Msg, Class: deadletter.ClassBadMessage, Message: msg, FirstFailure: time.Now()}, log)
+			c.deadLetter(r, deadletter.Row{Original: r.Msg, Class: deadletter.ClassBadMessage, Message: msg, FirstFailure: time.Now()}, log)
 			return false
 		}
 		if unavailable(err) {

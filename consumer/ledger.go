@@ -99,7 +99,7 @@ func (s *skuClaim) claim() bool {
 				// The ledger will refuse this row however often it asks:
 				// retried, it would hold its partition's commits for good.
 				s.log.Error("the ledger cannot hold the row's SKU: sending it to the dead-letter topic", "sku", r.m.Product.SellerSKU, "err", err)
-				c.deadLetter(r, deadletter.Letter{Original: r.Msg, Class: deadletter.ClassBadMessage, Message: err.Error(), FirstFailure: time.Now()}, s.log)
+				c.deadLetter(r, deadletter.Row{Original: r.Msg, Class: deadletter.ClassBadMessage, Message: err.Error(), FirstFailure: time.Now()}, s.log)
 				return false
 			}
 			if unavailable(err) {
@@ -239,7 +239,7 @@ func (s *skuClaim) refused(res registryclient.Result, attempts int) uploadstatus
 // committed) finishes without a call, with the same result. It reports
 // false when Redis did not answer before the drain ended: the row is then
 // read again, and may register while also dead-lettered.
-func (s *skuClaim) setAside(d deadletter.Letter) bool {
+func (s *skuClaim) setAside(d deadletter.Row) bool {
 	c, r := s.c, s.r
 	note := ledger.AsideNote{Class: d.Class, Attempts: d.Attempts, Reason: d.Detail} // what a re-read tells the seller
 	err := c.untilRedis(r.finishCtx(), "set the row aside in the ledger", s.log, func(ctx context.Context) error {

@@ -953,10 +953,10 @@ type flakyDLQ struct {
 	failing  atomic.Bool
 	attempts atomic.Int64
 	mu       sync.Mutex
-	written  []deadletter.Letter
+	written  []deadletter.Row
 }
 
-func (d *flakyDLQ) WriteDeadLetter(ctx context.Context, dl deadletter.Letter) error {
+func (d *flakyDLQ) WriteDeadLetter(ctx context.Context, dl deadletter.Row) error {
 	d.attempts.Add(1)
 	if d.failing.Load() {
 		return errors.New("write to dead-letter topic: the broker did not acknowledge")

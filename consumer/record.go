@@ -58,7 +58,7 @@ func (c *Consumer) record(r *row, rr uploadstatus.RowResult, result string, log 
 
 // deadLetter writes the row to the dead-letter topic and, once the broker
 // acknowledged it, records the row as failed and marks it finished.
-func (c *Consumer) deadLetter(r *row, d deadletter.Letter, log *slog.Logger) {
+func (c *Consumer) deadLetter(r *row, d deadletter.Row, log *slog.Logger) {
 	c.deadLetterHeld(r, d, nil, log)
 }
 
@@ -66,7 +66,7 @@ func (c *Consumer) deadLetter(r *row, d deadletter.Letter, log *slog.Logger) {
 // between the broker's acknowledgement and the row's result, the ledger
 // records the row as set aside (skuClaim.setAside), so that a re-read of it
 // does not register it.
-func (c *Consumer) deadLetterHeld(r *row, d deadletter.Letter, sku *skuClaim, log *slog.Logger) {
+func (c *Consumer) deadLetterHeld(r *row, d deadletter.Row, sku *skuClaim, log *slog.Logger) {
 	// A row whose claim lapsed (its process was paused past the lease) may
 	// have been registered by another reading of it meanwhile: it claims
 	// again first, which records a registration found (Done) or waits for a
@@ -108,12 +108,12 @@ func setAside(class string, attempts int, detail string) uploadstatus.RowResult 
 		Reason: fmt.Sprintf("the registration API did not take the row after %d attempts (%s); it was set aside for an operator to retry", attempts, detail)}
 }
 
-func deadLetterOf(r *row, res registryclient.Result, attempts int, first time.Time) deadletter.Letter {
+func deadLetterOf(r *row, res registryclient.Result, attempts int, first time.Time) deadletter.Row {
 	msg := fmt.Sprintf("status %d", res.Status)
 	if res.Err != nil {
 		msg = res.Err.Error()
 	}
-	return deadletter.Letter{Original: r.Msg, Class: res.Class.String(), Message: msg, Detail: res.SellerDetail(), Attempts: attempts, FirstFailure: first}
+	return deadletter.Row{Original: r.Msg, Class: res.Class.String(), Message: msg, Detail: res.SellerDetail(), Attempts: attempts, FirstFailure: first}
 }
 
 func registered(res registryclient.Result, attempts int) uploadstatus.RowResult {

@@ -609,12 +609,12 @@ func (rn *runner) expireCircuitWait(b []*item, openFor time.Duration) {
 	c.m.holdExpired.Inc()
 	rn.log.Error("the fleet's circuit has been open longer than the hold limit (the registration API answers no probe): sending the rows it holds to the dead-letter topic for an operator",
 		"open_for", openFor.Round(time.Second), "limit", c.cfg.SellerHoldLimit, "rows", len(b))
-	rn.deadLetterAll(b, func(it *item) deadletter.Letter {
+	rn.deadLetterAll(b, func(it *item) deadletter.Row {
 		first := it.t.firstFailure
 		if first.IsZero() {
 			first = it.queued
 		}
-		return deadletter.Letter{Original: it.r.Msg, Class: registryclient.Transient.String(), Attempts: it.t.attempts, FirstFailure: first,
+		return deadletter.Row{Original: it.r.Msg, Class: registryclient.Transient.String(), Attempts: it.t.attempts, FirstFailure: first,
 			Message: fmt.Sprintf("the registration API answered none of the fleet's probes for %s, longer than --seller-hold-limit (%s)", openFor.Round(time.Second), c.cfg.SellerHoldLimit),
 			Detail:  "the marketplace did not answer"}
 	})
@@ -769,7 +769,7 @@ func (rn *runner) claimed(it *item, cl ledger.ClaimResult, later *[]*item) bool 
 	if cl.Err != nil {
 		if errorsIsInvalid(cl.Err) {
 			rn.log.Error("the ledger cannot hold the row's SKU: sending it to the dead-letter topic", "sku", it.r.m.Product.SellerSKU, "err", cl.Err)
-			rn.c.deadLetter(it.r, deadletter.Letter{Original: it.r.Msg, Class: deadletter.ClassBadMessage, Message: cl.Err.Error(), FirstFailure: time.Now()}, rn.log)
+			rn.c.deadLetter(it.r, deadletter.Row{Original: it.r.Msg, Class: deadletter.ClassBadMessage, Message: cl.Err.Error(), FirstFailure: time.Now()}, rn.log)
 			return false
 		}
 		rn.log.Error("the ledger's entry of the row's SKU cannot be read; asking again later", "sku", it.r.m.Product.SellerSKU, "err", cl.Err)
@@ -1145,7 +1145,7 @@ func (rn *runner) expireHold(now time.Time) {
 	c.m.holdExpired.Inc()
 	rn.log.Error("the registration API has failed this seller's calls for longer than the hold limit: sending its rows held that long to the dead-letter topic for an operator",
 		"held_for", now.Sub(h.since).Round(time.Second), "limit", c.cfg.SellerHoldLimit, "rows", len(expired), "status", h.last.Status, "err", h.last.Err)
-	rn.deadLetterAll(expired, func(it *item) deadletter.Letter {
+	rn.deadLetterAll(expired, func(it *item) deadletter.Row {
 		d := deadLetterOf(it.r, h.last, it.t.attempts, maxTime(it.queued, h.since))
 		d.Class = h.class
 		d.Message = fmt.Sprintf("the registration API failed every call of seller %s for %s, longer than --seller-hold-limit (%s); last: %s",
@@ -1156,7 +1156,7 @@ func (rn *runner) expireHold(now time.Time) {
 
 // deadLetterAll dead-letters rows that may hold their SKU's claim (a row
 // never claimed gets its claim's keys first), each with its own letter.
-func (rn *runner) deadLetterAll(its []*item, letter func(*item) deadletter.Letter) {
+func (rn *runner) deadLetterAll(its []*item, letter func(*item) deadletter.Row) {
 	for _, it := range its {
 		delete(rn.unanswered, it)
 		if it.sku == nil {

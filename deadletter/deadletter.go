@@ -1,7 +1,7 @@
 // Package deadletter is the dead-letter topic's record: a row that will not
 // be registered, written by the consumer with its original key and value and
-// headers that say why (Letter, Message, KafkaWriter), and read back by
-// package redrive. The header names and error classes are the contract
+// headers that say why (Row, Row.KafkaMessage, KafkaWriter), and read back
+// by package redrive. The header names and error classes are the contract
 // between the two.
 package deadletter
 
@@ -41,10 +41,11 @@ const (
 	ClassBadMessage = "bad-message"
 )
 
-// Letter is a row that will not be registered, with the reason.
-type Letter struct {
+// Row is a row that will not be registered, with the reason: a dead letter
+// as the consumer writes it.
+type Row struct {
 	Original kafka.Message
-	Class    string // "bad-message", "transient", "rate-limited"
+	Class    string // ClassBadMessage, or the registry client's class: "transient", "rate_limited", "misconfigured"
 	Message  string // the last error, a sentence for operators (the DLQ's headers)
 	// Detail is the last failure as the row's seller reads it
 	// (registryclient.Result.SellerDetail): never a URL or an address.
@@ -53,7 +54,7 @@ type Letter struct {
 	FirstFailure time.Time
 }
 
-// KafkaWriter writes letters to the dead-letter topic with acks from all
+// KafkaWriter writes rows to the dead-letter topic with acks from all
 // in-sync replicas.
 type KafkaWriter struct {
 	w *kafka.Writer
@@ -76,9 +77,9 @@ func NewKafkaWriter(brokers []string, topic string, transport kafka.RoundTripper
 	}}
 }
 
-// WriteDeadLetter returns once the broker acknowledged the letter.
-func (k *KafkaWriter) WriteDeadLetter(ctx context.Context, d Letter) error {
-	if err := k.w.WriteMessages(ctx, Message(d)); err != nil {
+// WriteDeadLetter returns once the broker acknowledged the row.
+func (k *KafkaWriter) WriteDeadLetter(ctx context.Context, d Row) error {
+	if err := k.w.WriteMessages(ctx, d.KafkaMessage()); err != nil {
 		return fmt.Errorf("write to dead-letter topic %s: %w", k.w.Topic, err)
 	}
 	return nil
@@ -87,9 +88,9 @@ func (k *KafkaWriter) WriteDeadLetter(ctx context.Context, d Letter) error {
 // Close flushes and closes the writer.
 func (k *KafkaWriter) Close() error { return k.w.Close() }
 
-// Message is the letter as the dead-letter topic holds it: the original key
+// KafkaMessage is the row as the dead-letter topic holds it: the original key
 // and value, the headers above.
-func Message(d Letter) kafka.Message {
+func (d Row) KafkaMessage() kafka.Message {
 	first := ""
 	if !d.FirstFailure.IsZero() {
 		first = d.FirstFailure.UTC().Format(time.RFC3339Nano)

@@ -7,7 +7,7 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-func TestDeadLetterMessage(t *testing.T) {
+func TestKafkaMessage(t *testing.T) {
 	first := time.Date(2026, 11, 23, 10, 0, 0, 5, time.UTC)
 	orig := kafka.Message{Topic: "rows", Partition: 3, Offset: 42, Key: []byte("s1"), Value: []byte(`{"v":1}`),
 		Headers: []kafka.Header{
@@ -15,7 +15,7 @@ func TestDeadLetterMessage(t *testing.T) {
 			{Key: "bulkreg-redrive-time", Value: []byte("2026-11-23T09:00:00Z")},
 			{Key: "something-else", Value: []byte("x")},
 		}}
-	m := Message(Letter{Original: orig, Class: "transient", Message: "503", Attempts: 8, FirstFailure: first})
+	m := Row{Original: orig, Class: "transient", Message: "503", Attempts: 8, FirstFailure: first}.KafkaMessage()
 	if string(m.Key) != "s1" || string(m.Value) != `{"v":1}` {
 		t.Errorf("key %q value %q, want the original's", m.Key, m.Value)
 	}

@@ -39,7 +39,7 @@ func startKafka(host string, partitions int32, topic string, port int) (*kfake.C
 
 // redisServer is whichever Redis devstack runs: a real redis-server when one
 // is installed, or an in-process stand-in so `make demo` works on a machine
-// with nothing but Go. Tests never use the stand-in.
+// with nothing but Go. Of the tests, only devstack's own use the stand-in.
 type redisServer struct {
 	Addr  string
 	Real  bool

@@ -389,7 +389,7 @@ func (s *Stack) redisClient() redis.UniversalClient {
 		// The stand-in runs the scripts' Lua in Go, several times slower
 		// than redis-server: the throttle's initialization (a marker per
 		// hash slot) can outlast the 2 s read timeout on a loaded machine.
-		return redis.NewClient(&redis.Options{Addr: s.RedisAddr, DialTimeout: time.Second, MaxRetries: -1,
+		return redis.NewClient(&redis.Options{Addr: s.RedisAddr, DialTimeout: time.Second, DialerRetries: 1, MaxRetries: -1,
 			ReadTimeout: standInTimeout, WriteTimeout: standInTimeout})
 	}
 	return config.Config{RedisAddrs: []string{s.RedisAddr}}.RedisClient()

@@ -16,7 +16,7 @@ func redisAt(c *Clock, t time.Time, offset time.Duration) time.Time {
 	return time.UnixMicro(c.base.UnixMicro() + t.Sub(c.base).Microseconds()).Add(offset)
 }
 
-func TestRedisClockKeepsTheTruthAndTheTightestRoundTrip(t *testing.T) {
+func TestClockKeepsTheTruthAndTheTightestRoundTrip(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		offset time.Duration
@@ -53,7 +53,7 @@ func TestRedisClockKeepsTheTruthAndTheTightestRoundTrip(t *testing.T) {
 	}
 }
 
-func TestRedisClockManyAnswersNeverLoseTheTruth(t *testing.T) {
+func TestClockManyAnswersNeverLoseTheTruth(t *testing.T) {
 	c := New()
 	rng := rand.New(rand.NewPCG(3, 4))
 	const offset = 1234567 * time.Microsecond
@@ -72,7 +72,7 @@ func TestRedisClockManyAnswersNeverLoseTheTruth(t *testing.T) {
 	}
 }
 
-func TestRedisClockStartsOverWhenAClockSteps(t *testing.T) {
+func TestClockStartsOverWhenAClockSteps(t *testing.T) {
 	c := New()
 	now := time.Now()
 	c.Observe(now, now.Add(100*time.Microsecond), redisAt(c, now, 0))

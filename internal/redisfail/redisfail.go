@@ -2,7 +2,8 @@
 // once, for every package that talks to Redis. Each of them (throttle,
 // uploadstatus, compliance, ledger, circuit) wraps its Redis errors with
 // Wrap, so a caller branches with errors.Is(err, redisfail.ErrUnavailable)
-// and never needs go-redis or the error's text.
+// and never needs go-redis or the error's text. A Gate keeps what callers
+// learn of it: whether Redis answers, and a wait for it to answer again.
 package redisfail
 
 import (
