@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,15 +20,19 @@ type Gate struct {
 	log      *slog.Logger
 	onDown   func()
 
+	// ok is read without the lock (Healthy and Wait run before every
+	// registry call); it changes only under mu, with upWait.
+	ok     atomic.Bool
 	mu     sync.Mutex
-	ok     bool
 	upWait chan struct{} // closed when Redis comes back
 }
 
 // NewGate pings with ping every interval once Run runs; onDown is called
 // once per outage, as it begins.
 func NewGate(ping func(context.Context) error, interval time.Duration, log *slog.Logger, onDown func()) *Gate {
-	return &Gate{ping: ping, interval: interval, log: log, onDown: onDown, ok: true, upWait: make(chan struct{})}
+	g := &Gate{ping: ping, interval: interval, log: log, onDown: onDown, upWait: make(chan struct{})}
+	g.ok.Store(true)
+	return g
 }
 
 // Run pings Redis every interval until ctx ends.
@@ -55,17 +60,12 @@ func (g *Gate) Run(ctx context.Context) {
 }
 
 // Healthy reports whether Redis answered last time anyone asked.
-func (g *Gate) Healthy() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.ok
-}
+func (g *Gate) Healthy() bool { return g.ok.Load() }
 
 // Down records that a Redis call failed because Redis did not answer.
 func (g *Gate) Down(err error) {
 	g.mu.Lock()
-	was := g.ok
-	g.ok = false
+	was := g.ok.Swap(false)
 	g.mu.Unlock()
 	if was {
 		g.onDown()
@@ -76,8 +76,8 @@ func (g *Gate) Down(err error) {
 func (g *Gate) up() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.ok {
-		g.ok = true
+	if !g.ok.Load() {
+		g.ok.Store(true)
 		close(g.upWait)
 		g.upWait = make(chan struct{})
 		g.log.Info("redis answers again: resuming registry calls")
@@ -86,8 +86,11 @@ func (g *Gate) up() {
 
 // Wait blocks until Redis is up (true) or ctx ends (false).
 func (g *Gate) Wait(ctx context.Context) bool {
+	if g.ok.Load() {
+		return true
+	}
 	g.mu.Lock()
-	ok, ch := g.ok, g.upWait
+	ok, ch := g.ok.Load(), g.upWait
 	g.mu.Unlock()
 	if ok {
 		return true
