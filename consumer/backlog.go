@@ -66,7 +66,7 @@ func (b *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(b.redisUp, prometheus.GaugeValue, up)
 	p := b.c.deps.Throttle.Policy()
-	seconds, sendable := quotaBacklog(b.c.rowsBySeller(), p.Limit, p.Window)
+	seconds, sendable := quotaBacklog(b.c.runners.rowsBySeller(), p.Limit, p.Window)
 	ch <- prometheus.MustNewConstMetric(b.backlog, prometheus.GaugeValue, seconds)
 	ch <- prometheus.MustNewConstMetric(b.sendable, prometheus.GaugeValue, float64(sendable))
 }
@@ -82,9 +82,4 @@ func quotaBacklog(rows map[string]int, limit int, window time.Duration) (seconds
 		sendable += min(n, limit)
 	}
 	return seconds, sendable
-}
-
-// rowsBySeller counts each seller's rows this process holds.
-func (c *Consumer) rowsBySeller() map[string]int {
-	return c.runners.rowsBySeller()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,47 +70,16 @@ func (c *Consumer) readyToRead(ctx context.Context) bool {
 			continue
 		}
 		news := b.Changed()
-		if st, _, known := b.Local(); !known || st == circuit.Closed || c.sellersHolding() == 0 {
+		if st, _, known := b.Local(); !known || st == circuit.Closed || c.runners.count() == 0 {
 			return true
 		}
 		select {
 		case <-news:
-		case <-c.rowsIdle():
+		case <-c.runners.idle():
 		case <-ctx.Done():
 			return false
 		}
 	}
-}
-
-// probeTurn lets one row of this process at a time go for the probe while
-// the circuit is open, so a due probe costs one throttle slot per consumer,
-// not one per waiting row.
-type probeTurn struct {
-	mu   sync.Mutex
-	held bool
-	free chan struct{} // closed when the turn is given back
-}
-
-func newProbeTurn() *probeTurn { return &probeTurn{free: make(chan struct{})} }
-
-// take takes the turn; when another row holds it, it answers a channel
-// closed when that row gives it back.
-func (t *probeTurn) take() (bool, <-chan struct{}) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.held {
-		return false, t.free
-	}
-	t.held = true
-	return true, nil
-}
-
-func (t *probeTurn) give() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.held = false
-	close(t.free)
-	t.free = make(chan struct{})
 }
 
 // rowCircuit is one row's side of the circuit breaker for the call of its
@@ -212,14 +180,4 @@ func (rc *rowCircuit) report(res registryclient.Result, cancelled bool) {
 	default:
 		rc.log.Warn("transient failures across rows: the circuit is open, no registry calls until a probe succeeds")
 	}
-}
-
-// sellersHolding is the number of sellers with rows in this process.
-func (c *Consumer) sellersHolding() int {
-	return c.runners.count()
-}
-
-// rowsIdle is closed once this process holds no row.
-func (c *Consumer) rowsIdle() <-chan struct{} {
-	return c.runners.idle()
 }

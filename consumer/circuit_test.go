@@ -26,32 +26,6 @@ import (
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
-func TestProbeTurn(t *testing.T) {
-	turn := newProbeTurn()
-	got, _ := turn.take()
-	if !got {
-		t.Fatal("a free turn was not given")
-	}
-	again, free := turn.take()
-	if again || free == nil {
-		t.Fatalf("a held turn was given again (%v) or no channel to wait on (%v)", again, free)
-	}
-	select {
-	case <-free:
-		t.Fatal("the wait ended before the turn was given back")
-	default:
-	}
-	turn.give()
-	select {
-	case <-free:
-	case <-time.After(time.Second):
-		t.Fatal("giving the turn back did not wake the waiter")
-	}
-	if got, _ := turn.take(); !got {
-		t.Fatal("a turn given back was not given again")
-	}
-}
-
 // dlqLen counts the messages of the dead-letter topic.
 func dlqLen(t testing.TB, brokers []string, topic string) int {
 	t.Helper()

@@ -39,7 +39,6 @@ type Throttle interface {
 	// state (its epoch), so others may hold the same places in the window.
 	CheckN(ctx context.Context, seller string, rs []throttle.Reservation) ([]throttle.SlotCheck, error)
 	ReleaseN(ctx context.Context, seller string, rs []throttle.Reservation) error
-	Release(ctx context.Context, r throttle.Reservation) error
 	// SettleStep and ReleaseStep are Settle and Release as steps of the
 	// batch's write; a call without a part there (Settled.Done false; ok
 	// false) is settled or given back on its own.
@@ -147,9 +146,12 @@ type Consumer struct {
 	// be a few more heap allocations for each.
 	slotWrites *sharedDeadline
 	warm       *warmth
-	turn       *probeTurn // one runner at a time goes for the circuit's probe
-	clock      *redisclock.Clock
-	door       *uploadDoor
+	// turn holds a token while a runner goes for the circuit's probe: one
+	// at a time, so a due probe costs one throttle slot per consumer, not
+	// one per waiting row.
+	turn  chan struct{}
+	clock *redisclock.Clock
+	door  *uploadDoor
 	// reserving counts runners between asking for slots and their calls:
 	// the clock is read on its own only while one needs it (redisclock.Clock.Sync).
 	reserving atomic.Int64
@@ -178,7 +180,7 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 		reg = prometheus.NewRegistry()
 	}
 	c := &Consumer{cfg: cfg, deps: deps, log: log, dlq: deps.DeadLetters, close: func() error { return nil }, calls: make(chan struct{}, cfg.MaxConcurrentCalls),
-		warm: &warmth{}, turn: newProbeTurn(), clock: redisclock.New(), door: newUploadDoor(deps.Uploads), reports: newSharedDeadline(reportTimeout), slotWrites: newSharedDeadline(slotWriteTimeout),
+		warm: &warmth{}, turn: make(chan struct{}, 1), clock: redisclock.New(), door: &uploadDoor{markers: throttle.NewMarkers(), known: map[uploadKey]struct{}{}}, reports: newSharedDeadline(reportTimeout), slotWrites: newSharedDeadline(slotWriteTimeout),
 		pool: make(chan callJob, 4*cfg.MaxConcurrentCalls), starts: newStartBudget(cfg.MaxDueNow)}
 	c.m = newMetrics(reg, func() float64 {
 		if t := c.group.OldestUnfinished(); !t.IsZero() {
@@ -292,16 +294,16 @@ func (c *Consumer) RedisHealthy() bool { return c.redis.Healthy() }
 
 // untilRedis runs op until it succeeds or ctx ends, backing off between
 // attempts, and returns the last error when ctx ended first. Every error is
-// worth another attempt: Redis not answering, and Redis refusing for a while
-// (READONLY during a failover, OOM under noeviction, MISCONF, NOREPLICAS,
-// BUSY, LOADING). A caller may not take an error for an answer: a write that
-// failed is not done.
+// worth another attempt: Redis not answering (op waits for the gate to hear
+// it again), and Redis refusing for a while (READONLY during a failover, OOM
+// under noeviction, MISCONF, NOREPLICAS, BUSY, LOADING). A caller may not
+// take an error for an answer: a write that failed is not done.
 func (c *Consumer) untilRedis(ctx context.Context, what string, log *slog.Logger, op func(context.Context) error) error {
-	retry := c.redisBackOff()
+	var retry backoff.BackOff
 	for n := 1; ; n++ {
-		if err := ctx.Err(); err != nil {
+		if !c.redis.Wait(ctx) {
 			// The drain ended: no write starts after it (group.drain).
-			return err
+			return ctx.Err()
 		}
 		err := op(ctx)
 		if err == nil || ctx.Err() != nil {
@@ -310,7 +312,10 @@ func (c *Consumer) untilRedis(ctx context.Context, what string, log *slog.Logger
 		if unavailable(err) {
 			c.redis.Down(err) // the gate logs it once
 		} else if n == 1 {
-			log.Warn("Redis refused a write; trying again until it takes it or the drain ends", "op", what, "err", err)
+			log.Warn("Redis refused; trying again until it takes it or the wait ends", "op", what, "err", err)
+		}
+		if retry == nil {
+			retry = c.redisBackOff()
 		}
 		if !sleep(ctx, retry.NextBackOff()) {
 			return err
@@ -325,12 +330,9 @@ func (c *Consumer) untilRedis(ctx context.Context, what string, log *slog.Logger
 // an answer.
 func unavailable(err error) bool { return errors.Is(err, redisfail.ErrUnavailable) }
 
-// redisBackOff is the backoff between attempts of a Redis operation. Every
-// row takes several and nearly none is ever asked for an interval, so the
-// backoff itself is made on the first NextBackOff (lazyBackOff).
-func (c *Consumer) redisBackOff() backoff.BackOff { return &lazyBackOff{c: c} }
-
-func (c *Consumer) newRedisBackOff() backoff.BackOff {
+// redisBackOff is the backoff between attempts of a Redis operation. Each
+// is made once per batch or per write, not per row.
+func (c *Consumer) redisBackOff() backoff.BackOff {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = c.cfg.RedisRetryMin
 	b.MaxInterval = c.cfg.RedisRetryMax

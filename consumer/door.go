@@ -2,13 +2,10 @@ package consumer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/cenkalti/backoff/v4"
 
 	"github.com/bulkreg/bulkreg/deadletter"
 	"github.com/bulkreg/bulkreg/throttle"
@@ -37,7 +34,6 @@ const maxKnownUploads = 4096
 // partition, so one runner meets an upload's rows, one batch after the
 // other: two lookups of one upload at once are rare, and harmless.
 type uploadDoor struct {
-	uploads Uploads
 	markers *throttle.Markers
 
 	mu    sync.Mutex
@@ -48,29 +44,18 @@ type uploadDoor struct {
 // another seller is looked up again (and refused).
 type uploadKey struct{ seller, upload string }
 
-func newUploadDoor(u Uploads) *uploadDoor {
-	return &uploadDoor{uploads: u, markers: throttle.NewMarkers(), known: map[uploadKey]struct{}{}}
-}
-
-func (d *uploadDoor) isKnown(k uploadKey) bool {
+// has reports whether k's rows go on, and with remember true makes it so.
+func (d *uploadDoor) has(k uploadKey, remember bool) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	_, ok := d.known[k]
-	return ok
-}
-
-// presence looks k's upload up, and remembers it when its rows go on.
-func (d *uploadDoor) presence(ctx context.Context, k uploadKey, q uploadstatus.PresenceQuery) (uploadstatus.Presence, error) {
-	p, err := d.uploads.Presence(ctx, q)
-	if err == nil && !p.Bad() {
-		d.mu.Lock()
+	if remember {
 		if len(d.known) >= maxKnownUploads {
 			clear(d.known)
 		}
 		d.known[k] = struct{}{}
-		d.mu.Unlock()
 	}
-	return p, err
+	_, ok := d.known[k]
+	return ok
 }
 
 // admit reports whether the row may go on. A row of an upload that does not
@@ -79,48 +64,32 @@ func (d *uploadDoor) presence(ctx context.Context, k uploadKey, q uploadstatus.P
 func (c *Consumer) admit(r *row, log *slog.Logger) bool {
 	d := c.door
 	k := uploadKey{seller: r.m.SellerID, upload: r.m.UploadID}
-	if d.isKnown(k) {
+	if d.has(k, false) {
 		return true
 	}
 	ctx := r.ctx()
-	var retry backoff.BackOff
-	for {
-		if !c.redis.Wait(ctx) {
-			r.GiveBack()
-			return false
-		}
-		p, err := d.presence(ctx, k, uploadstatus.PresenceQuery{UploadID: r.m.UploadID, SellerID: r.m.SellerID, EnqueuedAt: r.m.EnqueuedAt,
+	var p uploadstatus.Presence
+	err := c.untilRedis(ctx, "look the row's upload up", log, func(ctx context.Context) error {
+		var err error
+		p, err = c.deps.Uploads.Presence(ctx, uploadstatus.PresenceQuery{UploadID: r.m.UploadID, SellerID: r.m.SellerID, EnqueuedAt: r.m.EnqueuedAt,
 			Marker: d.markers.For(uploadstatus.MetaKey(r.m.UploadID)), Slack: c.cfg.UploadPresenceSlack})
-		if ctx.Err() != nil {
-			r.GiveBack()
-			return false
+		return err
+	})
+	switch {
+	case err != nil || ctx.Err() != nil:
+		r.GiveBack()
+		return false
+	case !p.Bad():
+		if p != uploadstatus.UploadFound {
+			log.Warn("the row's upload has no record in Redis, which may have lost it or let it expire; registering its rows, and the status will say it was partly lost", "presence", p.String())
 		}
-		if err == nil {
-			if !p.Bad() {
-				if p != uploadstatus.UploadFound {
-					log.Warn("the row's upload has no record in Redis, which may have lost it or let it expire; registering its rows, and the status will say it was partly lost", "presence", p.String())
-				}
-				return true
-			}
-			msg := fmt.Sprintf("upload %s does not exist: no producer created it, so no producer published this row; nothing was registered", r.m.UploadID)
-			if p == uploadstatus.UploadOtherSeller {
-				msg = fmt.Sprintf("upload %s belongs to another seller than %s; nothing was registered", r.m.UploadID, r.m.SellerID)
-			}
-			log.Error("a row of an upload that does not exist: sending it to the dead-letter topic", "presence", p.String())
-			c.deadLetter(r, deadletter.Row{Original: r.Msg, Class: deadletter.ClassBadMessage, Message: msg, FirstFailure: time.Now()}, log)
-			return false
-		}
-		if unavailable(err) {
-			c.redis.Down(err)
-		} else if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-			log.Error("looking the row's upload up failed, retrying", "err", err)
-		}
-		if retry == nil {
-			retry = c.redisBackOff()
-		}
-		if !sleep(ctx, retry.NextBackOff()) {
-			r.GiveBack()
-			return false
-		}
+		return d.has(k, true)
 	}
+	msg := fmt.Sprintf("upload %s does not exist: no producer created it, so no producer published this row; nothing was registered", r.m.UploadID)
+	if p == uploadstatus.UploadOtherSeller {
+		msg = fmt.Sprintf("upload %s belongs to another seller than %s; nothing was registered", r.m.UploadID, r.m.SellerID)
+	}
+	log.Error("a row of an upload that does not exist: sending it to the dead-letter topic", "presence", p.String())
+	c.deadLetter(r, deadletter.Row{Original: r.Msg, Class: deadletter.ClassBadMessage, Message: msg, FirstFailure: time.Now()}, log)
+	return false
 }

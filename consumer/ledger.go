@@ -26,8 +26,7 @@ type Ledger interface {
 	// reservation script (into is filled once it ran; ok is false when no
 	// request is left to send).
 	ClaimStep(seller string, reqs []ledger.ClaimRequest, into []ledger.ClaimResult) (st scriptbatch.Step, ok bool)
-	Mark(ctx context.Context, seller, sku, row, hash, productID string) (ledger.Entry, error)
-	// MarkStep is Mark for a batch's registrations as a step of the batch's
+	// MarkStep marks a batch's registrations as a step of the batch's
 	// write (into is filled once it ran; at once for a mark the ledger
 	// refuses; ok is false when no request is left to send).
 	MarkStep(seller string, reqs []ledger.MarkRequest, into []ledger.MarkResult) (st scriptbatch.Step, ok bool)
@@ -83,67 +82,71 @@ func (c *Consumer) newSKUClaim(r *row, log *slog.Logger) *skuClaim {
 func (s *skuClaim) claim() bool {
 	c, r := s.c, s.r
 	ctx := r.ctx()
-	redisRetry, busy := c.redisBackOff(), c.redisBackOff()
+	busy := c.redisBackOff()
 	for {
-		if !c.redis.Wait(ctx) {
+		var cl ledger.Claim
+		var invalid error
+		err := c.untilRedis(ctx, "claim the SKU in the ledger", s.log, func(ctx context.Context) error {
+			var err error
+			if cl, err = c.deps.Ledger.Claim(ctx, r.m.SellerID, r.m.Product.SellerSKU, s.own, s.hash, s.from); errors.Is(err, ledger.ErrInvalid) {
+				invalid, err = err, nil
+			}
+			return err
+		})
+		if err != nil || ctx.Err() != nil {
 			r.GiveBack()
 			return false
 		}
-		cl, err := c.deps.Ledger.Claim(ctx, r.m.SellerID, r.m.Product.SellerSKU, s.own, s.hash, s.from)
-		if ctx.Err() != nil {
-			r.GiveBack()
+		if invalid != nil {
+			// The ledger will refuse this row however often it asks:
+			// retried, it would hold its partition's commits for good.
+			s.log.Error("the ledger cannot hold the row's SKU: sending it to the dead-letter topic", "sku", r.m.Product.SellerSKU, "err", invalid)
+			c.deadLetter(r, deadletter.Row{Original: r.Msg, Class: deadletter.ClassBadMessage, Message: invalid.Error(), FirstFailure: time.Now()}, s.log)
 			return false
 		}
-		if err != nil {
-			if errors.Is(err, ledger.ErrInvalid) {
-				// The ledger will refuse this row however often it asks:
-				// retried, it would hold its partition's commits for good.
-				s.log.Error("the ledger cannot hold the row's SKU: sending it to the dead-letter topic", "sku", r.m.Product.SellerSKU, "err", err)
-				c.deadLetter(r, deadletter.Row{Original: r.Msg, Class: deadletter.ClassBadMessage, Message: err.Error(), FirstFailure: time.Now()}, s.log)
-				return false
-			}
-			if unavailable(err) {
-				c.redis.Down(err)
-			} else {
-				s.log.Error("claiming the SKU in the ledger failed, retrying", "sku", r.m.Product.SellerSKU, "err", err)
-			}
-			if !sleep(ctx, redisRetry.NextBackOff()) {
-				r.GiveBack()
-				return false
-			}
-			continue
-		}
-		redisRetry.Reset()
-		switch cl.Verdict {
-		case ledger.Call:
-			s.held, s.shared = true, cl.Entry.Shared
-			r.m.IdempotencyKey = cl.CallKey
+		call, rr, kind := s.verdict(cl)
+		switch {
+		case call:
 			return true
-		case ledger.Wait:
-			// Another row is registering this SKU: ask again soon, and at
-			// the latest when its lease ends. No slot is held meanwhile.
-			s.held = false
-			if !sleep(ctx, min(busy.NextBackOff(), cl.RetryIn+time.Millisecond)) {
-				r.GiveBack()
-				return false
-			}
-		case ledger.Done:
-			s.held = false
-			c.record(r, s.registeredAs(cl.Entry, 0), s.resultOf(cl.Entry), s.log)
+		case rr != nil:
+			c.record(r, *rr, kind, s.log)
 			return false
-		case ledger.Aside:
-			// This record's row was dead-lettered, and its member died
-			// before the offset was committed. It stays set aside: a call
-			// now could register a row an operator may also send again.
-			s.held = false
-			c.record(r, setAside(cl.Aside.Class, cl.Aside.Attempts, cl.Aside.Reason), "set_aside", s.log)
-			return false
-		default: // ledger.Conflict
-			s.held = false
-			c.record(r, otherContent(r.m.Product.SellerSKU, cl.Entry), "failed", s.log)
+		}
+		// Another row is registering this SKU: ask again soon, and at the
+		// latest when its lease ends. No slot is held meanwhile.
+		if !sleep(ctx, min(busy.NextBackOff(), cl.RetryIn+time.Millisecond)) {
+			r.GiveBack()
 			return false
 		}
 	}
+}
+
+// verdict takes the ledger's answer to the row's claim: call, the row holds
+// the claim and calls with the key it names; else rr is the row's result
+// without a call (registered before, by this row or another; set aside; other
+// content), kind its label in the rows metric; or, with neither, another row
+// is registering the SKU and this one waits (Claim.RetryIn).
+func (s *skuClaim) verdict(cl ledger.Claim) (call bool, rr *uploadstatus.RowResult, kind string) {
+	s.held = false
+	var res uploadstatus.RowResult
+	switch cl.Verdict {
+	case ledger.Call:
+		s.held, s.shared = true, cl.Entry.Shared
+		s.r.m.IdempotencyKey = cl.CallKey
+		return true, nil, ""
+	case ledger.Wait:
+		return false, nil, ""
+	case ledger.Done:
+		res, kind = s.registeredAs(cl.Entry, 0), s.resultOf(cl.Entry)
+	case ledger.Aside:
+		// This record's row was dead-lettered, and its member died before
+		// the offset was committed. It stays set aside: a call now could
+		// register a row an operator may also send again.
+		res, kind = setAside(cl.Aside.Class, cl.Aside.Attempts, cl.Aside.Reason), "set_aside"
+	default: // ledger.Conflict
+		res, kind = otherContent(s.r.m.Product.SellerSKU, cl.Entry), "failed"
+	}
+	return false, &res, kind
 }
 
 // otherContent is the result of a row whose SKU the ledger holds registered
@@ -155,12 +158,12 @@ func otherContent(sku string, e ledger.Entry) uploadstatus.RowResult {
 			Params: map[string]string{"field": "seller_sku", "value": strconv.Quote(sku), "product": e.ProductID}}}}
 }
 
-// marked is a registration's mark in the ledger, when afterCall made it in
-// the call's batch: done (e is the ledger's entry) or failed (the batch did
-// not reach Redis before the drain ended). Neither: registered marks it.
+// marked is a registration's mark in the ledger, made by the batch's write:
+// done (e is the ledger's entry), or not when the write did not reach Redis
+// before the drain ended.
 type marked struct {
-	done, failed bool
-	e            ledger.Entry
+	done bool
+	e    ledger.Entry
 }
 
 // markRequest is the ledger's mark of a registration for the batch's write
@@ -181,7 +184,6 @@ func (s *skuClaim) marked(res registryclient.Result, got ledger.MarkResult, err 
 	case got.Err != nil && (err == nil || errorsIsInvalid(got.Err)):
 		mk.done, mk.e = true, s.unmarkable(res, got.Err)
 	case err != nil:
-		mk.failed = true
 	default:
 		mk.done, mk.e = true, got.Entry
 	}

@@ -729,7 +729,7 @@ func TestShutdownGivesSlotsBack(t *testing.T) {
 		f.throttle.mu.Lock()
 		defer f.throttle.mu.Unlock()
 		n := int(f.registry.started.Load())
-		return n > 0 && len(f.throttle.slots["s"]) == n && c.rowsBySeller()["s"] == 20
+		return n > 0 && len(f.throttle.slots["s"]) == n && c.runners.rowsBySeller()["s"] == 20
 	})
 	if n := f.registeredCount("u"); n != 0 {
 		t.Fatalf("%d rows already recorded; the test must stop the consumer while the calls are in progress", n)
@@ -809,7 +809,7 @@ func TestInFlightCapPausesReading(t *testing.T) {
 			// The runners hold the rows in flight; only a batch's rows
 			// hold slots.
 			held := 0
-			for _, n := range c.rowsBySeller() {
+			for _, n := range c.runners.rowsBySeller() {
 				held += n
 			}
 			if held != capped || used > 10*len(tc.sellers) {

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -52,7 +53,7 @@ type tries struct {
 // callJob is one call a runner hands to the call pool at its slot.
 type callJob struct {
 	it    *item
-	batch *callBatch
+	batch *sync.WaitGroup
 }
 
 // callWorker makes the calls of the runners' batches, one at a time, until
@@ -60,7 +61,7 @@ type callJob struct {
 func (c *Consumer) callWorker(jobs <-chan callJob) {
 	for j := range jobs {
 		c.callOne(j.it)
-		j.batch.answered()
+		j.batch.Done()
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -394,9 +393,9 @@ func (rn *runner) take(most int) (b []*item, retrying bool, wait time.Duration) 
 	return b, retrying, 0
 }
 
-// requeue puts rows back at the front of the queue, in their order, for a
-// later batch.
-func (rn *runner) requeue(its []*item) {
+// requeue puts rows back in the queue, in their order, for a later batch:
+// at its front, or at its end (last).
+func (rn *runner) requeue(its []*item, last bool) {
 	if len(its) == 0 {
 		return
 	}
@@ -404,19 +403,11 @@ func (rn *runner) requeue(its []*item) {
 		it.call = nil
 	}
 	rn.rs.mu.Lock()
-	rn.queue = append(slices.Clip(its), rn.queue...)
-	rn.inBatch = max(0, rn.inBatch-len(its))
-	rn.rs.mu.Unlock()
-	rn.c.m.waiting.Add(float64(len(its)))
-}
-
-// requeueLast puts rows back at the end of the queue.
-func (rn *runner) requeueLast(its []*item) {
-	for _, it := range its {
-		it.call = nil
+	if last {
+		rn.queue = append(rn.queue, its...)
+	} else {
+		rn.queue = append(slices.Clip(its), rn.queue...)
 	}
-	rn.rs.mu.Lock()
-	rn.queue = append(rn.queue, its...)
 	rn.inBatch = max(0, rn.inBatch-len(its))
 	rn.rs.mu.Unlock()
 	rn.c.m.waiting.Add(float64(len(its)))
@@ -446,11 +437,11 @@ func (rn *runner) batch(ctx context.Context, b []*item, retrying bool) {
 	}
 	if probe {
 		// The fleet's probe: a row whose failures were not its own.
-		defer c.turn.give()
+		defer func() { <-c.turn }()
 		if i := slices.IndexFunc(b, func(it *item) bool { return !it.suspect && !it.convicted }); i > 0 {
 			b[0], b[i] = b[i], b[0]
 		}
-		rn.requeue(b[1:])
+		rn.requeue(b[1:], false)
 		b = b[:1]
 	}
 	c.reserving.Add(1)
@@ -461,7 +452,7 @@ func (rn *runner) batch(ctx context.Context, b []*item, retrying bool) {
 	// seller's window then goes out in one stretch, not interleaved with
 	// other sellers' (whose rank is later) while its first part waits for
 	// its answers. The next window is booked after the answers.
-	pending := newCallBatch()
+	var pending sync.WaitGroup // the batch's calls in flight: the last answer wakes the runner
 	var all, calls []*item
 	var freed []throttle.Reservation
 	for part := 0; ; part++ {
@@ -493,7 +484,7 @@ func (rn *runner) batch(ctx context.Context, b []*item, retrying bool) {
 				break
 			}
 			if starts < len(b) {
-				rn.requeue(b[starts:])
+				rn.requeue(b[starts:], false)
 				b = b[:starts]
 			}
 		}
@@ -503,9 +494,9 @@ func (rn *runner) batch(ctx context.Context, b []*item, retrying bool) {
 		}
 		all, calls, freed = append(all, b...), append(calls, got...), append(freed, fr...)
 		// Every slot is placed: call at each, confirming them first.
-		rn.hand(ctx, got, &freed, granted, pending)
+		rn.hand(ctx, got, &freed, granted, &pending)
 	}
-	pending.wait()
+	pending.Wait()
 	c.m.throttleWait.Observe(time.Since(begun).Seconds())
 	rn.conclude(all, calls, freed)
 }
@@ -585,13 +576,11 @@ func (rn *runner) fleetReady(ctx context.Context) (probe, ok bool, openFor time.
 		if st, _, known := br.Local(); !known || st == circuit.Closed {
 			return false, true, 0
 		}
-		got, free := c.turn.take()
-		if got {
-			return true, true, 0
-		}
 		t := time.NewTimer(left)
 		select {
-		case <-free:
+		case c.turn <- struct{}{}:
+			t.Stop()
+			return true, true, 0
 		case <-news:
 		case <-t.C:
 		case <-ctx.Done():
@@ -635,40 +624,21 @@ func (rn *runner) reserve(ctx context.Context, b []*item, starts int) (calls []*
 	for i, it := range b {
 		claims[i] = ledger.ClaimRequest{SKU: it.r.m.Product.SellerSKU, Row: it.sku.own, Hash: it.sku.hash, From: it.sku.from}
 	}
-	retry := c.redisBackOff()
 	var (
-		got      []ledger.ClaimResult
-		rs       []throttle.Reservation
-		sent     time.Time
-		err      error
-		giveBack = func() {
-			c.starts.give(starts)
-			rn.giveBack(b)
-		}
+		got  []ledger.ClaimResult
+		rs   []throttle.Reservation
+		sent time.Time
 	)
-	for {
-		if !c.redis.Wait(ctx) {
-			giveBack()
-			return nil, nil, granted, false
-		}
+	err := c.untilRedis(ctx, "claim the SKUs and reserve the slots of a batch", rn.log, func(ctx context.Context) error {
+		var err error
 		sent = time.Now()
 		got, rs, err = c.claimReserve(ctx, rn.seller, claims)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			giveBack()
-			return nil, nil, granted, false
-		}
-		if unavailable(err) {
-			c.redis.Down(err)
-		} else {
-			rn.log.Error("claiming the SKUs and reserving the slots of a batch failed, retrying", "rows", len(b), "err", err)
-		}
-		if !sleep(ctx, retry.NextBackOff()) {
-			giveBack()
-			return nil, nil, granted, false
-		}
+		return err
+	})
+	if err != nil {
+		c.starts.give(starts)
+		rn.giveBack(b)
+		return nil, nil, granted, false
 	}
 	arrived := time.Now()
 	var later []*item // queued again: another row holds the SKU, or no slot within MaxWait
@@ -757,7 +727,7 @@ func (rn *runner) reserve(ctx context.Context, b []*item, starts int) (calls []*
 	}
 	c.starts.give(starts - kept)
 	slices.SortStableFunc(calls, func(a, b *item) int { return a.slot.due.Compare(b.slot.due) })
-	rn.requeue(later)
+	rn.requeue(later, false)
 	return calls, freed, arrived, true
 }
 
@@ -777,28 +747,16 @@ func (rn *runner) claimed(it *item, cl ledger.ClaimResult, later *[]*item) bool 
 		*later = append(*later, it)
 		return false
 	}
-	switch cl.Verdict {
-	case ledger.Call:
-		s.held, s.shared = true, cl.Entry.Shared
-		it.r.m.IdempotencyKey = cl.CallKey
+	call, rr, kind := s.verdict(cl.Claim)
+	switch {
+	case call:
 		return true
-	case ledger.Wait:
-		s.held = false
+	case rr != nil:
+		it.result, it.kind = rr, kind
+	default:
 		it.notBefore = time.Now().Add(min(max(cl.RetryIn, rn.c.cfg.RedisRetryMin), rn.c.cfg.RedisRetryMax) + time.Millisecond)
 		*later = append(*later, it)
-	case ledger.Done:
-		rr := s.registeredAs(cl.Entry, 0)
-		it.result, it.kind = &rr, s.resultOf(cl.Entry)
-	case ledger.Aside:
-		// This record's row was dead-lettered, and its member died before
-		// the offset was committed: it stays set aside for an operator.
-		rr := setAside(cl.Aside.Class, cl.Aside.Attempts, cl.Aside.Reason)
-		it.result, it.kind = &rr, "set_aside"
-	default: // ledger.Conflict
-		rr := otherContent(it.r.m.Product.SellerSKU, cl.Entry)
-		it.result, it.kind = &rr, "failed"
 	}
-	s.held = false
 	return false
 }
 
@@ -809,7 +767,7 @@ func (rn *runner) claimed(it *item, cl ledger.ClaimResult, later *[]*item) bool 
 //
 // A slot whose check time had passed when it was granted needs no check:
 // the reservation itself vouches for its epoch.
-func (rn *runner) hand(ctx context.Context, calls []*item, freed *[]throttle.Reservation, granted time.Time, pending *callBatch) {
+func (rn *runner) hand(ctx context.Context, calls []*item, freed *[]throttle.Reservation, granted time.Time, pending *sync.WaitGroup) {
 	c := rn.c
 	for g := 0; g < len(calls); {
 		// A group: the slots the same check covers (within two MaxLateness of it).
@@ -842,7 +800,7 @@ func (rn *runner) hand(ctx context.Context, calls []*item, freed *[]throttle.Res
 			}
 			c.m.uncertainty.Observe(it.slot.due.Sub(it.slot.bound).Seconds())
 			it.called = true // its start, if it holds one, goes back when the call starts (callOne)
-			pending.add()
+			pending.Add(1)
 			c.pool <- callJob{it: it, batch: pending}
 		}
 	}
@@ -885,7 +843,9 @@ func (rn *runner) check(ctx context.Context, group []*item, freed *[]throttle.Re
 	cctx, cancel := context.WithTimeout(ctx, max(time.Millisecond, time.Until(group[0].slot.bound.Add(c.cfg.MaxLateness))))
 	defer cancel()
 	sent := time.Now()
-	chks, err := c.checkAll(cctx, rn.seller, rs)
+	chks, err := leaving(cctx, func(ctx context.Context) ([]throttle.SlotCheck, error) {
+		return c.deps.Throttle.CheckN(ctx, rn.seller, rs)
+	})
 	arrived := time.Now()
 	left := false
 	var again []*item
@@ -917,7 +877,7 @@ func (rn *runner) check(ctx context.Context, group []*item, freed *[]throttle.Re
 		}
 		again = append(again, it)
 	}
-	rn.requeue(again)
+	rn.requeue(again, false)
 	return left
 }
 
@@ -999,6 +959,7 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 		rn.log.Error("registry calls are missing from the compliance history: Redis did not take them before the drain ended", "calls", len(ws), "err", err)
 	}
 	wi := 0
+	var rest []throttle.Reservation // slots the write left to give back
 	for _, it := range calls {
 		if it.call == nil || it.slot == nil || !it.made {
 			continue
@@ -1016,9 +977,10 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 		case w.counted:
 			c.settle(w.rest, w.answered)
 		default:
-			c.unreserve(&slot{Reservation: w.rest})
+			rest = append(rest, w.rest)
 		}
 	}
+	c.releaseAll(rn.seller, rest)
 	rn.judge(answered, held, calls)
 
 	// Each row's outcome.
@@ -1059,7 +1021,10 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 			delete(rn.unanswered, it) // a finished row no longer tells whose failures they are
 			results[it.r.m.UploadID] = append(results[it.r.m.UploadID], it)
 		case outcomeRateLimited:
-			b := &blocks[b2i(it.res.Scope == registryclient.ScopeApp)]
+			b := &blocks[0]
+			if it.res.Scope == registryclient.ScopeApp {
+				b = &blocks[1]
+			}
 			if it.res.RetryAfter > b.RetryAfter || b.Status == 0 {
 				*b = it.res
 			}
@@ -1075,13 +1040,10 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 			rn.block(b)
 		}
 	}
-	if held {
-		// The rows go behind the others: the next probe is another row, so a
-		// row that fails on its own does not keep its seller held.
-		rn.requeueLast(again)
-	} else {
-		rn.requeue(again)
-	}
+	// While the seller is held the rows go behind the others: the next
+	// probe is another row, so a row that fails on its own does not keep
+	// its seller held.
+	rn.requeue(again, held)
 	rn.finish(results)
 }
 
@@ -1294,32 +1256,19 @@ func (rn *runner) finish(byUpload map[string][]*item) {
 // label); good is false when the row must be given back (its registration
 // did not reach the ledger before the drain ended).
 func (rn *runner) result(it *item) (rr uploadstatus.RowResult, kind string, good bool) {
-	c, s, res := rn.c, it.sku, it.res
+	s, res := it.sku, it.res
 	switch {
 	case it.result != nil:
 		return *it.result, it.kind, true
 	case res.Class == registryclient.Permanent:
 		return s.refused(res, it.t.attempts), "failed", true // releases the SKU's claim
 	}
-	// Registered, or replayed: first in the ledger, then the status.
+	// Registered, or replayed: first in the ledger (the batch's write marked
+	// it), then the status.
 	e := it.mk.e
-	switch {
-	case it.mk.failed:
+	if !it.mk.done {
 		rn.log.Error("could not record the registration in the ledger before the drain ended; the row will be read again", "row", it.r.m.Row, "product_id", res.ProductID)
 		return rr, "", false
-	case !it.mk.done:
-		err := c.untilRedis(rn.p.FinishCtx(), "mark the SKU registered in the ledger", rn.log, func(ctx context.Context) error {
-			var err error
-			e, err = c.deps.Ledger.Mark(ctx, it.r.m.SellerID, it.r.m.Product.SellerSKU, s.by(res), s.hash, res.ProductID)
-			if errorsIsInvalid(err) {
-				e, err = s.unmarkable(res, err), nil
-			}
-			return err
-		})
-		if err != nil {
-			rn.log.Error("could not record the registration in the ledger before the drain ended; the row will be read again", "row", it.r.m.Row, "product_id", res.ProductID, "err", err)
-			return rr, "", false
-		}
 	}
 	s.held = false
 	if e.Row != s.own && e.ProductID != res.ProductID {
@@ -1345,40 +1294,3 @@ func answeredClass(c registryclient.Class) bool {
 }
 
 func errorsIsInvalid(err error) bool { return errors.Is(err, ledger.ErrInvalid) }
-
-// callBatch counts a batch's calls in flight, and the runner's own part
-// until it waits; done is closed when the count reaches 0. The runner is
-// woken once per batch, by the last call answered.
-type callBatch struct {
-	n    atomic.Int64
-	done chan struct{}
-}
-
-func newCallBatch() *callBatch {
-	b := &callBatch{done: make(chan struct{})}
-	b.n.Store(1)
-	return b
-}
-
-func (b *callBatch) add() { b.n.Add(1) }
-
-func (b *callBatch) answered() {
-	if b.n.Add(-1) == 0 {
-		close(b.done)
-	}
-}
-
-// wait waits until every call added is answered.
-func (b *callBatch) wait() {
-	if b.n.Add(-1) == 0 {
-		return
-	}
-	<-b.done
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}

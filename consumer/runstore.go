@@ -20,49 +20,40 @@ import (
 // counts this member in). op goes on with ctx, which has ended: its answer
 // is dropped, and what it wrote is what a lost answer leaves (slots and
 // claims lapse on their own). A goroutine per batch's Redis call.
-func leaving(ctx context.Context, op func(context.Context) error) error {
-	done := make(chan error, 1)
-	go func() { done <- op(ctx) }()
+func leaving[T any](ctx context.Context, op func(context.Context) (T, error)) (T, error) {
+	type answer struct {
+		v   T
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		v, err := op(ctx)
+		done <- answer{v, err}
+	}()
 	select {
-	case err := <-done:
-		return err
+	case a := <-done:
+		return a.v, a.err
 	case <-ctx.Done():
-		return ctx.Err()
+		var zero T
+		return zero, ctx.Err()
 	}
 }
 
 // claimReserve claims the SKUs of a batch's rows and reserves as many slots
 // of the seller, in one script. An error wraps Redis's.
 func (c *Consumer) claimReserve(ctx context.Context, seller string, claims []ledger.ClaimRequest) ([]ledger.ClaimResult, []throttle.Reservation, error) {
-	got := make([]ledger.ClaimResult, len(claims))
+	got := make([]ledger.ClaimResult, len(claims)) // filled in by the script's step
 	var steps []scriptbatch.Step
 	if st, ok := c.deps.Ledger.ClaimStep(seller, claims, got); ok {
 		steps = append(steps, st)
 	}
-	var rs []throttle.Reservation // set by op; read only when op is done
-	err := leaving(ctx, func(ctx context.Context) error {
-		var err error
-		rs, err = c.deps.Throttle.ReserveN(ctx, seller, len(claims), steps...)
-		return err
+	rs, err := leaving(ctx, func(ctx context.Context) ([]throttle.Reservation, error) {
+		return c.deps.Throttle.ReserveN(ctx, seller, len(claims), steps...)
 	})
 	if err != nil {
 		return nil, nil, err
 	}
 	return got, rs, nil
-}
-
-// checkAll confirms a batch's slots in one script.
-func (c *Consumer) checkAll(ctx context.Context, seller string, rs []throttle.Reservation) ([]throttle.SlotCheck, error) {
-	var out []throttle.SlotCheck // set by op; read only when op is done
-	err := leaving(ctx, func(ctx context.Context) error {
-		var err error
-		out, err = c.deps.Throttle.CheckN(ctx, seller, rs)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // releaseAll gives slots back, best effort (as release).
@@ -164,7 +155,10 @@ func (c *Consumer) writeCalls(ctx context.Context, seller string, ws []callWrite
 		return nil
 	}
 	err := c.untilRedis(ctx, "record the calls in the compliance history", c.log, func(ctx context.Context) error {
-		return leaving(ctx, func(ctx context.Context) error { return c.deps.Calls.RecordAll(ctx, seller, calls, batch...) })
+		_, err := leaving(ctx, func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, c.deps.Calls.RecordAll(ctx, seller, calls, batch...)
+		})
+		return err
 	})
 	if err == nil {
 		answers(true)
@@ -181,6 +175,9 @@ func (c *Consumer) writeCalls(ctx context.Context, seller string, ws []callWrite
 // recordRows writes the results of one upload's rows in one script.
 func (c *Consumer) recordRows(ctx context.Context, uploadID string, rs []uploadstatus.RowResult) error {
 	return c.untilRedis(ctx, "record the rows' results", c.log, func(ctx context.Context) error {
-		return leaving(ctx, func(ctx context.Context) error { return c.deps.Status.RecordRows(ctx, uploadID, rs) })
+		_, err := leaving(ctx, func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, c.deps.Status.RecordRows(ctx, uploadID, rs)
+		})
+		return err
 	})
 }

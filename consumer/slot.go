@@ -130,12 +130,3 @@ func (c *Consumer) settle(r throttle.Reservation, answered time.Time) {
 		c.log.Debug("could not settle a slot at its answer", "seller", r.Seller, "err", err)
 	}
 }
-
-// unreserve gives the slot back to the throttle and reports whether it did.
-func (c *Consumer) unreserve(s *slot) bool {
-	if err := c.deps.Throttle.Release(c.slotWrites.get(), s.Reservation); err != nil {
-		c.log.Debug("could not give a slot back to the throttle", "seller", s.Seller, "err", err)
-		return false
-	}
-	return true
-}
