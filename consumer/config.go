@@ -56,13 +56,10 @@ type Config struct {
 	MaxInFlight int
 	// MaxInFlightPerPartition caps rows read and not finished per
 	// partition; reading that partition pauses at the cap. A seller's rows
-	// behind another seller's long upload on the same partition are only
-	// reached if the cap is above that upload's size (500 rows), so keep it
-	// well above. A seller whose upload straddles the cap gets its first
-	// rows now and the rest only as earlier rows finish, which stretches
-	// its run: with 12.5 uploads of 500 rows per partition (bench
-	// many-sellers) a median seller takes about 1.25 × its lower bound at
-	// 5,000 and 1.1 at 10,000. 0: 10,000.
+	// behind other sellers' uploads on the same partition are reached only
+	// within the cap, and a seller whose upload straddles it gets the rest
+	// only as earlier rows finish, which stretches its run: keep it well
+	// above the rows a partition holds at once. 0: 10,000.
 	MaxInFlightPerPartition int
 	// SellerConcurrency caps the rows of one seller's batch (its rows
 	// holding a throttle slot or calling the API at once); the rest wait in
@@ -79,9 +76,7 @@ type Config struct {
 	// the rows wait without a slot. It should be about what the consumer
 	// can call within MaxLateness: a slot due now that waits longer is lost
 	// to its seller (the next window's slots are placed after it) and the
-	// row takes another. Under bench many-sellers' load, 32 misses few
-	// slots and 128 many more. 0: 64. It is never more than
-	// MaxConcurrentCalls.
+	// row takes another. 0: 64. It is never more than MaxConcurrentCalls.
 	MaxDueNow int
 	// MaxLateness is how late after its slot a call may still start (waiting
 	// for one of MaxConcurrentCalls, or a late timer under load). The

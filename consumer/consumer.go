@@ -29,10 +29,9 @@ import (
 // steps of a script on the seller's hash tag (internal/scriptbatch).
 type Throttle interface {
 	// ReserveN takes up to n of the seller's next slots in one script, after
-	// the steps before (the batch's SKU claims), without sleeping; when the
-	// answers are not Admitted, At says when to ask again. The consumer
-	// sleeps itself so it knows when a slot fell due on its own clock, and
-	// so how late a call would be.
+	// the steps before (the batch's SKU claims), without sleeping (the
+	// runner sleeps, so it knows how late a call would be); an answer not
+	// Admitted says when to ask again (At).
 	ReserveN(ctx context.Context, seller string, n int, before ...scriptbatch.Step) ([]throttle.Reservation, error)
 	// CheckN tells, shortly before the calls, whether the slots may still be
 	// used: not when the Redis that granted them has since lost the seller's
@@ -45,9 +44,8 @@ type Throttle interface {
 	SettleStep(seller string, calls []throttle.Settled) []scriptbatch.Step
 	ReleaseStep(r throttle.Reservation) (st scriptbatch.Step, ok bool)
 	// Settle tells the throttle a counted call was answered (at: on the
-	// Redis clock, never before the answer; zero: no answer came). The
-	// logs hold the call's latest count already; an answer only moves it
-	// earlier (package throttle).
+	// Redis clock, never before the answer), which moves its latest count
+	// in the log earlier (package throttle).
 	Settle(ctx context.Context, r throttle.Reservation, at time.Time) error
 	Block(ctx context.Context, seller string, retryAfter time.Duration) error
 	// BlockGlobal is Block for the API's app-wide limit (a 429 whose scope
@@ -68,9 +66,8 @@ type Registry interface {
 }
 
 // StatusRecorder keeps the upload's per-row results (*uploadstatus.Store):
-// a batch's rows of one upload in one write, and a row finished on its own
-// (dead-lettered, or found registered before) with the rows of its upload
-// finished at about the same time.
+// a batch's rows of one upload in one write, or a row finished on its own
+// (dead-lettered, or found registered before).
 type StatusRecorder interface {
 	RecordRows(ctx context.Context, uploadID string, rs []uploadstatus.RowResult) error
 	RecordRow(ctx context.Context, uploadID string, r uploadstatus.RowResult) error
@@ -102,8 +99,7 @@ type Deps struct {
 	Status   StatusRecorder
 	Calls    CallRecorder
 	Retry    BackOffPolicy
-	// Ledger is the SKU ledger (consumer/ledger.go).
-	Ledger Ledger
+	Ledger   Ledger
 	// PingRedis tells whether Redis answers (redis.UniversalClient.Ping).
 	PingRedis func(context.Context) error
 	// RedisTime reads Redis's clock in a round trip of its own, not queued
@@ -115,8 +111,7 @@ type Deps struct {
 	DeadLetters DeadLetterWriter
 	// Registerer receives the metrics; nil means a private registry.
 	Registerer prometheus.Registerer
-	// Circuit is the fleet-wide circuit breaker (consumer/circuit.go).
-	Circuit Breaker
+	Circuit    Breaker
 	// Uploads is asked, once per upload a consumer meets, whether the
 	// upload exists (consumer/door.go); a row of one that never did is
 	// dead-lettered as a bad message.
@@ -141,11 +136,7 @@ type Consumer struct {
 	calls   chan struct{} // one token per registry call in progress
 	// reports bounds each call's report to the circuit breaker.
 	reports *sharedDeadline
-	// slotWrites bounds the best-effort writes of a slot after its call
-	// (settle, give back): a context and a timer per registered row would
-	// be a few more heap allocations for each.
-	slotWrites *sharedDeadline
-	warm       *warmth
+	warm    *warmth
 	// turn holds a token while a runner goes for the circuit's probe: one
 	// at a time, so a due probe costs one throttle slot per consumer, not
 	// one per waiting row.
@@ -180,7 +171,7 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 		reg = prometheus.NewRegistry()
 	}
 	c := &Consumer{cfg: cfg, deps: deps, log: log, dlq: deps.DeadLetters, close: func() error { return nil }, calls: make(chan struct{}, cfg.MaxConcurrentCalls),
-		warm: &warmth{}, turn: make(chan struct{}, 1), clock: redisclock.New(), door: &uploadDoor{markers: throttle.NewMarkers(), known: map[uploadKey]struct{}{}}, reports: newSharedDeadline(reportTimeout), slotWrites: newSharedDeadline(slotWriteTimeout),
+		warm: &warmth{}, turn: make(chan struct{}, 1), clock: redisclock.New(), door: &uploadDoor{markers: throttle.NewMarkers(), known: map[uploadKey]struct{}{}}, reports: newSharedDeadline(reportTimeout),
 		pool: make(chan callJob, 4*cfg.MaxConcurrentCalls), starts: newStartBudget(cfg.MaxDueNow)}
 	c.m = newMetrics(reg, func() float64 {
 		if t := c.group.OldestUnfinished(); !t.IsZero() {
@@ -238,7 +229,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	// Every row is finished or given back; the runners end once they have
 	// written their last batch and released the claims of the rows they
-	// gave back (settleClaims), and hand no call on after that. Those
+	// gave back (runner.giveBack), and hand no call on after that. Those
 	// writes are best effort and get what the drain's bound leaves (the
 	// drain plus one heartbeat, as the drain's own wait for Redis): a dark
 	// Redis link must not keep the process past the session timeout. The
@@ -343,16 +334,12 @@ func (c *Consumer) redisBackOff() backoff.BackOff {
 
 // sleep waits d on a timer; false when ctx ended first.
 func sleep(ctx context.Context, d time.Duration) bool {
-	return waitTimer(ctx, time.NewTimer(d))
-}
-
-// waitTimer waits for t; false, t stopped, when ctx ended first.
-func waitTimer(ctx context.Context, t *time.Timer) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
 	case <-ctx.Done():
-		t.Stop()
 		return false
 	}
 }

@@ -7,12 +7,9 @@ import (
 )
 
 // sharedDeadline hands out a context that ends within d, shared by every
-// caller of the same stretch of d/16: each gets at least 15/16 of d. Every
-// registered row reports its call to the circuit breaker under a timeout,
-// and a context with a timer of its own for each would be a tenth of the
-// consumer's allocations (bench many-sellers); a bound that close to d is
-// all such a timeout needs. Never for a deadline that must be exact (a
-// slot's check ends at its slot: confirm).
+// caller of the same stretch of d/16: each gets at least 15/16 of d, and a
+// registered row's report to the circuit breaker costs no timer of its own.
+// Never for a deadline that must be exact (a slot's check ends at its slot).
 type sharedDeadline struct {
 	d time.Duration
 

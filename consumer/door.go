@@ -28,11 +28,8 @@ const maxKnownUploads = 4096
 // message) and is dead-lettered as a bad message, registering nothing. What
 // counts as "never held" is uploadstatus.Presence's: an upload Redis may
 // have lost, or whose record may have expired, lets its rows go on.
-//
-// An upload is looked up once per process: every later row finds it in
-// known, so the check costs no round trip per row. A seller's rows share one
-// partition, so one runner meets an upload's rows, one batch after the
-// other: two lookups of one upload at once are rare, and harmless.
+// An upload is looked up once per process (two lookups at once are rare and
+// harmless); every later row finds it in known.
 type uploadDoor struct {
 	markers *throttle.Markers
 
@@ -90,6 +87,6 @@ func (c *Consumer) admit(r *row, log *slog.Logger) bool {
 		msg = fmt.Sprintf("upload %s belongs to another seller than %s; nothing was registered", r.m.UploadID, r.m.SellerID)
 	}
 	log.Error("a row of an upload that does not exist: sending it to the dead-letter topic", "presence", p.String())
-	c.deadLetter(r, deadletter.Row{Original: r.Msg, Class: deadletter.ClassBadMessage, Message: msg, FirstFailure: time.Now()}, log)
+	c.deadLetter(r, deadletter.Row{Original: r.Msg, Class: deadletter.ClassBadMessage, Message: msg, FirstFailure: time.Now()}, nil, log)
 	return false
 }

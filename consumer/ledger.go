@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -75,7 +76,7 @@ func (c *Consumer) newSKUClaim(r *row, log *slog.Logger) *skuClaim {
 }
 
 // claim takes or renews the row's claim on its SKU on its own, outside a
-// batch (deadLetterHeld). It reports false when the row is done with:
+// batch (deadLetter). It reports false when the row is done with:
 // finished (registered before, by this row or another, or with other
 // content) or given back (rebalance, shutdown). While another row holds
 // the claim it waits; while Redis does not answer it waits (fail closed).
@@ -98,11 +99,10 @@ func (s *skuClaim) claim() bool {
 			return false
 		}
 		if invalid != nil {
-			// The ledger will refuse this row however often it asks:
-			// retried, it would hold its partition's commits for good.
-			s.log.Error("the ledger cannot hold the row's SKU: sending it to the dead-letter topic", "sku", r.m.Product.SellerSKU, "err", invalid)
-			c.deadLetter(r, deadletter.Row{Original: r.Msg, Class: deadletter.ClassBadMessage, Message: invalid.Error(), FirstFailure: time.Now()}, s.log)
-			return false
+			// Refused however often it asks (the row claimed with the same
+			// arguments before, so the ledger changed): its dead letter goes on.
+			s.log.Error("the ledger cannot hold the row's SKU", "sku", r.m.Product.SellerSKU, "err", invalid)
+			return true
 		}
 		call, rr, kind := s.verdict(cl)
 		switch {
@@ -181,7 +181,7 @@ func (s *skuClaim) markRequest(res registryclient.Result) (q ledger.MarkRequest,
 // again would answer the same).
 func (s *skuClaim) marked(res registryclient.Result, got ledger.MarkResult, err error, mk *marked) {
 	switch {
-	case got.Err != nil && (err == nil || errorsIsInvalid(got.Err)):
+	case got.Err != nil && (err == nil || errors.Is(got.Err, ledger.ErrInvalid)):
 		mk.done, mk.e = true, s.unmarkable(res, got.Err)
 	case err != nil:
 	default:
@@ -216,9 +216,11 @@ func (s *skuClaim) unmarkable(res registryclient.Result, err error) ledger.Entry
 // own row takes it back when the other row's lease lapses. A 409, or a
 // refusal under a key an earlier claimer called with, says nothing about
 // whether that key registered something, so the key stays for the next
-// claimer, whose call under it is a replay if it did.
+// claimer, whose call under it is a replay if it did. The seller reads the
+// API's own message for the row (the contract's), else what SellerDetail
+// says; never the client's error, which is for operators.
 func (s *skuClaim) refused(res registryclient.Result, attempts int) uploadstatus.RowResult {
-	rr := refused(res, attempts)
+	rr := uploadstatus.RowResult{State: uploadstatus.Failed, Code: res.Code, Field: res.Field, Reason: cmp.Or(res.Message, res.SellerDetail()), Attempts: attempts, At: time.Now()}
 	if !s.held {
 		return rr
 	}
@@ -304,7 +306,7 @@ func (s *skuClaim) registeredAs(e ledger.Entry, attempts int) uploadstatus.RowRe
 // products and where the first came from. Rows that share a call key get
 // the same product and are not this.
 func (s *skuClaim) registeredTwice(res registryclient.Result, e ledger.Entry, attempts int) uploadstatus.RowResult {
-	rr := registered(res, attempts)
+	rr := uploadstatus.RowResult{State: uploadstatus.Registered, ProductID: res.ProductID, Attempts: attempts, At: time.Now()}
 	rr.Code, rr.Field = CodeRegisteredTwice, "seller_sku"
 	rr.Reason = fmt.Sprintf("registered as %s, but seller_sku %q was already %s: the marketplace now holds it twice; delete one of them in the seller center's product management",
 		res.ProductID, s.r.m.Product.SellerSKU, e.Origin())

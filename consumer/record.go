@@ -57,16 +57,11 @@ func (c *Consumer) record(r *row, rr uploadstatus.RowResult, result string, log 
 }
 
 // deadLetter writes the row to the dead-letter topic and, once the broker
-// acknowledged it, records the row as failed and marks it finished.
-func (c *Consumer) deadLetter(r *row, d deadletter.Row, log *slog.Logger) {
-	c.deadLetterHeld(r, d, nil, log)
-}
-
-// deadLetterHeld is deadLetter for a row that may hold its SKU's claim:
-// between the broker's acknowledgement and the row's result, the ledger
-// records the row as set aside (skuClaim.setAside), so that a re-read of it
-// does not register it.
-func (c *Consumer) deadLetterHeld(r *row, d deadletter.Row, sku *skuClaim, log *slog.Logger) {
+// acknowledged it, records the row as failed and marks it finished. For a
+// row that may hold its SKU's claim (sku not nil), between the broker's
+// acknowledgement and the row's result, the ledger records the row as set
+// aside (skuClaim.setAside), so that a re-read of it does not register it.
+func (c *Consumer) deadLetter(r *row, d deadletter.Row, sku *skuClaim, log *slog.Logger) {
 	// A row whose claim lapsed (its process was paused past the lease) may
 	// have been registered by another reading of it meanwhile: it claims
 	// again first, which records a registration found (Done) or waits for a
@@ -114,19 +109,4 @@ func deadLetterOf(r *row, res registryclient.Result, attempts int, first time.Ti
 		msg = res.Err.Error()
 	}
 	return deadletter.Row{Original: r.Msg, Class: res.Class.String(), Message: msg, Detail: res.SellerDetail(), Attempts: attempts, FirstFailure: first}
-}
-
-func registered(res registryclient.Result, attempts int) uploadstatus.RowResult {
-	return uploadstatus.RowResult{State: uploadstatus.Registered, ProductID: res.ProductID, Attempts: attempts, At: time.Now()}
-}
-
-// refused is the result of a row the API refused for its content: the
-// API's own message for the row (the contract's, for the seller), else what
-// SellerDetail says; never the client's error, which is for operators.
-func refused(res registryclient.Result, attempts int) uploadstatus.RowResult {
-	reason := res.Message
-	if reason == "" {
-		reason = res.SellerDetail()
-	}
-	return uploadstatus.RowResult{State: uploadstatus.Failed, Code: res.Code, Field: res.Field, Reason: reason, Attempts: attempts, At: time.Now()}
 }

@@ -64,12 +64,10 @@ func (b *startBudget) take(ctx context.Context, rank time.Time, want int) int {
 	b.mu.Lock()
 	if i := slices.Index(b.waiting, w); i >= 0 {
 		b.waiting = slices.Delete(b.waiting, i, i+1)
-		b.mu.Unlock()
-		b.give(0) // the next waiter may fit now
-		return 0
 	}
+	got := w.got // granted as ctx ended, else 0
 	b.mu.Unlock()
-	b.give(w.got) // granted as ctx ended
+	b.give(got) // the next waiter may fit now
 	return 0
 }
 

@@ -21,7 +21,7 @@ func (c *Consumer) dispatch(kr *kafkagroup.Row) {
 	if err != nil {
 		c.log.Error("undecodable message: sending it to the dead-letter topic",
 			"partition", r.Msg.Partition, "offset", r.Msg.Offset, "err", err)
-		go c.deadLetter(r, deadletter.Row{Original: r.Msg, Class: deadletter.ClassBadMessage, Message: err.Error(), FirstFailure: time.Now()}, c.log)
+		go c.deadLetter(r, deadletter.Row{Original: r.Msg, Class: deadletter.ClassBadMessage, Message: err.Error(), FirstFailure: time.Now()}, nil, c.log)
 		return
 	}
 	r.m = m

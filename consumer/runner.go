@@ -1,9 +1,3 @@
-// The runners: one per (partition, seller), each moving its seller's rows
-// a batch at a time through the steps the package documentation lists. A
-// runner ends when its queue is empty; rows that arrive while a batch is
-// out join the next. A seller whose calls fail with none answered after
-// them is held by its runner (conclude and judge say when).
-
 package consumer
 
 import (
@@ -220,9 +214,8 @@ type call struct {
 type sellerHold struct {
 	since time.Time // zero: not held
 	next  time.Duration
-	probe time.Time // when the next probe may go
-	class string    // the last failure's class and detail, for a dead letter
-	last  registryclient.Result
+	probe time.Time             // when the next probe may go
+	last  registryclient.Result // the last failure, for a dead letter
 }
 
 func (h *sellerHold) held() bool { return !h.since.IsZero() }
@@ -283,34 +276,14 @@ func (rn *runner) sleep(ctx context.Context, d time.Duration, woken bool) bool {
 	}
 }
 
-// giveBackQueue gives every queued row back (the partition was revoked)
-// and then releases the SKU claims they hold (settleClaims).
+// giveBackQueue gives every queued row back (the partition was revoked).
 func (rn *runner) giveBackQueue() {
 	rn.rs.mu.Lock()
 	q := rn.queue
 	rn.queue = nil
 	rn.rs.mu.Unlock()
 	rn.c.m.waiting.Sub(float64(len(q)))
-	for _, it := range q {
-		it.r.GiveBack()
-	}
-	settleClaims(q)
-}
-
-// settleClaims releases the SKU claims that rows given back still hold,
-// keeping their keys, all at once (each bounded by releaseTimeout):
-// another row with the SKU need not wait out the lease. The runner ends
-// after this; Run waits for the runners within the drain's bound (the
-// drain plus one heartbeat): a release Redis has not answered by then
-// lapses with its lease instead.
-func settleClaims(its []*item) {
-	var wg sync.WaitGroup
-	for _, it := range its {
-		if it.sku != nil && it.sku.held {
-			wg.Go(it.sku.settle)
-		}
-	}
-	wg.Wait()
+	rn.giveBack(q)
 }
 
 // take takes the next batch off the queue: the rows ready now, up to the
@@ -523,13 +496,21 @@ func (rn *runner) admit(b []*item) []*item {
 	return out
 }
 
-// giveBack leaves rows unfinished for the partition's next owner, their
-// SKU claims released (settleClaims).
+// giveBack leaves rows unfinished for the partition's next owner and then
+// releases the SKU claims they still hold, keeping their keys, all at once
+// (each bounded by releaseTimeout): another row with the SKU need not wait
+// out the lease. Run waits for the runners within the drain's bound (the
+// drain plus one heartbeat): a release Redis has not answered by then
+// lapses with its lease instead.
 func (rn *runner) giveBack(b []*item) {
+	var wg sync.WaitGroup
 	for _, it := range b {
 		it.r.GiveBack()
+		if it.sku != nil && it.sku.held {
+			wg.Go(it.sku.settle)
+		}
 	}
-	settleClaims(b)
+	wg.Wait()
 }
 
 // fleetReady waits, holding no slot, while the fleet's circuit is open. probe
@@ -576,18 +557,14 @@ func (rn *runner) fleetReady(ctx context.Context) (probe, ok bool, openFor time.
 		if st, _, known := br.Local(); !known || st == circuit.Closed {
 			return false, true, 0
 		}
-		t := time.NewTimer(left)
 		select {
 		case c.turn <- struct{}{}:
-			t.Stop()
 			return true, true, 0
 		case <-news:
-		case <-t.C:
+		case <-time.After(left):
 		case <-ctx.Done():
-			t.Stop()
 			return false, false, 0
 		}
-		t.Stop()
 	}
 }
 
@@ -684,22 +661,16 @@ func (rn *runner) reserve(ctx context.Context, b []*item, starts int) (calls []*
 	// part's slots, would ask for the rest only after them, a window late.
 	// Once per batch (rebooked): a batch that still does not fit goes in
 	// parts.
-	if len(calls) > 0 && !rn.askAt.IsZero() && rn.askAt.After(arrived) && !rn.rebooked && calls[0].slot.due.After(rn.askAt) {
-		minDue := calls[0].slot.due
+	byDue := func(a, b *item) int { return a.slot.due.Compare(b.slot.due) }
+	rebook := len(calls) > 0 && rn.askAt.After(arrived) && !rn.rebooked && slices.MinFunc(calls, byDue).slot.due.After(rn.askAt)
+	if rebook {
 		for _, it := range calls {
-			minDue = minTime(minDue, it.slot.due)
+			freed = append(freed, it.slot.Reservation)
+			it.slot = nil
 		}
-		if minDue.After(rn.askAt) {
-			for _, it := range calls {
-				freed = append(freed, it.slot.Reservation)
-				it.slot = nil
-			}
-			later, calls = append(calls, later...), nil
-			rn.rebooked = true
-		}
-	} else {
-		rn.rebooked = false
+		later, calls = append(calls, later...), nil
 	}
+	rn.rebooked = rebook
 	// The room the throttle reported with the last slot it gave
 	// (Reservation.Room). None left: the next batch books after this one's
 	// answers (a full window, or a token bucket whose next slot waits for
@@ -726,7 +697,7 @@ func (rn *runner) reserve(ctx context.Context, b []*item, starts int) (calls []*
 		}
 	}
 	c.starts.give(starts - kept)
-	slices.SortStableFunc(calls, func(a, b *item) int { return a.slot.due.Compare(b.slot.due) })
+	slices.SortStableFunc(calls, byDue)
 	rn.requeue(later, false)
 	return calls, freed, arrived, true
 }
@@ -737,9 +708,9 @@ func (rn *runner) reserve(ctx context.Context, b []*item, starts int) (calls []*
 func (rn *runner) claimed(it *item, cl ledger.ClaimResult, later *[]*item) bool {
 	s := it.sku
 	if cl.Err != nil {
-		if errorsIsInvalid(cl.Err) {
+		if errors.Is(cl.Err, ledger.ErrInvalid) {
 			rn.log.Error("the ledger cannot hold the row's SKU: sending it to the dead-letter topic", "sku", it.r.m.Product.SellerSKU, "err", cl.Err)
-			rn.c.deadLetter(it.r, deadletter.Row{Original: it.r.Msg, Class: deadletter.ClassBadMessage, Message: cl.Err.Error(), FirstFailure: time.Now()}, rn.log)
+			rn.c.deadLetter(it.r, deadletter.Row{Original: it.r.Msg, Class: deadletter.ClassBadMessage, Message: cl.Err.Error(), FirstFailure: time.Now()}, nil, rn.log)
 			return false
 		}
 		rn.log.Error("the ledger's entry of the row's SKU cannot be read; asking again later", "sku", it.r.m.Product.SellerSKU, "err", cl.Err)
@@ -781,18 +752,16 @@ func (rn *runner) hand(ctx context.Context, calls []*item, freed *[]throttle.Res
 		if at.After(granted) {
 			if time.Until(at) > 0 {
 				rn.giveStarts(group)
-				if !rn.sleep(ctx, time.Until(at), false) {
-					rn.revoked(group, freed)
-					continue
-				}
 			}
-			if !rn.check(ctx, group, freed) {
-				continue
+			if rn.sleep(ctx, time.Until(at), false) {
+				rn.check(ctx, group, freed)
+			} else {
+				rn.revoked(group, freed)
 			}
 		}
 		for _, it := range group {
 			if it.call == nil || it.slot == nil {
-				continue // failed its check: queued again
+				continue // failed its check (queued again) or revoked
 			}
 			if !rn.sleep(ctx, time.Until(it.slot.due), false) {
 				rn.revoked([]*item{it}, freed)
@@ -832,9 +801,8 @@ func (rn *runner) revoked(group []*item, freed *[]throttle.Reservation) {
 }
 
 // check confirms a group's slots in one script (Throttle.CheckN): a slot a
-// Redis lost since, or given back, is not used; its row is queued again. It
-// reports false when no slot of the group is left.
-func (rn *runner) check(ctx context.Context, group []*item, freed *[]throttle.Reservation) bool {
+// Redis lost since, or given back, is not used; its row is queued again.
+func (rn *runner) check(ctx context.Context, group []*item, freed *[]throttle.Reservation) {
 	c := rn.c
 	rs := make([]throttle.Reservation, len(group))
 	for i, it := range group {
@@ -847,7 +815,6 @@ func (rn *runner) check(ctx context.Context, group []*item, freed *[]throttle.Re
 		return c.deps.Throttle.CheckN(ctx, rn.seller, rs)
 	})
 	arrived := time.Now()
-	left := false
 	var again []*item
 	for i, it := range group {
 		s := it.slot
@@ -866,7 +833,6 @@ func (rn *runner) check(ctx context.Context, group []*item, freed *[]throttle.Re
 			rn.log.Warn("the slot was granted by a Redis that has since lost the seller's throttle state; taking a new one", "slot", s.At, "epoch", s.Epoch, "current_epoch", chks[i].Epoch)
 		default:
 			s.place(c.clock, sent, arrived, chks[i].Now)
-			left = true
 			continue
 		}
 		*freed = append(*freed, s.Reservation)
@@ -878,7 +844,6 @@ func (rn *runner) check(ctx context.Context, group []*item, freed *[]throttle.Re
 		again = append(again, it)
 	}
 	rn.requeue(again, false)
-	return left
 }
 
 // conclude writes what the batch's calls left, acts on their answers and
@@ -889,16 +854,10 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 	var ws []callWrite
 	// Whose is a failure (5xx, timeout, a refusal the circuit judged the
 	// seller's): the row's own when a call of its seller sent with it or
-	// after it was answered (within MaxLateness: calls that close are sent
-	// together, in no order that means anything), or when the row was
-	// convicted. Otherwise it joins the rows that failed since the seller's
-	// last answer (unanswered): two of them that had not failed on their own
-	// before, or one while the seller is held, are the seller's or the API's
-	// and hold the seller; else the failures are their rows' own (a poison
-	// row at the end of a batch, rows that failed on their own failing
-	// again). When an answer comes while the seller is held, the rows that
-	// failed in the hold are convicted: the API served another row of the
-	// seller after them.
+	// after it (within MaxLateness) was answered, or when the row was
+	// convicted. Otherwise the row joins unanswered, and two fresh rows
+	// there (or one while the seller is held) hold the seller; an answer
+	// during a hold convicts the rows that failed in it.
 	var lastAnswered time.Time
 	answered := false
 	for _, it := range calls {
@@ -954,12 +913,13 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 			it.own = true
 		}
 	}
-	err := c.writeCalls(finish, rn.seller, ws, freed)
+	rest, err := c.writeCalls(finish, rn.seller, ws, freed) // rest: the slots left to give back
 	if err != nil {
 		rn.log.Error("registry calls are missing from the compliance history: Redis did not take them before the drain ended", "calls", len(ws), "err", err)
 	}
+	bctx, cancel := context.WithTimeout(context.Background(), slotWriteTimeout)
+	defer cancel()
 	wi := 0
-	var rest []throttle.Reservation // slots the write left to give back
 	for _, it := range calls {
 		if it.call == nil || it.slot == nil || !it.made {
 			continue
@@ -974,13 +934,21 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 		}
 		switch {
 		case w.rest.ID == "" && w.rest.Global.ID == "":
+			// The write settled or gave back the seller's slot, and there
+			// is no app-wide one.
 		case w.counted:
-			c.settle(w.rest, w.answered)
+			if err := c.deps.Throttle.Settle(bctx, w.rest, w.answered); err != nil {
+				rn.log.Debug("could not settle a slot at its answer", "err", err)
+			}
 		default:
 			rest = append(rest, w.rest)
 		}
 	}
-	c.releaseAll(rn.seller, rest)
+	if len(rest) > 0 {
+		if err := c.deps.Throttle.ReleaseN(bctx, rn.seller, rest); err != nil {
+			rn.log.Debug("could not give slots back to the throttle", "slots", len(rest), "err", err)
+		}
+	}
 	rn.judge(answered, held, calls)
 
 	// Each row's outcome.
@@ -1058,7 +1026,7 @@ func (rn *runner) judge(answered, held bool, calls []*item) {
 	case held:
 		for _, it := range calls {
 			if it.call != nil && it.made && (it.res.Class == registryclient.Transient || it.res.Class == registryclient.Misconfigured) {
-				h.last, h.class = it.res, it.res.Class.String()
+				h.last = it.res
 			}
 		}
 		if !h.held() {
@@ -1109,7 +1077,6 @@ func (rn *runner) expireHold(now time.Time) {
 		"held_for", now.Sub(h.since).Round(time.Second), "limit", c.cfg.SellerHoldLimit, "rows", len(expired), "status", h.last.Status, "err", h.last.Err)
 	rn.deadLetterAll(expired, func(it *item) deadletter.Row {
 		d := deadLetterOf(it.r, h.last, it.t.attempts, maxTime(it.queued, h.since))
-		d.Class = h.class
 		d.Message = fmt.Sprintf("the registration API failed every call of seller %s for %s, longer than --seller-hold-limit (%s); last: %s",
 			rn.seller, now.Sub(h.since).Round(time.Second), c.cfg.SellerHoldLimit, d.Message)
 		return d
@@ -1124,7 +1091,7 @@ func (rn *runner) deadLetterAll(its []*item, letter func(*item) deadletter.Row) 
 		if it.sku == nil {
 			it.sku = rn.c.newSKUClaim(it.r, rn.log)
 		}
-		rn.c.deadLetterHeld(it.r, letter(it), it.sku, rn.log)
+		rn.c.deadLetter(it.r, letter(it), it.sku, rn.log)
 	}
 }
 
@@ -1161,7 +1128,7 @@ func (rn *runner) outcome(it *item, held bool) outcome {
 		}
 		rn.log.Warn("429 from the registration API: blocking the limit it names", "row", it.r.m.Row, "scope", res.Scope, "retry_after", res.RetryAfter, "attempt", t.attempts)
 		if t.rateLimited > c.cfg.MaxRateLimited {
-			c.deadLetterHeld(it.r, deadLetterOf(it.r, *res, t.attempts, t.firstFailure), it.sku, rn.log)
+			c.deadLetter(it.r, deadLetterOf(it.r, *res, t.attempts, t.firstFailure), it.sku, rn.log)
 			return outcomeGone
 		}
 		return outcomeRateLimited
@@ -1188,7 +1155,7 @@ func (rn *runner) outcome(it *item, held bool) outcome {
 	wait := t.retry.NextBackOff()
 	if wait == backoff.Stop {
 		rn.log.Error("registration failed after the last attempt: sending the row to the dead-letter topic", "row", it.r.m.Row, "attempts", t.attempts, "err", res.Err)
-		c.deadLetterHeld(it.r, deadLetterOf(it.r, *res, t.attempts, t.firstFailure), it.sku, rn.log)
+		c.deadLetter(it.r, deadLetterOf(it.r, *res, t.attempts, t.firstFailure), it.sku, rn.log)
 		return outcomeGone
 	}
 	rn.log.Warn("transient registration failure of the row's own (its seller's calls sent with it or after it were answered, or it failed alone), retrying", "row", it.r.m.Row, "attempt", t.attempts, "in", wait, "status", res.Status, "err", res.Err)
@@ -1292,5 +1259,3 @@ func answeredClass(c registryclient.Class) bool {
 	}
 	return false
 }
-
-func errorsIsInvalid(err error) bool { return errors.Is(err, ledger.ErrInvalid) }

@@ -4,6 +4,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/bulkreg/bulkreg/compliance"
@@ -56,16 +57,6 @@ func (c *Consumer) claimReserve(ctx context.Context, seller string, claims []led
 	return got, rs, nil
 }
 
-// releaseAll gives slots back, best effort (as release).
-func (c *Consumer) releaseAll(seller string, rs []throttle.Reservation) {
-	if len(rs) == 0 {
-		return
-	}
-	if err := c.deps.Throttle.ReleaseN(c.slotWrites.get(), seller, rs); err != nil {
-		c.log.Debug("could not give slots back to the throttle", "seller", seller, "slots", len(rs), "err", err)
-	}
-}
-
 // callWrite is what one call of a batch leaves in Redis: its record in the
 // compliance history, its slot settled (counted) or given back, and a
 // registration's mark in the ledger (mark, filled into mk).
@@ -86,10 +77,11 @@ type callWrite struct {
 }
 
 // writeCalls writes a batch's calls and the slots of its rows that made
-// none (freed: given back) in one script. Its error says the compliance
+// none (freed: given back) in one script, and answers what of the freed
+// slots is left to give back on its own. Its error says the compliance
 // records (and the marks with them) did not reach Redis before the drain
 // ended.
-func (c *Consumer) writeCalls(ctx context.Context, seller string, ws []callWrite, freed []throttle.Reservation) error {
+func (c *Consumer) writeCalls(ctx context.Context, seller string, ws []callWrite, freed []throttle.Reservation) ([]throttle.Reservation, error) {
 	th := c.deps.Throttle
 	var batch []scriptbatch.Step
 	calls := make([]compliance.Call, len(ws))
@@ -132,7 +124,7 @@ func (c *Consumer) writeCalls(ctx context.Context, seller string, ws []callWrite
 	answers := func(written bool) {
 		for i, j := 0, 0; i < len(ws); i++ {
 			if ws[i].marks {
-				if written || errorsIsInvalid(marked[j].Err) {
+				if written || errors.Is(marked[j].Err, ledger.ErrInvalid) {
 					ws[i].marked = marked[j]
 				}
 				j++
@@ -151,8 +143,7 @@ func (c *Consumer) writeCalls(ctx context.Context, seller string, ws []callWrite
 		}
 	}
 	if len(calls) == 0 && len(batch) == 0 {
-		c.releaseAll(seller, left)
-		return nil
+		return left, nil
 	}
 	err := c.untilRedis(ctx, "record the calls in the compliance history", c.log, func(ctx context.Context) error {
 		_, err := leaving(ctx, func(ctx context.Context) (struct{}, error) {
@@ -168,8 +159,7 @@ func (c *Consumer) writeCalls(ctx context.Context, seller string, ws []callWrite
 		}
 		left = freed
 	}
-	c.releaseAll(seller, left)
-	return err
+	return left, err
 }
 
 // recordRows writes the results of one upload's rows in one script.

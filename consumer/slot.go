@@ -101,32 +101,15 @@ func (s *slot) redisNowLatest() time.Time { return s.At.Add(time.Since(s.bound))
 // checkAt is when a row whose slot is due at due asks the throttle to
 // confirm it: one and a half to two MaxLateness before, so the check's
 // round trip falls before the slot instead of delaying the call, at the
-// start of the half-MaxLateness step of the clock it falls in. The rows of
-// a seller whose slots are that close then ask at the same instant and
-// share one check script (Throttle.CheckN). A seller's slots are spread over
-// the few milliseconds its reservations took; with a lead at random its
-// rows would ask nearly one by one (2.6 rows per check script in the
-// bench), and a random lead would only spread scripts that sharing saves
-// altogether.
+// start of the half-MaxLateness step of the clock it falls in, so the rows
+// of a seller whose slots are that close share one check (runner.hand).
 func (c *Consumer) checkAt(due time.Time) time.Time {
 	lead := c.cfg.MaxLateness + c.cfg.MaxLateness/2
 	return due.Add(-lead).Truncate(max(c.cfg.MaxLateness/2, time.Millisecond))
 }
 
-// slotWriteTimeout bounds a slot's settle or release; both are best effort.
+// slotWriteTimeout bounds a batch's settles and releases of slots left
+// after its write; they are best effort: a call not settled keeps its
+// latest count in the log, which is safe, only later than it needs to be,
+// and a slot not given back is one its seller does not use.
 const slotWriteTimeout = time.Second
-
-// settle tells the throttle when a counted call was answered
-// (Throttle.Settle); best effort: a call not settled keeps its latest count
-// in the log, which is safe, only later than it needs to be.
-func (c *Consumer) settle(r throttle.Reservation, answered time.Time) {
-	if r.ID == "" && r.Global.ID == "" {
-		// The call's script settled the seller's slot and there is no
-		// app-wide one: nothing is left, and no timer is made for it on
-		// every registered row.
-		return
-	}
-	if err := c.deps.Throttle.Settle(c.slotWrites.get(), r, answered); err != nil {
-		c.log.Debug("could not settle a slot at its answer", "seller", r.Seller, "err", err)
-	}
-}
