@@ -38,9 +38,9 @@ type Throttle interface {
 	// state (its epoch), so others may hold the same places in the window.
 	CheckN(ctx context.Context, seller string, rs []throttle.Reservation) ([]throttle.SlotCheck, error)
 	ReleaseN(ctx context.Context, seller string, rs []throttle.Reservation) error
-	// SettleStep and ReleaseStep are Settle and Release as steps of the
+	// SettleStep and ReleaseStep settle and give back slots as steps of the
 	// batch's write; a call without a part there (Settled.Done false; ok
-	// false) is settled or given back on its own.
+	// false) is settled (Settle) or given back (ReleaseN) on its own.
 	SettleStep(seller string, calls []throttle.Settled) []scriptbatch.Step
 	ReleaseStep(r throttle.Reservation) (st scriptbatch.Step, ok bool)
 	// Settle tells the throttle a counted call was answered (at: on the
@@ -128,7 +128,7 @@ type Consumer struct {
 	// runners are the sellers' runners (runner.go), pool the call workers'
 	// queue and starts the process's starts of calls due now.
 	runners *runners
-	pool    chan callJob
+	pool    chan *item
 	starts  *startBudget
 	redis   *redisfail.Gate
 	dlq     DeadLetterWriter
@@ -172,7 +172,7 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 	}
 	c := &Consumer{cfg: cfg, deps: deps, log: log, dlq: deps.DeadLetters, close: func() error { return nil }, calls: make(chan struct{}, cfg.MaxConcurrentCalls),
 		warm: &warmth{}, turn: make(chan struct{}, 1), clock: redisclock.New(), door: &uploadDoor{markers: throttle.NewMarkers(), known: map[uploadKey]struct{}{}}, reports: newSharedDeadline(reportTimeout),
-		pool: make(chan callJob, 4*cfg.MaxConcurrentCalls), starts: newStartBudget(cfg.MaxDueNow)}
+		pool: make(chan *item, 4*cfg.MaxConcurrentCalls), starts: newStartBudget(cfg.MaxDueNow)}
 	c.m = newMetrics(reg, func() float64 {
 		if t := c.group.OldestUnfinished(); !t.IsZero() {
 			return time.Since(t).Seconds()
@@ -285,16 +285,16 @@ func (c *Consumer) RedisHealthy() bool { return c.redis.Healthy() }
 
 // untilRedis runs op until it succeeds or ctx ends, backing off between
 // attempts, and returns the last error when ctx ended first. Every error is
-// worth another attempt: Redis not answering (op waits for the gate to hear
-// it again), and Redis refusing for a while (READONLY during a failover, OOM
-// under noeviction, MISCONF, NOREPLICAS, BUSY, LOADING). A caller may not
-// take an error for an answer: a write that failed is not done.
+// worth another attempt: Redis not answering, and Redis refusing for a while
+// (READONLY during a failover, OOM under noeviction, MISCONF, NOREPLICAS,
+// BUSY, LOADING). A caller may not take an error for an answer: a write that
+// failed is not done.
 func (c *Consumer) untilRedis(ctx context.Context, what string, log *slog.Logger, op func(context.Context) error) error {
 	var retry backoff.BackOff
-	for n := 1; ; n++ {
-		if !c.redis.Wait(ctx) {
+	for {
+		if err := ctx.Err(); err != nil {
 			// The drain ended: no write starts after it (group.drain).
-			return ctx.Err()
+			return err
 		}
 		err := op(ctx)
 		if err == nil || ctx.Err() != nil {
@@ -302,8 +302,8 @@ func (c *Consumer) untilRedis(ctx context.Context, what string, log *slog.Logger
 		}
 		if unavailable(err) {
 			c.redis.Down(err) // the gate logs it once
-		} else if n == 1 {
-			log.Warn("Redis refused; trying again until it takes it or the wait ends", "op", what, "err", err)
+		} else {
+			log.Warn("a Redis request failed; trying it again until it succeeds or the wait ends", "op", what, "err", err)
 		}
 		if retry == nil {
 			retry = c.redisBackOff()
@@ -311,6 +311,17 @@ func (c *Consumer) untilRedis(ctx context.Context, what string, log *slog.Logger
 		if !sleep(ctx, retry.NextBackOff()) {
 			return err
 		}
+	}
+}
+
+// gated is op run once Redis answers the gate: a reservation, a lookup or
+// a claim waits for Redis to come back rather than trying against it.
+func (c *Consumer) gated(op func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if !c.redis.Wait(ctx) {
+			return ctx.Err()
+		}
+		return op(ctx)
 	}
 }
 

@@ -66,12 +66,12 @@ func (c *Consumer) admit(r *row, log *slog.Logger) bool {
 	}
 	ctx := r.ctx()
 	var p uploadstatus.Presence
-	err := c.untilRedis(ctx, "look the row's upload up", log, func(ctx context.Context) error {
+	err := c.untilRedis(ctx, "look the row's upload up", log, c.gated(func(ctx context.Context) error {
 		var err error
 		p, err = c.deps.Uploads.Presence(ctx, uploadstatus.PresenceQuery{UploadID: r.m.UploadID, SellerID: r.m.SellerID, EnqueuedAt: r.m.EnqueuedAt,
 			Marker: d.markers.For(uploadstatus.MetaKey(r.m.UploadID)), Slack: c.cfg.UploadPresenceSlack})
 		return err
-	})
+	}))
 	switch {
 	case err != nil || ctx.Err() != nil:
 		r.GiveBack()

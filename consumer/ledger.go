@@ -78,8 +78,10 @@ func (c *Consumer) newSKUClaim(r *row, log *slog.Logger) *skuClaim {
 // claim takes or renews the row's claim on its SKU on its own, outside a
 // batch (deadLetter). It reports false when the row is done with:
 // finished (registered before, by this row or another, or with other
-// content) or given back (rebalance, shutdown). While another row holds
-// the claim it waits; while Redis does not answer it waits (fail closed).
+// content) or given back (rebalance, shutdown); true when its dead letter
+// is to go on (it holds the claim, or the ledger refuses its arguments).
+// While another row holds the claim it waits; while Redis does not answer
+// it waits (fail closed).
 func (s *skuClaim) claim() bool {
 	c, r := s.c, s.r
 	ctx := r.ctx()
@@ -87,13 +89,13 @@ func (s *skuClaim) claim() bool {
 	for {
 		var cl ledger.Claim
 		var invalid error
-		err := c.untilRedis(ctx, "claim the SKU in the ledger", s.log, func(ctx context.Context) error {
+		err := c.untilRedis(ctx, "claim the SKU in the ledger", s.log, c.gated(func(ctx context.Context) error {
 			var err error
 			if cl, err = c.deps.Ledger.Claim(ctx, r.m.SellerID, r.m.Product.SellerSKU, s.own, s.hash, s.from); errors.Is(err, ledger.ErrInvalid) {
 				invalid, err = err, nil
 			}
 			return err
-		})
+		}))
 		if err != nil || ctx.Err() != nil {
 			r.GiveBack()
 			return false

@@ -50,18 +50,13 @@ type tries struct {
 	firstFailure          time.Time
 }
 
-// callJob is one call a runner hands to the call pool at its slot.
-type callJob struct {
-	it    *item
-	batch *sync.WaitGroup
-}
-
 // callWorker makes the calls of the runners' batches, one at a time, until
 // the pool is closed (Run ends). MaxConcurrentCalls workers run.
-func (c *Consumer) callWorker(jobs <-chan callJob) {
-	for j := range jobs {
-		c.callOne(j.it)
-		j.batch.Done()
+func (c *Consumer) callWorker(jobs <-chan *item) {
+	for it := range jobs {
+		pending := it.pending // the runner may go on once Done
+		c.callOne(it)
+		pending.Done()
 	}
 }
 

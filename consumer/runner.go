@@ -196,13 +196,14 @@ type call struct {
 	// result, when set, is the row's result without a call (its claim
 	// found the SKU registered before, or the row set aside), kind its
 	// label in the rows metric.
-	result *uploadstatus.RowResult
-	kind   string
-	slot   *slot
-	start  bool // holds one of the process's starts
-	called bool // handed to the call pool
-	made   bool
-	missed bool // the call could not start within its lateness
+	result  *uploadstatus.RowResult
+	kind    string
+	slot    *slot
+	pending *sync.WaitGroup // counts the call, handed to the call pool, until it is answered
+	start   bool            // holds one of the process's starts
+	called  bool            // handed to the call pool
+	made    bool
+	missed  bool // the call could not start within its lateness
 	// own: the call failed while its seller's calls sent with it or after
 	// it were answered: the failure is its row's own (conclude).
 	own bool
@@ -606,12 +607,12 @@ func (rn *runner) reserve(ctx context.Context, b []*item, starts int) (calls []*
 		rs   []throttle.Reservation
 		sent time.Time
 	)
-	err := c.untilRedis(ctx, "claim the SKUs and reserve the slots of a batch", rn.log, func(ctx context.Context) error {
+	err := c.untilRedis(ctx, "claim the SKUs and reserve the slots of a batch", rn.log, c.gated(func(ctx context.Context) error {
 		var err error
 		sent = time.Now()
 		got, rs, err = c.claimReserve(ctx, rn.seller, claims)
 		return err
-	})
+	}))
 	if err != nil {
 		c.starts.give(starts)
 		rn.giveBack(b)
@@ -770,7 +771,8 @@ func (rn *runner) hand(ctx context.Context, calls []*item, freed *[]throttle.Res
 			c.m.uncertainty.Observe(it.slot.due.Sub(it.slot.bound).Seconds())
 			it.called = true // its start, if it holds one, goes back when the call starts (callOne)
 			pending.Add(1)
-			c.pool <- callJob{it: it, batch: pending}
+			it.pending = pending
+			c.pool <- it
 		}
 	}
 }
@@ -835,6 +837,7 @@ func (rn *runner) check(ctx context.Context, group []*item, freed *[]throttle.Re
 			s.place(c.clock, sent, arrived, chks[i].Now)
 			continue
 		}
+		rn.giveStarts([]*item{it})
 		*freed = append(*freed, s.Reservation)
 		it.slot = nil
 		if ctx.Err() != nil {
@@ -917,8 +920,7 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 	if err != nil {
 		rn.log.Error("registry calls are missing from the compliance history: Redis did not take them before the drain ended", "calls", len(ws), "err", err)
 	}
-	bctx, cancel := context.WithTimeout(context.Background(), slotWriteTimeout)
-	defer cancel()
+	var settles []callWrite
 	wi := 0
 	for _, it := range calls {
 		if it.call == nil || it.slot == nil || !it.made {
@@ -929,25 +931,32 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 		if w.marks {
 			it.sku.marked(it.res, w.marked, err, &it.mk)
 		}
-		if finish.Err() != nil {
-			continue // no best-effort write after the drain: the log keeps the call's latest count
-		}
 		switch {
+		case finish.Err() != nil:
+			// No settle after the drain: the log keeps the call's latest count.
 		case w.rest.ID == "" && w.rest.Global.ID == "":
 			// The write settled or gave back the seller's slot, and there
 			// is no app-wide one.
 		case w.counted:
-			if err := c.deps.Throttle.Settle(bctx, w.rest, w.answered); err != nil {
-				rn.log.Debug("could not settle a slot at its answer", "err", err)
-			}
+			settles = append(settles, w)
 		default:
 			rest = append(rest, w.rest)
 		}
 	}
+	// The slots left go back, then the app-wide ones are settled, each write within slotWriteTimeout.
 	if len(rest) > 0 {
-		if err := c.deps.Throttle.ReleaseN(bctx, rn.seller, rest); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), slotWriteTimeout)
+		if err := c.deps.Throttle.ReleaseN(ctx, rn.seller, rest); err != nil {
 			rn.log.Debug("could not give slots back to the throttle", "slots", len(rest), "err", err)
 		}
+		cancel()
+	}
+	for _, w := range settles {
+		ctx, cancel := context.WithTimeout(context.Background(), slotWriteTimeout)
+		if err := c.deps.Throttle.Settle(ctx, w.rest, w.answered); err != nil {
+			rn.log.Debug("could not settle a slot at its answer", "err", err)
+		}
+		cancel()
 	}
 	rn.judge(answered, held, calls)
 
