@@ -130,7 +130,6 @@ func (s *skuClaim) claim() bool {
 // is registering the SKU and this one waits (Claim.RetryIn).
 func (s *skuClaim) verdict(cl ledger.Claim) (call bool, rr *uploadstatus.RowResult, kind string) {
 	s.held = false
-	var res uploadstatus.RowResult
 	switch cl.Verdict {
 	case ledger.Call:
 		s.held, s.shared = true, cl.Entry.Shared
@@ -139,16 +138,17 @@ func (s *skuClaim) verdict(cl ledger.Claim) (call bool, rr *uploadstatus.RowResu
 	case ledger.Wait:
 		return false, nil, ""
 	case ledger.Done:
-		res, kind = s.registeredAs(cl.Entry, 0), s.resultOf(cl.Entry)
+		res := s.registeredAs(cl.Entry, 0) // on the heap only for a row that gets it
+		return false, &res, s.resultOf(cl.Entry)
 	case ledger.Aside:
 		// This record's row was dead-lettered, and its member died before
 		// the offset was committed. It stays set aside: a call now could
 		// register a row an operator may also send again.
-		res, kind = setAside(cl.Aside.Class, cl.Aside.Attempts, cl.Aside.Reason), "set_aside"
-	default: // ledger.Conflict
-		res, kind = otherContent(s.r.m.Product.SellerSKU, cl.Entry), "failed"
+		res := setAside(cl.Aside.Class, cl.Aside.Attempts, cl.Aside.Reason)
+		return false, &res, "set_aside"
 	}
-	return false, &res, kind
+	res := otherContent(s.r.m.Product.SellerSKU, cl.Entry) // ledger.Conflict
+	return false, &res, "failed"
 }
 
 // otherContent is the result of a row whose SKU the ledger holds registered
