@@ -291,19 +291,30 @@ func (c *Consumer) RedisHealthy() bool { return c.redis.Healthy() }
 // failed is not done.
 func (c *Consumer) untilRedis(ctx context.Context, what string, log *slog.Logger, op func(context.Context) error) error {
 	var retry backoff.BackOff
+	failed := 0 // attempts Redis refused (not unavailable)
 	for {
 		if err := ctx.Err(); err != nil {
 			// The drain ended: no write starts after it (group.drain).
 			return err
 		}
 		err := op(ctx)
+		if err == nil && failed > 0 {
+			log.Info("a Redis request succeeded after it failed", "op", what, "failed_attempts", failed)
+		}
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
-		if unavailable(err) {
+		switch {
+		case unavailable(err):
 			c.redis.Down(err) // the gate logs it once
-		} else {
+		case failed == 0:
+			// Once per request: a lasting refusal (OOM, READONLY) would
+			// otherwise log at every attempt; its end is logged above.
 			log.Warn("a Redis request failed; trying it again until it succeeds or the wait ends", "op", what, "err", err)
+			failed++
+		default:
+			log.Debug("a Redis request failed again", "op", what, "attempt", failed+1, "err", err)
+			failed++
 		}
 		if retry == nil {
 			retry = c.redisBackOff()

@@ -525,7 +525,7 @@ func (rn *runner) giveBack(b []*item) {
 func (rn *runner) fleetReady(ctx context.Context) (probe, ok bool, openFor time.Duration) {
 	c := rn.c
 	br := c.deps.Circuit
-	retry := c.redisBackOff()
+	var retry backoff.BackOff // made on the first failure: most batches meet none
 	for {
 		if !c.redis.Wait(ctx) {
 			return false, false, 0
@@ -550,6 +550,9 @@ func (rn *runner) fleetReady(ctx context.Context) (probe, ok bool, openFor time.
 				continue // the limit came: looked at again above
 			}
 			c.circuitDown(err)
+			if retry == nil {
+				retry = c.redisBackOff()
+			}
 			if !sleep(ctx, retry.NextBackOff()) {
 				return false, false, 0
 			}
