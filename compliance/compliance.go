@@ -32,7 +32,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/bulkreg/bulkreg/internal/groupcommit"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/lua"
@@ -69,11 +68,8 @@ type Call struct {
 type Recorder struct {
 	rdb       redis.UniversalClient
 	retention time.Duration
-	batch     *scriptbatch.Runner // RecordWith's combined scripts
+	batch     *scriptbatch.Runner // the combined scripts of RecordWith and RecordAll
 	script    *redis.Script
-	// records shares one script among the calls of a seller recorded at
-	// once (RecordWith).
-	records *groupcommit.Group[string, recordItem, recorded]
 
 	mu    sync.Mutex
 	added map[string]time.Time // sellers added to SellersKey by this recorder, and when
@@ -103,15 +99,9 @@ func NewRecorder(rdb redis.UniversalClient, retention time.Duration) *Recorder {
 	if retention <= 0 {
 		retention = DefaultRetention
 	}
-	r := &Recorder{rdb: rdb, retention: retention, script: redis.NewScript(lua.Script("compliance_record.lua")), batch: scriptbatch.New(), added: map[string]time.Time{},
+	return &Recorder{rdb: rdb, retention: retention, script: redis.NewScript(lua.Script("compliance_record.lua")), batch: scriptbatch.New(), added: map[string]time.Time{},
 		markers: sync.OnceValue(throttle.NewMarkers)}
-	r.records = groupcommit.New(maxRecordBatch, r.writeRecords)
-	return r
 }
-
-// maxRecordBatch bounds the calls one script records: a seller's window of
-// the defaults, with their steps, is a few hundred keys and arguments.
-const maxRecordBatch = 128
 
 // recordItem is one call to record (its time, µs, and its member), with
 // the steps that go with it.
@@ -199,14 +189,14 @@ func (r *Recorder) RecordWith(ctx context.Context, seller string, c Call, steps 
 	}
 	it := r.item(c)
 	it.steps = steps
-	res, err := r.records.Do(ctx, seller, it)
+	res, err := r.writeRecords(ctx, seller, []recordItem{it})
 	if err == nil {
-		err = res.err
+		err = res[0].err
 	}
 	if err != nil {
 		return fmt.Errorf("record a call of seller %q in the compliance history: %w", seller, redisfail.Wrap(err))
 	}
-	return r.listSeller(ctx, seller, res.isNew)
+	return r.listSeller(ctx, seller, res[0].isNew)
 }
 
 // item is the record of call c of seller, without steps.
@@ -265,7 +255,7 @@ func (r *Recorder) listSeller(ctx context.Context, seller string, isNew bool) er
 // script: the calls' other writes on the seller's hash tag (their slots
 // settled or given back, their SKUs marked in the ledger). With no call it
 // runs the steps alone. It is RecordWith for a batch of calls that were
-// answered together, without waiting for other callers to join.
+// answered together.
 func (r *Recorder) RecordAll(ctx context.Context, seller string, calls []Call, steps ...scriptbatch.Step) error {
 	if seller == "" {
 		return errors.New("record calls: the seller id is empty")
