@@ -17,7 +17,6 @@
 package compliance
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -32,7 +31,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/bulkreg/bulkreg/internal/groupcommit"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/lua"
@@ -69,11 +67,8 @@ type Call struct {
 type Recorder struct {
 	rdb       redis.UniversalClient
 	retention time.Duration
-	batch     *scriptbatch.Runner // RecordWith's combined scripts
+	batch     *scriptbatch.Runner // the combined scripts of RecordWith and RecordAll
 	script    *redis.Script
-	// records shares one script among the calls of a seller recorded at
-	// once (RecordWith).
-	records *groupcommit.Group[string, recordItem, recorded]
 
 	mu    sync.Mutex
 	added map[string]time.Time // sellers added to SellersKey by this recorder, and when
@@ -103,83 +98,43 @@ func NewRecorder(rdb redis.UniversalClient, retention time.Duration) *Recorder {
 	if retention <= 0 {
 		retention = DefaultRetention
 	}
-	r := &Recorder{rdb: rdb, retention: retention, script: redis.NewScript(lua.Script("compliance_record.lua")), batch: scriptbatch.New(), added: map[string]time.Time{},
+	return &Recorder{rdb: rdb, retention: retention, script: redis.NewScript(lua.Script("compliance_record.lua")), batch: scriptbatch.New(), added: map[string]time.Time{},
 		markers: sync.OnceValue(throttle.NewMarkers)}
-	r.records = groupcommit.New(maxRecordBatch, r.writeRecords)
-	return r
 }
 
-// maxRecordBatch bounds the calls one script records: a seller's window of
-// the defaults, with their steps, is a few hundred keys and arguments.
-const maxRecordBatch = 128
-
-// recordItem is one call to record (its time, µs, and its member), with
-// the steps that go with it.
+// recordItem is one call to record: its time, µs, and its member.
 type recordItem struct {
 	at     int64
 	member string
-	steps  []scriptbatch.Step
-}
-
-// recorded is what recording one call answered: whether the history was
-// new, or the error that kept it out.
-type recorded struct {
-	isNew bool
-	err   error
 }
 
 // writeRecords records the calls of one seller in one script: all of them
-// in the history at once, then each call's steps. A consumer's calls of one
-// seller's window are answered within milliseconds of each other, and a
-// script of its own for each would make that script's fixed cost, not its
-// commands, most of Redis's work per row.
-// When the script fails with an answer of Redis (a step's error, not Redis
-// down) and it carried several calls, each call is recorded on its own, so
-// that one call's failing step does not keep the others out.
-func (r *Recorder) writeRecords(ctx context.Context, seller string, items []recordItem) ([]recorded, error) {
-	out := make([]recorded, len(items))
+// in the history at once, then steps. A consumer's calls of one seller's
+// window are answered within milliseconds of each other, and a script of its
+// own for each would make that script's fixed cost, not its commands, most
+// of Redis's work per row. isNew tells that the seller's history was new.
+func (r *Recorder) writeRecords(ctx context.Context, seller string, items []recordItem, steps []scriptbatch.Step) (isNew bool, err error) {
 	keys := []string{CallsKey(seller)}
-	run := func(items []recordItem, out []recorded) error {
-		// One record of every call (the seller's history), then each
-		// call's steps. ARGV: the first call's time and member, the
-		// retention, then the other calls' times and members.
-		args := make([]any, 0, 1+2*len(items))
-		for i := range items {
-			it := &items[i] // pointed to: the client boxes no value of each call
-			args = append(args, &it.at, &it.member)
-			if i == 0 {
-				args = append(args, r.retention.Microseconds())
-			}
+	// ARGV: the first call's time and member, the retention, then the
+	// other calls' times and members.
+	args := make([]any, 0, 1+2*len(items))
+	for i := range items {
+		it := &items[i] // pointed to: the client boxes no value of each call
+		args = append(args, &it.at, &it.member)
+		if i == 0 {
+			args = append(args, r.retention.Microseconds())
 		}
-		isNew := false
-		if len(items) == 1 && len(items[0].steps) == 0 {
-			v, err := r.script.Run(ctx, r.rdb, keys, args...).Slice()
-			isNew = newHistory(v)
-			out[0].isNew = isNew
-			return err
-		}
-		steps := []scriptbatch.Step{{Script: "compliance_record.lua", Keys: keys, Args: args,
-			Reply: func(reply any) error { v, _ := reply.([]any); isNew = newHistory(v); return nil }}}
-		for _, it := range items {
-			steps = append(steps, it.steps...)
-		}
-		err := r.batch.Run(ctx, r.rdb, steps...)
-		for i := range out {
-			out[i].isNew = isNew
-		}
-		return err
 	}
-	err := run(items, out)
-	if err != nil && len(items) > 1 && !redisfail.Is(err) {
-		for i := range items {
-			out[i].err = run(items[i:i+1], out[i:i+1])
-		}
-		return out, nil
+	if len(steps) == 0 {
+		v, err := r.script.Run(ctx, r.rdb, keys, args...).Slice()
+		return newHistory(v), err
 	}
-	for i := range out {
-		out[i].err = err
-	}
-	return out, nil
+	all := make([]scriptbatch.Step, 0, 1+len(steps))
+	all = append(all, scriptbatch.Step{Script: "compliance_record.lua", Keys: keys, Args: args,
+		Reply: func(reply any) error { v, _ := reply.([]any); isNew = newHistory(v); return nil }})
+	all = append(all, steps...)
+	err = r.batch.Run(ctx, r.rdb, all...)
+	return isNew, err
 }
 
 // newHistory reads compliance_record.lua's reply {score, new}.
@@ -197,19 +152,14 @@ func (r *Recorder) RecordWith(ctx context.Context, seller string, c Call, steps 
 	if seller == "" {
 		return errors.New("record a call: the seller id is empty")
 	}
-	it := r.item(c)
-	it.steps = steps
-	res, err := r.records.Do(ctx, seller, it)
-	if err == nil {
-		err = res.err
-	}
+	isNew, err := r.writeRecords(ctx, seller, []recordItem{r.item(c)}, steps)
 	if err != nil {
 		return fmt.Errorf("record a call of seller %q in the compliance history: %w", seller, redisfail.Wrap(err))
 	}
-	return r.listSeller(ctx, seller, res.isNew)
+	return r.listSeller(ctx, seller, isNew)
 }
 
-// item is the record of call c of seller, without steps.
+// item is the record of call c.
 func (r *Recorder) item(c Call) recordItem {
 	var atMicros int64
 	if !c.At.IsZero() {
@@ -265,7 +215,7 @@ func (r *Recorder) listSeller(ctx context.Context, seller string, isNew bool) er
 // script: the calls' other writes on the seller's hash tag (their slots
 // settled or given back, their SKUs marked in the ledger). With no call it
 // runs the steps alone. It is RecordWith for a batch of calls that were
-// answered together, without waiting for other callers to join.
+// answered together.
 func (r *Recorder) RecordAll(ctx context.Context, seller string, calls []Call, steps ...scriptbatch.Step) error {
 	if seller == "" {
 		return errors.New("record calls: the seller id is empty")
@@ -280,17 +230,11 @@ func (r *Recorder) RecordAll(ctx context.Context, seller string, calls []Call, s
 	for i, c := range calls {
 		items[i] = r.item(c)
 	}
-	items[len(items)-1].steps = steps
-	res, err := r.writeRecords(ctx, seller, items)
-	if err == nil {
-		for _, x := range res {
-			err = cmp.Or(err, x.err)
-		}
-	}
+	isNew, err := r.writeRecords(ctx, seller, items, steps)
 	if err != nil {
 		return fmt.Errorf("record %d calls of seller %q in the compliance history: %w", len(calls), seller, redisfail.Wrap(err))
 	}
-	return r.listSeller(ctx, seller, res[0].isNew)
+	return r.listSeller(ctx, seller, isNew)
 }
 
 // sanitize keeps the member's separator out of its fields.

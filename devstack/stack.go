@@ -343,7 +343,7 @@ func (s *Stack) startConsumer(ctx context.Context, n int, o Options, log *slog.L
 		rdb.Close()
 		return err
 	}
-	status := uploadstatus.New(rdb, 24*time.Hour, uploadstatus.RecordLinger(uploadstatus.DefaultRecordLinger))
+	status := uploadstatus.New(rdb, 24*time.Hour)
 	c, err := consumer.New(cfg, consumer.Deps{
 		Throttle: th, Registry: rc, Circuit: breaker,
 		Status:    status,

@@ -39,7 +39,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/bulkreg/bulkreg/internal/groupcommit"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/lua"
@@ -257,11 +256,6 @@ type Ledger struct {
 	claim   *redis.Script
 	mark    *redis.Script
 	release *redis.Script
-	// The rows of one seller that claim while a claim call of that seller
-	// is on the wire share the next call: a window's rows start together,
-	// and with a call each, their claims would go out one by one between
-	// other sellers' calls.
-	claims *groupcommit.Group[string, claimArgs, claimReply]
 	// retentionMs is opts.Retention in ms as a script argument, made once
 	// for the marks of every registration.
 	retentionMs any
@@ -285,10 +279,6 @@ type claimReply struct {
 	now            int64 // ms, Redis clock
 }
 
-// maxClaimBatch caps the claims of one call; a seller's window is 100
-// rows at most with the default limit.
-const maxClaimBatch = 128
-
 // New returns a Ledger over rdb with o's zero fields set to their defaults.
 func New(rdb redis.UniversalClient, o Options) *Ledger {
 	if o.Retention <= 0 {
@@ -307,7 +297,6 @@ func New(rdb redis.UniversalClient, o Options) *Ledger {
 		mark:    redis.NewScript(lua.Script("ledger_mark.lua")),
 		release: redis.NewScript(lua.Script("ledger_release.lua")),
 	}
-	l.claims = groupcommit.New(maxClaimBatch, l.writeClaims)
 	l.retentionMs = o.Retention.Milliseconds()
 	return l
 }
@@ -378,11 +367,11 @@ func (l *Ledger) Claim(ctx context.Context, seller, sku, row, hash, from string)
 	if strings.ContainsAny(from, "\t\n") {
 		return Claim{}, fmt.Errorf("%w: seller_sku %s: the Kafka record %q holds a tab or newline", ErrInvalid, sku, from)
 	}
-	res, err := l.claims.Do(ctx, seller, claimArgs{sku: sku, alias: alias, row: row, hash: hash, from: from})
+	res, err := l.writeClaims(ctx, seller, []claimArgs{{sku: sku, alias: alias, row: row, hash: hash, from: from}})
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim seller_sku %s of seller %s in the ledger: %w", sku, seller, err)
 	}
-	return decide(seller, sku, res)
+	return decide(seller, sku, res[0])
 }
 
 // decide reads the claim script's answer about one SKU.

@@ -601,15 +601,16 @@ func TestMarksInOneBatch(t *testing.T) {
 	}
 }
 
-// TestAFullBatchOfClaimsDecidesAsOneCallEach: a call of maxClaimBatch
-// claims (SKUs repeated, a registered one, a malformed one, a live claim of
-// another row) decides each as one call per claim would, and leaves the same
-// entries: the script's one HMGET and one HSET keep the order of decisions.
+// TestAFullBatchOfClaimsDecidesAsOneCallEach: a call of 128 claims, more
+// than a seller's window of the default limit (SKUs repeated, a registered
+// one, a malformed one, a live claim of another row), decides each as one
+// call per claim would, and leaves the same entries: the script's one HMGET
+// and one HSET keep the order of decisions.
 func TestAFullBatchOfClaimsDecidesAsOneCallEach(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
 	l := New(rdb, Options{Lease: time.Minute, Retention: time.Hour})
-	claims := make([]claimArgs, maxClaimBatch)
+	claims := make([]claimArgs, 128)
 	for i := range claims {
 		claims[i] = claimArgs{sku: fmt.Sprint("SKU-", i%40), row: fmt.Sprintf("u:%d", i%3), hash: hashA}
 	}

@@ -132,7 +132,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/bulkreg/bulkreg/internal/groupcommit"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/lua"
@@ -383,12 +382,6 @@ type Throttle struct {
 	peek    *redis.Script
 	check   *redis.Script
 	global  *globalScripts // nil without an app-wide limit
-	// checks shares one check script among the slots of a seller that are
-	// checked at once (Check).
-	checks *groupcommit.Group[string, checkItem, SlotCheck]
-	// reserves shares one reserve script among the rows of a seller that
-	// ask at once (Reserve, sliding logs).
-	reserves *groupcommit.Group[string, string, Reservation]
 	// batch runs ReserveN's and ReleaseN's scripts (batch.go).
 	batch batchRunner
 	// kargs is p.kindArgs(), and settleTail settle.lua's arguments after
@@ -460,8 +453,6 @@ func New(rdb redis.UniversalClient, p Policy) (*Throttle, error) {
 	if p.Kind != Sliding {
 		th.settleTail = append(th.settleTail, th.kargs...)
 	}
-	th.checks = groupcommit.New(maxCheckBatch, th.writeChecks)
-	th.reserves = groupcommit.New(maxReserveBatch, th.writeReserves)
 	if p.Global.On() {
 		th.global = newGlobalScripts(th.markers)
 	}
@@ -488,11 +479,10 @@ func (t *Throttle) keys(seller string) keys {
 	return k
 }
 
-// Reserve takes the seller's next slot in one Redis round trip, shared (with
-// a sliding log and no app-wide limit) with the seller's other rows that ask
-// while a reservation of the seller is on the wire. When the slot is within
-// MaxWait it is held (Admitted) and the caller calls the API at At;
-// otherwise nothing is held and At says when to ask again.
+// Reserve takes the seller's next slot in one Redis round trip (ReserveN
+// takes several in one). When the slot is within MaxWait it is held
+// (Admitted) and the caller calls the API at At; otherwise nothing is held
+// and At says when to ask again.
 func (t *Throttle) Reserve(ctx context.Context, seller string) (Reservation, error) {
 	r, err := t.reserve1(ctx, seller)
 	if r.Admitted {
@@ -515,17 +505,17 @@ func (t *Throttle) reserve1(ctx context.Context, seller string) (Reservation, er
 		return t.reserveID(ctx, seller, rand.Text())
 	}
 	id := rand.Text()
-	r, err := t.reserves.Do(ctx, seller, id)
+	rs, err := t.writeReserves(ctx, seller, []string{id})
 	if err != nil {
 		if ctx.Err() != nil || isTimeout(err) {
-			// The shared script may have run and taken the slot, its answer
-			// lost or no longer awaited: give it back (a no-op when the id
-			// holds none), as reserveSeller does.
+			// The script may have run and taken the slot, its answer lost or
+			// no longer awaited: give it back (a no-op when the id holds
+			// none), as reserveSeller does.
 			t.releaseDetached(ctx, Reservation{Seller: seller, ID: id})
 		}
 		return Reservation{}, t.fail(ctx, "reserve a slot", seller, err)
 	}
-	return r, nil
+	return rs[0], nil
 }
 
 // maxReserveBatch bounds the slots one reserve script takes: a window's
@@ -533,11 +523,10 @@ func (t *Throttle) reserve1(ctx context.Context, seller string) (Reservation, er
 const maxReserveBatch = 256
 
 // writeReserves takes the next slot of the seller for each id, in order, in
-// one script (sliding logs only). When a seller's window opens, the rows
-// waiting at its ask gate ask together, and a script for each would repeat
-// its clock read, its marker and server check (INFO), its trim of the log,
-// its block read and its TTL, the same for every row. The slots are those
-// the scripts one after the other would give.
+// one script (sliding logs only): Reserve's, with one id. Several ids take
+// the slots the scripts one after the other would give, with the arguments
+// ReserveN's step passes, reading the clock, the marker, the log and the
+// block once for all of them.
 func (t *Throttle) writeReserves(ctx context.Context, seller string, ids []string) ([]Reservation, error) {
 	c := t.reserveCall(seller, ids[0], time.Time{})
 	args := c.args
@@ -549,10 +538,8 @@ func (t *Throttle) writeReserves(ctx context.Context, seller string, ids []strin
 	}
 	v, err := c.script.Run(ctx, t.rdb, c.keys, args...).Result()
 	if err != nil {
-		// Each caller gives its own slot back when the answer was lost
-		// (Reserve), at once and on its own goroutine: here, one after the
-		// other, a stalled Redis would hold the seller's next batch for a
-		// release timeout per slot.
+		// The caller gives the slots back when the answer was lost
+		// (Reserve), and wraps the error.
 		return nil, err
 	}
 	return sellerReservations(v, seller, ids, "reserve a slot")
@@ -952,10 +939,10 @@ type SlotCheck struct {
 }
 
 // Check tells whether r's slot may still be used (SlotCheck.Good). Ask
-// shortly before the call the slot was taken for. One round trip, no
-// writes; the checks of a seller's slots that arrive while one is on the
-// wire share the next. An error wraps ErrUnavailable: Redis did not answer, and the slot
-// must not be used either.
+// shortly before the call the slot was taken for. One round trip, no writes
+// (CheckN asks about several slots of a seller in one). An error wraps
+// ErrUnavailable: Redis did not answer, and the slot must not be used
+// either.
 func (t *Throttle) Check(ctx context.Context, r Reservation) (SlotCheck, error) {
 	return t.check1(ctx, r)
 }
@@ -968,11 +955,11 @@ func (t *Throttle) check1(ctx context.Context, r Reservation) (SlotCheck, error)
 		return SlotCheck{}, errors.New("throttle: check: the reservation has no seller id")
 	}
 	if r.Global.ID == "" || t.global == nil {
-		c, err := t.checks.Do(ctx, r.Seller, checkItem{id: r.ID, epoch: r.Epoch})
+		cs, err := t.writeChecks(ctx, r.Seller, []checkItem{{id: r.ID, epoch: r.Epoch}})
 		if err != nil {
 			return SlotCheck{}, t.fail(ctx, "check a slot", r.Seller, err)
 		}
-		return c, nil
+		return cs[0], nil
 	}
 	if r.Global.Epoch == "" {
 		return SlotCheck{}, errors.New("throttle: check: the reservation's app-wide slot has no epoch")
@@ -1009,9 +996,10 @@ type checkItem struct{ id, epoch string }
 // window at once), so this is several windows of the defaults.
 const maxCheckBatch = 512
 
-// writeChecks checks the seller's slots of items in one script. The rows of
-// one window come due together; asking one by one would cost a script each
-// and a round trip each on the consumer's side, where one answers them all.
+// writeChecks checks the seller's slots of items in one script (CheckN's;
+// Check's with one item). The rows of one window come due together; asking
+// one by one would cost a script each and a round trip each on the
+// consumer's side, where one answers them all.
 // Every slot learns the same Redis clock, read between its own request and
 // its answer, as a script of its own would have.
 func (t *Throttle) writeChecks(ctx context.Context, seller string, items []checkItem) ([]SlotCheck, error) {

@@ -38,7 +38,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/bulkreg/bulkreg/internal/groupcommit"
 	"github.com/bulkreg/bulkreg/internal/jsonenc"
 	"github.com/bulkreg/bulkreg/internal/redisfail"
 	"github.com/bulkreg/bulkreg/lua"
@@ -102,11 +101,6 @@ type Store struct {
 	shareLookup  *redis.Script
 	shareMeasure *redis.Script
 	shareDelete  *redis.Script
-
-	// Rows of one upload that finish while a record call of that upload is
-	// on the wire share the next call: one script call, one lost-record
-	// check and one expiry refresh for all of them.
-	records *groupcommit.Group[string, []any, struct{}]
 }
 
 // maxRecordBatch caps the rows of one record call. The script runs about
@@ -117,7 +111,6 @@ const maxRecordBatch = 100
 type Option func(*options)
 
 type options struct {
-	linger    time.Duration
 	share     Share
 	tombstone time.Duration
 	log       *slog.Logger
@@ -135,23 +128,6 @@ func KeepTombstones(d time.Duration) Option { return func(o *options) { o.tombst
 // Logger sets where the Store logs the rows it drops (rows recorded after
 // their upload was deleted or expired); without it, slog.Default().
 func Logger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
-
-// RecordLinger makes the rows of an upload that finish within d of the first
-// share one record call (RecordRow): its first row waits d, or until
-// maxRecordBatch rows wait, before the call leaves. A window's calls of a
-// seller finish over a few hundred milliseconds, a few rows at a time, and
-// each record call has fixed work (a lost-record check, the counts, four
-// expiries) that is most of its cost at five rows a call. A row's status
-// then shows up to d later, and the consumer's row (its place in its
-// seller's lane, its offset) is finished up to d later; nothing the throttle
-// or the ledger decides reads the status. 0: a call leaves as soon as the
-// rows already running have queued.
-func RecordLinger(d time.Duration) Option { return func(o *options) { o.linger = d } }
-
-// DefaultRecordLinger is the consumers' RecordLinger (--status-linger):
-// under bench many-sellers' load, 100 ms gathers a seller's window of
-// results into two or three record calls instead of about ten.
-const DefaultRecordLinger = 100 * time.Millisecond
 
 // New returns a Store whose keys expire retention after the upload's last change.
 func New(rdb redis.UniversalClient, retention time.Duration, opts ...Option) *Store {
@@ -184,7 +160,6 @@ func New(rdb redis.UniversalClient, retention time.Duration, opts ...Option) *St
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	s.records = groupcommit.New(maxRecordBatch, s.writeRecords, groupcommit.Linger(o.linger))
 	return s
 }
 
@@ -398,12 +373,8 @@ func (s *Store) move(ctx context.Context, id, to, reason string, stale time.Dura
 // "already_registered" is final: it wins over an earlier or later "failed"
 // and is never replaced.
 //
-// Rows of one upload that finish while a record call of that upload is on
-// the wire wait for it and go together in the next call (a group commit):
-// a consumer finishes a window's rows of one upload within milliseconds of
-// each other, and they share one script call and one expiry refresh. A row
-// that finds no call on the wire leaves at once, or after the Store's
-// RecordLinger; one whose ctx ends before its call leaves is not sent.
+// It runs one script call; RecordRows records a batch of an upload's rows,
+// up to maxRecordBatch a call.
 //
 // The result is kept to MaxResultJSON bytes of JSON (its details, then its
 // cells, are left out past it): the seller's share charges each row not
@@ -421,14 +392,14 @@ func (s *Store) RecordRow(ctx context.Context, uploadID string, r RowResult) err
 	if args, err = s.boundedArgs(uploadID, r, args); err != nil {
 		return err
 	}
-	if _, err := s.records.Do(ctx, uploadID, args); err != nil {
+	if err := s.writeRecords(ctx, uploadID, [][]any{args}); err != nil {
 		return fmt.Errorf("record row %d of upload %s: %w", r.Row, uploadID, err)
 	}
 	return nil
 }
 
 // writeRecords is one record call for rows of one upload.
-func (s *Store) writeRecords(ctx context.Context, uploadID string, rows [][]any) ([]struct{}, error) {
+func (s *Store) writeRecords(ctx context.Context, uploadID string, rows [][]any) error {
 	args := make([]any, 0, 1+3*len(rows))
 	args = append(args, s.ms())
 	for _, a := range rows {
@@ -436,14 +407,14 @@ func (s *Store) writeRecords(ctx context.Context, uploadID string, rows [][]any)
 	}
 	n, err := s.record.Run(ctx, s.rdb, recordKeys(uploadID), args...).Int()
 	if err != nil {
-		return nil, fmt.Errorf("the record script did not run: %w", redisfail.Wrap(err))
+		return fmt.Errorf("the record script did not run: %w", redisfail.Wrap(err))
 	}
 	if n < 0 {
 		first, _ := rows[0][0].(int)
 		s.log.Warn("rows of an upload that was deleted or expired were not recorded: their upload is gone on purpose, and recording them would keep it again uncharged",
 			"upload_id", uploadID, "rows", len(rows), "first_row", first)
 	}
-	return make([]struct{}, len(rows)), nil
+	return nil
 }
 
 // boundedArgs are r's arguments args, made again without its details and
@@ -472,7 +443,7 @@ func (s *Store) RecordRows(ctx context.Context, uploadID string, rs []RowResult)
 		rows[i] = a
 	}
 	for i, chunk := range slices.Collect(slices.Chunk(rows, maxRecordBatch)) {
-		if _, err := s.writeRecords(ctx, uploadID, chunk); err != nil {
+		if err := s.writeRecords(ctx, uploadID, chunk); err != nil {
 			first := i * maxRecordBatch
 			return fmt.Errorf("record rows %d to %d of upload %s (%d of %d rows recorded before): %w",
 				rs[first].Row, rs[first+len(chunk)-1].Row, uploadID, first, len(rs), err)

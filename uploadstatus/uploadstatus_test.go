@@ -104,6 +104,24 @@ func TestRecordRowRules(t *testing.T) {
 	}
 }
 
+// TestRecordRowHonoursItsContext: a row whose caller gave up before its
+// call is not recorded, and RecordRow says why.
+func TestRecordRowHonoursItsContext(t *testing.T) {
+	ctx := context.Background()
+	s := New(testredis.Start(t).Client(), time.Hour)
+	if _, err := s.Create(ctx, newUpload("gone", 2)); err != nil {
+		t.Fatal(err)
+	}
+	gone, giveUp := context.WithCancel(ctx)
+	giveUp()
+	if err := s.RecordRow(gone, "gone", RowResult{Row: 2, State: Registered}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("RecordRow after its caller gave up: %v, want context.Canceled", err)
+	}
+	if st, err := s.Get(ctx, "gone"); err != nil || st.Registered != 0 || len(st.Rows) != 0 {
+		t.Errorf("after a row whose caller gave up: %+v, %v; want nothing recorded", st, err)
+	}
+}
+
 // TestAlreadyRegistered: the new outcome is counted on its own, is final
 // like "registered", and counts towards Done and Succeeded.
 func TestAlreadyRegistered(t *testing.T) {
@@ -411,163 +429,6 @@ func TestRecordRowsAfterScriptCacheLoss(t *testing.T) {
 	}
 	if st, _ := s.Get(ctx, "f"); st.Failed != 2 || st.Waiting != 1 {
 		t.Errorf("failed %d waiting %d, want 2 and 1", st.Failed, st.Waiting)
-	}
-}
-
-// holdFirstRecord holds the first record call on the wire until release is
-// closed, and counts the record calls Redis was sent.
-type holdFirstRecord struct {
-	release chan struct{}
-	mu      sync.Mutex
-	calls   int
-	rows    []int // rows per call
-}
-
-func (h *holdFirstRecord) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *holdFirstRecord) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if n := cmd.Name(); n == "evalsha" || n == "eval" {
-			h.mu.Lock()
-			h.calls++
-			first := h.calls == 1
-			// EVALSHA sha numkeys k1..k4 retention then three per row.
-			h.rows = append(h.rows, (len(cmd.Args())-8)/3)
-			h.mu.Unlock()
-			if first {
-				<-h.release
-			}
-		}
-		return next(ctx, cmd)
-	}
-}
-func (h *holdFirstRecord) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-// Rows of one upload that finish while its record call is on the wire go
-// together in the next call; a queued row whose caller gave up is not sent.
-func TestRowsFinishingTogetherShareARecordCall(t *testing.T) {
-	ctx := context.Background()
-	srv := testredis.Start(t)
-	s := New(srv.Client(), time.Hour)
-	if _, err := s.Create(ctx, newUpload("g", 200)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.record.Load(ctx, srv.Client()).Err(); err != nil {
-		t.Fatal(err)
-	}
-	rdb := srv.Client()
-	hook := &holdFirstRecord{release: make(chan struct{})}
-	rdb.AddHook(hook)
-	s = New(rdb, time.Hour)
-
-	errs := make(chan error, 200)
-	record := func(ctx context.Context, row int) {
-		errs <- s.RecordRow(ctx, "g", RowResult{Row: row, State: Registered, ProductID: fmt.Sprint("P", row)})
-	}
-	queued := func() int { return s.records.Queued("g") }
-	go record(ctx, 2) // its call is held on the wire
-	testwait.For(t, 5*time.Second, "the first call on the wire", func() bool { hook.mu.Lock(); defer hook.mu.Unlock(); return hook.calls == 1 })
-	gone, giveUp := context.WithCancel(ctx)
-	go record(gone, 3) // its caller gives up while it waits
-	testwait.For(t, 5*time.Second, "row 3 queued", func() bool { return queued() == 1 })
-	giveUp()
-	if err := <-errs; !errors.Is(err, context.Canceled) {
-		t.Fatalf("row 3, whose caller gave up: %v, want context.Canceled", err)
-	}
-	for row := 4; row < 4+150; row++ {
-		go record(ctx, row)
-	}
-	testwait.For(t, 5*time.Second, "150 rows queued behind the call", func() bool { return queued() == 151 })
-	close(hook.release)
-	for range 151 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	hook.mu.Lock()
-	calls, rows := hook.calls, hook.rows
-	hook.mu.Unlock()
-	// 1 + 150 rows: the held call, then 100 and 50 (a call carries at most 100).
-	if calls != 3 || rows[0] != 1 || rows[1] != 100 || rows[2] != 50 {
-		t.Errorf("record calls %d carrying %v rows, want 3 carrying [1 100 50]", calls, rows)
-	}
-	st, err := s.Get(ctx, "g")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Registered != 151 || st.Waiting != 49 {
-		t.Errorf("registered %d waiting %d, want 151 and 49 (row 3 not recorded)", st.Registered, st.Waiting)
-	}
-	for _, r := range st.Rows {
-		if r.Row == 3 {
-			t.Errorf("row 3 was recorded after its caller gave up: %+v", r)
-		}
-	}
-	eachRowHasItsProduct(t, st)
-	// The writer leaves once the queue is empty: the next row starts a call.
-	testwait.For(t, 5*time.Second, "the upload's writer gone", func() bool { return !s.records.Writing("g") })
-}
-
-// eachRowHasItsProduct fails t when a row of st holds another row's product
-// (P<row>, as the shared-call tests record them): rows mixed up in a call.
-func eachRowHasItsProduct(t *testing.T, st Status) {
-	t.Helper()
-	for _, r := range st.Rows {
-		if r.ProductID != fmt.Sprint("P", r.Row) {
-			t.Errorf("row %d has product %q, want P%d: rows mixed up in a shared call", r.Row, r.ProductID, r.Row)
-		}
-	}
-}
-
-// TestRecordLingerGathersAWindowsRows: with RecordLinger, rows of an upload
-// finishing a few milliseconds apart, as a seller's window of calls does,
-// share one record call instead of one or a few each; every row is recorded
-// as its own, and a Store without it sends more calls for the same rows.
-func TestRecordLingerGathersAWindowsRows(t *testing.T) {
-	ctx := context.Background()
-	calls := func(opts ...Option) (int, []int) {
-		srv := testredis.Start(t)
-		rdb := srv.Client()
-		s := New(rdb, time.Hour, opts...)
-		if _, err := s.Create(ctx, newUpload("w", 40)); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.record.Load(ctx, rdb).Err(); err != nil { // no NOSCRIPT retry to count
-			t.Fatal(err)
-		}
-		hook := &holdFirstRecord{release: make(chan struct{})}
-		close(hook.release) // count the calls, hold none
-		rdb.AddHook(hook)
-		var wg sync.WaitGroup
-		for row := 2; row < 2+40; row++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := s.RecordRow(ctx, "w", RowResult{Row: row, State: Registered, ProductID: fmt.Sprint("P", row)}); err != nil {
-					t.Errorf("row %d: %v", row, err)
-				}
-			}()
-			time.Sleep(2 * time.Millisecond) // 40 rows over about 80 ms
-		}
-		wg.Wait()
-		st, err := s.Get(ctx, "w")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Registered != 40 || st.Waiting != 0 {
-			t.Errorf("registered %d waiting %d, want 40 and 0", st.Registered, st.Waiting)
-		}
-		eachRowHasItsProduct(t, st)
-		hook.mu.Lock()
-		defer hook.mu.Unlock()
-		return hook.calls, hook.rows
-	}
-	if n, rows := calls(RecordLinger(time.Second)); n != 1 {
-		t.Errorf("with a 1s linger: %d record calls carrying %v rows, want one carrying all 40", n, rows)
-	}
-	if n, rows := calls(); n < 2 {
-		t.Errorf("without a linger: %d record call carrying %v rows; the rows were meant to finish apart", n, rows)
 	}
 }
 

@@ -125,7 +125,6 @@ type settings struct {
 	policy          throttle.Policy // the throttle's, from the shared settings and the consumer's (Config.ThrottlePolicy)
 	callRetention   time.Duration
 	statusRetention time.Duration
-	statusLinger    time.Duration
 	ledger          ledger.Options
 	circuit         circuit.Settings
 	shutdownTimeout time.Duration
@@ -141,9 +140,6 @@ type settings struct {
 	registered func(*prometheus.Registry)
 }
 
-// maxStatusLinger bounds --status-linger.
-const maxStatusLinger = time.Second
-
 // bind registers every setting on a new FlagSet, each defaulting to its
 // environment variable.
 func bind(getenv func(string) string) (*flag.FlagSet, *settings, *config.Binder) {
@@ -155,7 +151,6 @@ func bind(getenv func(string) string) (*flag.FlagSet, *settings, *config.Binder)
 		registryConns:   128,
 		callRetention:   compliance.DefaultRetention,
 		statusRetention: 7 * 24 * time.Hour,
-		statusLinger:    uploadstatus.DefaultRecordLinger,
 		ledger:          ledger.Options{Retention: ledger.DefaultRetention, Lease: ledger.DefaultLease, AsideRetention: ledger.DefaultAsideRetention},
 		circuit:         circuit.DefaultSettings(),
 		shutdownTimeout: 45 * time.Second,
@@ -206,7 +201,6 @@ func bind(getenv func(string) string) (*flag.FlagSet, *settings, *config.Binder)
 	b.Duration(&s.maxWait, "max-wait", "a throttle slot farther ahead than this is not taken yet, the row asks again later (0 = the session timeout: a crashed consumer's unused slots then delay its successor by at most that, two registry timeouts and one window)")
 	b.Duration(&s.callRetention, "call-retention", "how long each call stays in the compliance history")
 	b.Duration(&s.statusRetention, "status-retention", "how long an upload's row results are kept")
-	b.Duration(&s.statusLinger, "status-linger", "the rows of an upload that finish within this of each other share one write of their results (a row's status shows up to this much later; 0 = each write leaves as soon as the rows already finishing have joined it)")
 	b.Duration(&c.UploadPresenceSlack, "upload-presence-slack", "a row whose upload has no record is dead-lettered as a bad message only if Redis lost nothing of the upload's hash slot since this long before the row was queued, and the row is younger than --status-retention less this (0 = 10m)")
 	b.Duration(&s.ledger.Retention, "ledger-retention", "how long a seller's SKU ledger (what it registered) is kept after the seller's last claim or registration; a re-upload after that registers again")
 	b.Duration(&s.ledger.Lease, "ledger-lease", "how long a row's claim on its SKU holds without being renewed; after it another upload's row with that SKU may take it over")
@@ -241,11 +235,6 @@ func parse(args []string, getenv func(string) string, out io.Writer) (settings, 
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("--%s (%s) must be greater than 0, got %s", name, config.EnvName(name), d))
 		}
-	}
-	// A row waits for its status to be written before its offset may be
-	// committed, and a drain waits for it: seconds would hold both.
-	if s.statusLinger < 0 || s.statusLinger > maxStatusLinger {
-		errs = append(errs, fmt.Errorf("--status-linger (%s) must be between 0 and %s, got %s", config.EnvName("status-linger"), maxStatusLinger, s.statusLinger))
 	}
 	if err := checkCircuit(s.circuit, s.registryTimeout); err != nil {
 		errs = append(errs, err)
@@ -337,7 +326,7 @@ func consume(ctx context.Context, s settings, stderr io.Writer) error {
 	reserveTime := newReserveHistogram()
 	metrics.MustRegister(redisCommands, redisRoundTrips, reserveTime)
 	countRedis(redisDirect, redisCommands, redisRoundTrips)
-	status := uploadstatus.New(rdb, s.statusRetention, uploadstatus.RecordLinger(s.statusLinger))
+	status := uploadstatus.New(rdb, s.statusRetention)
 	c, err := consumer.New(s.consumer, consumer.Deps{
 		Throttle:   timedThrottle{Throttle: th, reserve: reserveTime},
 		Registry:   reg,

@@ -108,18 +108,7 @@ func TestParse(t *testing.T) {
 			}
 		}},
 		{name: "ledger lease must be positive", args: []string{"--ledger-lease", "0s"}, wantErr: "--ledger-lease (BULKREG_LEDGER_LEASE)"},
-		{name: "status linger: 100ms by default, 0 allowed", check: func(t *testing.T, s settings) {
-			if s.statusLinger != 100*time.Millisecond {
-				t.Errorf("status linger %v, want 100ms", s.statusLinger)
-			}
-		}},
-		{name: "status linger from the environment", env: map[string]string{"BULKREG_STATUS_LINGER": "0s"}, check: func(t *testing.T, s settings) {
-			if s.statusLinger != 0 {
-				t.Errorf("status linger %v, want 0", s.statusLinger)
-			}
-		}},
-		{name: "status linger must not be negative", args: []string{"--status-linger", "-1ms"}, wantErr: "--status-linger (BULKREG_STATUS_LINGER) must be between 0 and 1s, got -1ms"},
-		{name: "status linger must not hold rows for seconds", args: []string{"--status-linger", "2s"}, wantErr: "--status-linger (BULKREG_STATUS_LINGER) must be between 0 and 1s, got 2s"},
+		{name: "--status-linger is refused", args: []string{"--status-linger", "100ms"}, wantErr: "flag provided but not defined: -status-linger"},
 		{name: "aside retention must be positive", args: []string{"--ledger-aside-retention", "0s"}, wantErr: "--ledger-aside-retention (BULKREG_LEDGER_ASIDE_RETENTION)"},
 		{name: "a held seller's defaults", check: func(t *testing.T, s settings) {
 			c := s.consumer.WithDefaults(s.policy)

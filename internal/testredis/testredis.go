@@ -290,15 +290,6 @@ func (s *Sentinel) MasterAddr(ctx context.Context) (string, error) {
 	return "", fmt.Errorf("no sentinel named the primary: %w", lastErr)
 }
 
-// ScriptsRun is how many scripts the server has run so far (EVAL and
-// EVALSHA calls in INFO commandstats): tests that claim scripts are shared
-// compare it before and after.
-func ScriptsRun(t testing.TB, rdb *redis.Client) int {
-	t.Helper()
-	calls := CommandCalls(t, rdb)
-	return calls["evalsha"] + calls["eval"]
-}
-
 // CommandCalls is how often the server has run each command since it
 // started or its statistics were reset (CONFIG RESETSTAT), by lower-case
 // name, commands a script ran included: INFO commandstats.
