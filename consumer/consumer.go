@@ -304,17 +304,12 @@ func (c *Consumer) untilRedis(ctx context.Context, what string, log *slog.Logger
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
-		switch {
-		case unavailable(err):
+		if unavailable(err) {
 			c.redis.Down(err) // the gate logs it once
-		case failed == 0:
-			// Once per request: a lasting refusal (OOM, READONLY) would
-			// otherwise log at every attempt; its end is logged above.
+		} else if failed++; failed == 1 { // a lasting refusal (OOM, READONLY) logs its start and its end
 			log.Warn("a Redis request failed; trying it again until it succeeds or the wait ends", "op", what, "err", err)
-			failed++
-		default:
-			log.Debug("a Redis request failed again", "op", what, "attempt", failed+1, "err", err)
-			failed++
+		} else {
+			log.Debug("a Redis request failed again", "op", what, "attempt", failed, "err", err)
 		}
 		if retry == nil {
 			retry = c.redisBackOff()

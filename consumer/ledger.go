@@ -138,8 +138,11 @@ func (s *skuClaim) verdict(cl ledger.Claim) (call bool, rr *uploadstatus.RowResu
 	case ledger.Wait:
 		return false, nil, ""
 	case ledger.Done:
-		res := s.registeredAs(cl.Entry, 0) // on the heap only for a row that gets it
-		return false, &res, s.resultOf(cl.Entry)
+		res, kind := s.registeredAs(cl.Entry, 0), "registered" // res on the heap only for a row that gets it
+		if cl.Entry.Row != s.own {
+			kind = uploadstatus.AlreadyRegistered
+		}
+		return false, &res, kind
 	case ledger.Aside:
 		// This record's row was dead-lettered, and its member died before
 		// the offset was committed. It stays set aside: a call now could
@@ -316,11 +319,4 @@ func (s *skuClaim) registeredTwice(res registryclient.Result, e ledger.Entry, at
 	f["other"], f["product"], f["field"], f["value"] = e.ProductID, res.ProductID, "seller_sku", strconv.Quote(s.r.m.Product.SellerSKU)
 	rr.Details = []uploadstatus.Detail{{Code: CodeRegisteredTwice, Field: "seller_sku", Params: f}}
 	return rr
-}
-
-func (s *skuClaim) resultOf(e ledger.Entry) string {
-	if e.Row != s.own {
-		return uploadstatus.AlreadyRegistered
-	}
-	return "registered"
 }

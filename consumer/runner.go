@@ -518,10 +518,10 @@ func (rn *runner) giveBack(b []*item) {
 // reports that the circuit is not closed and this runner took the process's
 // turn to probe (one row goes); ok is false when ctx ended. openFor, when
 // not 0, is how long the circuit has been open, longer than
-// Config.SellerHoldLimit: the
-// circuit is the fleet's hold, and a hold ends in the dead-letter topic at
-// the same limit as a seller's (expireCircuitWait), for every row it holds,
-// also one read after it opened (it waited in Kafka meanwhile).
+// Config.SellerHoldLimit: the circuit is the fleet's hold, and a hold ends
+// in the dead-letter topic at the same limit as a seller's
+// (expireCircuitWait), for every row it holds, also one read after it
+// opened (it waited in Kafka meanwhile).
 func (rn *runner) fleetReady(ctx context.Context) (probe, ok bool, openFor time.Duration) {
 	c := rn.c
 	br := c.deps.Circuit

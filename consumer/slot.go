@@ -62,25 +62,21 @@ func (s *slot) sendWithin(maxLateness time.Duration) time.Duration {
 // the Redis clock from every answer (internal/redisclock), usually much tighter.
 func (s *slot) place(clock *redisclock.Clock, sent, arrived, redisNow time.Time) {
 	left := s.At.Sub(redisNow)
-	due, bound := arrived.Add(left), sent.Add(left)
 	clock.Observe(sent, arrived, redisNow)
+	s.narrow(arrived.Add(left), sent.Add(left))
 	if earliest, latest, ok := clock.Place(s.At); ok {
-		due, bound = minTime(due, latest), maxTime(bound, earliest)
-	}
-	bound = bound.Add(-s.Spread)
-	if s.due.IsZero() || due.Before(s.due) {
-		s.due = due
-	}
-	if bound.After(s.bound) {
-		s.bound = bound
+		s.narrow(latest, earliest)
 	}
 }
 
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
+// narrow keeps the earliest due and the latest bound (less the spread) seen.
+func (s *slot) narrow(due, bound time.Time) {
+	if s.due.IsZero() || due.Before(s.due) {
+		s.due = due
 	}
-	return a
+	if bound = bound.Add(-s.Spread); bound.After(s.bound) {
+		s.bound = bound
+	}
 }
 
 func maxTime(a, b time.Time) time.Time {
