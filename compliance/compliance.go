@@ -147,16 +147,10 @@ func (r *Recorder) Record(ctx context.Context, seller string, c Call) error {
 
 // RecordWith is Record, running steps after it in the same script: the
 // call's other writes on the seller's hash tag (its slot settled, its SKU
-// marked in the ledger), one command instead of one each.
+// marked in the ledger), one command instead of one each; RecordAll for one
+// call.
 func (r *Recorder) RecordWith(ctx context.Context, seller string, c Call, steps ...scriptbatch.Step) error {
-	if seller == "" {
-		return errors.New("record a call: the seller id is empty")
-	}
-	isNew, err := r.writeRecords(ctx, seller, []recordItem{r.item(c)}, steps)
-	if err != nil {
-		return fmt.Errorf("record a call of seller %q in the compliance history: %w", seller, redisfail.Wrap(err))
-	}
-	return r.listSeller(ctx, seller, isNew)
+	return r.RecordAll(ctx, seller, []Call{c}, steps...)
 }
 
 // item is the record of call c.
@@ -214,8 +208,8 @@ func (r *Recorder) listSeller(ctx context.Context, seller string, isNew bool) er
 // RecordAll records calls of one seller, and runs steps after them, in one
 // script: the calls' other writes on the seller's hash tag (their slots
 // settled or given back, their SKUs marked in the ledger). With no call it
-// runs the steps alone. It is RecordWith for a batch of calls that were
-// answered together.
+// runs the steps alone. A call that fails on a step has its calls recorded
+// and the steps before it run (scriptbatch runs them in order).
 func (r *Recorder) RecordAll(ctx context.Context, seller string, calls []Call, steps ...scriptbatch.Step) error {
 	if seller == "" {
 		return errors.New("record calls: the seller id is empty")
@@ -232,7 +226,11 @@ func (r *Recorder) RecordAll(ctx context.Context, seller string, calls []Call, s
 	}
 	isNew, err := r.writeRecords(ctx, seller, items, steps)
 	if err != nil {
-		return fmt.Errorf("record %d calls of seller %q in the compliance history: %w", len(calls), seller, redisfail.Wrap(err))
+		what := fmt.Sprintf("%d calls", len(calls))
+		if len(calls) == 1 {
+			what = "a call"
+		}
+		return fmt.Errorf("record %s of seller %q in the compliance history: %w", what, seller, redisfail.Wrap(err))
 	}
 	return r.listSeller(ctx, seller, isNew)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ func TestUntilRedisLogsALastingRefusalOnce(t *testing.T) {
 			t.Errorf("%d refusals: logged %d warnings, %d debug lines, %d infos, want %d, %d, %d:\n%s",
 				refusals, warns, debugs, infos, wantWarn, max(refusals-1, 0), wantInfo, out)
 		}
-		if refusals > 0 && !strings.Contains(out, "failed_attempts="+string(rune('0'+refusals))) {
+		if refusals > 0 && !strings.Contains(out, "failed_attempts="+strconv.Itoa(refusals)) {
 			t.Errorf("%d refusals: the line after success does not count them:\n%s", refusals, out)
 		}
 	}

@@ -60,8 +60,8 @@ local leaseEnd = string.format('%d', now + lease)
 -- HGET and one HSET per claim would be most of the script's commands; fewer commands per row cost Redis
 -- a little less, fewer scripts per row much less). entries is the ledger as the claims decided so
 -- far leave it (false: no entry), so a second claim of one SKU in the call sees the first one's.
--- A call carries at most ledger.maxClaimBatch (128) claims: the SKUs and the pairs written go
--- through unpack whole (Lua's stack holds a few thousand values).
+-- A call carries at most a consumer's batch of claims (consumer.maxBatch, 256): the SKUs and the
+-- pairs written go through unpack whole (Lua's stack holds a few thousand values).
 local skus = {}
 local records = {}
 for i = 3, #ARGV - 4, 5 do

@@ -944,10 +944,6 @@ type SlotCheck struct {
 // ErrUnavailable: Redis did not answer, and the slot must not be used
 // either.
 func (t *Throttle) Check(ctx context.Context, r Reservation) (SlotCheck, error) {
-	return t.check1(ctx, r)
-}
-
-func (t *Throttle) check1(ctx context.Context, r Reservation) (SlotCheck, error) {
 	if !r.Admitted || r.ID == "" || r.Epoch == "" {
 		return SlotCheck{}, errors.New("throttle: check: the reservation holds no slot")
 	}

@@ -373,8 +373,7 @@ func (s *Store) move(ctx context.Context, id, to, reason string, stale time.Dura
 // "already_registered" is final: it wins over an earlier or later "failed"
 // and is never replaced.
 //
-// It runs one script call; RecordRows records a batch of an upload's rows,
-// up to maxRecordBatch a call.
+// It is RecordRows for one row: one script call.
 //
 // The result is kept to MaxResultJSON bytes of JSON (its details, then its
 // cells, are left out past it): the seller's share charges each row not
@@ -385,17 +384,7 @@ func (s *Store) move(ctx context.Context, id, to, reason string, stale time.Dura
 // Warn): it would bring back an upload that nothing is charged for. The
 // call then returns nil: there is nothing the caller can do about it.
 func (s *Store) RecordRow(ctx context.Context, uploadID string, r RowResult) error {
-	args, err := s.recordArgs(uploadID, r)
-	if err != nil {
-		return err
-	}
-	if args, err = s.boundedArgs(uploadID, r, args); err != nil {
-		return err
-	}
-	if err := s.writeRecords(ctx, uploadID, [][]any{args}); err != nil {
-		return fmt.Errorf("record row %d of upload %s: %w", r.Row, uploadID, err)
-	}
-	return nil
+	return s.RecordRows(ctx, uploadID, []RowResult{r})
 }
 
 // writeRecords is one record call for rows of one upload.
@@ -444,6 +433,9 @@ func (s *Store) RecordRows(ctx context.Context, uploadID string, rs []RowResult)
 	}
 	for i, chunk := range slices.Collect(slices.Chunk(rows, maxRecordBatch)) {
 		if err := s.writeRecords(ctx, uploadID, chunk); err != nil {
+			if len(rs) == 1 {
+				return fmt.Errorf("record row %d of upload %s: %w", rs[0].Row, uploadID, err)
+			}
 			first := i * maxRecordBatch
 			return fmt.Errorf("record rows %d to %d of upload %s (%d of %d rows recorded before): %w",
 				rs[first].Row, rs[first+len(chunk)-1].Row, uploadID, first, len(rs), err)
