@@ -231,8 +231,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	// written their last batch and released the claims of the rows they
 	// gave back (runner.giveBack), and hand no call on after that. Those
 	// writes are best effort and get what the drain's bound leaves (the
-	// drain plus one heartbeat, as the drain's own wait for Redis): a dark
-	// Redis link must not keep the process past the session timeout. The
+	// drain plus the heartbeat the session keeps after the final commit): a
+	// dark Redis link must not keep the process past the session timeout. The
 	// caller closes Redis after Run returns.
 	if c.runnersEnd(time.Until(drainEnd) + c.cfg.HeartbeatInterval) {
 		close(c.pool)

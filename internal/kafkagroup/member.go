@@ -434,30 +434,33 @@ func (g *Member) release(p *Partition) {
 }
 
 // drain ends a partition's ownership: its rows are told (Ctx) and get
-// DrainTimeout to be finished or given back. At the drain timeout FinishCtx
-// ends, and the drain waits one heartbeat more at most for the rows to let
-// go before the final commit: work begun before the timeout may be bounded
-// only by a client's own timeout (a Redis read on a dark link), and it must
-// not hold the commit past the session (drain + 2 × heartbeat ≤ session).
+// until a heartbeat before DrainTimeout (at most half of it) to be finished
+// or given back. Then FinishCtx ends, and the drain waits that heartbeat at
+// most for the rows to let go: work begun before may be bounded only by a
+// client's own timeout (a Redis read on a dark link). The final commit so
+// comes within DrainTimeout of the generation's end, which came up to a
+// heartbeat after the coordinator last heard from the member, and a
+// heartbeat is left for the commit itself (drain + 2 × heartbeat ≤ session).
 // A row still busy then is left unfinished and read again by the
 // partition's next owner.
 func (g *Member) drain(p *Partition) {
 	p.cancel()
 	done := make(chan struct{})
 	go func() { p.rows.Wait(); close(done) }()
-	timer := time.NewTimer(g.cfg.DrainTimeout)
+	grace := min(g.cfg.HeartbeatInterval, g.cfg.DrainTimeout/2)
+	timer := time.NewTimer(g.cfg.DrainTimeout - grace)
 	defer timer.Stop()
 	select {
 	case <-done:
 	case <-timer.C:
-		g.log.Warn("consumer: rows still in progress after the drain timeout; they will be read again",
+		g.log.Warn("consumer: rows still in progress as the drain nears its timeout; their work is ended, they will be read again",
 			"partition", p.id, "unfinished", p.offs.unfinished())
 		p.finishCancel()
-		timer.Reset(g.cfg.HeartbeatInterval)
+		timer.Reset(grace)
 		select {
 		case <-done:
 		case <-timer.C:
-			g.log.Warn("consumer: rows still in progress a heartbeat after the drain timeout; committing without them, they will be read again",
+			g.log.Warn("consumer: rows still in progress at the drain timeout; committing without them, they will be read again",
 				"partition", p.id, "unfinished", p.offs.unfinished())
 		}
 	}
