@@ -344,6 +344,13 @@ func (g *Member) newPartition(pa kafka.PartitionAssignment, committedDone []int6
 	return p
 }
 
+// fetchWait bounds how long a fetch may wait for rows to arrive: the broker
+// answers as soon as one does, so a long wait costs no latency, while a
+// short one costs every idle reader a round trip and a wake several times a
+// second, most of an idle consumer's CPU. kafka-go asks the broker to wait a
+// second less than this and gives up on its answer at fetchWait.
+const fetchWait = 2 * time.Second
+
 // readPartition reads one partition until the generation ends, then drains it.
 func (g *Member) readPartition(ctx context.Context, p *Partition, start int64) {
 	defer g.drain(p)
@@ -354,13 +361,15 @@ func (g *Member) readPartition(ctx context.Context, p *Partition, start int64) {
 		Partition:      p.id,
 		MinBytes:       1,
 		MaxBytes:       1 << 20,
-		MaxWait:        250 * time.Millisecond,
+		MaxWait:        fetchWait,
 		QueueCapacity:  64,
 		ReadBackoffMin: 50 * time.Millisecond,
 		ReadBackoffMax: time.Second,
 		ErrorLogger:    kafka.LoggerFunc(func(format string, args ...any) { g.log.Debug("kafka-go reader: " + fmt.Sprintf(format, args...)) }),
 	})
-	defer r.Close()
+	// Close waits for the fetch in flight, up to the broker's wait: the
+	// drain does not wait for it.
+	defer func() { go r.Close() }()
 	if err := r.SetOffset(start); err != nil {
 		g.log.Error("consumer: could not position the partition reader; the partition waits for the next rebalance",
 			"partition", p.id, "offset", start, "err", err)
