@@ -101,7 +101,7 @@ type Config struct {
 	ClockSync time.Duration
 	// UploadPresenceSlack is how long before a row was queued Redis must
 	// have lost nothing of its upload's hash slot for an absent upload to
-	// make the row a bad message (consumer/door.go). 0:
+	// make the row a bad message (consumer/runstore.go, uploadDoor). 0:
 	// uploadstatus.DefaultPresenceSlack (10 min).
 	UploadPresenceSlack time.Duration
 	// KeepWarm is how often, while calls pause and rows wait for their

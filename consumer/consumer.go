@@ -113,7 +113,7 @@ type Deps struct {
 	Registerer prometheus.Registerer
 	Circuit    Breaker
 	// Uploads is asked, once per upload a consumer meets, whether the
-	// upload exists (consumer/door.go); a row of one that never did is
+	// upload exists (consumer/runstore.go, uploadDoor); a row of one that never did is
 	// dead-lettered as a bad message.
 	Uploads Uploads
 }

@@ -7,7 +7,7 @@
 //
 //	Kafka partition ─▶ reader (internal/kafkagroup: pauses at the in-flight caps) ─▶ decode
 //	  ─▶ the seller's runner (runner.go: one per partition and seller)
-//	  ─▶ take a batch (up to the throttle's room; starts of calls due now: runbudget.go)
+//	  ─▶ take a batch (up to the throttle's room; starts of calls due now: startBudget)
 //	  ─▶ claim the SKUs and reserve the slots, one script (runstore.go)
 //	  ─▶ check the slots, one script at the check lead
 //	  ─▶ at each slot: a call worker (runcall.go): Allow ─▶ registration API ─▶ Report

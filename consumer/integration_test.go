@@ -597,7 +597,7 @@ func TestCrashAllConsumers(t *testing.T) {
 	// Each partition holds a big upload, then small ones ("big1", "small2",
 	// "small4" on 0; the others on 1). The small ones were finished before the
 	// kill, but the commit could not pass the big upload's unfinished rows
-	// below them: the commit named them in its metadata (internal/kafkagroup/finished.go), and
+	// below them: the commit named them in its metadata (internal/kafkagroup/offsets.go), and
 	// the new consumers pass over them when they read them again. That they
 	// do is proof that rows finished out of offset order and nothing past the
 	// lowest unfinished row was committed. A row finished after the last

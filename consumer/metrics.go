@@ -98,7 +98,7 @@ func (m *metrics) initLabels() {
 		m.callsBy[c] = m.calls.WithLabelValues(c.String())
 		m.latencyBy[c] = m.latency.WithLabelValues(c.String())
 	}
-	// The classes a row can be dead-lettered with (record.go, deadLetter).
+	// The classes a row can be dead-lettered with (runcall.go, deadLetter).
 	for _, class := range []string{registryclient.Transient.String(), registryclient.RateLimited.String(), registryclient.Misconfigured.String(), deadletter.ClassBadMessage} {
 		m.dlqWrites.WithLabelValues(class)
 	}

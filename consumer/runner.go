@@ -15,6 +15,7 @@ import (
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/deadletter"
 	"github.com/bulkreg/bulkreg/internal/kafkagroup"
+	"github.com/bulkreg/bulkreg/internal/redisclock"
 	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
 	"github.com/bulkreg/bulkreg/throttle"
@@ -180,7 +181,7 @@ type item struct {
 	// batch is the runner's batch the row was last taken into (runner.seq):
 	// a row is taken once per batch.
 	batch uint64
-	// admitted: the row's upload was found to exist (door.go).
+	// admitted: the row's upload was found to exist (uploadDoor).
 	admitted bool
 	// retry: the row's slot went by unused; it asks for the next one
 	// before the seller's next window is booked.
@@ -475,7 +476,7 @@ func (rn *runner) batch(ctx context.Context, b []*item, retrying bool) {
 	rn.conclude(all, calls, freed)
 }
 
-// admit lets through the rows whose upload exists (door.go); the others
+// admit lets through the rows whose upload exists (uploadDoor); the others
 // are dead-lettered or given back there.
 func (rn *runner) admit(b []*item) []*item {
 	out := b[:0]
@@ -1271,3 +1272,188 @@ func answeredClass(c registryclient.Class) bool {
 	}
 	return false
 }
+
+// startBudget is how many calls this process lets fall due at once: what
+// it can start within MaxLateness (Config.MaxDueNow). A runner whose next
+// slots may be due now takes one per row before it reserves, and gives each
+// back when the row's call starts or its slot turns out later. When many
+// sellers' first windows are free at once, each would otherwise book its
+// whole window at the same instant, and most slots would go by before a
+// call could start (each one lost to its seller: its next window is placed
+// after it). Runners are served by rank, the time their seller started
+// asking (runner.rank), so the seller that started first gets its whole
+// window first, and its later windows repeat the same spacing; served in
+// the order they asked, every seller's window would spread over everyone's.
+type startBudget struct {
+	total int
+
+	mu      sync.Mutex
+	free    int
+	waiting []*budgetWait
+}
+
+type budgetWait struct {
+	rank      time.Time
+	want, got int
+	ready     chan struct{}
+}
+
+func newStartBudget(n int) *startBudget { return &startBudget{total: n, free: n} }
+
+// take waits until the runner's turn (by rank) and returns how many starts
+// it got: at least one, at most want. A runner waits for half the budget (or
+// want, when less) so that a seller's window is not cut into many small
+// batches. It returns 0 when ctx ended first.
+func (b *startBudget) take(ctx context.Context, rank time.Time, want int) int {
+	want = max(1, want)
+	b.mu.Lock()
+	if (len(b.waiting) == 0 || rank.Before(b.waiting[0].rank)) && b.free >= b.enough(want) {
+		got := min(want, b.free)
+		b.free -= got
+		b.mu.Unlock()
+		return got
+	}
+	w := &budgetWait{rank: rank, want: want, ready: make(chan struct{})}
+	i, _ := slices.BinarySearchFunc(b.waiting, rank, func(w *budgetWait, r time.Time) int {
+		if w.rank.After(r) {
+			return 1
+		}
+		return -1 // after the waiters of the same rank
+	})
+	b.waiting = slices.Insert(b.waiting, i, w)
+	b.mu.Unlock()
+	select {
+	case <-w.ready:
+		return w.got
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	if i := slices.Index(b.waiting, w); i >= 0 {
+		b.waiting = slices.Delete(b.waiting, i, i+1)
+	}
+	got := w.got // granted as ctx ended, else 0
+	b.mu.Unlock()
+	b.give(got) // the next waiter may fit now
+	return 0
+}
+
+// enough is what a runner that wants want waits for.
+func (b *startBudget) enough(want int) int { return max(1, min(want, b.total/2)) }
+
+// give returns n starts and serves the runners waiting, in order.
+func (b *startBudget) give(n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.free += n
+	for len(b.waiting) > 0 && b.free >= b.enough(b.waiting[0].want) {
+		w := b.waiting[0]
+		w.got = min(w.want, b.free)
+		b.free -= w.got
+		b.waiting[0] = nil
+		b.waiting = b.waiting[1:]
+		close(w.ready)
+	}
+}
+
+// A row's throttle slot: asking for it, placing it on this machine's clock,
+// confirming it, settling it and giving it back.
+
+// slot is a throttle reservation whose time has come.
+//
+// Where the slot falls on this machine's clock is known only within a round
+// trip: Redis ran the script somewhere between the request's send and the
+// answer's arrival. due and bound are the two ends, each narrowed by every
+// answer that carries the Redis clock (the reservation, then the check).
+type slot struct {
+	throttle.Reservation
+	// due is never before the slot: the answer's arrival + the time left to
+	// the slot by the Redis clock. The row sleeps until it.
+	due time.Time
+	// bound is never after the slot: the request's send + the time left to
+	// the slot by the Redis clock. Lateness is measured from it, an upper
+	// bound: a slow answer (a retransmit, a stalled host) or a timer that
+	// fired late on a busy machine counts in full. With an app-wide limit
+	// it is the earlier of the seller's and the app-wide slot (At − Spread):
+	// the call is made at the later, so the earlier log sees it late.
+	bound time.Time
+	// called: when the call was sent, on the Redis clock, never after it.
+	// answered: when its answer came, on the Redis clock, never before it
+	// (a settle must not move the slot short of the API's count).
+	called, answered time.Time
+}
+
+// countedWithin is how long after it is sent the API may count a call whose
+// answer never came: the client's timeout, then one more, which the API may
+// take to get to it without seeing the client leave (an API can count a
+// call a fraction of a second after the client's timeout). How long an API
+// goes on with a call its client left is not knowable from here; bulkreg
+// allows it one more call timeout (a call slower than twice the timeout is
+// an outage's, not a spike's). The throttle's log holds every call's latest
+// count that far after its send from the reservation on
+// (throttle.Policy.CallTimeout, set by Config.ThrottlePolicy), so a call
+// that gets no answer needs no settle of its own.
+func countedWithin(timeout time.Duration) time.Duration { return 2 * timeout }
+
+// sendWithin is how long after the slot the call may still be sent: the
+// consumer's own MaxLateness, or less when the throttle's log assumed less
+// (Reservation.SendBy). Measured from bound, the earliest the slot can be
+// on this clock, so a lateness under it is under it on the Redis clock too.
+func (s *slot) sendWithin(maxLateness time.Duration) time.Duration {
+	if s.SendBy.IsZero() {
+		return maxLateness
+	}
+	return min(maxLateness, s.SendBy.Sub(s.At.Add(-s.Spread)))
+}
+
+// place narrows due and bound with one round trip that read the Redis clock
+// (redisNow) between sent and arrived, and with what clock has learned of
+// the Redis clock from every answer (internal/redisclock), usually much tighter.
+func (s *slot) place(clock *redisclock.Clock, sent, arrived, redisNow time.Time) {
+	left := s.At.Sub(redisNow)
+	clock.Observe(sent, arrived, redisNow)
+	s.narrow(arrived.Add(left), sent.Add(left))
+	if earliest, latest, ok := clock.Place(s.At); ok {
+		s.narrow(latest, earliest)
+	}
+}
+
+// narrow keeps the earliest due and the latest bound (less the spread) seen.
+func (s *slot) narrow(due, bound time.Time) {
+	if s.due.IsZero() || due.Before(s.due) {
+		s.due = due
+	}
+	if bound = bound.Add(-s.Spread); bound.After(s.bound) {
+		s.bound = bound
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// redisNow is the time on the Redis clock, from the slot; never later than
+// the true one (due is the latest place of the slot on this clock).
+func (s *slot) redisNow() time.Time { return s.At.Add(time.Since(s.due)) }
+
+// redisNowLatest is redisNow from the other end: never earlier than the
+// true time (bound is the earliest place of the slot).
+func (s *slot) redisNowLatest() time.Time { return s.At.Add(time.Since(s.bound)) }
+
+// checkAt is when a row whose slot is due at due asks the throttle to
+// confirm it: one and a half to two MaxLateness before, so the check's
+// round trip falls before the slot instead of delaying the call, at the
+// start of the half-MaxLateness step of the clock it falls in, so the rows
+// of a seller whose slots are that close share one check (runner.hand).
+func (c *Consumer) checkAt(due time.Time) time.Time {
+	lead := c.cfg.MaxLateness + c.cfg.MaxLateness/2
+	return due.Add(-lead).Truncate(max(c.cfg.MaxLateness/2, time.Millisecond))
+}
+
+// slotWriteTimeout bounds a batch's settles and releases of slots left
+// after its write; they are best effort: a call not settled keeps its
+// latest count in the log, which is safe, only later than it needs to be,
+// and a slot not given back is one its seller does not use.
+const slotWriteTimeout = time.Second

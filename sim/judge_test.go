@@ -27,7 +27,7 @@ type verdict struct {
 }
 
 // lossWarning is the text of a consumer's warning that Redis lost the
-// throttle's state of a hash slot (consumer/slot.go).
+// throttle's state of a hash slot (consumer/runner.go, slot).
 const lossWarning = "lost the throttle's state"
 
 func (v *verdict) violate(format string, args ...any) {

@@ -28,7 +28,7 @@
 // lowest row not yet finished, and only that is committed (an OffsetCommit
 // tagged with this generation's id and member, which the broker refuses once
 // the generation is over), with the rows finished above it named in the
-// commit's metadata so the next owner passes over them (finished.go). The
+// commit's metadata so the next owner passes over them (offsets.go). The
 // generation's context ends at a rebalance: the rows handed on are told
 // (Partition.Ctx), work begun on them gets DrainTimeout to finish
 // (Partition.FinishCtx), a last commit is made while the generation is
@@ -107,7 +107,7 @@ type Member struct {
 	// rows counts the rows handed on and not finished or given back (the
 	// tokens count the partition readers waiting for a message too).
 	rows  atomic.Int64
-	kafka *kafka.Client // commits with their metadata (finished.go)
+	kafka *kafka.Client // commits with their metadata (offsets.go)
 
 	mu    sync.Mutex
 	parts map[int]*Partition // partitions of the current generation

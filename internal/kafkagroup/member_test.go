@@ -102,7 +102,7 @@ func TestGroupCommitsOnlyFinishedPrefix(t *testing.T) {
 
 	// A second member resumes at the committed offsets: it sees the held
 	// rows again and nothing else; the rows finished above them are named
-	// in the commit's metadata (finished.go) and passed over.
+	// in the commit's metadata (offsets.go) and passed over.
 	mu.Lock()
 	seen = map[string]int{}
 	held = map[string]*Row{}
