@@ -1,7 +1,9 @@
 // Command idle measures what consumers cost while they have no rows: the
 // embedded Kafka broker, a real redis-server and N cmd/consumer processes,
 // joined to their group with the bench's settings (heartbeat 300 ms, window
-// 3 s), their CPU read from /proc over a span with nothing published. A
+// 3 s), their CPU read from /proc over a span with nothing published, which
+// starts once the group is stable with every consumer in it and -settle has
+// passed. A consumer that exits fails the run. A
 // fleet waits between uploads most of the day, and during a short run its
 // idle cost is a share of every row's. It prints JSON.
 //
@@ -25,6 +27,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/bulkreg/bulkreg"
@@ -45,7 +48,7 @@ func main() {
 	bins := flag.String("consumer-bin", "", "comma-separated cmd/consumer binaries, measured in turn, round after round (required)")
 	consumers := flag.Int("consumers", 4, "consumer processes per run")
 	partitions := flag.Int("partitions", 8, "partitions of the topic")
-	settle := flag.Duration("settle", 8*time.Second, "how long the consumers run before the span starts (join, first fetches)")
+	settle := flag.Duration("settle", 8*time.Second, "how long the consumers run, once their group is stable, before the span starts")
 	span := flag.Duration("span", 20*time.Second, "how long CPU is measured")
 	rounds := flag.Int("rounds", 1, "runs of every binary, interleaved")
 	flag.Parse()
@@ -73,6 +76,7 @@ func main() {
 		"consumer_cpu_s":             "each consumer's user + system CPU (/proc/PID/stat) over span_s, with no row published",
 		"consumer_cpu_ms_per_s_each": "the mean of consumer_cpu_s ÷ span_s, in ms per second per consumer",
 	}}); err != nil {
+		fmt.Fprintln(os.Stderr, "idle: write the JSON:", err)
 		os.Exit(1)
 	}
 }
@@ -131,6 +135,9 @@ func measure(ctx context.Context, bin string, n, partitions int, settle, span ti
 		}
 		procs = append(procs, cmd)
 	}
+	if err := waitStable(ctx, kc.ListenAddrs(), "idle", n); err != nil {
+		return res, fmt.Errorf("%w; first consumer's log: %s", err, logTail(filepath.Join(dir, "consumer-0.log")))
+	}
 	time.Sleep(settle)
 	before := make([]float64, n)
 	for i, p := range procs {
@@ -167,6 +174,9 @@ func cpuS(pid int) (float64, error) {
 	if len(f) < 13 {
 		return 0, errors.New("short /proc/PID/stat")
 	}
+	if f[0] == "Z" || f[0] == "X" {
+		return 0, fmt.Errorf("consumer process %d exited", pid)
+	}
 	utime, err1 := strconv.ParseFloat(f[11], 64)
 	stime, err2 := strconv.ParseFloat(f[12], 64)
 	if err := errors.Join(err1, err2); err != nil {
@@ -177,10 +187,33 @@ func cpuS(pid int) (float64, error) {
 
 func loadAvg() string {
 	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return ""
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
 	}
-	return strings.Fields(string(b))[0]
+	return ""
+}
+
+// waitStable waits until the consumer group is stable with n members.
+func waitStable(ctx context.Context, brokers []string, group string, n int) error {
+	client := &kafka.Client{Addr: kafka.TCP(brokers...)}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+		if err == nil && len(resp.Groups) == 1 && resp.Groups[0].GroupState == "Stable" && len(resp.Groups[0].Members) == n {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("consumer group %s did not reach %d stable members within 30 s", group, n)
+}
+
+// logTail is the end of a consumer's log, for an error message.
+func logTail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
 }
 
 func round(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }

@@ -347,8 +347,9 @@ func (g *Member) newPartition(pa kafka.PartitionAssignment, committedDone []int6
 // fetchWait bounds how long a fetch may wait for rows to arrive: the broker
 // answers as soon as one does, so a long wait costs no latency, while a
 // short one costs every idle reader a round trip and a wake several times a
-// second, most of an idle consumer's CPU. kafka-go asks the broker to wait a
-// second less than this and gives up on its answer at fetchWait.
+// second, a large share of an idle consumer's CPU. kafka-go asks the broker
+// to wait a second less than this (a quarter less, for a wait under two
+// seconds) and gives up on its answer at fetchWait.
 const fetchWait = 2 * time.Second
 
 // readPartition reads one partition until the generation ends, then drains it.
@@ -367,8 +368,9 @@ func (g *Member) readPartition(ctx context.Context, p *Partition, start int64) {
 		ReadBackoffMax: time.Second,
 		ErrorLogger:    kafka.LoggerFunc(func(format string, args ...any) { g.log.Debug("kafka-go reader: " + fmt.Sprintf(format, args...)) }),
 	})
-	// Close waits for the fetch in flight, up to the broker's wait: the
-	// drain does not wait for it.
+	// Close waits for the fetch in flight (the broker's wait; fetchWait on a
+	// link gone dark; kafka-go's own 10 s bounds mid-batch): the drain does
+	// not wait for it, and no row is handed on once the loop below returns.
 	defer func() { go r.Close() }()
 	if err := r.SetOffset(start); err != nil {
 		g.log.Error("consumer: could not position the partition reader; the partition waits for the next rebalance",
