@@ -124,6 +124,10 @@ type Member struct {
 	// between generations (joining, rebalancing, or cut off from the
 	// coordinator): Kafka numbers generations from 1.
 	generation atomic.Int32
+
+	// closing counts the partition readers of ended generations still
+	// closing: Run waits for them, so nothing of the member outlives it.
+	closing sync.WaitGroup
 }
 
 // Partition is one assigned partition within one generation.
@@ -253,6 +257,7 @@ func (g *Member) Run(ctx context.Context) error {
 			close(closed)
 		}
 		<-closed
+		g.closing.Wait()
 	}()
 	for {
 		gen, err := cg.Next(ctx)
@@ -369,9 +374,10 @@ func (g *Member) readPartition(ctx context.Context, p *Partition, start int64) {
 		ErrorLogger:    kafka.LoggerFunc(func(format string, args ...any) { g.log.Debug("kafka-go reader: " + fmt.Sprintf(format, args...)) }),
 	})
 	// Close waits for the fetch in flight (the broker's wait; fetchWait on a
-	// link gone dark; kafka-go's own 10 s bounds mid-batch): the drain does
-	// not wait for it, and no row is handed on once the loop below returns.
-	defer func() { go r.Close() }()
+	// link gone dark; kafka-go's own 10 s bounds mid-batch): it runs beside
+	// the drain, which must not wait for it, and Run waits for it. No row is
+	// handed on once the loop below returns.
+	defer g.closing.Go(func() { _ = r.Close() })
 	if err := r.SetOffset(start); err != nil {
 		g.log.Error("consumer: could not position the partition reader; the partition waits for the next rebalance",
 			"partition", p.id, "offset", start, "err", err)

@@ -181,11 +181,14 @@ func TestRowsFinishedAboveAnUnfinishedOneAreNotHandledAgain(t *testing.T) {
 	done2 := make(chan error, 1)
 	go func() { done2 <- g2.Run(ctx2) }()
 	testwait.For(t, 15*time.Second, "the partition read again after the rebalance, by either member", func() bool { return took.Load() || count("5") >= 2 })
+	// Counted before the second member leaves: the first one may take the
+	// partition back and handle the row while the second's Run is still
+	// waiting for its reader to close.
+	before := count("5")
 	cancel2()
 	if err := <-done2; err != nil {
 		t.Fatal(err)
 	}
-	before := count("5")
 	testwait.For(t, 15*time.Second, "the first member handling the partition again after the second left", func() bool { return count("5") > before })
 	// Every row above the unfinished one read again, passed over or handled.
 	testwait.For(t, 10*time.Second, "the first member reading the partition to its end again", func() bool {
@@ -205,5 +208,51 @@ func TestRowsFinishedAboveAnUnfinishedOneAreNotHandledAgain(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAnIdleReaderHandsOnARowAtOnce: a reader with nothing to read waits in
+// a fetch the broker holds up to about a second (fetchWait), and a row
+// published meanwhile ends the wait: it is handed on well before the wait
+// would have run out, wherever within it it was published. A fetch that
+// waited its time out (a MinBytes above 1, a broker not woken) would make
+// some of the rows, published across a whole wait, a second late.
+func TestAnIdleReaderHandsOnARowAtOnce(t *testing.T) {
+	const topic = "rows"
+	brokers := testkafka.StartShortSessions(t, 1, topic)
+	handled := make(chan time.Time, 16)
+	g := New(testConfig(brokers, topic), testLogger(t), testMetrics(), Hooks{Ready: always, Handle: func(r *Row) {
+		handled <- time.Now()
+		r.Finish()
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	testkafka.Produce(t, brokers, topic, kafka.Message{Key: []byte("s"), Value: []byte("first")})
+	select {
+	case <-handled: // the member owns the partition and its reader waits in its next fetch
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first row was not handed on within 20 s")
+	}
+	// Five rows, 300 ms apart: they fall across a whole wait of the broker.
+	const most = fetchWait / 4
+	for i := range 5 {
+		time.Sleep(300 * time.Millisecond)
+		sent := time.Now()
+		testkafka.Produce(t, brokers, topic, kafka.Message{Key: []byte("s"), Value: []byte(fmt.Sprint(i))})
+		select {
+		case at := <-handled:
+			if took := at.Sub(sent); took > most {
+				t.Errorf("row %d was handed on %v after it was published, want under %v (the fetch it arrived in waited its time out)", i, took, most)
+			}
+		case <-time.After(2 * fetchWait):
+			t.Fatalf("row %d was not handed on within %v", i, 2*fetchWait)
+		}
 	}
 }
