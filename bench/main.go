@@ -18,12 +18,16 @@
 //	global        20 sellers, one with 500 rows (published first) and 19 with
 //	              10, 100 per seller and 200 for the whole application per 3 s,
 //	              margin 100 ms.
+//	idle          nothing published: 4 consumers measured for 20 s, 5 s after
+//	              their group is stable (a fleet waits between uploads most of
+//	              the day, and a short run carries its idle cost in every row)
 //
 // Per scenario it prints registrations/s sustained, consumer CPU µs and
 // Redis round trips and commands per registered row, each seller's ratio to
 // its lower bound (min/median/max), 429s and each consumer's peak RSS; with
 // an app-wide limit also how much of it was used while rows waited and how
-// many windows the small sellers took. The JSON's "definitions" say exactly
+// many windows the small sellers took; for every scenario, idle included,
+// each consumer's CPU a second. The JSON's "definitions" say exactly
 // how each figure is computed; "machine" says where it ran.
 package main
 
@@ -46,7 +50,7 @@ import (
 
 func main() {
 	spinIfAsked()
-	which := flag.String("scenario", "all", "comma-separated scenarios: one-seller, many-sellers, global, or all")
+	which := flag.String("scenario", "all", "comma-separated scenarios: one-seller, many-sellers, global, idle, or all")
 	window := flag.Duration("window", 0, "override the seller window (and an equal app-wide window) of every scenario; 0 keeps 3s")
 	consumerBin := flag.String("consumer-bin", "", "cmd/consumer binary to run, for example an older build (default: built from this tree)")
 	manySellers := flag.Int("sellers", 0, "override the number of sellers of many-sellers (500 rows each); 0 keeps 100. A lighter load lets an older, slower consumer finish, so CPU per row can be compared in the same session")

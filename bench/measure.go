@@ -171,6 +171,17 @@ func cpuSeconds(statPath string) float64 {
 	return (utime + stime) / 100
 }
 
+// exited reports whether a child process has ended (a zombie not yet
+// waited for keeps its /proc entry, and its CPU times stop).
+func exited(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	_, rest, ok := strings.Cut(string(b), ") ")
+	return !ok || strings.HasPrefix(rest, "Z") || strings.HasPrefix(rest, "X")
+}
+
 // procField is the value after the first line starting with key in a
 // /proc file, trimmed; "" when there is none.
 func procField(path, key string) string {

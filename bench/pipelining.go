@@ -42,6 +42,11 @@ func runName(scenario, pipelining string, round, rounds int) string {
 // brief is one line of a run's main figures, printed to stderr as each run
 // ends, so a long series can be followed.
 func brief(r result) string {
+	if r.RegisteredRows == 0 {
+		s := fmt.Sprintf("load %.2f, consumer cpu %.2f ms/s each over %.0f s with no rows", r.LoadAvg1mAtStart, r.CPUMsPerSEach, r.SpanS)
+		s += fmt.Sprintf(", %.2f fetches/s each", r.FetchesPerSEach)
+		return s + fmt.Sprintf(", redis cpu %.3f s, peak rss %.1f MiB", r.CPU.Redis, r.PeakRSSMiBMax)
+	}
 	s := fmt.Sprintf("load %.2f, %.0f reg/s, cpu %.0f µs/row, 429s %d", r.LoadAvg1mAtStart, r.RegistrationsPerS, r.CPUUsPerRow, r.RateLimited)
 	if r.RoundTripsPerRow != nil {
 		s += fmt.Sprintf(", round trips %.3f/row", *r.RoundTripsPerRow)

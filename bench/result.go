@@ -66,8 +66,12 @@ type result struct {
 	times  map[string][]float64
 	Global *globalResult `json:"global_limit,omitempty"`
 
-	CPUS        float64 `json:"consumer_cpu_s"`
-	CPUUsPerRow float64 `json:"consumer_cpu_us_per_registered_row"`
+	SpanS         float64 `json:"measured_span_s"`
+	CPUS          float64 `json:"consumer_cpu_s"`
+	CPUMsPerSEach float64 `json:"consumer_cpu_ms_per_s_each"`
+	// FetchesPerSEach: the Fetch requests the broker received ÷ consumers ÷ span.
+	FetchesPerSEach float64 `json:"kafka_fetches_per_s_each"`
+	CPUUsPerRow     float64 `json:"consumer_cpu_us_per_registered_row"`
 	// AllocsPerRow is nil when the consumer binary does not export
 	// go_memstats_mallocs_total.
 	AllocsPerRow *float64 `json:"consumer_heap_allocs_per_registered_row,omitempty"`
@@ -116,7 +120,10 @@ func definitions() map[string]string {
 		"registrations_per_s_sustained":                         "registered_rows ÷ first_to_last_registration_s (the sandbox's first and last 201 of the run, all sellers)",
 		"registered_rows":                                       "distinct products the sandbox registered (accepted_201 minus double registrations)",
 		"publish_s":                                             "time to publish every row to the broker (acks from all replicas); publish_to_last_registration_s counts from the same start",
-		"consumer_cpu_us_per_registered_row":                    "user + system CPU of all consumer processes (/proc/PID/stat, 10 ms ticks) from just before publishing to 1 s after the last registration, ÷ registered_rows",
+		"measured_span_s":                                       "the span every figure below is taken over: from just before publishing to 1 s after the last registration; in the idle scenario, which publishes nothing, the scenario's idle time, starting 5 s after the consumer group is stable",
+		"consumer_cpu_us_per_registered_row":                    "user + system CPU of all consumer processes (/proc/PID/stat, 10 ms ticks) over measured_span_s ÷ registered_rows; every figure per registered row is 0 in the idle scenario",
+		"kafka_fetches_per_s_each":                              "Fetch requests the embedded broker received over measured_span_s ÷ the consumers ÷ the span: a count, steady where CPU a second is not (an idle reader's fetches are most of what it does)",
+		"consumer_cpu_ms_per_s_each":                            "the same CPU ÷ the consumers ÷ measured_span_s, in ms: what a consumer costs a second, with rows or (idle scenario) without",
 		"consumer_heap_allocs_per_registered_row":               "heap allocations of all consumer processes (go_memstats_mallocs_total) over the same span ÷ registered_rows: a count, so unlike CPU it does not move with the machine's load",
 		"consumer_goroutine_wakes_per_registered_row":           "goroutines made runnable and run in all consumer processes over the same span (8 × the count of go_sched_latencies_seconds, which the Go runtime samples one in 8 of) ÷ registered_rows: every hand-off between goroutines, the timers' and the network poller's wakes included, and every time the GC's background sweeper yields to a runnable goroutine (thousands of times a cycle in a busy process, more the busier it is while the sweeper runs: the figure varies from run to run at the same consumer_gc_cycles)",
 		"consumer_gc_cycles":                                    "GC cycles completed in all consumer processes over the same span (go_gc_duration_seconds_count)",

@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/bulkreg/bulkreg"
 	"github.com/bulkreg/bulkreg/internal/redisproc"
@@ -52,6 +53,13 @@ func run(ctx context.Context, sc scenario, pipelining, bin, parent string, pprof
 		return res, err
 	}
 	defer kc.Close()
+	// The consumers' fetches, counted as the broker receives them (the
+	// only other client, the publisher, sends none).
+	var fetches atomic.Int64
+	kc.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
+		fetches.Add(1)
+		return nil, nil, false // observed, left to the broker
+	})
 	brokers := kc.ListenAddrs()
 
 	rp, err := redisproc.Start(ctx, dir, 0)
@@ -137,43 +145,30 @@ func run(ctx context.Context, sc scenario, pipelining, bin, parent string, pprof
 		return res, fmt.Errorf("%w; first consumer's log:\n%s", err, logTail(filepath.Join(dir, "consumer-0.log")))
 	}
 
+	if sc.Idle > 0 {
+		time.Sleep(idleSettle)
+	}
 	before, err := sampleAll(ctx, rdb, procs, metricsAddrs)
 	if err != nil {
 		return res, err
 	}
+	fetchesBefore := fetches.Load()
 	start := time.Now()
-	if err := publish(ctx, brokers, topic, sc); err != nil {
+	if sc.Idle > 0 {
+		time.Sleep(sc.Idle)
+	} else if err := registerAll(ctx, sc, brokers, topic, sb, &created, &res, dir); err != nil {
 		return res, err
 	}
-	res.PublishS = round(time.Since(start).Seconds())
-	total := sc.rows()
-	var longest time.Duration
-	for _, g := range sc.Groups {
-		longest = max(longest, lowerBound(g.RowsEach, sc.Limit, sc.Window, sc.Margin))
-	}
-	deadline := time.Now().Add(3*longest + 2*time.Minute)
-	for {
-		if created.Load() >= int64(total) {
-			n := 0
-			for _, a := range sb.Audit().Sellers {
-				n += a.Products
-			}
-			if n >= total {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			return res, fmt.Errorf("only %d of %d rows registered (201) by the deadline; first consumer's log:\n%s",
-				created.Load(), total, logTail(filepath.Join(dir, "consumer-0.log")))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	// Let the last results be recorded and offsets committed: that work
-	// belongs to the rows too.
-	time.Sleep(time.Second)
 	after, err := sampleAll(ctx, rdb, procs, metricsAddrs)
 	if err != nil {
 		return res, err
+	}
+	res.SpanS = round(time.Since(start).Seconds())
+	res.FetchesPerSEach = round(float64(fetches.Load()-fetchesBefore) / float64(len(procs)) / res.SpanS)
+	for _, p := range procs {
+		if exited(p.Process.Pid) {
+			return res, fmt.Errorf("consumer process %d exited during the run; first consumer's log:\n%s", p.Process.Pid, logTail(filepath.Join(dir, "consumer-0.log")))
+		}
 	}
 
 	audit := sb.Audit()
@@ -222,8 +217,10 @@ func run(ctx context.Context, sc scenario, pipelining, bin, parent string, pprof
 			FinishWindowsMax: round(finish[g].Seconds() / sc.finishWindow().Seconds()),
 		})
 	}
-	res.FirstToLastS = round(last.Sub(first).Seconds())
-	res.PublishToLastS = round(last.Sub(start).Seconds())
+	if !last.IsZero() {
+		res.FirstToLastS = round(last.Sub(first).Seconds())
+		res.PublishToLastS = round(last.Sub(start).Seconds())
+	}
 	if d := last.Sub(first).Seconds(); d > 0 {
 		res.RegistrationsPerS = math.Round(float64(res.RegisteredRows) / d)
 	}
@@ -241,7 +238,12 @@ func run(ctx context.Context, sc scenario, pipelining, bin, parent string, pprof
 		res.Global = gr
 	}
 
-	perRow := func(x float64) float64 { return x / float64(max(res.RegisteredRows, 1)) }
+	perRow := func(x float64) float64 { // 0 for an idle scenario
+		if res.RegisteredRows == 0 {
+			return 0
+		}
+		return x / float64(res.RegisteredRows)
+	}
 	var cpu, sent, trips float64
 	haveTrips := true
 	for i := range procs {
@@ -256,6 +258,7 @@ func run(ctx context.Context, sc scenario, pipelining, bin, parent string, pprof
 		res.PeakRSSMiBMax = max(res.PeakRSSMiBMax, round(mib))
 	}
 	res.CPUS, res.CPUUsPerRow = round(cpu), math.Round(perRow(cpu)*1e6)
+	res.CPUMsPerSEach = round(cpu / float64(len(procs)) / res.SpanS * 1000)
 	res.CommandsSent, res.CommandsSentPerRow = sent, round(perRow(sent))
 	if haveTrips {
 		res.RoundTrips, res.RoundTripsPerRow = ptr(trips), ptr(round(perRow(trips)))
@@ -368,4 +371,39 @@ func counted(before, after sample, name string) (float64, bool) {
 		sum += a - b
 	}
 	return sum, true
+}
+
+// registerAll publishes the scenario's rows and waits until the sandbox has
+// registered every one, then a second more: the last results recorded and
+// the offsets committed belong to the rows too.
+func registerAll(ctx context.Context, sc scenario, brokers []string, topic string, sb *sandbox.Server, created *atomic.Int64, res *result, dir string) error {
+	start := time.Now()
+	if err := publish(ctx, brokers, topic, sc); err != nil {
+		return err
+	}
+	res.PublishS = round(time.Since(start).Seconds())
+	total := sc.rows()
+	var longest time.Duration
+	for _, g := range sc.Groups {
+		longest = max(longest, lowerBound(g.RowsEach, sc.Limit, sc.Window, sc.Margin))
+	}
+	deadline := time.Now().Add(3*longest + 2*time.Minute)
+	for {
+		if created.Load() >= int64(total) {
+			n := 0
+			for _, a := range sb.Audit().Sellers {
+				n += a.Products
+			}
+			if n >= total {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("only %d of %d rows registered (201) by the deadline; first consumer's log:\n%s",
+				created.Load(), total, logTail(filepath.Join(dir, "consumer-0.log")))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	return nil
 }

@@ -31,7 +31,15 @@ type scenario struct {
 	// GlobalLimit per GlobalWindow for the whole application; 0: none.
 	GlobalLimit  int
 	GlobalWindow time.Duration
+	// Idle, with no Groups: nothing is published and the consumers are
+	// measured for this long, idleSettle after their group is stable.
+	Idle time.Duration
 }
+
+// idleSettle passes between the group's becoming stable and an idle
+// scenario's span: the readers' first fetches and the first connections to
+// Redis belong to a consumer's start, not to its waiting.
+const idleSettle = 5 * time.Second
 
 func scenarios() []scenario {
 	const w = 3 * time.Second
@@ -40,6 +48,8 @@ func scenarios() []scenario {
 		{Name: "many-sellers", Groups: []sellerGroup{{100, 500}}, Consumers: 4, Partitions: 8, Limit: 100, Window: w, Margin: 100 * time.Millisecond, Latency: 5 * time.Millisecond},
 		{Name: "global", Groups: []sellerGroup{{1, 500}, {19, 10}}, Consumers: 4, Partitions: 8, Limit: 100, Window: w, Margin: 100 * time.Millisecond, Latency: 5 * time.Millisecond,
 			GlobalLimit: 200, GlobalWindow: w},
+		{Name: "idle", Consumers: 4, Partitions: 8, Limit: 100, Window: w, Margin: 100 * time.Millisecond, Latency: 5 * time.Millisecond,
+			Idle: 20 * time.Second},
 	}
 }
 
