@@ -270,7 +270,11 @@ func (c *Consumer) deadLetter(r *row, d deadletter.Row, sku *skuClaim, log *slog
 		}
 		log.Error("dead-letter write failed, retrying", "err", err)
 		if !sleep(r.finishCtx(), retry.NextBackOff()) {
-			r.GiveBack()
+			if sku != nil {
+				sku.giveBack()
+			} else {
+				r.GiveBack()
+			}
 			return
 		}
 	}

@@ -611,10 +611,16 @@ func (rn *runner) reserve(ctx context.Context, b []*item, starts int) (calls []*
 		rs   []throttle.Reservation
 		sent time.Time
 	)
-	err := c.untilRedis(ctx, "claim the SKUs and reserve the slots of a batch", rn.log, c.gated(func(ctx context.Context) error {
+	// No attempt starts once the partition is revoked, but one sent is
+	// answered within the drain, like any work begun on a row: a script
+	// Redis ran took claims and slots that the rows then give back, where
+	// an answer dropped would leave the claims to lapse with their lease
+	// and the partition's next owner waiting for them.
+	finish := rn.p.FinishCtx()
+	err := c.untilRedis(ctx, "claim the SKUs and reserve the slots of a batch", rn.log, c.gated(func(context.Context) error {
 		var err error
 		sent = time.Now()
-		got, rs, err = c.claimReserve(ctx, rn.seller, claims)
+		got, rs, err = c.claimReserve(finish, rn.seller, claims)
 		return err
 	}))
 	if err != nil {
@@ -745,6 +751,8 @@ func (rn *runner) claimed(it *item, cl ledger.ClaimResult, later *[]*item) bool 
 // the reservation itself vouches for its epoch.
 func (rn *runner) hand(ctx context.Context, calls []*item, freed *[]throttle.Reservation, granted time.Time, pending *sync.WaitGroup) {
 	c := rn.c
+	// Once the partition is revoked, the rows not yet handed on all go
+	// back together: their claims are released at once.
 	for g := 0; g < len(calls); {
 		// A group: the slots the same check covers (within two MaxLateness of it).
 		at := c.checkAt(calls[g].slot.due)
@@ -752,25 +760,25 @@ func (rn *runner) hand(ctx context.Context, calls []*item, freed *[]throttle.Res
 		for end < len(calls) && calls[end].slot.due.Before(at.Add(2*c.cfg.MaxLateness)) {
 			end++
 		}
-		group := calls[g:end]
+		group, rest := calls[g:end], calls[g:]
 		g = end
 		if at.After(granted) {
 			if time.Until(at) > 0 {
 				rn.giveStarts(group)
 			}
-			if rn.sleep(ctx, time.Until(at), false) {
-				rn.check(ctx, group, freed)
-			} else {
-				rn.revoked(group, freed)
+			if !rn.sleep(ctx, time.Until(at), false) {
+				rn.revoked(rest, freed)
+				return
 			}
+			rn.check(ctx, group, freed)
 		}
-		for _, it := range group {
+		for i, it := range group {
 			if it.call == nil || it.slot == nil {
 				continue // failed its check (queued again) or revoked
 			}
 			if !rn.sleep(ctx, time.Until(it.slot.due), false) {
-				rn.revoked([]*item{it}, freed)
-				continue
+				rn.revoked(rest[i:], freed)
+				return
 			}
 			c.m.uncertainty.Observe(it.slot.due.Sub(it.slot.bound).Seconds())
 			it.called = true // its start, if it holds one, goes back when the call starts (callOne)
@@ -797,13 +805,15 @@ func (rn *runner) giveStarts(its []*item) {
 // was revoked before their calls.
 func (rn *runner) revoked(group []*item, freed *[]throttle.Reservation) {
 	rn.giveStarts(group)
+	var back []*item
 	for _, it := range group {
 		if it.slot != nil && !it.called {
 			*freed = append(*freed, it.slot.Reservation)
 			it.slot = nil
-			it.r.GiveBack()
+			back = append(back, it)
 		}
 	}
+	rn.giveBack(back)
 }
 
 // check confirms a group's slots in one script (Throttle.CheckN): a slot a
@@ -821,7 +831,7 @@ func (rn *runner) check(ctx context.Context, group []*item, freed *[]throttle.Re
 		return c.deps.Throttle.CheckN(ctx, rn.seller, rs)
 	})
 	arrived := time.Now()
-	var again []*item
+	var again, back []*item
 	for i, it := range group {
 		s := it.slot
 		switch {
@@ -845,11 +855,12 @@ func (rn *runner) check(ctx context.Context, group []*item, freed *[]throttle.Re
 		*freed = append(*freed, s.Reservation)
 		it.slot = nil
 		if ctx.Err() != nil {
-			it.r.GiveBack()
+			back = append(back, it)
 			continue
 		}
 		again = append(again, it)
 	}
+	rn.giveBack(back)
 	rn.requeue(again, false)
 }
 
@@ -967,7 +978,7 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 	// Each row's outcome.
 	results := map[string][]*item{}     // by upload: the rows whose results are written
 	var blocks [2]registryclient.Result // the seller's 429 with the longest Retry-After, and the application's
-	var again []*item
+	var again, back []*item
 	for _, it := range b {
 		if it.call == nil {
 			continue // queued again already
@@ -982,7 +993,7 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 		it.slot = nil
 		if !it.made {
 			if it.r.ctx().Err() != nil {
-				it.r.GiveBack()
+				back = append(back, it)
 				continue
 			}
 			if it.missed {
@@ -1024,6 +1035,7 @@ func (rn *runner) conclude(b, calls []*item, freed []throttle.Reservation) {
 	// While the seller is held the rows go behind the others: the next
 	// probe is another row, so a row that fails on its own does not keep
 	// its seller held.
+	rn.giveBack(back)
 	rn.requeue(again, held)
 	rn.finish(results)
 }

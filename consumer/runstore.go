@@ -341,7 +341,7 @@ func (s *skuClaim) claim() bool {
 			return err
 		}))
 		if err != nil || ctx.Err() != nil {
-			r.GiveBack()
+			s.giveBack()
 			return false
 		}
 		if invalid != nil {
@@ -361,7 +361,7 @@ func (s *skuClaim) claim() bool {
 		// Another row is registering this SKU: ask again soon, and at the
 		// latest when its lease ends. No slot is held meanwhile.
 		if !sleep(ctx, min(busy.NextBackOff(), cl.RetryIn+time.Millisecond)) {
-			r.GiveBack()
+			s.giveBack()
 			return false
 		}
 	}
@@ -512,6 +512,13 @@ func (s *skuClaim) setAside(d deadletter.Row) bool {
 		return false
 	}
 	return true
+}
+
+// giveBack leaves the row unfinished for the partition's next owner and
+// releases the claim it holds, as runner.giveBack does for a batch's rows.
+func (s *skuClaim) giveBack() {
+	s.r.GiveBack()
+	s.settle()
 }
 
 // settle runs when the row's processing ends: a claim still held (the row

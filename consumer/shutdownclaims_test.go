@@ -65,8 +65,42 @@ func TestShutdownReleasesClaimsBeforeClosingRedis(t *testing.T) {
 		return err == nil && st.State == circuit.Open
 	})
 	testwait.For(t, 10*time.Second, "rows holding claims while the circuit is open", func() bool { return heldClaims(t, s, sellers, skus) > 0 })
-	before := heldClaims(t, s, sellers, skus)
+	stopReleasesClaims(t, s, p, sellers, skus)
+}
 
+// TestShutdownReleasesClaimsOfRowsWaitingForTheirSlots: a seller's second
+// window of rows holds its claims and slots a window ahead while its rows
+// wait for those slots. SIGTERM revokes them before their calls: each
+// gives its slot and its claim back, so the next owner of the partition
+// registers them at once instead of waiting out the lease.
+func TestShutdownReleasesClaimsOfRowsWaitingForTheirSlots(t *testing.T) {
+	t.Parallel()
+	const limit = 5
+	s := newStack(t, stackOptions{partitions: 1, limit: limit, window: 1500 * time.Millisecond, margin: crashMargin})
+	p := s.startProcess("c1")
+	s.waitGroupStable("registrar", 1)
+	s.publish("up-a", "a", 2*limit)
+	var skus []string
+	for i := 1; i <= 2*limit; i++ {
+		skus = append(skus, fmt.Sprintf("up-a-%d", i))
+	}
+	// The first window's rows are registered; the second's hold their
+	// claims and wait for slots the session timeout (MaxWait) covers.
+	testwait.For(t, 20*time.Second, "the first window's calls made and the second window's rows holding their claims", func() bool {
+		return s.calls.between(time.Time{}, time.Now()) == limit && heldClaims(t, s, []string{"a"}, skus[limit:]) == limit
+	})
+	stopReleasesClaims(t, s, p, []string{"a"}, skus)
+	if n := s.calls.between(time.Time{}, time.Now()); n != limit {
+		t.Errorf("%d calls after SIGTERM, want %d: no call starts once the rows are given back", n, limit)
+	}
+}
+
+// stopReleasesClaims sends the consumer SIGTERM and checks that it exits
+// with status 0 within its shutdown timeout, having released every claim
+// its rows held, before it closed Redis.
+func stopReleasesClaims(t *testing.T, s *stack, p *proc, sellers, skus []string) {
+	t.Helper()
+	before := heldClaims(t, s, sellers, skus)
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
