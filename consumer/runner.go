@@ -611,13 +611,16 @@ func (rn *runner) reserve(ctx context.Context, b []*item, starts int) (calls []*
 		rs   []throttle.Reservation
 		sent time.Time
 	)
-	// No attempt starts once the partition is revoked, but one sent is
+	// No attempt starts once the partition is revoked, but one begun is
 	// answered within the drain, like any work begun on a row: a script
 	// Redis ran took claims and slots that the rows then give back, where
 	// an answer dropped would leave the claims to lapse with their lease
 	// and the partition's next owner waiting for them.
 	finish := rn.p.FinishCtx()
-	err := c.untilRedis(ctx, "claim the SKUs and reserve the slots of a batch", rn.log, c.gated(func(context.Context) error {
+	err := c.untilRedis(ctx, "claim the SKUs and reserve the slots of a batch", rn.log, c.gated(func(ctx context.Context) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		var err error
 		sent = time.Now()
 		got, rs, err = c.claimReserve(finish, rn.seller, claims)
@@ -801,18 +804,19 @@ func (rn *runner) giveStarts(its []*item) {
 	rn.c.starts.give(n)
 }
 
-// revoked gives back the slots and the rows of a group whose partition
-// was revoked before their calls.
-func (rn *runner) revoked(group []*item, freed *[]throttle.Reservation) {
-	rn.giveStarts(group)
+// revoked gives back the slots and the rows of its whose partition was
+// revoked before their calls: every row not queued again (after a failed
+// check) nor handed on to the call pool.
+func (rn *runner) revoked(its []*item, freed *[]throttle.Reservation) {
 	var back []*item
-	for _, it := range group {
-		if it.slot != nil && !it.called {
+	for _, it := range its {
+		if it.call != nil && it.slot != nil && !it.called {
 			*freed = append(*freed, it.slot.Reservation)
 			it.slot = nil
 			back = append(back, it)
 		}
 	}
+	rn.giveStarts(back)
 	rn.giveBack(back)
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/ledger"
 	registryclient "github.com/bulkreg/bulkreg/registry-client"
+	"github.com/bulkreg/bulkreg/throttle"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
@@ -352,5 +353,29 @@ func TestTheCircuitHoldsARowNoLongerThanTheHoldLimit(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(c.m.holdExpired); n < 1 {
 		t.Errorf("bulkreg_consumer_seller_holds_expired_total = %v, want at least 1", n)
+	}
+}
+
+// TestARevokeLeavesRowsNotWaitingAlone: when a partition is revoked during
+// a batch, only the rows waiting for their slots give their slots, starts
+// and claims back. A row queued again after a failed check holds no call
+// any more, and a row handed on to the call pool gives its start back when
+// its call starts: revoked passes over both.
+func TestARevokeLeavesRowsNotWaitingAlone(t *testing.T) {
+	const starts = 4
+	rn := &runner{c: &Consumer{starts: newStartBudget(starts)}}
+	rn.c.starts.free = starts - 1 // the handed row's start
+	handed := &item{call: &call{slot: &slot{}, called: true, start: true}}
+	queuedAgain := &item{} // requeue cleared its call
+	var freed []throttle.Reservation
+	rn.revoked([]*item{handed, queuedAgain}, &freed)
+	if len(freed) != 0 {
+		t.Errorf("%d slots freed, want 0: neither row waits for its slot", len(freed))
+	}
+	if handed.slot == nil || !handed.start {
+		t.Error("the handed row lost its slot or its start, which its call still uses")
+	}
+	if rn.c.starts.free != starts-1 {
+		t.Errorf("%d starts free, want %d: the handed row's start goes back when its call starts", rn.c.starts.free, starts-1)
 	}
 }

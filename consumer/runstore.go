@@ -27,11 +27,11 @@ import (
 
 // leaving runs op, and returns when it is done or, with ctx's error, as
 // soon as ctx ends: a command already sent on a link that went dark is
-// answered only at the Redis client's read timeout, and a drain must not
-// wait for it (the partition's commit must go out while the group still
-// counts this member in). op goes on with ctx, which has ended: its answer
-// is dropped, and what it wrote is what a lost answer leaves (slots and
-// claims lapse on their own). A goroutine per batch's Redis call.
+// answered only at the Redis client's read timeout, and the drain's end
+// must not wait for it (the partition's commit must go out while the group
+// still counts this member in). op goes on with ctx, which has ended: its
+// answer is dropped, and what it wrote is what a lost answer leaves (slots
+// and claims lapse on their own). A goroutine per batch's Redis call.
 func leaving[T any](ctx context.Context, op func(context.Context) (T, error)) (T, error) {
 	type answer struct {
 		v   T

@@ -76,8 +76,11 @@ func TestShutdownReleasesClaimsBeforeClosingRedis(t *testing.T) {
 func TestShutdownReleasesClaimsOfRowsWaitingForTheirSlots(t *testing.T) {
 	t.Parallel()
 	const limit = 5
-	s := newStack(t, stackOptions{partitions: 1, limit: limit, window: 1500 * time.Millisecond, margin: crashMargin})
-	p := s.startProcess("c1")
+	// The second window's slots come 4 s after the first's, within the
+	// session timeout (MaxWait): its rows wait for them, and the test has
+	// seconds to see them waiting, also on a busy machine.
+	s := newStack(t, stackOptions{partitions: 1, limit: limit, window: 4 * time.Second, margin: crashMargin})
+	p := s.startProcess("c1", "SESSION_TIMEOUT=6s")
 	s.waitGroupStable("registrar", 1)
 	s.publish("up-a", "a", 2*limit)
 	var skus []string
