@@ -4,11 +4,9 @@ import (
 	"context"
 	"runtime"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
@@ -113,7 +111,7 @@ func BenchmarkABatchsRedisWork(b *testing.B) {
 			}
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
-			cpu := redisCPU(b, rdb)
+			cpu := testredis.CPU(b, rdb)
 			b.ResetTimer()
 			for i := range b.N {
 				if err := step.run(bts[i]); err != nil {
@@ -122,33 +120,11 @@ func BenchmarkABatchsRedisWork(b *testing.B) {
 			}
 			b.StopTimer()
 			runtime.ReadMemStats(&after)
-			cpu = redisCPU(b, rdb) - cpu
+			cpu = testredis.CPU(b, rdb) - cpu
 			rows := float64(b.N * n)
 			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/rows, "allocs/row")
 			b.ReportMetric(b.Elapsed().Seconds()*1e6/rows, "µs/row")
 			b.ReportMetric(cpu/rows, "redis-cpu-µs/row")
 		})
 	}
-}
-
-// redisCPU is the CPU redis-server has used, in µs (INFO cpu: user and
-// system), so the steps' Redis cost is told from the client's.
-func redisCPU(b *testing.B, rdb *redis.Client) float64 {
-	b.Helper()
-	info, err := rdb.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var us float64
-	for line := range strings.SplitSeq(info, "\n") {
-		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-		if k == "used_cpu_sys" || k == "used_cpu_user" {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				b.Fatalf("INFO cpu: %s: %v", line, err)
-			}
-			us += f * 1e6
-		}
-	}
-	return us
 }

@@ -1,4 +1,5 @@
-// Several rows' claims of one seller at once.
+// Several rows of one seller at once: their claims before their calls,
+// their marks after.
 
 package ledger
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/bulkreg/bulkreg/internal/redisfail"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
+	"github.com/bulkreg/bulkreg/productrules"
 )
 
 // ClaimRequest is one row's claim of its SKU (see Claim for the fields).
@@ -94,4 +96,46 @@ func readClaims(seller string, reply string, sent []int, skus []string, into []C
 		into[i] = ClaimResult{Claim: c, Err: err}
 	}
 	return nil
+}
+
+// MarkResult is one mark's answer: the entry Mark would have returned, or
+// its error.
+type MarkResult struct {
+	Entry Entry
+	Err   error
+}
+
+// MarkStep is Mark for several registrations of one seller as one step to
+// run in one script with other writes on the seller's hash tag
+// (internal/scriptbatch): one HMGET, one HSET and one PEXPIRE for them all,
+// marked in order as calls of Mark one after the other would be (a SKU marked
+// twice keeps the first). A request the ledger refuses (ErrInvalid) has its
+// Err in into at once; once the batch has run, into[i] holds request i's
+// answer. ok is false when no request is left to send.
+func (l *Ledger) MarkStep(seller string, reqs []MarkRequest, into []MarkResult) (st scriptbatch.Step, ok bool) {
+	// The arguments point into sent, which the step keeps: the client then
+	// boxes no string of each mark.
+	sent := make([]MarkRequest, 0, len(reqs))
+	var at []int
+	var skus []string
+	for i, q := range reqs {
+		q.SKU = productrules.NormalizeSKU(q.SKU)
+		if err := checkMark(seller, q.SKU, q.Row, q.Hash, q.ProductID); err != nil {
+			into[i] = MarkResult{Err: err}
+			continue
+		}
+		sent, at, skus = append(sent, q), append(at, i), append(skus, q.SKU)
+	}
+	if len(sent) == 0 {
+		return st, false
+	}
+	args := make([]any, 0, 5*len(sent))
+	for i := range sent {
+		q := &sent[i]
+		args = append(args, &q.SKU, &q.Row, &q.Hash, &q.ProductID, l.retentionMs)
+	}
+	return scriptbatch.Step{Script: "ledger_mark.lua", Keys: []string{Key(seller)}, Args: args, Reply: func(v any) error {
+		res, _ := v.(string)
+		return readMarks(seller, res, at, skus, into)
+	}}, true
 }

@@ -1,5 +1,6 @@
 // A seller's rows as one batch: reserve, check and release several slots in
-// one script each.
+// one script each, and the settles and releases of a batch's calls as steps
+// of the script that writes them.
 
 package throttle
 
@@ -183,4 +184,63 @@ func (t *Throttle) ReleaseN(ctx context.Context, seller string, rs []Reservation
 		}
 	}
 	return nil
+}
+
+// Settled is one answered call for SettleStep: its slot and when its answer
+// came (zero: no answer came).
+type Settled struct {
+	Res    Reservation
+	Answer time.Time
+	// Done is set by SettleStep when a step takes care of the call's seller
+	// slot: what is left, Res.AppWide() (the app-wide slot), is Settle's.
+	Done bool
+}
+
+// SettleStep is Settle's part in the seller's own log for answered calls of
+// one seller, as steps to run in one script with the calls' other writes on
+// the seller's hash tag (internal/scriptbatch): under a sliding log one step,
+// one ZADD moving every entry; a step per call under the other policies. A
+// call without a step (Done false: no slot of this seller, or an answer that
+// moves nothing) has nothing to do in the seller's log; Settle then does
+// nothing there either. The steps point into calls (the client then boxes
+// no value of each call): calls must not change until they have run.
+func (t *Throttle) SettleStep(seller string, calls []Settled) []scriptbatch.Step {
+	var steps []scriptbatch.Step
+	var args []any
+	var ats []int64 // the places, which args point to: the client boxes no value of each call
+	for i := range calls {
+		c := &calls[i]
+		r := c.Res
+		if r.ID == "" || r.Seller != seller || seller == "" || !t.sellerMoves(r, c.Answer) {
+			continue
+		}
+		c.Done = true
+		answer := t.answered(r, c.Answer)
+		if t.p.Kind != Sliding {
+			ks, a := t.sellerSettle(r, answer)
+			steps = append(steps, scriptbatch.Step{Script: "settle.lua", Keys: ks, Args: a})
+			continue
+		}
+		if ats == nil {
+			ats = make([]int64, 0, len(calls)-i)
+			args = make([]any, 0, (2+len(t.settleTail))*(len(calls)-i))
+		}
+		ats = append(ats, t.settledCount(r, answer).UnixMicro())
+		args = append(args, &ats[len(ats)-1], &c.Res.ID)
+		args = append(args, t.settleTail...)
+	}
+	if len(args) > 0 {
+		steps = append(steps, scriptbatch.Step{Script: "settle.lua", Keys: t.settleKeys(seller), Args: args})
+	}
+	return steps
+}
+
+// ReleaseStep is Release's part in the seller's own log as a step (see
+// SettleStep).
+func (t *Throttle) ReleaseStep(r Reservation) (s scriptbatch.Step, ok bool) {
+	if r.ID == "" || r.Seller == "" {
+		return s, false
+	}
+	c := t.releaseCall(r.Seller, r.ID)
+	return scriptbatch.Step{Script: "release.lua", Keys: c.keys, Args: c.args}, true
 }

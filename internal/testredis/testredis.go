@@ -316,6 +316,29 @@ func CommandCalls(t testing.TB, rdb *redis.Client) map[string]int {
 	return out
 }
 
+// CPU is the CPU time the server has used since it started, user and
+// system, in µs (INFO cpu): what a benchmark tells Redis's own cost by,
+// apart from its client's.
+func CPU(t testing.TB, rdb *redis.Client) float64 {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var us float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if k == "used_cpu_sys" || k == "used_cpu_user" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("INFO cpu: %q: %v", line, err)
+			}
+			us += f * 1e6
+		}
+	}
+	return us
+}
+
 // Owner is the master that serves hash slot slot, as the first node that
 // answers CLUSTER SHARDS says.
 func (c *Cluster) Owner(ctx context.Context, slot int) (*Server, error) {
