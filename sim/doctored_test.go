@@ -147,6 +147,11 @@ func TestTheJudgeFailsADoctoredWorld(t *testing.T) {
 	if strings.Contains(all, "doctored:3") {
 		t.Errorf("the judge blamed row 3, registered and recorded so:\n%s", all)
 	}
+	// A partition left behind comes with who the broker gives it to.
+	notes := strings.Join(v.notes, "\n")
+	if !strings.Contains(notes, "the group is ") {
+		t.Errorf("the judge did not describe the group of the partition left behind; its notes:\n%s", notes)
+	}
 	if len(v.violations) != 5 {
 		t.Errorf("%d violations, want 5:\n%s", len(v.violations), all)
 	}

@@ -263,10 +263,15 @@ func (w *world) judge(ctx context.Context, settledOK bool, waitingWhy string, se
 	if po, err := offsets(ctx, w.brokers, w.sc.Partitions); err != nil {
 		v.violate("committed offsets could not be read: %v", err)
 	} else {
+		short := false
 		for p, end := range po.end {
 			if max(0, po.committed[p]) != end { // -1: nothing committed, right for an empty partition
 				v.violate("partition %d: committed offset %d, end %d", p, po.committed[p], end)
+				short = true
 			}
+		}
+		if short {
+			v.note("%s", groupSays(w.brokers))
 		}
 	}
 	// 5. No false alarm of a loss: a consumer warns that Redis lost the

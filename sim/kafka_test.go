@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -11,17 +12,43 @@ import (
 )
 
 func describeGroup(brokers []string) (state string, members int, err error) {
+	g, err := theGroup(brokers)
+	return g.GroupState, len(g.Members), err
+}
+
+func theGroup(brokers []string) (kafka.DescribeGroupsResponseGroup, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	client := &kafka.Client{Addr: kafka.TCP(brokers...)}
 	resp, err := client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
 	if err != nil {
-		return "", 0, err
+		return kafka.DescribeGroupsResponseGroup{}, err
 	}
 	if len(resp.Groups) != 1 {
-		return "", 0, fmt.Errorf("%d groups described", len(resp.Groups))
+		return kafka.DescribeGroupsResponseGroup{}, fmt.Errorf("%d groups described", len(resp.Groups))
 	}
-	return resp.Groups[0].GroupState, len(resp.Groups[0].Members), nil
+	return resp.Groups[0], resp.Groups[0].Error
+}
+
+// groupSays is the group as the broker describes it: its state and each
+// member with the partitions it is assigned. A partition left behind is
+// then told apart: assigned to no member, to a member no live consumer
+// logged as its own (the broker kept one that is gone), or to a live one.
+func groupSays(brokers []string) string {
+	g, err := theGroup(brokers)
+	if err != nil {
+		return "the group could not be described: " + err.Error()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "the group is %s with %d members", g.GroupState, len(g.Members))
+	for _, m := range g.Members {
+		var parts []int
+		for _, t := range m.MemberAssignments.Topics {
+			parts = append(parts, t.Partitions...)
+		}
+		fmt.Fprintf(&b, "; %s from %s, partitions %v", m.MemberID, m.ClientHost, parts)
+	}
+	return b.String()
 }
 
 // partitionOffsets is, per partition of the rows topic, the group's

@@ -143,6 +143,13 @@ func runScenario(t *testing.T, bin string, sc Scenario) (verdict, *world) {
 	if v.lossWarnings > 0 || v.migrations > 0 {
 		t.Logf("seed %d: %d slot migrations, %d Redis losses injected, %d warnings that Redis lost the throttle's state", seed, v.migrations, len(w.losses), v.lossWarnings)
 	}
+	w.mu.Lock()
+	expired := slices.Clone(w.expired)
+	w.mu.Unlock()
+	if len(expired) > 0 {
+		t.Logf("seed %d: %d members dropped from the group as a Kafka coordinator would have and the embedded broker did not: %s",
+			seed, len(expired), strings.Join(expired, ", "))
+	}
 	for _, n := range v.notes {
 		t.Logf("note: %s", n)
 	}

@@ -44,9 +44,10 @@ const (
 	// 15 s is more than three of those. It also bounds a stall of kfake, the
 	// broker under the simulation: a member killed while its JoinGroup waits
 	// may be kept in the group without a session timer when the reply to the
-	// closed connection is not delivered, and then holds every rebalance
-	// until this timeout (60 s at the production value, past the settle
-	// time). A real broker drops it after one session timeout.
+	// closed connection is not delivered, and then holds a rebalance until
+	// this timeout (60 s at the production value, past the settle time). A
+	// real broker drops it after one session timeout; sessionTimer makes up
+	// for what kfake's timers miss.
 	rebalanceTimeout = 15 * time.Second
 	retryMaxElapsed  = 8 * time.Second
 	// sellerHoldLimit is --seller-hold-limit shrunk as the retry budget is
@@ -125,6 +126,9 @@ type world struct {
 	losses    []time.Time // Redis lost its data
 	uploadIDs map[string]string
 	uploadErr []string
+	// expired are the members sessionTimer made leave the group, as a
+	// coordinator's timers would have and kfake's did not.
+	expired []string
 }
 
 func newWorld(t testing.TB, bin string, sc Scenario) *world {
@@ -143,12 +147,27 @@ func newWorld(t testing.TB, bin string, sc Scenario) *world {
 	w.kafka, w.brokers = c, c.ListenAddrs()
 	// Slow Kafka: every request waits, each on its own connection's
 	// goroutine (SleepControl), so the broker stays up but slow.
-	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+	sessions := newSessionTimer()
+	c.Control(func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
+		sessions.observe(req)
 		if d := time.Duration(w.slowKafka.Load()); d > 0 {
 			c.SleepControl(func() { time.Sleep(d) })
 		}
 		return nil, nil, false
+	})
+	ctx, stop := context.WithCancel(context.Background())
+	var timer sync.WaitGroup
+	timer.Go(func() {
+		sessions.run(ctx, w.brokers, sc.SessionTimeout(), rebalanceTimeout, sc.HeartbeatInterval(), func(member, why string) {
+			w.mu.Lock()
+			w.expired = append(w.expired, member+" ("+why+")")
+			w.mu.Unlock()
+		})
+	})
+	t.Cleanup(func() {
+		stop()
+		timer.Wait()
 	})
 
 	if sc.Cluster {
