@@ -145,8 +145,9 @@ func newWorld(t testing.TB, bin string, sc Scenario) *world {
 	}
 	t.Cleanup(c.Close)
 	w.kafka, w.brokers = c, c.ListenAddrs()
-	// Slow Kafka: every request waits, each on its own connection's
-	// goroutine (SleepControl), so the broker stays up but slow.
+	// Every request is noted for the group's timers (sessionTimer). Slow
+	// Kafka: every request waits, each on its own connection's goroutine
+	// (SleepControl), so the broker stays up but slow.
 	sessions := newSessionTimer()
 	c.Control(func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
