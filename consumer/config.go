@@ -127,8 +127,9 @@ type Config struct {
 	// SellerProbeMin and SellerProbeMax bound the growing interval between
 	// the probes of a seller the API fails (runner path): its runner holds
 	// it and calls one of its rows per interval until one is answered. 0:
-	// 1 s and 15 s, as the fleet circuit's probes: rows resume within
-	// about 15 s of the API answering the seller again.
+	// 1 s and 15 s, as the fleet circuit's probes (rows resume within
+	// about 15 s of the API answering the seller again), the longest at
+	// most half the window and margin.
 	SellerProbeMin, SellerProbeMax time.Duration
 	// SellerHoldLimit is how long a row of a seller the API fails is held,
 	// and how long the fleet's circuit may stay open, before the rows held
@@ -186,6 +187,13 @@ func (c Config) WithDefaults(p throttle.Policy) Config {
 	if p.Limit > 0 {
 		d.SellerConcurrency = p.Limit
 		d.MaxLateness = max(p.Margin/2, time.Millisecond)
+	}
+	if w := p.Window + p.Margin; w > 0 {
+		// The seller's page reads a seller's failed calls as failing until
+		// a window and margin after the last (upload.HoldFailing): probes of
+		// a held seller at most half that apart keep its notice up for as
+		// long as it is held, under a short window too.
+		d.SellerProbeMax = min(d.SellerProbeMax, w/2)
 	}
 	// cmp.Or: a zero field takes the default. The defaults of
 	// HeartbeatInterval, DrainTimeout and RedisRetryMax follow the fields

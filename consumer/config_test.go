@@ -76,9 +76,21 @@ func TestZeroMeansTheDefault(t *testing.T) {
 		t.Errorf("zero fields with limit 30, margin 60 ms, session 3 s = seller concurrency %d, lateness %v, heartbeat %v, drain %v; want 30, 30ms, 1s, 1s",
 			got.SellerConcurrency, got.MaxLateness, got.HeartbeatInterval, got.DrainTimeout)
 	}
-	set := Config{Brokers: brokers, SellerConcurrency: 7, MaxLateness: 5 * time.Millisecond, KeepWarm: -1}.WithDefaults(shrunk)
-	if set.SellerConcurrency != 7 || set.MaxLateness != 5*time.Millisecond || set.KeepWarm != -1 {
-		t.Errorf("fields set = %d, %v, %v; want them kept", set.SellerConcurrency, set.MaxLateness, set.KeepWarm)
+	// A held seller is probed at most half a window and margin apart, so
+	// the page's failing notice (held a window and margin after the last
+	// failure) does not go out between two probes; never below the first.
+	if got.SellerProbeMin != time.Second || got.SellerProbeMax != 1030*time.Millisecond {
+		t.Errorf("seller probes with a 2.06 s window and margin = %v to %v; want 1s to 1.03s", got.SellerProbeMin, got.SellerProbeMax)
+	}
+	if got := (Config{Brokers: brokers}.WithDefaults(throttle.Policy{Limit: 10, Window: time.Second, Margin: 100 * time.Millisecond})); got.SellerProbeMax != time.Second {
+		t.Errorf("longest seller probe interval with a 1.1 s window and margin = %v, want 1s (the first probe's wait)", got.SellerProbeMax)
+	}
+	if got := (Config{Brokers: brokers}.WithDefaults(throttle.Policy{Limit: 10, Window: 10 * time.Second, Margin: time.Second})); got.SellerProbeMax != 5500*time.Millisecond {
+		t.Errorf("longest seller probe interval with a 11 s window and margin = %v, want 5.5s", got.SellerProbeMax)
+	}
+	set := Config{Brokers: brokers, SellerConcurrency: 7, MaxLateness: 5 * time.Millisecond, KeepWarm: -1, SellerProbeMax: 4 * time.Second}.WithDefaults(shrunk)
+	if set.SellerConcurrency != 7 || set.MaxLateness != 5*time.Millisecond || set.KeepWarm != -1 || set.SellerProbeMax != 4*time.Second {
+		t.Errorf("fields set = %d, %v, %v, %v; want them kept", set.SellerConcurrency, set.MaxLateness, set.KeepWarm, set.SellerProbeMax)
 	}
 	p := Config{Brokers: brokers}.ThrottlePolicy(100, time.Minute, 250*time.Millisecond)
 	if p.MaxWait != 10*time.Second || p.LossHold != time.Minute+500*time.Millisecond {
