@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/bulkreg/bulkreg/compliance"
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
 	"github.com/bulkreg/bulkreg/internal/testredis"
