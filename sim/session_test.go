@@ -12,6 +12,8 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/bulkreg/bulkreg/internal/testwait"
 )
 
 // sessionTimer does what a Kafka coordinator's timers do and kfake, the
@@ -230,14 +232,11 @@ func TestSessionTimerDropsAMemberTheBrokerKept(t *testing.T) {
 	}
 	// dropped is told once the LeaveGroup is answered, which may be after
 	// the live member's next generation began.
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	testwait.For(t, 5*time.Second, "sessionTimer to tell the gone member dropped", func() bool {
 		mu.Lock()
-		n := len(dropped)
-		mu.Unlock()
-		if n > 0 {
-			break
-		}
-	}
+		defer mu.Unlock()
+		return len(dropped) > 0
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if len(dropped) != 1 || dropped[0] == live.member {
