@@ -206,13 +206,52 @@ func TestTimesInTheSellersZoneInTheBrowser(t *testing.T) {
 // progress event came and what it said of the marketplace.
 const failingLog = eventLog
 
+// loggedEvent is a progress event as eventLog kept it: when the page got
+// it, what it said of the marketplace, and whether the outage notice showed
+// once the page had handled it (nil until then).
 type loggedEvent struct {
 	At          float64 `json:"at"`
 	Marketplace string  `json:"marketplace"`
 	What        string  `json:"what"`
+	Shown       *bool   `json:"shown"`
 }
 
 func (e loggedEvent) at() time.Time { return time.UnixMilli(int64(e.At)) }
+
+// loggedEvents are the progress events the tab's documents got, in order.
+func loggedEvents(t *testing.T, ctx context.Context) []loggedEvent {
+	t.Helper()
+	return eval[[]loggedEvent](t, ctx, `window.__bulkregEvents || []`)
+}
+
+// followsStatus holds the page to the upload's status, which said the
+// marketplace was want in an answer that came at said: the stream
+// reads the same status once per tick and sends what it read at once, so
+// of the events the page got after said only the first may say what an
+// earlier read said (it was on its way), and every later one says want.
+// The outage notice shows after each event exactly when the event says the
+// marketplace is not answering, failing or misconfigured: the page follows
+// the event it got, not a later one.
+// Counting events instead would count those read between two polls of the
+// status, which a busy machine makes many.
+func followsStatus(t *testing.T, events []loggedEvent, said time.Time, want string) {
+	t.Helper()
+	after := 0
+	for _, ev := range events {
+		notice := ev.Marketplace == "not_answering" || ev.Marketplace == "failing" || ev.Marketplace == "misconfigured"
+		if ev.Shown != nil && *ev.Shown != notice {
+			t.Errorf("after an event that said the marketplace is %q the outage notice shown is %v: %s", ev.Marketplace, *ev.Shown, ev.What)
+		}
+		if !ev.at().After(said) {
+			continue
+		}
+		if ev.Marketplace != want && after > 0 {
+			t.Errorf("%v after the status said the marketplace is %q, the page's event %d since said %q: want every event but the one on its way to say what the status said",
+				ev.at().Sub(said).Round(time.Millisecond), want, after+1, ev.Marketplace)
+		}
+		after++
+	}
+}
 
 // TestNoticesFollowTheCallsInTheBrowser: the marketplace fails one
 // seller's calls alone, then takes them again; the page's "failing"
@@ -226,9 +265,7 @@ func TestNoticesFollowTheCallsInTheBrowser(t *testing.T) {
 		Circuit: circuit.Settings{Window: window, MinCalls: 4, MinFailedRows: 2, ProbeMin: 200 * time.Millisecond, ProbeMax: time.Second, ProbeLease: 3 * time.Second}})
 	base := stack.ProducerURL
 	onEveryDocument(t, ctx, failingLog)
-	events := func(ctx context.Context) []loggedEvent {
-		return eval[[]loggedEvent](t, ctx, `window.__bulkregEvents || []`)
-	}
+	events := func(ctx context.Context) []loggedEvent { return loggedEvents(t, ctx) }
 	for _, c := range []struct{ lang, seller, title string }{
 		{"ko", "seller-ko", "마켓플레이스가 이 판매자의 등록을 받지 못하고 있습니다"},
 		{"en", "seller-en", "The marketplace is failing your registrations"},
