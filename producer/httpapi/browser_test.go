@@ -29,6 +29,7 @@ import (
 	"github.com/bulkreg/bulkreg/internal/sandbox"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/producer/httpapi"
+	"github.com/bulkreg/bulkreg/producer/upload"
 	"github.com/bulkreg/bulkreg/uploadstatus"
 )
 
@@ -778,7 +779,7 @@ func TestOutageInTheBrowser(t *testing.T) {
 	testwait.For(t, 10*time.Second, "the outage notice shows", func() bool {
 		return visible(t, ctx, "#outage-not_answering")
 	})
-	followsStatus(t, loggedEvents(t, ctx), said, "not_answering")
+	followsStatus(t, loggedEvents(t, ctx), said, upload.MarketplaceNotAnswering)
 	// From the API's first failed call: at most one event without a
 	// notice, the next one has one, and it says the outage: several
 	// sellers' calls fail, so the seller never reads "failing" first, even
@@ -840,7 +841,7 @@ func TestOutageInTheBrowser(t *testing.T) {
 	testwait.For(t, 10*time.Second, "the outage notice leaves", func() bool {
 		return !visible(t, ctx, "#outage")
 	})
-	followsStatus(t, loggedEvents(t, ctx), said, "answering")
+	followsStatus(t, loggedEvents(t, ctx), said, upload.MarketplaceAnswering)
 	poll2 := func(expr string, d time.Duration) {
 		testwait.For(t, d, expr, func() bool { return eval[bool](t, ctx, expr) })
 	}

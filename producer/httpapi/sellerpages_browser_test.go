@@ -24,6 +24,7 @@ import (
 	"github.com/bulkreg/bulkreg/internal/sellertime"
 	"github.com/bulkreg/bulkreg/internal/testwait"
 	"github.com/bulkreg/bulkreg/producer/httpapi"
+	"github.com/bulkreg/bulkreg/producer/upload"
 )
 
 // sellerTime finds the times a page or a report says: each in the one
@@ -236,11 +237,14 @@ func loggedEvents(t *testing.T, ctx context.Context) []loggedEvent {
 // status, which a busy machine makes many.
 func followsStatus(t *testing.T, events []loggedEvent, said time.Time, want string) {
 	t.Helper()
-	after := 0
+	after, read := 0, 0
 	for _, ev := range events {
-		notice := ev.Marketplace == "not_answering" || ev.Marketplace == "failing" || ev.Marketplace == "misconfigured"
-		if ev.Shown != nil && *ev.Shown != notice {
-			t.Errorf("after an event that said the marketplace is %q the outage notice shown is %v: %s", ev.Marketplace, *ev.Shown, ev.What)
+		notice := ev.Marketplace == upload.MarketplaceNotAnswering || ev.Marketplace == upload.MarketplaceFailing || ev.Marketplace == upload.MarketplaceMisconfigured
+		if ev.Shown != nil {
+			read++
+			if *ev.Shown != notice {
+				t.Errorf("after an event that said the marketplace is %q the outage notice shown is %v: %s", ev.Marketplace, *ev.Shown, ev.What)
+			}
 		}
 		if !ev.at().After(said) {
 			continue
@@ -250,6 +254,9 @@ func followsStatus(t *testing.T, events []loggedEvent, said time.Time, want stri
 				ev.at().Sub(said).Round(time.Millisecond), want, after+1, ev.Marketplace)
 		}
 		after++
+	}
+	if read == 0 {
+		t.Errorf("of %d events the page got, the event log read the outage notice after none: the notice's check read nothing", len(events))
 	}
 }
 
@@ -265,7 +272,6 @@ func TestNoticesFollowTheCallsInTheBrowser(t *testing.T) {
 		Circuit: circuit.Settings{Window: window, MinCalls: 4, MinFailedRows: 2, ProbeMin: 200 * time.Millisecond, ProbeMax: time.Second, ProbeLease: 3 * time.Second}})
 	base := stack.ProducerURL
 	onEveryDocument(t, ctx, failingLog)
-	events := func(ctx context.Context) []loggedEvent { return loggedEvents(t, ctx) }
 	for _, c := range []struct{ lang, seller, title string }{
 		{"ko", "seller-ko", "마켓플레이스가 이 판매자의 등록을 받지 못하고 있습니다"},
 		{"en", "seller-en", "The marketplace is failing your registrations"},
@@ -317,7 +323,7 @@ func TestNoticesFollowTheCallsInTheBrowser(t *testing.T) {
 			// The notice says failing up to the accepted call, and leaves
 			// with the first event after it that says otherwise.
 			var left time.Time
-			for _, ev := range events(ctx) {
+			for _, ev := range loggedEvents(t, ctx) {
 				if !ev.at().After(accepted) && ev.at().After(off) && ev.Marketplace != "failing" {
 					t.Errorf("%v before the first accepted call an event said %q: the notice left before the calls said so", accepted.Sub(ev.at()).Round(time.Millisecond), ev.Marketplace)
 				}
@@ -332,7 +338,7 @@ func TestNoticesFollowTheCallsInTheBrowser(t *testing.T) {
 				t.Errorf("the failing notice left %v after the first accepted call; want within one read of it, well under the %v window", lag, window)
 			}
 			time.Sleep(window) // the notice does not come back
-			for _, ev := range events(ctx) {
+			for _, ev := range loggedEvents(t, ctx) {
 				if ev.at().After(left) && ev.Marketplace == "failing" {
 					t.Errorf("%v after it left, an event said failing again: %s", ev.at().Sub(left).Round(time.Millisecond), ev.What)
 				}
@@ -370,7 +376,7 @@ func TestNoticesFollowTheCallsInTheBrowser(t *testing.T) {
 		within(t, ctx, 20*time.Second, chromedp.Navigate(base+"/uploads/"+id+"?lang=ko"), chromedp.WaitVisible(chromedp.CSS("#progress")))
 		testwait.For(t, 20*time.Second, "the outage notice shows", func() bool { return visible(t, ctx, "#outage-not_answering") })
 		var first time.Time
-		for _, ev := range events(ctx) {
+		for _, ev := range loggedEvents(t, ctx) {
 			if !ev.at().After(outageAt) || ev.Marketplace == "" || ev.Marketplace == "answering" {
 				continue
 			}
