@@ -2,10 +2,16 @@ package throttle
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
+	"github.com/bulkreg/bulkreg/lua"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestReserveNIsReservationsOneAfterTheOther: one ReserveN of L + 2 slots,
@@ -105,6 +111,104 @@ func TestReserveNBeyondMaxWait(t *testing.T) {
 		}
 		if i >= 2 && (r.ID != "" || r.Wait <= 500*time.Millisecond) {
 			t.Errorf("reservation %d = %+v, want no slot and a wait beyond MaxWait", i, r)
+		}
+	}
+}
+
+// TestReserveNMatchesOneAtATime: a batch of slots placed in one script gets
+// what the same ids asked for one script each get (the script counts on the
+// log only growing between the slots it books: earliest's memo), on logs of
+// every shape: a burst at one latest count, counts spread over several
+// windows (slots that fit between them), slots booked ahead, a block, a
+// retry's ids already held. The slots, their counts and the logs left behind
+// must be the same.
+func TestReserveNMatchesOneAtATime(t *testing.T) {
+	rdb := startRedis(t).Client()
+	ctx := context.Background()
+	script := redis.NewScript(lua.Script("slot_guard.lua") + lua.Script("fits.lua") + lua.Script("reserve.lua"))
+	marker := NewMarkers().OfSlot(0)
+	seed := time.Now().UnixNano()
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	const win = int64(1_000_000)
+	for round := range 400 {
+		tm, err := rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every slot at or after nb: the answers do not depend on when each script runs.
+		nb := tm.UnixMicro() + 2*win
+		limit := []int{1, 2, 3, 5, 10, 20}[rng.IntN(6)]
+		reach := []int64{0, 1000, 200_000}[rng.IntN(3)]
+		var entries []redis.Z
+		for i := range rng.IntN(3*limit + 1) {
+			sc := nb + reach // a burst
+			switch rng.IntN(3) {
+			case 1:
+				sc = nb - win + rng.Int64N(3*win)
+			case 2:
+				sc = nb + rng.Int64N(5)*win/3
+			}
+			entries = append(entries, redis.Z{Score: float64(sc), Member: fmt.Sprintf("e%d", i)})
+		}
+		ids := make([]string, 1+rng.IntN(2*limit+2))
+		for i := range ids {
+			ids[i] = fmt.Sprintf("id%d-%d", round, i)
+		}
+		if rng.IntN(8) == 0 { // a retry: the first ids hold slots already
+			for i := range 1 + rng.IntN(len(ids)) {
+				entries = append(entries, redis.Z{Score: float64(nb + reach + int64(i)), Member: ids[i]})
+			}
+		}
+		var block int64
+		if rng.IntN(6) == 0 {
+			block = nb + rng.Int64N(2*win)
+		}
+		var got [2][]string
+		var logs [2][]redis.Z
+		for k := range 2 {
+			s := fmt.Sprintf("twin-%d-%d", round, k)
+			keys := []string{"bulkreg:{s:" + s + "}:log", "bulkreg:{s:" + s + "}:block", marker}
+			if len(entries) > 0 {
+				if err := rdb.ZAdd(ctx, keys[0], entries...).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if block > 0 {
+				if err := rdb.Set(ctx, keys[1], block, 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			run := func(ids []string) []string {
+				args := []any{limit, win, int64(1e12), ids[0], 0, reach, nb}
+				for _, id := range ids[1:] {
+					args = append(args, id)
+				}
+				v, err := script.Run(ctx, rdb, keys, args...).Text()
+				if err != nil {
+					t.Fatalf("round %d: %v", round, err)
+				}
+				var lines []string
+				for l := range strings.SplitSeq(v, "\n") {
+					f := strings.Fields(l)
+					f[2] = "now" // the Redis clock when the script ran
+					lines = append(lines, strings.Join(f, " "))
+				}
+				return lines
+			}
+			if k == 0 {
+				got[k] = run(ids)
+			} else {
+				for _, id := range ids {
+					got[k] = append(got[k], run([]string{id})...)
+				}
+			}
+			if logs[k], err = rdb.ZRangeWithScores(ctx, keys[0], 0, -1).Result(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !slices.Equal(got[0], got[1]) || !slices.Equal(logs[0], logs[1]) {
+			t.Fatalf("round %d (seed %d): limit %d, reach %d µs, %d entries, ids %v, block %d:\none script:\n%s\none each:\n%s\nlogs:\n%v\n%v",
+				round, seed, limit, reach, len(entries), ids, block, strings.Join(got[0], "\n"), strings.Join(got[1], "\n"), logs[0], logs[1])
 		}
 	}
 }
