@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -35,7 +36,9 @@ import (
 //     ends it one rebalance timeout after it began, without the members that
 //     have not rejoined. Here the members that have sent no JoinGroup since
 //     a rebalance began are made to leave once it has lasted that long; kfake
-//     then completes it with those that have.
+//     then completes it with those that have. A member first described
+//     during the rebalance has joined it: its first join is the one request
+//     that cannot name it.
 //
 // A Stable group's live members heartbeat every heartbeat interval, a
 // member that cannot (a paused consumer) is dropped by a coordinator too,
@@ -100,30 +103,15 @@ func (s *sessionTimer) run(ctx context.Context, brokers []string, session, rebal
 		} else if preparing.IsZero() {
 			preparing = now
 		}
-		var drop []kafka.LeaveGroupRequestMember
-		var whys []string
-		s.mu.Lock()
-		for _, m := range g.Members {
-			last, ok := s.seen[m.MemberID]
-			if !ok {
-				s.seen[m.MemberID] = now
-				last = now
-			}
-			switch {
-			case g.GroupState == "Stable" && now.Sub(last) > session:
-				whys = append(whys, fmt.Sprintf("silent %.1fs in a stable group", now.Sub(last).Seconds()))
-			case ok && !preparing.IsZero() && now.Sub(preparing) > rebalance && s.joined[m.MemberID].Before(preparing.Add(-every)):
-				// The rebalance began after the last look before preparing:
-				// a join before that is not one of this rebalance. A member
-				// first described now is one whose first join waits for its
-				// id (the answer names it): it is joining.
-				whys = append(whys, fmt.Sprintf("not rejoined in a rebalance of %.1fs", now.Sub(preparing).Seconds()))
-			default:
-				continue
-			}
-			drop = append(drop, kafka.LeaveGroupRequestMember{ID: m.MemberID})
+		ids := make([]string, len(g.Members))
+		for i, m := range g.Members {
+			ids[i] = m.MemberID
 		}
-		s.mu.Unlock()
+		ids, whys := s.judge(g.GroupState, ids, now, preparing, session, rebalance, every)
+		drop := make([]kafka.LeaveGroupRequestMember, len(ids))
+		for i, id := range ids {
+			drop[i] = kafka.LeaveGroupRequestMember{ID: id}
+		}
 		if len(drop) == 0 {
 			continue
 		}
@@ -136,6 +124,99 @@ func (s *sessionTimer) run(ctx context.Context, brokers []string, session, rebal
 		for i, m := range drop {
 			dropped(m.ID, whys[i])
 		}
+	}
+}
+
+// judge answers which of the group's members (ids, as the broker describes
+// them in state) a coordinator would drop now, and why; preparing is when
+// the rebalance under way was first seen (zero: none is).
+func (s *sessionTimer) judge(state string, ids []string, now, preparing time.Time, session, rebalance, every time.Duration) (drop, whys []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		last, ok := s.seen[id]
+		if !ok {
+			// A member described before any request of its own named it:
+			// its first join, which waits for the id its answer carries. In
+			// a rebalance that join is one of this rebalance's.
+			s.seen[id], last = now, now
+			if state == "PreparingRebalance" {
+				s.joined[id] = now
+			}
+		}
+		switch {
+		case state == "Stable" && now.Sub(last) > session:
+			whys = append(whys, fmt.Sprintf("silent %.1fs in a stable group", now.Sub(last).Seconds()))
+		case !preparing.IsZero() && now.Sub(preparing) > rebalance && s.joined[id].Before(preparing.Add(-every)):
+			// The rebalance began after the last look before preparing: a
+			// join before that is not one of this rebalance.
+			whys = append(whys, fmt.Sprintf("not rejoined in a rebalance of %.1fs", now.Sub(preparing).Seconds()))
+		default:
+			continue
+		}
+		drop = append(drop, id)
+	}
+	return drop, whys
+}
+
+// TestSessionTimerJudges: the timers' rules, look by look, without a
+// broker: a stable group's silent member goes, a rebalance older than its
+// timeout loses the members that did not join it, and a member first
+// described during a rebalance (its first join, whose id no request has
+// named yet) has joined it, at that look and at the next.
+func TestSessionTimerJudges(t *testing.T) {
+	const session, rebalance, every = 3 * time.Second, 15 * time.Second, 100 * time.Millisecond
+	t0 := time.Now()
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	type look struct {
+		state     string
+		at        float64 // s after t0
+		preparing float64 // s after t0 the rebalance was first seen; < 0: none under way
+		want      []string
+	}
+	for _, tc := range []struct {
+		name    string
+		heard   map[string]float64 // member → its last request, s after t0
+		joinedA map[string]float64 // member → its last JoinGroup, s after t0
+		looks   []look
+	}{
+		{name: "a stable group's silent member goes, a heard one stays",
+			heard: map[string]float64{"quiet": 0, "talks": 3.5},
+			looks: []look{{"Stable", 2, -1, nil}, {"Stable", 4, -1, []string{"quiet"}}}},
+		{name: "an old rebalance loses the members that did not join it",
+			heard:   map[string]float64{"rejoined": 5, "gone": 5},
+			joinedA: map[string]float64{"rejoined": 5, "gone": 0},
+			looks:   []look{{"PreparingRebalance", 10, 1, nil}, {"PreparingRebalance", 16.5, 1, []string{"gone"}}}},
+		{name: "a member first described during a rebalance has joined it",
+			looks: []look{{"PreparingRebalance", 10, 1, nil}, {"PreparingRebalance", 16.5, 1, nil}, {"PreparingRebalance", 17, 1, nil}}},
+		{name: "a member first described in a stable group joins the next rebalance",
+			looks: []look{{"Stable", 0.5, -1, nil}, {"PreparingRebalance", 2, 1.9, nil}, {"PreparingRebalance", 17.5, 1.9, []string{"new"}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSessionTimer()
+			ids := []string{}
+			for id, h := range tc.heard {
+				s.seen[id] = at(h)
+				ids = append(ids, id)
+			}
+			for id, j := range tc.joinedA {
+				s.joined[id] = at(j)
+			}
+			if len(ids) == 0 {
+				ids = []string{"new"}
+			}
+			slices.Sort(ids)
+			for _, l := range tc.looks {
+				var preparing time.Time
+				if l.preparing >= 0 {
+					preparing = at(l.preparing)
+				}
+				got, whys := s.judge(l.state, ids, at(l.at), preparing, session, rebalance, every)
+				if !slices.Equal(got, l.want) {
+					t.Fatalf("%s at %.1fs: dropped %v (%v), want %v", l.state, l.at, got, whys, l.want)
+				}
+			}
+		})
 	}
 }
 
