@@ -107,9 +107,9 @@ func (s *sessionTimer) run(ctx context.Context, brokers []string, session, rebal
 		for i, m := range g.Members {
 			ids[i] = m.MemberID
 		}
-		ids, whys := s.judge(g.GroupState, ids, now, preparing, session, rebalance, every)
-		drop := make([]kafka.LeaveGroupRequestMember, len(ids))
-		for i, id := range ids {
+		gone, whys := s.judge(g.GroupState, ids, now, preparing, session, rebalance, every)
+		drop := make([]kafka.LeaveGroupRequestMember, len(gone))
+		for i, id := range gone {
 			drop[i] = kafka.LeaveGroupRequestMember{ID: id}
 		}
 		if len(drop) == 0 {
@@ -175,18 +175,18 @@ func TestSessionTimerJudges(t *testing.T) {
 		want      []string
 	}
 	for _, tc := range []struct {
-		name    string
-		heard   map[string]float64 // member → its last request, s after t0
-		joinedA map[string]float64 // member → its last JoinGroup, s after t0
-		looks   []look
+		name   string
+		heard  map[string]float64 // member → its last request, s after t0; absent: never heard
+		joined map[string]float64 // member → its last JoinGroup, s after t0
+		looks  []look
 	}{
 		{name: "a stable group's silent member goes, a heard one stays",
 			heard: map[string]float64{"quiet": 0, "talks": 3.5},
 			looks: []look{{"Stable", 2, -1, nil}, {"Stable", 4, -1, []string{"quiet"}}}},
 		{name: "an old rebalance loses the members that did not join it",
-			heard:   map[string]float64{"rejoined": 5, "gone": 5},
-			joinedA: map[string]float64{"rejoined": 5, "gone": 0},
-			looks:   []look{{"PreparingRebalance", 10, 1, nil}, {"PreparingRebalance", 16.5, 1, []string{"gone"}}}},
+			heard:  map[string]float64{"rejoined": 5, "gone": 5},
+			joined: map[string]float64{"rejoined": 5, "gone": 0},
+			looks:  []look{{"PreparingRebalance", 10, 1, nil}, {"PreparingRebalance", 16.5, 1, []string{"gone"}}}},
 		{name: "a member first described during a rebalance has joined it",
 			looks: []look{{"PreparingRebalance", 10, 1, nil}, {"PreparingRebalance", 16.5, 1, nil}, {"PreparingRebalance", 17, 1, nil}}},
 		{name: "a member first described in a stable group joins the next rebalance",
@@ -199,11 +199,11 @@ func TestSessionTimerJudges(t *testing.T) {
 				s.seen[id] = at(h)
 				ids = append(ids, id)
 			}
-			for id, j := range tc.joinedA {
+			for id, j := range tc.joined {
 				s.joined[id] = at(j)
 			}
 			if len(ids) == 0 {
-				ids = []string{"new"}
+				ids = []string{"new"} // a member no request has named
 			}
 			slices.Sort(ids)
 			for _, l := range tc.looks {

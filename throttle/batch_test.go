@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/bulkreg/bulkreg/internal/scriptbatch"
-	"github.com/bulkreg/bulkreg/lua"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -125,8 +124,9 @@ func TestReserveNBeyondMaxWait(t *testing.T) {
 func TestReserveNMatchesOneAtATime(t *testing.T) {
 	rdb := startRedis(t).Client()
 	ctx := context.Background()
-	script := redis.NewScript(lua.Script("slot_guard.lua") + lua.Script("fits.lua") + lua.Script("reserve.lua"))
-	marker := NewMarkers().OfSlot(0)
+	// The sliding policy's script and keys; the limit, reach and not-before
+	// of each round are the script's arguments.
+	th := newThrottle(t, rdb, PerMinute(100))
 	seed := time.Now().UnixNano()
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	const win = int64(1_000_000)
@@ -166,8 +166,8 @@ func TestReserveNMatchesOneAtATime(t *testing.T) {
 		var got [2][]string
 		var logs [2][]redis.Z
 		for k := range 2 {
-			s := fmt.Sprintf("twin-%d-%d", round, k)
-			keys := []string{"bulkreg:{s:" + s + "}:log", "bulkreg:{s:" + s + "}:block", marker}
+			sk := th.keys(seller(fmt.Sprintf("twin-%d-%d", round, k)))
+			keys := []string{sk.log, sk.block, sk.marker}
 			if len(entries) > 0 {
 				if err := rdb.ZAdd(ctx, keys[0], entries...).Err(); err != nil {
 					t.Fatal(err)
@@ -183,7 +183,7 @@ func TestReserveNMatchesOneAtATime(t *testing.T) {
 				for _, id := range ids[1:] {
 					args = append(args, id)
 				}
-				v, err := script.Run(ctx, rdb, keys, args...).Text()
+				v, err := th.reserve.Run(ctx, rdb, keys, args...).Text()
 				if err != nil {
 					t.Fatalf("round %d: %v", round, err)
 				}
